@@ -1,0 +1,15 @@
+#!/bin/sh
+# run-fuzz.sh TARGET SECONDS [SEED...]: fuzz for a bounded time from a fresh
+# corpus seeded with the given files; fails on any crash or sanitizer report.
+set -eu
+target=$1
+seconds=$2
+shift 2
+corpus=$(mktemp -d)
+trap 'rm -rf "$corpus"' EXIT
+for s in "$@"; do
+    [ -f "$s" ] && cp "$s" "$corpus/"
+done
+cd "$corpus"
+exec "$target" -max_total_time="$seconds" -rss_limit_mb=2048 -max_len=1048576 \
+    -timeout=10 -print_final_stats=1 "$corpus"
