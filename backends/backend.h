@@ -1,0 +1,145 @@
+/* The backend interface: what a device layer (cpu, vulkan, cuda) provides.
+ *
+ * Usage (normally through engine/runtime's rlx_session, not directly):
+ *     const rlx_backend_i *be = rlx_backend_find("cpu");
+ *     rlx_device *dev = NULL;
+ *     be->device_open(0, &(rlx_device_opts){.n_threads = 2}, &dev, &err);
+ *     rlx_program *prog = NULL;
+ *     be->program_create(dev, lir, &prog, &err);        // once
+ *     be->program_run(prog, &bindings, &syms, &err);    // per step
+ *     be->program_free(prog);
+ *     be->device_close(dev);
+ *
+ * A backend fills a `static const struct rlx_backend_i` with designated
+ * initializers. The compiler calls `supports_op` while legalizing so a
+ * backend is never handed an instruction it did not claim; a backend never
+ * copies data to the host to run an op it lacks.
+ *
+ * Ownership: rlx_device, rlx_buffer and rlx_program belong to the caller
+ * that created them and are freed through the same interface.
+ * Thread safety: a device may be used by one thread at a time, except that
+ * device_info/free-memory queries may be called from any thread.
+ */
+#ifndef RLX_BACKENDS_BACKEND_H
+#define RLX_BACKENDS_BACKEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backends/base/lir.h"
+#include "backends/base/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum rlx_device_type {
+    RLX_DEVICE_CPU,
+    RLX_DEVICE_GPU_DISCRETE,
+    RLX_DEVICE_GPU_INTEGRATED,
+    RLX_DEVICE_GPU_SOFTWARE, /* e.g. Mesa lavapipe */
+    RLX_DEVICE_OTHER,
+} rlx_device_type;
+
+typedef struct rlx_device_info {
+    char backend[16]; /* "cpu", "vulkan", "cuda" */
+    int index;        /* within the backend */
+    char id[32];      /* "cpu", "vulkan:0" */
+    char name[256];   /* "Intel Xeon ... (2 threads)" */
+    rlx_device_type type;
+    uint64_t total_memory; /* bytes */
+    uint64_t free_memory;  /* bytes, best effort */
+    int n_threads;         /* CPU: worker threads */
+    char features[128];    /* CPU: "AVX2 FMA AVX512F ..."; GPU: "fp16 int8" */
+} rlx_device_info;
+
+typedef struct rlx_device_opts {
+    int n_threads; /* CPU: 0 = one per physical core */
+} rlx_device_opts;
+
+/* Opaque per-backend objects. Each backend's struct starts with this header
+ * so generic code can find the interface. */
+struct rlx_backend_i;
+typedef struct rlx_device {
+    const struct rlx_backend_i *iface;
+} rlx_device;
+typedef struct rlx_buffer {
+    const struct rlx_backend_i *iface;
+    uint64_t size;
+    void *host_ptr; /* non-NULL when the bytes are directly addressable by the host */
+} rlx_buffer;
+typedef struct rlx_program {
+    const struct rlx_backend_i *iface;
+} rlx_program;
+
+/* Where each external tensor of a program lives for one run. Arrays are
+ * indexed like the LIR's params/states/inputs/outputs. */
+typedef struct rlx_buffer_ref {
+    rlx_buffer *buf;
+    uint64_t offset;
+} rlx_buffer_ref;
+
+typedef struct rlx_program_bindings {
+    rlx_buffer_ref arena;
+    const rlx_buffer_ref *params;
+    const rlx_buffer_ref *states;
+    const rlx_buffer_ref *inputs;
+    const rlx_buffer_ref *outputs;
+    volatile const int *cancel; /* optional: checked between instructions */
+} rlx_program_bindings;
+
+typedef struct rlx_backend_i {
+    const char *name;
+
+    /* devices */
+    int (*device_count)(void);
+    rlx_status (*device_info)(int index, rlx_device_info *out, rlx_error **err);
+    rlx_status (*device_open)(int index, const rlx_device_opts *opts, rlx_device **out,
+                              rlx_error **err);
+    void (*device_close)(rlx_device *dev);
+    /* live figures for an open device (free memory changes) */
+    rlx_status (*device_query)(rlx_device *dev, rlx_device_info *out, rlx_error **err);
+
+    /* buffers */
+    rlx_status (*buffer_alloc)(rlx_device *dev, uint64_t size, rlx_buffer **out, rlx_error **err);
+    /* Make host bytes (e.g. an mmap'd weight file region) usable by the
+     * device: zero-copy on the CPU, an upload on a GPU. The host memory
+     * must outlive the buffer on backends that do not copy. */
+    rlx_status (*buffer_from_host)(rlx_device *dev, const void *ptr, uint64_t size,
+                                   rlx_buffer **out, rlx_error **err);
+    rlx_status (*buffer_write)(rlx_buffer *buf, uint64_t offset, const void *src, uint64_t size,
+                               rlx_error **err);
+    rlx_status (*buffer_read)(rlx_buffer *buf, uint64_t offset, void *dst, uint64_t size,
+                              rlx_error **err);
+    void (*buffer_free)(rlx_buffer *buf);
+
+    /* compile + run */
+    bool (*supports_op)(rlx_device *dev, const rlx_lir *lir, const rlx_lir_instr *ins);
+    rlx_status (*program_create)(rlx_device *dev, const rlx_lir *lir, rlx_program **out,
+                                 rlx_error **err);
+    rlx_status (*program_run)(rlx_program *prog, const rlx_program_bindings *b,
+                              const rlx_sym_values *syms, rlx_error **err);
+    void (*program_free)(rlx_program *prog);
+    rlx_status (*synchronize)(rlx_device *dev, rlx_error **err);
+
+    /* Per-instruction time of the last run in milliseconds (n = lir->n_instrs).
+     * Timing is collected only when enabled, so runs stay cheap otherwise. */
+    void (*program_set_timing)(rlx_program *prog, bool enabled);
+    rlx_status (*program_timings)(rlx_program *prog, double *ms, int32_t n, rlx_error **err);
+} rlx_backend_i;
+
+/* The registry of compiled-in backends ("cpu" always; "vulkan", "cuda" when
+ * built). NULL when absent. */
+RLX_API const rlx_backend_i *rlx_backend_find(const char *name);
+RLX_API int rlx_backend_count(void);
+RLX_API const rlx_backend_i *rlx_backend_at(int i);
+
+/* Parse "cpu", "vulkan:0", "cuda:1" into backend + index. */
+RLX_API rlx_status rlx_device_parse(const char *spec, const rlx_backend_i **out_backend,
+                                    int *out_index, rlx_error **err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
