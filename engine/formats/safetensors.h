@@ -30,6 +30,8 @@ extern "C" {
 #endif
 
 #define RLX_ST_MAX_DIMS 8
+/* Headers (and index files) larger than this are refused as hostile. */
+#define RLX_ST_MAX_HEADER_BYTES (100 * 1024 * 1024)
 
 typedef struct rlx_st_tensor {
     char *name;
