@@ -377,7 +377,7 @@ static rlx_status parse_tensor(const st_shard *sh, uint32_t shard_idx, const cha
                              label, name, json_object_to_json_string(joffs));
     if (begin > end)
         return rlx_error_set(err, RLX_ERR_FORMAT,
-                             "%s: tensor '%s' data_offsets [%llu, %llu] begin after they end",
+                             "%s: tensor '%s' data_offsets [%llu, %llu] end before they begin",
                              label, name, (unsigned long long)begin, (unsigned long long)end);
     if (end > sh->data_size)
         return rlx_error_set(err, RLX_ERR_FORMAT,
@@ -596,8 +596,7 @@ static rlx_status map_file(st_shard *sh, rlx_error **err)
 {
     int fd = open(sh->path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return rlx_error_set(err, errno == ENOENT ? RLX_ERR_NOT_FOUND : RLX_ERR_IO,
-                             "cannot open %s: %s", sh->path, strerror(errno));
+        return rlx_error_set(err, RLX_ERR_IO, "cannot open %s: %s", sh->path, strerror(errno));
     struct stat sb;
     if (fstat(fd, &sb) != 0) {
         int e = errno;
@@ -679,8 +678,7 @@ static rlx_status read_small_file(const char *path, char **out, size_t *out_size
     *out = NULL;
     FILE *f = fopen(path, "rb");
     if (!f)
-        return rlx_error_set(err, errno == ENOENT ? RLX_ERR_NOT_FOUND : RLX_ERR_IO,
-                             "cannot open %s: %s", path, strerror(errno));
+        return rlx_error_set(err, RLX_ERR_IO, "cannot open %s: %s", path, strerror(errno));
     size_t cap = 4096, n = 0;
     char *buf = malloc(cap);
     while (buf) {
@@ -876,8 +874,7 @@ rlx_status rlx_safetensors_open(const char *path, rlx_safetensors **out, rlx_err
                              "rlx_safetensors_open: path and out must not be NULL");
     struct stat sb;
     if (stat(path, &sb) != 0)
-        return rlx_error_set(err, errno == ENOENT ? RLX_ERR_NOT_FOUND : RLX_ERR_IO,
-                             "cannot open %s: %s", path, strerror(errno));
+        return rlx_error_set(err, RLX_ERR_IO, "cannot open %s: %s", path, strerror(errno));
     if (!S_ISDIR(sb.st_mode))
         return ends_with(path, ".json") ? open_index(path, out, err) : open_single(path, out, err);
 
@@ -892,7 +889,7 @@ rlx_status rlx_safetensors_open(const char *path, rlx_safetensors **out, rlx_err
     else if (is_regular(index))
         s = open_index(index, out, err);
     else
-        s = rlx_error_set(err, RLX_ERR_NOT_FOUND,
+        s = rlx_error_set(err, RLX_ERR_IO,
                           "%s holds neither model.safetensors nor model.safetensors.index.json",
                           path);
     free(single);
