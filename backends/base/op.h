@@ -11,6 +11,42 @@
  *
  * Thread safety: plain data and pure functions.
  */
+/* Semantics the compiler relies on (and backends implement):
+ * - Dtypes: float results are F32 unless the node is a CAST; F16/BF16 params
+ *   may feed any float input (backends read them, or refuse in supports_op
+ *   and the compiler inserts a CAST). Integer elementwise ops on I32 give
+ *   I32. CMP gives U8; WHERE's cond is U8 (nonzero = true).
+ * - Elementwise: inputs broadcast numpy-style to the node's shape.
+ * - MATMUL (a, b[, bias]): out = act(alpha * op(a) @ op(b) + bias); batch dims
+ *   broadcast; bias [N]; b may be block-quantized (then rank 2, trans_b).
+ * - SOFTMAX (x[, mask]): s = x*scale (scale 0 = 1); softcap c: s = c*tanh(s/c);
+ *   s += mask (broadcast); softmax over the last axis.
+ * - LAYER_NORM / RMS_NORM over the last axis, then * weight (+ bias);
+ *   GROUP_NORM over (C/groups x spatial) of x [N, C, ...], weight/bias [C].
+ *   Inputs after x are present per has_weight / has_bias.
+ * - ADD_RMS_NORM (a, b, weight): rms_norm(a + b) * weight (the sum itself is
+ *   not an output, so the fusion pass forms it only when nothing else uses it).
+ * - ROPE (x, pos I32 [S][, freq_factors F32 [n_rot/2]]): for pair i < n_rot/2,
+ *   theta = pos * freq_scale * freq_base^(-2i/n_rot) / freq_factors[i];
+ *   NORMAL rotates (2i, 2i+1), NEOX rotates (i, i + n_rot/2); dims >= n_rot
+ *   pass through. seq_axis is the axis of x that pos indexes; the head dim is
+ *   the last axis.
+ * - ATTENTION (q, k, v[, bias]): per head h (kv head h / (Hq/Hkv)),
+ *   s = q.k * scale (0 = 1/sqrt(D)); softcap; + bias; masked (query i at
+ *   absolute position T-S+i sees key j when j <= pos, and for WINDOW also
+ *   j > pos - window); softmax over keys; @ v. Output [B, Hq, S, Dv].
+ * - CONV1D/CONV2D/CONV_TRANSPOSE2D, POOL2D (avg divides by the kernel area),
+ *   RESIZE (output size = the node's last two dims): as PyTorch.
+ * - SLICE: params.slice.start (+ step, 0 = 1) along axis; length from the
+ *   output shape. PAD: constant value. PERMUTE: out dim i = in dim perm[i].
+ * - GATHER (table [V, D], ids I32 [...]) -> F32 [..., D].
+ * - SCATTER (state, src): state[.., offset : offset + src.shape[axis], ..] = src
+ *   in place; the output is the state itself (same home).
+ * - TOPK: sorted, the k largest (or smallest); values or I32 indices.
+ * - FUSED_ELEMENTWISE: registers 0..n_in-1 are the inputs broadcast to the
+ *   output shape, computed in F32; step ops are elementwise ops (SCALE uses
+ *   p0/p1 as mul/add, CLAMP p0/p1 as lo/hi, CMP/GELU take aux).
+ */
 #ifndef RLX_BASE_OP_H
 #define RLX_BASE_OP_H
 
@@ -268,6 +304,17 @@ RLX_API bool rlx_dim_equal(rlx_dim a, rlx_dim b);
 RLX_API int64_t rlx_dim_eval(rlx_dim d, const rlx_sym_values *sv);
 RLX_API rlx_shape rlx_shape_make(int rank, const int64_t *dims);
 RLX_API int64_t rlx_shape_numel(const rlx_shape *s, const rlx_sym_values *sv);
+
+/* Symbolic dim arithmetic. Results stay canonical (terms sorted by symbol,
+ * unused terms sym -1 / mul 0). These return false when the result does not
+ * fit the affine form (more than RLX_DIM_TERMS symbols). */
+RLX_API rlx_shape rlx_shape_make_dims(int rank, const rlx_dim *dims);
+RLX_API bool rlx_dim_add(rlx_dim a, rlx_dim b, rlx_dim *out);
+RLX_API bool rlx_dim_sub(rlx_dim a, rlx_dim b, rlx_dim *out);
+RLX_API rlx_dim rlx_dim_scale(rlx_dim a, int64_t m);
+/* The value of d with every symbol at its upper bound (max[sym]). */
+RLX_API int64_t rlx_dim_upper(rlx_dim d, const int64_t *max);
+RLX_API bool rlx_shape_equal(const rlx_shape *a, const rlx_shape *b);
 
 #ifdef __cplusplus
 }
