@@ -250,6 +250,14 @@ static rlx_status parse_json(const char *text, size_t len, const char *label, co
     struct json_object *obj = json_tokener_parse_ex(tok, text, (int)len);
     enum json_tokener_error jerr = json_tokener_get_error(tok);
     size_t end = json_tokener_get_parse_end(tok);
+    if (!obj && jerr == json_tokener_continue) {
+        /* A bare number cannot know it ended; a NUL tells the tokener. */
+        obj = json_tokener_parse_ex(tok, "", 1);
+        jerr = json_tokener_get_error(tok);
+        if (!obj && jerr != json_tokener_success)
+            jerr = json_tokener_continue; /* report it as cut short */
+        end = len;
+    }
     json_tokener_free(tok);
     if (!obj || jerr != json_tokener_success) {
         json_object_put(obj);
