@@ -535,7 +535,7 @@ static rlx_status parse_shard(rlx_safetensors *st, uint32_t idx, const uint8_t *
         st->n_tensors++;
     }
     json_object_put(root);
-    if (s == RLX_OK)
+    if (s == RLX_OK && st->n_tensors > first)
         s = check_overlap(st->tensors + first, st->n_tensors - first, label, err);
     return s;
 }

@@ -2,7 +2,7 @@
 # run-fuzz.sh TARGET SECONDS [SEED...]: fuzz for a bounded time from a fresh
 # corpus seeded with the given files; fails on any crash or sanitizer report.
 set -eu
-target=$1
+target=$(realpath "$1") # the run below happens inside the corpus folder
 seconds=$2
 shift 2
 corpus=$(mktemp -d)
