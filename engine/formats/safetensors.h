@@ -46,8 +46,18 @@ typedef struct rlx_st_tensor {
 
 typedef struct rlx_safetensors rlx_safetensors;
 
+/* `path` is a .safetensors file; a file ending in ".json" (an HF index whose
+ * "weight_map" names shard files in the same folder, each opened once); or a
+ * folder holding model.safetensors (preferred) or model.safetensors.index.json.
+ * *out is set to NULL first and owned by the caller (rlx_safetensors_close).
+ * Errors: RLX_ERR_IO when a file cannot be opened or mapped; RLX_ERR_FORMAT for
+ * a malformed or inconsistent header or index (the message names the file,
+ * the tensor and the field); RLX_ERR_UNSUPPORTED for a dtype outside
+ * F64/F32/F16/BF16/F8_E4M3/F8_E5M2/I64/I32/I16/I8/U8/BOOL or more than
+ * RLX_ST_MAX_DIMS dims. Tensors keep header order, shard by shard. */
 RLX_API rlx_status rlx_safetensors_open(const char *path, rlx_safetensors **out, rlx_error **err);
-/* Parse one in-memory image (not copied; must outlive the result). */
+/* Parse one in-memory image (not copied; must outlive the result). `name`
+ * (may be NULL) is what error messages and rlx_safetensors_shard_path call it. */
 RLX_API rlx_status rlx_safetensors_open_memory(const void *data, size_t size, const char *name,
                                                rlx_safetensors **out, rlx_error **err);
 RLX_API void rlx_safetensors_close(rlx_safetensors *st);
@@ -59,7 +69,9 @@ RLX_API const rlx_st_tensor *rlx_safetensors_tensor_at(const rlx_safetensors *st
 RLX_API const rlx_st_tensor *rlx_safetensors_find(const rlx_safetensors *st, const char *name);
 RLX_API const void *rlx_safetensors_data(const rlx_safetensors *st, const rlx_st_tensor *t);
 
-/* `__metadata__` entries (string -> string), merged over all shards. */
+/* `__metadata__` entries (string -> string), merged over all shards; where
+ * shards disagree on a key, the first shard's value is kept. Strings belong
+ * to `st`. */
 RLX_API uint64_t rlx_safetensors_n_metadata(const rlx_safetensors *st);
 RLX_API void rlx_safetensors_metadata_at(const rlx_safetensors *st, uint64_t i, const char **key,
                                          const char **value);
