@@ -35,6 +35,8 @@ extern "C" {
 
 #define RLX_GGUF_MAX_DIMS          4
 #define RLX_GGUF_DEFAULT_ALIGNMENT 32
+/* A key's array is depth 1; arrays nested deeper than this are rejected. */
+#define RLX_GGUF_MAX_ARRAY_DEPTH 8
 
 /* GGUF metadata value types, numbered as in the file format. */
 typedef enum rlx_gguf_type {
@@ -136,12 +138,15 @@ RLX_API rlx_status rlx_gguf_get_str(const rlx_gguf *g, const char *key, rlx_gguf
 /* Copies the string into buf (NUL-terminated, truncated to cap-1). */
 RLX_API rlx_status rlx_gguf_get_string(const rlx_gguf *g, const char *key, char *buf, size_t cap,
                                        rlx_error **err);
+/* elem_type RLX_GGUF_TYPE_COUNT accepts an array of any element type. */
 RLX_API rlx_status rlx_gguf_get_arr(const rlx_gguf *g, const char *key, rlx_gguf_type elem_type,
                                     const rlx_gguf_value **out, rlx_error **err);
 
 /* Element i of an array value, decoded (strings and nested arrays included).
- * Sequential access (i, i+1, ...) is O(1) per element; random access into
- * arrays of strings is O(i) the first time. */
+ * Arrays of fixed-size elements are O(1). A key's own array of strings or of
+ * arrays is indexed at open, so any element costs at most 15 skips; arrays
+ * nested inside arrays are walked from their start (O(i)). Out-of-range i
+ * is RLX_ERR_INVALID_ARG. */
 RLX_API rlx_status rlx_gguf_array_get(const rlx_gguf *g, const rlx_gguf_value *arr, uint64_t i,
                                       rlx_gguf_value *out, rlx_error **err);
 
@@ -165,6 +170,11 @@ RLX_API const char *rlx_gguf_type_name(rlx_gguf_type t);
  *     rlx_gguf_writer_free(w);
  *
  * Tensor data is copied at add time. Later sets of the same key replace it.
+ * Setters and add_tensor return RLX_ERR_INVALID_ARG (or NO_MEMORY) on bad
+ * input and remember the first failure: to_memory / write then fail with it,
+ * so a chain of calls needs only the final status checked.
+ * set_alignment (a nonzero power of two) stores general.alignment; setting
+ * that key directly (uint32, power of two) does the same.
  */
 typedef struct rlx_gguf_writer rlx_gguf_writer;
 
@@ -184,16 +194,36 @@ RLX_API rlx_status rlx_gguf_writer_set_arr(rlx_gguf_writer *w, const char *key,
                                            uint64_t count);
 RLX_API rlx_status rlx_gguf_writer_set_str_arr(rlx_gguf_writer *w, const char *key,
                                                const char *const *strs, uint64_t count);
+RLX_API rlx_status rlx_gguf_writer_set_i64(rlx_gguf_writer *w, const char *key, int64_t v);
+RLX_API rlx_status rlx_gguf_writer_set_f64(rlx_gguf_writer *w, const char *key, double v);
+/* Any value, in the reader's representation: scalars of every type (the
+ * widened field must fit v->type), strings (v.str, may hold any bytes), and
+ * arrays given as their file encoding (v.arr.data / data_len, as a reader
+ * hands them out), so nested arrays and arrays of strings copy verbatim. The
+ * encoding is checked. Values from an open rlx_gguf are copied. */
+RLX_API rlx_status rlx_gguf_writer_set_value(rlx_gguf_writer *w, const char *key,
+                                             const rlx_gguf_value *v);
 /* Copy every key/value of an open file (e.g. when re-quantizing). */
 RLX_API rlx_status rlx_gguf_writer_copy_kv(rlx_gguf_writer *w, const rlx_gguf *src,
                                            rlx_error **err);
 RLX_API rlx_status rlx_gguf_writer_add_tensor(rlx_gguf_writer *w, const char *name, rlx_dtype dtype,
                                               uint32_t n_dims, const uint64_t *ne, const void *data,
                                               uint64_t n_bytes);
+/* Like add_tensor, but the data is NOT copied: it must stay valid until the
+ * last rlx_gguf_writer_to_memory / _write call (e.g. a tensor of an open
+ * rlx_gguf being re-written). */
+RLX_API rlx_status rlx_gguf_writer_add_tensor_ref(rlx_gguf_writer *w, const char *name,
+                                                  rlx_dtype dtype, uint32_t n_dims,
+                                                  const uint64_t *ne, const void *data,
+                                                  uint64_t n_bytes);
+/* The first failure of a setter or add_tensor, kept so that to_memory /
+ * write report it; NULL when none. Owned by the writer. */
+RLX_API const char *rlx_gguf_writer_error(const rlx_gguf_writer *w);
 /* Serialize to memory (caller frees *out with free()). */
 RLX_API rlx_status rlx_gguf_writer_to_memory(rlx_gguf_writer *w, void **out, size_t *out_size,
                                              rlx_error **err);
-/* Write to `path` via a temporary file and rename(). */
+/* Write to `path` via a temporary file in the same folder, fsync() and
+ * rename(), so `path` holds either the old file or the complete new one. */
 RLX_API rlx_status rlx_gguf_writer_write(rlx_gguf_writer *w, const char *path, rlx_error **err);
 
 #ifdef __cplusplus
