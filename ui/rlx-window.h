@@ -1,0 +1,25 @@
+/* RlxWindow: the main window, a header bar with a view switcher over one page
+ * per job (Chat, Segment, Transcribe, Imagine).
+ *
+ *   RlxWindow *win = rlx_window_new(app, rlx_application_get_settings(app));
+ *   gtk_window_present(GTK_WINDOW(win));
+ *
+ * Action: win.view (string: chat, segment, transcribe, imagine) shows a page;
+ * <Alt>1 to <Alt>4. The size and maximized state are restored from and saved
+ * to settings (keys window-width, window-height, window-maximized).
+ *
+ * Thread safety: main thread only.
+ */
+#pragma once
+
+#include "rlx-application.h"
+
+G_BEGIN_DECLS
+
+#define RLX_TYPE_WINDOW (rlx_window_get_type())
+G_DECLARE_FINAL_TYPE(RlxWindow, rlx_window, RLX, WINDOW, AdwApplicationWindow)
+
+/* settings: may be NULL (the window size is then not remembered). */
+RlxWindow *rlx_window_new(RlxApplication *app, GSettings *settings);
+
+G_END_DECLS
