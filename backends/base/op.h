@@ -302,6 +302,7 @@ RLX_API rlx_dim rlx_dim_sym(int sym);
 RLX_API bool rlx_dim_is_const(rlx_dim d);
 RLX_API bool rlx_dim_equal(rlx_dim a, rlx_dim b);
 RLX_API int64_t rlx_dim_eval(rlx_dim d, const rlx_sym_values *sv);
+/* dims may be NULL: all ones. */
 RLX_API rlx_shape rlx_shape_make(int rank, const int64_t *dims);
 RLX_API int64_t rlx_shape_numel(const rlx_shape *s, const rlx_sym_values *sv);
 

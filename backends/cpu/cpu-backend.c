@@ -1,0 +1,270 @@
+/* The CPU backend: device description, host buffers and the interface
+ * table. Programs live in cpu-program.c, ops in cpu-ops.c. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backends/cpu/cpu-backend.h"
+#include "backends/cpu/cpu-internal.h"
+#include "backends/cpu/cpu-program.h"
+
+#define CPU_ALIGN 64
+
+static int cpu_device_count(void)
+{
+    return 1;
+}
+
+static void read_model_name(char *buf, size_t cap)
+{
+    snprintf(buf, cap, "CPU");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f)
+        return;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "model name", 10) != 0)
+            continue;
+        const char *colon = strchr(line, ':');
+        if (!colon)
+            continue;
+        colon++;
+        while (*colon == ' ' || *colon == '\t')
+            colon++;
+        snprintf(buf, cap, "%s", colon);
+        size_t n = strlen(buf);
+        while (n && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
+            buf[--n] = '\0';
+        break;
+    }
+    fclose(f);
+}
+
+/* MemTotal and MemAvailable in bytes; 0 when unreadable. */
+static void read_meminfo(uint64_t *total, uint64_t *avail)
+{
+    *total = *avail = 0;
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f)
+        return;
+    char line[256];
+    while (fgets(line, sizeof line, f)) {
+        unsigned long long kb;
+        if (sscanf(line, "MemTotal: %llu kB", &kb) == 1)
+            *total = (uint64_t)kb * 1024;
+        else if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
+            *avail = (uint64_t)kb * 1024;
+    }
+    fclose(f);
+}
+
+static void cpu_features_string(char *buf, size_t cap)
+{
+    buf[0] = '\0';
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_cpu_init();
+    size_t n = 0;
+#define FEAT(s, name)                                            \
+    if (__builtin_cpu_supports(s) && n + sizeof(name) + 1 < cap) \
+        n += (size_t)snprintf(buf + n, cap - n, "%s%s", n ? " " : "", name);
+    FEAT("sse4.2", "SSE4.2")
+    FEAT("avx", "AVX")
+    FEAT("avx2", "AVX2")
+    FEAT("fma", "FMA")
+    FEAT("avx512f", "AVX512F")
+    FEAT("avx512bw", "AVX512BW")
+    FEAT("avx512vl", "AVX512VL")
+    FEAT("avx512vnni", "AVX512VNNI")
+#undef FEAT
+#else
+    (void)cap;
+#endif
+}
+
+static int default_threads(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+static void fill_info(int n_threads, rlx_device_info *out)
+{
+    memset(out, 0, sizeof *out);
+    snprintf(out->backend, sizeof out->backend, "cpu");
+    out->index = 0;
+    snprintf(out->id, sizeof out->id, "cpu");
+    char model[200];
+    read_model_name(model, sizeof model);
+    snprintf(out->name, sizeof out->name, "%s (%d thread%s)", model, n_threads,
+             n_threads == 1 ? "" : "s");
+    out->type = RLX_DEVICE_CPU;
+    read_meminfo(&out->total_memory, &out->free_memory);
+    out->n_threads = n_threads;
+    cpu_features_string(out->features, sizeof out->features);
+}
+
+static rlx_status cpu_device_info(int index, rlx_device_info *out, rlx_error **err)
+{
+    if (!out)
+        return rlx_error_set(err, RLX_ERR_INVALID_ARG, "device_info: no output given");
+    if (index != 0)
+        return rlx_error_set(err, RLX_ERR_NOT_FOUND, "no CPU device %d: the CPU is device 0",
+                             index);
+    fill_info(default_threads(), out);
+    return RLX_OK;
+}
+
+static rlx_status cpu_device_open(int index, const rlx_device_opts *opts, rlx_device **out,
+                                  rlx_error **err)
+{
+    if (out)
+        *out = NULL;
+    if (!out)
+        return rlx_error_set(err, RLX_ERR_INVALID_ARG, "device_open: no output given");
+    if (index != 0)
+        return rlx_error_set(err, RLX_ERR_NOT_FOUND, "no CPU device %d: the CPU is device 0",
+                             index);
+    int nt = opts && opts->n_threads > 0 ? opts->n_threads : default_threads();
+    if (nt > 1024)
+        return rlx_error_set(err, RLX_ERR_INVALID_ARG, "%d threads is too many (at most 1024)", nt);
+    cpu_device *d = calloc(1, sizeof *d);
+    if (!d)
+        return rlx_error_set(err, RLX_ERR_NO_MEMORY, "out of memory opening the CPU device");
+    d->base.iface = &rlx_cpu_backend;
+    d->index = index;
+    d->n_threads = nt;
+    *out = &d->base;
+    return RLX_OK;
+}
+
+static void cpu_device_close(rlx_device *dev)
+{
+    free(dev);
+}
+
+static rlx_status cpu_device_query(rlx_device *dev, rlx_device_info *out, rlx_error **err)
+{
+    if (!dev || !out)
+        return rlx_error_set(err, RLX_ERR_INVALID_ARG, "device_query: no device or output");
+    fill_info(((cpu_device *)dev)->n_threads, out);
+    return RLX_OK;
+}
+
+static rlx_status cpu_buffer_alloc(rlx_device *dev, uint64_t size, rlx_buffer **out,
+                                   rlx_error **err)
+{
+    if (out)
+        *out = NULL;
+    if (!dev || !out)
+        return rlx_error_set(err, RLX_ERR_INVALID_ARG, "buffer_alloc: no device or output");
+    if (size > UINT64_MAX - CPU_ALIGN || size + CPU_ALIGN > (uint64_t)SIZE_MAX)
+        return rlx_error_set(err, RLX_ERR_NO_MEMORY, "cannot allocate %llu bytes",
+                             (unsigned long long)size);
+    size_t rounded = (size_t)((size + CPU_ALIGN - 1) / CPU_ALIGN * CPU_ALIGN);
+    if (rounded == 0)
+        rounded = CPU_ALIGN;
+    cpu_buffer *b = calloc(1, sizeof *b);
+    void *p = b ? aligned_alloc(CPU_ALIGN, rounded) : NULL;
+    if (!p) {
+        free(b);
+        return rlx_error_set(err, RLX_ERR_NO_MEMORY, "out of memory allocating %.1f MiB",
+                             (double)size / (1024.0 * 1024.0));
+    }
+    memset(p, 0, rounded);
+    b->base.iface = &rlx_cpu_backend;
+    b->base.size = size;
+    b->base.host_ptr = p;
+    b->owned = true;
+    *out = &b->base;
+    return RLX_OK;
+}
+
+static rlx_status cpu_buffer_from_host(rlx_device *dev, const void *ptr, uint64_t size,
+                                       rlx_buffer **out, rlx_error **err)
+{
+    if (out)
+        *out = NULL;
+    if (!dev || !out || (!ptr && size))
+        return rlx_error_set(err, RLX_ERR_INVALID_ARG, "buffer_from_host: missing argument");
+    cpu_buffer *b = calloc(1, sizeof *b);
+    if (!b)
+        return rlx_error_set(err, RLX_ERR_NO_MEMORY, "out of memory wrapping host memory");
+    b->base.iface = &rlx_cpu_backend;
+    b->base.size = size;
+    /* The CPU reads host memory in place; it writes only to buffers it was
+     * handed as outputs or state, never to weights. */
+    b->base.host_ptr = (void *)(uintptr_t)ptr;
+    b->owned = false;
+    *out = &b->base;
+    return RLX_OK;
+}
+
+static rlx_status check_range(const rlx_buffer *buf, uint64_t offset, uint64_t size,
+                              const char *what, rlx_error **err)
+{
+    if (!buf)
+        return rlx_error_set(err, RLX_ERR_INVALID_ARG, "%s: no buffer", what);
+    if (offset > buf->size || size > buf->size - offset)
+        return rlx_error_set(err, RLX_ERR_INVALID_ARG,
+                             "%s of %llu bytes at offset %llu runs past the %llu-byte buffer", what,
+                             (unsigned long long)size, (unsigned long long)offset,
+                             (unsigned long long)buf->size);
+    return RLX_OK;
+}
+
+static rlx_status cpu_buffer_write(rlx_buffer *buf, uint64_t offset, const void *src, uint64_t size,
+                                   rlx_error **err)
+{
+    rlx_status s = check_range(buf, offset, size, "buffer write", err);
+    if (s == RLX_OK && size)
+        memmove((uint8_t *)buf->host_ptr + offset, src, (size_t)size);
+    return s;
+}
+
+static rlx_status cpu_buffer_read(rlx_buffer *buf, uint64_t offset, void *dst, uint64_t size,
+                                  rlx_error **err)
+{
+    rlx_status s = check_range(buf, offset, size, "buffer read", err);
+    if (s == RLX_OK && size)
+        memmove(dst, (const uint8_t *)buf->host_ptr + offset, (size_t)size);
+    return s;
+}
+
+static void cpu_buffer_free(rlx_buffer *buf)
+{
+    if (!buf)
+        return;
+    cpu_buffer *b = (cpu_buffer *)buf;
+    if (b->owned)
+        free(buf->host_ptr);
+    free(b);
+}
+
+static rlx_status cpu_synchronize(rlx_device *dev, rlx_error **err)
+{
+    (void)dev;
+    (void)err;
+    return RLX_OK;
+}
+
+const rlx_backend_i rlx_cpu_backend = {
+    .name = "cpu",
+    .device_count = cpu_device_count,
+    .device_info = cpu_device_info,
+    .device_open = cpu_device_open,
+    .device_close = cpu_device_close,
+    .device_query = cpu_device_query,
+    .buffer_alloc = cpu_buffer_alloc,
+    .buffer_from_host = cpu_buffer_from_host,
+    .buffer_write = cpu_buffer_write,
+    .buffer_read = cpu_buffer_read,
+    .buffer_free = cpu_buffer_free,
+    .supports_op = cpu_supports_op,
+    .program_create = cpu_program_create,
+    .program_run = cpu_program_run,
+    .program_free = cpu_program_free,
+    .synchronize = cpu_synchronize,
+    .program_set_timing = cpu_program_set_timing,
+    .program_timings = cpu_program_timings,
+};

@@ -1,0 +1,74 @@
+/* Internals of the CPU backend shared by cpu-backend.c, cpu-program.c,
+ * cpu-ops.c and cpu-quant.c. Not installed.
+ *
+ * A program resolves every LIR value, once per run, into a cpu_tensor: a
+ * base pointer, the dims at this run's symbol values and element strides.
+ * Each op is a function over cpu_tensors (one per op: the seam where a
+ * kernel from kernels.h replaces a reference loop).
+ */
+#ifndef RLX_BACKENDS_CPU_CPU_INTERNAL_H
+#define RLX_BACKENDS_CPU_CPU_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backends/backend.h"
+
+typedef struct cpu_device {
+    rlx_device base;
+    int index;
+    int n_threads;
+} cpu_device;
+
+typedef struct cpu_buffer {
+    rlx_buffer base;
+    bool owned; /* false when wrapping host memory */
+} cpu_buffer;
+
+typedef struct cpu_tensor {
+    uint8_t *p; /* first element */
+    rlx_dtype dt;
+    int rank;
+    int64_t ne[RLX_MAX_DIMS];
+    int64_t st[RLX_MAX_DIMS]; /* elements */
+} cpu_tensor;
+
+/* Everything an op function gets. `scratch` holds at least
+ * scratch_floats floats, sized at program_create for the symbols' bounds. */
+typedef struct cpu_op_ctx {
+    const rlx_op_params *p;
+    const cpu_tensor *in[RLX_MAX_INPUTS];
+    int n_in;
+    const cpu_tensor *out;
+    float *scratch;
+    size_t scratch_floats;
+    int64_t slice_start; /* SLICE start / SCATTER offset at this run's symbols */
+} cpu_op_ctx;
+
+typedef rlx_status (*cpu_op_fn)(const cpu_op_ctx *c);
+
+/* Returns the op's function for this instruction, or NULL with a reason in
+ * `why` when the CPU backend does not take it. */
+cpu_op_fn cpu_op_select(const rlx_lir *lir, const rlx_lir_instr *ins, char *why, size_t why_len);
+
+/* Scratch floats an instruction needs at the given dims bound (the largest
+ * dim of any of its values). */
+size_t cpu_op_scratch(const rlx_lir *lir, const rlx_lir_instr *ins, int64_t max_dim);
+
+/* scalar loads/stores of any plain dtype */
+float cpu_load_f32(const uint8_t *base, rlx_dtype dt, int64_t i);
+double cpu_load_f64(const uint8_t *base, rlx_dtype dt, int64_t i);
+void cpu_store_f32(uint8_t *base, rlx_dtype dt, int64_t i, float v);
+void cpu_store_f64(uint8_t *base, rlx_dtype dt, int64_t i, double v);
+bool cpu_dtype_plain(rlx_dtype dt);
+size_t cpu_dtype_size(rlx_dtype dt); /* bytes per element of a plain dtype */
+
+/* Block dequantization: row of n elements (n a multiple of the block size)
+ * starting at the block-aligned bytes `src`. */
+bool cpu_quant_supported(rlx_dtype dt);
+void cpu_dequant_row(rlx_dtype dt, const void *src, float *dst, int64_t n);
+/* Any dtype (plain or block) row of n contiguous elements to f32. */
+void cpu_row_to_f32(rlx_dtype dt, const void *src, float *dst, int64_t n);
+
+#endif

@@ -1,0 +1,1510 @@
+/* Reference implementations of every op for the CPU backend.
+ *
+ * Each op is one function over cpu_tensors (strided views with dims already
+ * resolved for this run). They allocate nothing and log nothing: scratch
+ * space comes from the program, sized at program_create. Compute is f32;
+ * F16/BF16/integer inputs are converted on load. Where kernels.h grows a
+ * faster kernel for an op, the op's function here is the one place to call
+ * it from.
+ */
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "backends/base/dtype.h"
+#include "backends/cpu/cpu-internal.h"
+
+#define CH    128 /* elementwise chunk */
+#define MM_TN 16  /* matmul: b rows dequantized per tile */
+#define NREGS 32  /* fused elementwise registers */
+
+/* ---- small helpers ----------------------------------------------------- */
+
+static bool nd_next(int64_t *idx, const int64_t *ne, int n)
+{
+    for (int d = n - 1; d >= 0; d--) {
+        if (++idx[d] < ne[d])
+            return true;
+        idx[d] = 0;
+    }
+    return false;
+}
+
+static int64_t nd_off(const int64_t *idx, const int64_t *st, int n)
+{
+    int64_t o = 0;
+    for (int d = 0; d < n; d++)
+        o += idx[d] * st[d];
+    return o;
+}
+
+static int64_t numel(const cpu_tensor *t)
+{
+    int64_t n = 1;
+    for (int d = 0; d < t->rank; d++)
+        n *= t->ne[d];
+    return n;
+}
+
+/* Strides of `in` broadcast against `out` (right-aligned, 0 where in has 1). */
+static void bcast_strides(const cpu_tensor *in, const cpu_tensor *out, int64_t *st)
+{
+    int off = out->rank - in->rank;
+    for (int d = 0; d < out->rank; d++) {
+        int di = d - off;
+        if (di < 0 || in->ne[di] == 1)
+            st[d] = 0;
+        else
+            st[d] = in->st[di];
+    }
+}
+
+static inline float ldf(const cpu_tensor *t, int64_t off)
+{
+    if (t->dt == RLX_DTYPE_F32)
+        return ((const float *)t->p)[off];
+    return cpu_load_f32(t->p, t->dt, off);
+}
+
+static inline void stf(const cpu_tensor *t, int64_t off, float v)
+{
+    if (t->dt == RLX_DTYPE_F32)
+        ((float *)t->p)[off] = v;
+    else
+        cpu_store_f32(t->p, t->dt, off, v);
+}
+
+/* Bytes of a row starting at element offset `off` of a block-quantized or
+ * plain tensor. */
+static const uint8_t *elem_ptr(const cpu_tensor *t, int64_t off)
+{
+    const rlx_dtype_info *ti = rlx_dtype_get(t->dt);
+    return t->p + (off / (int64_t)ti->block_size) * (int64_t)ti->type_size;
+}
+
+/* Load n elements with stride `st` starting at element `off` into f32. */
+static void load_vec(const cpu_tensor *t, int64_t off, int64_t st, float *dst, int64_t n)
+{
+    if (st == 1 && !cpu_dtype_plain(t->dt)) {
+        cpu_dequant_row(t->dt, elem_ptr(t, off), dst, n);
+    } else if (st == 1 && t->dt == RLX_DTYPE_F32) {
+        memcpy(dst, (const float *)t->p + off, (size_t)n * sizeof(float));
+    } else {
+        for (int64_t i = 0; i < n; i++)
+            dst[i] = ldf(t, off + i * st);
+    }
+}
+
+/* dst = src elementwise (same dims), converting dtypes exactly via f64. */
+static void copy_nd(const cpu_tensor *dst, const cpu_tensor *src)
+{
+    int r = dst->rank;
+    if (numel(dst) == 0)
+        return;
+    if (r == 0) {
+        cpu_store_f64(dst->p, dst->dt, 0, cpu_load_f64(src->p, src->dt, 0));
+        return;
+    }
+    int64_t idx[RLX_MAX_DIMS] = {0};
+    int64_t L = dst->ne[r - 1];
+    int64_t sd = dst->st[r - 1], ss = src->st[r - 1];
+    bool same = dst->dt == src->dt;
+    size_t es = cpu_dtype_size(dst->dt);
+    do {
+        int64_t od = nd_off(idx, dst->st, r - 1), os = nd_off(idx, src->st, r - 1);
+        if (same && sd == 1 && ss == 1) {
+            memmove(dst->p + od * (int64_t)es, src->p + os * (int64_t)es, (size_t)L * es);
+        } else if (same) {
+            for (int64_t j = 0; j < L; j++)
+                memmove(dst->p + (od + j * sd) * (int64_t)es, src->p + (os + j * ss) * (int64_t)es,
+                        es);
+        } else {
+            for (int64_t j = 0; j < L; j++)
+                cpu_store_f64(dst->p, dst->dt, od + j * sd,
+                              cpu_load_f64(src->p, src->dt, os + j * ss));
+        }
+    } while (nd_next(idx, dst->ne, r - 1));
+}
+
+static float gelu_erf(float x)
+{
+    return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+}
+
+static float gelu_tanh(float x)
+{
+    return 0.5f * x * (1.0f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x)));
+}
+
+static float act_apply(rlx_act a, float x)
+{
+    switch (a) {
+    case RLX_ACT_RELU:
+        return x > 0.0f ? x : 0.0f;
+    case RLX_ACT_GELU_ERF:
+        return gelu_erf(x);
+    case RLX_ACT_GELU_TANH:
+        return gelu_tanh(x);
+    case RLX_ACT_SILU:
+        return x / (1.0f + expf(-x));
+    case RLX_ACT_SIGMOID:
+        return 1.0f / (1.0f + expf(-x));
+    case RLX_ACT_TANH:
+        return tanhf(x);
+    default:
+        return x;
+    }
+}
+
+static float cmp_apply(int kind, float a, float b)
+{
+    switch (kind) {
+    case RLX_CMP_EQ:
+        return a == b;
+    case RLX_CMP_NE:
+        return a != b;
+    case RLX_CMP_LT:
+        return a < b;
+    case RLX_CMP_LE:
+        return a <= b;
+    case RLX_CMP_GT:
+        return a > b;
+    default:
+        return a >= b;
+    }
+}
+
+/* ---- elementwise ------------------------------------------------------- */
+
+static void ew_chunk(int op, int aux, float p0, float p1, float *d, const float *a, const float *b,
+                     const float *c, int n)
+{
+    switch (op) {
+    case RLX_OP_NEG:
+        for (int i = 0; i < n; i++)
+            d[i] = -a[i];
+        break;
+    case RLX_OP_ABS:
+        for (int i = 0; i < n; i++)
+            d[i] = fabsf(a[i]);
+        break;
+    case RLX_OP_EXP:
+        for (int i = 0; i < n; i++)
+            d[i] = expf(a[i]);
+        break;
+    case RLX_OP_LOG:
+        for (int i = 0; i < n; i++)
+            d[i] = logf(a[i]);
+        break;
+    case RLX_OP_SQRT:
+        for (int i = 0; i < n; i++)
+            d[i] = sqrtf(a[i]);
+        break;
+    case RLX_OP_RSQRT:
+        for (int i = 0; i < n; i++)
+            d[i] = 1.0f / sqrtf(a[i]);
+        break;
+    case RLX_OP_TANH:
+        for (int i = 0; i < n; i++)
+            d[i] = tanhf(a[i]);
+        break;
+    case RLX_OP_SIGMOID:
+        for (int i = 0; i < n; i++)
+            d[i] = 1.0f / (1.0f + expf(-a[i]));
+        break;
+    case RLX_OP_RELU:
+        for (int i = 0; i < n; i++)
+            d[i] = a[i] > 0.0f ? a[i] : 0.0f;
+        break;
+    case RLX_OP_GELU:
+        for (int i = 0; i < n; i++)
+            d[i] = aux == RLX_GELU_TANH ? gelu_tanh(a[i]) : gelu_erf(a[i]);
+        break;
+    case RLX_OP_SILU:
+        for (int i = 0; i < n; i++)
+            d[i] = a[i] / (1.0f + expf(-a[i]));
+        break;
+    case RLX_OP_SIN:
+        for (int i = 0; i < n; i++)
+            d[i] = sinf(a[i]);
+        break;
+    case RLX_OP_COS:
+        for (int i = 0; i < n; i++)
+            d[i] = cosf(a[i]);
+        break;
+    case RLX_OP_SQUARE:
+        for (int i = 0; i < n; i++)
+            d[i] = a[i] * a[i];
+        break;
+    case RLX_OP_CLAMP:
+        for (int i = 0; i < n; i++)
+            d[i] = a[i] < p0 ? p0 : (a[i] > p1 ? p1 : a[i]);
+        break;
+    case RLX_OP_SCALE:
+        for (int i = 0; i < n; i++)
+            d[i] = a[i] * p0 + p1;
+        break;
+    case RLX_OP_ADD:
+        for (int i = 0; i < n; i++)
+            d[i] = a[i] + b[i];
+        break;
+    case RLX_OP_SUB:
+        for (int i = 0; i < n; i++)
+            d[i] = a[i] - b[i];
+        break;
+    case RLX_OP_MUL:
+        for (int i = 0; i < n; i++)
+            d[i] = a[i] * b[i];
+        break;
+    case RLX_OP_DIV:
+        for (int i = 0; i < n; i++)
+            d[i] = a[i] / b[i];
+        break;
+    case RLX_OP_MAX:
+        for (int i = 0; i < n; i++)
+            d[i] = fmaxf(a[i], b[i]);
+        break;
+    case RLX_OP_MIN:
+        for (int i = 0; i < n; i++)
+            d[i] = fminf(a[i], b[i]);
+        break;
+    case RLX_OP_POW:
+        for (int i = 0; i < n; i++)
+            d[i] = powf(a[i], b[i]);
+        break;
+    case RLX_OP_CMP:
+        for (int i = 0; i < n; i++)
+            d[i] = cmp_apply(aux, a[i], b[i]);
+        break;
+    case RLX_OP_WHERE:
+        for (int i = 0; i < n; i++)
+            d[i] = a[i] != 0.0f ? b[i] : c[i];
+        break;
+    default: /* CAST, COPY inside a fused chain */
+        memmove(d, a, (size_t)n * sizeof(float));
+        break;
+    }
+}
+
+static void ew_params(rlx_op op, const rlx_op_params *p, int *aux, float *p0, float *p1)
+{
+    *aux = 0;
+    *p0 = *p1 = 0.0f;
+    if (op == RLX_OP_GELU)
+        *aux = p->gelu.approx;
+    else if (op == RLX_OP_CMP)
+        *aux = p->cmp.kind;
+    else if (op == RLX_OP_CLAMP) {
+        *p0 = p->clamp.lo;
+        *p1 = p->clamp.hi;
+    } else if (op == RLX_OP_SCALE) {
+        *p0 = p->scale.mul;
+        *p1 = p->scale.add;
+    }
+}
+
+/* Shared driver: loads broadcast inputs chunk by chunk as f32, applies the
+ * op (or a fused chain) and stores. `op` < 0 means fused. */
+static rlx_status ew_run(const cpu_op_ctx *c, int op)
+{
+    const cpu_tensor *o = c->out;
+    int r = o->rank;
+    if (numel(o) == 0)
+        return RLX_OK;
+    int64_t bst[RLX_MAX_INPUTS][RLX_MAX_DIMS];
+    for (int k = 0; k < c->n_in; k++)
+        bcast_strides(c->in[k], o, bst[k]);
+    int aux = 0;
+    float p0 = 0, p1 = 0;
+    if (op >= 0)
+        ew_params((rlx_op)op, c->p, &aux, &p0, &p1);
+
+    float regs[NREGS][CH];
+    float res[CH];
+    int64_t one = 1, zero_st = 0;
+    const int64_t *ne = r ? o->ne : &one;
+    int rr = r ? r : 1;
+    int64_t L = ne[rr - 1];
+    int64_t idx[RLX_MAX_DIMS] = {0};
+    do {
+        int64_t offs[RLX_MAX_INPUTS];
+        for (int k = 0; k < c->n_in; k++)
+            offs[k] = nd_off(idx, bst[k], rr - 1);
+        int64_t oo = nd_off(idx, o->st, rr - 1);
+        int64_t ost = r ? o->st[r - 1] : 1;
+        for (int64_t j0 = 0; j0 < L; j0 += CH) {
+            int n = (int)(L - j0 < CH ? L - j0 : CH);
+            for (int k = 0; k < c->n_in; k++) {
+                int64_t st = r ? bst[k][r - 1] : zero_st;
+                const cpu_tensor *t = c->in[k];
+                if (t->dt == RLX_DTYPE_F32 && st == 1) {
+                    memcpy(regs[k], (const float *)t->p + offs[k] + j0, (size_t)n * sizeof(float));
+                } else {
+                    for (int j = 0; j < n; j++)
+                        regs[k][j] = ldf(t, offs[k] + (j0 + j) * st);
+                }
+            }
+            const float *result;
+            if (op >= 0) {
+                ew_chunk(op, aux, p0, p1, res, regs[0], regs[c->n_in > 1 ? 1 : 0],
+                         regs[c->n_in > 2 ? 2 : 0], n);
+                result = res;
+            } else {
+                int last = 0;
+                for (int s = 0; s < c->p->fused.n_steps; s++) {
+                    const rlx_fused_step *fs = &c->p->fused.steps[s];
+                    ew_chunk(fs->op, fs->aux, fs->p0, fs->p1, regs[fs->dst], regs[fs->a],
+                             regs[fs->b], regs[fs->c], n);
+                    last = fs->dst;
+                }
+                result = regs[last];
+            }
+            for (int j = 0; j < n; j++)
+                stf(o, oo + (j0 + j) * ost, result[j]);
+        }
+    } while (nd_next(idx, ne, rr - 1));
+    return RLX_OK;
+}
+
+static rlx_status op_elementwise(const cpu_op_ctx *c, rlx_op op)
+{
+    return ew_run(c, (int)op);
+}
+
+#define EW(name, OPC)                                \
+    static rlx_status op_##name(const cpu_op_ctx *c) \
+    {                                                \
+        return op_elementwise(c, OPC);               \
+    }
+EW(neg, RLX_OP_NEG)
+EW(abs, RLX_OP_ABS)
+EW(exp, RLX_OP_EXP)
+EW(log, RLX_OP_LOG)
+EW(sqrt, RLX_OP_SQRT)
+EW(rsqrt, RLX_OP_RSQRT)
+EW(tanh, RLX_OP_TANH)
+EW(sigmoid, RLX_OP_SIGMOID)
+EW(relu, RLX_OP_RELU)
+EW(gelu, RLX_OP_GELU)
+EW(silu, RLX_OP_SILU)
+EW(sin, RLX_OP_SIN)
+EW(cos, RLX_OP_COS)
+EW(square, RLX_OP_SQUARE)
+EW(clamp, RLX_OP_CLAMP)
+EW(scale, RLX_OP_SCALE)
+EW(add, RLX_OP_ADD)
+EW(sub, RLX_OP_SUB)
+EW(mul, RLX_OP_MUL)
+EW(div, RLX_OP_DIV)
+EW(max, RLX_OP_MAX)
+EW(min, RLX_OP_MIN)
+EW(pow, RLX_OP_POW)
+EW(cmp, RLX_OP_CMP)
+EW(where, RLX_OP_WHERE)
+#undef EW
+
+static rlx_status op_fused(const cpu_op_ctx *c)
+{
+    return ew_run(c, -1);
+}
+
+/* CAST and COPY: exact conversion through f64 (integers survive). */
+static rlx_status op_copy(const cpu_op_ctx *c)
+{
+    copy_nd(c->out, c->in[0]);
+    return RLX_OK;
+}
+
+static rlx_status op_noop(const cpu_op_ctx *c)
+{
+    (void)c;
+    return RLX_OK;
+}
+
+/* ---- matmul ------------------------------------------------------------ */
+
+static float dot_f32(const float *a, const float *b, int64_t n)
+{
+    float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        s0 += a[i] * b[i];
+        s1 += a[i + 1] * b[i + 1];
+        s2 += a[i + 2] * b[i + 2];
+        s3 += a[i + 3] * b[i + 3];
+    }
+    for (; i < n; i++)
+        s0 += a[i] * b[i];
+    return (s0 + s1) + (s2 + s3);
+}
+
+/* out[..., M, N] = act(alpha * a @ b + bias). b's "rows" (its K-vectors for
+ * one n) are brought to f32 MM_TN at a time (dequantized for block types),
+ * then every row of a is dotted with them; a's rows are used in place when
+ * they are contiguous f32. */
+static rlx_status op_matmul(const cpu_op_ctx *c)
+{
+    const cpu_tensor *a = c->in[0], *b = c->in[1], *o = c->out;
+    const cpu_tensor *bias = c->n_in > 2 && c->p->matmul.has_bias ? c->in[2] : NULL;
+    bool ta = c->p->matmul.trans_a, tb = c->p->matmul.trans_b;
+    float alpha = c->p->matmul.alpha == 0.0f ? 1.0f : c->p->matmul.alpha;
+    rlx_act act = c->p->matmul.act;
+    int ro = o->rank, ra = a->rank, rb = b->rank;
+    int64_t M = o->ne[ro - 2], N = o->ne[ro - 1];
+    int64_t K = ta ? a->ne[ra - 2] : a->ne[ra - 1];
+    /* strides of a along (m, k) and b along (n, k) */
+    int64_t a_sm = ta ? a->st[ra - 1] : a->st[ra - 2], a_sk = ta ? a->st[ra - 2] : a->st[ra - 1];
+    int64_t b_sn = tb ? b->st[rb - 2] : b->st[rb - 1], b_sk = tb ? b->st[rb - 1] : b->st[rb - 2];
+    if (numel(o) == 0)
+        return RLX_OK;
+
+    /* batch dims: broadcast a and b's leading dims against out's */
+    int nb = ro - 2;
+    int64_t abst[RLX_MAX_DIMS] = {0}, bbst[RLX_MAX_DIMS] = {0};
+    for (int d = 0; d < nb; d++) {
+        int da = d - (nb - (ra - 2)), db = d - (nb - (rb - 2));
+        abst[d] = (da >= 0 && a->ne[da] != 1) ? a->st[da] : 0;
+        bbst[d] = (db >= 0 && b->ne[db] != 1) ? b->st[db] : 0;
+    }
+    float *btile = c->scratch;            /* MM_TN * K */
+    float *arow = c->scratch + MM_TN * K; /* K */
+    bool a_direct = a->dt == RLX_DTYPE_F32 && a_sk == 1;
+    int64_t bias_st = bias ? bias->st[bias->rank - 1] : 0;
+    if (bias && bias->ne[bias->rank - 1] == 1)
+        bias_st = 0;
+
+    int64_t idx[RLX_MAX_DIMS] = {0};
+    do {
+        int64_t ao = nd_off(idx, abst, nb), bo = nd_off(idx, bbst, nb);
+        int64_t oo = nd_off(idx, o->st, nb);
+        for (int64_t n0 = 0; n0 < N; n0 += MM_TN) {
+            int64_t tn = N - n0 < MM_TN ? N - n0 : MM_TN;
+            for (int64_t t = 0; t < tn; t++)
+                load_vec(b, bo + (n0 + t) * b_sn, b_sk, btile + t * K, K);
+            for (int64_t m = 0; m < M; m++) {
+                const float *ar;
+                if (a_direct) {
+                    ar = (const float *)a->p + ao + m * a_sm;
+                } else {
+                    load_vec(a, ao + m * a_sm, a_sk, arow, K);
+                    ar = arow;
+                }
+                for (int64_t t = 0; t < tn; t++) {
+                    float v = alpha * dot_f32(ar, btile + t * K, K);
+                    if (bias)
+                        v += ldf(bias, (n0 + t) * bias_st);
+                    v = act_apply(act, v);
+                    stf(o, oo + m * o->st[ro - 2] + (n0 + t) * o->st[ro - 1], v);
+                }
+            }
+        }
+    } while (nd_next(idx, o->ne, nb));
+    return RLX_OK;
+}
+
+/* ---- reductions -------------------------------------------------------- */
+
+static int norm_axis(int axis, int rank)
+{
+    return axis < 0 ? axis + rank : axis;
+}
+
+/* Iterate over x with `axis` collapsed; `ost` maps x's dims to out's
+ * element strides (0 on the axis). */
+static void reduce_layout(const cpu_tensor *x, const cpu_tensor *o, int axis, int64_t *ost,
+                          int64_t *ne_outer)
+{
+    int od = 0;
+    bool keep = o->rank == x->rank;
+    for (int d = 0; d < x->rank; d++) {
+        ne_outer[d] = d == axis ? 1 : x->ne[d];
+        if (d == axis) {
+            ost[d] = 0;
+            if (keep)
+                od++;
+        } else {
+            ost[d] = od < o->rank ? o->st[od] : 0;
+            od++;
+        }
+    }
+}
+
+static rlx_status reduce_run(const cpu_op_ctx *c, int kind, int axis, int64_t k, bool largest,
+                             bool want_idx)
+{
+    const cpu_tensor *x = c->in[0], *o = c->out;
+    int r = x->rank;
+    if (numel(o) == 0)
+        return RLX_OK;
+    int64_t ost[RLX_MAX_DIMS], neo[RLX_MAX_DIMS];
+    reduce_layout(x, o, axis, ost, neo);
+    int64_t L = x->ne[axis], sx = x->st[axis];
+    int64_t so = o->rank == r ? o->st[axis] : 0; /* topk's axis in out */
+    int64_t idx[RLX_MAX_DIMS] = {0};
+    float *vals = c->scratch;
+    int32_t *ids = (int32_t *)(c->scratch + L + 1);
+    do {
+        int64_t xo = nd_off(idx, x->st, r), oo = nd_off(idx, ost, r);
+        if (kind == RLX_OP_REDUCE_SUM || kind == RLX_OP_REDUCE_MEAN) {
+            double s = 0;
+            for (int64_t j = 0; j < L; j++)
+                s += ldf(x, xo + j * sx);
+            if (kind == RLX_OP_REDUCE_MEAN)
+                s = L ? s / (double)L : NAN;
+            stf(o, oo, (float)s);
+        } else if (kind == RLX_OP_REDUCE_MAX || kind == RLX_OP_ARGMAX) {
+            float best = -INFINITY;
+            int64_t bi = 0;
+            for (int64_t j = 0; j < L; j++) {
+                float v = ldf(x, xo + j * sx);
+                if (j == 0 || v > best) {
+                    best = v;
+                    bi = j;
+                }
+            }
+            if (kind == RLX_OP_ARGMAX)
+                cpu_store_f64(o->p, o->dt, oo, (double)bi);
+            else
+                stf(o, oo, best);
+        } else { /* TOPK: insertion into a sorted list of k; ties keep the lower index */
+            int64_t n = 0;
+            for (int64_t j = 0; j < L; j++) {
+                float v = ldf(x, xo + j * sx);
+                int64_t pos = n;
+                while (pos > 0 && (largest ? v > vals[pos - 1] : v < vals[pos - 1]))
+                    pos--;
+                if (pos >= k)
+                    continue;
+                int64_t end = n < k ? n : k - 1;
+                for (int64_t q = end; q > pos; q--) {
+                    vals[q] = vals[q - 1];
+                    ids[q] = ids[q - 1];
+                }
+                vals[pos] = v;
+                ids[pos] = (int32_t)j;
+                if (n < k)
+                    n++;
+            }
+            for (int64_t q = 0; q < k; q++) {
+                if (want_idx)
+                    cpu_store_f64(o->p, o->dt, oo + q * so, q < n ? ids[q] : 0);
+                else
+                    stf(o, oo + q * so, q < n ? vals[q] : 0.0f);
+            }
+        }
+    } while (nd_next(idx, neo, r));
+    return RLX_OK;
+}
+
+static rlx_status op_reduce_sum(const cpu_op_ctx *c)
+{
+    return reduce_run(c, RLX_OP_REDUCE_SUM, norm_axis(c->p->reduce.axis, c->in[0]->rank), 1, true,
+                      false);
+}
+static rlx_status op_reduce_mean(const cpu_op_ctx *c)
+{
+    return reduce_run(c, RLX_OP_REDUCE_MEAN, norm_axis(c->p->reduce.axis, c->in[0]->rank), 1, true,
+                      false);
+}
+static rlx_status op_reduce_max(const cpu_op_ctx *c)
+{
+    return reduce_run(c, RLX_OP_REDUCE_MAX, norm_axis(c->p->reduce.axis, c->in[0]->rank), 1, true,
+                      false);
+}
+static rlx_status op_argmax(const cpu_op_ctx *c)
+{
+    return reduce_run(c, RLX_OP_ARGMAX, norm_axis(c->p->reduce.axis, c->in[0]->rank), 1, true,
+                      false);
+}
+static rlx_status op_topk(const cpu_op_ctx *c)
+{
+    return reduce_run(c, RLX_OP_TOPK, norm_axis(c->p->topk.axis, c->in[0]->rank), c->p->topk.k,
+                      c->p->topk.largest, c->p->topk.indices);
+}
+
+/* ---- softmax and norms -------------------------------------------------- */
+
+/* Calls row(ctx, x_off, out_off, outer_idx) for every row along the last
+ * axis of `shape_of` (the output). */
+static rlx_status op_softmax(const cpu_op_ctx *c)
+{
+    const cpu_tensor *x = c->in[0], *o = c->out;
+    const cpu_tensor *mask = c->n_in > 1 ? c->in[1] : NULL;
+    int r = o->rank;
+    int64_t L = o->ne[r - 1];
+    if (numel(o) == 0)
+        return RLX_OK;
+    float scale = c->p->softmax.scale == 0.0f ? 1.0f : c->p->softmax.scale;
+    float cap = c->p->softmax.softcap;
+    int64_t xst[RLX_MAX_DIMS], mst[RLX_MAX_DIMS];
+    bcast_strides(x, o, xst);
+    if (mask)
+        bcast_strides(mask, o, mst);
+    float *row = c->scratch;
+    int64_t idx[RLX_MAX_DIMS] = {0};
+    do {
+        int64_t xo = nd_off(idx, xst, r - 1), oo = nd_off(idx, o->st, r - 1);
+        int64_t mo = mask ? nd_off(idx, mst, r - 1) : 0;
+        float mx = -INFINITY;
+        for (int64_t j = 0; j < L; j++) {
+            float v = ldf(x, xo + j * xst[r - 1]) * scale;
+            if (cap != 0.0f)
+                v = cap * tanhf(v / cap);
+            if (mask)
+                v += ldf(mask, mo + j * mst[r - 1]);
+            row[j] = v;
+            if (v > mx)
+                mx = v;
+        }
+        double sum = 0;
+        if (mx == -INFINITY) { /* every position masked: a row of zeros, not NaN */
+            for (int64_t j = 0; j < L; j++)
+                row[j] = 0.0f;
+            sum = 1;
+        } else {
+            for (int64_t j = 0; j < L; j++) {
+                row[j] = expf(row[j] - mx);
+                sum += row[j];
+            }
+        }
+        float inv = (float)(1.0 / sum);
+        for (int64_t j = 0; j < L; j++)
+            stf(o, oo + j * o->st[r - 1], row[j] * inv);
+    } while (nd_next(idx, o->ne, r - 1));
+    return RLX_OK;
+}
+
+enum { NORM_LAYER, NORM_RMS, NORM_ADD_RMS };
+
+static rlx_status norm_run(const cpu_op_ctx *c, int kind)
+{
+    const cpu_tensor *o = c->out;
+    const cpu_tensor *x = c->in[0], *x2 = NULL, *w = NULL, *bias = NULL;
+    if (kind == NORM_ADD_RMS) {
+        x2 = c->in[1];
+        w = c->n_in > 2 ? c->in[2] : NULL;
+    } else {
+        bool hw = c->p->norm.has_weight, hb = c->p->norm.has_bias;
+        if (!hw && !hb) {
+            w = c->n_in > 1 ? c->in[1] : NULL;
+            bias = c->n_in > 2 ? c->in[2] : NULL;
+        } else {
+            int i = 1;
+            if (hw && c->n_in > i)
+                w = c->in[i++];
+            if (hb && c->n_in > i)
+                bias = c->in[i];
+        }
+    }
+    int r = o->rank;
+    int64_t L = o->ne[r - 1];
+    if (numel(o) == 0)
+        return RLX_OK;
+    float eps = c->p->norm.eps;
+    int64_t xst[RLX_MAX_DIMS], x2st[RLX_MAX_DIMS], wst[RLX_MAX_DIMS], bst[RLX_MAX_DIMS];
+    bcast_strides(x, o, xst);
+    if (x2)
+        bcast_strides(x2, o, x2st);
+    if (w)
+        bcast_strides(w, o, wst);
+    if (bias)
+        bcast_strides(bias, o, bst);
+    float *row = c->scratch;
+    int64_t idx[RLX_MAX_DIMS] = {0};
+    do {
+        int64_t xo = nd_off(idx, xst, r - 1), oo = nd_off(idx, o->st, r - 1);
+        double s = 0, s2 = 0;
+        for (int64_t j = 0; j < L; j++) {
+            float v = ldf(x, xo + j * xst[r - 1]);
+            if (x2)
+                v += ldf(x2, nd_off(idx, x2st, r - 1) + j * x2st[r - 1]);
+            row[j] = v;
+            s += v;
+            s2 += (double)v * v;
+        }
+        float mean = 0, inv;
+        if (kind == NORM_LAYER) {
+            mean = (float)(s / (double)L);
+            double var = 0;
+            for (int64_t j = 0; j < L; j++)
+                var += ((double)row[j] - mean) * ((double)row[j] - mean);
+            inv = (float)(1.0 / sqrt(var / (double)L + eps));
+        } else {
+            inv = (float)(1.0 / sqrt(s2 / (double)L + eps));
+        }
+        int64_t wo = w ? nd_off(idx, wst, r - 1) : 0, bo = bias ? nd_off(idx, bst, r - 1) : 0;
+        for (int64_t j = 0; j < L; j++) {
+            float v = (row[j] - mean) * inv;
+            if (w)
+                v *= ldf(w, wo + j * wst[r - 1]);
+            if (bias)
+                v += ldf(bias, bo + j * bst[r - 1]);
+            stf(o, oo + j * o->st[r - 1], v);
+        }
+    } while (nd_next(idx, o->ne, r - 1));
+    return RLX_OK;
+}
+
+static rlx_status op_layer_norm(const cpu_op_ctx *c)
+{
+    return norm_run(c, NORM_LAYER);
+}
+static rlx_status op_rms_norm(const cpu_op_ctx *c)
+{
+    return norm_run(c, NORM_RMS);
+}
+static rlx_status op_add_rms_norm(const cpu_op_ctx *c)
+{
+    return norm_run(c, NORM_ADD_RMS);
+}
+
+/* x [N, C, *spatial]; statistics per (n, group). */
+static rlx_status op_group_norm(const cpu_op_ctx *c)
+{
+    const cpu_tensor *x = c->in[0], *o = c->out;
+    bool hw = c->p->norm.has_weight, hb = c->p->norm.has_bias;
+    const cpu_tensor *w = NULL, *bias = NULL;
+    if (!hw && !hb) {
+        w = c->n_in > 1 ? c->in[1] : NULL;
+        bias = c->n_in > 2 ? c->in[2] : NULL;
+    } else {
+        int i = 1;
+        if (hw && c->n_in > i)
+            w = c->in[i++];
+        if (hb && c->n_in > i)
+            bias = c->in[i];
+    }
+    int r = x->rank;
+    int64_t N = x->ne[0], C = x->ne[1], G = c->p->norm.groups > 0 ? c->p->norm.groups : 1;
+    int64_t cg = C / G;
+    /* spatial dims 2..r-1 iterate with a counter */
+    int64_t sne[RLX_MAX_DIMS], S = 1;
+    int ns = r - 2;
+    for (int d = 0; d < ns; d++) {
+        sne[d] = x->ne[d + 2];
+        S *= sne[d];
+    }
+    if (N * C * S == 0)
+        return RLX_OK;
+    float eps = c->p->norm.eps;
+    for (int64_t n = 0; n < N; n++) {
+        for (int64_t g = 0; g < G; g++) {
+            double s = 0, s2 = 0;
+            for (int pass = 0; pass < 2; pass++) {
+                double mean = s / (double)(cg * S);
+                double var = s2 / (double)(cg * S) - mean * mean;
+                if (var < 0)
+                    var = 0;
+                float inv = (float)(1.0 / sqrt(var + eps));
+                for (int64_t ch = g * cg; ch < (g + 1) * cg; ch++) {
+                    float wv = w ? ldf(w, ch * w->st[w->rank - 1]) : 1.0f;
+                    float bv = bias ? ldf(bias, ch * bias->st[bias->rank - 1]) : 0.0f;
+                    int64_t idx[RLX_MAX_DIMS] = {0};
+                    do {
+                        int64_t xo = n * x->st[0] + ch * x->st[1] + nd_off(idx, x->st + 2, ns);
+                        float v = ldf(x, xo);
+                        if (pass == 0) {
+                            s += v;
+                            s2 += (double)v * v;
+                        } else {
+                            int64_t oo = n * o->st[0] + ch * o->st[1] + nd_off(idx, o->st + 2, ns);
+                            stf(o, oo, (float)((v - mean) * inv) * wv + bv);
+                        }
+                    } while (nd_next(idx, sne, ns));
+                }
+            }
+        }
+    }
+    return RLX_OK;
+}
+
+/* ---- rope -------------------------------------------------------------- */
+
+static rlx_status op_rope(const cpu_op_ctx *c)
+{
+    const cpu_tensor *x = c->in[0], *pos = c->in[1], *o = c->out;
+    const cpu_tensor *ff = c->n_in > 2 ? c->in[2] : NULL;
+    int r = x->rank;
+    int64_t D = x->ne[r - 1];
+    int64_t n_rot = c->p->rope.n_rot > 0 ? c->p->rope.n_rot : D;
+    if (n_rot > D)
+        n_rot = D;
+    int sa = c->p->rope.seq_axis;
+    if (sa < 0)
+        sa += r;
+    float base = c->p->rope.freq_base > 0 ? c->p->rope.freq_base : 10000.0f;
+    float fscale = c->p->rope.freq_scale != 0.0f ? c->p->rope.freq_scale : 1.0f;
+    int64_t half = n_rot / 2;
+    float *inv_freq = c->scratch;
+    for (int64_t i = 0; i < half; i++) {
+        float f = fscale * powf(base, -2.0f * (float)i / (float)n_rot);
+        if (ff)
+            f /= ldf(ff, i * ff->st[ff->rank - 1]);
+        inv_freq[i] = f;
+    }
+    if (numel(o) == 0)
+        return RLX_OK;
+    int64_t pst = pos->st[pos->rank - 1];
+    bool neox = c->p->rope.mode == RLX_ROPE_NEOX;
+    int64_t xs = x->st[r - 1], os = o->st[r - 1];
+    int64_t idx[RLX_MAX_DIMS] = {0};
+    do {
+        int64_t xo = nd_off(idx, x->st, r - 1), oo = nd_off(idx, o->st, r - 1);
+        float p = (float)cpu_load_f64(pos->p, pos->dt, idx[sa] * pst);
+        for (int64_t i = 0; i < half; i++) {
+            float th = p * inv_freq[i];
+            float cs = cosf(th), sn = sinf(th);
+            int64_t i0 = neox ? i : 2 * i, i1 = neox ? i + half : 2 * i + 1;
+            float x0 = ldf(x, xo + i0 * xs), x1 = ldf(x, xo + i1 * xs);
+            stf(o, oo + i0 * os, x0 * cs - x1 * sn);
+            stf(o, oo + i1 * os, x0 * sn + x1 * cs);
+        }
+        if (x->p != o->p || xs != os || xo != oo)
+            for (int64_t i = 2 * half; i < D; i++)
+                stf(o, oo + i * os, ldf(x, xo + i * xs));
+    } while (nd_next(idx, x->ne, r - 1));
+    return RLX_OK;
+}
+
+/* ---- attention --------------------------------------------------------- */
+
+static rlx_status op_attention(const cpu_op_ctx *c)
+{
+    const cpu_tensor *q = c->in[0], *k = c->in[1], *v = c->in[2], *o = c->out;
+    const cpu_tensor *bias = c->n_in > 3 ? c->in[3] : NULL;
+    /* view everything as [B, H, S, D] (a rank-3 tensor has B = 1) */
+    int rq = q->rank, rk = k->rank, rv = v->rank, ro = o->rank;
+    int64_t B = rq == 4 ? q->ne[0] : 1;
+    int64_t Hq = q->ne[rq - 3], S = q->ne[rq - 2], D = q->ne[rq - 1];
+    int64_t Hkv = k->ne[rk - 3], T = k->ne[rk - 2], Dv = v->ne[rv - 1];
+    if (B * Hq * S * Dv == 0)
+        return RLX_OK;
+    if (Hkv <= 0 || Hq % Hkv)
+        return RLX_ERR_INVALID_ARG;
+#define BST(t, r) ((r) == 4 && (t)->ne[0] != 1 ? (t)->st[0] : 0)
+    int64_t qb = BST(q, rq), kb = BST(k, rk), vb = BST(v, rv), ob = ro == 4 ? o->st[0] : 0;
+#undef BST
+    int64_t bst[4] = {0, 0, 0, 0};
+    if (bias) {
+        cpu_tensor full = *o;
+        full.rank = 4;
+        int64_t dims[4] = {B, Hq, S, T};
+        memcpy(full.ne, dims, sizeof dims);
+        bcast_strides(bias, &full, bst);
+    }
+    float scale = c->p->attn.scale != 0.0f ? c->p->attn.scale : 1.0f / sqrtf((float)D);
+    float cap = c->p->attn.softcap;
+    rlx_mask_kind mk = c->p->attn.mask;
+    int64_t win = c->p->attn.window;
+    float *sc = c->scratch, *qr = sc + T, *acc = qr + D, *kr = acc + Dv;
+    int64_t grp = Hq / Hkv;
+    for (int64_t b = 0; b < B; b++) {
+        for (int64_t h = 0; h < Hq; h++) {
+            int64_t hk = h / grp;
+            int64_t ko = b * kb + hk * k->st[rk - 3], vo = b * vb + hk * v->st[rv - 3];
+            for (int64_t s = 0; s < S; s++) {
+                load_vec(q, b * qb + h * q->st[rq - 3] + s * q->st[rq - 2], q->st[rq - 1], qr, D);
+                int64_t p = T - S + s;
+                float mx = -INFINITY;
+                for (int64_t t = 0; t < T; t++) {
+                    bool ok = true;
+                    if (mk == RLX_MASK_CAUSAL)
+                        ok = t <= p;
+                    else if (mk == RLX_MASK_WINDOW)
+                        ok = t <= p && t > p - win;
+                    if (!ok) {
+                        sc[t] = -INFINITY;
+                        continue;
+                    }
+                    const float *kp;
+                    int64_t koff = ko + t * k->st[rk - 2];
+                    if (k->dt == RLX_DTYPE_F32 && k->st[rk - 1] == 1) {
+                        kp = (const float *)k->p + koff;
+                    } else {
+                        load_vec(k, koff, k->st[rk - 1], kr, D);
+                        kp = kr;
+                    }
+                    float x = dot_f32(qr, kp, D) * scale;
+                    if (cap != 0.0f)
+                        x = cap * tanhf(x / cap);
+                    if (bias)
+                        x += ldf(bias, b * bst[0] + h * bst[1] + s * bst[2] + t * bst[3]);
+                    sc[t] = x;
+                    if (x > mx)
+                        mx = x;
+                }
+                for (int64_t j = 0; j < Dv; j++)
+                    acc[j] = 0.0f;
+                if (mx != -INFINITY) {
+                    double sum = 0;
+                    for (int64_t t = 0; t < T; t++) {
+                        if (sc[t] == -INFINITY)
+                            continue;
+                        float w = expf(sc[t] - mx);
+                        sum += w;
+                        int64_t voff = vo + t * v->st[rv - 2], vs = v->st[rv - 1];
+                        if (v->dt == RLX_DTYPE_F32) {
+                            const float *vp = (const float *)v->p + voff;
+                            for (int64_t j = 0; j < Dv; j++)
+                                acc[j] += w * vp[j * vs];
+                        } else {
+                            for (int64_t j = 0; j < Dv; j++)
+                                acc[j] += w * ldf(v, voff + j * vs);
+                        }
+                    }
+                    float inv = (float)(1.0 / sum);
+                    for (int64_t j = 0; j < Dv; j++)
+                        acc[j] *= inv;
+                }
+                int64_t oo = b * ob + h * o->st[ro - 3] + s * o->st[ro - 2];
+                for (int64_t j = 0; j < Dv; j++)
+                    stf(o, oo + j * o->st[ro - 1], acc[j]);
+            }
+        }
+    }
+    return RLX_OK;
+}
+
+/* ---- convolution, resize, pool ------------------------------------------ */
+
+/* View a conv operand as 4-D [N, C, H, W] (1-D ones get H = 1). */
+static void as4d(const cpu_tensor *t, int64_t *ne, int64_t *st)
+{
+    if (t->rank == 3) {
+        ne[0] = t->ne[0], ne[1] = t->ne[1], ne[2] = 1, ne[3] = t->ne[2];
+        st[0] = t->st[0], st[1] = t->st[1], st[2] = 0, st[3] = t->st[2];
+    } else {
+        for (int d = 0; d < 4; d++)
+            ne[d] = t->ne[d], st[d] = t->st[d];
+    }
+}
+
+static int32_t or1(int32_t v)
+{
+    return v > 0 ? v : 1;
+}
+
+static rlx_status conv_run(const cpu_op_ctx *c, bool transpose)
+{
+    const cpu_tensor *x = c->in[0], *w = c->in[1], *o = c->out;
+    const cpu_tensor *bias = c->n_in > 2 ? c->in[2] : NULL;
+    bool is1d = x->rank == 3;
+    int64_t xn[4], xs[4], wn[4], ws[4], on[4], os[4];
+    as4d(x, xn, xs);
+    as4d(w, wn, ws);
+    as4d(o, on, os);
+    const rlx_op_params *p = c->p;
+    int64_t sh = is1d ? 1 : or1(p->conv.stride[0]), sw = or1(p->conv.stride[is1d ? 0 : 1]);
+    int64_t ph = is1d ? 0 : p->conv.pad[0], pw = p->conv.pad[is1d ? 0 : 1];
+    int64_t dh = is1d ? 1 : or1(p->conv.dilation[0]), dw = or1(p->conv.dilation[is1d ? 0 : 1]);
+    int64_t G = or1(p->conv.groups);
+    int64_t N = on[0], OC = on[1], OH = on[2], OW = on[3];
+    int64_t IC = xn[1], IH = xn[2], IW = xn[3], KH = wn[2], KW = wn[3];
+    int64_t icg = IC / G, ocg = OC / G;
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t oc = 0; oc < OC; oc++) {
+            int64_t g = oc / ocg;
+            float bv = bias ? ldf(bias, oc * bias->st[bias->rank - 1]) : 0.0f;
+            for (int64_t oy = 0; oy < OH; oy++)
+                for (int64_t ox = 0; ox < OW; ox++) {
+                    float acc = bv;
+                    for (int64_t icl = 0; icl < icg; icl++) {
+                        int64_t ic = g * icg + icl;
+                        for (int64_t ky = 0; ky < KH; ky++) {
+                            int64_t iy;
+                            if (!transpose) {
+                                iy = oy * sh - ph + ky * dh;
+                            } else {
+                                int64_t t = oy + ph - ky * dh;
+                                if (t < 0 || t % sh)
+                                    continue;
+                                iy = t / sh;
+                            }
+                            if (iy < 0 || iy >= IH)
+                                continue;
+                            for (int64_t kx = 0; kx < KW; kx++) {
+                                int64_t ix;
+                                if (!transpose) {
+                                    ix = ox * sw - pw + kx * dw;
+                                } else {
+                                    int64_t t = ox + pw - kx * dw;
+                                    if (t < 0 || t % sw)
+                                        continue;
+                                    ix = t / sw;
+                                }
+                                if (ix < 0 || ix >= IW)
+                                    continue;
+                                float xv = ldf(x, n * xs[0] + ic * xs[1] + iy * xs[2] + ix * xs[3]);
+                                /* conv: w [OC, IC/G, KH, KW]; transpose: w [IC, OC/G, KH, KW] */
+                                int64_t wo = transpose ? ic * ws[0] + (oc - g * ocg) * ws[1]
+                                                       : oc * ws[0] + icl * ws[1];
+                                acc += xv * ldf(w, wo + ky * ws[2] + kx * ws[3]);
+                            }
+                        }
+                    }
+                    stf(o, n * os[0] + oc * os[1] + oy * os[2] + ox * os[3], acc);
+                }
+        }
+    return RLX_OK;
+}
+
+static rlx_status op_conv(const cpu_op_ctx *c)
+{
+    return conv_run(c, false);
+}
+static rlx_status op_conv_transpose(const cpu_op_ctx *c)
+{
+    return conv_run(c, true);
+}
+
+static rlx_status op_resize(const cpu_op_ctx *c)
+{
+    const cpu_tensor *x = c->in[0], *o = c->out;
+    int r = o->rank;
+    int64_t IH = x->ne[r - 2], IW = x->ne[r - 1], OH = o->ne[r - 2], OW = o->ne[r - 1];
+    if (numel(o) == 0)
+        return RLX_OK;
+    bool bil = c->p->resize.mode == RLX_RESIZE_BILINEAR, ac = c->p->resize.align_corners;
+    int64_t idx[RLX_MAX_DIMS] = {0};
+    do {
+        int64_t xo = nd_off(idx, x->st, r - 2), oo = nd_off(idx, o->st, r - 2);
+        for (int64_t oy = 0; oy < OH; oy++)
+            for (int64_t ox = 0; ox < OW; ox++) {
+                float v;
+                if (!bil) {
+                    int64_t iy = (int64_t)floor((double)oy * (double)IH / (double)OH);
+                    int64_t ix = (int64_t)floor((double)ox * (double)IW / (double)OW);
+                    iy = iy < IH ? iy : IH - 1;
+                    ix = ix < IW ? ix : IW - 1;
+                    v = ldf(x, xo + iy * x->st[r - 2] + ix * x->st[r - 1]);
+                } else {
+                    double fy, fx;
+                    if (ac) {
+                        fy = OH > 1 ? (double)oy * (double)(IH - 1) / (double)(OH - 1) : 0.0;
+                        fx = OW > 1 ? (double)ox * (double)(IW - 1) / (double)(OW - 1) : 0.0;
+                    } else {
+                        fy = ((double)oy + 0.5) * (double)IH / (double)OH - 0.5;
+                        fx = ((double)ox + 0.5) * (double)IW / (double)OW - 0.5;
+                        fy = fy < 0 ? 0 : fy;
+                        fx = fx < 0 ? 0 : fx;
+                    }
+                    int64_t y0 = (int64_t)fy, x0 = (int64_t)fx;
+                    y0 = y0 < IH - 1 ? y0 : IH - 1;
+                    x0 = x0 < IW - 1 ? x0 : IW - 1;
+                    int64_t y1 = y0 + 1 < IH ? y0 + 1 : IH - 1, x1 = x0 + 1 < IW ? x0 + 1 : IW - 1;
+                    float ly = (float)(fy - (double)y0), lx = (float)(fx - (double)x0);
+                    int64_t sy = x->st[r - 2], sx = x->st[r - 1];
+                    float a = ldf(x, xo + y0 * sy + x0 * sx), b = ldf(x, xo + y0 * sy + x1 * sx);
+                    float cc = ldf(x, xo + y1 * sy + x0 * sx), d = ldf(x, xo + y1 * sy + x1 * sx);
+                    v = (1 - ly) * ((1 - lx) * a + lx * b) + ly * ((1 - lx) * cc + lx * d);
+                }
+                stf(o, oo + oy * o->st[r - 2] + ox * o->st[r - 1], v);
+            }
+    } while (nd_next(idx, o->ne, r - 2));
+    return RLX_OK;
+}
+
+/* Average pooling counts padded positions (PyTorch's count_include_pad
+ * default); max pooling ignores them. */
+static rlx_status op_pool(const cpu_op_ctx *c)
+{
+    const cpu_tensor *x = c->in[0], *o = c->out;
+    int r = o->rank;
+    int64_t IH = x->ne[r - 2], IW = x->ne[r - 1], OH = o->ne[r - 2], OW = o->ne[r - 1];
+    int64_t kh = or1(c->p->pool.kernel[0]), kw = or1(c->p->pool.kernel[1]);
+    int64_t sh = c->p->pool.stride[0] > 0 ? c->p->pool.stride[0] : kh;
+    int64_t sw = c->p->pool.stride[1] > 0 ? c->p->pool.stride[1] : kw;
+    int64_t ph = c->p->pool.pad[0], pw = c->p->pool.pad[1];
+    bool mx = c->p->pool.mode == RLX_POOL_MAX;
+    if (numel(o) == 0)
+        return RLX_OK;
+    int64_t idx[RLX_MAX_DIMS] = {0};
+    do {
+        int64_t xo = nd_off(idx, x->st, r - 2), oo = nd_off(idx, o->st, r - 2);
+        for (int64_t oy = 0; oy < OH; oy++)
+            for (int64_t ox = 0; ox < OW; ox++) {
+                int64_t hs = oy * sh - ph, ws = ox * sw - pw;
+                int64_t he = hs + kh < IH + ph ? hs + kh : IH + ph;
+                int64_t we = ws + kw < IW + pw ? ws + kw : IW + pw;
+                int64_t area = (he - hs) * (we - ws);
+                int64_t h0 = hs < 0 ? 0 : hs, w0 = ws < 0 ? 0 : ws;
+                int64_t h1 = he < IH ? he : IH, w1 = we < IW ? we : IW;
+                float acc = mx ? -INFINITY : 0.0f;
+                for (int64_t iy = h0; iy < h1; iy++)
+                    for (int64_t ix = w0; ix < w1; ix++) {
+                        float v = ldf(x, xo + iy * x->st[r - 2] + ix * x->st[r - 1]);
+                        acc = mx ? (v > acc ? v : acc) : acc + v;
+                    }
+                if (!mx)
+                    acc = area > 0 ? acc / (float)area : 0.0f;
+                stf(o, oo + oy * o->st[r - 2] + ox * o->st[r - 1], acc);
+            }
+    } while (nd_next(idx, o->ne, r - 2));
+    return RLX_OK;
+}
+
+/* ---- data movement ----------------------------------------------------- */
+
+static rlx_status op_reshape(const cpu_op_ctx *c)
+{
+    const cpu_tensor *x = c->in[0], *o = c->out;
+    if (x->p == o->p)
+        return RLX_OK; /* in place or a view */
+    int64_t n = numel(o);
+    size_t es = cpu_dtype_size(o->dt);
+    /* walk both in row-major order */
+    int64_t ix[RLX_MAX_DIMS] = {0}, io[RLX_MAX_DIMS] = {0};
+    for (int64_t i = 0; i < n; i++) {
+        int64_t xo = nd_off(ix, x->st, x->rank), oo = nd_off(io, o->st, o->rank);
+        if (x->dt == o->dt)
+            memcpy(o->p + oo * (int64_t)es, x->p + xo * (int64_t)es, es);
+        else
+            cpu_store_f64(o->p, o->dt, oo, cpu_load_f64(x->p, x->dt, xo));
+        nd_next(ix, x->ne, x->rank);
+        nd_next(io, o->ne, o->rank);
+    }
+    return RLX_OK;
+}
+
+static rlx_status op_permute(const cpu_op_ctx *c)
+{
+    const cpu_tensor *x = c->in[0], *o = c->out;
+    cpu_tensor v = *x;
+    v.rank = o->rank;
+    for (int d = 0; d < o->rank; d++) {
+        int pd = c->p->permute.perm[d];
+        v.ne[d] = x->ne[pd];
+        v.st[d] = x->st[pd];
+    }
+    copy_nd(o, &v);
+    return RLX_OK;
+}
+
+static rlx_status op_slice(const cpu_op_ctx *c)
+{
+    const cpu_tensor *x = c->in[0], *o = c->out;
+    int ax = norm_axis(c->p->slice.axis, x->rank);
+    int64_t step = c->p->slice.step ? c->p->slice.step : 1;
+    int64_t start = c->slice_start;
+    if (start < 0 || (o->ne[ax] > 0 && (start + (o->ne[ax] - 1) * step >= x->ne[ax] ||
+                                        start + (o->ne[ax] - 1) * step < 0)))
+        return RLX_ERR_INVALID_ARG;
+    cpu_tensor v = *x;
+    for (int d = 0; d < x->rank; d++)
+        v.ne[d] = o->ne[d];
+    v.p = x->p + start * x->st[ax] * (int64_t)cpu_dtype_size(x->dt);
+    v.st[ax] = x->st[ax] * step;
+    copy_nd(o, &v);
+    return RLX_OK;
+}
+
+static rlx_status op_concat(const cpu_op_ctx *c)
+{
+    const cpu_tensor *o = c->out;
+    int ax = norm_axis(c->p->concat.axis, o->rank);
+    int64_t at = 0;
+    size_t es = cpu_dtype_size(o->dt);
+    for (int k = 0; k < c->n_in; k++) {
+        cpu_tensor v = *o;
+        v.ne[ax] = c->in[k]->ne[ax];
+        v.p = o->p + at * o->st[ax] * (int64_t)es;
+        if (at + v.ne[ax] > o->ne[ax])
+            return RLX_ERR_INVALID_ARG;
+        copy_nd(&v, c->in[k]);
+        at += v.ne[ax];
+    }
+    return RLX_OK;
+}
+
+static rlx_status op_pad(const cpu_op_ctx *c)
+{
+    const cpu_tensor *x = c->in[0], *o = c->out;
+    int r = o->rank;
+    if (numel(o) == 0)
+        return RLX_OK;
+    int64_t idx[RLX_MAX_DIMS] = {0};
+    do {
+        int64_t oo = nd_off(idx, o->st, r - 1);
+        for (int64_t j = 0; j < o->ne[r - 1]; j++)
+            stf(o, oo + j * o->st[r - 1], c->p->pad.value);
+    } while (nd_next(idx, o->ne, r - 1));
+    /* the interior, clipped where a `before` or `after` is negative (a crop) */
+    cpu_tensor vi = *x, vo = *o;
+    size_t es = cpu_dtype_size(o->dt);
+    for (int d = 0; d < r; d++) {
+        int64_t b = c->p->pad.before[d];
+        int64_t lo_o = b > 0 ? b : 0, lo_i = b < 0 ? -b : 0;
+        int64_t n = x->ne[d] - lo_i;
+        if (n > o->ne[d] - lo_o)
+            n = o->ne[d] - lo_o;
+        if (n <= 0)
+            return RLX_OK;
+        vi.p += lo_i * x->st[d] * (int64_t)cpu_dtype_size(x->dt);
+        vo.p += lo_o * o->st[d] * (int64_t)es;
+        vi.ne[d] = vo.ne[d] = n;
+    }
+    copy_nd(&vo, &vi);
+    return RLX_OK;
+}
+
+static rlx_status op_gather(const cpu_op_ctx *c)
+{
+    const cpu_tensor *tab = c->in[0], *ids = c->in[1], *o = c->out;
+    int rt = tab->rank, ri = ids->rank, ro = o->rank;
+    int64_t V = tab->ne[rt - 2], D = tab->ne[rt - 1];
+    int64_t n = numel(ids);
+    float *row = c->scratch;
+    int64_t idx[RLX_MAX_DIMS] = {0}, oidx[RLX_MAX_DIMS] = {0};
+    rlx_status st = RLX_OK;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t id = (int64_t)cpu_load_f64(ids->p, ids->dt, nd_off(idx, ids->st, ri));
+        int64_t oo = nd_off(oidx, o->st, ro - 1);
+        if (id < 0 || id >= V) {
+            st = RLX_ERR_INVALID_ARG;
+            for (int64_t j = 0; j < D; j++)
+                stf(o, oo + j * o->st[ro - 1], 0.0f);
+        } else {
+            load_vec(tab, id * tab->st[rt - 2], tab->st[rt - 1], row, D);
+            for (int64_t j = 0; j < D; j++)
+                stf(o, oo + j * o->st[ro - 1], row[j]);
+        }
+        nd_next(idx, ids->ne, ri);
+        nd_next(oidx, o->ne, ro - 1);
+    }
+    return st;
+}
+
+static rlx_status op_scatter(const cpu_op_ctx *c)
+{
+    const cpu_tensor *state = c->in[0], *src = c->in[1], *o = c->out;
+    int ax = norm_axis(c->p->scatter.axis, o->rank);
+    int64_t off = c->slice_start;
+    if (off < 0 || off + src->ne[ax] > o->ne[ax])
+        return RLX_ERR_INVALID_ARG;
+    if (state->p != o->p)
+        copy_nd(o, state);
+    cpu_tensor v = *o;
+    for (int d = 0; d < o->rank; d++)
+        v.ne[d] = src->ne[d];
+    v.p = o->p + off * o->st[ax] * (int64_t)cpu_dtype_size(o->dt);
+    copy_nd(&v, src);
+    return RLX_OK;
+}
+
+/* ---- selection --------------------------------------------------------- */
+
+static bool is_float_dt(rlx_dtype dt)
+{
+    return dt == RLX_DTYPE_F32 || dt == RLX_DTYPE_F16 || dt == RLX_DTYPE_BF16 ||
+           dt == RLX_DTYPE_F64;
+}
+
+#define WHY(...) (snprintf(why, why_len, __VA_ARGS__), (cpu_op_fn)NULL)
+
+cpu_op_fn cpu_op_select(const rlx_lir *lir, const rlx_lir_instr *ins, char *why, size_t why_len)
+{
+    const rlx_lir_value *out = &lir->values[ins->out];
+    const rlx_lir_value *in[RLX_MAX_INPUTS] = {0};
+    for (int i = 0; i < ins->n_in && i < RLX_MAX_INPUTS; i++)
+        in[i] = &lir->values[ins->in[i]];
+    /* Only MATMUL's b and GATHER's table may be block-quantized. */
+    bool q_ok_b = ins->op == RLX_OP_MATMUL, q_ok_tab = ins->op == RLX_OP_GATHER;
+    for (int i = 0; i < ins->n_in; i++) {
+        rlx_dtype dt = in[i]->dtype;
+        if (cpu_dtype_plain(dt))
+            continue;
+        bool slot_ok = (q_ok_b && i == 1) || (q_ok_tab && i == 0);
+        if (!slot_ok || !cpu_quant_supported(dt))
+            return WHY("input %d has dtype %s, which the CPU backend does not take here", i,
+                       rlx_dtype_name(dt));
+        /* rows of a quantized operand must be contiguous */
+        int r = in[i]->shape.rank;
+        if (r < 2 || in[i]->stride[r - 1].sym[0] >= 0 || in[i]->stride[r - 1].sym[1] >= 0 ||
+            in[i]->stride[r - 1].k != 1)
+            return WHY("quantized input %d must have contiguous rows", i);
+        if (ins->op == RLX_OP_MATMUL && !ins->p.matmul.trans_b)
+            return WHY("a quantized matmul weight must be transposed ([N, K] rows)");
+    }
+    if (!cpu_dtype_plain(out->dtype))
+        return WHY("output dtype %s is not produced by the CPU backend",
+                   rlx_dtype_name(out->dtype));
+    if (out->view_of >= 0)
+        return op_noop;
+
+    switch (ins->op) {
+    case RLX_OP_NONE:
+    case RLX_OP_INPUT:
+    case RLX_OP_PARAM:
+    case RLX_OP_CONST:
+    case RLX_OP_STATE:
+        return op_noop;
+    case RLX_OP_NEG:
+        return op_neg;
+    case RLX_OP_ABS:
+        return op_abs;
+    case RLX_OP_EXP:
+        return op_exp;
+    case RLX_OP_LOG:
+        return op_log;
+    case RLX_OP_SQRT:
+        return op_sqrt;
+    case RLX_OP_RSQRT:
+        return op_rsqrt;
+    case RLX_OP_TANH:
+        return op_tanh;
+    case RLX_OP_SIGMOID:
+        return op_sigmoid;
+    case RLX_OP_RELU:
+        return op_relu;
+    case RLX_OP_GELU:
+        return op_gelu;
+    case RLX_OP_SILU:
+        return op_silu;
+    case RLX_OP_SIN:
+        return op_sin;
+    case RLX_OP_COS:
+        return op_cos;
+    case RLX_OP_SQUARE:
+        return op_square;
+    case RLX_OP_CAST:
+    case RLX_OP_COPY:
+        return op_copy;
+    case RLX_OP_CLAMP:
+        return op_clamp;
+    case RLX_OP_SCALE:
+        return op_scale;
+    case RLX_OP_ADD:
+        return op_add;
+    case RLX_OP_SUB:
+        return op_sub;
+    case RLX_OP_MUL:
+        return op_mul;
+    case RLX_OP_DIV:
+        return op_div;
+    case RLX_OP_MAX:
+        return op_max;
+    case RLX_OP_MIN:
+        return op_min;
+    case RLX_OP_POW:
+        return op_pow;
+    case RLX_OP_CMP:
+        return op_cmp;
+    case RLX_OP_WHERE:
+        return op_where;
+    case RLX_OP_FUSED_ELEMENTWISE: {
+        int n = ins->p.fused.n_steps;
+        if (n < 1 || n > RLX_FUSED_MAX_STEPS)
+            return WHY("fused chain has %d steps", n);
+        for (int s = 0; s < n; s++) {
+            const rlx_fused_step *fs = &ins->p.fused.steps[s];
+            if (fs->dst >= NREGS || fs->a >= NREGS || fs->b >= NREGS || fs->c >= NREGS)
+                return WHY("fused step %d uses a register past %d", s, NREGS - 1);
+            if (fs->dst < ins->n_in)
+                return WHY("fused step %d overwrites input register %d", s, fs->dst);
+            if (fs->op < RLX_OP_NEG || fs->op > RLX_OP_WHERE)
+                return WHY("fused step %d has a non-elementwise op %d", s, fs->op);
+        }
+        return op_fused;
+    }
+    case RLX_OP_MATMUL:
+        if (!is_float_dt(in[0]->dtype) || !is_float_dt(out->dtype))
+            return WHY("matmul takes float operands");
+        if (in[0]->shape.rank < 2 || in[1]->shape.rank < 2 || out->shape.rank < 2)
+            return WHY("matmul operands need rank >= 2");
+        return op_matmul;
+    case RLX_OP_REDUCE_SUM:
+        return op_reduce_sum;
+    case RLX_OP_REDUCE_MEAN:
+        return op_reduce_mean;
+    case RLX_OP_REDUCE_MAX:
+        return op_reduce_max;
+    case RLX_OP_ARGMAX:
+        return op_argmax;
+    case RLX_OP_TOPK:
+        if (ins->p.topk.k < 1)
+            return WHY("topk needs k >= 1");
+        return op_topk;
+    case RLX_OP_SOFTMAX:
+        return op_softmax;
+    case RLX_OP_LAYER_NORM:
+        return op_layer_norm;
+    case RLX_OP_RMS_NORM:
+        return op_rms_norm;
+    case RLX_OP_GROUP_NORM:
+        if (in[0]->shape.rank < 2)
+            return WHY("group norm needs [N, C, ...]");
+        return op_group_norm;
+    case RLX_OP_ADD_RMS_NORM:
+        return op_add_rms_norm;
+    case RLX_OP_ROPE:
+        if (ins->p.rope.n_rot % 2)
+            return WHY("rope needs an even n_rot");
+        return op_rope;
+    case RLX_OP_ATTENTION:
+        for (int i = 0; i < 3; i++)
+            if (in[i]->shape.rank < 3 || in[i]->shape.rank > 4)
+                return WHY("attention operands are [B, H, S, D] or [H, S, D]");
+        return op_attention;
+    case RLX_OP_CONV1D:
+        if (in[0]->shape.rank != 3 || in[1]->shape.rank != 3)
+            return WHY("conv1d takes x [N, C, L] and w [OC, C/g, K]");
+        return op_conv;
+    case RLX_OP_CONV2D:
+        if (in[0]->shape.rank != 4 || in[1]->shape.rank != 4)
+            return WHY("conv2d takes x [N, C, H, W] and w [OC, C/g, KH, KW]");
+        return op_conv;
+    case RLX_OP_CONV_TRANSPOSE2D:
+        if (in[0]->shape.rank != 4 || in[1]->shape.rank != 4)
+            return WHY("conv_transpose2d takes x [N, C, H, W] and w [C, OC/g, KH, KW]");
+        return op_conv_transpose;
+    case RLX_OP_RESIZE:
+        if (out->shape.rank < 2)
+            return WHY("resize needs rank >= 2");
+        return op_resize;
+    case RLX_OP_POOL2D:
+        if (out->shape.rank < 2)
+            return WHY("pool2d needs rank >= 2");
+        return op_pool;
+    case RLX_OP_RESHAPE:
+        return op_reshape;
+    case RLX_OP_PERMUTE:
+        for (int d = 0; d < out->shape.rank; d++)
+            if (ins->p.permute.perm[d] < 0 || ins->p.permute.perm[d] >= in[0]->shape.rank)
+                return WHY("permute axis %d out of range", ins->p.permute.perm[d]);
+        return op_permute;
+    case RLX_OP_SLICE:
+        if (ins->p.slice.step < 0)
+            return WHY("negative slice steps are not supported");
+        return op_slice;
+    case RLX_OP_CONCAT:
+        return op_concat;
+    case RLX_OP_PAD:
+        return op_pad;
+    case RLX_OP_GATHER:
+        if (in[0]->shape.rank != 2)
+            return WHY("gather takes a [V, D] table");
+        if (!rlx_dtype_get(in[1]->dtype)->is_int)
+            return WHY("gather ids must be integers");
+        return op_gather;
+    case RLX_OP_SCATTER:
+        return op_scatter;
+    default:
+        return WHY("op %d is unknown to the CPU backend", (int)ins->op);
+    }
+}
+
+size_t cpu_op_scratch(const rlx_lir *lir, const rlx_lir_instr *ins, int64_t max_dim)
+{
+    (void)lir;
+    switch (ins->op) {
+    case RLX_OP_MATMUL:
+        return (size_t)(MM_TN + 1) * (size_t)max_dim;
+    case RLX_OP_ATTENTION:
+        return 4 * (size_t)max_dim;
+    case RLX_OP_TOPK:
+        return 2 * (size_t)max_dim + 2;
+    default:
+        return (size_t)max_dim + 1;
+    }
+}
