@@ -345,8 +345,8 @@ static rlx_status parse_tensor(const st_shard *sh, uint32_t shard_idx, const cha
         struct json_object *d = json_object_array_get_idx(jshape, i);
         if (!json_u64(d, &t->shape[i]))
             return rlx_error_set(err, RLX_ERR_FORMAT,
-                                 "%s: tensor '%s' shape dim %zu is %s (%.40s), not a non-negative "
-                                 "integer",
+                                 "%s: tensor '%s' shape dim %zu is %s (%.40s); dims must be "
+                                 "non-negative integers",
                                  label, name, i,
                                  json_object_is_type(d, json_type_int) ? "negative"
                                                                        : json_type_label(d),
