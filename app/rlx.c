@@ -1,5 +1,56 @@
+/* rlx: the command-line tool over librlx, for scripting, tests and benchmarks. */
+#include <stdarg.h>
 #include <stdio.h>
-int main(void)
+#include <string.h>
+
+#include "rlx-config.h"
+#include "rlx-cli.h"
+
+int rlx_cli_fail(const char *fmt, ...)
 {
-    return 0;
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("rlx: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return 1;
+}
+
+static const struct {
+    const char *name;
+    int (*fn)(int, char **);
+    const char *help;
+} commands[] = {
+    {"info", rlx_cmd_info, "FILE_OR_DIR [--tensors] [--json]   describe a model file"},
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: rlx COMMAND [ARGS]\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].help);
+    fprintf(f, "\n  rlx --version\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        printf("rlx %s\n", RLX_VERSION);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(argv[1], commands[i].name))
+            return commands[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "rlx: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return 2;
 }

@@ -1,0 +1,41 @@
+#!/bin/sh
+# rlx info on real files: the facts of ../shared/data/README.md, JSON that
+# parses, and one-line errors with exit status 1.
+set -u
+rlx=$1
+data=$2
+fail=0
+check() { # check DESCRIPTION COMMAND...
+    desc=$1
+    shift
+    if "$@"; then echo "ok - $desc"; else echo "not ok - $desc"; fail=1; fi
+}
+out=$("$rlx" info "$data/llm/stories260K.gguf")
+check "exit 0 on stories260K" [ $? -eq 0 ]
+for want in "architecture:  llama" "embedding_length                   64" \
+    "block_count                        5" "attention.head_count               8" \
+    "attention.head_count_kv            4" "512 tokens" "tensors:       48"; do
+    check "stories260K shows '$want'" sh -c 'printf "%s\n" "$1" | grep -qF -- "$2"' _ "$out" "$want"
+done
+json=$("$rlx" info --json --tensors "$data/llm/stories260K.gguf")
+check "--json --tensors is valid JSON with the same facts" python3 -c '
+import json, sys
+o = json.loads(sys.argv[1])
+hp = o["hyperparameters"]
+assert o["architecture"] == "llama"
+assert (hp["embedding_length"], hp["block_count"], hp["attention.head_count"],
+        hp["attention.head_count_kv"]) == (64, 5, 8, 4)
+assert o["tokenizer"]["vocab_size"] == 512
+t = {x["name"]: x for x in o["tensors"]}
+assert t["token_embd.weight"]["shape"] == [64, 512] and t["token_embd.weight"]["bytes"] == 64 * 512 * 4
+assert sum(x["bytes"] for x in o["tensors"]) == o["weight_bytes"]
+' "$json"
+out=$("$rlx" info "$data/vae/taef2_encoder.safetensors")
+check "safetensors: 79 F16 tensors" sh -c 'printf "%s\n" "$1" | grep -qE "F16 +79 tensors"' _ "$out"
+for bad in /nonexistent-file "$data/whisper/for-tests-ggml-tiny.bin" "$data/README.md"; do
+    err=$("$rlx" info "$bad" 2>&1 >/dev/null)
+    rc=$?
+    check "exit 1 on $bad" [ $rc -eq 1 ]
+    check "one-line error on $bad" [ "$(printf '%s\n' "$err" | wc -l)" -eq 1 ]
+done
+exit $fail
