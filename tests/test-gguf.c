@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -236,6 +237,37 @@ static void vocab_files(void **state)
         assert_null(err);
         rlx_gguf_close(g);
     }
+}
+
+/* Whatever else lands in the folder parses too: metadata only. */
+static void every_vocab_file(void **state)
+{
+    DIR *d = opendir(rlx_test_data("tokenizers"));
+    assert_non_null(d);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        size_t len = strlen(e->d_name);
+        if (len < 5 || strcmp(e->d_name + len - 5, ".gguf") != 0)
+            continue;
+        char rel[512];
+        snprintf(rel, sizeof rel, "tokenizers/%s", e->d_name);
+        rlx_gguf *g = NULL;
+        rlx_error *err = NULL;
+        if (rlx_gguf_open(rlx_test_data(rel), &g, &err) != RLX_OK)
+            fail_msg("%s", rlx_error_message(err));
+        assert_int_equal(rlx_gguf_n_tensors(g), 0);
+        const rlx_gguf_value *tok = NULL;
+        assert_int_equal(
+            rlx_gguf_get_arr(g, "tokenizer.ggml.tokens", RLX_GGUF_TYPE_STRING, &tok, &err), RLX_OK);
+        assert_true(tok->v.arr.count > 0);
+        rlx_gguf_str model;
+        assert_int_equal(rlx_gguf_get_str(g, "tokenizer.ggml.model", &model, &err), RLX_OK);
+        rlx_gguf_close(g);
+        n++;
+    }
+    closedir(d);
+    assert_true(n >= 5);
 }
 
 static void gemma_typed_arrays(void **state)
@@ -810,15 +842,11 @@ static void open_errors(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(stories_metadata),
-        cmocka_unit_test(stories_tensors),
-        cmocka_unit_test(vocab_files),
-        cmocka_unit_test(gemma_typed_arrays),
-        cmocka_unit_test(getter_errors),
-        cmocka_unit_test(writer_round_trip),
-        cmocka_unit_test(writer_copies_real_file),
-        cmocka_unit_test(writer_errors),
-        cmocka_unit_test(open_errors),
+        cmocka_unit_test(stories_metadata),   cmocka_unit_test(stories_tensors),
+        cmocka_unit_test(vocab_files),        cmocka_unit_test(every_vocab_file),
+        cmocka_unit_test(gemma_typed_arrays), cmocka_unit_test(getter_errors),
+        cmocka_unit_test(writer_round_trip),  cmocka_unit_test(writer_copies_real_file),
+        cmocka_unit_test(writer_errors),      cmocka_unit_test(open_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

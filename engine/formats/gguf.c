@@ -588,9 +588,8 @@ static rlx_status parse_tensor(rlx_gguf *g, cursor *c, uint64_t i)
     if ((s = take_u32(c, "the number of dimensions", &t->n_dims)) != RLX_OK)
         return s;
     if (t->n_dims > RLX_GGUF_MAX_DIMS)
-        return fail(c, RLX_ERR_FORMAT,
-                    "has %" PRIu32 " dimensions (n_dims); at most %d are allowed", t->n_dims,
-                    RLX_GGUF_MAX_DIMS);
+        return fail(c, RLX_ERR_FORMAT, "n_dims is %" PRIu32 "; at most %d dimensions are allowed",
+                    t->n_dims, RLX_GGUF_MAX_DIMS);
     uint64_t n_el = 1;
     bool overflow = false, zero = false;
     for (uint32_t d = 0; d < RLX_GGUF_MAX_DIMS; d++) {
