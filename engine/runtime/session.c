@@ -1,0 +1,848 @@
+/* rlx_session: device, budget, weights, programs, states. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/base/dtype.h"
+#include "engine/formats/gguf.h"
+#include "engine/formats/safetensors.h"
+#include "engine/runtime/session-internal.h"
+
+enum { SRC_HOST, SRC_GGUF, SRC_ST };
+
+typedef struct weight_src {
+    int kind;
+    const void *reader; /* rlx_gguf / rlx_safetensors */
+    /* SRC_HOST */
+    char *name;
+    rlx_dtype dtype;
+    int rank;
+    int64_t dims[RLX_MAX_DIMS];
+    const void *data;
+    uint64_t n_bytes;
+} weight_src;
+
+typedef struct named_buf {
+    char *name;
+    rlx_dtype dtype;
+    rlx_buffer *buf;
+    uint64_t bytes;
+} named_buf;
+
+struct rlx_session_program {
+    rlx_session *s;
+    const rlx_lir *lir;
+    rlx_lir *owned;
+    void (*lir_free)(rlx_lir *);
+    uint64_t key;
+    rlx_program *prog;
+    rlx_buffer_ref *params, *states;
+    rlx_session_program *next;
+};
+
+struct rlx_session {
+    const rlx_backend_i *be;
+    rlx_device *dev;
+    int dev_index;
+    bool zero_copy; /* host memory is device memory (the CPU) */
+    uint64_t budget;
+
+    weight_src *srcs;
+    int n_srcs;
+    named_buf *weights;
+    int n_weights;
+    named_buf *states;
+    int n_states;
+    rlx_buffer *arena;
+
+    rlx_session_program *programs;
+
+    rlx_progress_fn progress;
+    void *progress_user;
+    volatile int own_cancel;
+    volatile int *cancel;
+
+    pthread_mutex_t mu; /* guards the figures below for rlx_session_memory */
+    uint64_t weights_bytes, state_bytes, arena_bytes;
+};
+
+rlx_session_params rlx_session_default_params(void)
+{
+    return (rlx_session_params){.device = "cpu", .n_threads = 0, .memory_budget = 0};
+}
+
+char *rlx_format_bytes(uint64_t bytes, char *buf, size_t cap)
+{
+    const double k = 1024.0;
+    double b = (double)bytes;
+    if (b >= k * k * k)
+        snprintf(buf, cap, "%.1f GiB", b / (k * k * k));
+    else if (b >= 10 * k * k)
+        snprintf(buf, cap, "%.0f MiB", b / (k * k));
+    else if (b >= k * k)
+        snprintf(buf, cap, "%.1f MiB", b / (k * k));
+    else if (b >= k)
+        snprintf(buf, cap, "%.0f KiB", b / k);
+    else
+        snprintf(buf, cap, "%llu bytes", (unsigned long long)bytes);
+    return buf;
+}
+
+rlx_status rlx_session_create(const rlx_session_params *p, rlx_session **out, rlx_error **err)
+{
+    if (out)
+        *out = NULL;
+    if (!out)
+        return rlx_error_set(err, RLX_ERR_INVALID_ARG, "rlx_session_create: no output given");
+    rlx_session_params dp = rlx_session_default_params();
+    if (!p)
+        p = &dp;
+    const rlx_backend_i *be = NULL;
+    int index = 0;
+    rlx_status st = rlx_device_parse(p->device ? p->device : "cpu", &be, &index, err);
+    if (st != RLX_OK)
+        return st;
+    rlx_session *s = calloc(1, sizeof *s);
+    if (!s)
+        return rlx_error_set(err, RLX_ERR_NO_MEMORY, "out of memory creating a session");
+    pthread_mutex_init(&s->mu, NULL);
+    s->be = be;
+    s->dev_index = index;
+    s->cancel = &s->own_cancel;
+    s->zero_copy = strcmp(be->name, "cpu") == 0;
+    rlx_device_opts dopts = {.n_threads = p->n_threads};
+    st = be->device_open(index, &dopts, &s->dev, err);
+    if (st != RLX_OK) {
+        rlx_session_free(s);
+        return st;
+    }
+    s->budget = p->memory_budget;
+    if (!s->budget) {
+        rlx_device_info info;
+        if (be->device_query(s->dev, &info, NULL) == RLX_OK)
+            s->budget = info.total_memory;
+        if (!s->budget)
+            s->budget = UINT64_MAX;
+    }
+    *out = s;
+    return RLX_OK;
+}
+
+static void free_program(rlx_session_program *p)
+{
+    rlx_session *s = p->s;
+    if (p->prog)
+        s->be->program_free(p->prog);
+    if (p->owned && p->lir_free)
+        p->lir_free(p->owned);
+    free(p->params);
+    free(p->states);
+    free(p);
+}
+
+void rlx_session_free(rlx_session *s)
+{
+    if (!s)
+        return;
+    while (s->programs) {
+        rlx_session_program *n = s->programs->next;
+        free_program(s->programs);
+        s->programs = n;
+    }
+    for (int i = 0; i < s->n_weights; i++) {
+        if (s->weights[i].buf)
+            s->be->buffer_free(s->weights[i].buf);
+        free(s->weights[i].name);
+    }
+    for (int i = 0; i < s->n_states; i++) {
+        if (s->states[i].buf)
+            s->be->buffer_free(s->states[i].buf);
+        free(s->states[i].name);
+    }
+    if (s->arena)
+        s->be->buffer_free(s->arena);
+    for (int i = 0; i < s->n_srcs; i++)
+        free(s->srcs[i].name);
+    free(s->srcs);
+    free(s->weights);
+    free(s->states);
+    if (s->dev)
+        s->be->device_close(s->dev);
+    pthread_mutex_destroy(&s->mu);
+    free(s);
+}
+
+const rlx_backend_i *rlx_session_backend(const rlx_session *s)
+{
+    return s ? s->be : NULL;
+}
+
+rlx_device *rlx_session_device(const rlx_session *s)
+{
+    return s ? s->dev : NULL;
+}
+
+rlx_status rlx_session_device_info(const rlx_session *s, rlx_device_info *out, rlx_error **err)
+{
+    if (!s || !out)
+        return rlx_error_set(err, RLX_ERR_INVALID_ARG, "rlx_session_device_info: no session");
+    return s->be->device_query(s->dev, out, err);
+}
+
+void rlx_session_set_progress(rlx_session *s, rlx_progress_fn fn, void *user)
+{
+    if (!s)
+        return;
+    s->progress = fn;
+    s->progress_user = user;
+}
+
+void rlx_session_set_cancel_flag(rlx_session *s, volatile int *flag)
+{
+    if (s)
+        s->cancel = flag ? flag : &s->own_cancel;
+}
+
+void rlx_session_cancel(rlx_session *s, bool cancel)
+{
+    if (s)
+        *s->cancel = cancel ? 1 : 0;
+}
+
+bool rlx_session_progress(rlx_session *s, const char *stage, double fraction)
+{
+    if (*s->cancel)
+        return false;
+    if (s->progress && !s->progress(s->progress_user, stage, fraction))
+        return false;
+    return true;
+}
+
+/* ---- weights ------------------------------------------------------------ */
+
+static rlx_status add_src(rlx_session *s, weight_src src, rlx_error **err)
+{
+    weight_src *n = realloc(s->srcs, (size_t)(s->n_srcs + 1) * sizeof *n);
+    if (!n) {
+        free(src.name);
+        return rlx_error_set(err, RLX_ERR_NO_MEMORY, "out of memory adding weights");
+    }
+    s->srcs = n;
+    s->srcs[s->n_srcs++] = src;
+    return RLX_OK;
+}
+
+rlx_status rlx_session_add_gguf(rlx_session *s, const struct rlx_gguf *g, rlx_error **err)
+{
+    if (!s || !g)
+        return rlx_error_set(err, RLX_ERR_INVALID_ARG, "rlx_session_add_gguf: missing argument");
+    return add_src(s, (weight_src){.kind = SRC_GGUF, .reader = g}, err);
+}
+
+rlx_status rlx_session_add_safetensors(rlx_session *s, const struct rlx_safetensors *st,
+                                       rlx_error **err)
+{
+    if (!s || !st)
+        return rlx_error_set(err, RLX_ERR_INVALID_ARG,
+                             "rlx_session_add_safetensors: missing argument");
+    return add_src(s, (weight_src){.kind = SRC_ST, .reader = st}, err);
+}
+
+rlx_status rlx_session_add_weight(rlx_session *s, const char *name, rlx_dtype dtype, int rank,
+                                  const int64_t *dims, const void *data, uint64_t n_bytes,
+                                  rlx_error **err)
+{
+    if (!s || !name || (!data && n_bytes) || rank < 0 || rank > RLX_MAX_DIMS || (rank && !dims))
+        return rlx_error_set(err, RLX_ERR_INVALID_ARG, "rlx_session_add_weight: bad argument");
+    weight_src w = {
+        .kind = SRC_HOST, .dtype = dtype, .rank = rank, .data = data, .n_bytes = n_bytes};
+    for (int d = 0; d < rank; d++)
+        w.dims[d] = dims[d];
+    w.name = strdup(name);
+    if (!w.name)
+        return rlx_error_set(err, RLX_ERR_NO_MEMORY, "out of memory adding a weight");
+    return add_src(s, w, err);
+}
+
+typedef struct found_weight {
+    rlx_dtype dtype;
+    int rank;
+    int64_t dims[8];
+    const void *data;
+    uint64_t n_bytes;
+    const char *where;
+} found_weight;
+
+static bool find_weight(const rlx_session *s, const char *name, found_weight *f)
+{
+    for (int i = 0; i < s->n_srcs; i++) {
+        const weight_src *src = &s->srcs[i];
+        if (src->kind == SRC_HOST && strcmp(src->name, name) == 0) {
+            f->dtype = src->dtype;
+            f->rank = src->rank;
+            memcpy(f->dims, src->dims, sizeof src->dims);
+            f->data = src->data;
+            f->n_bytes = src->n_bytes;
+            f->where = "host memory";
+            return true;
+        }
+        if (src->kind == SRC_GGUF) {
+            const rlx_gguf *g = src->reader;
+            const rlx_gguf_tensor *t = rlx_gguf_find_tensor(g, name);
+            if (!t)
+                continue;
+            f->dtype = t->dtype;
+            /* ggml ne[0] is fastest: reverse into row-major */
+            f->rank = (int)t->n_dims;
+            for (uint32_t d = 0; d < t->n_dims && d < 8; d++)
+                f->dims[t->n_dims - 1 - d] = (int64_t)t->ne[d];
+            f->data = rlx_gguf_tensor_data(g, t);
+            f->n_bytes = t->n_bytes;
+            f->where = rlx_gguf_path(g);
+            return true;
+        }
+        if (src->kind == SRC_ST) {
+            const rlx_safetensors *st = src->reader;
+            const rlx_st_tensor *t = rlx_safetensors_find(st, name);
+            if (!t)
+                continue;
+            f->dtype = t->dtype;
+            f->rank = (int)t->n_dims;
+            for (uint32_t d = 0; d < t->n_dims && d < 8; d++)
+                f->dims[d] = (int64_t)t->shape[d];
+            f->data = rlx_safetensors_data(st, t);
+            f->n_bytes = t->n_bytes;
+            f->where = rlx_safetensors_shard_path(st, t->shard);
+            return true;
+        }
+    }
+    return false;
+}
+
+static void shape_str(int rank, const int64_t *dims, char *buf, size_t cap)
+{
+    size_t n = (size_t)snprintf(buf, cap, "[");
+    for (int d = 0; d < rank && n < cap; d++)
+        n += (size_t)snprintf(buf + n, cap - n, "%s%lld", d ? ", " : "", (long long)dims[d]);
+    if (n < cap)
+        snprintf(buf + n, cap - n, "]");
+}
+
+/* Leading 1s do not count: a GGUF [1, N] bias may serve an [N] binding. */
+static bool shapes_match(int ra, const int64_t *a, int rb, const int64_t *b)
+{
+    while (ra > rb && a[0] == 1)
+        a++, ra--;
+    while (rb > ra && b[0] == 1)
+        b++, rb--;
+    if (ra != rb)
+        return false;
+    for (int d = 0; d < ra; d++)
+        if (a[d] != b[d])
+            return false;
+    return true;
+}
+
+static named_buf *find_named(named_buf *arr, int n, const char *name)
+{
+    for (int i = 0; i < n; i++)
+        if (strcmp(arr[i].name, name) == 0)
+            return &arr[i];
+    return NULL;
+}
+
+/* ---- programs ----------------------------------------------------------- */
+
+rlx_session_program *rlx_session_find_cached(rlx_session *s, uint64_t key)
+{
+    for (rlx_session_program *p = s->programs; p; p = p->next)
+        if (key && p->key == key)
+            return p;
+    return NULL;
+}
+
+static uint64_t value_extent(const rlx_lir_value *v, const rlx_sym_values *sv)
+{
+    int64_t last = 0;
+    for (int d = 0; d < v->shape.rank; d++) {
+        int64_t ne = rlx_dim_eval(v->shape.d[d], sv);
+        if (ne <= 0)
+            return 0;
+        last += (ne - 1) * rlx_dim_eval(v->stride[d], sv);
+    }
+    const rlx_dtype_info *ti = rlx_dtype_get(v->dtype);
+    return v->offset + ((uint64_t)last + ti->block_size) / ti->block_size * ti->type_size;
+}
+
+static uint64_t home_bytes(const rlx_lir *lir, rlx_home home, int i, const rlx_sym_values *sv)
+{
+    uint64_t m = 0;
+    for (int32_t v = 0; v < lir->n_values; v++) {
+        const rlx_lir_value *val = &lir->values[v];
+        if (val->home != home || val->index != i)
+            continue;
+        uint64_t e = value_extent(val, sv);
+        if (e > m)
+            m = e;
+    }
+    return m;
+}
+
+static rlx_status load_fail(rlx_lir *lir, void (*lir_free)(rlx_lir *), rlx_status st)
+{
+    if (lir && lir_free)
+        lir_free(lir);
+    return st;
+}
+
+static rlx_status grow(void **arr, int n, size_t elem, rlx_error **err)
+{
+    void *p = realloc(*arr, (size_t)(n + 1) * elem);
+    if (!p)
+        return rlx_error_set(err, RLX_ERR_NO_MEMORY, "out of memory loading a program");
+    *arr = p;
+    return RLX_OK;
+}
+
+rlx_status rlx_session_load_internal(rlx_session *s, rlx_lir *lir, void (*lir_free)(rlx_lir *),
+                                     uint64_t key, rlx_session_program **out, rlx_error **err)
+{
+    if (out)
+        *out = NULL;
+    if (!s || !lir || !out)
+        return load_fail(lir, lir_free,
+                         rlx_error_set(err, RLX_ERR_INVALID_ARG, "loading a program: no LIR"));
+    char a[32], b[32];
+
+    /* 1. resolve and check everything; count what is new */
+    uint64_t new_w = 0, new_s = 0;
+    found_weight *fw = calloc((size_t)(lir->n_params ? lir->n_params : 1), sizeof *fw);
+    if (!fw)
+        return load_fail(lir, lir_free,
+                         rlx_error_set(err, RLX_ERR_NO_MEMORY, "out of memory loading a program"));
+    rlx_status st = RLX_OK;
+    for (int32_t i = 0; i < lir->n_params && st == RLX_OK; i++) {
+        const rlx_lir_binding *bd = &lir->params[i];
+        if (!bd->name) {
+            st = rlx_error_set(err, RLX_ERR_INVALID_ARG, "param %d has no name", i);
+            break;
+        }
+        named_buf *have = find_named(s->weights, s->n_weights, bd->name);
+        if (have) {
+            fw[i].data = NULL; /* already loaded */
+            if (have->dtype != bd->dtype || have->bytes < bd->max_bytes)
+                st = rlx_error_set(err, RLX_ERR_TYPE,
+                                   "weight '%s' is loaded as %s (%llu bytes), but this program "
+                                   "wants %s (%llu bytes)",
+                                   bd->name, rlx_dtype_name(have->dtype),
+                                   (unsigned long long)have->bytes, rlx_dtype_name(bd->dtype),
+                                   (unsigned long long)bd->max_bytes);
+            continue;
+        }
+        if (!find_weight(s, bd->name, &fw[i])) {
+            st = rlx_error_set(err, RLX_ERR_NOT_FOUND, "weight '%s' is not in the model file%s",
+                               bd->name, s->n_srcs ? "" : " (no weights were added)");
+            break;
+        }
+        int64_t want[RLX_MAX_DIMS];
+        for (int d = 0; d < bd->shape.rank; d++)
+            want[d] = bd->shape.d[d].k;
+        if (fw[i].dtype != bd->dtype) {
+            st = rlx_error_set(err, RLX_ERR_TYPE, "weight '%s' in %s is %s, but the graph wants %s",
+                               bd->name, fw[i].where ? fw[i].where : "?",
+                               rlx_dtype_name(fw[i].dtype), rlx_dtype_name(bd->dtype));
+        } else if (!shapes_match(fw[i].rank, fw[i].dims, bd->shape.rank, want) ||
+                   fw[i].n_bytes < bd->max_bytes) {
+            char sa[96], sb[96];
+            shape_str(fw[i].rank, fw[i].dims, sa, sizeof sa);
+            shape_str(bd->shape.rank, want, sb, sizeof sb);
+            st = rlx_error_set(err, RLX_ERR_TYPE,
+                               "weight '%s' in %s has shape %s, but the graph wants %s", bd->name,
+                               fw[i].where ? fw[i].where : "?", sa, sb);
+        } else {
+            /* a name bound twice in one LIR counts once */
+            bool dup = false;
+            for (int32_t j = 0; j < i; j++)
+                if (lir->params[j].name && strcmp(lir->params[j].name, bd->name) == 0)
+                    dup = true;
+            if (!dup)
+                new_w += fw[i].n_bytes;
+        }
+    }
+    for (int32_t i = 0; i < lir->n_states && st == RLX_OK; i++) {
+        const rlx_lir_binding *bd = &lir->states[i];
+        if (!bd->name) {
+            st = rlx_error_set(err, RLX_ERR_INVALID_ARG, "state %d has no name", i);
+            break;
+        }
+        named_buf *have = find_named(s->states, s->n_states, bd->name);
+        if (have) {
+            if (have->dtype != bd->dtype || have->bytes < bd->max_bytes)
+                st = rlx_error_set(
+                    err, RLX_ERR_TYPE,
+                    "state '%s' exists as %s (%s), but this program wants %s (%s)", bd->name,
+                    rlx_dtype_name(have->dtype), rlx_format_bytes(have->bytes, a, sizeof a),
+                    rlx_dtype_name(bd->dtype), rlx_format_bytes(bd->max_bytes, b, sizeof b));
+            continue;
+        }
+        new_s += bd->max_bytes;
+    }
+    if (st != RLX_OK) {
+        free(fw);
+        return load_fail(lir, lir_free, st);
+    }
+
+    /* 2. the budget, before allocating anything */
+    uint64_t w_total = s->weights_bytes + new_w, s_total = s->state_bytes + new_s;
+    uint64_t a_total = lir->arena_bytes > s->arena_bytes ? lir->arena_bytes : s->arena_bytes;
+    uint64_t total = w_total + s_total + a_total;
+    if (total > s->budget || total < w_total) {
+        char fw_[32], fs_[32], fa_[32], ft_[32], fb_[32];
+        free(fw);
+        return load_fail(lir, lir_free,
+                         rlx_error_set(err, RLX_ERR_BUDGET,
+                                       "needs %s of weights + %s of KV cache + %s of activations "
+                                       "= %s, but the budget is %s",
+                                       rlx_format_bytes(w_total, fw_, sizeof fw_),
+                                       rlx_format_bytes(s_total, fs_, sizeof fs_),
+                                       rlx_format_bytes(a_total, fa_, sizeof fa_),
+                                       rlx_format_bytes(total, ft_, sizeof ft_),
+                                       rlx_format_bytes(s->budget, fb_, sizeof fb_)));
+    }
+
+    /* 3. weights (an upload with progress on a GPU), states, arena */
+    for (int32_t i = 0; i < lir->n_params && st == RLX_OK; i++) {
+        const rlx_lir_binding *bd = &lir->params[i];
+        if (!fw[i].data || find_named(s->weights, s->n_weights, bd->name))
+            continue;
+        if (!rlx_session_progress(s, "weights", (double)i / (double)lir->n_params)) {
+            st = rlx_error_set(err, RLX_ERR_CANCELLED, "loading weights cancelled");
+            break;
+        }
+        if ((st = grow((void **)&s->weights, s->n_weights, sizeof *s->weights, err)) != RLX_OK)
+            break;
+        named_buf nb = {.dtype = fw[i].dtype, .bytes = fw[i].n_bytes};
+        nb.name = strdup(bd->name);
+        if (!nb.name) {
+            st = rlx_error_set(err, RLX_ERR_NO_MEMORY, "out of memory loading weights");
+            break;
+        }
+        st = s->be->buffer_from_host(s->dev, fw[i].data, fw[i].n_bytes, &nb.buf, err);
+        if (st != RLX_OK) {
+            rlx_error_prefix(err, "loading weight '%s': ", bd->name);
+            free(nb.name);
+            break;
+        }
+        s->weights[s->n_weights++] = nb;
+        pthread_mutex_lock(&s->mu);
+        s->weights_bytes += nb.bytes;
+        pthread_mutex_unlock(&s->mu);
+    }
+    free(fw);
+    if (st == RLX_OK && lir->n_params && !rlx_session_progress(s, "weights", 1.0))
+        st = rlx_error_set(err, RLX_ERR_CANCELLED, "loading weights cancelled");
+    for (int32_t i = 0; i < lir->n_states && st == RLX_OK; i++) {
+        const rlx_lir_binding *bd = &lir->states[i];
+        if (find_named(s->states, s->n_states, bd->name))
+            continue;
+        if ((st = grow((void **)&s->states, s->n_states, sizeof *s->states, err)) != RLX_OK)
+            break;
+        named_buf nb = {.dtype = bd->dtype, .bytes = bd->max_bytes};
+        nb.name = strdup(bd->name);
+        if (!nb.name) {
+            st = rlx_error_set(err, RLX_ERR_NO_MEMORY, "out of memory creating state");
+            break;
+        }
+        st = s->be->buffer_alloc(s->dev, bd->max_bytes, &nb.buf, err);
+        if (st == RLX_OK && !s->zero_copy) {
+            /* buffers of other backends are not promised to start zeroed */
+            void *z = calloc(1, (size_t)(bd->max_bytes ? bd->max_bytes : 1));
+            st = z ? s->be->buffer_write(nb.buf, 0, z, bd->max_bytes, err)
+                   : rlx_error_set(err, RLX_ERR_NO_MEMORY, "out of memory zeroing state");
+            free(z);
+        }
+        if (st != RLX_OK) {
+            rlx_error_prefix(err, "creating state '%s': ", bd->name);
+            if (nb.buf)
+                s->be->buffer_free(nb.buf);
+            free(nb.name);
+            break;
+        }
+        s->states[s->n_states++] = nb;
+        pthread_mutex_lock(&s->mu);
+        s->state_bytes += nb.bytes;
+        pthread_mutex_unlock(&s->mu);
+    }
+    if (st == RLX_OK && lir->arena_bytes > s->arena_bytes) {
+        if (s->arena)
+            s->be->buffer_free(s->arena);
+        s->arena = NULL;
+        pthread_mutex_lock(&s->mu);
+        s->arena_bytes = 0;
+        pthread_mutex_unlock(&s->mu);
+        st = s->be->buffer_alloc(s->dev, lir->arena_bytes, &s->arena, err);
+        if (st == RLX_OK) {
+            pthread_mutex_lock(&s->mu);
+            s->arena_bytes = lir->arena_bytes;
+            pthread_mutex_unlock(&s->mu);
+        }
+    }
+    if (st != RLX_OK)
+        return load_fail(lir, lir_free, st);
+
+    /* 4. the program and its bindings */
+    rlx_session_program *p = calloc(1, sizeof *p);
+    if (!p)
+        return load_fail(lir, lir_free,
+                         rlx_error_set(err, RLX_ERR_NO_MEMORY, "out of memory loading a program"));
+    p->s = s;
+    p->lir = lir;
+    if (lir_free) {
+        p->owned = lir;
+        p->lir_free = lir_free;
+    }
+    p->key = key;
+    p->params = calloc((size_t)(lir->n_params ? lir->n_params : 1), sizeof *p->params);
+    p->states = calloc((size_t)(lir->n_states ? lir->n_states : 1), sizeof *p->states);
+    if (!p->params || !p->states) {
+        free_program(p);
+        return rlx_error_set(err, RLX_ERR_NO_MEMORY, "out of memory loading a program");
+    }
+    for (int32_t i = 0; i < lir->n_params; i++)
+        p->params[i].buf = find_named(s->weights, s->n_weights, lir->params[i].name)->buf;
+    for (int32_t i = 0; i < lir->n_states; i++)
+        p->states[i].buf = find_named(s->states, s->n_states, lir->states[i].name)->buf;
+    st = s->be->program_create(s->dev, lir, &p->prog, err);
+    if (st != RLX_OK) {
+        free_program(p);
+        return st;
+    }
+    p->next = s->programs;
+    s->programs = p;
+    *out = p;
+    return RLX_OK;
+}
+
+rlx_status rlx_session_load_lir(rlx_session *s, const rlx_lir *lir, rlx_session_program **out,
+                                rlx_error **err)
+{
+    return rlx_session_load_internal(s, (rlx_lir *)(uintptr_t)lir, NULL, 0, out, err);
+}
+
+void rlx_session_unload(rlx_session *s, rlx_session_program *p)
+{
+    if (!s || !p)
+        return;
+    for (rlx_session_program **pp = &s->programs; *pp; pp = &(*pp)->next) {
+        if (*pp == p) {
+            *pp = p->next;
+            free_program(p);
+            return;
+        }
+    }
+}
+
+const rlx_lir *rlx_session_program_lir(const rlx_session_program *p)
+{
+    return p ? p->lir : NULL;
+}
+
+int rlx_session_program_symbol(const rlx_session_program *p, const char *name)
+{
+    if (!p || !name)
+        return -1;
+    for (int i = 0; i < p->lir->n_symbols; i++)
+        if (p->lir->symbols[i].name && strcmp(p->lir->symbols[i].name, name) == 0)
+            return i;
+    return -1;
+}
+
+static int find_binding(const rlx_lir_binding *b, int n, const char *name)
+{
+    for (int i = 0; i < n && name; i++)
+        if (b[i].name && strcmp(b[i].name, name) == 0)
+            return i;
+    return -1;
+}
+
+int rlx_session_program_input(const rlx_session_program *p, const char *name)
+{
+    return p ? find_binding(p->lir->inputs, p->lir->n_inputs, name) : -1;
+}
+
+int rlx_session_program_output(const rlx_session_program *p, const char *name)
+{
+    return p ? find_binding(p->lir->outputs, p->lir->n_outputs, name) : -1;
+}
+
+uint64_t rlx_session_program_input_bytes(const rlx_session_program *p, int i,
+                                         const rlx_sym_values *sv)
+{
+    if (!p || i < 0 || i >= p->lir->n_inputs)
+        return 0;
+    return home_bytes(p->lir, RLX_HOME_INPUT, i, sv);
+}
+
+uint64_t rlx_session_program_output_bytes(const rlx_session_program *p, int i,
+                                          const rlx_sym_values *sv)
+{
+    if (!p || i < 0 || i >= p->lir->n_outputs)
+        return 0;
+    return home_bytes(p->lir, RLX_HOME_OUTPUT, i, sv);
+}
+
+rlx_status rlx_session_run(rlx_session *s, rlx_session_program *p, const rlx_sym_values *sv,
+                           const void *const *inputs, void *const *outputs, rlx_error **err)
+{
+    if (!s || !p || p->s != s)
+        return rlx_error_set(err, RLX_ERR_INVALID_ARG, "rlx_session_run: no session or program");
+    const rlx_lir *lir = p->lir;
+    if ((lir->n_inputs && !inputs) || (lir->n_outputs && !outputs))
+        return rlx_error_set(err, RLX_ERR_INVALID_ARG,
+                             "rlx_session_run: the program has %d inputs and %d outputs",
+                             lir->n_inputs, lir->n_outputs);
+    if (*s->cancel)
+        return rlx_error_set(err, RLX_ERR_CANCELLED, "cancelled");
+    rlx_sym_values zero = {{0}};
+    if (!sv)
+        sv = &zero;
+    for (int i = 0; i < lir->n_symbols; i++)
+        if (sv->v[i] < 0 || sv->v[i] > lir->symbols[i].max)
+            return rlx_error_set(
+                err, RLX_ERR_INVALID_ARG,
+                "%s = %lld is out of range: this program was built for %s <= "
+                "%lld",
+                lir->symbols[i].name ? lir->symbols[i].name : "?", (long long)sv->v[i],
+                lir->symbols[i].name ? lir->symbols[i].name : "?", (long long)lir->symbols[i].max);
+
+    int32_t n_io = lir->n_inputs + lir->n_outputs;
+    rlx_buffer_ref *refs = calloc((size_t)(n_io ? n_io : 1), sizeof *refs);
+    uint64_t *sizes = calloc((size_t)(n_io ? n_io : 1), sizeof *sizes);
+    rlx_status st = RLX_OK;
+    if (!refs || !sizes)
+        st = rlx_error_set(err, RLX_ERR_NO_MEMORY, "out of memory running a program");
+    for (int32_t i = 0; i < lir->n_inputs && st == RLX_OK; i++) {
+        sizes[i] = home_bytes(lir, RLX_HOME_INPUT, i, sv);
+        if (!inputs[i] && sizes[i])
+            st = rlx_error_set(err, RLX_ERR_INVALID_ARG, "input '%s' was not given",
+                               lir->inputs[i].name ? lir->inputs[i].name : "?");
+        else
+            st = s->be->buffer_from_host(s->dev, inputs[i], sizes[i], &refs[i].buf, err);
+    }
+    for (int32_t i = 0; i < lir->n_outputs && st == RLX_OK; i++) {
+        int32_t k = lir->n_inputs + i;
+        sizes[k] = home_bytes(lir, RLX_HOME_OUTPUT, i, sv);
+        if (!outputs[i] && sizes[k])
+            st = rlx_error_set(err, RLX_ERR_INVALID_ARG, "output '%s' was not given",
+                               lir->outputs[i].name ? lir->outputs[i].name : "?");
+        else if (s->zero_copy)
+            st = s->be->buffer_from_host(s->dev, outputs[i], sizes[k], &refs[k].buf, err);
+        else
+            st = s->be->buffer_alloc(s->dev, sizes[k], &refs[k].buf, err);
+    }
+    if (st == RLX_OK) {
+        rlx_program_bindings bind = {
+            .arena = {.buf = s->arena, .offset = 0},
+            .params = p->params,
+            .states = p->states,
+            .inputs = refs,
+            .outputs = refs + lir->n_inputs,
+            .cancel = s->cancel,
+        };
+        st = s->be->program_run(p->prog, &bind, sv, err);
+        if (st == RLX_OK && !s->zero_copy) {
+            st = s->be->synchronize(s->dev, err);
+            for (int32_t i = 0; i < lir->n_outputs && st == RLX_OK; i++)
+                st = s->be->buffer_read(refs[lir->n_inputs + i].buf, 0, outputs[i],
+                                        sizes[lir->n_inputs + i], err);
+        }
+    }
+    for (int32_t i = 0; refs && i < n_io; i++)
+        if (refs[i].buf)
+            s->be->buffer_free(refs[i].buf);
+    free(refs);
+    free(sizes);
+    return st;
+}
+
+void rlx_session_program_set_timing(rlx_session_program *p, bool enabled)
+{
+    if (p && p->s->be->program_set_timing)
+        p->s->be->program_set_timing(p->prog, enabled);
+}
+
+rlx_status rlx_session_program_timings(rlx_session_program *p, double *ms, int32_t n,
+                                       rlx_error **err)
+{
+    if (!p || !p->s->be->program_timings)
+        return rlx_error_set(err, RLX_ERR_UNSUPPORTED, "this backend does not time programs");
+    return p->s->be->program_timings(p->prog, ms, n, err);
+}
+
+/* ---- state -------------------------------------------------------------- */
+
+static rlx_status state_zero(rlx_session *s, named_buf *nb, rlx_error **err)
+{
+    if (nb->buf->host_ptr) {
+        memset(nb->buf->host_ptr, 0, (size_t)nb->bytes);
+        return RLX_OK;
+    }
+    void *z = calloc(1, (size_t)(nb->bytes ? nb->bytes : 1));
+    if (!z)
+        return rlx_error_set(err, RLX_ERR_NO_MEMORY, "out of memory zeroing state");
+    rlx_status st = s->be->buffer_write(nb->buf, 0, z, nb->bytes, err);
+    free(z);
+    return st;
+}
+
+rlx_status rlx_session_state_reset(rlx_session *s, const char *name, rlx_error **err)
+{
+    if (!s)
+        return rlx_error_set(err, RLX_ERR_INVALID_ARG, "rlx_session_state_reset: no session");
+    if (!name) {
+        for (int i = 0; i < s->n_states; i++) {
+            rlx_status st = state_zero(s, &s->states[i], err);
+            if (st != RLX_OK)
+                return st;
+        }
+        return RLX_OK;
+    }
+    named_buf *nb = find_named(s->states, s->n_states, name);
+    if (!nb)
+        return rlx_error_set(err, RLX_ERR_NOT_FOUND, "no state named '%s'", name);
+    return state_zero(s, nb, err);
+}
+
+rlx_status rlx_session_state_read(rlx_session *s, const char *name, uint64_t offset, void *dst,
+                                  uint64_t size, rlx_error **err)
+{
+    named_buf *nb = s && name ? find_named(s->states, s->n_states, name) : NULL;
+    if (!nb)
+        return rlx_error_set(err, RLX_ERR_NOT_FOUND, "no state named '%s'", name ? name : "");
+    return s->be->buffer_read(nb->buf, offset, dst, size, err);
+}
+
+rlx_status rlx_session_state_write(rlx_session *s, const char *name, uint64_t offset,
+                                   const void *src, uint64_t size, rlx_error **err)
+{
+    named_buf *nb = s && name ? find_named(s->states, s->n_states, name) : NULL;
+    if (!nb)
+        return rlx_error_set(err, RLX_ERR_NOT_FOUND, "no state named '%s'", name ? name : "");
+    return s->be->buffer_write(nb->buf, offset, src, size, err);
+}
+
+rlx_session_memory_info rlx_session_memory(const rlx_session *s)
+{
+    rlx_session_memory_info m = {0};
+    if (!s)
+        return m;
+    rlx_session *ms = (rlx_session *)(uintptr_t)s;
+    pthread_mutex_lock(&ms->mu);
+    m.weights_bytes = s->weights_bytes;
+    m.state_bytes = s->state_bytes;
+    m.arena_bytes = s->arena_bytes;
+    m.budget_bytes = s->budget;
+    pthread_mutex_unlock(&ms->mu);
+    return m;
+}

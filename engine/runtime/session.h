@@ -1,0 +1,169 @@
+/* rlx_session: one device, a memory budget, weights, compiled programs and
+ * the state tensors (KV caches) that live between runs.
+ *
+ * Usage:
+ *     rlx_session_params sp = rlx_session_default_params();
+ *     sp.device = "cpu";
+ *     sp.memory_budget = 4ull << 30;
+ *     rlx_session *s = NULL;
+ *     if (rlx_session_create(&sp, &s, &err) != RLX_OK) ...
+ *     rlx_session_add_gguf(s, gguf, &err);             // weights by name, zero-copy
+ *     rlx_session_program *prog = NULL;
+ *     rlx_session_compile(s, graph, &prog, &err);       // cached by graph hash
+ *     // or rlx_session_load_lir(s, lir, &prog, &err) for a hand-built LIR
+ *     rlx_sym_values sv = {{0}};
+ *     sv.v[rlx_session_program_symbol(prog, "SEQ")] = n_tokens;
+ *     const void *in[] = {tokens};
+ *     void *out[] = {logits};
+ *     rlx_session_run(s, prog, &sv, in, out, &err);
+ *     rlx_session_free(s);
+ *
+ * Budget: loading a program checks weights + state + activations (the one
+ * arena every program of the session shares, sized for the largest) against
+ * the budget before anything is allocated, and fails with RLX_ERR_BUDGET and
+ * the three figures otherwise.
+ *
+ * Weights: a PARAM binding is resolved by name in the weights added with
+ * rlx_session_add_weight, then each added GGUF, then each safetensors file,
+ * in the order they were added. Its dtype and row-major shape must match
+ * (GGUF ne {K, N} is the shape [N, K]). On the CPU the mapped file bytes are
+ * used in place; a GPU backend uploads them once, with progress.
+ *
+ * States are created zeroed, by name, the first time a program binds them,
+ * and shared by every program that binds the same name.
+ *
+ * Inputs and outputs of rlx_session_run are host pointers, indexed like the
+ * program's LIR inputs/outputs, holding the tensor contiguous row-major at
+ * this run's symbol values.
+ *
+ * Ownership: the session borrows the GGUF / safetensors readers and weight
+ * memory handed to it (they must outlive it) and owns programs, states and
+ * buffers. Programs belong to the session and are freed with it.
+ * Thread safety: a session is used by one thread at a time (normally its
+ * worker, engine/runtime/worker.h), except rlx_session_memory() and
+ * rlx_session_cancel(), which any thread may call.
+ */
+#ifndef RLX_ENGINE_RUNTIME_SESSION_H
+#define RLX_ENGINE_RUNTIME_SESSION_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backends/backend.h"
+#include "backends/base/lir.h"
+#include "backends/base/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct rlx_session rlx_session;
+typedef struct rlx_session_program rlx_session_program;
+struct rlx_graph;
+struct rlx_gguf;
+struct rlx_safetensors;
+
+/* Return false to abort the call (it then fails with RLX_ERR_CANCELLED).
+ * `stage` is a short constant label ("weights"); fraction is 0..1. */
+typedef bool (*rlx_progress_fn)(void *user, const char *stage, double fraction);
+
+typedef struct rlx_session_params {
+    const char *device;     /* "cpu", "vulkan:0", "cuda:1"; NULL = "cpu" */
+    int n_threads;          /* CPU threads; 0 = one per core */
+    uint64_t memory_budget; /* bytes; 0 = the device's total memory */
+} rlx_session_params;
+
+RLX_API rlx_session_params rlx_session_default_params(void);
+
+RLX_API rlx_status rlx_session_create(const rlx_session_params *p, rlx_session **out,
+                                      rlx_error **err);
+RLX_API void rlx_session_free(rlx_session *s);
+
+RLX_API const rlx_backend_i *rlx_session_backend(const rlx_session *s);
+RLX_API rlx_device *rlx_session_device(const rlx_session *s);
+RLX_API rlx_status rlx_session_device_info(const rlx_session *s, rlx_device_info *out,
+                                           rlx_error **err);
+
+/* Progress reporting for long calls (weight upload, compilation) and the
+ * flag programs check between instructions: a nonzero *cancel makes the
+ * current and later calls fail with RLX_ERR_CANCELLED until it is cleared.
+ * The session also owns a flag of its own, set by rlx_session_cancel(). */
+RLX_API void rlx_session_set_progress(rlx_session *s, rlx_progress_fn fn, void *user);
+RLX_API void rlx_session_set_cancel_flag(rlx_session *s, volatile int *flag);
+/* Set (true) or clear (false) the session's own cancel flag; any thread. */
+RLX_API void rlx_session_cancel(rlx_session *s, bool cancel);
+
+/* ---- weights ------------------------------------------------------------ */
+
+/* Weight sources, searched in the order added. Borrowed, not copied. */
+RLX_API rlx_status rlx_session_add_gguf(rlx_session *s, const struct rlx_gguf *g, rlx_error **err);
+RLX_API rlx_status rlx_session_add_safetensors(rlx_session *s, const struct rlx_safetensors *st,
+                                               rlx_error **err);
+/* One named tensor in host memory (row-major dims; bytes borrowed). */
+RLX_API rlx_status rlx_session_add_weight(rlx_session *s, const char *name, rlx_dtype dtype,
+                                          int rank, const int64_t *dims, const void *data,
+                                          uint64_t n_bytes, rlx_error **err);
+
+/* ---- programs ----------------------------------------------------------- */
+
+/* Compile a graph for this session's device (legalized against its backend)
+ * and load it; a graph with the same hash (structure + symbol bounds) loaded
+ * before returns the cached program. */
+RLX_API rlx_status rlx_session_compile(rlx_session *s, const struct rlx_graph *g,
+                                       rlx_session_program **out, rlx_error **err);
+/* Load an LIR built elsewhere (e.g. by hand in a test). The LIR is borrowed
+ * and must stay alive until the session is freed. */
+RLX_API rlx_status rlx_session_load_lir(rlx_session *s, const rlx_lir *lir,
+                                        rlx_session_program **out, rlx_error **err);
+/* Drop a program (its weights stay loaded for the other programs). */
+RLX_API void rlx_session_unload(rlx_session *s, rlx_session_program *p);
+
+RLX_API const rlx_lir *rlx_session_program_lir(const rlx_session_program *p);
+/* Index of a symbol / input / output by name, or -1. */
+RLX_API int rlx_session_program_symbol(const rlx_session_program *p, const char *name);
+RLX_API int rlx_session_program_input(const rlx_session_program *p, const char *name);
+RLX_API int rlx_session_program_output(const rlx_session_program *p, const char *name);
+/* Bytes input/output i occupies at these symbol values (contiguous). */
+RLX_API uint64_t rlx_session_program_input_bytes(const rlx_session_program *p, int i,
+                                                 const rlx_sym_values *sv);
+RLX_API uint64_t rlx_session_program_output_bytes(const rlx_session_program *p, int i,
+                                                  const rlx_sym_values *sv);
+
+/* Run once. inputs[i] / outputs[i] follow the LIR's input/output order. */
+RLX_API rlx_status rlx_session_run(rlx_session *s, rlx_session_program *p, const rlx_sym_values *sv,
+                                   const void *const *inputs, void *const *outputs,
+                                   rlx_error **err);
+
+/* Per-instruction timing of the last run (ms), when enabled on the program. */
+RLX_API void rlx_session_program_set_timing(rlx_session_program *p, bool enabled);
+RLX_API rlx_status rlx_session_program_timings(rlx_session_program *p, double *ms, int32_t n,
+                                               rlx_error **err);
+
+/* ---- state -------------------------------------------------------------- */
+
+/* Zero one state tensor (NULL: all of them), e.g. a new conversation. */
+RLX_API rlx_status rlx_session_state_reset(rlx_session *s, const char *name, rlx_error **err);
+RLX_API rlx_status rlx_session_state_read(rlx_session *s, const char *name, uint64_t offset,
+                                          void *dst, uint64_t size, rlx_error **err);
+RLX_API rlx_status rlx_session_state_write(rlx_session *s, const char *name, uint64_t offset,
+                                           const void *src, uint64_t size, rlx_error **err);
+
+/* ---- memory ------------------------------------------------------------- */
+
+typedef struct rlx_session_memory_info {
+    uint64_t weights_bytes; /* weights bound by loaded programs */
+    uint64_t state_bytes;   /* state tensors (KV caches) */
+    uint64_t arena_bytes;   /* the shared activation arena */
+    uint64_t budget_bytes;
+} rlx_session_memory_info;
+
+RLX_API rlx_session_memory_info rlx_session_memory(const rlx_session *s);
+
+/* "1.2 GiB", "256 MiB", "12 KiB", "100 bytes" into buf; returns buf. */
+RLX_API char *rlx_format_bytes(uint64_t bytes, char *buf, size_t cap);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
