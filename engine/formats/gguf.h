@@ -209,9 +209,13 @@ RLX_API rlx_status rlx_gguf_writer_copy_kv(rlx_gguf_writer *w, const rlx_gguf *s
 RLX_API rlx_status rlx_gguf_writer_add_tensor(rlx_gguf_writer *w, const char *name, rlx_dtype dtype,
                                               uint32_t n_dims, const uint64_t *ne, const void *data,
                                               uint64_t n_bytes);
-/* Like add_tensor, but the data is NOT copied: it must stay valid until the
- * last rlx_gguf_writer_to_memory / _write call (e.g. a tensor of an open
- * rlx_gguf being re-written). */
+/* add_tensor: names of 1 to 63 bytes (llama.cpp's limit), unique; 1 to 4
+ * dims; a dtype with a ggml id; n_bytes must equal what shape and dtype
+ * need. Tensors are laid out in the order added, each aligned.
+ *
+ * add_tensor_ref: like add_tensor, but the data is NOT copied: it must
+ * stay valid until the last rlx_gguf_writer_to_memory / _write call (e.g. a
+ * tensor of an open rlx_gguf being re-written). */
 RLX_API rlx_status rlx_gguf_writer_add_tensor_ref(rlx_gguf_writer *w, const char *name,
                                                   rlx_dtype dtype, uint32_t n_dims,
                                                   const uint64_t *ne, const void *data,
