@@ -116,10 +116,10 @@ static bool dim_from_dense(int64_t k, const int64_t *mul, rlx_dim *out)
     for (int s = 0; s < RLX_MAX_SYMBOLS; s++) {
         if (mul[s] == 0)
             continue;
-        if (n == RLX_DIM_TERMS || mul[s] > INT16_MAX || mul[s] < INT16_MIN)
+        if (n == RLX_DIM_TERMS || mul[s] > INT32_MAX || mul[s] < INT32_MIN)
             return false;
         d.sym[n] = (int16_t)s;
-        d.mul[n] = (int16_t)mul[s];
+        d.mul[n] = (int32_t)mul[s];
         n++;
     }
     *out = d;

@@ -68,7 +68,7 @@ extern "C" {
 typedef struct rlx_dim {
     int64_t k;
     int16_t sym[RLX_DIM_TERMS];
-    int16_t mul[RLX_DIM_TERMS];
+    int32_t mul[RLX_DIM_TERMS];
 } rlx_dim;
 
 typedef struct rlx_shape {

@@ -1125,6 +1125,13 @@ rlx_node rlx_graph_scalar(rlx_graph *g, float value)
     return rlx_graph_const_f32(g, NULL, rlx_shape_make(0, NULL), &value);
 }
 
+static rlx_op_params zero_params(void)
+{
+    rlx_op_params p;
+    memset(&p, 0, sizeof p);
+    return p;
+}
+
 static rlx_node bad_op(rlx_graph *g, const char *fn, rlx_op op)
 {
     if (g && g->status == RLX_OK)
@@ -1171,7 +1178,8 @@ BINARY(div, DIV)
 
 rlx_node rlx_graph_gelu(rlx_graph *g, const char *name, rlx_node x, rlx_gelu_approx approx)
 {
-    rlx_op_params p = {.gelu = {approx}};
+    rlx_op_params p = zero_params();
+    p.gelu.approx = approx;
     return rlx_graph_node_new(g, name, RLX_OP_GELU, &p, 1, &x, RLX_DTYPE_INVALID, NULL);
 }
 
@@ -1182,19 +1190,24 @@ rlx_node rlx_graph_cast(rlx_graph *g, const char *name, rlx_node x, rlx_dtype to
 
 rlx_node rlx_graph_clamp(rlx_graph *g, const char *name, rlx_node x, float lo, float hi)
 {
-    rlx_op_params p = {.clamp = {lo, hi}};
+    rlx_op_params p = zero_params();
+    p.clamp.lo = lo;
+    p.clamp.hi = hi;
     return rlx_graph_node_new(g, name, RLX_OP_CLAMP, &p, 1, &x, RLX_DTYPE_INVALID, NULL);
 }
 
 rlx_node rlx_graph_scale(rlx_graph *g, const char *name, rlx_node x, float mul, float add)
 {
-    rlx_op_params p = {.scale = {mul, add}};
+    rlx_op_params p = zero_params();
+    p.scale.mul = mul;
+    p.scale.add = add;
     return rlx_graph_node_new(g, name, RLX_OP_SCALE, &p, 1, &x, RLX_DTYPE_INVALID, NULL);
 }
 
 rlx_node rlx_graph_cmp(rlx_graph *g, const char *name, rlx_cmp kind, rlx_node a, rlx_node b)
 {
-    rlx_op_params p = {.cmp = {kind}};
+    rlx_op_params p = zero_params();
+    p.cmp.kind = kind;
     rlx_node in[2] = {a, b};
     return rlx_graph_node_new(g, name, RLX_OP_CMP, &p, 2, in, RLX_DTYPE_INVALID, NULL);
 }
@@ -1233,13 +1246,17 @@ rlx_node rlx_graph_reduce(rlx_graph *g, const char *name, rlx_op op, rlx_node x,
         return bad_op(g, "rlx_graph_reduce", op);
     if (!g || g->status != RLX_OK || x < 0 || x >= g->n_nodes)
         return rlx_graph_node_new(g, name, op, NULL, 1, &x, RLX_DTYPE_INVALID, NULL);
-    rlx_op_params p = {.reduce = {norm_axis(axis, g->nodes[x].shape.rank), keepdim}};
+    rlx_op_params p = zero_params();
+    p.reduce.axis = norm_axis(axis, g->nodes[x].shape.rank);
+    p.reduce.keepdim = keepdim;
     return rlx_graph_node_new(g, name, op, &p, 1, &x, RLX_DTYPE_INVALID, NULL);
 }
 
 rlx_node rlx_graph_argmax(rlx_graph *g, const char *name, rlx_node x, int axis)
 {
-    rlx_op_params p = {.reduce = {axis, false}};
+    rlx_op_params p = zero_params();
+    p.reduce.axis = axis;
+    p.reduce.keepdim = false;
     if (g && x >= 0 && x < g->n_nodes)
         p.reduce.axis = norm_axis(axis, g->nodes[x].shape.rank);
     return rlx_graph_node_new(g, name, RLX_OP_ARGMAX, &p, 1, &x, RLX_DTYPE_INVALID, NULL);
@@ -1248,7 +1265,11 @@ rlx_node rlx_graph_argmax(rlx_graph *g, const char *name, rlx_node x, int axis)
 rlx_node rlx_graph_topk(rlx_graph *g, const char *name, rlx_node x, int axis, int k, bool largest,
                         bool indices)
 {
-    rlx_op_params p = {.topk = {axis, k, largest, indices}};
+    rlx_op_params p = zero_params();
+    p.topk.axis = axis;
+    p.topk.k = k;
+    p.topk.largest = largest;
+    p.topk.indices = indices;
     if (g && x >= 0 && x < g->n_nodes)
         p.topk.axis = norm_axis(axis, g->nodes[x].shape.rank);
     return rlx_graph_node_new(g, name, RLX_OP_TOPK, &p, 1, &x, RLX_DTYPE_INVALID, NULL);

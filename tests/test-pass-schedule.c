@@ -1,0 +1,266 @@
+/* schedule + memplan: LIR homes, views, in-place, bindings, arena, segments. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compile-exec.h"
+#include "engine/compile/passes.h"
+#include "test-util.h"
+
+static rlx_shape c2(int64_t a, int64_t b)
+{
+    return rlx_shape_make(2, (int64_t[]){a, b});
+}
+
+static rlx_compile_opts opts_none(void)
+{
+    rlx_compile_opts o = rlx_compile_default_opts();
+    o.passes = RLX_PASS_REQUIRED;
+    return o;
+}
+
+static int count_home(const rlx_lir *lir, rlx_home h)
+{
+    int n = 0;
+    for (int32_t v = 0; v < lir->n_values; v++)
+        n += lir->values[v].home == h;
+    return n;
+}
+
+static void test_mlp_lir(void **state)
+{
+    (void)state;
+    rlx_graph *g = rlx_graph_create();
+    int seq = rlx_graph_add_symbol(g, "SEQ", 16);
+    rlx_node x =
+        rlx_graph_input(g, "x", RLX_DTYPE_F32,
+                        rlx_shape_make_dims(2, (rlx_dim[]){rlx_dim_sym(seq), rlx_dim_const(8)}));
+    rlx_node w = rlx_graph_param(g, "w", RLX_DTYPE_F32, c2(12, 8));
+    rlx_node y = rlx_graph_matmul(g, "mm", x, w, false, true);
+    rlx_node z = rlx_graph_gelu(g, "act", y, RLX_GELU_TANH);
+    rlx_node r = rlx_graph_reshape(
+        g, "r", z,
+        rlx_shape_make_dims(3, (rlx_dim[]){rlx_dim_sym(seq), rlx_dim_const(3), rlx_dim_const(4)}));
+    rlx_node sl = rlx_graph_slice(g, "sl", r, 1, rlx_dim_const(1), rlx_dim_const(2));
+    rlx_graph_output(g, "y", sl);
+    rlx_graph_output(g, "z", z);
+    assert_null(rlx_graph_error(g));
+
+    rlx_compile_opts o = opts_none();
+    rlx_lir *lir = NULL;
+    rlx_error *err = NULL;
+    assert_int_equal(rlx_compile(g, &o, &lir, &err), RLX_OK);
+    assert_int_equal(lir->n_params, 1);
+    assert_string_equal(lir->params[0].name, "w");
+    assert_int_equal(lir->params[0].max_bytes, 12 * 8 * 4);
+    assert_int_equal(lir->n_inputs, 1);
+    assert_int_equal(lir->inputs[0].max_bytes, 16 * 8 * 4);
+    assert_int_equal(lir->n_outputs, 2);
+    assert_string_equal(lir->outputs[0].name, "y");
+    assert_int_equal(lir->n_symbols, 1);
+    assert_string_equal(lir->symbols[0].name, "SEQ");
+    /* z is written straight into output 1; y is a strided slice -> COPY */
+    int views = 0, copies = 0;
+    for (int32_t i = 0; i < lir->n_instrs; i++) {
+        const rlx_lir_instr *ins = &lir->instrs[i];
+        if (lir->values[ins->out].view_of >= 0)
+            views++;
+        if (ins->op == RLX_OP_COPY)
+            copies++;
+        if (ins->op == RLX_OP_GELU) {
+            assert_int_equal(lir->values[ins->out].home, RLX_HOME_OUTPUT);
+            assert_int_equal(lir->values[ins->out].index, 1);
+        }
+        if (ins->op == RLX_OP_SLICE) {
+            const rlx_lir_value *v = &lir->values[ins->out];
+            assert_false(v->contiguous);
+            assert_int_equal(v->offset - lir->values[v->view_of].offset, 4 * 4);
+        }
+    }
+    assert_int_equal(views, 2);
+    assert_int_equal(copies, 1);
+    /* only the matmul result lives in the arena: SEQ*12 floats */
+    assert_int_equal(count_home(lir, RLX_HOME_ARENA), 1);
+    assert_int_equal(lir->arena_bytes, 16 * 12 * 4);
+    rlx_lir_free(lir);
+    rlx_graph_free(g);
+}
+
+static void test_inplace_chain(void **state)
+{
+    (void)state;
+    rlx_graph *g = rlx_graph_create();
+    rlx_node x = rlx_graph_input(g, "x", RLX_DTYPE_F32, c2(32, 32));
+    rlx_node a = rlx_graph_exp(g, "a", x);
+    rlx_node b = rlx_graph_neg(g, "b", a);
+    rlx_node c = rlx_graph_tanh(g, "c", b);
+    rlx_node d = rlx_graph_add(g, "d", x, c); /* c dies here: commutative swap */
+    rlx_node e = rlx_graph_reduce(g, "e", RLX_OP_REDUCE_SUM, d, 1, false);
+    rlx_graph_output(g, "e", e);
+    rlx_compile_opts o = opts_none();
+    o.passes |= RLX_PASS_INPLACE;
+    rlx_lir *lir = NULL;
+    assert_int_equal(rlx_compile(g, &o, &lir, NULL), RLX_OK);
+    /* a, b, c, d share one 4 KiB buffer */
+    assert_int_equal(lir->arena_bytes, 32 * 32 * 4);
+    int inplace = 0;
+    for (int32_t i = 0; i < lir->n_instrs; i++)
+        inplace += lir->instrs[i].in_place;
+    assert_int_equal(inplace, 3);
+    rlx_lir_free(lir);
+
+    o = opts_none();
+    assert_int_equal(rlx_compile(g, &o, &lir, NULL), RLX_OK);
+    /* ping-pong between two buffers */
+    assert_int_equal(lir->arena_bytes, 2 * 32 * 32 * 4);
+    for (int32_t i = 0; i < lir->n_instrs; i++)
+        assert_false(lir->instrs[i].in_place);
+    rlx_lir_free(lir);
+    rlx_graph_free(g);
+}
+
+static rlx_graph *kv_graph(void)
+{
+    rlx_graph *g = rlx_graph_create();
+    int seq = rlx_graph_add_symbol(g, "SEQ", 4);
+    int past = rlx_graph_add_symbol(g, "PAST", 4);
+    rlx_dim S = rlx_dim_sym(seq), P = rlx_dim_sym(past), T;
+    rlx_dim_add(P, S, &T);
+    rlx_node src = rlx_graph_input(g, "new", RLX_DTYPE_F32,
+                                   rlx_shape_make_dims(2, (rlx_dim[]){S, rlx_dim_const(4)}));
+    rlx_node st = rlx_graph_state(g, "cache", RLX_DTYPE_F32, c2(8, 4));
+    rlx_node up = rlx_graph_scatter(g, "store", st, src, 0, P);
+    rlx_node all = rlx_graph_slice(g, "all", up, 0, rlx_dim_const(0), T);
+    rlx_node sum = rlx_graph_reduce(g, "sum", RLX_OP_REDUCE_SUM, all, 0, false);
+    rlx_graph_output(g, "sum", sum);
+    return g;
+}
+
+static void test_kv_state(void **state)
+{
+    (void)state;
+    rlx_graph *g = kv_graph();
+    rlx_compile_opts o = rlx_compile_default_opts();
+    rlx_lir *lir = NULL;
+    rlx_error *err = NULL;
+    assert_int_equal(rlx_compile(g, &o, &lir, &err), RLX_OK);
+    assert_int_equal(lir->n_states, 1);
+    assert_int_equal(lir->states[0].max_bytes, 8 * 4 * 4);
+    bool saw = false;
+    for (int32_t i = 0; i < lir->n_instrs; i++) {
+        const rlx_lir_instr *ins = &lir->instrs[i];
+        if (ins->op == RLX_OP_SCATTER) {
+            saw = true;
+            assert_true(ins->in_place);
+            assert_int_equal(lir->values[ins->out].home, RLX_HOME_STATE);
+            assert_int_equal(lir->values[ins->out].view_of, -1);
+        }
+        if (ins->op == RLX_OP_SLICE) {
+            assert_int_equal(lir->values[ins->out].home, RLX_HOME_STATE);
+            assert_true(lir->values[ins->out].view_of >= 0);
+        }
+    }
+    assert_true(saw);
+    rlx_lir_free(lir);
+
+    if (!rlx_test_have_cpu()) {
+        rlx_graph_free(g);
+        return;
+    }
+    /* two steps of 2 rows each: the second sees all 4 rows */
+    float rows1[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    rlx_test_tensor in = {"new", rows1};
+    rlx_test_run run = {.inputs = &in, .n_inputs = 1};
+    run.syms.v[0] = 2; /* SEQ */
+    run.syms.v[1] = 0; /* PAST */
+    void *out[1] = {0};
+    int64_t ne[1];
+    assert_int_equal(rlx_test_compile_run(g, o, &run, out, ne, 1, NULL, &err), RLX_OK);
+    assert_int_equal(ne[0], 4);
+    assert_true(fabsf(((float *)out[0])[0] - 6.0f) < 1e-6f);
+    free(out[0]);
+    rlx_graph_free(g);
+}
+
+static void test_segments(void **state)
+{
+    (void)state;
+    rlx_graph *g = rlx_graph_create();
+    rlx_node x = rlx_graph_input(g, "x", RLX_DTYPE_F32, c2(4, 4));
+    rlx_node a = rlx_graph_exp(g, "a", x);
+    rlx_graph_set_segment(g, 1);
+    rlx_node b = rlx_graph_neg(g, "b", a);
+    rlx_node c = rlx_graph_add(g, "c", b, x);
+    rlx_graph_output(g, "c", c);
+    rlx_compile_opts o = rlx_compile_default_opts();
+    rlx_lir **lirs = NULL;
+    int32_t n = 0;
+    rlx_error *err = NULL;
+    assert_int_equal(rlx_compile_split(g, &o, &lirs, &n, &err), RLX_OK);
+    assert_int_equal(n, 2);
+    assert_int_equal(lirs[0]->n_outputs, 1);
+    assert_string_equal(lirs[0]->outputs[0].name, "seg0:a");
+    assert_int_equal(lirs[0]->n_instrs, 1);
+    assert_int_equal(lirs[1]->n_inputs, 2);
+    bool has_x = false, has_a = false;
+    for (int i = 0; i < 2; i++) {
+        has_x |= strcmp(lirs[1]->inputs[i].name, "x") == 0;
+        has_a |= strcmp(lirs[1]->inputs[i].name, "seg0:a") == 0;
+    }
+    assert_true(has_x && has_a);
+    assert_int_equal(lirs[1]->n_outputs, 1);
+    assert_string_equal(lirs[1]->outputs[0].name, "c");
+    rlx_lir_free_array(lirs, n);
+    rlx_graph_free(g);
+}
+
+static void test_hash_and_dump(void **state)
+{
+    (void)state;
+    rlx_graph *g1 = kv_graph(), *g2 = kv_graph();
+    assert_true(rlx_graph_hash(g1) == rlx_graph_hash(g2));
+    rlx_graph *g3 = rlx_graph_create();
+    rlx_graph_add_symbol(g3, "SEQ", 5);
+    assert_true(rlx_graph_hash(g1) != rlx_graph_hash(g3));
+    rlx_compile_opts o = rlx_compile_default_opts();
+    const char *path = rlx_test_tmp("dump.txt");
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    o.dump_file = f;
+    o.dump_after = RLX_PASS_ALL;
+    o.dump_dot = true;
+    rlx_lir *lir = NULL;
+    assert_int_equal(rlx_compile(g1, &o, &lir, NULL), RLX_OK);
+    fclose(f);
+    size_t size = 0;
+    char *text = rlx_test_read_file(path, &size);
+    assert_non_null(text);
+    text = realloc(text, size + 1);
+    text[size] = 0;
+    assert_non_null(strstr(text, "=== after verify ==="));
+    assert_non_null(strstr(text, "=== after fusion ==="));
+    assert_non_null(strstr(text, "digraph rlx"));
+    assert_non_null(strstr(text, "=== lir"));
+    assert_non_null(strstr(text, "scatter"));
+    free(text);
+    rlx_lir_free(lir);
+    rlx_graph_free(g1);
+    rlx_graph_free(g2);
+    rlx_graph_free(g3);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_mlp_lir),       cmocka_unit_test(test_inplace_chain),
+        cmocka_unit_test(test_kv_state),      cmocka_unit_test(test_segments),
+        cmocka_unit_test(test_hash_and_dump),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
