@@ -44,7 +44,8 @@ rlx_status rlx_test_compile_run(const rlx_graph *g, rlx_compile_opts opts, const
     rlx_status s = be->device_open(0, &dopts, &dev, err);
     if (s != RLX_OK)
         return s;
-    opts.backend = be;
+    if (!opts.backend)
+        opts.backend = be; /* a test may wrap the CPU backend's supports_op */
     opts.device = dev;
     rlx_lir *lir = NULL;
     rlx_program *prog = NULL;
@@ -131,4 +132,53 @@ out:
         rlx_lir_free(lir);
     be->device_close(dev);
     return s;
+}
+
+int rlx_test_count_op(const rlx_graph *g, rlx_op op)
+{
+    int n = 0;
+    for (int32_t i = 0; i < rlx_graph_node_count(g); i++)
+        n += rlx_graph_node_op(g, i) == op;
+    return n;
+}
+
+static rlx_backend_i refusing;
+static uint64_t refuse_bits;
+
+static bool refusing_supports(rlx_device *dev, const rlx_lir *lir, const rlx_lir_instr *ins)
+{
+    if ((int)ins->op < 64 && (refuse_bits & (1ull << ins->op)))
+        return false;
+    const rlx_backend_i *cpu = rlx_backend_find("cpu");
+    if (!cpu || !dev)
+        return true;
+    return cpu->supports_op(dev, lir, ins);
+}
+
+const rlx_backend_i *rlx_test_refusing_backend(uint64_t refuse)
+{
+    const rlx_backend_i *cpu = rlx_backend_find("cpu");
+    if (cpu)
+        refusing = *cpu;
+    else
+        memset(&refusing, 0, sizeof refusing);
+    refusing.name = "test";
+    refusing.supports_op = refusing_supports;
+    refuse_bits = refuse;
+    return &refusing;
+}
+
+float rlx_test_max_diff(const float *a, const float *b, int64_t n)
+{
+    float m = 0;
+    for (int64_t i = 0; i < n; i++) {
+        float d = a[i] - b[i];
+        if (d != d)
+            return 1e30f; /* NaN */
+        if (d < 0)
+            d = -d;
+        if (d > m)
+            m = d;
+    }
+    return m;
 }

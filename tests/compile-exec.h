@@ -22,11 +22,22 @@ typedef struct rlx_test_run {
 
 /* True when the CPU backend is compiled in. */
 int rlx_test_have_cpu(void);
-/* Compile g with opts (backend/device filled in here) and run it. On success
+/* Compile g with opts and run it on the CPU backend (opts.backend defaults to
+ * the CPU backend; a test may pass a wrapper of it with another supports_op;
+ * opts.device is filled in here). On success
  * outs[i] holds output i (malloc'd, as float for F32 outputs or raw bytes
  * otherwise) and n_elems[i] its element count; returns RLX_OK. */
 rlx_status rlx_test_compile_run(const rlx_graph *g, rlx_compile_opts opts, const rlx_test_run *run,
                                 void **outs, int64_t *n_elems, int max_outs, rlx_lir **keep_lir,
                                 rlx_error **err);
+
+/* Count the nodes of op `op` in g. */
+int rlx_test_count_op(const rlx_graph *g, rlx_op op);
+/* The CPU backend's interface with supports_op replaced by one that refuses
+ * the ops whose bits are set in refuse (bit = 1ull << op) and asks the CPU
+ * backend otherwise. Not thread-safe (one wrapper per process). */
+const rlx_backend_i *rlx_test_refusing_backend(uint64_t refuse);
+/* Largest |a-b| over n floats. */
+float rlx_test_max_diff(const float *a, const float *b, int64_t n);
 
 #endif

@@ -1,9 +1,337 @@
+/* fusion: fewer, larger kernels. Every fused form is checked with the
+ * backend's supports_op before it replaces anything.
+ *   matmul -> scale -> add(bias [N]) -> activation  => one matmul (alpha,
+ *       bias, act epilogue)
+ *   rms_norm/layer_norm(x) * w [D] (+ b [D])        => the norm's weight/bias
+ *   rms_norm(a + b, w), the sum used only there     => ADD_RMS_NORM(a, b, w)
+ *   trees of elementwise ops (same shape, single use) => FUSED_ELEMENTWISE,
+ *       e.g. SwiGLU silu(g) * u, GeGLU, residual + scale chains
+ */
 #include "engine/compile/passes.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct fz {
+    rlx_graph *g;
+    const rlx_compile_opts *opts;
+    int32_t *uses;
+    bool changed;
+} fz;
+
+/* The single consumer of node i (node inputs only; an output use makes it
+ * not fusable), or -1. */
+static int32_t single_user(const fz *f, int32_t i)
+{
+    if (f->uses[i] != 1)
+        return -1;
+    for (int32_t o = 0; o < f->g->n_outputs; o++)
+        if (f->g->outputs[o].node == i)
+            return -1;
+    for (int32_t j = i + 1; j < f->g->n_nodes; j++) {
+        const rlx_gnode *n = &f->g->nodes[j];
+        if (n->op == RLX_OP_NONE)
+            continue;
+        for (int k = 0; k < n->n_in; k++)
+            if (n->in[k] == i)
+                return j;
+    }
+    return -1;
+}
+
+/* Is node v a rank-1 vector of length len? */
+static bool is_vec(const rlx_graph *g, int32_t v, rlx_dim len)
+{
+    const rlx_gnode *n = &g->nodes[v];
+    return n->shape.rank == 1 && rlx_dim_equal(n->shape.d[0], len) &&
+           rlx_dtype_get(n->dtype)->is_float;
+}
+
+/* The other operand of binary node u, given one operand x. */
+static int32_t other(const rlx_gnode *u, int32_t x)
+{
+    if (u->n_in != 2)
+        return -1;
+    if (u->in[0] == x && u->in[1] != x)
+        return u->in[1];
+    if (u->in[1] == x && u->in[0] != x)
+        return u->in[0];
+    return -1;
+}
+
+/* Replace node u by node m (m takes u's uses); u is dropped. */
+static void absorb(fz *f, int32_t m, int32_t u)
+{
+    rlx_graph_replace_uses(f->g, u, m);
+    f->uses[m] = f->uses[u];
+    f->g->nodes[u].op = RLX_OP_NONE;
+    f->changed = true;
+}
+
+static bool try_update(fz *f, int32_t i, const rlx_op_params *p, int n_in, const rlx_node *in)
+{
+    rlx_gnode *n = &f->g->nodes[i];
+    if (!rlx_compile_supports_desc(f->opts, f->g, n->op, p, n_in, in, n->dtype, &n->shape))
+        return false;
+    n->p = *p;
+    n->n_in = n_in;
+    for (int k = 0; k < n_in; k++)
+        n->in[k] = in[k];
+    return true;
+}
+
+static rlx_act act_of(const rlx_gnode *u)
+{
+    switch (u->op) {
+    case RLX_OP_RELU:
+        return RLX_ACT_RELU;
+    case RLX_OP_GELU:
+        return u->p.gelu.approx == RLX_GELU_TANH ? RLX_ACT_GELU_TANH : RLX_ACT_GELU_ERF;
+    case RLX_OP_SILU:
+        return RLX_ACT_SILU;
+    case RLX_OP_SIGMOID:
+        return RLX_ACT_SIGMOID;
+    case RLX_OP_TANH:
+        return RLX_ACT_TANH;
+    default:
+        return RLX_ACT_NONE;
+    }
+}
+
+static void fuse_matmul(fz *f, int32_t m)
+{
+    rlx_graph *g = f->g;
+    for (;;) {
+        const rlx_gnode *n = &g->nodes[m];
+        int32_t u = single_user(f, m);
+        if (u < 0)
+            return;
+        const rlx_gnode *un = &g->nodes[u];
+        if (!rlx_shape_equal(&un->shape, &n->shape) || un->segment != n->segment)
+            return;
+        rlx_op_params p = n->p;
+        rlx_node in[3] = {n->in[0], n->in[1], n->n_in > 2 ? n->in[2] : 0};
+        int n_in = n->n_in;
+        rlx_dim cols = n->shape.d[n->shape.rank - 1];
+        if (un->op == RLX_OP_SCALE && un->p.scale.add == 0.0f && !p.matmul.has_bias &&
+            p.matmul.act == RLX_ACT_NONE) {
+            float a = p.matmul.alpha == 0.0f ? 1.0f : p.matmul.alpha;
+            p.matmul.alpha = a * un->p.scale.mul;
+        } else if (un->op == RLX_OP_ADD && !p.matmul.has_bias && p.matmul.act == RLX_ACT_NONE &&
+                   other(un, m) >= 0 && is_vec(g, other(un, m), cols)) {
+            p.matmul.has_bias = true;
+            in[2] = other(un, m);
+            n_in = 3;
+        } else if (act_of(un) != RLX_ACT_NONE && p.matmul.act == RLX_ACT_NONE) {
+            p.matmul.act = act_of(un);
+        } else {
+            return;
+        }
+        if (!try_update(f, m, &p, n_in, in))
+            return;
+        absorb(f, m, u);
+    }
+}
+
+static void fuse_norm(fz *f, int32_t i)
+{
+    rlx_graph *g = f->g;
+    for (;;) {
+        const rlx_gnode *n = &g->nodes[i];
+        int32_t u = single_user(f, i);
+        if (u < 0)
+            return;
+        const rlx_gnode *un = &g->nodes[u];
+        rlx_dim len = n->shape.d[n->shape.rank - 1];
+        int32_t v = other(un, i);
+        if (v < 0 || !is_vec(g, v, len) || !rlx_shape_equal(&un->shape, &n->shape))
+            return;
+        rlx_op_params p = n->p;
+        rlx_node in[3] = {n->in[0], n->n_in > 1 ? n->in[1] : 0, 0};
+        int n_in = n->n_in;
+        if (un->op == RLX_OP_MUL && !p.norm.has_weight) {
+            p.norm.has_weight = true;
+            in[1] = v;
+            n_in = 2;
+        } else if (un->op == RLX_OP_ADD && n->op == RLX_OP_LAYER_NORM && p.norm.has_weight &&
+                   !p.norm.has_bias) {
+            p.norm.has_bias = true;
+            in[2] = v;
+            n_in = 3;
+        } else {
+            return;
+        }
+        if (!try_update(f, i, &p, n_in, in))
+            return;
+        absorb(f, i, u);
+    }
+}
+
+static void fuse_add_rms(fz *f, int32_t i)
+{
+    rlx_graph *g = f->g;
+    const rlx_gnode *n = &g->nodes[i];
+    if (!n->p.norm.has_weight)
+        return;
+    int32_t a = n->in[0];
+    const rlx_gnode *an = &g->nodes[a];
+    if (an->op != RLX_OP_ADD || single_user(f, a) != i)
+        return;
+    const rlx_gnode *x = &g->nodes[an->in[0]], *y = &g->nodes[an->in[1]];
+    if (!rlx_shape_equal(&x->shape, &n->shape) || !rlx_shape_equal(&y->shape, &n->shape) ||
+        !rlx_dtype_get(x->dtype)->is_float || !rlx_dtype_get(y->dtype)->is_float)
+        return;
+    rlx_op_params p;
+    memset(&p, 0, sizeof p);
+    p.norm.eps = n->p.norm.eps;
+    p.norm.has_weight = true;
+    rlx_node in[3] = {an->in[0], an->in[1], n->in[1]};
+    rlx_gnode *nn = &g->nodes[i];
+    if (!rlx_compile_supports_desc(f->opts, g, RLX_OP_ADD_RMS_NORM, &p, 3, in, nn->dtype,
+                                   &nn->shape))
+        return;
+    nn->op = RLX_OP_ADD_RMS_NORM;
+    nn->p = p;
+    nn->n_in = 3;
+    for (int k = 0; k < 3; k++)
+        nn->in[k] = in[k];
+    g->nodes[a].op = RLX_OP_NONE;
+    f->changed = true;
+}
+
+/* ---- elementwise trees ---- */
+
+static bool chainable(const rlx_gnode *n)
+{
+    if (!rlx_op_is_elementwise(n->op) || n->op == RLX_OP_CAST || n->op == RLX_OP_FUSED_ELEMENTWISE)
+        return false;
+    return n->dtype == RLX_DTYPE_F32 || n->op == RLX_OP_CMP;
+}
+
+typedef struct tree {
+    int32_t leaves[RLX_MAX_INPUTS];
+    int n_leaves;
+    int32_t nodes[RLX_FUSED_MAX_STEPS]; /* post-order */
+    int n_nodes;
+} tree;
+
+static int leaf_slot(tree *t, int32_t v)
+{
+    for (int k = 0; k < t->n_leaves; k++)
+        if (t->leaves[k] == v)
+            return k;
+    if (t->n_leaves == RLX_MAX_INPUTS)
+        return -1;
+    t->leaves[t->n_leaves] = v;
+    return t->n_leaves++;
+}
+
+/* Grow the tree below node v (already accepted as a member). */
+static bool grow_tree(fz *f, tree *t, int32_t v, const rlx_gnode *root)
+{
+    const rlx_gnode *n = &f->g->nodes[v];
+    for (int k = 0; k < n->n_in; k++) {
+        int32_t x = n->in[k];
+        const rlx_gnode *xn = &f->g->nodes[x];
+        bool member = chainable(xn) && single_user(f, x) == v &&
+                      rlx_shape_equal(&xn->shape, &root->shape) && xn->segment == root->segment &&
+                      t->n_nodes < RLX_FUSED_MAX_STEPS - 1;
+        if (member) {
+            if (!grow_tree(f, t, x, root))
+                return false;
+        } else if (leaf_slot(t, x) < 0) {
+            return false;
+        }
+    }
+    if (t->n_nodes == RLX_FUSED_MAX_STEPS)
+        return false;
+    t->nodes[t->n_nodes++] = v;
+    return true;
+}
+
+static int reg_of(const tree *t, int32_t v)
+{
+    for (int k = 0; k < t->n_leaves; k++)
+        if (t->leaves[k] == v)
+            return k;
+    for (int k = 0; k < t->n_nodes; k++)
+        if (t->nodes[k] == v)
+            return t->n_leaves + k;
+    return -1;
+}
+
+static void fuse_tree(fz *f, int32_t r)
+{
+    rlx_graph *g = f->g;
+    const rlx_gnode *root = &g->nodes[r];
+    if (!chainable(root) || root->dtype != RLX_DTYPE_F32)
+        return;
+    /* a member of a larger tree is fused from that tree's root */
+    int32_t u = single_user(f, r);
+    if (u >= 0 && chainable(&g->nodes[u]) && rlx_shape_equal(&g->nodes[u].shape, &root->shape) &&
+        g->nodes[u].segment == root->segment && g->nodes[u].dtype == RLX_DTYPE_F32)
+        return;
+    tree t;
+    memset(&t, 0, sizeof t);
+    if (!grow_tree(f, &t, r, root) || t.n_nodes < 2)
+        return;
+    rlx_op_params p;
+    memset(&p, 0, sizeof p);
+    p.fused.n_steps = (uint8_t)t.n_nodes;
+    for (int s = 0; s < t.n_nodes; s++) {
+        const rlx_gnode *n = &g->nodes[t.nodes[s]];
+        rlx_fused_step *st = &p.fused.steps[s];
+        st->op = (uint8_t)n->op;
+        st->dst = (uint8_t)(t.n_leaves + s);
+        st->a = (uint8_t)reg_of(&t, n->in[0]);
+        st->b = (uint8_t)(n->n_in > 1 ? reg_of(&t, n->in[1]) : 0);
+        st->c = (uint8_t)(n->n_in > 2 ? reg_of(&t, n->in[2]) : 0);
+        if (n->op == RLX_OP_SCALE) {
+            st->p0 = n->p.scale.mul;
+            st->p1 = n->p.scale.add;
+        } else if (n->op == RLX_OP_CLAMP) {
+            st->p0 = n->p.clamp.lo;
+            st->p1 = n->p.clamp.hi;
+        } else if (n->op == RLX_OP_CMP) {
+            st->aux = (uint8_t)n->p.cmp.kind;
+        } else if (n->op == RLX_OP_GELU) {
+            st->aux = (uint8_t)n->p.gelu.approx;
+        }
+    }
+    if (!rlx_compile_supports_desc(f->opts, g, RLX_OP_FUSED_ELEMENTWISE, &p, t.n_leaves, t.leaves,
+                                   RLX_DTYPE_F32, &root->shape))
+        return;
+    rlx_gnode *rn = &g->nodes[r];
+    rn->op = RLX_OP_FUSED_ELEMENTWISE;
+    rn->p = p;
+    rn->n_in = t.n_leaves;
+    for (int k = 0; k < t.n_leaves; k++)
+        rn->in[k] = t.leaves[k];
+    for (int k = 0; k < t.n_nodes - 1; k++)
+        g->nodes[t.nodes[k]].op = RLX_OP_NONE;
+    f->changed = true;
+}
 
 rlx_status rlx_pass_fusion(rlx_graph *g, const rlx_compile_opts *opts, rlx_error **err)
 {
-    (void)g;
-    (void)opts;
-    (void)err;
-    return RLX_OK;
+    fz f = {.g = g, .opts = opts};
+    f.uses = rlx_graph_use_counts(g);
+    if (!f.uses)
+        return rlx_error_set(err, RLX_ERR_NO_MEMORY, "fusion: out of memory");
+    for (int32_t i = 0; i < g->n_nodes; i++) {
+        rlx_op op = g->nodes[i].op;
+        if (op == RLX_OP_MATMUL)
+            fuse_matmul(&f, i);
+        else if (op == RLX_OP_RMS_NORM || op == RLX_OP_LAYER_NORM)
+            fuse_norm(&f, i);
+    }
+    for (int32_t i = 0; i < g->n_nodes; i++)
+        if (g->nodes[i].op == RLX_OP_RMS_NORM)
+            fuse_add_rms(&f, i);
+    /* roots last-first, so a tree is seen whole before its members */
+    for (int32_t i = g->n_nodes - 1; i >= 0; i--)
+        if (g->nodes[i].op != RLX_OP_NONE)
+            fuse_tree(&f, i);
+    free(f.uses);
+    return f.changed ? rlx_compile_compact(g, err) : RLX_OK;
 }

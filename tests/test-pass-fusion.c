@@ -1,0 +1,100 @@
+/* fusion: matmul epilogues, norm weights, add+rms_norm, elementwise trees. */
+#include "pass-test.h"
+
+static void test_matmul_epilogue(void **state)
+{
+    (void)state;
+    rlx_graph *g = rlx_graph_create();
+    rlx_compile_opts o = rlx_compile_default_opts();
+    rlx_node x = rlx_graph_input(g, "x", RLX_DTYPE_F32, pt_c2(4, 8));
+    rlx_node w = rlx_graph_param(g, "w", RLX_DTYPE_F32, pt_c2(16, 8));
+    rlx_node b = rlx_graph_param(g, "b", RLX_DTYPE_F32, pt_c1(16));
+    rlx_node y = rlx_graph_linear(g, "up", x, w, b);
+    rlx_node z = rlx_graph_gelu(g, "act", y, RLX_GELU_TANH);
+    rlx_graph_output(g, "z", z);
+    pt_run(rlx_pass_fusion, g, &o);
+    assert_int_equal(rlx_graph_node_count(g), 4);
+    rlx_node m = g->outputs[0].node;
+    assert_int_equal(rlx_graph_node_op(g, m), RLX_OP_MATMUL);
+    assert_true(g->nodes[m].p.matmul.has_bias);
+    assert_int_equal(g->nodes[m].p.matmul.act, RLX_ACT_GELU_TANH);
+    assert_int_equal(g->nodes[m].n_in, 3);
+    rlx_graph_free(g);
+}
+
+static void test_norms(void **state)
+{
+    (void)state;
+    rlx_graph *g = rlx_graph_create();
+    rlx_compile_opts o = rlx_compile_default_opts();
+    rlx_node x = rlx_graph_input(g, "x", RLX_DTYPE_F32, pt_c2(4, 8));
+    rlx_node r = rlx_graph_input(g, "r", RLX_DTYPE_F32, pt_c2(4, 8));
+    rlx_node w = rlx_graph_param(g, "w", RLX_DTYPE_F32, pt_c1(8));
+    rlx_node bb = rlx_graph_param(g, "bb", RLX_DTYPE_F32, pt_c1(8));
+    /* layer_norm(x) * w + bb */
+    rlx_node ln = rlx_graph_layer_norm(g, "ln", x, RLX_NODE_INVALID, RLX_NODE_INVALID, 1e-5f);
+    rlx_node lw = rlx_graph_add(g, "lb", rlx_graph_mul(g, "lw", ln, w), bb);
+    /* rms_norm(x + r, w) where the sum is used only by the norm */
+    rlx_node s = rlx_graph_add(g, "sum", x, r);
+    rlx_node rn = rlx_graph_rms_norm(g, "rn", s, w, 1e-6f);
+    rlx_graph_output(g, "ln", lw);
+    rlx_graph_output(g, "rn", rn);
+    pt_run(rlx_pass_fusion, g, &o);
+    rlx_node l = g->outputs[0].node;
+    assert_int_equal(rlx_graph_node_op(g, l), RLX_OP_LAYER_NORM);
+    assert_true(g->nodes[l].p.norm.has_weight && g->nodes[l].p.norm.has_bias);
+    rlx_node a = g->outputs[1].node;
+    assert_int_equal(rlx_graph_node_op(g, a), RLX_OP_ADD_RMS_NORM);
+    assert_int_equal(pt_find(g, "sum"), RLX_NODE_INVALID);
+    rlx_graph_free(g);
+}
+
+static void test_elementwise_tree(void **state)
+{
+    (void)state;
+    rlx_graph *g = rlx_graph_create();
+    rlx_compile_opts o = rlx_compile_default_opts();
+    rlx_node gate = rlx_graph_input(g, "gate", RLX_DTYPE_F32, pt_c2(4, 8));
+    rlx_node up = rlx_graph_input(g, "up", RLX_DTYPE_F32, pt_c2(4, 8));
+    rlx_node sw = rlx_graph_mul(g, "swiglu", rlx_graph_silu(g, "silu", gate), up);
+    rlx_node res = rlx_graph_input(g, "res", RLX_DTYPE_F32, pt_c1(8));
+    rlx_node out = rlx_graph_add(g, "out", rlx_graph_scale(g, "sc", sw, 0.5f, 0.0f), res);
+    rlx_graph_output(g, "out", out);
+    /* a value that is also an output stays a boundary */
+    rlx_node e = rlx_graph_exp(g, "e", gate);
+    rlx_node f = rlx_graph_neg(g, "f", e);
+    rlx_graph_output(g, "e", e);
+    rlx_graph_output(g, "f", f);
+    pt_run(rlx_pass_fusion, g, &o);
+    rlx_node fu = g->outputs[0].node;
+    assert_int_equal(rlx_graph_node_op(g, fu), RLX_OP_FUSED_ELEMENTWISE);
+    assert_int_equal(g->nodes[fu].p.fused.n_steps, 4);
+    assert_int_equal(g->nodes[fu].n_in, 3);
+    assert_int_equal(g->nodes[fu].p.fused.steps[0].op, RLX_OP_SILU);
+    assert_int_equal(g->nodes[fu].p.fused.steps[3].op, RLX_OP_ADD);
+    assert_int_equal(g->nodes[fu].p.fused.steps[3].dst, 3 + 3);
+    assert_int_equal(rlx_graph_node_op(g, g->outputs[1].node), RLX_OP_EXP);
+    assert_int_equal(rlx_graph_node_op(g, g->outputs[2].node), RLX_OP_NEG);
+
+    /* a backend that lacks fused elementwise gets none */
+    rlx_graph_free(g);
+    g = rlx_graph_create();
+    gate = rlx_graph_input(g, "gate", RLX_DTYPE_F32, pt_c2(4, 8));
+    up = rlx_graph_input(g, "up", RLX_DTYPE_F32, pt_c2(4, 8));
+    rlx_graph_output(g, "o", rlx_graph_mul(g, "m", rlx_graph_silu(g, "s", gate), up));
+    o.backend = rlx_test_refusing_backend(1ull << RLX_OP_FUSED_ELEMENTWISE);
+    pt_run(rlx_pass_fusion, g, &o);
+    assert_int_equal(rlx_test_count_op(g, RLX_OP_FUSED_ELEMENTWISE), 0);
+    assert_int_equal(rlx_graph_node_count(g), 4);
+    rlx_graph_free(g);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_matmul_epilogue),
+        cmocka_unit_test(test_norms),
+        cmocka_unit_test(test_elementwise_tree),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,161 @@
+/* legalize: ops the backend refuses are rewritten (and give the same
+ * numbers on the CPU), or the compile fails naming them. */
+#include "pass-test.h"
+
+#define BIT(op) (1ull << (op))
+
+static void test_rewrites_structure(void **state)
+{
+    (void)state;
+    rlx_graph *g = rlx_graph_create();
+    rlx_node x = rlx_graph_input(g, "x", RLX_DTYPE_F32, rlx_shape_make(3, (int64_t[]){1, 4, 6}));
+    rlx_node w = rlx_graph_param(g, "w", RLX_DTYPE_F32, rlx_shape_make(3, (int64_t[]){4, 4, 3}));
+    rlx_node c = rlx_graph_conv1d(g, "conv", x, w, RLX_NODE_INVALID, 1, 1, 1, 1);
+    rlx_node ge = rlx_graph_gelu(g, "gelu", c, RLX_GELU_ERF);
+    rlx_node ln = rlx_graph_layer_norm(g, "ln", ge, RLX_NODE_INVALID, RLX_NODE_INVALID, 1e-5f);
+    rlx_graph_output(g, "y", ln);
+    rlx_compile_opts o = rlx_compile_default_opts();
+    o.backend =
+        rlx_test_refusing_backend(BIT(RLX_OP_CONV1D) | BIT(RLX_OP_GELU) | BIT(RLX_OP_LAYER_NORM));
+    pt_run(rlx_pass_legalize, g, &o);
+    assert_int_equal(rlx_test_count_op(g, RLX_OP_CONV1D), 0);
+    assert_int_equal(rlx_test_count_op(g, RLX_OP_GELU), 0);
+    assert_int_equal(rlx_test_count_op(g, RLX_OP_LAYER_NORM), 0);
+    assert_int_equal(rlx_test_count_op(g, RLX_OP_CONV2D), 1);
+    assert_true(rlx_test_count_op(g, RLX_OP_REDUCE_MEAN) == 2);
+    /* no backend: nothing to do */
+    rlx_compile_opts none = rlx_compile_default_opts();
+    int n = rlx_graph_node_count(g);
+    pt_run(rlx_pass_legalize, g, &none);
+    assert_int_equal(rlx_graph_node_count(g), n);
+    rlx_graph_free(g);
+}
+
+static void test_fails_with_name(void **state)
+{
+    (void)state;
+    rlx_graph *g = rlx_graph_create();
+    rlx_node q = rlx_graph_input(g, "q", RLX_DTYPE_F32, pt_c4(1, 2, 3, 8));
+    rlx_node a = rlx_graph_attention(g, "blk.0.attn", q, q, q, RLX_NODE_INVALID,
+                                     (rlx_attention_params){.mask = RLX_MASK_CAUSAL});
+    rlx_graph_output(g, "a", a);
+    rlx_compile_opts o = rlx_compile_default_opts();
+    o.backend = rlx_test_refusing_backend(BIT(RLX_OP_ATTENTION));
+    rlx_lir *lir = NULL;
+    rlx_error *err = NULL;
+    assert_int_equal(rlx_compile(g, &o, &lir, &err), RLX_ERR_UNSUPPORTED);
+    assert_null(lir);
+    assert_non_null(
+        strstr(rlx_error_message(err), "test backend cannot run attention 'blk.0.attn'"));
+    rlx_error_free(err);
+    /* a refused op without any rewrite */
+    rlx_graph_free(g);
+    g = rlx_graph_create();
+    rlx_node x = rlx_graph_input(g, "x", RLX_DTYPE_F32, pt_c4(1, 2, 4, 4));
+    rlx_graph_output(g, "p",
+                     rlx_graph_pool2d(g, "pool", x, RLX_POOL_MAX, (int[]){2, 2}, NULL, NULL));
+    o.backend = rlx_test_refusing_backend(BIT(RLX_OP_POOL2D));
+    err = NULL;
+    assert_int_equal(rlx_compile(g, &o, &lir, &err), RLX_ERR_UNSUPPORTED);
+    assert_non_null(strstr(rlx_error_message(err), "pool2d 'pool'"));
+    rlx_error_free(err);
+    rlx_graph_free(g);
+}
+
+/* Numbers: each refused op's rewrite against the CPU's own kernel. */
+static void check_same(rlx_graph *g, uint64_t refuse, const rlx_test_run *run, float tol)
+{
+    void *ref[1] = {0}, *got[1] = {0};
+    int64_t n1[1], n2[1];
+    rlx_error *err = NULL;
+    rlx_compile_opts o = rlx_compile_default_opts();
+    o.passes = RLX_PASS_REQUIRED;
+    rlx_status s = rlx_test_compile_run(g, o, run, ref, n1, 1, NULL, &err);
+    if (s != RLX_OK)
+        fprintf(stderr, "%s\n", rlx_error_message(err));
+    assert_int_equal(s, RLX_OK);
+    o.backend = rlx_test_refusing_backend(refuse);
+    s = rlx_test_compile_run(g, o, run, got, n2, 1, NULL, &err);
+    if (s != RLX_OK)
+        fprintf(stderr, "%s\n", rlx_error_message(err));
+    assert_int_equal(s, RLX_OK);
+    assert_int_equal(n1[0], n2[0]);
+    float d = rlx_test_max_diff(ref[0], got[0], n1[0]);
+    if (!(d <= tol))
+        fprintf(stderr, "max diff %g > %g\n", (double)d, (double)tol);
+    assert_true(d <= tol);
+    free(ref[0]);
+    free(got[0]);
+}
+
+static void test_numbers(void **state)
+{
+    (void)state;
+    if (!rlx_test_have_cpu())
+        skip();
+    float xv[2 * 4 * 6], wv[4 * 2 * 3], gam[4], bet[4];
+    for (int i = 0; i < 48; i++)
+        xv[i] = sinf((float)i * 0.37f) * 2.0f;
+    for (int i = 0; i < 24; i++)
+        wv[i] = cosf((float)i * 0.11f) * 0.5f;
+    for (int i = 0; i < 4; i++) {
+        gam[i] = 1.0f + 0.1f * (float)i;
+        bet[i] = 0.05f * (float)i;
+    }
+    rlx_graph *g = rlx_graph_create();
+    rlx_node x = rlx_graph_input(g, "x", RLX_DTYPE_F32, rlx_shape_make(3, (int64_t[]){2, 4, 6}));
+    rlx_node w = rlx_graph_param(g, "w", RLX_DTYPE_F32, rlx_shape_make(3, (int64_t[]){4, 2, 3}));
+    rlx_node gm = rlx_graph_param(g, "g", RLX_DTYPE_F32, pt_c1(4));
+    rlx_node bt = rlx_graph_param(g, "b", RLX_DTYPE_F32, pt_c1(4));
+    rlx_node c = rlx_graph_conv1d(g, "conv", x, w, RLX_NODE_INVALID, 2, 1, 1, 2);
+    rlx_node gn = rlx_graph_group_norm(g, "gn", c, 2, gm, bt, 1e-5f);
+    rlx_node ge = rlx_graph_gelu(g, "gelu", gn, RLX_GELU_ERF);
+    rlx_node gt = rlx_graph_gelu(g, "gelut", ge, RLX_GELU_TANH);
+    rlx_node si = rlx_graph_silu(g, "silu", gt);
+    rlx_node th = rlx_graph_tanh(g, "tanh", si);
+    rlx_node t2 = rlx_graph_transpose(g, "t2", th, 1, 2);
+    rlx_node ln = rlx_graph_layer_norm(g, "ln", t2, gm, bt, 1e-5f);
+    rlx_node rn = rlx_graph_rms_norm(g, "rn", ln, gm, 1e-6f);
+    rlx_node sm = rlx_graph_softmax(g, "sm", rn, RLX_NODE_INVALID, 0.7f);
+    rlx_graph_output(g, "y", sm);
+    assert_null(rlx_graph_error(g));
+    rlx_test_tensor params[] = {{"w", wv}, {"g", gam}, {"b", bet}};
+    rlx_test_tensor in = {"x", xv};
+    rlx_test_run run = {.params = params, .n_params = 3, .inputs = &in, .n_inputs = 1};
+    check_same(g,
+               BIT(RLX_OP_CONV1D) | BIT(RLX_OP_GROUP_NORM) | BIT(RLX_OP_GELU) | BIT(RLX_OP_SILU) |
+                   BIT(RLX_OP_TANH) | BIT(RLX_OP_LAYER_NORM) | BIT(RLX_OP_RMS_NORM) |
+                   BIT(RLX_OP_SOFTMAX),
+               &run, 2e-5f);
+    rlx_graph_free(g);
+
+    /* attention (GQA, no mask) and a matmul epilogue */
+    float qv[1 * 4 * 3 * 8], kv[1 * 2 * 5 * 8], vv[1 * 2 * 5 * 8];
+    for (int i = 0; i < 96; i++)
+        qv[i] = sinf((float)i * 0.21f);
+    for (int i = 0; i < 80; i++) {
+        kv[i] = cosf((float)i * 0.13f);
+        vv[i] = sinf((float)i * 0.07f + 1.0f);
+    }
+    g = rlx_graph_create();
+    rlx_node q = rlx_graph_input(g, "q", RLX_DTYPE_F32, pt_c4(1, 4, 3, 8));
+    rlx_node k = rlx_graph_input(g, "k", RLX_DTYPE_F32, pt_c4(1, 2, 5, 8));
+    rlx_node v = rlx_graph_input(g, "v", RLX_DTYPE_F32, pt_c4(1, 2, 5, 8));
+    rlx_node a = rlx_graph_attention(g, "attn", q, k, v, RLX_NODE_INVALID,
+                                     (rlx_attention_params){.softcap = 5.0f});
+    rlx_graph_output(g, "a", a);
+    rlx_test_tensor ins[] = {{"q", qv}, {"k", kv}, {"v", vv}};
+    rlx_test_run run2 = {.inputs = ins, .n_inputs = 3};
+    check_same(g, BIT(RLX_OP_ATTENTION), &run2, 1e-5f);
+    rlx_graph_free(g);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_rewrites_structure),
+        cmocka_unit_test(test_fails_with_name),
+        cmocka_unit_test(test_numbers),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
