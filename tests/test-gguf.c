@@ -813,6 +813,21 @@ static void writer_errors(void **state)
                  "/nonexistent-dir-rlx/x.gguf");
     rlx_gguf_writer_free(w);
 
+    /* a zero dim makes an empty tensor even when the others are huge, as
+     * the reader sees it (found by the fuzzer) */
+    w = rlx_gguf_writer_create();
+    uint64_t ne0[3] = {1ull << 40, 0, 1ull << 40};
+    assert_int_equal(rlx_gguf_writer_add_tensor(w, "empty", RLX_DTYPE_F32, 3, ne0, NULL, 0),
+                     RLX_OK);
+    assert_int_equal(rlx_gguf_writer_to_memory(w, &mem, &n, &err), RLX_OK);
+    rlx_gguf *ge = NULL;
+    assert_int_equal(rlx_gguf_open_memory(mem, n, "zero.gguf", &ge, &err), RLX_OK);
+    assert_int_equal(rlx_gguf_find_tensor(ge, "empty")->n_elements, 0);
+    assert_int_equal(rlx_gguf_find_tensor(ge, "empty")->ne[2], 1ull << 40);
+    rlx_gguf_close(ge);
+    free(mem);
+    rlx_gguf_writer_free(w);
+
     /* an empty writer is a valid file */
     w = rlx_gguf_writer_create();
     assert_int_equal(rlx_gguf_writer_to_memory(w, &mem, &n, &err), RLX_OK);

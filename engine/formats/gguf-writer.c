@@ -452,17 +452,25 @@ static rlx_status add_tensor(rlx_gguf_writer *w, const char *name, rlx_dtype dty
     if (n_dims < 1 || n_dims > RLX_GGUF_MAX_DIMS || !ne)
         return wfail(w, RLX_ERR_INVALID_ARG, "tensor '%s': n_dims %" PRIu32 " is not 1 to %d", name,
                      n_dims, RLX_GGUF_MAX_DIMS);
+    /* as in the reader: a zero anywhere makes an empty tensor, however
+     * large the other dims */
     uint64_t rows = 1;
+    bool zero = false, overflow = false;
     for (uint32_t d = 0; d < n_dims; d++) {
         if (ne[d] > (uint64_t)INT64_MAX)
             return wfail(w, RLX_ERR_INVALID_ARG, "tensor '%s': dimension %" PRIu32 " is too large",
                          name, d);
-        if (d == 0)
-            continue;
-        if (ne[d] && rows > UINT64_MAX / ne[d])
-            return wfail(w, RLX_ERR_INVALID_ARG, "tensor '%s': the shape overflows", name);
-        rows *= ne[d];
+        if (ne[d] == 0)
+            zero = true;
+        else if (d > 0 && rows > UINT64_MAX / ne[d])
+            overflow = true;
+        else if (d > 0)
+            rows *= ne[d];
     }
+    if (zero)
+        rows = 0;
+    else if (overflow)
+        return wfail(w, RLX_ERR_INVALID_ARG, "tensor '%s': the shape overflows", name);
     uint64_t row;
     if (rlx_dtype_row_bytes(dtype, ne[0], &row) != RLX_OK)
         return wfail(w, RLX_ERR_INVALID_ARG,
