@@ -71,7 +71,7 @@ static uint64_t extent_bytes(rlx_dtype dt, int rank, const int64_t *ne, const in
 
 static const char *op_label(const rlx_lir_instr *ins, char *buf, size_t cap)
 {
-    snprintf(buf, cap, "op %d, graph node %d", (int)ins->op, (int)ins->node);
+    snprintf(buf, cap, "%s, graph node %d", rlx_op_name(ins->op), (int)ins->node);
     return buf;
 }
 
@@ -302,10 +302,11 @@ rlx_status cpu_program_create(rlx_device *dev, const rlx_lir *lir, rlx_program *
         cpu_instr *c = &P->ci[i];
         c->fn = select_checked(lir, ins, why, sizeof why);
         if (!c->fn) {
+            rlx_error_set(err, RLX_ERR_UNSUPPORTED,
+                          "the CPU backend cannot run instruction %d (%s): %s", i,
+                          op_label(ins, lab, sizeof lab), why);
             cpu_program_free(&P->base);
-            return rlx_error_set(err, RLX_ERR_UNSUPPORTED,
-                                 "the CPU backend cannot run instruction %d (%s): %s", i,
-                                 op_label(ins, lab, sizeof lab), why);
+            return RLX_ERR_UNSUPPORTED;
         }
         c->op = ins->op;
         c->ctx.p = &ins->p;
