@@ -3,9 +3,9 @@
  * Values that share storage form one class (a view with its source, an
  * in-place output with the input it overwrites); a class lives from the
  * first instruction that writes it to the last one that reads any member.
- * Classes are placed first-fit, in order of birth, into one arena; the peak
- * is the program's arena size. Everything is sized at the symbols' upper
- * bounds, so one plan serves every run. */
+ * Classes are placed largest first, each at the lowest offset free for its
+ * lifetime, into one arena; the peak is the program's arena size. Everything is sized at the
+ * symbols' upper bounds, so one plan serves every run. */
 #include "engine/compile/passes.h"
 
 #include <stdlib.h>
@@ -141,27 +141,29 @@ rlx_status rlx_memplan(rlx_lir *lir, bool allow_inplace, rlx_error **err)
     for (int32_t v = 0; v < n; v++)
         if (lir->values[v].home == RLX_HOME_ARENA && find(root, v) == v && first[v] != INT32_MAX)
             order[n_order++] = v;
-    /* roots are numbered in birth order already (values are created in
-     * instruction order), but sort to be independent of that */
+    /* Greedy by size: the largest classes are placed first, each at the
+     * lowest offset that does not overlap a placed class alive at the same
+     * time. This packs better than first-fit in birth order when a large
+     * buffer follows a run of smaller ones. */
     for (int32_t a = 1; a < n_order; a++) {
         int32_t t = order[a], b = a - 1;
-        while (b >= 0 && first[order[b]] > first[t]) {
+        while (b >= 0 && (extent[order[b]] < extent[t] ||
+                          (extent[order[b]] == extent[t] && first[order[b]] > first[t]))) {
             order[b + 1] = order[b];
             b--;
         }
         order[b + 1] = t;
     }
-    int32_t n_act = 0;
     uint64_t peak = 0;
     for (int32_t a = 0; a < n_order; a++) {
         int32_t v = order[a];
-        int32_t t = first[v];
         uint64_t size = (extent[v] + ALIGN - 1) / ALIGN * ALIGN;
-        int32_t w = 0;
-        for (int32_t j = 0; j < n_act; j++)
-            if (act[j].last >= t)
-                act[w++] = act[j];
-        n_act = w;
+        int32_t n_act = 0;
+        for (int32_t j = 0; j < a; j++) {
+            int32_t u = order[j];
+            if (first[u] <= last[v] && first[v] <= last[u])
+                act[n_act++] = (slot){base[u], (extent[u] + ALIGN - 1) / ALIGN * ALIGN, last[u]};
+        }
         qsort(act, (size_t)n_act, sizeof *act, cmp_slot);
         uint64_t off = 0;
         for (int32_t j = 0; j < n_act; j++) {
@@ -171,7 +173,6 @@ rlx_status rlx_memplan(rlx_lir *lir, bool allow_inplace, rlx_error **err)
                 off = act[j].off + act[j].size;
         }
         base[v] = off;
-        act[n_act++] = (slot){off, size, last[v]};
         if (off + size > peak)
             peak = off + size;
     }

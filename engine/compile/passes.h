@@ -38,7 +38,7 @@ rlx_status rlx_pass_fusion(rlx_graph *g, const rlx_compile_opts *opts, rlx_error
 rlx_status rlx_pass_schedule(const rlx_graph *g, const rlx_compile_opts *opts, int segment,
                              rlx_lir **out, rlx_error **err);
 /* Arena offsets for every ARENA value: liveness over the instruction order,
- * views and in-place outputs share their source's storage, first-fit.
+ * views and in-place outputs share their source's storage, largest first.
  * Sets lir->arena_bytes (the peak). With allow_inplace, elementwise
  * instructions whose in[0] dies there write over it. */
 rlx_status rlx_memplan(rlx_lir *lir, bool allow_inplace, rlx_error **err);

@@ -1,0 +1,273 @@
+/* The optimizations must not change results: each small graph runs on the
+ * CPU backend with no optional pass, with every pass, and with each pass
+ * turned off in turn (and with ops refused so that legalization rewrites
+ * them), and the outputs are compared. */
+#include "pass-test.h"
+
+#define TOL 1e-4f
+
+typedef rlx_graph *(*builder)(void);
+
+static void fill(float *p, int n, float a, float b)
+{
+    for (int i = 0; i < n; i++)
+        p[i] = sinf((float)i * a + b) * 0.5f;
+}
+
+/* ---- MLP with GELU (GeGLU), bias, residual and layer norm ---- */
+static float mlp_x[5 * 8], mlp_up[32 * 8], mlp_upb[32], mlp_gate[32 * 8], mlp_down[8 * 32],
+    mlp_g[8], mlp_b[8];
+
+static rlx_graph *mlp(void)
+{
+    rlx_graph *g = rlx_graph_create();
+    int seq = rlx_graph_add_symbol(g, "SEQ", 8);
+    rlx_dim S = rlx_dim_sym(seq);
+    rlx_node x = rlx_graph_input(g, "x", RLX_DTYPE_F32,
+                                 rlx_shape_make_dims(2, (rlx_dim[]){S, rlx_dim_const(8)}));
+    rlx_node up = rlx_graph_param(g, "up.w", RLX_DTYPE_F32, pt_c2(32, 8));
+    rlx_node upb = rlx_graph_param(g, "up.b", RLX_DTYPE_F32, pt_c1(32));
+    rlx_node gate = rlx_graph_param(g, "gate.w", RLX_DTYPE_F32, pt_c2(32, 8));
+    rlx_node down = rlx_graph_param(g, "down.w", RLX_DTYPE_F32, pt_c2(8, 32));
+    rlx_node gm = rlx_graph_param(g, "ln.w", RLX_DTYPE_F32, pt_c1(8));
+    rlx_node bt = rlx_graph_param(g, "ln.b", RLX_DTYPE_F32, pt_c1(8));
+    rlx_node h = rlx_graph_linear(g, "up", x, up, upb);
+    rlx_node a = rlx_graph_gelu(g, "act", rlx_graph_linear(g, "gate", x, gate, RLX_NODE_INVALID),
+                                RLX_GELU_ERF);
+    rlx_node y =
+        rlx_graph_linear(g, "down", rlx_graph_mul(g, "geglu", a, h), down, RLX_NODE_INVALID);
+    /* written twice on purpose (CSE) and with a constant subexpression */
+    float half = 0.5f;
+    rlx_node c = rlx_graph_scale(
+        g, "c", rlx_graph_const_f32(g, "half", rlx_shape_make(0, NULL), &half), 2.0f, 0.0f);
+    rlx_node r1 = rlx_graph_add(g, "res1", x, rlx_graph_mul(g, "yc", y, c));
+    rlx_node r2 = rlx_graph_add(g, "res2", x, rlx_graph_mul(g, "yc2", y, c));
+    rlx_node ln = rlx_graph_layer_norm(g, "ln", rlx_graph_add(g, "rr", r1, r2), gm, bt, 1e-5f);
+    rlx_graph_silu(g, "unused", ln);
+    rlx_graph_output(g, "y", ln);
+    return g;
+}
+
+static rlx_test_tensor mlp_params[] = {{"up.w", mlp_up},     {"up.b", mlp_upb},
+                                       {"gate.w", mlp_gate}, {"down.w", mlp_down},
+                                       {"ln.w", mlp_g},      {"ln.b", mlp_b}};
+
+/* ---- attention block with RoPE, GQA and a KV-cache state ---- */
+#define MAXT 12
+static float at_x[3 * 16], at_nw[16], at_wq[16 * 16], at_wk[8 * 16], at_wv[8 * 16], at_wo[16 * 16],
+    at_ck[2 * MAXT * 4], at_cv[2 * MAXT * 4];
+static int32_t at_pos[3] = {2, 3, 4};
+
+static rlx_node heads(rlx_graph *g, const char *name, rlx_node t, rlx_dim S, int h, rlx_node pos)
+{
+    char nm[64];
+    snprintf(nm, sizeof nm, "%s.split", name);
+    rlx_node r = rlx_graph_reshape(
+        g, nm, t, rlx_shape_make_dims(3, (rlx_dim[]){S, rlx_dim_const(h), rlx_dim_const(4)}));
+    if (pos != RLX_NODE_INVALID) {
+        snprintf(nm, sizeof nm, "%s.rope", name);
+        r = rlx_graph_rope(g, nm, r, pos, RLX_NODE_INVALID,
+                           (rlx_rope_params){.mode = RLX_ROPE_NEOX, .freq_base = 10000.0f});
+    }
+    snprintf(nm, sizeof nm, "%s.b", name);
+    r = rlx_graph_reshape(g, nm, r,
+                          rlx_shape_make_dims(4, (rlx_dim[]){rlx_dim_const(1), S, rlx_dim_const(h),
+                                                             rlx_dim_const(4)}));
+    snprintf(nm, sizeof nm, "%s.t", name);
+    return rlx_graph_permute(g, nm, r, (int[]){0, 2, 1, 3});
+}
+
+static rlx_graph *attn(void)
+{
+    rlx_graph *g = rlx_graph_create();
+    int seq = rlx_graph_add_symbol(g, "SEQ", 4);
+    int past = rlx_graph_add_symbol(g, "PAST", 8);
+    rlx_dim S = rlx_dim_sym(seq), P = rlx_dim_sym(past), T;
+    rlx_dim_add(P, S, &T);
+    rlx_node x = rlx_graph_input(g, "x", RLX_DTYPE_F32,
+                                 rlx_shape_make_dims(2, (rlx_dim[]){S, rlx_dim_const(16)}));
+    rlx_node pos = rlx_graph_input(g, "pos", RLX_DTYPE_I32, rlx_shape_make_dims(1, &S));
+    rlx_node nw = rlx_graph_param(g, "norm.w", RLX_DTYPE_F32, pt_c1(16));
+    rlx_node wq = rlx_graph_param(g, "q.w", RLX_DTYPE_F32, pt_c2(16, 16));
+    rlx_node wk = rlx_graph_param(g, "k.w", RLX_DTYPE_F32, pt_c2(8, 16));
+    rlx_node wv = rlx_graph_param(g, "v.w", RLX_DTYPE_F32, pt_c2(8, 16));
+    rlx_node wo = rlx_graph_param(g, "o.w", RLX_DTYPE_F32, pt_c2(16, 16));
+    rlx_node ck = rlx_graph_state(g, "cache.k", RLX_DTYPE_F32, pt_c4(1, 2, MAXT, 4));
+    rlx_node cv = rlx_graph_state(g, "cache.v", RLX_DTYPE_F32, pt_c4(1, 2, MAXT, 4));
+    rlx_node h = rlx_graph_rms_norm(g, "norm", x, RLX_NODE_INVALID, 1e-6f);
+    h = rlx_graph_mul(g, "norm.scale", h, nw);
+    rlx_node q = heads(g, "q", rlx_graph_linear(g, "q", h, wq, RLX_NODE_INVALID), S, 4, pos);
+    rlx_node k = heads(g, "k", rlx_graph_linear(g, "k", h, wk, RLX_NODE_INVALID), S, 2, pos);
+    rlx_node v =
+        heads(g, "v", rlx_graph_linear(g, "v", h, wv, RLX_NODE_INVALID), S, 2, RLX_NODE_INVALID);
+    rlx_node kst = rlx_graph_scatter(g, "k.store", ck, k, 2, P);
+    rlx_node vst = rlx_graph_scatter(g, "v.store", cv, v, 2, P);
+    rlx_node kk = rlx_graph_slice(g, "k.all", kst, 2, rlx_dim_const(0), T);
+    rlx_node vv = rlx_graph_slice(g, "v.all", vst, 2, rlx_dim_const(0), T);
+    rlx_node a = rlx_graph_attention(g, "attn", q, kk, vv, RLX_NODE_INVALID,
+                                     (rlx_attention_params){.mask = RLX_MASK_CAUSAL});
+    a = rlx_graph_permute(g, "attn.t", a, (int[]){0, 2, 1, 3});
+    a = rlx_graph_reshape(g, "attn.m", a,
+                          rlx_shape_make_dims(2, (rlx_dim[]){S, rlx_dim_const(16)}));
+    rlx_node o = rlx_graph_add(g, "res", x, rlx_graph_linear(g, "o", a, wo, RLX_NODE_INVALID));
+    rlx_graph_output(g, "y", o);
+    return g;
+}
+
+static rlx_test_tensor at_params[] = {
+    {"norm.w", at_nw}, {"q.w", at_wq}, {"k.w", at_wk}, {"v.w", at_wv}, {"o.w", at_wo}};
+
+/* ---- conv + group norm block (VAE / UNet style) ---- */
+static float cv_x[1 * 4 * 8 * 8], cv_w[8 * 4 * 3 * 3], cv_b[8], cv_g[8], cv_gb[8],
+    cv_tw[8 * 4 * 2 * 2];
+
+static rlx_graph *convblock(void)
+{
+    rlx_graph *g = rlx_graph_create();
+    rlx_node x = rlx_graph_input(g, "x", RLX_DTYPE_F32, pt_c4(1, 4, 8, 8));
+    rlx_node w = rlx_graph_param(g, "conv.w", RLX_DTYPE_F32, pt_c4(8, 4, 3, 3));
+    rlx_node b = rlx_graph_param(g, "conv.b", RLX_DTYPE_F32, pt_c1(8));
+    rlx_node gw = rlx_graph_param(g, "gn.w", RLX_DTYPE_F32, pt_c1(8));
+    rlx_node gb = rlx_graph_param(g, "gn.b", RLX_DTYPE_F32, pt_c1(8));
+    rlx_node tw = rlx_graph_param(g, "up.w", RLX_DTYPE_F32, pt_c4(8, 4, 2, 2));
+    rlx_node c =
+        rlx_graph_conv2d(g, "conv", x, w, b, (int[]){1, 1}, (int[]){1, 1}, (int[]){1, 1}, 1);
+    rlx_node n = rlx_graph_group_norm(g, "gn", c, 2, gw, gb, 1e-6f);
+    rlx_node s = rlx_graph_silu(g, "silu", n);
+    rlx_node u = rlx_graph_conv_transpose2d(g, "up", s, tw, RLX_NODE_INVALID, (int[]){2, 2},
+                                            (int[]){0, 0}, (int[]){0, 0}, 1);
+    rlx_node d = rlx_graph_resize(g, "down", u, 8, 8, RLX_RESIZE_BILINEAR, false);
+    rlx_node y = rlx_graph_add(g, "res", rlx_graph_scale(g, "half", d, 0.5f, 0.0f), x);
+    rlx_graph_output(g, "y", y);
+    return g;
+}
+
+static rlx_test_tensor cv_params[] = {
+    {"conv.w", cv_w}, {"conv.b", cv_b}, {"gn.w", cv_g}, {"gn.b", cv_gb}, {"up.w", cv_tw}};
+
+static void init_data(void)
+{
+    fill(mlp_x, 40, 0.31f, 0.1f);
+    fill(mlp_up, 256, 0.17f, 0.2f);
+    fill(mlp_upb, 32, 0.5f, 0.3f);
+    fill(mlp_gate, 256, 0.23f, 0.4f);
+    fill(mlp_down, 256, 0.29f, 0.5f);
+    fill(mlp_g, 8, 0.7f, 1.0f);
+    fill(mlp_b, 8, 0.9f, 0.2f);
+    fill(at_x, 48, 0.37f, 0.3f);
+    fill(at_nw, 16, 0.2f, 1.2f);
+    fill(at_wq, 256, 0.13f, 0.1f);
+    fill(at_wk, 128, 0.19f, 0.7f);
+    fill(at_wv, 128, 0.11f, 0.9f);
+    fill(at_wo, 256, 0.07f, 0.4f);
+    fill(at_ck, 2 * MAXT * 4, 0.41f, 0.0f);
+    fill(at_cv, 2 * MAXT * 4, 0.43f, 0.5f);
+    fill(cv_x, 256, 0.05f, 0.3f);
+    fill(cv_w, 288, 0.09f, 0.1f);
+    fill(cv_b, 8, 0.8f, 0.1f);
+    fill(cv_g, 8, 0.3f, 1.3f);
+    fill(cv_gb, 8, 0.6f, 0.2f);
+    fill(cv_tw, 128, 0.15f, 0.6f);
+}
+
+static void compare_variants(builder build, const rlx_test_run *run)
+{
+    rlx_graph *g = build();
+    if (rlx_graph_error(g))
+        fprintf(stderr, "%s\n", rlx_graph_error(g));
+    assert_null(rlx_graph_error(g));
+    void *ref[1] = {0};
+    int64_t nref[1];
+    rlx_error *err = NULL;
+    rlx_compile_opts o = rlx_compile_default_opts();
+    o.passes = RLX_PASS_REQUIRED;
+    rlx_lir *lir_none = NULL, *lir_all = NULL;
+    rlx_status s = rlx_test_compile_run(g, o, run, ref, nref, 1, &lir_none, &err);
+    if (s != RLX_OK)
+        fprintf(stderr, "%s\n", rlx_error_message(err));
+    assert_int_equal(s, RLX_OK);
+
+    static const uint32_t optional[] = {RLX_PASS_DCE,    RLX_PASS_CONST_FOLD, RLX_PASS_CSE,
+                                        RLX_PASS_LAYOUT, RLX_PASS_FUSION,     RLX_PASS_INPLACE};
+    int nv = (int)(sizeof optional / sizeof optional[0]);
+    for (int v = -2; v < nv; v++) {
+        rlx_compile_opts ov = rlx_compile_default_opts();
+        if (v >= 0)
+            ov.passes &= ~optional[v];
+        if (v == -2) /* everything, with ops refused so that legalize rewrites them */
+            ov.backend =
+                rlx_test_refusing_backend((1ull << RLX_OP_GELU) | (1ull << RLX_OP_LAYER_NORM) |
+                                          (1ull << RLX_OP_RMS_NORM) | (1ull << RLX_OP_GROUP_NORM) |
+                                          (1ull << RLX_OP_SILU) | (1ull << RLX_OP_ADD_RMS_NORM));
+        void *got[1] = {0};
+        int64_t n[1];
+        err = NULL;
+        s = rlx_test_compile_run(g, ov, run, got, n, 1, v == -1 ? &lir_all : NULL, &err);
+        if (s != RLX_OK)
+            fprintf(stderr, "variant %d: %s\n", v, rlx_error_message(err));
+        assert_int_equal(s, RLX_OK);
+        assert_int_equal(n[0], nref[0]);
+        float d = rlx_test_max_diff(ref[0], got[0], n[0]);
+        if (!(d <= TOL))
+            fprintf(stderr, "variant %d differs by %g\n", v, (double)d);
+        assert_true(d <= TOL);
+        free(got[0]);
+    }
+    /* the optimizations did something */
+    assert_true(lir_all->n_instrs < lir_none->n_instrs);
+    assert_true(lir_all->arena_bytes <= lir_none->arena_bytes);
+    rlx_lir_free(lir_none);
+    rlx_lir_free(lir_all);
+    free(ref[0]);
+    rlx_graph_free(g);
+}
+
+static void test_mlp(void **state)
+{
+    (void)state;
+    if (!rlx_test_have_cpu())
+        skip();
+    rlx_test_tensor in = {"x", mlp_x};
+    rlx_test_run run = {.params = mlp_params, .n_params = 6, .inputs = &in, .n_inputs = 1};
+    run.syms.v[0] = 5;
+    compare_variants(mlp, &run);
+}
+
+static void test_attention_kv(void **state)
+{
+    (void)state;
+    if (!rlx_test_have_cpu())
+        skip();
+    rlx_test_tensor in[] = {{"x", at_x}, {"pos", at_pos}};
+    rlx_test_tensor st[] = {{"cache.k", at_ck}, {"cache.v", at_cv}};
+    rlx_test_run run = {.params = at_params,
+                        .n_params = 5,
+                        .inputs = in,
+                        .n_inputs = 2,
+                        .states = st,
+                        .n_states = 2};
+    run.syms.v[0] = 3; /* SEQ */
+    run.syms.v[1] = 2; /* PAST: two cached rows */
+    compare_variants(attn, &run);
+}
+
+static void test_conv_group_norm(void **state)
+{
+    (void)state;
+    if (!rlx_test_have_cpu())
+        skip();
+    rlx_test_tensor in = {"x", cv_x};
+    rlx_test_run run = {.params = cv_params, .n_params = 5, .inputs = &in, .n_inputs = 1};
+    compare_variants(convblock, &run);
+}
+
+int main(void)
+{
+    init_data();
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_mlp),
+        cmocka_unit_test(test_attention_kv),
+        cmocka_unit_test(test_conv_group_norm),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
