@@ -1,0 +1,103 @@
+/* Picks the kernel set once per process from CPUID. */
+#include <pthread.h>
+
+#include "backends/cpu/cpu-features.h"
+#include "backends/cpu/kernels-internal.h"
+
+static rlx_cpu_table g_table;
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
+rlx_cpu_isa rlx_cpu_isa_best(void)
+{
+    const rlx_cpu_features *f = rlx_cpu_features_get();
+    if (f->avx512f && f->avx512bw && f->avx512dq && f->avx512vl && f->avx512vnni && f->fma &&
+        f->f16c && f->avx2)
+        return RLX_CPU_ISA_AVX512;
+    if (f->avx2 && f->fma && f->f16c)
+        return RLX_CPU_ISA_AVX2;
+    return RLX_CPU_ISA_SCALAR;
+}
+
+static void build_table(rlx_cpu_isa isa, rlx_cpu_table *t)
+{
+    memset(t, 0, sizeof *t);
+    t->isa = isa;
+    t->vec = rlx_vec_ops_scalar;
+    rlx_cpu_fill_dots_scalar(t);
+    if (isa >= RLX_CPU_ISA_AVX2) {
+        t->vec = rlx_vec_ops_avx2;
+        rlx_cpu_fill_dots_avx2(t);
+    }
+    if (isa >= RLX_CPU_ISA_AVX512) {
+        t->vec = rlx_vec_ops_avx512;
+        rlx_cpu_fill_dots_avx512(t);
+    }
+    t->dot[RLX_DTYPE_F32] = t->vec.dot_f32w;
+    t->dot[RLX_DTYPE_F16] = t->vec.dot_f16w;
+    t->dot[RLX_DTYPE_BF16] = t->vec.dot_bf16w;
+}
+
+static void init_once(void)
+{
+    build_table(rlx_cpu_isa_best(), &g_table);
+}
+
+void rlx_cpu_kernels_init(void)
+{
+    pthread_once(&g_once, init_once);
+}
+
+const rlx_cpu_table *rlx_cpu_table_get(void)
+{
+    pthread_once(&g_once, init_once);
+    return &g_table;
+}
+
+rlx_cpu_isa rlx_cpu_kernels_isa(void)
+{
+    return rlx_cpu_table_get()->isa;
+}
+
+const char *rlx_cpu_isa_name(rlx_cpu_isa isa)
+{
+    switch (isa) {
+    case RLX_CPU_ISA_SCALAR:
+        return "scalar";
+    case RLX_CPU_ISA_AVX2:
+        return "avx2";
+    case RLX_CPU_ISA_AVX512:
+        return "avx512";
+    }
+    return "?";
+}
+
+rlx_status rlx_cpu_kernels_set_isa(rlx_cpu_isa isa)
+{
+    pthread_once(&g_once, init_once);
+    if (isa < RLX_CPU_ISA_SCALAR || isa > RLX_CPU_ISA_AVX512)
+        return RLX_ERR_INVALID_ARG;
+    if (isa > rlx_cpu_isa_best())
+        return RLX_ERR_UNSUPPORTED;
+    build_table(isa, &g_table);
+    return RLX_OK;
+}
+
+void rlx_cpu_f16_to_f32_row(const uint16_t *src, float *dst, int64_t n)
+{
+    rlx_cpu_table_get()->vec.f16_to_f32(src, dst, n);
+}
+
+void rlx_cpu_f32_to_f16_row(const float *src, uint16_t *dst, int64_t n)
+{
+    rlx_cpu_table_get()->vec.f32_to_f16(src, dst, n);
+}
+
+void rlx_cpu_bf16_to_f32_row(const uint16_t *src, float *dst, int64_t n)
+{
+    rlx_cpu_table_get()->vec.bf16_to_f32(src, dst, n);
+}
+
+void rlx_cpu_f32_to_bf16_row(const float *src, uint16_t *dst, int64_t n)
+{
+    rlx_cpu_table_get()->vec.f32_to_bf16(src, dst, n);
+}

@@ -1,0 +1,172 @@
+/* Private to backends/cpu: ggml block structs, the per-ISA function tables and
+ * helpers shared by the scalar, AVX2 and AVX-512 translation units.
+ *
+ * Every ISA-specific file exports exactly one function or table named with its
+ * ISA suffix; the dispatcher (dispatch.c) picks one set at init. Nothing in an
+ * ISA file may be reached except through those tables, so the -mavx512* code
+ * never runs on a CPU without it.
+ */
+#ifndef RLX_BACKENDS_CPU_KERNELS_INTERNAL_H
+#define RLX_BACKENDS_CPU_KERNELS_INTERNAL_H
+
+#include <stdint.h>
+#include <string.h>
+
+#include "backends/cpu/kernels.h"
+
+/* ---- ggml block layouts (sizes checked below) ---- */
+
+typedef struct {
+    uint16_t d; /* f16 scale */
+    uint8_t qs[16];
+} blk_q4_0;
+typedef struct {
+    uint16_t d, m;
+    uint8_t qs[16];
+} blk_q4_1;
+typedef struct {
+    uint16_t d;
+    uint8_t qh[4]; /* bit j: 5th bit of element j */
+    uint8_t qs[16];
+} blk_q5_0;
+typedef struct {
+    uint16_t d, m;
+    uint8_t qh[4];
+    uint8_t qs[16];
+} blk_q5_1;
+typedef struct {
+    uint16_t d;
+    int8_t qs[32];
+} blk_q8_0;
+typedef struct {
+    uint8_t scales[16]; /* low nibble scale, high nibble min, per 16 elements */
+    uint8_t qs[64];
+    uint16_t d, dmin;
+} blk_q2_k;
+typedef struct {
+    uint8_t hmask[32];
+    uint8_t qs[64];
+    uint8_t scales[12]; /* 16 x 6-bit signed (bias 32) */
+    uint16_t d;
+} blk_q3_k;
+typedef struct {
+    uint16_t d, dmin;
+    uint8_t scales[12]; /* 8 x (6-bit scale, 6-bit min) */
+    uint8_t qs[128];
+} blk_q4_k;
+typedef struct {
+    uint16_t d, dmin;
+    uint8_t scales[12];
+    uint8_t qh[32];
+    uint8_t qs[128];
+} blk_q5_k;
+typedef struct {
+    uint8_t ql[128];
+    uint8_t qh[64];
+    int8_t scales[16];
+    uint16_t d;
+} blk_q6_k;
+typedef struct {
+    float d;
+    int8_t qs[256];
+    int16_t bsums[16]; /* sum of each 16 consecutive qs */
+} blk_q8_k;
+
+_Static_assert(sizeof(blk_q4_0) == 18, "q4_0");
+_Static_assert(sizeof(blk_q4_1) == 20, "q4_1");
+_Static_assert(sizeof(blk_q5_0) == 22, "q5_0");
+_Static_assert(sizeof(blk_q5_1) == 24, "q5_1");
+_Static_assert(sizeof(blk_q8_0) == 34, "q8_0");
+_Static_assert(sizeof(blk_q2_k) == 84, "q2_k");
+_Static_assert(sizeof(blk_q3_k) == 110, "q3_k");
+_Static_assert(sizeof(blk_q4_k) == 144, "q4_k");
+_Static_assert(sizeof(blk_q5_k) == 176, "q5_k");
+_Static_assert(sizeof(blk_q6_k) == 210, "q6_k");
+_Static_assert(sizeof(blk_q8_k) == 292, "q8_k");
+
+/* 6-bit scale and min j (0..7) of a Q4_K/Q5_K block's packed scales[12]. */
+static inline void rlx_k4_scale_min(int j, const uint8_t *q, uint8_t *sc, uint8_t *mn)
+{
+    if (j < 4) {
+        *sc = q[j] & 63;
+        *mn = q[j + 4] & 63;
+    } else {
+        *sc = (uint8_t)((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+        *mn = (uint8_t)((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+    }
+}
+
+/* Scalar half conversion without a function call into dtype.c in hot loops
+ * of the portable path (same rounding as rlx_f16_to_f32). */
+static inline float rlx_h2f(uint16_t h)
+{
+    return rlx_f16_to_f32(h);
+}
+
+/* ---- per-ISA tables ---- */
+
+/* s = dot(weight row w, activation row a) over n elements. The activation
+ * format depends on the weight type: Q8_0 blocks (Q4_0/Q4_1/Q5_0/Q5_1/Q8_0),
+ * Q8_K blocks (Q4_K/Q5_K/Q6_K), f32 (F32/F16/BF16). */
+typedef void (*rlx_vec_dot_fn)(int64_t n, float *s, const void *w, const void *a);
+
+/* C tile (mr <= MR rows, nr <= NR cols) = alpha * Ap.Bp + beta * C
+ * (beta == 0: C is not read). Ap: kc x MR packed k-major; Bp: kc x NR. */
+typedef void (*rlx_gemm_ukernel_fn)(int64_t kc, const float *Ap, const float *Bp, float *C,
+                                    int64_t ldc, int mr, int nr, float alpha, float beta);
+
+#define RLX_GEMM_MR 12
+#define RLX_GEMM_NR 32
+
+/* Attention work item: one head, query rows [q0, q0+nq). */
+typedef void (*rlx_attn_tile_fn)(const rlx_cpu_attn_params *p, int64_t head, int64_t q0, int64_t nq,
+                                 float *scratch);
+/* floats of scratch one rlx_attn_tile_fn call needs */
+#define RLX_ATTN_BQ 8
+#define RLX_ATTN_BK 64
+static inline size_t rlx_attn_tile_scratch_floats(int64_t head_dim)
+{
+    return (size_t)RLX_ATTN_BQ * (size_t)head_dim * 2 + (size_t)RLX_ATTN_BK * 2 * (size_t)head_dim +
+           (size_t)RLX_ATTN_BQ * RLX_ATTN_BK + 4 * RLX_ATTN_BQ + 64;
+}
+
+typedef struct rlx_vec_ops {
+    float (*dot_f32)(const float *a, const float *b, int64_t n);
+    void (*f16_to_f32)(const uint16_t *src, float *dst, int64_t n);
+    void (*f32_to_f16)(const float *src, uint16_t *dst, int64_t n);
+    void (*bf16_to_f32)(const uint16_t *src, float *dst, int64_t n);
+    void (*f32_to_bf16)(const float *src, uint16_t *dst, int64_t n);
+    void (*quantize_q8_0)(const float *x, void *y, int64_t n);
+    void (*quantize_q8_k)(const float *x, void *y, int64_t n);
+    void (*rms_norm_row)(const float *x, float *y, int64_t n, const float *w, float eps);
+    void (*layer_norm_row)(const float *x, float *y, int64_t n, const float *w, const float *b,
+                           float eps);
+    void (*softmax_row)(const float *x, float *y, int64_t n, float scale, const float *mask,
+                        float softcap);
+    void (*act)(rlx_cpu_act_kind act, const float *x, float *y, int64_t n);
+    void (*act_gated)(rlx_cpu_act_kind act, const float *g, const float *u, float *y, int64_t n);
+    rlx_attn_tile_fn attn_tile;
+    rlx_gemm_ukernel_fn gemm_ukernel;
+    rlx_vec_dot_fn dot_f32w, dot_f16w, dot_bf16w; /* weight rows vs f32 activations */
+} rlx_vec_ops;
+
+extern const rlx_vec_ops rlx_vec_ops_scalar;
+extern const rlx_vec_ops rlx_vec_ops_avx2;
+extern const rlx_vec_ops rlx_vec_ops_avx512;
+
+typedef struct rlx_cpu_table {
+    rlx_cpu_isa isa;
+    rlx_vec_dot_fn dot[RLX_DTYPE_COUNT];
+    rlx_vec_ops vec;
+} rlx_cpu_table;
+
+/* The active table (set by rlx_cpu_kernels_init / set_isa). */
+const rlx_cpu_table *rlx_cpu_table_get(void);
+
+/* Fill `t->dot` for each ISA; the AVX2/AVX-512 fills start from the scalar one
+ * and override what they accelerate. */
+void rlx_cpu_fill_dots_scalar(rlx_cpu_table *t);
+void rlx_cpu_fill_dots_avx2(rlx_cpu_table *t);
+void rlx_cpu_fill_dots_avx512(rlx_cpu_table *t);
+
+#endif

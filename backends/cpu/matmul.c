@@ -1,0 +1,233 @@
+/* y = x . W^T over packed weight rows: quantize x once, then each task runs
+ * integer dot products over a contiguous range of W's rows. For M > 1 a task
+ * walks its rows in small tiles and sweeps every row of x over a tile while
+ * the tile is hot in L1/L2, so weights stream from memory once per call. */
+#include <stdlib.h>
+
+#include "backends/cpu/kernels-internal.h"
+
+/* Rows of W processed together for M > 1 (about 40-150 KB of weights). */
+#define TILE_ROWS 16
+
+typedef enum { ACT_F32, ACT_Q8_0, ACT_Q8_K } act_kind;
+
+static act_kind act_kind_for(rlx_dtype t)
+{
+    switch (t) {
+    case RLX_DTYPE_Q4_0:
+    case RLX_DTYPE_Q4_1:
+    case RLX_DTYPE_Q5_0:
+    case RLX_DTYPE_Q5_1:
+    case RLX_DTYPE_Q8_0:
+        return ACT_Q8_0;
+    case RLX_DTYPE_Q4_K:
+    case RLX_DTYPE_Q5_K:
+    case RLX_DTYPE_Q6_K:
+        return ACT_Q8_K;
+    default:
+        return ACT_F32;
+    }
+}
+
+bool rlx_cpu_matmul_supports(rlx_dtype t)
+{
+    switch (t) {
+    case RLX_DTYPE_F32:
+    case RLX_DTYPE_F16:
+    case RLX_DTYPE_BF16:
+    case RLX_DTYPE_Q4_0:
+    case RLX_DTYPE_Q4_1:
+    case RLX_DTYPE_Q5_0:
+    case RLX_DTYPE_Q5_1:
+    case RLX_DTYPE_Q8_0:
+    case RLX_DTYPE_Q4_K:
+    case RLX_DTYPE_Q5_K:
+    case RLX_DTYPE_Q6_K:
+        return true;
+    default:
+        return false;
+    }
+}
+
+static size_t align64(size_t v)
+{
+    return (v + 63) & ~(size_t)63;
+}
+
+static size_t act_row_bytes(act_kind k, int64_t K)
+{
+    switch (k) {
+    case ACT_Q8_0:
+        return (size_t)(K / 32) * sizeof(blk_q8_0);
+    case ACT_Q8_K:
+        return (size_t)(K / 256) * sizeof(blk_q8_k);
+    default:
+        return 0;
+    }
+}
+
+size_t rlx_cpu_matmul_scratch_bytes(rlx_dtype wtype, int64_t M, int64_t K, int n_threads)
+{
+    if (!rlx_cpu_matmul_supports(wtype) || M < 0 || K <= 0 || n_threads < 1)
+        return 0;
+    act_kind k = act_kind_for(wtype);
+    size_t bytes = align64(act_row_bytes(k, K) * (size_t)M);
+    if ((wtype == RLX_DTYPE_F16 || wtype == RLX_DTYPE_BF16) && M > 1)
+        bytes += (size_t)n_threads * align64((size_t)TILE_ROWS * (size_t)K * sizeof(float));
+    return bytes + 64;
+}
+
+typedef struct {
+    const rlx_cpu_table *t;
+    rlx_vec_dot_fn dot;
+    rlx_dtype wtype;
+    const char *w;
+    size_t w_row_bytes;
+    int64_t N, K, M;
+    const char *act;
+    size_t act_stride; /* bytes between activation rows */
+    float *y;
+    int64_t ldy;
+    int64_t rows_per_task;
+    float *conv; /* per-thread f32 tiles (F16/BF16 with M > 1) */
+    size_t conv_stride;
+} mm_ctx;
+
+static void mm_task(void *vc, int64_t task, int thread)
+{
+    const mm_ctx *c = vc;
+    int64_t n0 = task * c->rows_per_task;
+    int64_t n1 = n0 + c->rows_per_task < c->N ? n0 + c->rows_per_task : c->N;
+    if (c->M == 1) {
+        for (int64_t n = n0; n < n1; n++)
+            c->dot(c->K, &c->y[n], c->w + (size_t)n * c->w_row_bytes, c->act);
+        return;
+    }
+    for (int64_t nt = n0; nt < n1; nt += TILE_ROWS) {
+        int64_t ne = nt + TILE_ROWS < n1 ? nt + TILE_ROWS : n1;
+        if (c->conv) {
+            /* half weights: widen the tile once, reuse it for every row of x */
+            float *tile = (float *)(void *)((char *)c->conv + (size_t)thread * c->conv_stride);
+            for (int64_t n = nt; n < ne; n++) {
+                const uint16_t *src =
+                    (const uint16_t *)(const void *)(c->w + (size_t)n * c->w_row_bytes);
+                float *dst = tile + (n - nt) * c->K;
+                if (c->wtype == RLX_DTYPE_F16)
+                    c->t->vec.f16_to_f32(src, dst, c->K);
+                else
+                    c->t->vec.bf16_to_f32(src, dst, c->K);
+            }
+            for (int64_t m = 0; m < c->M; m++) {
+                const float *a = (const float *)(const void *)(c->act + (size_t)m * c->act_stride);
+                float *yr = c->y + m * c->ldy;
+                for (int64_t n = nt; n < ne; n++)
+                    yr[n] = c->t->vec.dot_f32(tile + (n - nt) * c->K, a, c->K);
+            }
+            continue;
+        }
+        for (int64_t m = 0; m < c->M; m++) {
+            const char *a = c->act + (size_t)m * c->act_stride;
+            float *yr = c->y + m * c->ldy;
+            for (int64_t n = nt; n < ne; n++)
+                c->dot(c->K, &yr[n], c->w + (size_t)n * c->w_row_bytes, a);
+        }
+    }
+}
+
+typedef struct {
+    void (*quant)(const float *x, void *y, int64_t n);
+    const float *x;
+    int64_t ldx, K;
+    char *dst;
+    size_t dst_stride;
+} q_ctx;
+
+static void quant_task(void *vc, int64_t m, int thread)
+{
+    const q_ctx *c = vc;
+    c->quant(c->x + m * c->ldx, c->dst + (size_t)m * c->dst_stride, c->K);
+}
+
+rlx_status rlx_cpu_matmul(rlx_threadpool *pool, rlx_dtype wtype, const void *w, size_t w_row_bytes,
+                          int64_t N, int64_t K, const float *x, int64_t ldx, int64_t M, float *y,
+                          int64_t ldy, void *scratch, size_t scratch_bytes)
+{
+    if (!rlx_cpu_matmul_supports(wtype) || N < 0 || M < 0 || K <= 0 || ldx < K || ldy < N)
+        return RLX_ERR_INVALID_ARG;
+    if (N == 0 || M == 0)
+        return RLX_OK;
+    if (!w || !x || !y)
+        return RLX_ERR_INVALID_ARG;
+    uint64_t packed;
+    if (rlx_dtype_row_bytes(wtype, (uint64_t)K, &packed) != RLX_OK || w_row_bytes < packed)
+        return RLX_ERR_INVALID_ARG;
+    const rlx_cpu_table *t = rlx_cpu_table_get();
+    const int nth = rlx_threadpool_size(pool);
+
+    if (wtype == RLX_DTYPE_F32 && M >= 16 && w_row_bytes % sizeof(float) == 0) {
+        rlx_cpu_sgemm(pool, RLX_CPU_GEMM_AUTO, false, true, M, N, K, 1.0f, x, ldx, w,
+                      (int64_t)(w_row_bytes / sizeof(float)), 0.0f, y, ldy);
+        return RLX_OK;
+    }
+
+    size_t need = rlx_cpu_matmul_scratch_bytes(wtype, M, K, nth);
+    void *owned = NULL;
+    if (!scratch || scratch_bytes < need) {
+        if (scratch)
+            return RLX_ERR_INVALID_ARG;
+        owned = aligned_alloc(64, align64(need));
+        if (!owned)
+            return RLX_ERR_NO_MEMORY;
+        scratch = owned;
+    }
+
+    mm_ctx c = {
+        .t = t,
+        .dot = t->dot[wtype],
+        .wtype = wtype,
+        .w = w,
+        .w_row_bytes = w_row_bytes,
+        .N = N,
+        .K = K,
+        .M = M,
+        .y = y,
+        .ldy = ldy,
+    };
+    act_kind ak = act_kind_for(wtype);
+    char *sp = scratch;
+    if (ak == ACT_F32) {
+        c.act = (const char *)x;
+        c.act_stride = (size_t)ldx * sizeof(float);
+    } else {
+        q_ctx q = {
+            .quant = ak == ACT_Q8_0 ? t->vec.quantize_q8_0 : t->vec.quantize_q8_k,
+            .x = x,
+            .ldx = ldx,
+            .K = K,
+            .dst = sp,
+            .dst_stride = act_row_bytes(ak, K),
+        };
+        rlx_parallel_for(M >= 4 ? pool : NULL, M, quant_task, &q);
+        c.act = sp;
+        c.act_stride = q.dst_stride;
+        sp += align64(q.dst_stride * (size_t)M);
+    }
+    if ((wtype == RLX_DTYPE_F16 || wtype == RLX_DTYPE_BF16) && M > 1) {
+        c.conv = (float *)(void *)sp;
+        c.conv_stride = align64((size_t)TILE_ROWS * (size_t)K * sizeof(float));
+    }
+
+    /* ~4 tasks per thread balances uneven progress; rows stay contiguous per
+     * task so the hardware prefetcher sees long streams */
+    int64_t tasks = (int64_t)nth * 4;
+    int64_t rpt = (N + tasks - 1) / tasks;
+    int64_t min_rows = M > 1 ? TILE_ROWS : 8;
+    if (rpt < min_rows)
+        rpt = min_rows;
+    if (M > 1)
+        rpt = (rpt + TILE_ROWS - 1) / TILE_ROWS * TILE_ROWS;
+    c.rows_per_task = rpt;
+    rlx_parallel_for(pool, (N + rpt - 1) / rpt, mm_task, &c);
+    free(owned);
+    return RLX_OK;
+}

@@ -1,0 +1,533 @@
+/* Threaded drivers for the f32 kernels in vec-ops.c (norms, softmax,
+ * attention, activations) plus rope and convolution, which are light enough
+ * not to need per-ISA builds. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/cpu/kernels-internal.h"
+
+/* Rows per task so one task handles at least ~8K elements. */
+static int64_t rows_per_task(int64_t n_rows, int64_t n_cols, int nth)
+{
+    int64_t r = 8192 / (n_cols > 0 ? n_cols : 1);
+    if (r < 1)
+        r = 1;
+    int64_t even = (n_rows + nth * 4 - 1) / (nth * 4);
+    if (r > even)
+        r = even > 0 ? even : 1;
+    return r;
+}
+
+/* ------------------------------------------------------------- norms */
+
+typedef struct {
+    const rlx_cpu_table *t;
+    const float *x, *w, *b;
+    float *y;
+    int64_t ldx, ldy, n_rows, n_cols, rpt;
+    float eps, scale, softcap;
+    const float *mask;
+    int64_t ld_mask;
+    int kind;
+} rows_ctx;
+
+enum { ROWS_RMS, ROWS_LN, ROWS_SOFTMAX };
+
+static void rows_task(void *vc, int64_t task, int thread)
+{
+    const rows_ctx *c = vc;
+    int64_t r0 = task * c->rpt, r1 = r0 + c->rpt < c->n_rows ? r0 + c->rpt : c->n_rows;
+    for (int64_t r = r0; r < r1; r++) {
+        const float *x = c->x + r * c->ldx;
+        float *y = c->y + r * c->ldy;
+        switch (c->kind) {
+        case ROWS_RMS:
+            c->t->vec.rms_norm_row(x, y, c->n_cols, c->w, c->eps);
+            break;
+        case ROWS_LN:
+            c->t->vec.layer_norm_row(x, y, c->n_cols, c->w, c->b, c->eps);
+            break;
+        default:
+            c->t->vec.softmax_row(x, y, c->n_cols, c->scale,
+                                  c->mask ? c->mask + r * c->ld_mask : NULL, c->softcap);
+            break;
+        }
+    }
+}
+
+static void run_rows(rlx_threadpool *pool, rows_ctx *c)
+{
+    if (c->n_rows <= 0 || c->n_cols <= 0)
+        return;
+    c->t = rlx_cpu_table_get();
+    c->rpt = rows_per_task(c->n_rows, c->n_cols, rlx_threadpool_size(pool));
+    rlx_parallel_for(pool, (c->n_rows + c->rpt - 1) / c->rpt, rows_task, c);
+}
+
+void rlx_cpu_rms_norm(rlx_threadpool *pool, const float *x, int64_t ldx, float *y, int64_t ldy,
+                      int64_t n_rows, int64_t n_cols, const float *w, float eps)
+{
+    rows_ctx c = {.x = x,
+                  .ldx = ldx,
+                  .y = y,
+                  .ldy = ldy,
+                  .n_rows = n_rows,
+                  .n_cols = n_cols,
+                  .w = w,
+                  .eps = eps,
+                  .kind = ROWS_RMS};
+    run_rows(pool, &c);
+}
+
+void rlx_cpu_layer_norm(rlx_threadpool *pool, const float *x, int64_t ldx, float *y, int64_t ldy,
+                        int64_t n_rows, int64_t n_cols, const float *w, const float *b, float eps)
+{
+    rows_ctx c = {.x = x,
+                  .ldx = ldx,
+                  .y = y,
+                  .ldy = ldy,
+                  .n_rows = n_rows,
+                  .n_cols = n_cols,
+                  .w = w,
+                  .b = b,
+                  .eps = eps,
+                  .kind = ROWS_LN};
+    run_rows(pool, &c);
+}
+
+void rlx_cpu_softmax(rlx_threadpool *pool, const float *x, int64_t ldx, float *y, int64_t ldy,
+                     int64_t n_rows, int64_t n_cols, float scale, const float *mask,
+                     int64_t ld_mask, float softcap)
+{
+    rows_ctx c = {.x = x,
+                  .ldx = ldx,
+                  .y = y,
+                  .ldy = ldy,
+                  .n_rows = n_rows,
+                  .n_cols = n_cols,
+                  .scale = scale,
+                  .mask = mask,
+                  .ld_mask = ld_mask,
+                  .softcap = softcap,
+                  .kind = ROWS_SOFTMAX};
+    run_rows(pool, &c);
+}
+
+typedef struct {
+    const float *x, *w, *b;
+    float *y;
+    int64_t c, hw, groups;
+    float eps;
+} gn_ctx;
+
+static void gn_task(void *vc, int64_t task, int thread)
+{
+    const gn_ctx *g = vc;
+    int64_t n = task / g->groups, grp = task % g->groups;
+    int64_t cg = g->c / g->groups;
+    int64_t base = (n * g->c + grp * cg) * g->hw;
+    const float *x = g->x + base;
+    float *y = g->y + base;
+    int64_t cnt = cg * g->hw;
+    double s = 0.0, v = 0.0;
+    for (int64_t i = 0; i < cnt; i++)
+        s += x[i];
+    double mean = s / (double)cnt;
+    for (int64_t i = 0; i < cnt; i++)
+        v += (x[i] - mean) * (x[i] - mean);
+    float r = (float)(1.0 / sqrt(v / (double)cnt + g->eps));
+    float fm = (float)mean;
+    for (int64_t ch = 0; ch < cg; ch++) {
+        int64_t cidx = grp * cg + ch;
+        float sc = r * (g->w ? g->w[cidx] : 1.0f);
+        float sh = (g->b ? g->b[cidx] : 0.0f) - fm * sc;
+        const float *xc = x + ch * g->hw;
+        float *yc = y + ch * g->hw;
+        for (int64_t i = 0; i < g->hw; i++)
+            yc[i] = xc[i] * sc + sh;
+    }
+}
+
+void rlx_cpu_group_norm(rlx_threadpool *pool, const float *x, float *y, int64_t n, int64_t c,
+                        int64_t hw, int64_t n_groups, const float *w, const float *b, float eps)
+{
+    if (n <= 0 || c <= 0 || hw <= 0 || n_groups <= 0 || c % n_groups)
+        return;
+    gn_ctx g = {.x = x, .w = w, .b = b, .y = y, .c = c, .hw = hw, .groups = n_groups, .eps = eps};
+    rlx_parallel_for(pool, n * n_groups, gn_task, &g);
+}
+
+/* -------------------------------------------------------------- rope */
+
+rlx_cpu_rope_params rlx_cpu_rope_default_params(void)
+{
+    return (rlx_cpu_rope_params){
+        .mode = RLX_CPU_ROPE_NORMAL,
+        .n_rot = 0,
+        .freq_base = 10000.0f,
+        .freq_scale = 1.0f,
+        .freq_factors = NULL,
+        .attn_factor = 1.0f,
+    };
+}
+
+#define ROPE_TOKENS_PER_TASK 8
+#define ROPE_MAX_PAIRS       1024
+
+typedef struct {
+    const rlx_cpu_rope_params *p;
+    const float *x;
+    float *y;
+    int64_t ld_tok, ld_head, ldy_tok, ldy_head, n_tokens, n_heads, head_dim;
+    const int32_t *pos;
+    double inv_freq[ROPE_MAX_PAIRS];
+} rope_ctx;
+
+static void rope_task(void *vc, int64_t task, int thread)
+{
+    const rope_ctx *c = vc;
+    const rlx_cpu_rope_params *p = c->p;
+    const int half = p->n_rot / 2;
+    float cs[ROPE_MAX_PAIRS], sn[ROPE_MAX_PAIRS];
+    int64_t t0 = task * ROPE_TOKENS_PER_TASK;
+    int64_t t1 = t0 + ROPE_TOKENS_PER_TASK < c->n_tokens ? t0 + ROPE_TOKENS_PER_TASK : c->n_tokens;
+    for (int64_t t = t0; t < t1; t++) {
+        double pos = (double)c->pos[t] * p->freq_scale;
+        for (int i = 0; i < half; i++) {
+            double a = pos * c->inv_freq[i];
+            cs[i] = (float)cos(a) * p->attn_factor;
+            sn[i] = (float)sin(a) * p->attn_factor;
+        }
+        for (int64_t h = 0; h < c->n_heads; h++) {
+            const float *x = c->x + t * c->ld_tok + h * c->ld_head;
+            float *y = c->y + t * c->ldy_tok + h * c->ldy_head;
+            if (p->mode == RLX_CPU_ROPE_NEOX) {
+                for (int i = 0; i < half; i++) {
+                    float a = x[i], b = x[i + half];
+                    y[i] = a * cs[i] - b * sn[i];
+                    y[i + half] = a * sn[i] + b * cs[i];
+                }
+            } else {
+                for (int i = 0; i < half; i++) {
+                    float a = x[2 * i], b = x[2 * i + 1];
+                    y[2 * i] = a * cs[i] - b * sn[i];
+                    y[2 * i + 1] = a * sn[i] + b * cs[i];
+                }
+            }
+            if (x != y)
+                for (int64_t d = p->n_rot; d < c->head_dim; d++)
+                    y[d] = x[d];
+        }
+    }
+}
+
+void rlx_cpu_rope(rlx_threadpool *pool, const rlx_cpu_rope_params *p, const float *x,
+                  int64_t ld_tok, int64_t ld_head, float *y, int64_t ldy_tok, int64_t ldy_head,
+                  int64_t n_tokens, int64_t n_heads, int64_t head_dim, const int32_t *pos)
+{
+    if (!p || n_tokens <= 0 || n_heads <= 0 || p->n_rot <= 0 || p->n_rot % 2 ||
+        p->n_rot > head_dim || p->n_rot / 2 > ROPE_MAX_PAIRS)
+        return;
+    rope_ctx *c = malloc(sizeof *c);
+    if (!c)
+        return;
+    *c = (rope_ctx){.p = p,
+                    .x = x,
+                    .y = y,
+                    .ld_tok = ld_tok,
+                    .ld_head = ld_head,
+                    .ldy_tok = ldy_tok,
+                    .ldy_head = ldy_head,
+                    .n_tokens = n_tokens,
+                    .n_heads = n_heads,
+                    .head_dim = head_dim,
+                    .pos = pos};
+    for (int i = 0; i < p->n_rot / 2; i++) {
+        double f = pow((double)p->freq_base, -2.0 * i / (double)p->n_rot);
+        if (p->freq_factors)
+            f /= p->freq_factors[i];
+        c->inv_freq[i] = f;
+    }
+    rlx_parallel_for(pool, (n_tokens + ROPE_TOKENS_PER_TASK - 1) / ROPE_TOKENS_PER_TASK, rope_task,
+                     c);
+    free(c);
+}
+
+/* ---------------------------------------------------------- attention */
+
+typedef struct {
+    const rlx_cpu_attn_params *p;
+    rlx_attn_tile_fn tile;
+    float *scratch;
+    size_t per_thread;
+    int64_t q_tiles;
+} attn_ctx;
+
+static void attn_task(void *vc, int64_t task, int thread)
+{
+    const attn_ctx *c = vc;
+    int64_t h = task / c->q_tiles, qt = task % c->q_tiles;
+    int64_t q0 = qt * RLX_ATTN_BQ;
+    int64_t nq = c->p->n_q - q0 < RLX_ATTN_BQ ? c->p->n_q - q0 : RLX_ATTN_BQ;
+    c->tile(c->p, h, q0, nq, c->scratch + (size_t)thread * c->per_thread);
+}
+
+size_t rlx_cpu_attention_scratch_bytes(const rlx_cpu_attn_params *p, int n_threads)
+{
+    if (!p || p->head_dim <= 0 || n_threads < 1)
+        return 0;
+    size_t per = (rlx_attn_tile_scratch_floats(p->head_dim) + 15) & ~(size_t)15;
+    return per * sizeof(float) * (size_t)n_threads + 64;
+}
+
+rlx_status rlx_cpu_attention(rlx_threadpool *pool, const rlx_cpu_attn_params *p, void *scratch,
+                             size_t scratch_bytes)
+{
+    if (!p || p->n_q < 0 || p->n_kv < 0 || p->n_heads <= 0 || p->n_kv_heads <= 0 ||
+        p->head_dim <= 0 || p->n_heads % p->n_kv_heads || !p->q || !p->out ||
+        (p->kv_type != RLX_DTYPE_F32 && p->kv_type != RLX_DTYPE_F16) ||
+        (p->mask == RLX_CPU_ATTN_BIAS && !p->bias) ||
+        (p->mask == RLX_CPU_ATTN_SLIDING && p->window <= 0))
+        return RLX_ERR_INVALID_ARG;
+    if (p->n_q == 0)
+        return RLX_OK;
+    if (p->n_kv > 0 && (!p->k || !p->v))
+        return RLX_ERR_INVALID_ARG;
+    int nth = rlx_threadpool_size(pool);
+    size_t need = rlx_cpu_attention_scratch_bytes(p, nth);
+    void *owned = NULL;
+    if (!scratch) {
+        owned = aligned_alloc(64, (need + 63) & ~(size_t)63);
+        if (!owned)
+            return RLX_ERR_NO_MEMORY;
+        scratch = owned;
+    } else if (scratch_bytes < need) {
+        return RLX_ERR_INVALID_ARG;
+    }
+    attn_ctx c = {
+        .p = p,
+        .tile = rlx_cpu_table_get()->vec.attn_tile,
+        .scratch = scratch,
+        .per_thread = (rlx_attn_tile_scratch_floats(p->head_dim) + 15) & ~(size_t)15,
+        .q_tiles = (p->n_q + RLX_ATTN_BQ - 1) / RLX_ATTN_BQ,
+    };
+    rlx_parallel_for(pool, (int64_t)p->n_heads * c.q_tiles, attn_task, &c);
+    free(owned);
+    return RLX_OK;
+}
+
+/* -------------------------------------------------------- activations */
+
+void rlx_cpu_act(rlx_cpu_act_kind a, const float *x, float *y, int64_t n)
+{
+    if (n > 0)
+        rlx_cpu_table_get()->vec.act(a, x, y, n);
+}
+
+void rlx_cpu_act_gated(rlx_cpu_act_kind a, const float *g, const float *u, float *y, int64_t n)
+{
+    if (n > 0)
+        rlx_cpu_table_get()->vec.act_gated(a, g, u, y, n);
+}
+
+typedef struct {
+    rlx_cpu_act_kind a;
+    const float *x;
+    float *y;
+    int64_t n;
+} act_ctx;
+
+#define ACT_CHUNK 16384
+
+static void act_task(void *vc, int64_t task, int thread)
+{
+    const act_ctx *c = vc;
+    int64_t i0 = task * ACT_CHUNK, len = c->n - i0 < ACT_CHUNK ? c->n - i0 : ACT_CHUNK;
+    rlx_cpu_table_get()->vec.act(c->a, c->x + i0, c->y + i0, len);
+}
+
+void rlx_cpu_act_pool(rlx_threadpool *pool, rlx_cpu_act_kind a, const float *x, float *y, int64_t n)
+{
+    if (n <= 0)
+        return;
+    act_ctx c = {.a = a, .x = x, .y = y, .n = n};
+    rlx_parallel_for(pool, (n + ACT_CHUNK - 1) / ACT_CHUNK, act_task, &c);
+}
+
+/* -------------------------------------------------------- convolution */
+
+rlx_cpu_conv2d_params rlx_cpu_conv2d_default_params(void)
+{
+    return (rlx_cpu_conv2d_params){
+        .stride_h = 1, .stride_w = 1, .dil_h = 1, .dil_w = 1, .groups = 1};
+}
+
+int64_t rlx_cpu_conv2d_out_h(const rlx_cpu_conv2d_params *p)
+{
+    if (p->stride_h <= 0 || p->dil_h <= 0)
+        return 0;
+    return (p->h_in + 2 * p->pad_h - p->dil_h * (p->kh - 1) - 1) / p->stride_h + 1;
+}
+
+int64_t rlx_cpu_conv2d_out_w(const rlx_cpu_conv2d_params *p)
+{
+    if (p->stride_w <= 0 || p->dil_w <= 0)
+        return 0;
+    return (p->w_in + 2 * p->pad_w - p->dil_w * (p->kw - 1) - 1) / p->stride_w + 1;
+}
+
+int64_t rlx_cpu_conv_transpose2d_out_h(const rlx_cpu_conv2d_params *p)
+{
+    return (p->h_in - 1) * p->stride_h - 2 * p->pad_h + p->dil_h * (p->kh - 1) + p->out_pad_h + 1;
+}
+
+int64_t rlx_cpu_conv_transpose2d_out_w(const rlx_cpu_conv2d_params *p)
+{
+    return (p->w_in - 1) * p->stride_w - 2 * p->pad_w + p->dil_w * (p->kw - 1) + p->out_pad_w + 1;
+}
+
+static bool conv_params_ok(const rlx_cpu_conv2d_params *p)
+{
+    return p->n > 0 && p->c_in > 0 && p->h_in > 0 && p->w_in > 0 && p->c_out > 0 && p->kh > 0 &&
+           p->kw > 0 && p->stride_h > 0 && p->stride_w > 0 && p->dil_h > 0 && p->dil_w > 0 &&
+           p->pad_h >= 0 && p->pad_w >= 0 && p->groups > 0 && p->c_in % p->groups == 0 &&
+           p->c_out % p->groups == 0 && p->out_pad_h >= 0 && p->out_pad_w >= 0;
+}
+
+typedef struct {
+    const rlx_cpu_conv2d_params *p;
+    const float *x; /* one group of one image: cg x H x W */
+    float *col;     /* (cg*kh*kw) x (ho*wo) */
+    float *y;       /* transposed: output channels of this group */
+    int64_t ho, wo, cg;
+    const float *bias;
+} im2col_ctx;
+
+static void im2col_task(void *vc, int64_t row, int thread)
+{
+    const im2col_ctx *c = vc;
+    const rlx_cpu_conv2d_params *p = c->p;
+    int64_t ch = row / (p->kh * p->kw), ki = (row / p->kw) % p->kh, kj = row % p->kw;
+    const float *xc = c->x + ch * p->h_in * p->w_in;
+    float *dst = c->col + row * c->ho * c->wo;
+    for (int64_t oh = 0; oh < c->ho; oh++) {
+        int64_t ih = oh * p->stride_h - p->pad_h + ki * p->dil_h;
+        float *d = dst + oh * c->wo;
+        if (ih < 0 || ih >= p->h_in) {
+            memset(d, 0, (size_t)c->wo * sizeof(float));
+            continue;
+        }
+        for (int64_t ow = 0; ow < c->wo; ow++) {
+            int64_t iw = ow * p->stride_w - p->pad_w + kj * p->dil_w;
+            d[ow] = (iw >= 0 && iw < p->w_in) ? xc[ih * p->w_in + iw] : 0.0f;
+        }
+    }
+}
+
+rlx_status rlx_cpu_conv2d(rlx_threadpool *pool, const rlx_cpu_conv2d_params *p, const float *x,
+                          const float *w, const float *bias, float *y)
+{
+    if (!p || !x || !w || !y || !conv_params_ok(p))
+        return RLX_ERR_INVALID_ARG;
+    int64_t ho = rlx_cpu_conv2d_out_h(p), wo = rlx_cpu_conv2d_out_w(p);
+    if (ho <= 0 || wo <= 0)
+        return RLX_ERR_INVALID_ARG;
+    int64_t cg = p->c_in / p->groups, og = p->c_out / p->groups;
+    int64_t kdim = cg * p->kh * p->kw;
+    bool pointwise = p->kh == 1 && p->kw == 1 && p->stride_h == 1 && p->stride_w == 1 &&
+                     p->pad_h == 0 && p->pad_w == 0;
+    float *col = NULL;
+    if (!pointwise) {
+        col = malloc((size_t)kdim * (size_t)(ho * wo) * sizeof(float));
+        if (!col)
+            return RLX_ERR_NO_MEMORY;
+    }
+    for (int64_t n = 0; n < p->n; n++) {
+        for (int64_t g = 0; g < p->groups; g++) {
+            const float *xg = x + (n * p->c_in + g * cg) * p->h_in * p->w_in;
+            const float *B = xg;
+            if (!pointwise) {
+                im2col_ctx c = {.p = p, .x = xg, .col = col, .ho = ho, .wo = wo, .cg = cg};
+                rlx_parallel_for(pool, kdim, im2col_task, &c);
+                B = col;
+            }
+            float *yg = y + (n * p->c_out + g * og) * ho * wo;
+            rlx_cpu_sgemm(pool, RLX_CPU_GEMM_AUTO, false, false, og, ho * wo, kdim, 1.0f,
+                          w + g * og * kdim, kdim, B, ho * wo, 0.0f, yg, ho * wo);
+        }
+    }
+    free(col);
+    if (bias)
+        for (int64_t n = 0; n < p->n; n++)
+            for (int64_t co = 0; co < p->c_out; co++) {
+                float *yc = y + (n * p->c_out + co) * ho * wo;
+                for (int64_t i = 0; i < ho * wo; i++)
+                    yc[i] += bias[co];
+            }
+    return RLX_OK;
+}
+
+typedef struct {
+    const rlx_cpu_conv2d_params *p;
+    const float *col; /* (og*kh*kw) x (h_in*w_in) */
+    float *y;         /* og x ho x wo */
+    int64_t ho, wo;
+    const float *bias; /* already offset to the group, or NULL */
+} col2im_ctx;
+
+static void col2im_task(void *vc, int64_t co, int thread)
+{
+    const col2im_ctx *c = vc;
+    const rlx_cpu_conv2d_params *p = c->p;
+    float *yc = c->y + co * c->ho * c->wo;
+    float b = c->bias ? c->bias[co] : 0.0f;
+    for (int64_t i = 0; i < c->ho * c->wo; i++)
+        yc[i] = b;
+    for (int64_t ki = 0; ki < p->kh; ki++)
+        for (int64_t kj = 0; kj < p->kw; kj++) {
+            const float *src = c->col + ((co * p->kh + ki) * p->kw + kj) * p->h_in * p->w_in;
+            for (int64_t ih = 0; ih < p->h_in; ih++) {
+                int64_t oh = ih * p->stride_h - p->pad_h + ki * p->dil_h;
+                if (oh < 0 || oh >= c->ho)
+                    continue;
+                for (int64_t iw = 0; iw < p->w_in; iw++) {
+                    int64_t ow = iw * p->stride_w - p->pad_w + kj * p->dil_w;
+                    if (ow >= 0 && ow < c->wo)
+                        yc[oh * c->wo + ow] += src[ih * p->w_in + iw];
+                }
+            }
+        }
+}
+
+rlx_status rlx_cpu_conv_transpose2d(rlx_threadpool *pool, const rlx_cpu_conv2d_params *p,
+                                    const float *x, const float *w, const float *bias, float *y)
+{
+    if (!p || !x || !w || !y || !conv_params_ok(p))
+        return RLX_ERR_INVALID_ARG;
+    int64_t ho = rlx_cpu_conv_transpose2d_out_h(p), wo = rlx_cpu_conv_transpose2d_out_w(p);
+    if (ho <= 0 || wo <= 0)
+        return RLX_ERR_INVALID_ARG;
+    int64_t cg = p->c_in / p->groups, og = p->c_out / p->groups;
+    int64_t rows = og * p->kh * p->kw, hw = p->h_in * p->w_in;
+    float *col = malloc((size_t)rows * (size_t)hw * sizeof(float));
+    if (!col)
+        return RLX_ERR_NO_MEMORY;
+    for (int64_t n = 0; n < p->n; n++) {
+        for (int64_t g = 0; g < p->groups; g++) {
+            const float *xg = x + (n * p->c_in + g * cg) * hw;
+            const float *wg = w + g * cg * rows; /* cg x rows */
+            rlx_cpu_sgemm(pool, RLX_CPU_GEMM_AUTO, true, false, rows, hw, cg, 1.0f, wg, rows, xg,
+                          hw, 0.0f, col, hw);
+            col2im_ctx c = {.p = p,
+                            .col = col,
+                            .y = y + (n * p->c_out + g * og) * ho * wo,
+                            .ho = ho,
+                            .wo = wo,
+                            .bias = bias ? bias + g * og : NULL};
+            rlx_parallel_for(pool, og, col2im_task, &c);
+        }
+    }
+    free(col);
+    return RLX_OK;
+}

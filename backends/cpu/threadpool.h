@@ -1,0 +1,48 @@
+/* A persistent worker pool for the CPU kernels.
+ *
+ * Usage:
+ *     rlx_threadpool *pool = NULL;
+ *     if (rlx_threadpool_create(0, &pool) != RLX_OK) ...   // 0: physical cores
+ *     rlx_parallel_for(pool, n_rows, row_fn, &ctx);         // blocks until done
+ *     rlx_threadpool_free(pool);
+ *
+ * rlx_parallel_for() runs fn(ctx, task, thread) for every task in [0, n_tasks),
+ * handing tasks out dynamically (an atomic counter) to the pool's workers and
+ * to the calling thread, which always takes part. `thread` is in
+ * [0, rlx_threadpool_size(pool)) and is stable for one call, so a kernel can
+ * index per-thread scratch with it. A dispatch allocates nothing; idle workers
+ * spin briefly on the job counter and then sleep on a futex.
+ *
+ * Thread safety: one rlx_parallel_for() at a time per pool (the engine gives
+ * each session its own pool, or serializes). A nested call from inside a task
+ * runs its tasks serially on the calling thread. A NULL pool means "run
+ * serially on the caller": every kernel accepts NULL.
+ */
+#ifndef RLX_BACKENDS_CPU_THREADPOOL_H
+#define RLX_BACKENDS_CPU_THREADPOOL_H
+
+#include <stdint.h>
+
+#include "backends/base/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct rlx_threadpool rlx_threadpool;
+
+/* fn(ctx, task, thread) */
+typedef void (*rlx_task_fn)(void *ctx, int64_t task, int thread);
+
+/* n_threads <= 0 picks the physical core count. The pool owns n_threads - 1
+ * OS threads; the caller of rlx_parallel_for() is the remaining one. */
+rlx_status rlx_threadpool_create(int n_threads, rlx_threadpool **out_pool);
+void rlx_threadpool_free(rlx_threadpool *pool);
+/* 1 for a NULL pool. */
+int rlx_threadpool_size(const rlx_threadpool *pool);
+void rlx_parallel_for(rlx_threadpool *pool, int64_t n_tasks, rlx_task_fn fn, void *ctx);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,608 @@
+/* f32 kernels written once in portable C and compiled three times (no extra
+ * flags, AVX2+FMA+F16C, AVX-512) so the compiler vectorizes each for its ISA;
+ * meson defines RLX_VEC_SUFFIX (scalar / avx2 / avx512) and each build
+ * exports one table, rlx_vec_ops_<suffix>. Where auto-vectorization is not
+ * enough (half conversion, the GEMM micro-kernel) the ISA's intrinsics are
+ * used under #ifdef on the compiler's own feature macros.
+ *
+ * Reductions use `omp simd reduction` (-fopenmp-simd, no OpenMP runtime) so
+ * the compiler may reorder float sums; results therefore differ between
+ * builds in the last bits, never within one build. */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#if defined(__AVX2__) || defined(__AVX512F__) || defined(__F16C__)
+#include <immintrin.h>
+#endif
+
+#include "backends/cpu/kernels-internal.h"
+
+#ifndef RLX_VEC_SUFFIX
+#error "build with -DRLX_VEC_SUFFIX=scalar|avx2|avx512"
+#endif
+#define RLX_CAT2(a, b) a##b
+#define RLX_CAT(a, b)  RLX_CAT2(a, b)
+#define VEC_TABLE      RLX_CAT(rlx_vec_ops_, RLX_VEC_SUFFIX)
+
+/* ------------------------------------------------------------ math helpers */
+
+/* e^x: Cody-Waite reduction to r in [-ln2/2, ln2/2] and a degree-6 Taylor
+ * polynomial (relative error < 2e-7), 2^n built in the exponent bits. The
+ * rounding uses the 1.5*2^23 trick so it compiles to plain adds everywhere.
+ * Inputs below -87 give 0 (masked logits arrive as -inf). */
+static inline float vexp(float x)
+{
+    float xc = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
+    const float magic = 12582912.0f;
+    float n = (xc * 1.44269504088896341f + magic) - magic;
+    float r = xc - n * 0.693359375f;
+    r = r - n * -2.12194440e-4f;
+    float p = 1.0f / 720.0f;
+    p = p * r + 1.0f / 120.0f;
+    p = p * r + 1.0f / 24.0f;
+    p = p * r + 1.0f / 6.0f;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    int32_t bits = ((int32_t)n + 127) << 23;
+    float s;
+    memcpy(&s, &bits, sizeof s);
+    float v = p * s;
+    return x < -87.0f ? 0.0f : v;
+}
+
+static inline float vtanh(float x)
+{
+    float ax = fabsf(x);
+    float t = vexp(-2.0f * ax);
+    float big = (1.0f - t) / (1.0f + t);
+    float x2 = x * x;
+    /* near 0, 1 - t cancels: use the series instead */
+    float small = ax * (1.0f - x2 * (1.0f / 3.0f - x2 * (2.0f / 15.0f)));
+    float r = ax < 0.0625f ? small : big;
+    return x < 0.0f ? -r : r;
+}
+
+/* erf by Abramowitz & Stegun 7.1.26, |error| < 1.5e-7 */
+static inline float verf(float x)
+{
+    float ax = fabsf(x);
+    float t = 1.0f / (1.0f + 0.3275911f * ax);
+    float p = 1.061405429f;
+    p = p * t - 1.453152027f;
+    p = p * t + 1.421413741f;
+    p = p * t - 0.284496736f;
+    p = p * t + 0.254829592f;
+    float r = 1.0f - p * t * vexp(-ax * ax);
+    return x < 0.0f ? -r : r;
+}
+
+static inline float vsigmoid(float x)
+{
+    return 1.0f / (1.0f + vexp(-x));
+}
+
+static inline float act1(rlx_cpu_act_kind a, float x)
+{
+    switch (a) {
+    case RLX_CPU_ACT_SILU:
+        return x * vsigmoid(x);
+    case RLX_CPU_ACT_GELU:
+        return 0.5f * x * (1.0f + verf(x * 0.70710678118654752f));
+    case RLX_CPU_ACT_GELU_TANH:
+        return 0.5f * x * (1.0f + vtanh(0.79788456080286536f * (x + 0.044715f * x * x * x)));
+    case RLX_CPU_ACT_GELU_QUICK:
+        return x * vsigmoid(1.702f * x);
+    case RLX_CPU_ACT_RELU:
+        return x > 0.0f ? x : 0.0f;
+    case RLX_CPU_ACT_SIGMOID:
+        return vsigmoid(x);
+    case RLX_CPU_ACT_TANH:
+        return vtanh(x);
+    case RLX_CPU_ACT_EXP:
+        return vexp(x);
+    }
+    return x;
+}
+
+/* One loop per activation so each is vectorized on its own. */
+#define ACT_LOOP(kind)              \
+    for (int64_t i = 0; i < n; i++) \
+        y[i] = act1(kind, x[i]);
+
+static void act(rlx_cpu_act_kind a, const float *x, float *y, int64_t n)
+{
+    switch (a) {
+    case RLX_CPU_ACT_SILU:
+        ACT_LOOP(RLX_CPU_ACT_SILU);
+        break;
+    case RLX_CPU_ACT_GELU:
+        ACT_LOOP(RLX_CPU_ACT_GELU);
+        break;
+    case RLX_CPU_ACT_GELU_TANH:
+        ACT_LOOP(RLX_CPU_ACT_GELU_TANH);
+        break;
+    case RLX_CPU_ACT_GELU_QUICK:
+        ACT_LOOP(RLX_CPU_ACT_GELU_QUICK);
+        break;
+    case RLX_CPU_ACT_RELU:
+        ACT_LOOP(RLX_CPU_ACT_RELU);
+        break;
+    case RLX_CPU_ACT_SIGMOID:
+        ACT_LOOP(RLX_CPU_ACT_SIGMOID);
+        break;
+    case RLX_CPU_ACT_TANH:
+        ACT_LOOP(RLX_CPU_ACT_TANH);
+        break;
+    case RLX_CPU_ACT_EXP:
+        ACT_LOOP(RLX_CPU_ACT_EXP);
+        break;
+    }
+}
+
+static void act_gated(rlx_cpu_act_kind a, const float *g, const float *u, float *y, int64_t n)
+{
+    act(a, g, y, n);
+    for (int64_t i = 0; i < n; i++)
+        y[i] *= u[i];
+}
+
+/* --------------------------------------------------------------- dots */
+
+static float dot_f32(const float *a, const float *b, int64_t n)
+{
+    float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+    for (int64_t i = 0; i < n; i++)
+        s += a[i] * b[i];
+    return s;
+}
+
+/* ------------------------------------------------------ half conversion */
+
+static void f16_to_f32(const uint16_t *src, float *dst, int64_t n)
+{
+    int64_t i = 0;
+#if defined(__AVX512F__)
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(src + i))));
+#elif defined(__F16C__)
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + i))));
+#endif
+    for (; i < n; i++)
+        dst[i] = rlx_f16_to_f32(src[i]);
+}
+
+static void f32_to_f16(const float *src, uint16_t *dst, int64_t n)
+{
+    int64_t i = 0;
+#if defined(__AVX512F__)
+    for (; i + 16 <= n; i += 16)
+        _mm256_storeu_si256((__m256i *)(dst + i),
+                            _mm512_cvtps_ph(_mm512_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
+#elif defined(__F16C__)
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(dst + i),
+                         _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
+#endif
+    for (; i < n; i++)
+        dst[i] = rlx_f32_to_f16(src[i]);
+}
+
+static void bf16_to_f32(const uint16_t *src, float *dst, int64_t n)
+{
+    uint32_t *d = (uint32_t *)(void *)dst;
+    for (int64_t i = 0; i < n; i++)
+        d[i] = (uint32_t)src[i] << 16;
+}
+
+static void f32_to_bf16(const float *src, uint16_t *dst, int64_t n)
+{
+    const uint32_t *s = (const uint32_t *)(const void *)src;
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t x = s[i];
+        uint32_t r = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
+        /* NaN stays NaN (quiet bit set) */
+        dst[i] = (uint16_t)(((x & 0x7fffffffu) > 0x7f800000u) ? ((x >> 16) | 0x40u) : r);
+    }
+}
+
+/* ------------------------------------------------- weight rows vs f32 */
+
+static void dot_f32w(int64_t n, float *s, const void *w, const void *a)
+{
+    *s = dot_f32(w, a, n);
+}
+
+static void dot_f16w(int64_t n, float *s, const void *w, const void *a)
+{
+    const uint16_t *h = w;
+    const float *x = a;
+    int64_t i = 0;
+#if defined(__AVX512F__)
+    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+    for (; i + 32 <= n; i += 32) {
+        __m512 w0 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(h + i)));
+        __m512 w1 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(h + i + 16)));
+        acc0 = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x + i), acc0);
+        acc1 = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x + i + 16), acc1);
+    }
+    float sum = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+#elif defined(__F16C__) && defined(__FMA__)
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    for (; i + 16 <= n; i += 16) {
+        __m256 w0 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + i)));
+        __m256 w1 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + i + 8)));
+        acc0 = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + i), acc0);
+        acc1 = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x + i + 8), acc1);
+    }
+    __m256 t = _mm256_add_ps(acc0, acc1);
+    __m128 q = _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
+    q = _mm_add_ps(q, _mm_movehl_ps(q, q));
+    q = _mm_add_ss(q, _mm_movehdup_ps(q));
+    float sum = _mm_cvtss_f32(q);
+#else
+    float sum = 0.0f;
+#endif
+    for (; i < n; i++)
+        sum += rlx_f16_to_f32(h[i]) * x[i];
+    *s = sum;
+}
+
+static void dot_bf16w(int64_t n, float *s, const void *w, const void *a)
+{
+    const uint16_t *h = w;
+    const float *x = a;
+    float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t bits = (uint32_t)h[i] << 16;
+        float f;
+        memcpy(&f, &bits, sizeof f);
+        sum += f * x[i];
+    }
+    *s = sum;
+}
+
+/* ------------------------------------------- activation quantization */
+
+static inline int round_away(float v)
+{
+    return (int)(v + (v >= 0.0f ? 0.5f : -0.5f));
+}
+
+static void quantize_q8_0(const float *x, void *dst, int64_t n)
+{
+    blk_q8_0 *b = dst;
+    for (int64_t i = 0; i < n / 32; i++, x += 32) {
+        float amax = 0.0f;
+#pragma omp simd reduction(max : amax)
+        for (int j = 0; j < 32; j++)
+            amax = fabsf(x[j]) > amax ? fabsf(x[j]) : amax;
+        float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+        b[i].d = rlx_f32_to_f16(d);
+        for (int j = 0; j < 32; j++)
+            b[i].qs[j] = (int8_t)round_away(x[j] * id);
+    }
+}
+
+static void quantize_q8_k(const float *x, void *dst, int64_t n)
+{
+    blk_q8_k *b = dst;
+    for (int64_t i = 0; i < n / 256; i++, x += 256) {
+        float amax = 0.0f;
+#pragma omp simd reduction(max : amax)
+        for (int j = 0; j < 256; j++)
+            amax = fabsf(x[j]) > amax ? fabsf(x[j]) : amax;
+        /* symmetric in [-127, 127] so every SIMD sign trick stays exact */
+        float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+        b[i].d = d;
+        for (int j = 0; j < 256; j++)
+            b[i].qs[j] = (int8_t)round_away(x[j] * id);
+        for (int g = 0; g < 16; g++) {
+            int s = 0;
+            for (int j = 0; j < 16; j++)
+                s += b[i].qs[16 * g + j];
+            b[i].bsums[g] = (int16_t)s;
+        }
+    }
+}
+
+/* ------------------------------------------------------ norms, softmax */
+
+static void rms_norm_row(const float *x, float *y, int64_t n, const float *w, float eps)
+{
+    float ss = 0.0f;
+#pragma omp simd reduction(+ : ss)
+    for (int64_t i = 0; i < n; i++)
+        ss += x[i] * x[i];
+    float r = 1.0f / sqrtf(ss / (float)n + eps);
+    if (w) {
+        for (int64_t i = 0; i < n; i++)
+            y[i] = x[i] * r * w[i];
+    } else {
+        for (int64_t i = 0; i < n; i++)
+            y[i] = x[i] * r;
+    }
+}
+
+static void layer_norm_row(const float *x, float *y, int64_t n, const float *w, const float *b,
+                           float eps)
+{
+    float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+    for (int64_t i = 0; i < n; i++)
+        s += x[i];
+    float mean = s / (float)n, v = 0.0f;
+    /* two-pass variance: no cancellation for rows with a large mean */
+#pragma omp simd reduction(+ : v)
+    for (int64_t i = 0; i < n; i++)
+        v += (x[i] - mean) * (x[i] - mean);
+    float r = 1.0f / sqrtf(v / (float)n + eps);
+    for (int64_t i = 0; i < n; i++) {
+        float t = (x[i] - mean) * r;
+        if (w)
+            t *= w[i];
+        if (b)
+            t += b[i];
+        y[i] = t;
+    }
+}
+
+static void softmax_row(const float *x, float *y, int64_t n, float scale, const float *mask,
+                        float softcap)
+{
+    if (softcap > 0.0f) {
+        float ic = 1.0f / softcap;
+        for (int64_t i = 0; i < n; i++)
+            y[i] = softcap * vtanh(x[i] * scale * ic);
+    } else {
+        for (int64_t i = 0; i < n; i++)
+            y[i] = x[i] * scale;
+    }
+    if (mask)
+        for (int64_t i = 0; i < n; i++)
+            y[i] += mask[i];
+    float mx = -INFINITY;
+#pragma omp simd reduction(max : mx)
+    for (int64_t i = 0; i < n; i++)
+        mx = y[i] > mx ? y[i] : mx;
+    if (mx == -INFINITY) {
+        memset(y, 0, (size_t)n * sizeof *y);
+        return;
+    }
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n; i++)
+        y[i] = vexp(y[i] - mx);
+#pragma omp simd reduction(+ : sum)
+    for (int64_t i = 0; i < n; i++)
+        sum += y[i];
+    float is = 1.0f / sum;
+    for (int64_t i = 0; i < n; i++)
+        y[i] *= is;
+}
+
+/* ----------------------------------------------------------- attention */
+
+static void load_kv_rows_t(const rlx_cpu_attn_params *p, const void *base, int64_t ld_tok,
+                           int64_t ld_head, int64_t kvh, int64_t t0, int64_t kn, float *dstT)
+{
+    /* K tile transposed: dstT[d * BK + j], zero-padded to BK columns */
+    const int64_t D = p->head_dim;
+    for (int64_t j = 0; j < kn; j++) {
+        int64_t off = (t0 + j) * ld_tok + kvh * ld_head;
+        if (p->kv_type == RLX_DTYPE_F16) {
+            const uint16_t *r = (const uint16_t *)base + off;
+            for (int64_t d = 0; d < D; d++)
+                dstT[d * RLX_ATTN_BK + j] = rlx_f16_to_f32(r[d]);
+        } else {
+            const float *r = (const float *)base + off;
+            for (int64_t d = 0; d < D; d++)
+                dstT[d * RLX_ATTN_BK + j] = r[d];
+        }
+    }
+    for (int64_t j = kn; j < RLX_ATTN_BK; j++)
+        for (int64_t d = 0; d < D; d++)
+            dstT[d * RLX_ATTN_BK + j] = 0.0f;
+}
+
+static void attn_tile(const rlx_cpu_attn_params *p, int64_t h, int64_t q0, int64_t nq,
+                      float *scratch)
+{
+    const int64_t D = p->head_dim;
+    const int64_t group = p->n_heads / p->n_kv_heads;
+    const int64_t kvh = h / group;
+    float *Qs = scratch;
+    float *acc = Qs + RLX_ATTN_BQ * D;
+    float *KtT = acc + RLX_ATTN_BQ * D;
+    float *Vt = KtT + RLX_ATTN_BK * D;
+    float *S = Vt + RLX_ATTN_BK * D;
+    float *mrow = S + RLX_ATTN_BQ * RLX_ATTN_BK;
+    float *lrow = mrow + RLX_ATTN_BQ;
+
+    for (int64_t i = 0; i < nq; i++) {
+        const float *q = p->q + (q0 + i) * p->q_ld_tok + h * p->q_ld_head;
+        for (int64_t d = 0; d < D; d++)
+            Qs[i * D + d] = q[d] * p->scale;
+        memset(acc + i * D, 0, (size_t)D * sizeof(float));
+        mrow[i] = -INFINITY;
+        lrow[i] = 0.0f;
+    }
+
+    const bool causal = p->mask == RLX_CPU_ATTN_CAUSAL || p->mask == RLX_CPU_ATTN_SLIDING;
+    const bool sliding = p->mask == RLX_CPU_ATTN_SLIDING;
+    const bool bias = p->mask == RLX_CPU_ATTN_BIAS && p->bias;
+    int64_t lo = 0, hi = p->n_kv;
+    if (causal) {
+        int64_t last = p->q_pos0 + q0 + nq - 1;
+        hi = last + 1 < hi ? last + 1 : hi;
+        if (sliding) {
+            int64_t first = p->q_pos0 + q0 - p->window + 1;
+            lo = first > 0 ? first : 0;
+        }
+    }
+    const float cap = p->softcap, icap = cap > 0.0f ? 1.0f / cap : 0.0f;
+
+    for (int64_t kt = lo; kt < hi; kt += RLX_ATTN_BK) {
+        int64_t kn = hi - kt < RLX_ATTN_BK ? hi - kt : RLX_ATTN_BK;
+        load_kv_rows_t(p, p->k, p->k_ld_tok, p->k_ld_head, kvh, kt, kn, KtT);
+        bool v_loaded = false;
+        for (int64_t i = 0; i < nq; i++) {
+            float *s = S + i * RLX_ATTN_BK;
+            const float *qi = Qs + i * D;
+            for (int j = 0; j < RLX_ATTN_BK; j++)
+                s[j] = 0.0f;
+            for (int64_t d = 0; d < D; d++) {
+                const float qd = qi[d];
+                const float *kr = KtT + d * RLX_ATTN_BK;
+                for (int j = 0; j < RLX_ATTN_BK; j++)
+                    s[j] += qd * kr[j];
+            }
+            if (cap > 0.0f)
+                for (int j = 0; j < RLX_ATTN_BK; j++)
+                    s[j] = cap * vtanh(s[j] * icap);
+            if (bias) {
+                const float *br = p->bias + h * p->bias_ld_head + (q0 + i) * p->bias_ld_q + kt;
+                for (int64_t j = 0; j < kn; j++)
+                    s[j] += br[j];
+            }
+            /* visible keys j in [jmin, jmax] (tile-relative) */
+            int64_t pos = p->q_pos0 + q0 + i;
+            int64_t jmax = causal ? pos - kt : kn - 1;
+            if (jmax > kn - 1)
+                jmax = kn - 1;
+            int64_t jmin = sliding ? pos - p->window + 1 - kt : 0;
+            float tmax = -INFINITY;
+            for (int j = 0; j < RLX_ATTN_BK; j++) {
+                float v = (j <= jmax && j >= jmin) ? s[j] : -INFINITY;
+                s[j] = v;
+                tmax = v > tmax ? v : tmax;
+            }
+            if (tmax == -INFINITY)
+                continue;
+            float mnew = mrow[i] > tmax ? mrow[i] : tmax;
+            float corr = vexp(mrow[i] - mnew);
+            mrow[i] = mnew;
+            float lsum = 0.0f;
+            for (int j = 0; j < RLX_ATTN_BK; j++)
+                s[j] = vexp(s[j] - mnew);
+#pragma omp simd reduction(+ : lsum)
+            for (int j = 0; j < RLX_ATTN_BK; j++)
+                lsum += s[j];
+            lrow[i] = lrow[i] * corr + lsum;
+            float *ai = acc + i * D;
+            if (corr != 1.0f)
+                for (int64_t d = 0; d < D; d++)
+                    ai[d] *= corr;
+            if (!v_loaded) {
+                for (int64_t j = 0; j < kn; j++) {
+                    int64_t off = (kt + j) * p->v_ld_tok + kvh * p->v_ld_head;
+                    if (p->kv_type == RLX_DTYPE_F16)
+                        f16_to_f32((const uint16_t *)p->v + off, Vt + j * D, D);
+                    else
+                        memcpy(Vt + j * D, (const float *)p->v + off, (size_t)D * sizeof(float));
+                }
+                v_loaded = true;
+            }
+            for (int64_t j = 0; j < kn; j++) {
+                const float pj = s[j];
+                if (pj == 0.0f)
+                    continue;
+                const float *vr = Vt + j * D;
+                for (int64_t d = 0; d < D; d++)
+                    ai[d] += pj * vr[d];
+            }
+        }
+    }
+
+    for (int64_t i = 0; i < nq; i++) {
+        float *o = p->out + (q0 + i) * p->o_ld_tok + h * p->o_ld_head;
+        float il = lrow[i] > 0.0f ? 1.0f / lrow[i] : 0.0f;
+        for (int64_t d = 0; d < D; d++)
+            o[d] = acc[i * D + d] * il;
+    }
+}
+
+/* ---------------------------------------------------- GEMM micro-kernel */
+
+#if defined(__AVX512F__)
+static void gemm_ukernel(int64_t kc, const float *Ap, const float *Bp, float *C, int64_t ldc,
+                         int mr, int nr, float alpha, float beta)
+{
+    __m512 c0[RLX_GEMM_MR], c1[RLX_GEMM_MR];
+#pragma GCC unroll 12
+    for (int r = 0; r < RLX_GEMM_MR; r++)
+        c0[r] = c1[r] = _mm512_setzero_ps();
+    for (int64_t k = 0; k < kc; k++) {
+        __m512 b0 = _mm512_loadu_ps(Bp), b1 = _mm512_loadu_ps(Bp + 16);
+#pragma GCC unroll 12
+        for (int r = 0; r < RLX_GEMM_MR; r++) {
+            __m512 a = _mm512_set1_ps(Ap[r]);
+            c0[r] = _mm512_fmadd_ps(a, b0, c0[r]);
+            c1[r] = _mm512_fmadd_ps(a, b1, c1[r]);
+        }
+        Ap += RLX_GEMM_MR;
+        Bp += RLX_GEMM_NR;
+    }
+    const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+    const __mmask16 m0 = nr >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << nr) - 1u);
+    const __mmask16 m1 =
+        nr >= 32 ? (__mmask16)0xFFFF : (nr > 16 ? (__mmask16)((1u << (nr - 16)) - 1u) : 0);
+#pragma GCC unroll 12
+    for (int r = 0; r < RLX_GEMM_MR; r++) {
+        if (r >= mr)
+            break;
+        float *cr = C + r * ldc;
+        __m512 r0 = _mm512_mul_ps(c0[r], va), r1 = _mm512_mul_ps(c1[r], va);
+        if (beta != 0.0f) {
+            r0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m0, cr), vb, r0);
+            r1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m1, cr + 16), vb, r1);
+        }
+        _mm512_mask_storeu_ps(cr, m0, r0);
+        _mm512_mask_storeu_ps(cr + 16, m1, r1);
+    }
+}
+#else
+static void gemm_ukernel(int64_t kc, const float *Ap, const float *Bp, float *C, int64_t ldc,
+                         int mr, int nr, float alpha, float beta)
+{
+    float c[RLX_GEMM_MR][RLX_GEMM_NR];
+    memset(c, 0, sizeof c);
+    for (int64_t k = 0; k < kc; k++) {
+        for (int r = 0; r < RLX_GEMM_MR; r++) {
+            const float a = Ap[r];
+            for (int j = 0; j < RLX_GEMM_NR; j++)
+                c[r][j] += a * Bp[j];
+        }
+        Ap += RLX_GEMM_MR;
+        Bp += RLX_GEMM_NR;
+    }
+    for (int r = 0; r < mr; r++) {
+        float *cr = C + r * ldc;
+        for (int j = 0; j < nr; j++)
+            cr[j] = alpha * c[r][j] + (beta != 0.0f ? beta * cr[j] : 0.0f);
+    }
+}
+#endif
+
+const rlx_vec_ops VEC_TABLE = {
+    .dot_f32 = dot_f32,
+    .f16_to_f32 = f16_to_f32,
+    .f32_to_f16 = f32_to_f16,
+    .bf16_to_f32 = bf16_to_f32,
+    .f32_to_bf16 = f32_to_bf16,
+    .quantize_q8_0 = quantize_q8_0,
+    .quantize_q8_k = quantize_q8_k,
+    .rms_norm_row = rms_norm_row,
+    .layer_norm_row = layer_norm_row,
+    .softmax_row = softmax_row,
+    .act = act,
+    .act_gated = act_gated,
+    .attn_tile = attn_tile,
+    .gemm_ukernel = gemm_ukernel,
+    .dot_f32w = dot_f32w,
+    .dot_f16w = dot_f16w,
+    .dot_bf16w = dot_bf16w,
+};
