@@ -4,6 +4,7 @@
 #define RLX_APP_RLX_CLI_H
 
 int rlx_cmd_info(int argc, char **argv);
+int rlx_cmd_tokenize(int argc, char **argv);
 
 /* Print a one-line error "rlx: <message>" to stderr and return 1. */
 int rlx_cli_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -23,6 +23,7 @@ static const struct {
     const char *help;
 } commands[] = {
     {"info", rlx_cmd_info, "FILE_OR_DIR [--tensors] [--json]   describe a model file"},
+    {"tokenize", rlx_cmd_tokenize, "-m FILE [--ids|--pieces] [--special] TEXT   show tokens"},
 };
 
 static void usage(FILE *f)

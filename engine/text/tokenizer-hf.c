@@ -348,9 +348,19 @@ static rlx_status load_merges(rlx_tokenizer *t, json_object *model, const char *
 static json_object *read_json(const char *path, rlx_error **err)
 {
     json_object *root = json_object_from_file(path);
-    if (!root)
-        rlx_error_set(err, RLX_ERR_FORMAT, "%s: cannot read JSON (%s)", path,
-                      json_util_get_last_err() ? json_util_get_last_err() : "unknown error");
+    if (!root) {
+        /* json-c's message ends with a newline; errors are one line */
+        char why[256];
+        const char *e = json_util_get_last_err();
+        snprintf(why, sizeof why, "%s", e ? e : "unknown error");
+        for (char *p = why; *p; p++)
+            if (*p == '\n' || *p == '\r')
+                *p = ' ';
+        size_t n = strlen(why);
+        while (n > 0 && why[n - 1] == ' ')
+            why[--n] = 0;
+        rlx_error_set(err, RLX_ERR_FORMAT, "%s: not a tokenizer.json (%s)", path, why);
+    }
     return root;
 }
 
