@@ -1053,6 +1053,24 @@ static void matmul_case(int64_t batch, int64_t M, int64_t K, int64_t N, rlx_dtyp
                 /* f32 accumulation: error grows like sqrt(K) eps times the sum of
                  * |a_k b_k| (pairwise/blocked sums stay well inside this bound) */
                 tol[i] = 4 * sqrt((double)K) * FLT_EPSILON * (fabs(al) * mag + 1) + 1e-6;
+                if (is_quant(bdt)) {
+                    /* with block weights a backend may round the activations to
+                     * 8-bit blocks first, as ggml does (Q8_0 per 32, Q8_K per 256):
+                     * each a_k moves by at most amax(block)/254, plus the f16
+                     * rounding of the block scale (amax/2048); bound by amax/200 */
+                    int64_t qb = rlx_dtype_get(bdt)->block_size;
+                    double qerr = 0;
+                    for (int64_t k0 = 0; k0 < K; k0 += qb) {
+                        double amax = 0, bsum = 0;
+                        for (int64_t k = k0; k < k0 + qb && k < K; k++) {
+                            double av = a->v[bt * M * K + (ta ? k * M + m : m * K + k)];
+                            amax = fmax(amax, fabs(av));
+                            bsum += fabs(b->v[tb ? n * K + k : k * N + n]);
+                        }
+                        qerr += amax / 200 * bsum;
+                    }
+                    tol[i] += fabs(al) * qerr;
+                }
             }
     tt *in[3] = {a, b, bi};
     rlx_op_params p;

@@ -8,6 +8,7 @@
 #include "backends/cpu/cpu-backend.h"
 #include "backends/cpu/cpu-internal.h"
 #include "backends/cpu/cpu-program.h"
+#include "backends/cpu/kernels.h"
 
 #define CPU_ALIGN 64
 
@@ -134,12 +135,20 @@ static rlx_status cpu_device_open(int index, const rlx_device_opts *opts, rlx_de
     d->base.iface = &rlx_cpu_backend;
     d->index = index;
     d->n_threads = nt;
+    rlx_cpu_kernels_init();
+    if (nt > 1 && rlx_threadpool_create(nt, &d->pool) != RLX_OK) {
+        free(d);
+        return rlx_error_set(err, RLX_ERR_NO_MEMORY, "could not start %d CPU threads", nt);
+    }
     *out = &d->base;
     return RLX_OK;
 }
 
 static void cpu_device_close(rlx_device *dev)
 {
+    if (!dev)
+        return;
+    rlx_threadpool_free(((cpu_device *)dev)->pool);
     free(dev);
 }
 

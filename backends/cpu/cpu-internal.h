@@ -14,11 +14,13 @@
 #include <stdint.h>
 
 #include "backends/backend.h"
+#include "backends/cpu/threadpool.h"
 
 typedef struct cpu_device {
     rlx_device base;
     int index;
     int n_threads;
+    rlx_threadpool *pool; /* the kernels' workers */
 } cpu_device;
 
 typedef struct cpu_buffer {
@@ -43,7 +45,11 @@ typedef struct cpu_op_ctx {
     const cpu_tensor *out;
     float *scratch;
     size_t scratch_floats;
-    int64_t slice_start; /* SLICE start / SCATTER offset at this run's symbols */
+    int64_t slice_start;  /* SLICE start / SCATTER offset at this run's symbols */
+    rlx_threadpool *pool; /* NULL: serial */
+    int n_threads;
+    void *kscratch; /* kernels.h scratch, 64-byte aligned */
+    size_t kscratch_bytes;
 } cpu_op_ctx;
 
 typedef rlx_status (*cpu_op_fn)(const cpu_op_ctx *c);
@@ -55,6 +61,11 @@ cpu_op_fn cpu_op_select(const rlx_lir *lir, const rlx_lir_instr *ins, char *why,
 /* Scratch floats an instruction needs at the given dims bound (the largest
  * dim of any of its values). */
 size_t cpu_op_scratch(const rlx_lir *lir, const rlx_lir_instr *ins, int64_t max_dim);
+
+/* Scratch bytes the kernels.h fast path of an instruction needs when the
+ * symbols are at `bounds` (0 when it needs none). */
+size_t cpu_op_kscratch(const rlx_lir *lir, const rlx_lir_instr *ins, const rlx_sym_values *bounds,
+                       int n_threads);
 
 /* scalar loads/stores of any plain dtype */
 float cpu_load_f32(const uint8_t *base, rlx_dtype dt, int64_t i);

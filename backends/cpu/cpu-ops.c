@@ -14,10 +14,21 @@
 
 #include "backends/base/dtype.h"
 #include "backends/cpu/cpu-internal.h"
+#include "backends/cpu/kernels.h"
 
 #define CH    128 /* elementwise chunk */
 #define MM_TN 16  /* matmul: b rows dequantized per tile */
 #define NREGS 32  /* fused elementwise registers */
+
+/* kernels.h fast paths (defined below the reference ops) */
+static bool fast_matmul(const cpu_op_ctx *c);
+static bool fast_softmax(const cpu_op_ctx *c);
+static bool fast_norm(const cpu_op_ctx *c, int kind, const cpu_tensor *w, const cpu_tensor *bias);
+static bool fast_group_norm(const cpu_op_ctx *c, const cpu_tensor *w, const cpu_tensor *bias);
+static bool fast_rope(const cpu_op_ctx *c);
+static bool fast_attention(const cpu_op_ctx *c);
+static bool fast_conv(const cpu_op_ctx *c, bool transpose);
+static bool fast_act(const cpu_op_ctx *c, rlx_op op);
 
 /* ---- small helpers ----------------------------------------------------- */
 
@@ -369,6 +380,8 @@ static rlx_status ew_run(const cpu_op_ctx *c, int op)
 
 static rlx_status op_elementwise(const cpu_op_ctx *c, rlx_op op)
 {
+    if (fast_act(c, op))
+        return RLX_OK;
     return ew_run(c, (int)op);
 }
 
@@ -445,6 +458,8 @@ static float dot_f32(const float *a, const float *b, int64_t n)
  * they are contiguous f32. */
 static rlx_status op_matmul(const cpu_op_ctx *c)
 {
+    if (fast_matmul(c))
+        return RLX_OK;
     const cpu_tensor *a = c->in[0], *b = c->in[1], *o = c->out;
     const cpu_tensor *bias = c->n_in > 2 && c->p->matmul.has_bias ? c->in[2] : NULL;
     bool ta = c->p->matmul.trans_a, tb = c->p->matmul.trans_b;
@@ -629,6 +644,8 @@ static rlx_status op_topk(const cpu_op_ctx *c)
  * axis of `shape_of` (the output). */
 static rlx_status op_softmax(const cpu_op_ctx *c)
 {
+    if (fast_softmax(c))
+        return RLX_OK;
     const cpu_tensor *x = c->in[0], *o = c->out;
     const cpu_tensor *mask = c->n_in > 1 ? c->in[1] : NULL;
     int r = o->rank;
@@ -697,6 +714,8 @@ static rlx_status norm_run(const cpu_op_ctx *c, int kind)
                 bias = c->in[i];
         }
     }
+    if (fast_norm(c, kind, w, bias))
+        return RLX_OK;
     int r = o->rank;
     int64_t L = o->ne[r - 1];
     if (numel(o) == 0)
@@ -775,6 +794,8 @@ static rlx_status op_group_norm(const cpu_op_ctx *c)
         if (hb && c->n_in > i)
             bias = c->in[i];
     }
+    if (fast_group_norm(c, w, bias))
+        return RLX_OK;
     int r = x->rank;
     int64_t N = x->ne[0], C = x->ne[1], G = c->p->norm.groups > 0 ? c->p->norm.groups : 1;
     int64_t cg = C / G;
@@ -823,6 +844,8 @@ static rlx_status op_group_norm(const cpu_op_ctx *c)
 
 static rlx_status op_rope(const cpu_op_ctx *c)
 {
+    if (fast_rope(c))
+        return RLX_OK;
     const cpu_tensor *x = c->in[0], *pos = c->in[1], *o = c->out;
     const cpu_tensor *ff = c->n_in > 2 ? c->in[2] : NULL;
     int r = x->rank;
@@ -871,6 +894,8 @@ static rlx_status op_rope(const cpu_op_ctx *c)
 
 static rlx_status op_attention(const cpu_op_ctx *c)
 {
+    if (fast_attention(c))
+        return RLX_OK;
     const cpu_tensor *q = c->in[0], *k = c->in[1], *v = c->in[2], *o = c->out;
     const cpu_tensor *bias = c->n_in > 3 ? c->in[3] : NULL;
     /* view everything as [B, H, S, D] (a rank-3 tensor has B = 1) */
@@ -987,6 +1012,8 @@ static int32_t or1(int32_t v)
 
 static rlx_status conv_run(const cpu_op_ctx *c, bool transpose)
 {
+    if (fast_conv(c, transpose))
+        return RLX_OK;
     const cpu_tensor *x = c->in[0], *w = c->in[1], *o = c->out;
     const cpu_tensor *bias = c->n_in > 2 ? c->in[2] : NULL;
     bool is1d = x->rank == 3;
@@ -1142,6 +1169,519 @@ static rlx_status op_pool(const cpu_op_ctx *c)
             }
     } while (nd_next(idx, o->ne, r - 2));
     return RLX_OK;
+}
+
+/* ---- kernels.h fast paths -----------------------------------------------
+ * Each returns true when it handled the instruction; otherwise the
+ * reference loop below runs. They take f32 data with unit stride along the
+ * last dim (what the compiler produces for hot ops); anything else falls
+ * back. */
+
+/* Dims 0..r-2 collapse into rows with one stride and the last dim is
+ * contiguous. */
+static bool as_rows(const cpu_tensor *t, int64_t *n_rows, int64_t *ld)
+{
+    int r = t->rank;
+    if (t->ne[r - 1] > 1 && t->st[r - 1] != 1)
+        return false;
+    int64_t rows = 1, step = -1, expect = -1;
+    for (int d = r - 2; d >= 0; d--) {
+        if (t->ne[d] == 1)
+            continue;
+        if (step < 0) {
+            step = t->st[d];
+            expect = step * t->ne[d];
+        } else {
+            if (t->st[d] != expect)
+                return false;
+            expect *= t->ne[d];
+        }
+        rows *= t->ne[d];
+    }
+    *n_rows = rows;
+    *ld = step < 0 ? t->ne[r - 1] : step;
+    return true;
+}
+
+static bool same_dims(const cpu_tensor *a, const cpu_tensor *b)
+{
+    if (a->rank != b->rank)
+        return false;
+    for (int d = 0; d < a->rank; d++)
+        if (a->ne[d] != b->ne[d])
+            return false;
+    return true;
+}
+
+/* A per-channel f32 vector of n elements (any leading 1s), contiguous. */
+static const float *f32_vec(const cpu_tensor *t, int64_t n)
+{
+    if (!t)
+        return NULL;
+    if (t->dt != RLX_DTYPE_F32 || numel(t) != n || (n > 1 && t->st[t->rank - 1] != 1))
+        return NULL;
+    return (const float *)t->p;
+}
+
+static bool is_contig(const cpu_tensor *t)
+{
+    int64_t s = 1;
+    for (int d = t->rank - 1; d >= 0; d--) {
+        if (t->ne[d] != 1 && t->st[d] != s)
+            return false;
+        s *= t->ne[d];
+    }
+    return true;
+}
+
+static void *kscratch_for(const cpu_op_ctx *c, size_t need, size_t *bytes)
+{
+    /* too small (cannot happen for planned shapes): let the kernel allocate */
+    if (!c->kscratch || need > c->kscratch_bytes) {
+        *bytes = 0;
+        return NULL;
+    }
+    *bytes = c->kscratch_bytes;
+    return c->kscratch;
+}
+
+static bool fast_matmul(const cpu_op_ctx *c)
+{
+    const cpu_tensor *a = c->in[0], *b = c->in[1], *o = c->out;
+    const rlx_op_params *p = c->p;
+    bool ta = p->matmul.trans_a, tb = p->matmul.trans_b;
+    int ro = o->rank, ra = a->rank, rb = b->rank;
+    if (a->dt != RLX_DTYPE_F32 || o->dt != RLX_DTYPE_F32 || o->st[ro - 1] != 1)
+        return false;
+    int64_t M = o->ne[ro - 2], N = o->ne[ro - 1], K = ta ? a->ne[ra - 2] : a->ne[ra - 1];
+    if (M * N == 0 || K == 0)
+        return false;
+    int64_t a_sm = ta ? a->st[ra - 1] : a->st[ra - 2], a_sk = ta ? a->st[ra - 2] : a->st[ra - 1];
+    int64_t b_sn = tb ? b->st[rb - 2] : b->st[rb - 1], b_sk = tb ? b->st[rb - 1] : b->st[rb - 2];
+    float alpha = p->matmul.alpha == 0.0f ? 1.0f : p->matmul.alpha;
+    bool packed = !ta && tb && (b_sk == 1 || K == 1) && (a_sk == 1 || K == 1) &&
+                  rlx_cpu_matmul_supports(b->dt);
+    bool gemm = b->dt == RLX_DTYPE_F32;
+    int64_t lda = 0, ldb = 0;
+    if (!packed && gemm) {
+        /* sgemm wants unit stride along each operand's rows */
+        if (!ta && (a_sk == 1 || K == 1))
+            lda = a_sm;
+        else if (ta && (a_sm == 1 || M == 1))
+            lda = a_sk;
+        else
+            return false;
+        if (tb && (b_sk == 1 || K == 1))
+            ldb = b_sn;
+        else if (!tb && (b_sn == 1 || N == 1))
+            ldb = b_sk;
+        else
+            return false;
+        if (lda < (ta ? M : K) || ldb < (tb ? K : N))
+            return false;
+    } else if (!packed) {
+        return false;
+    }
+    if (o->st[ro - 2] < N && M > 1)
+        return false;
+    const cpu_tensor *bias = c->n_in > 2 && p->matmul.has_bias ? c->in[2] : NULL;
+    int nb = ro - 2;
+    int64_t abst[RLX_MAX_DIMS] = {0}, bbst[RLX_MAX_DIMS] = {0};
+    for (int d = 0; d < nb; d++) {
+        int da = d - (nb - (ra - 2)), db = d - (nb - (rb - 2));
+        abst[d] = (da >= 0 && a->ne[da] != 1) ? a->st[da] : 0;
+        bbst[d] = (db >= 0 && b->ne[db] != 1) ? b->st[db] : 0;
+    }
+    const rlx_dtype_info *bi = rlx_dtype_get(b->dt);
+    size_t ksb = 0;
+    void *ks = packed
+                   ? kscratch_for(c, rlx_cpu_matmul_scratch_bytes(b->dt, M, K, c->n_threads), &ksb)
+                   : NULL;
+    int64_t ldo = M > 1 ? o->st[ro - 2] : N;
+    int64_t idx[RLX_MAX_DIMS] = {0};
+    do {
+        int64_t ao = nd_off(idx, abst, nb), bo = nd_off(idx, bbst, nb), oo = nd_off(idx, o->st, nb);
+        const float *ap = (const float *)a->p + ao;
+        float *op = (float *)o->p + oo;
+        if (packed) {
+            size_t row_bytes = (size_t)(b_sn / (int64_t)bi->block_size * (int64_t)bi->type_size);
+            if (N == 1)
+                row_bytes = (size_t)(K / (int64_t)bi->block_size * (int64_t)bi->type_size);
+            if (rlx_cpu_matmul(c->pool, b->dt, elem_ptr(b, bo), row_bytes, N, K, ap,
+                               M > 1 ? a_sm : K, M, op, ldo, ks, ksb) != RLX_OK)
+                return false; /* nothing written yet for this batch: reference redoes it */
+            if (alpha != 1.0f)
+                for (int64_t m = 0; m < M; m++)
+                    for (int64_t n = 0; n < N; n++)
+                        op[m * ldo + n] *= alpha;
+        } else {
+            rlx_cpu_sgemm(c->pool, RLX_CPU_GEMM_AUTO, ta, tb, M, N, K, alpha, ap, lda,
+                          (const float *)b->p + bo, ldb, 0.0f, op, ldo);
+        }
+    } while (nd_next(idx, o->ne, nb));
+    /* epilogue: bias and activation over the whole output */
+    if (bias || p->matmul.act != RLX_ACT_NONE) {
+        int64_t bst = bias ? (bias->ne[bias->rank - 1] == 1 ? 0 : bias->st[bias->rank - 1]) : 0;
+        int64_t oidx[RLX_MAX_DIMS] = {0};
+        do {
+            float *row = (float *)o->p + nd_off(oidx, o->st, ro - 1);
+            for (int64_t n = 0; n < N; n++) {
+                float v = row[n];
+                if (bias)
+                    v += ldf(bias, n * bst);
+                row[n] = act_apply(p->matmul.act, v);
+            }
+        } while (nd_next(oidx, o->ne, ro - 1));
+    }
+    return true;
+}
+
+static bool fast_softmax(const cpu_op_ctx *c)
+{
+    const cpu_tensor *x = c->in[0], *o = c->out;
+    const cpu_tensor *mask = c->n_in > 1 ? c->in[1] : NULL;
+    int r = o->rank;
+    int64_t L = o->ne[r - 1];
+    if (x->dt != RLX_DTYPE_F32 || o->dt != RLX_DTYPE_F32 || !same_dims(x, o) || L == 0)
+        return false;
+    if ((L > 1 && (x->st[r - 1] != 1 || o->st[r - 1] != 1)) || numel(o) == 0)
+        return false;
+    int64_t mst[RLX_MAX_DIMS] = {0};
+    if (mask) {
+        if (mask->dt != RLX_DTYPE_F32)
+            return false;
+        bcast_strides(mask, o, mst);
+        if (L > 1 && mst[r - 1] != 1)
+            return false;
+    }
+    float scale = c->p->softmax.scale == 0.0f ? 1.0f : c->p->softmax.scale;
+    if (c->p->softmax.softcap < 0.0f)
+        return false;
+    /* blocks over dims 0..r-3, rows along r-2 */
+    int64_t rows = r >= 2 ? o->ne[r - 2] : 1;
+    int64_t ldx = r >= 2 ? x->st[r - 2] : L, ldo = r >= 2 ? o->st[r - 2] : L;
+    int64_t ldm = r >= 2 ? mst[r - 2] : 0;
+    int nb = r >= 2 ? r - 2 : 0;
+    int64_t one = 1;
+    int64_t idx[RLX_MAX_DIMS] = {0};
+    do {
+        const float *xp = (const float *)x->p + nd_off(idx, x->st, nb);
+        float *op = (float *)o->p + nd_off(idx, o->st, nb);
+        const float *mp = mask ? (const float *)mask->p + nd_off(idx, mst, nb) : NULL;
+        rlx_cpu_softmax(c->pool, xp, ldx, op, ldo, rows, L, scale, mp, ldm, c->p->softmax.softcap);
+    } while (nd_next(idx, nb ? o->ne : &one, nb));
+    return true;
+}
+
+static bool fast_norm(const cpu_op_ctx *c, int kind, const cpu_tensor *w, const cpu_tensor *bias)
+{
+    const cpu_tensor *x = c->in[0], *o = c->out;
+    int r = o->rank;
+    int64_t L = o->ne[r - 1], nx, ldx, no, ldo;
+    if (x->dt != RLX_DTYPE_F32 || o->dt != RLX_DTYPE_F32 || !same_dims(x, o) || L == 0)
+        return false;
+    if (!as_rows(x, &nx, &ldx) || !as_rows(o, &no, &ldo) || nx != no)
+        return false;
+    const float *wp = f32_vec(w, L), *bp = f32_vec(bias, L);
+    if ((w && !wp) || (bias && !bp))
+        return false;
+    float eps = c->p->norm.eps;
+    if (kind == 2 /* add + rms */) {
+        const cpu_tensor *x2 = c->in[1];
+        int64_t n2, ld2;
+        if (x2->dt != RLX_DTYPE_F32 || !same_dims(x2, o) || !as_rows(x2, &n2, &ld2))
+            return false;
+        for (int64_t i = 0; i < no; i++) {
+            const float *a = (const float *)x->p + i * ldx, *b = (const float *)x2->p + i * ld2;
+            float *y = (float *)o->p + i * ldo;
+            for (int64_t j = 0; j < L; j++)
+                y[j] = a[j] + b[j];
+        }
+        rlx_cpu_rms_norm(c->pool, (const float *)o->p, ldo, (float *)o->p, ldo, no, L, wp, eps);
+    } else if (kind == 1) {
+        rlx_cpu_rms_norm(c->pool, (const float *)x->p, ldx, (float *)o->p, ldo, no, L, wp, eps);
+    } else {
+        rlx_cpu_layer_norm(c->pool, (const float *)x->p, ldx, (float *)o->p, ldo, no, L, wp, bp,
+                           eps);
+    }
+    return true;
+}
+
+static bool fast_group_norm(const cpu_op_ctx *c, const cpu_tensor *w, const cpu_tensor *bias)
+{
+    const cpu_tensor *x = c->in[0], *o = c->out;
+    if (x->dt != RLX_DTYPE_F32 || o->dt != RLX_DTYPE_F32 || !same_dims(x, o) || !is_contig(x) ||
+        !is_contig(o) || x->rank < 2)
+        return false;
+    int64_t C = x->ne[1], G = c->p->norm.groups > 0 ? c->p->norm.groups : 1;
+    if (C % G)
+        return false;
+    const float *wp = f32_vec(w, C), *bp = f32_vec(bias, C);
+    if ((w && !wp) || (bias && !bp))
+        return false;
+    int64_t hw = 1;
+    for (int d = 2; d < x->rank; d++)
+        hw *= x->ne[d];
+    if (numel(x) == 0)
+        return true;
+    rlx_cpu_group_norm(c->pool, (const float *)x->p, (float *)o->p, x->ne[0], C, hw, G, wp, bp,
+                       c->p->norm.eps);
+    return true;
+}
+
+static bool fast_rope(const cpu_op_ctx *c)
+{
+    const cpu_tensor *x = c->in[0], *pos = c->in[1], *o = c->out;
+    const cpu_tensor *ff = c->n_in > 2 ? c->in[2] : NULL;
+    int r = x->rank;
+    if ((r != 3 && r != 4) || x->dt != RLX_DTYPE_F32 || o->dt != RLX_DTYPE_F32 ||
+        !same_dims(x, o) || pos->dt != RLX_DTYPE_I32 || pos->rank != 1)
+        return false;
+    int64_t D = x->ne[r - 1];
+    if (D > 1 && (x->st[r - 1] != 1 || o->st[r - 1] != 1))
+        return false;
+    int sa = c->p->rope.seq_axis < 0 ? c->p->rope.seq_axis + r : c->p->rope.seq_axis;
+    int first = r == 4 ? 1 : 0; /* after the batch axis */
+    if (sa != first && sa != first + 1)
+        return false;
+    int ha = sa == first ? first + 1 : first;
+    int64_t T = x->ne[sa], H = x->ne[ha];
+    if (pos->ne[0] != T || (T > 1 && pos->st[0] != 1))
+        return false;
+    int64_t n_rot = c->p->rope.n_rot > 0 ? c->p->rope.n_rot : D;
+    if (n_rot > D || n_rot % 2)
+        return false;
+    const float *ffp = ff ? f32_vec(ff, n_rot / 2) : NULL;
+    if (ff && !ffp)
+        return false;
+    rlx_cpu_rope_params rp = rlx_cpu_rope_default_params();
+    rp.mode = c->p->rope.mode == RLX_ROPE_NEOX ? RLX_CPU_ROPE_NEOX : RLX_CPU_ROPE_NORMAL;
+    rp.n_rot = (int)n_rot;
+    rp.freq_base = c->p->rope.freq_base > 0 ? c->p->rope.freq_base : 10000.0f;
+    rp.freq_scale = c->p->rope.freq_scale != 0.0f ? c->p->rope.freq_scale : 1.0f;
+    rp.freq_factors = ffp;
+    rp.attn_factor = 1.0f;
+    if (numel(o) == 0)
+        return true;
+    int64_t B = r == 4 ? x->ne[0] : 1;
+    for (int64_t b = 0; b < B; b++) {
+        const float *xp = (const float *)x->p + (r == 4 ? b * x->st[0] : 0);
+        float *op = (float *)o->p + (r == 4 ? b * o->st[0] : 0);
+        rlx_cpu_rope(c->pool, &rp, xp, x->st[sa], x->st[ha], op, o->st[sa], o->st[ha], T, H, D,
+                     (const int32_t *)pos->p);
+    }
+    return true;
+}
+
+static bool attn_params(const cpu_op_ctx *c, rlx_cpu_attn_params *ap, int64_t *B)
+{
+    const cpu_tensor *q = c->in[0], *k = c->in[1], *v = c->in[2], *o = c->out;
+    const cpu_tensor *bias = c->n_in > 3 ? c->in[3] : NULL;
+    int rq = q->rank;
+    if (rq != k->rank || rq != v->rank || rq != o->rank)
+        return false;
+    if (q->dt != RLX_DTYPE_F32 || o->dt != RLX_DTYPE_F32 || k->dt != v->dt ||
+        (k->dt != RLX_DTYPE_F32 && k->dt != RLX_DTYPE_F16))
+        return false;
+    int64_t D = q->ne[rq - 1], Dv = v->ne[rq - 1];
+    if (D != Dv || k->ne[rq - 1] != D || o->ne[rq - 1] != D)
+        return false;
+    if (D > 1 &&
+        (q->st[rq - 1] != 1 || k->st[rq - 1] != 1 || v->st[rq - 1] != 1 || o->st[rq - 1] != 1))
+        return false;
+    *B = rq == 4 ? q->ne[0] : 1;
+    if (rq == 4 && (k->ne[0] != *B || v->ne[0] != *B))
+        return false;
+    memset(ap, 0, sizeof *ap);
+    ap->n_q = q->ne[rq - 2];
+    ap->n_kv = k->ne[rq - 2];
+    ap->n_heads = (int)q->ne[rq - 3];
+    ap->n_kv_heads = (int)k->ne[rq - 3];
+    ap->head_dim = (int)D;
+    if (ap->n_kv_heads <= 0 || ap->n_heads % ap->n_kv_heads || v->ne[rq - 3] != ap->n_kv_heads)
+        return false;
+    ap->q_ld_tok = q->st[rq - 2];
+    ap->q_ld_head = q->st[rq - 3];
+    ap->kv_type = k->dt;
+    ap->k_ld_tok = k->st[rq - 2];
+    ap->k_ld_head = k->st[rq - 3];
+    ap->v_ld_tok = v->st[rq - 2];
+    ap->v_ld_head = v->st[rq - 3];
+    ap->o_ld_tok = o->st[rq - 2];
+    ap->o_ld_head = o->st[rq - 3];
+    ap->scale = c->p->attn.scale != 0.0f ? c->p->attn.scale : 1.0f / sqrtf((float)D);
+    ap->softcap = c->p->attn.softcap;
+    if (ap->softcap < 0.0f)
+        return false;
+    ap->q_pos0 = ap->n_kv - ap->n_q;
+    ap->window = c->p->attn.window;
+    switch (c->p->attn.mask) {
+    case RLX_MASK_CAUSAL:
+        ap->mask = RLX_CPU_ATTN_CAUSAL;
+        break;
+    case RLX_MASK_WINDOW:
+        ap->mask = RLX_CPU_ATTN_SLIDING;
+        break;
+    default:
+        ap->mask = RLX_CPU_ATTN_NONE;
+    }
+    if (bias) {
+        /* an additive bias replaces the built-in masks in the kernel */
+        if (ap->mask != RLX_CPU_ATTN_NONE || bias->dt != RLX_DTYPE_F32)
+            return false;
+        ap->mask = RLX_CPU_ATTN_BIAS;
+    }
+    return true;
+}
+
+static bool fast_attention(const cpu_op_ctx *c)
+{
+    const cpu_tensor *q = c->in[0], *k = c->in[1], *v = c->in[2], *o = c->out;
+    const cpu_tensor *bias = c->n_in > 3 ? c->in[3] : NULL;
+    rlx_cpu_attn_params ap;
+    int64_t B;
+    if (!attn_params(c, &ap, &B))
+        return false;
+    int64_t bst[4] = {0, 0, 0, 0};
+    if (bias) {
+        cpu_tensor full = *o;
+        full.rank = 4;
+        int64_t dims[4] = {B, ap.n_heads, ap.n_q, ap.n_kv};
+        memcpy(full.ne, dims, sizeof dims);
+        bcast_strides(bias, &full, bst);
+        if (ap.n_kv > 1 && bst[3] != 1)
+            return false;
+        ap.bias_ld_q = bst[2];
+        ap.bias_ld_head = bst[1];
+    }
+    if (B * ap.n_heads * ap.n_q == 0)
+        return true;
+    size_t ksb = 0;
+    void *ks = kscratch_for(c, rlx_cpu_attention_scratch_bytes(&ap, c->n_threads), &ksb);
+    int rq = q->rank;
+    size_t kes = k->dt == RLX_DTYPE_F16 ? 2 : 4;
+    for (int64_t b = 0; b < B; b++) {
+        rlx_cpu_attn_params p = ap;
+        p.q = (const float *)q->p + (rq == 4 ? b * q->st[0] : 0);
+        p.k = k->p + (rq == 4 && k->ne[0] > 1 ? b * k->st[0] : 0) * (int64_t)kes;
+        p.v = v->p + (rq == 4 && v->ne[0] > 1 ? b * v->st[0] : 0) * (int64_t)kes;
+        p.out = (float *)o->p + (rq == 4 ? b * o->st[0] : 0);
+        if (bias)
+            p.bias = (const float *)bias->p + b * bst[0];
+        if (rlx_cpu_attention(c->pool, &p, ks, ksb) != RLX_OK)
+            return false; /* the reference loop redoes every batch */
+    }
+    return true;
+}
+
+static bool fast_conv(const cpu_op_ctx *c, bool transpose)
+{
+    const cpu_tensor *x = c->in[0], *w = c->in[1], *o = c->out;
+    const cpu_tensor *bias = c->n_in > 2 && c->p->conv.has_bias ? c->in[2] : NULL;
+    if (x->dt != RLX_DTYPE_F32 || w->dt != RLX_DTYPE_F32 || o->dt != RLX_DTYPE_F32 ||
+        !is_contig(x) || !is_contig(w) || !is_contig(o))
+        return false;
+    bool is1d = x->rank == 3;
+    int64_t xn[4], xs[4], wn[4], ws[4], on[4], os[4];
+    as4d(x, xn, xs);
+    as4d(w, wn, ws);
+    as4d(o, on, os);
+    const float *bp = bias ? f32_vec(bias, on[1]) : NULL;
+    if (bias && !bp)
+        return false;
+    rlx_cpu_conv2d_params cp = rlx_cpu_conv2d_default_params();
+    const rlx_op_params *p = c->p;
+    cp.n = xn[0];
+    cp.c_in = xn[1];
+    cp.h_in = xn[2];
+    cp.w_in = xn[3];
+    cp.c_out = on[1];
+    cp.kh = wn[2];
+    cp.kw = wn[3];
+    cp.stride_h = is1d ? 1 : or1(p->conv.stride[0]);
+    cp.stride_w = or1(p->conv.stride[is1d ? 0 : 1]);
+    cp.pad_h = is1d ? 0 : p->conv.pad[0];
+    cp.pad_w = p->conv.pad[is1d ? 0 : 1];
+    cp.dil_h = is1d ? 1 : or1(p->conv.dilation[0]);
+    cp.dil_w = or1(p->conv.dilation[is1d ? 0 : 1]);
+    cp.groups = or1(p->conv.groups);
+    cp.out_pad_h = is1d ? 0 : p->conv.out_pad[0];
+    cp.out_pad_w = p->conv.out_pad[is1d ? 0 : 1];
+    int64_t oh = transpose ? rlx_cpu_conv_transpose2d_out_h(&cp) : rlx_cpu_conv2d_out_h(&cp);
+    int64_t ow = transpose ? rlx_cpu_conv_transpose2d_out_w(&cp) : rlx_cpu_conv2d_out_w(&cp);
+    if (oh != on[2] || ow != on[3] || on[0] != xn[0])
+        return false;
+    if (numel(o) == 0)
+        return true;
+    rlx_status st = transpose ? rlx_cpu_conv_transpose2d(c->pool, &cp, (const float *)x->p,
+                                                         (const float *)w->p, bp, (float *)o->p)
+                              : rlx_cpu_conv2d(c->pool, &cp, (const float *)x->p,
+                                               (const float *)w->p, bp, (float *)o->p);
+    return st == RLX_OK;
+}
+
+static bool fast_act(const cpu_op_ctx *c, rlx_op op)
+{
+    const cpu_tensor *x = c->in[0], *o = c->out;
+    if (x->dt != RLX_DTYPE_F32 || o->dt != RLX_DTYPE_F32 || !same_dims(x, o) || !is_contig(x) ||
+        !is_contig(o))
+        return false;
+    rlx_cpu_act_kind a;
+    switch (op) {
+    case RLX_OP_SILU:
+        a = RLX_CPU_ACT_SILU;
+        break;
+    case RLX_OP_GELU:
+        a = c->p->gelu.approx == RLX_GELU_TANH ? RLX_CPU_ACT_GELU_TANH : RLX_CPU_ACT_GELU;
+        break;
+    case RLX_OP_RELU:
+        a = RLX_CPU_ACT_RELU;
+        break;
+    case RLX_OP_SIGMOID:
+        a = RLX_CPU_ACT_SIGMOID;
+        break;
+    case RLX_OP_TANH:
+        a = RLX_CPU_ACT_TANH;
+        break;
+    case RLX_OP_EXP:
+        a = RLX_CPU_ACT_EXP;
+        break;
+    default:
+        return false;
+    }
+    rlx_cpu_act_pool(c->pool, a, (const float *)x->p, (float *)o->p, numel(o));
+    return true;
+}
+
+size_t cpu_op_kscratch(const rlx_lir *lir, const rlx_lir_instr *ins, const rlx_sym_values *bounds,
+                       int n_threads)
+{
+    if (ins->op == RLX_OP_MATMUL && ins->n_in >= 2) {
+        const rlx_lir_value *a = &lir->values[ins->in[0]], *b = &lir->values[ins->in[1]];
+        int ra = a->shape.rank;
+        if (ra < 2 || !rlx_cpu_matmul_supports(b->dtype))
+            return 0;
+        int64_t M = rlx_dim_eval(a->shape.d[ins->p.matmul.trans_a ? ra - 1 : ra - 2], bounds);
+        int64_t K = rlx_dim_eval(a->shape.d[ins->p.matmul.trans_a ? ra - 2 : ra - 1], bounds);
+        return rlx_cpu_matmul_scratch_bytes(b->dtype, M, K, n_threads);
+    }
+    if (ins->op == RLX_OP_ATTENTION && ins->n_in >= 3) {
+        const rlx_lir_value *q = &lir->values[ins->in[0]], *k = &lir->values[ins->in[1]];
+        int r = q->shape.rank;
+        if (r < 3 || k->shape.rank != r)
+            return 0;
+        rlx_cpu_attn_params ap;
+        memset(&ap, 0, sizeof ap);
+        ap.n_q = rlx_dim_eval(q->shape.d[r - 2], bounds);
+        ap.n_kv = rlx_dim_eval(k->shape.d[r - 2], bounds);
+        ap.n_heads = (int)rlx_dim_eval(q->shape.d[r - 3], bounds);
+        ap.n_kv_heads = (int)rlx_dim_eval(k->shape.d[r - 3], bounds);
+        ap.head_dim = (int)rlx_dim_eval(q->shape.d[r - 1], bounds);
+        ap.kv_type = k->dtype;
+        ap.mask = RLX_CPU_ATTN_CAUSAL;
+        return rlx_cpu_attention_scratch_bytes(&ap, n_threads);
+    }
+    return 0;
 }
 
 /* ---- data movement ----------------------------------------------------- */

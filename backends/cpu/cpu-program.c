@@ -32,6 +32,8 @@ typedef struct cpu_program {
     uint64_t const_bytes;
     float *scratch;
     size_t scratch_floats;
+    void *kscratch;
+    size_t kscratch_bytes;
     bool timing;
     double *ms;
 } cpu_program;
@@ -241,6 +243,7 @@ void cpu_program_free(rlx_program *prog)
     free(P->tv);
     free(P->const_data);
     free(P->scratch);
+    free(P->kscratch);
     free(P->ms);
     free(P);
 }
@@ -295,7 +298,10 @@ rlx_status cpu_program_create(rlx_device *dev, const rlx_lir *lir, rlx_program *
     if (lir->const_bytes)
         memcpy(P->const_data, lir->const_data, (size_t)lir->const_bytes);
 
-    size_t scratch = 64;
+    size_t scratch = 64, kscratch = 0;
+    rlx_sym_values bounds = {{0}};
+    for (int s2 = 0; s2 < lir->n_symbols; s2++)
+        bounds.v[s2] = lir->symbols[s2].max;
     for (int32_t i = 0; i < lir->n_instrs; i++) {
         const rlx_lir_instr *ins = &P->instrs[i];
         char why[160], lab[64];
@@ -323,16 +329,25 @@ rlx_status cpu_program_create(rlx_device *dev, const rlx_lir *lir, rlx_program *
         size_t need = cpu_op_scratch(lir, ins, max_dim);
         if (need > scratch)
             scratch = need;
+        need = cpu_op_kscratch(lir, ins, &bounds, P->dev->n_threads);
+        if (need > kscratch)
+            kscratch = need;
     }
     P->scratch_floats = scratch;
     P->scratch = malloc(scratch * sizeof(float));
-    if (!P->scratch) {
+    P->kscratch_bytes = (kscratch + 63) / 64 * 64;
+    P->kscratch = P->kscratch_bytes ? aligned_alloc(64, P->kscratch_bytes) : NULL;
+    if (!P->scratch || (P->kscratch_bytes && !P->kscratch)) {
         cpu_program_free(&P->base);
         return rlx_error_set(err, RLX_ERR_NO_MEMORY, "out of memory creating a program");
     }
     for (int32_t i = 0; i < lir->n_instrs; i++) {
         P->ci[i].ctx.scratch = P->scratch;
         P->ci[i].ctx.scratch_floats = scratch;
+        P->ci[i].ctx.pool = P->dev->pool;
+        P->ci[i].ctx.n_threads = P->dev->n_threads;
+        P->ci[i].ctx.kscratch = P->kscratch;
+        P->ci[i].ctx.kscratch_bytes = P->kscratch_bytes;
     }
     *out = &P->base;
     return RLX_OK;

@@ -6,6 +6,7 @@
 
 #include "backends/base/dtype.h"
 #include "backends/cpu/cpu-internal.h"
+#include "backends/cpu/kernels.h"
 
 static float h2f(const uint8_t *p)
 {
@@ -326,6 +327,10 @@ static void deq_q8_k(const uint8_t *b, float *y)
 
 void cpu_dequant_row(rlx_dtype dt, const void *src, float *dst, int64_t n)
 {
+    /* the kernel library's (vectorized) decoders first; these loops are the
+     * fallback and the reference */
+    if (rlx_cpu_can_dequantize(dt) && rlx_cpu_dequantize_row(dt, src, dst, n) == RLX_OK)
+        return;
     const rlx_dtype_info *ti = rlx_dtype_get(dt);
     const uint8_t *b = src;
     int64_t nb = n / ti->block_size;
