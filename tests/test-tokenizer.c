@@ -473,6 +473,145 @@ static void stories260k(void **state)
     rlx_tokenizer_free(t);
 }
 
+/* Every pre-tokenizer name we claim compiles and splits consistently: a
+ * byte-level vocabulary of the 256 byte characters (no merges) must give
+ * back any text byte for byte, whatever the regexes cut. */
+static void every_pre_tokenizer(void **state)
+{
+    (void)state;
+    static const char *const names[] = {
+        "default",        "llama3",      "llama-bpe", "qwen2",     "gpt-2",       "mpt",
+        "olmo",           "starcoder",   "refact",    "command-r", "smollm",      "codeshell",
+        "exaone",         "falcon",      "tekken",    "gpt-4o",    "llama4",      "deepseek-llm",
+        "deepseek-coder", "deepseek-v3", "dbrx",      "smaug-bpe", "chatglm-bpe", "stablelm2",
+        "poro-chat",      "bloom",       "viking",    "jais",      "megrez",      "minerva-7b",
+    };
+    char *toks[256];
+    for (int b = 0; b < 256; b++) {
+        unsigned cp = b <= 32                  ? 256u + b
+                      : (b >= 127 && b <= 160) ? 289u + (b - 127)
+                      : b == 173               ? 323u
+                                               : (unsigned)b;
+        toks[b] = malloc(4);
+        if (cp < 0x80) {
+            toks[b][0] = (char)cp;
+            toks[b][1] = 0;
+        } else {
+            toks[b][0] = (char)(0xC0 | (cp >> 6));
+            toks[b][1] = (char)(0x80 | (cp & 0x3F));
+            toks[b][2] = 0;
+        }
+    }
+    const char *text =
+        "Hello, y'all! It's 2024: 12345 apples\n\n  cost $3.50 \xE6\x88\x91\xE6\x83\xB3 "
+        "caf\xC3\xA9 \xF0\x9F\xA6\x99 CamelCase\tend  ";
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        rlx_gguf_writer *w = rlx_gguf_writer_create();
+        rlx_gguf_writer_set_str(w, "tokenizer.ggml.model", "gpt2");
+        rlx_gguf_writer_set_str(w, "tokenizer.ggml.pre", names[i]);
+        rlx_gguf_writer_set_str_arr(w, "tokenizer.ggml.tokens", (const char *const *)toks, 256);
+        const char *merges[] = {"H e"};
+        rlx_gguf_writer_set_str_arr(w, "tokenizer.ggml.merges", merges, 0);
+        const char *path = rlx_test_tmp("pre.gguf");
+        assert_int_equal(rlx_gguf_writer_write(w, path, NULL), RLX_OK);
+        rlx_gguf_writer_free(w);
+        rlx_tokenizer *t = NULL;
+        rlx_error *err = NULL;
+        if (rlx_tokenizer_load(path, &t, &err) != RLX_OK)
+            fail_msg("pre '%s': %s", names[i], rlx_error_message(err));
+        assert_string_equal(rlx_tokenizer_pre_name(t), names[i]);
+        rlx_token *ids = NULL;
+        size_t n = encode(t, text, strlen(text), false, &ids);
+        assert_int_equal(n, strlen(text));
+        char *s = NULL;
+        assert_int_equal(
+            rlx_tokenizer_decode(t, ids, n, rlx_tokenizer_decode_default_params(t), &s, NULL, NULL),
+            RLX_OK);
+        assert_string_equal(s, text);
+        free(s);
+        free(ids);
+        rlx_tokenizer_free(t);
+    }
+    for (int b = 0; b < 256; b++)
+        free(toks[b]);
+}
+
+/* A SentencePiece-style tokenizer.json (the Llama 2 / Mistral / Gemma
+ * layout): Prepend + Replace normalizers, byte fallback, merges in both
+ * forms, a BOS template, a Strip decoder, and a non-special added token
+ * with lstrip/rstrip. */
+static void hf_json_spm_style(void **state)
+{
+    (void)state;
+    char json[16384];
+    size_t o = 0;
+    o += (size_t)snprintf(json + o, sizeof json - o,
+                          "{\"added_tokens\":["
+                          "{\"id\":0,\"content\":\"<unk>\",\"special\":true},"
+                          "{\"id\":1,\"content\":\"<s>\",\"special\":true},"
+                          "{\"id\":2,\"content\":\"</s>\",\"special\":true},"
+                          "{\"id\":264,\"content\":\"<tool>\",\"special\":false,"
+                          "\"lstrip\":true,\"rstrip\":true}],"
+                          "\"normalizer\":{\"type\":\"Sequence\",\"normalizers\":["
+                          "{\"type\":\"Prepend\",\"prepend\":\"\\u2581\"},"
+                          "{\"type\":\"Replace\",\"pattern\":{\"String\":\" \"},"
+                          "\"content\":\"\\u2581\"}]},"
+                          "\"pre_tokenizer\":null,"
+                          "\"post_processor\":{\"type\":\"TemplateProcessing\",\"single\":["
+                          "{\"SpecialToken\":{\"id\":\"<s>\",\"type_id\":0}},"
+                          "{\"Sequence\":{\"id\":\"A\",\"type_id\":0}}]},"
+                          "\"decoder\":{\"type\":\"Sequence\",\"decoders\":["
+                          "{\"type\":\"Replace\",\"pattern\":{\"String\":\"\\u2581\"},"
+                          "\"content\":\" \"},{\"type\":\"ByteFallback\"},{\"type\":\"Fuse\"},"
+                          "{\"type\":\"Strip\",\"content\":\" \",\"start\":1,\"stop\":0}]},"
+                          "\"model\":{\"type\":\"BPE\",\"byte_fallback\":true,"
+                          "\"unk_token\":\"<unk>\",\"vocab\":{\"<unk>\":0,\"<s>\":1,\"</s>\":2");
+    for (int b = 0; b < 256; b++)
+        o += (size_t)snprintf(json + o, sizeof json - o, ",\"<0x%02X>\":%d", b, 3 + b);
+    o += (size_t)snprintf(json + o, sizeof json - o,
+                          ",\"\\u2581\":259,\"h\":260,\"i\":261,\"hi\":262,\"\\u2581hi\":263},"
+                          "\"merges\":[[\"h\",\"i\"],\"\\u2581 hi\"]}}");
+    const char *path = rlx_test_tmp("spm-style.json");
+    assert_int_equal(rlx_test_write_file(path, json, o), 0);
+    rlx_tokenizer *t = NULL;
+    rlx_error *err = NULL;
+    if (rlx_tokenizer_from_hf_json(path, &t, &err) != RLX_OK)
+        fail_msg("%s", rlx_error_message(err));
+    assert_int_equal(rlx_tokenizer_get_kind(t), RLX_TOKENIZER_CHAR_BPE);
+    assert_true(rlx_tokenizer_adds_bos(t));
+    assert_int_equal(rlx_tokenizer_bos(t), 1);
+
+    rlx_tokenizer_encode_params p = rlx_tokenizer_encode_default_params();
+    rlx_token *ids = NULL;
+    size_t n = 0;
+    assert_int_equal(rlx_tokenizer_encode(t, "hi hi", 5, p, &ids, &n, NULL), RLX_OK);
+    static const rlx_token want1[] = {1, 263, 263};
+    assert_int_equal(n, 3);
+    assert_memory_equal(ids, want1, sizeof want1);
+    free(ids);
+
+    /* é is no piece: its two bytes */
+    assert_int_equal(rlx_tokenizer_encode(t, "h\xC3\xA9", 3, p, &ids, &n, NULL), RLX_OK);
+    static const rlx_token want2[] = {1, 259, 260, 3 + 0xC3, 3 + 0xA9};
+    assert_int_equal(n, 5);
+    assert_memory_equal(ids, want2, sizeof want2);
+    char *s = NULL;
+    assert_int_equal(
+        rlx_tokenizer_decode(t, ids, n, rlx_tokenizer_decode_default_params(t), &s, NULL, NULL),
+        RLX_OK);
+    assert_string_equal(s, "h\xC3\xA9");
+    free(s);
+    free(ids);
+
+    /* the added token takes the spaces around it, even without parse_special */
+    assert_int_equal(rlx_tokenizer_encode(t, "hi <tool> hi", 12, p, &ids, &n, NULL), RLX_OK);
+    static const rlx_token want3[] = {1, 263, 264, 263};
+    assert_int_equal(n, 4);
+    assert_memory_equal(ids, want3, sizeof want3);
+    free(ids);
+    rlx_tokenizer_free(t);
+}
+
 static void errors(void **state)
 {
     (void)state;
@@ -583,6 +722,8 @@ int main(void)
         cmocka_unit_test(stream_holds_partial_characters),
         cmocka_unit_test(special_tokens_only_when_asked),
         cmocka_unit_test(stories260k),
+        cmocka_unit_test(every_pre_tokenizer),
+        cmocka_unit_test(hf_json_spm_style),
         cmocka_unit_test(errors),
         cmocka_unit_test(speed),
     };

@@ -242,8 +242,16 @@ rlx_status rlx_tokenizer_load(const char *path, rlx_tokenizer **out, rlx_error *
         *out = NULL;
     if (!path || !out)
         return rlx_error_set(err, RLX_ERR_INVALID_ARG, "rlx_tokenizer_load: NULL argument");
+    /* a GGUF file by its magic, whatever its name */
+    char magic[4] = {0};
+    FILE *f = fopen(path, "rb");
+    bool is_gguf = false;
+    if (f) {
+        is_gguf = fread(magic, 1, 4, f) == 4 && memcmp(magic, "GGUF", 4) == 0;
+        fclose(f);
+    }
     size_t n = strlen(path);
-    if (n >= 5 && strcmp(path + n - 5, ".gguf") == 0) {
+    if (is_gguf || (n >= 5 && strcmp(path + n - 5, ".gguf") == 0)) {
         rlx_gguf *g = NULL;
         rlx_status s = rlx_gguf_open(path, &g, err);
         if (s != RLX_OK)
