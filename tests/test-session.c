@@ -11,7 +11,10 @@
 
 #include <cmocka.h>
 
+#include "backends/base/dtype.h"
 #include "engine/compile/compile.h"
+#include "engine/formats/gguf.h"
+#include "engine/formats/safetensors.h"
 #include "engine/ir/graph.h"
 #include "engine/runtime/session.h"
 #include "engine/runtime/worker.h"
@@ -382,6 +385,119 @@ static void test_compile(void **state)
     rlx_graph_free(g);
 }
 
+/* y[1, 3] = x[1, 4] . w^T with w [3, 4] from a file: GGUF ne {4, 3} is the
+ * row-major shape [3, 4]; safetensors stores [3, 4] as is. */
+static void mm_lir(acc_prog *a, rlx_dtype wdt)
+{
+    memset(a, 0, sizeof *a);
+    int64_t xn[2] = {1, 4}, wn[2] = {3, 4}, yn[2] = {1, 3};
+    a->v[0] = val(RLX_DTYPE_F32, 2, xn, RLX_HOME_INPUT, 0, 0);
+    a->v[1] = val(wdt, 2, wn, RLX_HOME_PARAM, 0, 0);
+    a->v[2] = val(RLX_DTYPE_F32, 2, yn, RLX_HOME_OUTPUT, 0, 0);
+    a->ins[0].op = RLX_OP_MATMUL;
+    a->ins[0].p.matmul.trans_b = true;
+    a->ins[0].n_in = 2;
+    a->ins[0].in[0] = 0;
+    a->ins[0].in[1] = 1;
+    a->ins[0].out = 2;
+    a->pb = bind("blk.0.w", wdt, 2, wn, 12 * (wdt == RLX_DTYPE_F32 ? 4 : 2));
+    a->ib = bind("x", RLX_DTYPE_F32, 2, xn, 16);
+    a->ob = bind("y", RLX_DTYPE_F32, 2, yn, 12);
+    a->lir.n_values = 3;
+    a->lir.values = a->v;
+    a->lir.n_instrs = 1;
+    a->lir.instrs = a->ins;
+    a->lir.n_params = a->lir.n_inputs = a->lir.n_outputs = 1;
+    a->lir.params = &a->pb;
+    a->lir.inputs = &a->ib;
+    a->lir.outputs = &a->ob;
+}
+
+static void check_mm(rlx_session *s, acc_prog *a)
+{
+    rlx_error *err = NULL;
+    rlx_session_program *p = NULL;
+    if (rlx_session_load_lir(s, &a->lir, &p, &err) != RLX_OK)
+        fail_msg("load: %s", rlx_error_message(err));
+    float x[4] = {1, 10, 100, 1000}, y[3];
+    const void *in[1] = {x};
+    void *out[1] = {y};
+    assert_int_equal(rlx_session_run(s, p, NULL, in, out, &err), RLX_OK);
+    /* w[n][k] = n * 4 + k */
+    for (int n = 0; n < 3; n++) {
+        float want = 0;
+        for (int k = 0; k < 4; k++)
+            want += x[k] * (float)(n * 4 + k);
+        assert_true(y[n] == want);
+    }
+    rlx_session_memory_info m = rlx_session_memory(s);
+    assert_true(m.weights_bytes == 48 || m.weights_bytes == 24);
+}
+
+static void test_weights_from_files(void **state)
+{
+    (void)state;
+    float wf[12];
+    uint16_t wh[12];
+    for (int i = 0; i < 12; i++) {
+        wf[i] = (float)i;
+        wh[i] = rlx_f32_to_f16((float)i);
+    }
+    rlx_error *err = NULL;
+
+    /* GGUF */
+    rlx_gguf_writer *gw = rlx_gguf_writer_create();
+    uint64_t ne[2] = {4, 3};
+    assert_int_equal(rlx_gguf_writer_add_tensor(gw, "blk.0.w", RLX_DTYPE_F32, 2, ne, wf, 48),
+                     RLX_OK);
+    void *img = NULL;
+    size_t size = 0;
+    assert_int_equal(rlx_gguf_writer_to_memory(gw, &img, &size, &err), RLX_OK);
+    rlx_gguf_writer_free(gw);
+    rlx_gguf *g = NULL;
+    assert_int_equal(rlx_gguf_open_memory(img, size, "mem.gguf", &g, &err), RLX_OK);
+    rlx_session *s = new_session(0);
+    assert_int_equal(rlx_session_add_gguf(s, g, &err), RLX_OK);
+    acc_prog a;
+    mm_lir(&a, RLX_DTYPE_F32);
+    check_mm(s, &a);
+    rlx_session_free(s);
+
+    /* the same file read as [4, 3] does not fit a [3, 4] binding */
+    s = new_session(0);
+    assert_int_equal(rlx_session_add_gguf(s, g, &err), RLX_OK);
+    a.pb.shape.d[0] = rlx_dim_const(4);
+    a.pb.shape.d[1] = rlx_dim_const(3);
+    rlx_session_program *p = NULL;
+    assert_int_equal(rlx_session_load_lir(s, &a.lir, &p, &err), RLX_ERR_TYPE);
+    assert_non_null(strstr(rlx_error_message(err), "[3, 4]"));
+    rlx_error_clear(&err);
+    rlx_session_free(s);
+    rlx_gguf_close(g);
+    free(img);
+
+    /* safetensors (F16) */
+    const char *hdr = "{\"blk.0.w\":{\"dtype\":\"F16\",\"shape\":[3,4],"
+                      "\"data_offsets\":[0,24]}}";
+    size_t hl = strlen(hdr);
+    size_t total = 8 + hl + 24;
+    uint8_t *st_img = calloc(1, total);
+    uint64_t hl64 = hl;
+    memcpy(st_img, &hl64, 8);
+    memcpy(st_img + 8, hdr, hl);
+    memcpy(st_img + 8 + hl, wh, 24);
+    rlx_safetensors *st = NULL;
+    if (rlx_safetensors_open_memory(st_img, total, "mem.safetensors", &st, &err) != RLX_OK)
+        fail_msg("safetensors: %s", rlx_error_message(err));
+    s = new_session(0);
+    assert_int_equal(rlx_session_add_safetensors(s, st, &err), RLX_OK);
+    mm_lir(&a, RLX_DTYPE_F16);
+    check_mm(s, &a);
+    rlx_session_free(s);
+    rlx_safetensors_close(st);
+    free(st_img);
+}
+
 /* ---- worker ---------------------------------------------------------------- */
 
 typedef struct log_t {
@@ -615,11 +731,11 @@ static void test_worker_session_cancel(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_budget_message),        cmocka_unit_test(test_state_persists),
-        cmocka_unit_test(test_weight_errors),         cmocka_unit_test(test_cancel),
-        cmocka_unit_test(test_progress_abort),        cmocka_unit_test(test_compile),
-        cmocka_unit_test(test_worker_order),          cmocka_unit_test(test_worker_cancel_shutdown),
-        cmocka_unit_test(test_worker_session_cancel),
+        cmocka_unit_test(test_budget_message),         cmocka_unit_test(test_state_persists),
+        cmocka_unit_test(test_weight_errors),          cmocka_unit_test(test_cancel),
+        cmocka_unit_test(test_progress_abort),         cmocka_unit_test(test_compile),
+        cmocka_unit_test(test_weights_from_files),     cmocka_unit_test(test_worker_order),
+        cmocka_unit_test(test_worker_cancel_shutdown), cmocka_unit_test(test_worker_session_cancel),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -272,6 +272,7 @@ typedef struct found_weight {
     const void *data;
     uint64_t n_bytes;
     const char *where;
+    bool loaded; /* already in the session */
 } found_weight;
 
 static bool find_weight(const rlx_session *s, const char *name, found_weight *f)
@@ -430,7 +431,7 @@ rlx_status rlx_session_load_internal(rlx_session *s, rlx_lir *lir, void (*lir_fr
         }
         named_buf *have = find_named(s->weights, s->n_weights, bd->name);
         if (have) {
-            fw[i].data = NULL; /* already loaded */
+            fw[i].loaded = true;
             if (have->dtype != bd->dtype || have->bytes < bd->max_bytes)
                 st = rlx_error_set(err, RLX_ERR_TYPE,
                                    "weight '%s' is loaded as %s (%llu bytes), but this program "
@@ -514,7 +515,7 @@ rlx_status rlx_session_load_internal(rlx_session *s, rlx_lir *lir, void (*lir_fr
     /* 3. weights (an upload with progress on a GPU), states, arena */
     for (int32_t i = 0; i < lir->n_params && st == RLX_OK; i++) {
         const rlx_lir_binding *bd = &lir->params[i];
-        if (!fw[i].data || find_named(s->weights, s->n_weights, bd->name))
+        if (fw[i].loaded || find_named(s->weights, s->n_weights, bd->name))
             continue;
         if (!rlx_session_progress(s, "weights", (double)i / (double)lir->n_params)) {
             st = rlx_error_set(err, RLX_ERR_CANCELLED, "loading weights cancelled");
@@ -609,10 +610,24 @@ rlx_status rlx_session_load_internal(rlx_session *s, rlx_lir *lir, void (*lir_fr
         free_program(p);
         return rlx_error_set(err, RLX_ERR_NO_MEMORY, "out of memory loading a program");
     }
-    for (int32_t i = 0; i < lir->n_params; i++)
-        p->params[i].buf = find_named(s->weights, s->n_weights, lir->params[i].name)->buf;
-    for (int32_t i = 0; i < lir->n_states; i++)
-        p->states[i].buf = find_named(s->states, s->n_states, lir->states[i].name)->buf;
+    for (int32_t i = 0; i < lir->n_params; i++) {
+        named_buf *nb = find_named(s->weights, s->n_weights, lir->params[i].name);
+        if (!nb) {
+            free_program(p);
+            return rlx_error_set(err, RLX_ERR_INTERNAL, "weight '%s' was not loaded",
+                                 lir->params[i].name);
+        }
+        p->params[i].buf = nb->buf;
+    }
+    for (int32_t i = 0; i < lir->n_states; i++) {
+        named_buf *nb = find_named(s->states, s->n_states, lir->states[i].name);
+        if (!nb) {
+            free_program(p);
+            return rlx_error_set(err, RLX_ERR_INTERNAL, "state '%s' was not created",
+                                 lir->states[i].name);
+        }
+        p->states[i].buf = nb->buf;
+    }
     st = s->be->program_create(s->dev, lir, &p->prog, err);
     if (st != RLX_OK) {
         free_program(p);
