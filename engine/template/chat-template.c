@@ -80,8 +80,10 @@ static rlx_status render_ctx(const rlx_chat_template *t, json_object *messages,
         }
     }
     json_object_object_add(ctx, "messages", messages);
-    if (o.tools)
-        json_object_object_add(ctx, "tools", share(o.tools));
+    /* transformers passes tools=None and documents=None when there are none:
+     * `tools is defined` holds and `tools is none` too. */
+    json_object_object_add(ctx, "tools", o.tools ? share(o.tools) : NULL);
+    json_object_object_add(ctx, "documents", NULL);
     json_object_object_add(ctx, "add_generation_prompt",
                            json_object_new_boolean(o.add_generation_prompt));
     if (o.bos_token)

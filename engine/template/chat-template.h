@@ -19,7 +19,8 @@
  * renders chat templates with (see engine/template/jinja.h), and the output
  * matches transformers' apply_chat_template(tokenize=False) byte for byte for
  * the templates this project tests. The template sees `messages`, `tools`
- * (when given), `add_generation_prompt`, `bos_token`, `eos_token` and every
+ * (None when not given, as in transformers), `documents` (None),
+ * `add_generation_prompt`, `bos_token` and `eos_token` (when given) and every
  * key of `opts.vars` (e.g. enable_thinking).
  *
  * Thread safety: a created template is immutable and may be rendered from any

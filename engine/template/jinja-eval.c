@@ -56,7 +56,7 @@ static void scope_set(rlx_jrender *r, rlx_jscope *s, const char *name, rlx_jv v)
             return;
         }
     if (s->n == s->cap) {
-        size_t cap = s->cap ? s->cap * 2 : 8;
+        size_t cap = s->cap ? s->cap * 2 : 4;
         const char **nk = rlx_jinja_alloc(r->c, cap * sizeof *nk);
         rlx_jv *nv = rlx_jinja_alloc(r->c, cap * sizeof *nv);
         if (s->n) {
@@ -70,6 +70,13 @@ static void scope_set(rlx_jrender *r, rlx_jscope *s, const char *name, rlx_jv v)
     s->k[s->n] = name;
     s->v[s->n] = v;
     s->n++;
+}
+
+/* A closure keeps its scope chain alive: loops must not reuse any of it. */
+static void capture(rlx_jscope *s)
+{
+    for (; s && !s->captured; s = s->parent)
+        s->captured = true;
 }
 
 static bool scope_get(const rlx_jscope *s, const char *name, rlx_jv *out)
@@ -143,6 +150,52 @@ static size_t *utf8_offsets(rlx_jrender *r, const rlx_jstr *s, size_t *count)
     return off;
 }
 
+static rlx_jv loop_cycle(rlx_jrender *r, int line, rlx_jv self, const rlx_jargs *a)
+{
+    if (!a->npos)
+        rlx_jinja_rfail(r, RLX_ERR_TYPE, line, "no items for cycling given");
+    return a->pos[self.u.loop->index0 % a->npos];
+}
+
+static rlx_jv loop_attr(rlx_jrender *r, rlx_jv obj, const char *name)
+{
+    const rlx_jloop *l = obj.u.loop;
+    int64_t i = (int64_t)l->index0, n = (int64_t)l->length;
+    if (!strcmp(name, "index"))
+        return rlx_jv_int(i + 1);
+    if (!strcmp(name, "index0"))
+        return rlx_jv_int(i);
+    if (!strcmp(name, "revindex"))
+        return rlx_jv_int(n - i);
+    if (!strcmp(name, "revindex0"))
+        return rlx_jv_int(n - i - 1);
+    if (!strcmp(name, "first"))
+        return rlx_jv_bool(i == 0);
+    if (!strcmp(name, "last"))
+        return rlx_jv_bool(i + 1 == n);
+    if (!strcmp(name, "length"))
+        return rlx_jv_int(n);
+    if (!strcmp(name, "depth"))
+        return rlx_jv_int(1); /* only recursive loops (not supported) go deeper */
+    if (!strcmp(name, "depth0"))
+        return rlx_jv_int(0);
+    if (!strcmp(name, "previtem"))
+        return i > 0 ? l->items->v[i - 1] : rlx_jv_undef_msg(r->c, "there is no previous item");
+    if (!strcmp(name, "nextitem"))
+        return i + 1 < n ? l->items->v[i + 1] : rlx_jv_undef_msg(r->c, "there is no next item");
+    if (!strcmp(name, "cycle")) {
+        rlx_jfunc *f = rlx_jinja_alloc(r->c, sizeof *f);
+        f->kind = RLX_JF_BUILTIN;
+        f->name = "cycle";
+        f->fn = loop_cycle;
+        f->self = obj;
+        rlx_jv v = {.t = RLX_JV_FUNC};
+        v.u.fn = f;
+        return v;
+    }
+    return rlx_jv_undef_msg(r->c, "'LoopContext object' has no attribute '%s'", name);
+}
+
 static rlx_jv getitem(rlx_jrender *r, int line, rlx_jv obj, rlx_jv key)
 {
     switch (obj.t) {
@@ -211,6 +264,8 @@ rlx_jv rlx_jinja_getattr(rlx_jrender *r, int line, rlx_jv obj, const char *name)
         if (v)
             return *v;
     }
+    if (obj.t == RLX_JV_LOOP)
+        return loop_attr(r, obj, name);
     if (obj.t == RLX_JV_NONE)
         return rlx_jv_undef_msg(r->c, "'None' has no attribute '%s'", name);
     return rlx_jv_undef_msg(r->c, "'%s' has no attribute '%s'", rlx_jv_type_desc(obj), name);
@@ -302,17 +357,16 @@ static rlx_jv repeat(rlx_jrender *r, int line, rlx_jv seq, int64_t times)
 {
     if (times < 0)
         times = 0;
+    /* The output and memory limits bound these loops; an empty operand ends at once. */
+    (void)line;
     if (seq.t == RLX_JV_STR) {
         rlx_jbuf b = {0};
-        for (int64_t i = 0; i < times; i++) {
-            rlx_jinja_count_iteration(r, line);
+        for (int64_t i = 0; i < times && seq.u.s->len; i++)
             rlx_jbuf_put(r, &b, seq.u.s->s, seq.u.s->len);
-        }
         return rlx_jbuf_value(r, &b);
     }
     rlx_jv out = rlx_jv_list(r->c, 0);
-    for (int64_t i = 0; i < times; i++) {
-        rlx_jinja_count_iteration(r, line);
+    for (int64_t i = 0; i < times && seq.u.l->n; i++) {
         for (size_t k = 0; k < seq.u.l->n; k++)
             rlx_jlist_push(r->c, out.u.l, seq.u.l->v[k]);
     }
@@ -756,12 +810,15 @@ static void assign_targets(rlx_jrender *r, rlx_jscope *s, int line, const char *
         scope_set(r, s, names[i], l->v[i]);
 }
 
-static rlx_jv loop_cycle(rlx_jrender *r, int line, rlx_jv self, const rlx_jargs *a)
+/* A scope for the next iteration: the previous one is reused (emptied)
+ * unless something captured it. */
+static rlx_jscope *iteration_scope(rlx_jrender *r, rlx_jscope *prev, rlx_jscope *parent)
 {
-    if (!a->npos)
-        rlx_jinja_rfail(r, RLX_ERR_TYPE, line, "no items for cycling given");
-    rlx_jv *idx = rlx_jdict_gets(self.u.d, "index0");
-    return a->pos[(size_t)idx->u.i % a->npos];
+    if (prev && !prev->captured) {
+        prev->n = 0;
+        return prev;
+    }
+    return scope_new(r, parent);
 }
 
 static flow exec_for(rlx_jrender *r, rlx_jscope *s, const rlx_jnode *n, rlx_jbuf *out)
@@ -769,54 +826,34 @@ static flow exec_for(rlx_jrender *r, rlx_jscope *s, const rlx_jnode *n, rlx_jbuf
     rlx_jv seqv = eval(r, s, n->a);
     rlx_jlist *seq = rlx_jv_iterate(r, n->line, seqv);
     rlx_jlist *items = seq;
+    rlx_jscope *ls = NULL;
     if (n->b) {
         /* Filtered loops: loop.* counts only the items that pass. */
         items = rlx_jv_list(r->c, seq->n).u.l;
         for (size_t i = 0; i < seq->n; i++) {
             rlx_jinja_count_iteration(r, n->line);
-            rlx_jscope *fs = scope_new(r, s);
-            assign_targets(r, fs, n->line, n->names, n->n_names, seq->v[i]);
-            if (rlx_jv_truthy(eval(r, fs, n->b)))
+            ls = iteration_scope(r, ls, s);
+            assign_targets(r, ls, n->line, n->names, n->n_names, seq->v[i]);
+            if (rlx_jv_truthy(eval(r, ls, n->b)))
                 rlx_jlist_push(r->c, items, seq->v[i]);
         }
     }
-    int64_t depth = 1; /* only recursive loops (not supported) go deeper */
-    size_t len = items->n;
-    for (size_t i = 0; i < len; i++) {
+    rlx_jloop *lp = rlx_jinja_alloc(r->c, sizeof *lp);
+    lp->length = items->n;
+    lp->items = items;
+    rlx_jv loop = {.t = RLX_JV_LOOP};
+    loop.u.loop = lp;
+    for (size_t i = 0; i < items->n; i++) {
         rlx_jinja_count_iteration(r, n->line);
-        rlx_jscope *ls = scope_new(r, s);
-        rlx_jv loop = rlx_jv_dict(r->c, 16);
-        rlx_jdict *d = loop.u.d;
-        rlx_jctx *c = r->c;
-        int64_t ii = (int64_t)i, nn = (int64_t)len;
-        rlx_jdict_set(c, d, rlx_jv_cstr(c, "index"), rlx_jv_int(ii + 1));
-        rlx_jdict_set(c, d, rlx_jv_cstr(c, "index0"), rlx_jv_int(ii));
-        rlx_jdict_set(c, d, rlx_jv_cstr(c, "revindex"), rlx_jv_int(nn - ii));
-        rlx_jdict_set(c, d, rlx_jv_cstr(c, "revindex0"), rlx_jv_int(nn - ii - 1));
-        rlx_jdict_set(c, d, rlx_jv_cstr(c, "first"), rlx_jv_bool(i == 0));
-        rlx_jdict_set(c, d, rlx_jv_cstr(c, "last"), rlx_jv_bool(i + 1 == len));
-        rlx_jdict_set(c, d, rlx_jv_cstr(c, "length"), rlx_jv_int(nn));
-        rlx_jdict_set(c, d, rlx_jv_cstr(c, "depth"), rlx_jv_int(depth));
-        rlx_jdict_set(c, d, rlx_jv_cstr(c, "depth0"), rlx_jv_int(depth - 1));
-        rlx_jdict_set(c, d, rlx_jv_cstr(c, "previtem"),
-                      i ? items->v[i - 1] : rlx_jv_undef_msg(c, "there is no previous item"));
-        rlx_jdict_set(c, d, rlx_jv_cstr(c, "nextitem"),
-                      i + 1 < len ? items->v[i + 1] : rlx_jv_undef_msg(c, "there is no next item"));
-        rlx_jfunc *cyc = rlx_jinja_alloc(c, sizeof *cyc);
-        cyc->kind = RLX_JF_BUILTIN;
-        cyc->name = "cycle";
-        cyc->fn = loop_cycle;
-        cyc->self = loop;
-        rlx_jv cv = {.t = RLX_JV_FUNC};
-        cv.u.fn = cyc;
-        rlx_jdict_set(c, d, rlx_jv_cstr(c, "cycle"), cv);
+        lp->index0 = i;
+        ls = iteration_scope(r, ls, s);
         scope_set(r, ls, "loop", loop);
         assign_targets(r, ls, n->line, n->names, n->n_names, items->v[i]);
         flow f = exec_body(r, ls, n->body, n->n_body, out);
         if (f == FLOW_BREAK)
             break;
     }
-    if (len == 0 && n->n_else)
+    if (items->n == 0 && n->n_else)
         return exec_body(r, s, n->else_body, n->n_else, out);
     return FLOW_NORMAL;
 }
@@ -865,6 +902,7 @@ static flow exec(rlx_jrender *r, rlx_jscope *s, const rlx_jnode *n, rlx_jbuf *ou
         f->name = n->name;
         f->node = n;
         f->scope = s;
+        capture(s);
         rlx_jv v = {.t = RLX_JV_FUNC};
         v.u.fn = f;
         scope_set(r, s, n->name, v);
@@ -876,6 +914,7 @@ static flow exec(rlx_jrender *r, rlx_jscope *s, const rlx_jnode *n, rlx_jbuf *ou
         cf->name = "caller";
         cf->node = n;
         cf->scope = s;
+        capture(s);
         rlx_jv caller = {.t = RLX_JV_FUNC};
         caller.u.fn = cf;
         const rlx_jnode *call = n->a;

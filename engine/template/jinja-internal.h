@@ -60,6 +60,7 @@ typedef enum rlx_jv_type {
     RLX_JV_DICT,
     RLX_JV_NS, /* namespace(): a dict whose attributes `set` may assign */
     RLX_JV_FUNC,
+    RLX_JV_LOOP, /* the `loop` of a for loop; one object advanced in place, as in jinja2 */
 } rlx_jv_type;
 
 typedef struct rlx_jstr {
@@ -70,6 +71,7 @@ typedef struct rlx_jstr {
 typedef struct rlx_jlist rlx_jlist;
 typedef struct rlx_jdict rlx_jdict;
 typedef struct rlx_jfunc rlx_jfunc;
+typedef struct rlx_jloop rlx_jloop;
 
 typedef struct rlx_jv {
     rlx_jv_type t;
@@ -81,6 +83,7 @@ typedef struct rlx_jv {
         rlx_jlist *l;
         rlx_jdict *d;
         const rlx_jfunc *fn;
+        rlx_jloop *loop;
         const char *undef; /* why it is undefined, e.g. "'x' is undefined" (may be NULL) */
     } u;
 } rlx_jv;
@@ -95,6 +98,11 @@ struct rlx_jdict {
     size_t n, cap;
     rlx_jv *k;
     rlx_jv *v;
+};
+
+struct rlx_jloop {
+    size_t index0, length;
+    const rlx_jlist *items;
 };
 
 typedef struct rlx_jrender rlx_jrender;
@@ -296,6 +304,7 @@ rlx_jv rlx_jinja_arg(const rlx_jargs *a, size_t i, const char *name, rlx_jv dflt
 
 struct rlx_jscope {
     rlx_jscope *parent;
+    bool captured; /* a macro or caller refers to it: a loop may not reuse it */
     size_t n, cap;
     const char **k;
     rlx_jv *v;

@@ -352,6 +352,8 @@ const char *rlx_jv_type_desc(rlx_jv v)
         return "jinja2.utils.Namespace object";
     case RLX_JV_FUNC:
         return "function object";
+    case RLX_JV_LOOP:
+        return "LoopContext object";
     }
     return "object";
 }
@@ -462,6 +464,10 @@ void rlx_jv_write_str(rlx_jrender *r, rlx_jbuf *b, rlx_jv v)
         snprintf(tmp, sizeof tmp, "<function %s>", v.u.fn->name ? v.u.fn->name : "?");
         rlx_jbuf_puts(r, b, tmp);
         return;
+    case RLX_JV_LOOP:
+        snprintf(tmp, sizeof tmp, "<LoopContext %zu/%zu>", v.u.loop->index0 + 1, v.u.loop->length);
+        rlx_jbuf_puts(r, b, tmp);
+        return;
     default:
         rlx_jv_write_repr(r, b, v);
     }
@@ -551,6 +557,8 @@ bool rlx_jv_equal(rlx_jv a, rlx_jv b)
         return a.u.d == b.u.d;
     case RLX_JV_FUNC:
         return a.u.fn == b.u.fn;
+    case RLX_JV_LOOP:
+        return a.u.loop == b.u.loop;
     default:
         return false;
     }
@@ -579,6 +587,8 @@ static const char *py_type(rlx_jv v)
         return "Namespace";
     case RLX_JV_FUNC:
         return "function";
+    case RLX_JV_LOOP:
+        return "LoopContext";
     }
     return "object";
 }

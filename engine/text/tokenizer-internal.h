@@ -21,6 +21,11 @@ typedef struct tok_entry {
     int16_t byte;  /* the byte a BYTE token stands for, else -1 */
 } tok_entry;
 
+typedef struct tok_slot {
+    uint32_t id1; /* id + 1; 0 = empty */
+    uint32_t tag; /* high bits of the text's hash, to skip most entries unread */
+} tok_slot;
+
 typedef struct tok_merge {
     uint64_t key; /* (left id << 32) | right id; 0 with rank < 0 = empty slot */
     int32_t rank;
@@ -62,8 +67,8 @@ struct rlx_tokenizer {
     char *pool;
     size_t pool_len, pool_cap;
 
-    /* text -> id: open addressing of id + 1, 0 = empty; later ids win */
-    uint32_t *slots;
+    /* text -> id: open addressing, later ids win */
+    tok_slot *slots;
     uint64_t slot_mask;
 
     tok_merge *merges;

@@ -25,7 +25,10 @@ static uint64_t hash_bytes(const char *s, size_t n)
         h ^= (uint8_t)s[i];
         h *= 1099511628211ull;
     }
-    return h ^ (h >> 29);
+    /* FNV's low bits are weak on short keys: mix before masking */
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdull;
+    return h ^ (h >> 33);
 }
 
 static uint64_t hash_u64(uint64_t k)
@@ -224,14 +227,17 @@ static rlx_token find_span(const rlx_tokenizer *t, const char *s, size_t n)
 {
     if (!t->slots || n == 0)
         return RLX_TOKEN_NULL;
-    uint64_t i = hash_bytes(s, n) & t->slot_mask;
+    uint64_t h = hash_bytes(s, n), i = h & t->slot_mask;
+    uint32_t tag = (uint32_t)(h >> 32);
     for (;;) {
-        uint32_t v = t->slots[i];
-        if (!v)
+        const tok_slot *sl = &t->slots[i];
+        if (!sl->id1)
             return RLX_TOKEN_NULL;
-        const tok_entry *e = &t->tok[v - 1];
-        if (e->len == n && memcmp(t->pool + e->off, s, n) == 0)
-            return (rlx_token)(v - 1);
+        if (sl->tag == tag) {
+            const tok_entry *e = &t->tok[sl->id1 - 1];
+            if (e->len == n && memcmp(t->pool + e->off, s, n) == 0)
+                return (rlx_token)(sl->id1 - 1);
+        }
         i = (i + 1) & t->slot_mask;
     }
 }
@@ -297,17 +303,19 @@ rlx_status rlx_tok_finish(rlx_tokenizer *t, rlx_error **err)
         if (e->len == 0)
             continue;
         const char *s = t->pool + e->off;
-        uint64_t i = hash_bytes(s, e->len) & t->slot_mask;
+        uint64_t h = hash_bytes(s, e->len), i = h & t->slot_mask;
+        uint32_t tag = (uint32_t)(h >> 32);
         for (;;) {
-            uint32_t v = t->slots[i];
-            if (!v)
+            const tok_slot *sl = &t->slots[i];
+            if (!sl->id1)
                 break;
-            const tok_entry *o = &t->tok[v - 1];
-            if (o->len == e->len && memcmp(t->pool + o->off, s, e->len) == 0)
+            const tok_entry *o = &t->tok[sl->id1 - 1];
+            if (sl->tag == tag && o->len == e->len && memcmp(t->pool + o->off, s, e->len) == 0)
                 break; /* same text: the later id wins, as in the reference */
             i = (i + 1) & t->slot_mask;
         }
-        t->slots[i] = (uint32_t)id + 1;
+        t->slots[i].id1 = (uint32_t)id + 1;
+        t->slots[i].tag = tag;
     }
 
     /* byte tokens */
