@@ -74,6 +74,8 @@ void cpu_store_f32(uint8_t *base, rlx_dtype dt, int64_t i, float v);
 void cpu_store_f64(uint8_t *base, rlx_dtype dt, int64_t i, double v);
 bool cpu_dtype_plain(rlx_dtype dt);
 size_t cpu_dtype_size(rlx_dtype dt); /* bytes per element of a plain dtype */
+/* Alignment the CPU backend needs for a tensor of dt (its scalar fields). */
+size_t cpu_dtype_align(rlx_dtype dt);
 
 /* Block dequantization: row of n elements (n a multiple of the block size)
  * starting at the block-aligned bytes `src`. */

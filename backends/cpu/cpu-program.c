@@ -450,6 +450,12 @@ rlx_status cpu_program_run(rlx_program *prog, const rlx_program_bindings *b,
                                  v, (unsigned long long)ext, (unsigned long long)val->offset,
                                  home_names[val->home], (unsigned long long)size);
         t->p = base ? base + val->offset : NULL;
+        /* ops read elements as their C types: natural alignment required */
+        if (ext && ((uintptr_t)t->p % cpu_dtype_align(val->dtype)) != 0)
+            return rlx_error_set(err, RLX_ERR_INVALID_ARG,
+                                 "value %d (%s, in its %s buffer) is not aligned to %zu bytes", v,
+                                 rlx_dtype_name(val->dtype), home_names[val->home],
+                                 cpu_dtype_align(val->dtype));
     }
 
     for (int32_t i = 0; i < P->n_instrs; i++) {

@@ -52,6 +52,13 @@ size_t cpu_dtype_size(rlx_dtype dt)
     }
 }
 
+size_t cpu_dtype_align(rlx_dtype dt)
+{
+    if (cpu_dtype_plain(dt))
+        return cpu_dtype_size(dt);
+    return dt == RLX_DTYPE_Q8_K ? 4 : 2; /* block fields: f16 scales, an f32 in Q8_K */
+}
+
 double cpu_load_f64(const uint8_t *base, rlx_dtype dt, int64_t i)
 {
     switch (dt) {

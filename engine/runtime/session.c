@@ -529,7 +529,20 @@ rlx_status rlx_session_load_internal(rlx_session *s, rlx_lir *lir, void (*lir_fr
             st = rlx_error_set(err, RLX_ERR_NO_MEMORY, "out of memory loading weights");
             break;
         }
-        st = s->be->buffer_from_host(s->dev, fw[i].data, fw[i].n_bytes, &nb.buf, err);
+        const rlx_dtype_info *ti = rlx_dtype_get(fw[i].dtype);
+        size_t align = ti->quantized ? 4 : (ti->type_size < 8 ? ti->type_size : 8);
+        if (((uintptr_t)fw[i].data % align) == 0) {
+            st = s->be->buffer_from_host(s->dev, fw[i].data, fw[i].n_bytes, &nb.buf, err);
+        } else {
+            /* a tensor at an odd offset in its file: an aligned copy */
+            st = s->be->buffer_alloc(s->dev, fw[i].n_bytes, &nb.buf, err);
+            if (st == RLX_OK)
+                st = s->be->buffer_write(nb.buf, 0, fw[i].data, fw[i].n_bytes, err);
+            if (st != RLX_OK && nb.buf) {
+                s->be->buffer_free(nb.buf);
+                nb.buf = NULL;
+            }
+        }
         if (st != RLX_OK) {
             rlx_error_prefix(err, "loading weight '%s': ", bd->name);
             free(nb.name);
