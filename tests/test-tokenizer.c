@@ -540,10 +540,13 @@ static void every_pre_tokenizer(void **state)
  * layout): Prepend + Replace normalizers, byte fallback, merges in both
  * forms, a BOS template, a Strip decoder, and a non-special added token
  * with lstrip/rstrip. */
-static void hf_json_spm_style(void **state)
+/* A tiny SentencePiece-style tokenizer.json: ids 0-2 <unk> <s> </s>,
+ * 3..258 the byte pieces, then "▁" "h" "i" "hi" "▁hi", merges in both forms,
+ * and the added token "<tool>" (264, not special, lstrip/rstrip).
+ * `norm_pre` is its normalizer and pre_tokenizer entries. */
+static rlx_tokenizer *spm_style_json(const char *name, const char *norm_pre)
 {
-    (void)state;
-    char json[16384];
+    static char json[16384];
     size_t o = 0;
     o += (size_t)snprintf(json + o, sizeof json - o,
                           "{\"added_tokens\":["
@@ -552,11 +555,7 @@ static void hf_json_spm_style(void **state)
                           "{\"id\":2,\"content\":\"</s>\",\"special\":true},"
                           "{\"id\":264,\"content\":\"<tool>\",\"special\":false,"
                           "\"lstrip\":true,\"rstrip\":true}],"
-                          "\"normalizer\":{\"type\":\"Sequence\",\"normalizers\":["
-                          "{\"type\":\"Prepend\",\"prepend\":\"\\u2581\"},"
-                          "{\"type\":\"Replace\",\"pattern\":{\"String\":\" \"},"
-                          "\"content\":\"\\u2581\"}]},"
-                          "\"pre_tokenizer\":null,"
+                          "%s,"
                           "\"post_processor\":{\"type\":\"TemplateProcessing\",\"single\":["
                           "{\"SpecialToken\":{\"id\":\"<s>\",\"type_id\":0}},"
                           "{\"Sequence\":{\"id\":\"A\",\"type_id\":0}}]},"
@@ -565,18 +564,30 @@ static void hf_json_spm_style(void **state)
                           "\"content\":\" \"},{\"type\":\"ByteFallback\"},{\"type\":\"Fuse\"},"
                           "{\"type\":\"Strip\",\"content\":\" \",\"start\":1,\"stop\":0}]},"
                           "\"model\":{\"type\":\"BPE\",\"byte_fallback\":true,"
-                          "\"unk_token\":\"<unk>\",\"vocab\":{\"<unk>\":0,\"<s>\":1,\"</s>\":2");
+                          "\"unk_token\":\"<unk>\",\"vocab\":{\"<unk>\":0,\"<s>\":1,\"</s>\":2",
+                          norm_pre);
     for (int b = 0; b < 256; b++)
         o += (size_t)snprintf(json + o, sizeof json - o, ",\"<0x%02X>\":%d", b, 3 + b);
     o += (size_t)snprintf(json + o, sizeof json - o,
                           ",\"\\u2581\":259,\"h\":260,\"i\":261,\"hi\":262,\"\\u2581hi\":263},"
                           "\"merges\":[[\"h\",\"i\"],\"\\u2581 hi\"]}}");
-    const char *path = rlx_test_tmp("spm-style.json");
+    const char *path = rlx_test_tmp(name);
     assert_int_equal(rlx_test_write_file(path, json, o), 0);
     rlx_tokenizer *t = NULL;
     rlx_error *err = NULL;
     if (rlx_tokenizer_from_hf_json(path, &t, &err) != RLX_OK)
         fail_msg("%s", rlx_error_message(err));
+    return t;
+}
+
+static void hf_json_spm_style(void **state)
+{
+    (void)state;
+    rlx_tokenizer *t =
+        spm_style_json("spm-style.json", "\"normalizer\":{\"type\":\"Sequence\",\"normalizers\":["
+                                         "{\"type\":\"Prepend\",\"prepend\":\"\\u2581\"},"
+                                         "{\"type\":\"Replace\",\"pattern\":{\"String\":\" \"},"
+                                         "\"content\":\"\\u2581\"}]},\"pre_tokenizer\":null");
     assert_int_equal(rlx_tokenizer_get_kind(t), RLX_TOKENIZER_CHAR_BPE);
     assert_true(rlx_tokenizer_adds_bos(t));
     assert_int_equal(rlx_tokenizer_bos(t), 1);
@@ -608,6 +619,23 @@ static void hf_json_spm_style(void **state)
     static const rlx_token want3[] = {1, 263, 264, 263};
     assert_int_equal(n, 4);
     assert_memory_equal(ids, want3, sizeof want3);
+    free(ids);
+    rlx_tokenizer_free(t);
+}
+
+/* Metaspace with prepend_scheme "first": no "▁" after a special token. */
+static void hf_json_metaspace_first(void **state)
+{
+    (void)state;
+    rlx_tokenizer *t = spm_style_json(
+        "metaspace.json", "\"normalizer\":null,\"pre_tokenizer\":{\"type\":\"Metaspace\","
+                          "\"replacement\":\"\\u2581\",\"prepend_scheme\":\"first\","
+                          "\"split\":true}");
+    rlx_token *ids = NULL;
+    size_t n = encode(t, "hi hi</s>hi", 11, true, &ids);
+    static const rlx_token want[] = {263, 263, 2, 262};
+    assert_int_equal(n, 4);
+    assert_memory_equal(ids, want, sizeof want);
     free(ids);
     rlx_tokenizer_free(t);
 }
@@ -724,6 +752,7 @@ int main(void)
         cmocka_unit_test(stories260k),
         cmocka_unit_test(every_pre_tokenizer),
         cmocka_unit_test(hf_json_spm_style),
+        cmocka_unit_test(hf_json_metaspace_first),
         cmocka_unit_test(errors),
         cmocka_unit_test(speed),
     };

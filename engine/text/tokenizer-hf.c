@@ -162,6 +162,9 @@ static rlx_status add_pre(rlx_tokenizer *t, json_object *p, hf_flags *f, rlx_err
         if (s == RLX_OK && prepend) {
             f->prefix_space = true;
             s = rlx_tok_add_norm(t, TOK_NORM_PREPEND, rep, strlen(rep), NULL, 0, err);
+            /* "first": only where the text starts, not after special tokens */
+            if (s == RLX_OK && scheme && !strcmp(scheme, "first"))
+                t->norm[t->n_norm - 1].first_only = true;
         }
         if (s == RLX_OK && jbool(p, "split", true)) {
             char q[64];

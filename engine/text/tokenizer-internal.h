@@ -42,6 +42,7 @@ typedef struct tok_norm {
     tok_norm_op op;
     char *a, *b;
     size_t alen, blen;
+    bool first_only; /* PREPEND only to the fragment that starts the text */
 } tok_norm;
 
 /* How a regex split treats the matches (HF's SplitDelimiterBehavior). */

@@ -1001,8 +1001,8 @@ done:
 }
 
 /* Apply the normalizer program to one fragment; the result is in *a. */
-static rlx_status normalize(const rlx_tokenizer *t, const char *s, size_t n, byte_buf *a,
-                            byte_buf *b, rlx_error **err)
+static rlx_status normalize(const rlx_tokenizer *t, const char *s, size_t n, bool at_start,
+                            byte_buf *a, byte_buf *b, rlx_error **err)
 {
     a->n = 0;
     if (!buf_add(a, s, n))
@@ -1023,7 +1023,7 @@ static rlx_status normalize(const rlx_tokenizer *t, const char *s, size_t n, byt
             break;
         }
         case TOK_NORM_PREPEND:
-            if (a->n == 0)
+            if (a->n == 0 || (op->first_only && !at_start))
                 continue;
             if (!buf_add(b, op->a, op->alen) || !buf_add(b, a->p, a->n))
                 return rlx_error_set(err, RLX_ERR_NO_MEMORY, "out of memory");
@@ -1189,11 +1189,11 @@ typedef struct enc_state {
 } enc_state;
 
 static rlx_status encode_text(const rlx_tokenizer *t, enc_state *es, const char *s, size_t n,
-                              rlx_error **err)
+                              bool at_start, rlx_error **err)
 {
     if (n == 0)
         return RLX_OK;
-    rlx_status st = normalize(t, s, n, &es->na, &es->nb, err);
+    rlx_status st = normalize(t, s, n, at_start, &es->na, &es->nb, err);
     if (st != RLX_OK)
         return st;
     es->sa.n = 0;
@@ -1264,7 +1264,7 @@ rlx_status rlx_tokenizer_encode(const rlx_tokenizer *t, const char *text, size_t
         if (t->tok[id].flags & TOK_LSTRIP)
             while (end > start && is_ws(text[end - 1]))
                 end--;
-        st = encode_text(t, &es, text + start, end - start, err);
+        st = encode_text(t, &es, text + start, end - start, start == 0, err);
         if (st != RLX_OK)
             goto done;
         if (!vec_push(&v, id))
@@ -1275,7 +1275,7 @@ rlx_status rlx_tokenizer_encode(const rlx_tokenizer *t, const char *text, size_t
                 i++;
         start = i;
     }
-    st = encode_text(t, &es, text + start, len - start, err);
+    st = encode_text(t, &es, text + start, len - start, start == 0, err);
     if (st != RLX_OK)
         goto done;
     if (add_eos && t->eos != RLX_TOKEN_NULL && !vec_push(&v, t->eos))
