@@ -122,13 +122,38 @@ static vcases load_cases(const char *gguf_rel)
     return v;
 }
 
-static rlx_tokenizer *load_tok(const char *rel)
+/* Loading the 262k-token Gemma vocabulary takes a while in sanitizer
+ * builds, so each file is loaded once and shared by the tests (a loaded
+ * tokenizer is immutable). Freed at the end of the group. */
+static struct {
+    char *rel;
+    rlx_tokenizer *t;
+} cache[16];
+
+static const rlx_tokenizer *load_tok(const char *rel)
 {
+    size_t i = 0;
+    for (; i < 16 && cache[i].rel; i++)
+        if (!strcmp(cache[i].rel, rel))
+            return cache[i].t;
+    assert_true(i < 16);
     rlx_tokenizer *t = NULL;
     rlx_error *err = NULL;
     if (rlx_tokenizer_load(rlx_test_data(rel), &t, &err) != RLX_OK)
         fail_msg("%s: %s", rel, rlx_error_message(err));
+    cache[i].rel = strdup(rel);
+    cache[i].t = t;
     return t;
+}
+
+static int free_cache(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < 16 && cache[i].rel; i++) {
+        rlx_tokenizer_free(cache[i].t);
+        free(cache[i].rel);
+    }
+    return 0;
 }
 
 static size_t encode(const rlx_tokenizer *t, const char *s, size_t n, bool special, rlx_token **ids)
@@ -197,12 +222,11 @@ static void every_vocab(void **state)
     for (size_t i = 0; i < nn; i++) {
         char rel[512];
         snprintf(rel, sizeof rel, "tokenizers/%s", names[i]);
-        rlx_tokenizer *t = load_tok(rel);
+        const rlx_tokenizer *t = load_tok(rel);
         vcases v = load_cases(rel);
         assert_true(v.n >= 40);
         bad += check_cases(t, &v, names[i]);
         free_cases(&v);
-        rlx_tokenizer_free(t);
         free(names[i]);
     }
     assert_int_equal(bad, 0);
@@ -218,8 +242,8 @@ static void hf_json_agrees(void **state)
     };
     int bad = 0;
     for (size_t k = 0; k < 2; k++) {
-        rlx_tokenizer *hf = load_tok(pairs[k][0]);
-        rlx_tokenizer *gg = load_tok(pairs[k][1]);
+        const rlx_tokenizer *hf = load_tok(pairs[k][0]);
+        const rlx_tokenizer *gg = load_tok(pairs[k][1]);
         vcases v = load_cases(pairs[k][1]);
         bad += check_cases(hf, &v, pairs[k][0]);
         for (size_t i = 0; i < v.n; i++) {
@@ -232,8 +256,6 @@ static void hf_json_agrees(void **state)
             free(b);
         }
         free_cases(&v);
-        rlx_tokenizer_free(hf);
-        rlx_tokenizer_free(gg);
     }
     assert_int_equal(bad, 0);
 }
@@ -274,7 +296,7 @@ static void round_trip_and_stream(void **state)
     };
     int bad = 0, split_chars = 0, multi_byte_tokens = 0;
     for (size_t f = 0; f < sizeof files / sizeof files[0]; f++) {
-        rlx_tokenizer *t = load_tok(files[f]);
+        const rlx_tokenizer *t = load_tok(files[f]);
         vcases v = load_cases(files[f]);
         rlx_tokenizer_decode_params dp = rlx_tokenizer_decode_default_params(t);
         rlx_detokenizer *d = NULL;
@@ -325,7 +347,6 @@ static void round_trip_and_stream(void **state)
         printf("%s: %d/%zu round trips\n", files[f], ok, v.n);
         rlx_detokenizer_free(d);
         free_cases(&v);
-        rlx_tokenizer_free(t);
     }
     assert_int_equal(split_chars, 0);
     /* the cases do exercise byte tokens that hold part of a character */
@@ -337,7 +358,7 @@ static void round_trip_and_stream(void **state)
 static void stream_holds_partial_characters(void **state)
 {
     (void)state;
-    rlx_tokenizer *t = load_tok("tokenizers/ggml-vocab-llama-spm.gguf");
+    const rlx_tokenizer *t = load_tok("tokenizers/ggml-vocab-llama-spm.gguf");
     const char *text = "\xF0\x9F\xA6\x99 \xE6\x88\x91\xE6\x83\xB3 \xF0\x9F\x98\xB6\xE2\x80\x8D"
                        "\xF0\x9F\x8C\xAB\xEF\xB8\x8F ok";
     rlx_token *ids = NULL;
@@ -378,7 +399,6 @@ static void stream_holds_partial_characters(void **state)
     assert_int_equal(cl, 3);
     rlx_detokenizer_free(d);
     free(ids);
-    rlx_tokenizer_free(t);
 }
 
 static bool contains(const rlx_token *ids, size_t n, rlx_token id)
@@ -392,7 +412,7 @@ static bool contains(const rlx_token *ids, size_t n, rlx_token id)
 static void special_tokens_only_when_asked(void **state)
 {
     (void)state;
-    rlx_tokenizer *q = load_tok("tokenizers/ggml-vocab-qwen2.gguf");
+    const rlx_tokenizer *q = load_tok("tokenizers/ggml-vocab-qwen2.gguf");
     const char *s = "<|im_start|>user\nhi<|im_end|>";
     rlx_token *ids = NULL;
     size_t n = encode(q, s, strlen(s), true, &ids);
@@ -417,9 +437,8 @@ static void special_tokens_only_when_asked(void **state)
     assert_false(contains(ids, n, 151644));
     assert_false(contains(ids, n, 151645));
     free(ids);
-    rlx_tokenizer_free(q);
 
-    rlx_tokenizer *l = load_tok("tokenizers/ggml-vocab-llama-spm.gguf");
+    const rlx_tokenizer *l = load_tok("tokenizers/ggml-vocab-llama-spm.gguf");
     n = encode(l, "<s>Hi", 5, true, &ids);
     assert_true(n >= 2);
     assert_int_equal(ids[0], 1);
@@ -438,7 +457,6 @@ static void special_tokens_only_when_asked(void **state)
     assert_int_not_equal(ids[0], 1);
     assert_int_equal(ids[n - 1], 2);
     free(ids);
-    rlx_tokenizer_free(l);
 }
 
 /* stories260K's 512-piece SentencePiece vocabulary. The expected ids were
@@ -450,7 +468,7 @@ static void special_tokens_only_when_asked(void **state)
 static void stories260k(void **state)
 {
     (void)state;
-    rlx_tokenizer *t = load_tok("llm/stories260K.gguf");
+    const rlx_tokenizer *t = load_tok("llm/stories260K.gguf");
     assert_int_equal(rlx_tokenizer_n_vocab(t), 512);
     assert_int_equal(rlx_tokenizer_get_kind(t), RLX_TOKENIZER_SPM);
     assert_int_equal(rlx_tokenizer_bos(t), 1);
@@ -470,7 +488,6 @@ static void stories260k(void **state)
     assert_string_equal(s, "Once upon a time");
     free(s);
     free(ids);
-    rlx_tokenizer_free(t);
 }
 
 /* Every pre-tokenizer name we claim compiles and splits consistently: a
@@ -685,25 +702,24 @@ static void errors(void **state)
     rlx_error_clear(&err);
 
     /* invalid UTF-8 and NUL bytes go through the byte tokens */
-    t = load_tok("tokenizers/ggml-vocab-llama-bpe.gguf");
+    const rlx_tokenizer *bpe = load_tok("tokenizers/ggml-vocab-llama-bpe.gguf");
     const char bad[] = "a\xFF\xC3(b\0c\xE2\x82";
     rlx_token *ids = NULL;
-    size_t n = encode(t, bad, sizeof bad - 1, false, &ids);
+    size_t n = encode(bpe, bad, sizeof bad - 1, false, &ids);
     char *s = NULL;
     size_t sl = 0;
     assert_int_equal(
-        rlx_tokenizer_decode(t, ids, n, rlx_tokenizer_decode_default_params(t), &s, &sl, NULL),
+        rlx_tokenizer_decode(bpe, ids, n, rlx_tokenizer_decode_default_params(bpe), &s, &sl, NULL),
         RLX_OK);
     assert_int_equal(sl, sizeof bad - 1);
     assert_memory_equal(s, bad, sl);
     free(s);
     rlx_token oob = 1 << 30;
     assert_int_equal(
-        rlx_tokenizer_decode(t, &oob, 1, rlx_tokenizer_decode_default_params(t), &s, &sl, &err),
+        rlx_tokenizer_decode(bpe, &oob, 1, rlx_tokenizer_decode_default_params(bpe), &s, &sl, &err),
         RLX_ERR_INVALID_ARG);
     rlx_error_clear(&err);
     free(ids);
-    rlx_tokenizer_free(t);
 }
 
 /* 100 KB of English prose in well under a second (timed, not just run). */
@@ -724,7 +740,7 @@ static void speed(void **state)
                                         "tokenizers/ggml-vocab-llama-spm.gguf",
                                         "tokenizers/ggml-vocab-gemma-4.gguf"};
     for (size_t f = 0; f < 3; f++) {
-        rlx_tokenizer *t = load_tok(files[f]);
+        const rlx_tokenizer *t = load_tok(files[f]);
         struct timespec a, b;
         clock_gettime(CLOCK_MONOTONIC, &a);
         rlx_token *ids = NULL;
@@ -736,7 +752,6 @@ static void speed(void **state)
         /* generous, so that sanitizer and debug builds pass too */
         assert_true(sec < 5.0);
         free(ids);
-        rlx_tokenizer_free(t);
     }
     free(text);
 }
@@ -756,5 +771,5 @@ int main(void)
         cmocka_unit_test(errors),
         cmocka_unit_test(speed),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests(tests, NULL, free_cache);
 }
