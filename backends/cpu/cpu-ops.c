@@ -316,65 +316,102 @@ static void ew_params(rlx_op op, const rlx_op_params *p, int *aux, float *p0, fl
 }
 
 /* Shared driver: loads broadcast inputs chunk by chunk as f32, applies the
- * op (or a fused chain) and stores. `op` < 0 means fused. */
+ * op (or a fused chain) and stores. `op` < 0 means fused. The work is cut
+ * into units (one chunk of one row) spread over the thread pool when the
+ * tensor is large. */
+typedef struct ew_job {
+    const cpu_op_ctx *c;
+    int op, aux;
+    float p0, p1;
+    int r;
+    int64_t L, nch, n_units, per_task;
+    int64_t bst[RLX_MAX_INPUTS][RLX_MAX_DIMS];
+} ew_job;
+
+static void ew_units(const ew_job *J, int64_t u0, int64_t u1)
+{
+    const cpu_op_ctx *c = J->c;
+    const cpu_tensor *o = c->out;
+    int r = J->r;
+    float regs[NREGS][CH];
+    float res[CH];
+    for (int64_t u = u0; u < u1; u++) {
+        int64_t row = u / J->nch, j0 = (u % J->nch) * CH;
+        int64_t idx[RLX_MAX_DIMS] = {0};
+        for (int d = r - 2; d >= 0; d--) {
+            idx[d] = row % o->ne[d];
+            row /= o->ne[d];
+        }
+        int n = (int)(J->L - j0 < CH ? J->L - j0 : CH);
+        for (int k = 0; k < c->n_in; k++) {
+            int64_t off = nd_off(idx, J->bst[k], r - 1), st = J->bst[k][r - 1];
+            const cpu_tensor *t = c->in[k];
+            if (t->dt == RLX_DTYPE_F32 && st == 1) {
+                memcpy(regs[k], (const float *)t->p + off + j0, (size_t)n * sizeof(float));
+            } else {
+                for (int j = 0; j < n; j++)
+                    regs[k][j] = ldf(t, off + (j0 + j) * st);
+            }
+        }
+        const float *result;
+        if (J->op >= 0) {
+            ew_chunk(J->op, J->aux, J->p0, J->p1, res, regs[0], regs[c->n_in > 1 ? 1 : 0],
+                     regs[c->n_in > 2 ? 2 : 0], n);
+            result = res;
+        } else {
+            int last = 0;
+            for (int s = 0; s < c->p->fused.n_steps; s++) {
+                const rlx_fused_step *fs = &c->p->fused.steps[s];
+                ew_chunk(fs->op, fs->aux, fs->p0, fs->p1, regs[fs->dst], regs[fs->a], regs[fs->b],
+                         regs[fs->c], n);
+                last = fs->dst;
+            }
+            result = regs[last];
+        }
+        int64_t oo = nd_off(idx, o->st, r - 1), ost = o->st[r - 1];
+        if (o->dt == RLX_DTYPE_F32 && ost == 1)
+            memcpy((float *)o->p + oo + j0, result, (size_t)n * sizeof(float));
+        else
+            for (int j = 0; j < n; j++)
+                stf(o, oo + (j0 + j) * ost, result[j]);
+    }
+}
+
+static void ew_task(void *ctx, int64_t task, int thread)
+{
+    (void)thread;
+    const ew_job *J = ctx;
+    int64_t u0 = task * J->per_task, u1 = u0 + J->per_task;
+    ew_units(J, u0, u1 < J->n_units ? u1 : J->n_units);
+}
+
 static rlx_status ew_run(const cpu_op_ctx *c, int op)
 {
     const cpu_tensor *o = c->out;
-    int r = o->rank;
-    if (numel(o) == 0)
+    int64_t total = numel(o);
+    if (total == 0)
         return RLX_OK;
-    int64_t bst[RLX_MAX_INPUTS][RLX_MAX_DIMS];
-    for (int k = 0; k < c->n_in; k++)
-        bcast_strides(c->in[k], o, bst[k]);
-    int aux = 0;
-    float p0 = 0, p1 = 0;
+    ew_job J;
+    J.c = c;
+    J.op = op;
+    J.aux = 0;
+    J.p0 = J.p1 = 0.0f;
     if (op >= 0)
-        ew_params((rlx_op)op, c->p, &aux, &p0, &p1);
-
-    float regs[NREGS][CH];
-    float res[CH];
-    int64_t one = 1, zero_st = 0;
-    const int64_t *ne = r ? o->ne : &one;
-    int rr = r ? r : 1;
-    int64_t L = ne[rr - 1];
-    int64_t idx[RLX_MAX_DIMS] = {0};
-    do {
-        int64_t offs[RLX_MAX_INPUTS];
-        for (int k = 0; k < c->n_in; k++)
-            offs[k] = nd_off(idx, bst[k], rr - 1);
-        int64_t oo = nd_off(idx, o->st, rr - 1);
-        int64_t ost = r ? o->st[r - 1] : 1;
-        for (int64_t j0 = 0; j0 < L; j0 += CH) {
-            int n = (int)(L - j0 < CH ? L - j0 : CH);
-            for (int k = 0; k < c->n_in; k++) {
-                int64_t st = r ? bst[k][r - 1] : zero_st;
-                const cpu_tensor *t = c->in[k];
-                if (t->dt == RLX_DTYPE_F32 && st == 1) {
-                    memcpy(regs[k], (const float *)t->p + offs[k] + j0, (size_t)n * sizeof(float));
-                } else {
-                    for (int j = 0; j < n; j++)
-                        regs[k][j] = ldf(t, offs[k] + (j0 + j) * st);
-                }
-            }
-            const float *result;
-            if (op >= 0) {
-                ew_chunk(op, aux, p0, p1, res, regs[0], regs[c->n_in > 1 ? 1 : 0],
-                         regs[c->n_in > 2 ? 2 : 0], n);
-                result = res;
-            } else {
-                int last = 0;
-                for (int s = 0; s < c->p->fused.n_steps; s++) {
-                    const rlx_fused_step *fs = &c->p->fused.steps[s];
-                    ew_chunk(fs->op, fs->aux, fs->p0, fs->p1, regs[fs->dst], regs[fs->a],
-                             regs[fs->b], regs[fs->c], n);
-                    last = fs->dst;
-                }
-                result = regs[last];
-            }
-            for (int j = 0; j < n; j++)
-                stf(o, oo + (j0 + j) * ost, result[j]);
-        }
-    } while (nd_next(idx, ne, rr - 1));
+        ew_params((rlx_op)op, c->p, &J.aux, &J.p0, &J.p1);
+    J.r = o->rank; /* >= 1: scalars are resolved as [1] */
+    for (int k = 0; k < c->n_in; k++)
+        bcast_strides(c->in[k], o, J.bst[k]);
+    J.L = o->ne[J.r - 1];
+    J.nch = (J.L + CH - 1) / CH;
+    J.n_units = total / J.L * J.nch;
+    /* about 16K elements per task */
+    int64_t unit_elems = J.L < CH ? J.L : CH;
+    J.per_task = (16384 + unit_elems - 1) / unit_elems;
+    int64_t n_tasks = (J.n_units + J.per_task - 1) / J.per_task;
+    if (c->pool && n_tasks > 1)
+        rlx_parallel_for(c->pool, n_tasks, ew_task, &J);
+    else
+        ew_units(&J, 0, J.n_units);
     return RLX_OK;
 }
 
