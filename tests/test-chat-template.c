@@ -379,7 +379,10 @@ static void runtime_errors(void **state)
                  "chat template line 3: Only user and assistant roles are supported!", NULL);
     expect_error("{{ nope.attr }}", RLX_ERR_TYPE, "'nope' is undefined", NULL);
     expect_error("{{ {}.a.b }}", RLX_ERR_TYPE, "'dict object' has no attribute 'a'", NULL);
-    expect_error("{{ 'a' + 1 }}", RLX_ERR_TYPE, "unsupported operand type(s) for +", NULL);
+    expect_error("{{ 'a' + 1 }}", RLX_ERR_TYPE, "can only concatenate str (not \"int\") to str",
+                 NULL);
+    expect_error("{{ 1 - 'a' }}", RLX_ERR_TYPE,
+                 "unsupported operand type(s) for -: 'int' and 'str'", NULL);
     expect_error("{{ [].append(1) }}", RLX_ERR_TYPE, "unsafe", NULL);
     expect_error("{% set d = {} %}{% set d.x = 1 %}", RLX_ERR_TYPE, "non-namespace", NULL);
     expect_error("{{ 9223372036854775807 + 1 }}", RLX_ERR_UNSUPPORTED, "integer overflow", NULL);

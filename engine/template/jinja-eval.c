@@ -477,8 +477,11 @@ static rlx_jv arith(rlx_jrender *r, int line, int op, rlx_jv a, rlx_jv b)
         return repeat(r, line, a, as_int(b));
     if (op == '*' && (b.t == RLX_JV_STR || b.t == RLX_JV_LIST) && is_intlike(a))
         return repeat(r, line, b, as_int(a));
+    if (op == '+' && (a.t == RLX_JV_STR || a.t == RLX_JV_LIST))
+        rlx_jinja_rfail(r, RLX_ERR_TYPE, line, "can only concatenate %s (not \"%s\") to %s",
+                        rlx_jv_py_type(a), rlx_jv_py_type(b), rlx_jv_py_type(a));
     rlx_jinja_rfail(r, RLX_ERR_TYPE, line, "unsupported operand type(s) for %s: '%s' and '%s'",
-                    binop_name(op), rlx_jv_type_desc(a), rlx_jv_type_desc(b));
+                    binop_name(op), rlx_jv_py_type(a), rlx_jv_py_type(b));
 }
 
 static bool contains(rlx_jrender *r, int line, rlx_jv needle, rlx_jv hay)

@@ -168,6 +168,8 @@ void rlx_jv_write_repr(rlx_jrender *r, rlx_jbuf *b, rlx_jv v);
 rlx_jv rlx_jv_to_str(rlx_jrender *r, rlx_jv v);
 /* "str object", "dict object", "None", ... as jinja2 names types in messages. */
 const char *rlx_jv_type_desc(rlx_jv v);
+/* Python's name of the value's type: "str", "int", "NoneType", ... */
+const char *rlx_jv_py_type(rlx_jv v);
 /* Python's truthiness. */
 bool rlx_jv_truthy(rlx_jv v);
 bool rlx_jv_equal(rlx_jv a, rlx_jv b);

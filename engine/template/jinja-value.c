@@ -564,7 +564,7 @@ bool rlx_jv_equal(rlx_jv a, rlx_jv b)
     }
 }
 
-static const char *py_type(rlx_jv v)
+const char *rlx_jv_py_type(rlx_jv v)
 {
     switch (v.t) {
     case RLX_JV_UNDEF:
@@ -623,7 +623,7 @@ int rlx_jv_compare(rlx_jrender *r, int line, rlx_jv a, rlx_jv b, const char *op)
         return a.u.l->n < b.u.l->n ? -1 : a.u.l->n > b.u.l->n ? 1 : 0;
     }
     rlx_jinja_rfail(r, RLX_ERR_TYPE, line, "'%s' not supported between instances of '%s' and '%s'",
-                    op, py_type(a), py_type(b));
+                    op, rlx_jv_py_type(a), rlx_jv_py_type(b));
 }
 
 /* ---- iteration ------------------------------------------------------------------------------ */
@@ -656,7 +656,7 @@ rlx_jlist *rlx_jv_iterate(rlx_jrender *r, int line, rlx_jv v)
         return l;
     }
     default:
-        rlx_jinja_rfail(r, RLX_ERR_TYPE, line, "'%s' object is not iterable", py_type(v));
+        rlx_jinja_rfail(r, RLX_ERR_TYPE, line, "'%s' object is not iterable", rlx_jv_py_type(v));
     }
 }
 
@@ -816,7 +816,7 @@ static void json_value(rlx_jrender *r, int line, rlx_jbuf *b, rlx_jv v, const js
             } else {
                 rlx_jinja_rfail(r, RLX_ERR_TYPE, line,
                                 "tojson: keys must be str, int, float, bool or None, not %s",
-                                py_type(k));
+                                rlx_jv_py_type(k));
             }
             rlx_jbuf_puts(r, b, o->ksep);
             json_value(r, line, b, d->v[i], o, level + 1);
@@ -828,7 +828,7 @@ static void json_value(rlx_jrender *r, int line, rlx_jbuf *b, rlx_jv v, const js
     }
     default:
         rlx_jinja_rfail(r, RLX_ERR_TYPE, line, "tojson: Object of type %s is not JSON serializable",
-                        py_type(v));
+                        rlx_jv_py_type(v));
     }
 }
 
