@@ -7,6 +7,12 @@
 #include "backends/cpu/cpu-backend.h"
 #include "rlx-config.h"
 
+/* Compiled-in backends, CPU first (the default). A GPU backend adds its
+ * interface here under its build flag, e.g.
+ *     #if RLX_HAVE_VULKAN
+ *         &rlx_vulkan_backend,
+ *     #endif
+ * and rlx_device_parse then finds it by name. */
 static const rlx_backend_i *const backends[] = {
     &rlx_cpu_backend,
 };
