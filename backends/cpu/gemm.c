@@ -119,6 +119,12 @@ static void scale_c_task(void *vc, int64_t i, int thread)
         c[j] = g->beta == 0.0f ? 0.0f : c[j] * g->beta;
 }
 
+/* C11 aligned_alloc wants the size to be a multiple of the alignment */
+static void *alloc64(size_t bytes)
+{
+    return aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+}
+
 static bool own_sgemm(rlx_threadpool *pool, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
                       float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
                       float beta, float *C, int64_t ldc)
@@ -146,9 +152,8 @@ static bool own_sgemm(rlx_threadpool *pool, bool ta, bool tb, int64_t M, int64_t
     int64_t m_panels = (M + MR - 1) / MR;
     int64_t ncap = N < NC ? N : NC;
     int64_t kcap = K < KC ? K : KC;
-    float *Ap = aligned_alloc(64, (size_t)(m_panels * MR * kcap) * sizeof(float) + 64);
-    float *Bp =
-        aligned_alloc(64, (size_t)(((ncap + NR - 1) / NR) * NR * kcap) * sizeof(float) + 64);
+    float *Ap = alloc64((size_t)(m_panels * MR * kcap) * sizeof(float));
+    float *Bp = alloc64((size_t)(((ncap + NR - 1) / NR) * NR * kcap) * sizeof(float));
     if (!Ap || !Bp) {
         free(Ap);
         free(Bp);
