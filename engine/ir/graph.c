@@ -383,6 +383,27 @@ static rlx_status infer_elementwise(const rlx_graph *g, const rlx_gnode *n, rlx_
         all_int &= dt_int(t);
     }
     if (n->op == RLX_OP_FUSED_ELEMENTWISE) {
+        int ns = n->p.fused.n_steps;
+        bool defined[256] = {false};
+        if (ns < 1 || ns > RLX_FUSED_MAX_STEPS)
+            FAILF("a fused program needs 1 to %d steps, has %d", RLX_FUSED_MAX_STEPS, ns);
+        for (int r = 0; r < n->n_in; r++)
+            defined[r] = true;
+        for (int si = 0; si < ns; si++) {
+            const rlx_fused_step *st = &n->p.fused.steps[si];
+            rlx_op sop = (rlx_op)st->op;
+            if (!rlx_op_get_info(sop)->elementwise || sop == RLX_OP_FUSED_ELEMENTWISE ||
+                sop == RLX_OP_CAST)
+                FAILF("step %d: %s cannot be fused", si, rlx_op_name(sop));
+            int ni = rlx_op_get_info(sop)->min_inputs;
+            uint8_t regs[3] = {st->a, st->b, st->c};
+            for (int k = 0; k < ni; k++)
+                if (!defined[regs[k]])
+                    FAILF("step %d reads register %d before it is written", si, regs[k]);
+            if (st->dst < n->n_in)
+                FAILF("step %d overwrites input register %d", si, st->dst);
+            defined[st->dst] = true;
+        }
         *dt = n->dtype != RLX_DTYPE_INVALID ? n->dtype : RLX_DTYPE_F32;
         return RLX_OK;
     }
@@ -1325,6 +1346,24 @@ rlx_node rlx_graph_layer_norm(rlx_graph *g, const char *name, rlx_node x, rlx_no
 rlx_node rlx_graph_rms_norm(rlx_graph *g, const char *name, rlx_node x, rlx_node weight, float eps)
 {
     return norm(g, name, RLX_OP_RMS_NORM, x, weight, RLX_NODE_INVALID, eps, 0);
+}
+
+rlx_node rlx_graph_add_rms_norm(rlx_graph *g, const char *name, rlx_node a, rlx_node b,
+                                rlx_node weight, float eps)
+{
+    rlx_op_params p = zero_params();
+    p.norm.eps = eps;
+    p.norm.has_weight = true;
+    rlx_node in[3] = {a, b, weight};
+    return rlx_graph_node_new(g, name, RLX_OP_ADD_RMS_NORM, &p, 3, in, RLX_DTYPE_INVALID, NULL);
+}
+
+rlx_node rlx_graph_op(rlx_graph *g, const char *name, rlx_op op, const rlx_op_params *p, int n_in,
+                      const rlx_node *in, rlx_dtype dt, const rlx_shape *shape)
+{
+    if (op <= RLX_OP_STATE || op >= RLX_OP_COUNT)
+        return bad_op(g, "rlx_graph_op", op);
+    return rlx_graph_node_new(g, name, op, p, n_in, in, dt, shape);
 }
 
 rlx_node rlx_graph_group_norm(rlx_graph *g, const char *name, rlx_node x, int groups,

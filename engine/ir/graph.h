@@ -149,6 +149,9 @@ RLX_API rlx_node rlx_graph_layer_norm(rlx_graph *g, const char *name, rlx_node x
                                       rlx_node bias, float eps);
 RLX_API rlx_node rlx_graph_rms_norm(rlx_graph *g, const char *name, rlx_node x, rlx_node weight,
                                     float eps);
+/* rms_norm(a + b) * weight as one op (the sum is not available separately). */
+RLX_API rlx_node rlx_graph_add_rms_norm(rlx_graph *g, const char *name, rlx_node a, rlx_node b,
+                                        rlx_node weight, float eps);
 /* x [N, C, ...]; weight/bias [C]. */
 RLX_API rlx_node rlx_graph_group_norm(rlx_graph *g, const char *name, rlx_node x, int groups,
                                       rlx_node weight, rlx_node bias, float eps);
@@ -223,6 +226,13 @@ RLX_API rlx_node rlx_graph_gather(rlx_graph *g, const char *name, rlx_node table
  * of the state that do not depend on the result happen before the write. */
 RLX_API rlx_node rlx_graph_scatter(rlx_graph *g, const char *name, rlx_node state, rlx_node src,
                                    int axis, rlx_dim offset);
+
+/* Any op with explicit params and inputs (including FUSED_ELEMENTWISE), for
+ * tests and tools; `dt`/`shape` are the requested dtype/shape for ops whose
+ * result is given rather than derived (RLX_DTYPE_INVALID / NULL otherwise).
+ * The same checks apply as for the named builders. */
+RLX_API rlx_node rlx_graph_op(rlx_graph *g, const char *name, rlx_op op, const rlx_op_params *p,
+                              int n_in, const rlx_node *in, rlx_dtype dt, const rlx_shape *shape);
 
 /* ---- outputs ---- */
 RLX_API void rlx_graph_output(rlx_graph *g, const char *name, rlx_node node);

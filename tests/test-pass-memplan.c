@@ -1,0 +1,206 @@
+/* memplan: no two values alive at the same time overlap in the arena unless
+ * they share storage on purpose (a view and its source, an in-place output
+ * and the input it overwrites); peaks are what the plan says. */
+#include "pass-test.h"
+
+/* Storage class of a value, re-derived here independently of memplan. */
+static int32_t cls(const rlx_lir *lir, int32_t v)
+{
+    for (;;) {
+        if (lir->values[v].view_of >= 0) {
+            v = lir->values[v].view_of;
+            continue;
+        }
+        int32_t up = -1;
+        for (int32_t i = 0; i < lir->n_instrs; i++)
+            if (lir->instrs[i].out == v && lir->instrs[i].in_place)
+                up = lir->instrs[i].in[0];
+        if (up < 0)
+            return v;
+        v = up;
+    }
+}
+
+static void check_plan(const rlx_lir *lir)
+{
+    int32_t n = lir->n_values;
+    int32_t *c = malloc(sizeof *c * (size_t)n), *first = malloc(sizeof *c * (size_t)n),
+            *last = malloc(sizeof *c * (size_t)n);
+    for (int32_t v = 0; v < n; v++) {
+        c[v] = cls(lir, v);
+        first[v] = INT32_MAX;
+        last[v] = -1;
+    }
+    for (int32_t i = 0; i < lir->n_instrs; i++) {
+        const rlx_lir_instr *ins = &lir->instrs[i];
+        for (int k = 0; k <= ins->n_in; k++) {
+            int32_t r = c[k < ins->n_in ? ins->in[k] : ins->out];
+            if (first[r] > i)
+                first[r] = i;
+            if (last[r] < i)
+                last[r] = i;
+        }
+    }
+    for (int32_t a = 0; a < n; a++) {
+        const rlx_lir_value *va = &lir->values[a];
+        if (va->home != RLX_HOME_ARENA)
+            continue;
+        assert_true(va->offset + va->max_bytes <= lir->arena_bytes);
+        for (int32_t b = a + 1; b < n; b++) {
+            const rlx_lir_value *vb = &lir->values[b];
+            if (vb->home != RLX_HOME_ARENA || c[a] == c[b])
+                continue;
+            int32_t ra = c[a], rb = c[b];
+            bool live_together = first[ra] <= last[rb] && first[rb] <= last[ra];
+            bool bytes_overlap =
+                va->offset < vb->offset + vb->max_bytes && vb->offset < va->offset + va->max_bytes;
+            if (live_together && bytes_overlap)
+                fprintf(stderr, "v%d and v%d overlap while both alive\n", a, b);
+            assert_false(live_together && bytes_overlap);
+        }
+    }
+    free(c);
+    free(first);
+    free(last);
+}
+
+static rlx_graph *tower(int layers)
+{
+    /* a residual stack with branches of different sizes */
+    rlx_graph *g = rlx_graph_create();
+    int seq = rlx_graph_add_symbol(g, "SEQ", 32);
+    rlx_dim S = rlx_dim_sym(seq);
+    rlx_node x = rlx_graph_input(g, "x", RLX_DTYPE_F32,
+                                 rlx_shape_make_dims(2, (rlx_dim[]){S, rlx_dim_const(16)}));
+    for (int l = 0; l < layers; l++) {
+        char nm[32];
+        snprintf(nm, sizeof nm, "w%d", l);
+        rlx_node w = rlx_graph_param(g, nm, RLX_DTYPE_F32, pt_c2(64, 16));
+        snprintf(nm, sizeof nm, "v%d", l);
+        rlx_node v = rlx_graph_param(g, nm, RLX_DTYPE_F32, pt_c2(16, 64));
+        rlx_node h = rlx_graph_rms_norm(g, NULL, x, RLX_NODE_INVALID, 1e-6f);
+        rlx_node up =
+            rlx_graph_gelu(g, NULL, rlx_graph_matmul(g, NULL, h, w, false, true), RLX_GELU_TANH);
+        rlx_node r = rlx_graph_reshape(
+            g, NULL, up,
+            rlx_shape_make_dims(3, (rlx_dim[]){S, rlx_dim_const(4), rlx_dim_const(16)}));
+        rlx_node t = rlx_graph_transpose(g, NULL, r, 0, 1);
+        rlx_node sm = rlx_graph_softmax(g, NULL, t, RLX_NODE_INVALID, 1.0f);
+        rlx_node back =
+            rlx_graph_reshape(g, NULL, rlx_graph_transpose(g, NULL, sm, 0, 1),
+                              rlx_shape_make_dims(2, (rlx_dim[]){S, rlx_dim_const(64)}));
+        x = rlx_graph_add(g, NULL, x, rlx_graph_matmul(g, NULL, back, v, false, true));
+    }
+    rlx_graph_output(g, "y", x);
+    return g;
+}
+
+static void test_invariant(void **state)
+{
+    (void)state;
+    rlx_graph *g = tower(6);
+    assert_null(rlx_graph_error(g));
+    uint32_t variants[] = {RLX_PASS_ALL, RLX_PASS_REQUIRED, RLX_PASS_REQUIRED | RLX_PASS_INPLACE,
+                           RLX_PASS_ALL & ~RLX_PASS_INPLACE};
+    for (int i = 0; i < 4; i++) {
+        rlx_compile_opts o = rlx_compile_default_opts();
+        o.passes = variants[i];
+        rlx_lir *lir = NULL;
+        assert_int_equal(rlx_compile(g, &o, &lir, NULL), RLX_OK);
+        check_plan(lir);
+        /* at most a handful of [SEQ, 64] buffers live at once, not one per layer */
+        assert_true(lir->arena_bytes <= 4 * 32 * 64 * 4);
+        rlx_lir_free(lir);
+    }
+    rlx_graph_free(g);
+}
+
+static void test_views_share(void **state)
+{
+    (void)state;
+    rlx_graph *g = rlx_graph_create();
+    rlx_node x = rlx_graph_input(g, "x", RLX_DTYPE_F32, pt_c2(8, 8));
+    rlx_node a = rlx_graph_exp(g, "a", x);
+    rlx_node r = rlx_graph_reshape(g, "r", a, pt_c1(64));
+    rlx_node s = rlx_graph_slice(g, "s", r, 0, rlx_dim_const(16), rlx_dim_const(8));
+    rlx_node b = rlx_graph_neg(g, "b", s);
+    rlx_node c = rlx_graph_add(g, "c", b,
+                               rlx_graph_slice(g, "s2", r, 0, rlx_dim_const(0), rlx_dim_const(8)));
+    rlx_graph_output(g, "c", c);
+    rlx_compile_opts o = rlx_compile_default_opts();
+    o.passes = RLX_PASS_REQUIRED | RLX_PASS_INPLACE;
+    rlx_lir *lir = NULL;
+    assert_int_equal(rlx_compile(g, &o, &lir, NULL), RLX_OK);
+    check_plan(lir);
+    int32_t va = -1, vr = -1, vs = -1, vb = -1;
+    for (int32_t i = 0; i < lir->n_instrs; i++) {
+        const rlx_lir_instr *ins = &lir->instrs[i];
+        if (ins->op == RLX_OP_EXP)
+            va = ins->out;
+        if (ins->op == RLX_OP_RESHAPE)
+            vr = ins->out;
+        if (ins->op == RLX_OP_SLICE && vs < 0)
+            vs = ins->out;
+        if (ins->op == RLX_OP_NEG) {
+            vb = ins->out;
+            /* the input is a view that other values still need: not in place */
+            assert_false(ins->in_place);
+        }
+    }
+    assert_int_equal(lir->values[vr].view_of, va);
+    assert_int_equal(lir->values[vr].offset, lir->values[va].offset);
+    assert_int_equal(lir->values[vs].offset, lir->values[va].offset + 16 * 4);
+    /* b must not land inside a's buffer while a's second slice is pending */
+    assert_true(lir->values[vb].offset >= lir->values[va].offset + 256 ||
+                lir->values[vb].offset + 32 <= lir->values[va].offset);
+    rlx_lir_free(lir);
+    rlx_graph_free(g);
+}
+
+static void test_run_tower(void **state)
+{
+    (void)state;
+    if (!rlx_test_have_cpu())
+        skip();
+    /* the tightest plan still computes what the loosest one does */
+    rlx_graph *g = tower(3);
+    static float w[3][64 * 16], v[3][16 * 64], x[7 * 16];
+    rlx_test_tensor p[6];
+    static char names[6][8];
+    for (int l = 0; l < 3; l++) {
+        for (int i = 0; i < 1024; i++) {
+            w[l][i] = sinf((float)(i + l * 7) * 0.13f) * 0.3f;
+            v[l][i] = cosf((float)(i + l * 5) * 0.17f) * 0.3f;
+        }
+        snprintf(names[2 * l], 8, "w%d", l);
+        snprintf(names[2 * l + 1], 8, "v%d", l);
+        p[2 * l] = (rlx_test_tensor){names[2 * l], w[l]};
+        p[2 * l + 1] = (rlx_test_tensor){names[2 * l + 1], v[l]};
+    }
+    for (int i = 0; i < 7 * 16; i++)
+        x[i] = sinf((float)i * 0.29f);
+    rlx_test_tensor in = {"x", x};
+    rlx_test_run run = {.params = p, .n_params = 6, .inputs = &in, .n_inputs = 1};
+    run.syms.v[0] = 7;
+    void *a[1], *b[1];
+    int64_t na[1], nb[1];
+    rlx_compile_opts o = rlx_compile_default_opts();
+    assert_int_equal(rlx_test_compile_run(g, o, &run, a, na, 1, NULL, NULL), RLX_OK);
+    o.passes = RLX_PASS_REQUIRED;
+    assert_int_equal(rlx_test_compile_run(g, o, &run, b, nb, 1, NULL, NULL), RLX_OK);
+    assert_int_equal(na[0], 7 * 16);
+    assert_true(rlx_test_max_diff(a[0], b[0], na[0]) < 1e-4f);
+    free(a[0]);
+    free(b[0]);
+    rlx_graph_free(g);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_invariant),
+        cmocka_unit_test(test_views_share),
+        cmocka_unit_test(test_run_tower),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
