@@ -56,8 +56,9 @@ static void accept_all(rlx_sampler *s, const int32_t *toks, size_t n)
 }
 
 /* apply() on ref_logits must give exactly the reference survivors. */
-static void check_ref(rlx_sampler_params p, const int32_t *hist, size_t n_hist,
-                      const int32_t *tokens, const float *logits, const float *probs, int32_t n)
+static void check_ref_once(rlx_sampler_params p, const int32_t *hist, size_t n_hist,
+                           const int32_t *tokens, const float *logits, const float *probs,
+                           int32_t n)
 {
     rlx_sampler *s = make(p, NV);
     accept_all(s, hist, n_hist);
@@ -76,6 +77,31 @@ static void check_ref(rlx_sampler_params p, const int32_t *hist, size_t n_hist,
         assert_float_equal(c[i].p, probs[i], 2e-6);
     }
     rlx_sampler_free(s);
+}
+
+/* The reference case as given and, where top-k is off, again through the
+ * top-k-first path (which reads the logits through the bias/penalty overlay):
+ * with k = NV it must change nothing, and with k = 5 it must keep the first
+ * five reference survivors, renormalised. */
+static void check_ref(rlx_sampler_params p, const int32_t *hist, size_t n_hist,
+                      const int32_t *tokens, const float *logits, const float *probs, int32_t n)
+{
+    check_ref_once(p, hist, n_hist, tokens, logits, probs, n);
+    if (p.top_k != 0 || p.mirostat != 0 || p.dynatemp_range > 0.0f || p.top_p < 1.0f ||
+        p.typical_p < 1.0f || p.min_p > 0.0f || p.top_n_sigma > 0.0f || p.xtc_probability > 0.0f)
+        return;
+    p.top_k = NV;
+    check_ref_once(p, hist, n_hist, tokens, logits, probs, n);
+    if (n < 5)
+        return;
+    float p5[5];
+    double sum = 0.0;
+    for (int i = 0; i < 5; i++)
+        sum += probs[i];
+    for (int i = 0; i < 5; i++)
+        p5[i] = (float)(probs[i] / sum);
+    p.top_k = 5;
+    check_ref_once(p, hist, n_hist, tokens, logits, p5, 5);
 }
 
 #define CHECK_REF(p, hist, n_hist, name)                                                       \
@@ -204,6 +230,19 @@ static void bad_input_at_sample_time(void **state)
     logits[9] = INFINITY;
     assert_int_equal(rlx_sampler_sample(s, logits, &tok), RLX_ERR_INVALID_ARG);
     assert_string_equal(rlx_sampler_last_error(s), "the logit of token 9 is +inf");
+    {
+        rlx_sampler_params q = p;
+        q.top_k = 3;
+        rlx_sampler *s2 = make(q, NV);
+        assert_int_equal(rlx_sampler_sample(s2, logits, &tok), RLX_ERR_INVALID_ARG);
+        assert_string_equal(rlx_sampler_last_error(s2), "the logit of token 9 is +inf");
+        q.temperature = 0.0f;
+        rlx_sampler_free(s2);
+        s2 = make(q, NV);
+        assert_int_equal(rlx_sampler_sample(s2, logits, &tok), RLX_ERR_INVALID_ARG);
+        assert_string_equal(rlx_sampler_last_error(s2), "the logit of token 9 is +inf");
+        rlx_sampler_free(s2);
+    }
     /* NaN is -inf: the one finite logit wins. */
     logits[9] = -INFINITY;
     logits[11] = -3.0f;

@@ -1,12 +1,13 @@
 /* The sampler chain. See sampler.h for the definitions of each step.
  *
- * Working set: the logits are copied into `work` (indexed by token id) for
- * the steps that look tokens up by id (bias, penalties, DRY); the survivors
- * then live in `cand`, an array of (score, logit, p, id) that the truncation
- * steps shrink in place. `n_sorted` says how many leading entries are known
- * to be the best ones in descending order; steps that need an order ask for
- * just the prefix they need (select_sorted), so a top-k of 40 over 150k
- * tokens orders 40 entries, not 150k.
+ * Working set: the caller's logits are read in place. The steps that change
+ * single tokens by id (bias, penalties, DRY) write their results to a sparse
+ * overlay (`pval` where `patched` is set, listed in `plist`), so no per-call
+ * copy of the vocabulary is made. The survivors then live in `cand`, an
+ * array of (score, logit, p, id) that the truncation steps shrink in place. `n_sorted` says how
+ * many leading entries are known to be the best ones in descending order; steps that need an order
+ * ask for just the prefix they need (select_sorted), so a top-k of 40 over 150k tokens orders 40
+ * entries, not 150k.
  */
 #include "engine/sample/sampler.h"
 
@@ -37,7 +38,12 @@ struct rlx_sampler {
     int32_t hist_len;
     int32_t hist_next; /* where the next token goes */
 
-    float *work;                /* [n_vocab] */
+    const float *logits; /* the caller's row, during one call */
+    float *pval;         /* [n_vocab]: changed logits, where patched */
+    uint8_t *patched;    /* [n_vocab], all zero between calls */
+    int32_t *plist;      /* [n_vocab]: the patched ids */
+    int32_t np;
+    float greedy_logit;
     int32_t *counts;            /* [n_vocab], all zero between calls */
     int32_t *touched;           /* [history_size] */
     int32_t *rev;               /* [history_size]: the DRY window, newest first */
@@ -264,15 +270,17 @@ rlx_status rlx_sampler_create(rlx_sampler_params params, int32_t n_vocab, rlx_sa
     s->bias = malloc(nb * sizeof *s->bias);
     s->is_breaker = calloc(nv, 1);
     s->hist = malloc(nh * sizeof *s->hist);
-    s->work = malloc(nv * sizeof *s->work);
+    s->pval = malloc(nv * sizeof *s->pval);
+    s->patched = calloc(nv, 1);
+    s->plist = malloc(nv * sizeof *s->plist);
     s->counts = calloc(nv, sizeof *s->counts);
     s->touched = malloc(nh * sizeof *s->touched);
     s->rev = malloc(nh * sizeof *s->rev);
     s->z = malloc(nh * sizeof *s->z);
     s->cand = malloc(nv * sizeof *s->cand);
     s->out = malloc(nv * sizeof *s->out);
-    if (!s->bias || !s->is_breaker || !s->hist || !s->work || !s->counts || !s->touched ||
-        !s->rev || !s->z || !s->cand || !s->out) {
+    if (!s->bias || !s->is_breaker || !s->hist || !s->pval || !s->patched || !s->plist ||
+        !s->counts || !s->touched || !s->rev || !s->z || !s->cand || !s->out) {
         rlx_sampler_free(s);
         return rlx_error_set(err, RLX_ERR_NO_MEMORY,
                              "out of memory creating a sampler for %d tokens", (int)n_vocab);
@@ -297,7 +305,9 @@ void rlx_sampler_free(rlx_sampler *s)
     free(s->bias);
     free(s->is_breaker);
     free(s->hist);
-    free(s->work);
+    free(s->pval);
+    free(s->patched);
+    free(s->plist);
     free(s->counts);
     free(s->touched);
     free(s->rev);
@@ -373,6 +383,34 @@ static int32_t window_len(const rlx_sampler *s, int32_t last_n)
 
 /* ---- steps on token-indexed logits ---- */
 
+/* NaN counts as -inf; +inf passes and is refused when candidates are built. */
+static float clean(float l)
+{
+    return l == l ? l : -INFINITY;
+}
+
+static float logit_of(const rlx_sampler *s, int32_t t)
+{
+    return s->patched[t] ? s->pval[t] : clean(s->logits[t]);
+}
+
+static void set_logit(rlx_sampler *s, int32_t t, float v)
+{
+    if (!s->patched[t]) {
+        s->patched[t] = 1;
+        s->plist[s->np++] = t;
+    }
+    s->pval[t] = v;
+}
+
+static void clear_patches(rlx_sampler *s)
+{
+    for (int32_t i = 0; i < s->np; i++)
+        s->patched[s->plist[i]] = 0;
+    s->np = 0;
+    s->logits = NULL;
+}
+
 static void apply_penalties(rlx_sampler *s)
 {
     const rlx_sampler_params *p = &s->params;
@@ -387,13 +425,13 @@ static void apply_penalties(rlx_sampler *s)
     }
     for (int32_t i = 0; i < nt; i++) {
         int32_t t = s->touched[i];
-        float l = s->work[t];
+        float l = logit_of(s, t);
         if (l <= 0.0f)
             l *= p->repeat_penalty;
         else
             l /= p->repeat_penalty;
         l -= (float)s->counts[t] * p->frequency_penalty + p->presence_penalty;
-        s->work[t] = l;
+        set_logit(s, t, l);
         s->counts[t] = 0;
     }
 }
@@ -461,7 +499,7 @@ static void apply_dry(rlx_sampler *s)
         /* Very long repeats would overflow the float: cap so logits stay finite. */
         if (!(pen < 1e30))
             pen = 1e30;
-        s->work[t] -= (float)pen;
+        set_logit(s, t, logit_of(s, t) - (float)pen);
         s->counts[t] = 0;
     }
 }
@@ -605,8 +643,10 @@ static rlx_status build_candidates(rlx_sampler *s, float t)
     int32_t n = 0;
     bool scale = t != 1.0f;
     for (int32_t i = 0; i < s->n_vocab; i++) {
-        float l = s->work[i];
-        if (l > -INFINITY) {
+        float l = s->patched[i] ? s->pval[i] : s->logits[i];
+        if (l > -INFINITY) { /* false for NaN too */
+            if (l == INFINITY)
+                return fail(s, "the logit of token %d is +inf", (int)i);
             if (scale) {
                 l /= t;
                 if (l > FLT_MAX)
@@ -641,44 +681,61 @@ static void scale_logits(rlx_sampler *s, float t)
     }
 }
 
-/* build_candidates followed by top-k in one pass over the vocabulary: a heap
- * of the k best finite logits, then temperature on those k only. Dividing by
- * a positive temperature keeps the order, so this equals scaling first. */
+/* build_candidates followed by top-k in one pass over the caller's row: a
+ * heap of the k + np best raw logits (np = tokens the overlay changed), then
+ * the changed tokens swapped for their new values. Of the untouched tokens at
+ * least k stay in the heap, so every token that can make the top k is there.
+ * Temperature then scales only the k survivors: dividing by a positive
+ * temperature keeps the order, so this equals scaling first. */
 static rlx_status build_top_k(rlx_sampler *s, int32_t k, float t)
 {
     cand *h = s->cand;
+    const float *lg = s->logits;
+    int32_t k2 = k + s->np < s->n_vocab ? k + s->np : s->n_vocab;
     int32_t n = 0, i = 0;
-    for (; i < s->n_vocab && n < k; i++) {
-        float l = s->work[i];
+    for (; i < s->n_vocab && n < k2; i++) {
+        float l = lg[i];
         if (l > -INFINITY)
             h[n++] = (cand){l, l, 0.0f, i};
+    }
+    if (n == k2) {
+        for (int32_t j = k2 / 2 - 1; j >= 0; j--)
+            sift_down(h, k2, j);
+        /* Ids only grow from here, so a tie with the worst kept entry loses;
+         * NaN never compares greater. */
+        float floor = h[0].score;
+        for (; i < s->n_vocab; i++) {
+            float l = lg[i];
+            if (l > floor) {
+                h[0] = (cand){l, l, 0.0f, i};
+                sift_down(h, k2, 0);
+                floor = h[0].score;
+            }
+        }
+    }
+    if (s->np > 0) {
+        int32_t j = 0;
+        for (int32_t a = 0; a < n; a++)
+            if (!s->patched[h[a].id])
+                h[j++] = h[a];
+        n = j;
+        for (int32_t a = 0; a < s->np; a++) {
+            int32_t id = s->plist[a];
+            float l = s->pval[id];
+            if (l > -INFINITY)
+                h[n++] = (cand){l, l, 0.0f, id};
+        }
     }
     s->n = n;
     s->n_sorted = 0;
     if (n == 0)
         return fail(s, "no token can be sampled: every logit is -inf or NaN after logit bias and "
                        "penalties");
-    if (n == k) {
-        for (int32_t j = k / 2 - 1; j >= 0; j--)
-            sift_down(h, k, j);
-        /* Ids only grow from here, so a tie with the worst kept entry loses. */
-        float floor = h[0].score;
-        for (; i < s->n_vocab; i++) {
-            float l = s->work[i];
-            if (l > floor) {
-                h[0] = (cand){l, l, 0.0f, i};
-                sift_down(h, k, 0);
-                floor = h[0].score;
-            }
-        }
-        for (int32_t end = k - 1; end > 0; end--) {
-            cand tmp = h[0];
-            h[0] = h[end];
-            h[end] = tmp;
-            sift_down(h, end, 0);
-        }
-        s->n_sorted = k;
-    }
+    for (int32_t a = 0; a < n; a++)
+        if (h[a].logit == INFINITY)
+            return fail(s, "the logit of token %d is +inf", (int)h[a].id);
+    select_sorted(s, k);
+    s->n = s->n_sorted;
     if (t != 1.0f) {
         scale_logits(s, t);
         /* Rounding can turn two close logits into a tie that the id must now
@@ -878,20 +935,11 @@ static rlx_status run_chain(rlx_sampler *s, const float *logits, int32_t *greedy
     const rlx_sampler_params *p = &s->params;
     *greedy = -1;
     s->message[0] = '\0';
-    /* Branch-free so it vectorises; the rare +inf is located afterwards. */
-    int any_inf = 0;
-    for (int32_t i = 0; i < s->n_vocab; i++) {
-        float l = logits[i];
-        any_inf |= l == INFINITY;
-        s->work[i] = l == l ? l : -INFINITY;
+    s->logits = logits;
+    for (size_t i = 0; i < p->n_logit_bias; i++) {
+        int32_t t = s->bias[i].token;
+        set_logit(s, t, logit_of(s, t) + s->bias[i].bias);
     }
-    if (any_inf) {
-        for (int32_t i = 0; i < s->n_vocab; i++)
-            if (logits[i] == INFINITY)
-                return fail(s, "the logit of token %d is +inf", (int)i);
-    }
-    for (size_t i = 0; i < p->n_logit_bias; i++)
-        s->work[s->bias[i].token] += s->bias[i].bias;
     apply_penalties(s);
     apply_dry(s);
 
@@ -899,15 +947,19 @@ static rlx_status run_chain(rlx_sampler *s, const float *logits, int32_t *greedy
         int32_t best = -1;
         float bl = -INFINITY;
         for (int32_t i = 0; i < s->n_vocab; i++) {
-            if (s->work[i] > bl) {
-                bl = s->work[i];
+            float l = s->patched[i] ? s->pval[i] : logits[i];
+            if (l > bl) {
+                bl = l;
                 best = i;
             }
         }
         if (best < 0)
             return fail(s, "no token can be sampled: every logit is -inf or NaN after logit bias "
                            "and penalties");
+        if (bl == INFINITY)
+            return fail(s, "the logit of token %d is +inf", (int)best);
         *greedy = best;
+        s->greedy_logit = bl;
         return RLX_OK;
     }
 
@@ -968,6 +1020,7 @@ rlx_status rlx_sampler_sample(rlx_sampler *s, const float *logits, int32_t *out_
     *out_token = -1;
     int32_t greedy;
     rlx_status st = run_chain(s, logits, &greedy);
+    clear_patches(s);
     if (st != RLX_OK)
         return st;
     if (greedy >= 0) {
@@ -996,10 +1049,11 @@ rlx_status rlx_sampler_apply(rlx_sampler *s, const float *logits, const rlx_samp
     *n_out = 0;
     int32_t greedy;
     rlx_status st = run_chain(s, logits, &greedy);
+    clear_patches(s);
     if (st != RLX_OK)
         return st;
     if (greedy >= 0) {
-        s->out[0] = (rlx_sampler_candidate){greedy, s->work[greedy], 1.0f};
+        s->out[0] = (rlx_sampler_candidate){greedy, s->greedy_logit, 1.0f};
         *out = s->out;
         *n_out = 1;
         return RLX_OK;
