@@ -26,5 +26,6 @@ fi
 ninja -C "$builddir"
 # Sanitizers: fail on the first report; leaks count as failures.
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:halt_on_error=1}"
+export LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=$(pwd)/tests/lsan.supp:print_suppressions=0}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 exec meson test -C "$builddir" --print-errorlogs --num-processes 2 "$@"
