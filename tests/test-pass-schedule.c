@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "compile-exec.h"
 #include "engine/compile/passes.h"
@@ -250,9 +251,131 @@ static void test_hash_and_dump(void **state)
     assert_non_null(strstr(text, "scatter"));
     free(text);
     rlx_lir_free(lir);
+
+    /* one file per pass in a directory */
+    const char *dir = rlx_test_tmp("dumps");
+    mkdir(dir, 0755);
+    o = rlx_compile_default_opts();
+    o.dump_dir = dir;
+    o.dump_after = RLX_PASS_ALL;
+    o.dump_dot = true;
+    assert_int_equal(rlx_compile(g1, &o, &lir, NULL), RLX_OK);
+    rlx_lir_free(lir);
+    char p[4096];
+    const char *files[] = {"00-verify.txt", "07-fusion.txt", "07-fusion.dot", "99-lir.txt"};
+    for (int i = 0; i < 4; i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, files[i]);
+        size_t n = 0;
+        void *d = rlx_test_read_file(p, &n);
+        assert_non_null(d);
+        assert_true(n > 0);
+        free(d);
+    }
     rlx_graph_free(g1);
     rlx_graph_free(g2);
     rlx_graph_free(g3);
+}
+
+/* Block-quantized gather table and matmul weight, a BF16 norm weight and an
+ * F16 KV state, through the whole compile and the CPU backend. */
+static void test_quantized_run(void **state)
+{
+    (void)state;
+    if (!rlx_test_have_cpu())
+        skip();
+    /* Q8_0: 34-byte blocks: f16 d, 32 x int8 */
+    enum { N = 4, K = 64, V = 6 };
+    static uint8_t wq[N * (K / 32) * 34], tab[V * (K / 32) * 34];
+    float wf[N * K], tf[V * K];
+    for (int r = 0; r < N; r++)
+        for (int b = 0; b < K / 32; b++) {
+            uint8_t *blk = wq + (r * (K / 32) + b) * 34;
+            uint16_t d = rlx_f32_to_f16(0.01f * (float)(r + 1));
+            memcpy(blk, &d, 2);
+            for (int i = 0; i < 32; i++) {
+                int8_t q = (int8_t)((i * 7 + r * 3 + b) % 41 - 20);
+                blk[2 + i] = (uint8_t)q;
+                wf[r * K + b * 32 + i] = rlx_f16_to_f32(d) * q;
+            }
+        }
+    for (int r = 0; r < V; r++)
+        for (int b = 0; b < K / 32; b++) {
+            uint8_t *blk = tab + (r * (K / 32) + b) * 34;
+            uint16_t d = rlx_f32_to_f16(0.02f);
+            memcpy(blk, &d, 2);
+            for (int i = 0; i < 32; i++) {
+                int8_t q = (int8_t)((i + r * 5) % 21 - 10);
+                blk[2 + i] = (uint8_t)q;
+                tf[r * K + b * 32 + i] = rlx_f16_to_f32(d) * q;
+            }
+        }
+    uint16_t nw[K];
+    for (int i = 0; i < K; i++)
+        nw[i] = rlx_f32_to_bf16(1.0f + 0.01f * i);
+    rlx_graph *g = rlx_graph_create();
+    int seq = rlx_graph_add_symbol(g, "SEQ", 8);
+    rlx_dim S = rlx_dim_sym(seq);
+    rlx_node ids = rlx_graph_input(g, "ids", RLX_DTYPE_I32, rlx_shape_make_dims(1, &S));
+    rlx_node t = rlx_graph_param(g, "tok", RLX_DTYPE_Q8_0, rlx_shape_make(2, (int64_t[]){V, K}));
+    rlx_node w = rlx_graph_param(g, "w", RLX_DTYPE_Q8_0, rlx_shape_make(2, (int64_t[]){N, K}));
+    rlx_node n = rlx_graph_param(g, "nw", RLX_DTYPE_BF16, rlx_shape_make(1, (int64_t[]){K}));
+    rlx_node st = rlx_graph_state(g, "cache", RLX_DTYPE_F16, rlx_shape_make(2, (int64_t[]){8, N}));
+    rlx_node x = rlx_graph_gather(g, "emb", t, ids);
+    x = rlx_graph_rms_norm(g, "norm", x, n, 1e-6f);
+    rlx_node y = rlx_graph_matmul(g, "mm", x, w, false, true);
+    rlx_node sc = rlx_graph_scatter(g, "store", st, y, 0, rlx_dim_const(0));
+    rlx_node rd = rlx_graph_slice(g, "rd", sc, 0, rlx_dim_const(0), S);
+    rlx_node last = rlx_graph_slice(g, "last", rlx_graph_cast(g, "f32", rd, RLX_DTYPE_F32), 0,
+                                    rlx_dim_const(1), rlx_dim_const(1));
+    rlx_graph_output(g, "y", y);
+    rlx_graph_output(g, "last", last);
+    assert_null(rlx_graph_error(g));
+    int32_t idv[3] = {2, 5, 0};
+    rlx_test_tensor params[] = {{"tok", tab}, {"w", wq}, {"nw", nw}};
+    rlx_test_tensor in = {"ids", idv};
+    rlx_test_run run = {.params = params, .n_params = 3, .inputs = &in, .n_inputs = 1};
+    run.syms.v[0] = 3;
+    void *out[2];
+    int64_t ne[2];
+    rlx_error *err = NULL;
+    rlx_lir *lir = NULL;
+    rlx_status s =
+        rlx_test_compile_run(g, rlx_compile_default_opts(), &run, out, ne, 2, &lir, &err);
+    if (s != RLX_OK)
+        fprintf(stderr, "%s\n", rlx_error_message(err));
+    assert_int_equal(s, RLX_OK);
+    /* the scatter writes the F16 state in place; the read-back is a view */
+    assert_int_equal(lir->n_states, 1);
+    rlx_lir_free(lir);
+    /* reference */
+    double maxd = 0;
+    for (int si = 0; si < 3; si++) {
+        float xr[K];
+        double ms = 0;
+        for (int i = 0; i < K; i++) {
+            xr[i] = tf[idv[si] * K + i];
+            ms += xr[i] * xr[i];
+        }
+        float r = 1.0f / sqrtf((float)(ms / K) + 1e-6f);
+        for (int i = 0; i < K; i++)
+            xr[i] = xr[i] * r * rlx_bf16_to_f32(nw[i]);
+        for (int o = 0; o < N; o++) {
+            double acc = 0;
+            for (int i = 0; i < K; i++)
+                acc += xr[i] * wf[o * K + i];
+            double d = fabs(acc - ((float *)out[0])[si * N + o]);
+            if (d > maxd)
+                maxd = d;
+            if (si == 1) /* through the F16 state */
+                assert_true(fabs(((float *)out[1])[o] - acc) < 1e-2 * (1 + fabs(acc)));
+        }
+    }
+    assert_int_equal(ne[0], 12);
+    assert_int_equal(ne[1], 4);
+    assert_true(maxd < 1e-4);
+    free(out[0]);
+    free(out[1]);
+    rlx_graph_free(g);
 }
 
 int main(void)
@@ -260,7 +383,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mlp_lir),       cmocka_unit_test(test_inplace_chain),
         cmocka_unit_test(test_kv_state),      cmocka_unit_test(test_segments),
-        cmocka_unit_test(test_hash_and_dump),
+        cmocka_unit_test(test_hash_and_dump), cmocka_unit_test(test_quantized_run),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
