@@ -357,7 +357,8 @@ static void compare_variants(builder build, const rlx_test_run *run)
             ov.backend =
                 rlx_test_refusing_backend((1ull << RLX_OP_GELU) | (1ull << RLX_OP_LAYER_NORM) |
                                           (1ull << RLX_OP_RMS_NORM) | (1ull << RLX_OP_GROUP_NORM) |
-                                          (1ull << RLX_OP_SILU) | (1ull << RLX_OP_ADD_RMS_NORM));
+                                          (1ull << RLX_OP_SILU) | (1ull << RLX_OP_ADD_RMS_NORM) |
+                                          (1ull << RLX_OP_ATTENTION) | (1ull << RLX_OP_CONV1D));
         void *got[4] = {0};
         int64_t n[4];
         err = NULL;

@@ -35,22 +35,10 @@ static void test_fails_with_name(void **state)
 {
     (void)state;
     rlx_graph *g = rlx_graph_create();
-    rlx_node q = rlx_graph_input(g, "q", RLX_DTYPE_F32, pt_c4(1, 2, 3, 8));
-    rlx_node a = rlx_graph_attention(g, "blk.0.attn", q, q, q, RLX_NODE_INVALID,
-                                     (rlx_attention_params){.mask = RLX_MASK_CAUSAL});
-    rlx_graph_output(g, "a", a);
     rlx_compile_opts o = rlx_compile_default_opts();
-    o.backend = rlx_test_refusing_backend(BIT(RLX_OP_ATTENTION));
     rlx_lir *lir = NULL;
     rlx_error *err = NULL;
-    assert_int_equal(rlx_compile(g, &o, &lir, &err), RLX_ERR_UNSUPPORTED);
-    assert_null(lir);
-    assert_non_null(
-        strstr(rlx_error_message(err), "test backend cannot run attention 'blk.0.attn'"));
-    rlx_error_free(err);
     /* a refused op without any rewrite */
-    rlx_graph_free(g);
-    g = rlx_graph_create();
     rlx_node x = rlx_graph_input(g, "x", RLX_DTYPE_F32, pt_c4(1, 2, 4, 4));
     rlx_graph_output(g, "p",
                      rlx_graph_pool2d(g, "pool", x, RLX_POOL_MAX, (int[]){2, 2}, NULL, NULL));
@@ -148,6 +136,38 @@ static void test_numbers(void **state)
     rlx_test_run run2 = {.inputs = ins, .n_inputs = 3};
     check_same(g, BIT(RLX_OP_ATTENTION), &run2, 1e-5f);
     rlx_graph_free(g);
+
+    /* causal and sliding-window masks with a cached prefix (S = 3 < T = 5,
+     * symbolic), grouped heads and a per-head, per-key bias */
+    float bv[4 * 3 * 5];
+    for (int i = 0; i < 60; i++)
+        bv[i] = cosf((float)i * 0.3f) * 0.2f;
+    for (int m = 0; m < 2; m++) {
+        g = rlx_graph_create();
+        int seq = rlx_graph_add_symbol(g, "SEQ", 4), past = rlx_graph_add_symbol(g, "PAST", 4);
+        rlx_dim S = rlx_dim_sym(seq), T;
+        rlx_dim_add(rlx_dim_sym(past), S, &T);
+        rlx_dim one = rlx_dim_const(1), d8 = rlx_dim_const(8);
+        q = rlx_graph_input(g, "q", RLX_DTYPE_F32,
+                            rlx_shape_make_dims(4, (rlx_dim[]){one, rlx_dim_const(4), S, d8}));
+        k = rlx_graph_input(g, "k", RLX_DTYPE_F32,
+                            rlx_shape_make_dims(4, (rlx_dim[]){one, rlx_dim_const(2), T, d8}));
+        v = rlx_graph_input(g, "v", RLX_DTYPE_F32,
+                            rlx_shape_make_dims(4, (rlx_dim[]){one, rlx_dim_const(2), T, d8}));
+        rlx_node b =
+            rlx_graph_input(g, "bias", RLX_DTYPE_F32,
+                            rlx_shape_make_dims(4, (rlx_dim[]){one, rlx_dim_const(4), one, T}));
+        rlx_attention_params ap = {.mask = m ? RLX_MASK_WINDOW : RLX_MASK_CAUSAL, .window = 2};
+        a = rlx_graph_attention(g, "attn", q, k, v, m ? RLX_NODE_INVALID : b, ap);
+        rlx_graph_output(g, "a", a);
+        assert_null(rlx_graph_error(g));
+        rlx_test_tensor ins3[] = {{"q", qv}, {"k", kv}, {"v", vv}, {"bias", bv}};
+        rlx_test_run run3 = {.inputs = ins3, .n_inputs = 4};
+        run3.syms.v[0] = 3;
+        run3.syms.v[1] = 2;
+        check_same(g, BIT(RLX_OP_ATTENTION), &run3, 1e-5f);
+        rlx_graph_free(g);
+    }
 }
 
 int main(void)

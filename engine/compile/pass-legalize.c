@@ -6,13 +6,15 @@
  * Rewrites: GELU (erf via Abramowitz-Stegun 7.1.26, |err| < 1.5e-7; tanh
  * form), SILU, SIGMOID, TANH, RSQRT, SQUARE, RELU, CLAMP, SCALE; RMS/LAYER/
  * GROUP norm and ADD_RMS_NORM into reductions; SOFTMAX into max/exp/sum;
- * ATTENTION without a positional mask into matmul + softmax + matmul (GQA by
- * folding the group into the query rows); CONV1D into CONV2D; a matmul
+ * ATTENTION into matmul + softmax + matmul (causal/window masks built from
+ * position constants, GQA by broadcasting k/v over the query group); CONV1D
+ * into CONV2D; a matmul
  * epilogue into separate nodes; a FUSED_ELEMENTWISE back into its steps. */
 #include "engine/compile/passes.h"
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 typedef struct lz {
@@ -118,6 +120,127 @@ static rlx_node mean_sq_norm(lz *z, rlx_node x, float eps, bool center)
     return op2(z, RLX_OP_MUL, x, r);
 }
 
+/* Positions 0..len-1 as F32 (a constant at the dim's upper bound, sliced). */
+static rlx_node positions(lz *z, rlx_dim start, rlx_dim len, int64_t bound)
+{
+    float *v = malloc(sizeof *v * (size_t)(bound > 0 ? bound : 1));
+    if (!v) {
+        rlx_graph_fail(z->g, RLX_ERR_NO_MEMORY, "out of memory");
+        return RLX_NODE_INVALID;
+    }
+    for (int64_t i = 0; i < bound; i++)
+        v[i] = (float)i;
+    rlx_node c = rlx_graph_const(z->g, nm(z, "iota"), RLX_DTYPE_F32, rlx_shape_make(1, &bound), v);
+    free(v);
+    rlx_op_params p;
+    memset(&p, 0, sizeof p);
+    p.slice.start = start;
+    p.slice.step = 1;
+    rlx_shape s = rlx_shape_make_dims(1, &len);
+    return rlx_graph_node_new(z->g, nm(z, "pos"), RLX_OP_SLICE, &p, 1, &c, RLX_DTYPE_INVALID, &s);
+}
+
+static rlx_node cmp(lz *z, rlx_cmp kind, rlx_node a, rlx_node b)
+{
+    rlx_op_params p;
+    memset(&p, 0, sizeof p);
+    p.cmp.kind = kind;
+    rlx_node in[2] = {a, b};
+    return rlx_graph_node_new(z->g, nm(z, "cmp"), RLX_OP_CMP, &p, 2, in, RLX_DTYPE_INVALID, NULL);
+}
+
+/* The additive [S, T] mask of a causal / window attention: query i sits at
+ * absolute position T - S + i and sees key j when j <= pos (and, for a
+ * window, j > pos - window). Built from position constants, so it works for
+ * every S and T up to their bounds. */
+static rlx_node causal_mask(lz *z, const rlx_gnode *n, rlx_dim S, rlx_dim T)
+{
+    rlx_graph *g = z->g;
+    rlx_dim off;
+    if (!rlx_dim_sub(T, S, &off))
+        return RLX_NODE_INVALID;
+    int64_t tmax = rlx_dim_upper(T, g->sym_max);
+    rlx_node kp = positions(z, rlx_dim_const(0), T, tmax);
+    rlx_node qp = positions(z, off, S, tmax);
+    rlx_shape qs = rlx_shape_make_dims(2, (rlx_dim[]){S, rlx_dim_const(1)});
+    qp = reshape(z, qp, qs);
+    rlx_node masked = cmp(z, RLX_CMP_GT, kp, qp); /* [S, T] */
+    float ninf = -INFINITY, zero = 0.0f;
+    rlx_node cn = rlx_graph_const(g, nm(z, "ninf"), RLX_DTYPE_F32, rlx_shape_make(0, NULL), &ninf);
+    rlx_node cz = rlx_graph_const(g, nm(z, "zero"), RLX_DTYPE_F32, rlx_shape_make(0, NULL), &zero);
+    if (n->p.attn.mask == RLX_MASK_WINDOW) {
+        /* also masked when j <= pos - window */
+        rlx_node far = cmp(z, RLX_CMP_LE, kp, scale(z, qp, 1, -(double)n->p.attn.window));
+        masked = op2(z, RLX_OP_MAX, masked, far);
+    }
+    rlx_node in[3] = {masked, cn, cz};
+    return rlx_graph_node_new(g, nm(z, "mask"), RLX_OP_WHERE, NULL, 3, in, RLX_DTYPE_INVALID, NULL);
+}
+
+/* ATTENTION as matmul + softmax + matmul. Grouped-query attention keeps k/v
+ * shared by viewing q as [B, Hkv, G, S, D] against k as [B, Hkv, 1, T, D]. */
+static rlx_node attention(lz *z, const rlx_gnode *n, char *why, size_t why_size)
+{
+    rlx_graph *g = z->g;
+    rlx_shape qs = g->nodes[n->in[0]].shape, ks = g->nodes[n->in[1]].shape,
+              vs = g->nodes[n->in[2]].shape;
+    int64_t hq = qs.d[1].k, hk = ks.d[1].k, grp = hq / hk;
+    rlx_dim S = qs.d[2], T = ks.d[2];
+    rlx_node q = n->in[0], k = n->in[1], v = n->in[2];
+    rlx_node mask = RLX_NODE_INVALID;
+    if (n->p.attn.mask != RLX_MASK_NONE) {
+        mask = causal_mask(z, n, S, T);
+        if (mask == RLX_NODE_INVALID) {
+            snprintf(why, why_size, "the key length minus the query length is not expressible");
+            return RLX_NODE_INVALID;
+        }
+    }
+    if (n->p.attn.has_bias) {
+        rlx_node b = n->in[3];
+        if (grp > 1) {
+            rlx_shape bs = g->nodes[b].shape, b4 = rlx_shape_make(4, NULL), b5;
+            for (int d = 0; d < bs.rank; d++)
+                b4.d[4 - bs.rank + d] = bs.d[d];
+            bool per_head = !(rlx_dim_is_const(b4.d[1]) && b4.d[1].k == 1);
+            b5 = rlx_shape_make_dims(5, (rlx_dim[]){b4.d[0], rlx_dim_const(per_head ? hk : 1),
+                                                    rlx_dim_const(per_head ? grp : 1), b4.d[2],
+                                                    b4.d[3]});
+            b = reshape(z, b, b5);
+        }
+        mask = mask == RLX_NODE_INVALID ? b : op2(z, RLX_OP_ADD, b, mask);
+    }
+    if (grp > 1) {
+        q = reshape(z, q,
+                    rlx_shape_make_dims(5, (rlx_dim[]){qs.d[0], rlx_dim_const(hk),
+                                                       rlx_dim_const(grp), S, qs.d[3]}));
+        k = reshape(z, k,
+                    rlx_shape_make_dims(
+                        5, (rlx_dim[]){ks.d[0], rlx_dim_const(hk), rlx_dim_const(1), T, ks.d[3]}));
+        v = reshape(z, v,
+                    rlx_shape_make_dims(
+                        5, (rlx_dim[]){vs.d[0], rlx_dim_const(hk), rlx_dim_const(1), T, vs.d[3]}));
+    }
+    rlx_op_params mp;
+    memset(&mp, 0, sizeof mp);
+    mp.matmul.trans_b = true;
+    rlx_node in[2] = {q, k};
+    rlx_node sc =
+        rlx_graph_node_new(g, nm(z, "scores"), RLX_OP_MATMUL, &mp, 2, in, RLX_DTYPE_INVALID, NULL);
+    rlx_op_params sp;
+    memset(&sp, 0, sizeof sp);
+    sp.softmax.scale = n->p.attn.scale;
+    sp.softmax.softcap = n->p.attn.softcap;
+    sp.softmax.has_mask = mask != RLX_NODE_INVALID;
+    rlx_node sin[2] = {sc, mask};
+    rlx_node pr = rlx_graph_node_new(g, nm(z, "softmax"), RLX_OP_SOFTMAX, &sp,
+                                     sp.softmax.has_mask ? 2 : 1, sin, RLX_DTYPE_INVALID, NULL);
+    memset(&mp, 0, sizeof mp);
+    rlx_node pv[2] = {pr, v};
+    rlx_node o =
+        rlx_graph_node_new(g, nm(z, "pv"), RLX_OP_MATMUL, &mp, 2, pv, RLX_DTYPE_INVALID, NULL);
+    return grp > 1 ? reshape(z, o, n->shape) : o;
+}
+
 /* Rewrite node i (a copy in n) into other nodes; RLX_NODE_INVALID with a
  * reason in why when there is no rewrite. */
 static rlx_node rewrite(lz *z, int32_t i, const rlx_gnode *n, char *why, size_t why_size)
@@ -217,45 +340,8 @@ static rlx_node rewrite(lz *z, int32_t i, const rlx_gnode *n, char *why, size_t 
             op1(z, RLX_OP_EXP, op2(z, RLX_OP_SUB, s, reduce(z, RLX_OP_REDUCE_MAX, s, axis)));
         return op2(z, RLX_OP_DIV, e, reduce(z, RLX_OP_REDUCE_SUM, e, axis));
     }
-    case RLX_OP_ATTENTION: {
-        if (n->p.attn.mask != RLX_MASK_NONE) {
-            snprintf(why, why_size,
-                     "a causal/window mask needs query positions, which only the fused op knows");
-            return RLX_NODE_INVALID;
-        }
-        rlx_shape qs = g->nodes[n->in[0]].shape, ks = g->nodes[n->in[1]].shape;
-        int64_t hq = qs.d[1].k, hk = ks.d[1].k, grp = hq / hk;
-        if (grp > 1 && n->p.attn.has_bias) {
-            snprintf(why, why_size, "grouped-query attention with a bias");
-            return RLX_NODE_INVALID;
-        }
-        rlx_node q = x;
-        if (grp > 1) {
-            rlx_shape s5 = qs;
-            s5.d[1] = rlx_dim_const(hk);
-            s5.d[2] = rlx_dim_scale(qs.d[2], grp);
-            q = reshape(z, q, s5);
-        }
-        rlx_op_params mp;
-        memset(&mp, 0, sizeof mp);
-        mp.matmul.trans_b = true;
-        rlx_node in[2] = {q, n->in[1]};
-        rlx_node sc = rlx_graph_node_new(g, nm(z, "scores"), RLX_OP_MATMUL, &mp, 2, in,
-                                         RLX_DTYPE_INVALID, NULL);
-        rlx_op_params sp;
-        memset(&sp, 0, sizeof sp);
-        sp.softmax.scale = n->p.attn.scale;
-        sp.softmax.softcap = n->p.attn.softcap;
-        sp.softmax.has_mask = n->p.attn.has_bias;
-        rlx_node sin[2] = {sc, n->p.attn.has_bias ? n->in[3] : RLX_NODE_INVALID};
-        rlx_node pr = rlx_graph_node_new(g, nm(z, "softmax"), RLX_OP_SOFTMAX, &sp,
-                                         n->p.attn.has_bias ? 2 : 1, sin, RLX_DTYPE_INVALID, NULL);
-        memset(&mp, 0, sizeof mp);
-        rlx_node pv[2] = {pr, n->in[2]};
-        rlx_node o =
-            rlx_graph_node_new(g, nm(z, "pv"), RLX_OP_MATMUL, &mp, 2, pv, RLX_DTYPE_INVALID, NULL);
-        return grp > 1 ? reshape(z, o, n->shape) : o;
-    }
+    case RLX_OP_ATTENTION:
+        return attention(z, n, why, why_size);
     case RLX_OP_CONV1D: {
         rlx_shape xs = g->nodes[x].shape, ws = g->nodes[n->in[1]].shape;
         rlx_shape x4 =
