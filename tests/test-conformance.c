@@ -2226,6 +2226,114 @@ static void test_symbolic(void **state)
     be->device_close(dev);
 }
 
+/* The KV-cache pattern with symbolic offsets: SCATTER src [H, SEQ, D] into
+ * a state [H, CAP, D] at PAST, then SLICE [H, PAST+SEQ, D] back out. */
+static void test_symbolic_offsets(void **state)
+{
+    (void)state;
+    enum { H = 2, CAP = 8, D = 3 };
+    const rlx_backend_i *be = rlx_backend_find("cpu");
+    rlx_device *dev = NULL;
+    assert_int_equal(be->device_open(0, NULL, &dev, NULL), RLX_OK);
+    /* symbols: 0 = PAST (<= 5), 1 = SEQ (<= 3) */
+    rlx_dim past = rlx_dim_sym(0), seq = rlx_dim_sym(1), total;
+    assert_true(rlx_dim_add(past, seq, &total));
+    rlx_lir_value v[4];
+    memset(v, 0, sizeof v);
+    rlx_dim dims[4][3] = {{rlx_dim_const(H), rlx_dim_const(CAP), rlx_dim_const(D)},
+                          {rlx_dim_const(H), seq, rlx_dim_const(D)},
+                          {rlx_dim_const(H), rlx_dim_const(CAP), rlx_dim_const(D)},
+                          {rlx_dim_const(H), total, rlx_dim_const(D)}};
+    rlx_home homes[4] = {RLX_HOME_STATE, RLX_HOME_INPUT, RLX_HOME_STATE, RLX_HOME_OUTPUT};
+    for (int i = 0; i < 4; i++) {
+        v[i].dtype = RLX_DTYPE_F32;
+        v[i].shape.rank = 3;
+        for (int d = 0; d < 3; d++)
+            v[i].shape.d[d] = dims[i][d];
+        /* the state keeps CAP rows per head; src and out are contiguous */
+        v[i].stride[2] = rlx_dim_const(1);
+        v[i].stride[1] = rlx_dim_const(D);
+        if (i == 1) {
+            v[i].stride[0] = rlx_dim_sym(1);
+            v[i].stride[0].mul[0] = D;
+        } else if (i == 3) {
+            rlx_dim s0 = total;
+            s0.k *= D;
+            for (int t = 0; t < RLX_DIM_TERMS; t++)
+                s0.mul[t] = (int16_t)(s0.mul[t] * D);
+            v[i].stride[0] = s0;
+        } else {
+            v[i].stride[0] = rlx_dim_const(CAP * D);
+        }
+        v[i].home = homes[i];
+        v[i].view_of = -1;
+    }
+    rlx_lir_instr ins[2];
+    memset(ins, 0, sizeof ins);
+    ins[0].op = RLX_OP_SCATTER;
+    ins[0].p.scatter.axis = 1;
+    ins[0].p.scatter.offset = past;
+    ins[0].n_in = 2;
+    ins[0].in[0] = 0;
+    ins[0].in[1] = 1;
+    ins[0].out = 2;
+    ins[0].in_place = true;
+    ins[1].op = RLX_OP_SLICE;
+    ins[1].p.slice.axis = 1;
+    ins[1].p.slice.start = rlx_dim_const(0);
+    ins[1].p.slice.step = 1;
+    ins[1].n_in = 1;
+    ins[1].in[0] = 2;
+    ins[1].out = 3;
+    rlx_lir_binding sb = {.name = "kv"}, ib = {.name = "x"}, ob = {.name = "y"};
+    rlx_lir lir;
+    memset(&lir, 0, sizeof lir);
+    lir.n_values = 4;
+    lir.values = v;
+    lir.n_instrs = 2;
+    lir.instrs = ins;
+    lir.n_symbols = 2;
+    lir.symbols[0] = (rlx_lir_symbol){.name = "PAST", .max = 5};
+    lir.symbols[1] = (rlx_lir_symbol){.name = "SEQ", .max = 3};
+    lir.n_states = lir.n_inputs = lir.n_outputs = 1;
+    lir.states = &sb;
+    lir.inputs = &ib;
+    lir.outputs = &ob;
+    rlx_program *prog = NULL;
+    rlx_error *err = NULL;
+    if (be->program_create(dev, &lir, &prog, &err) != RLX_OK)
+        fail_msg("%s", rlx_error_message(err));
+    float kv[H * CAP * D] = {0}, x[H * 3 * D], y[H * CAP * D];
+    /* three steps: 3 tokens, then 1, then 2: the cache fills up to 6 */
+    int steps[3] = {3, 1, 2}, at = 0;
+    for (int k = 0; k < 3; k++) {
+        int n = steps[k];
+        for (int h = 0; h < H; h++)
+            for (int t = 0; t < n; t++)
+                for (int d = 0; d < D; d++)
+                    x[(h * n + t) * D + d] = (float)(100 * h + 10 * (at + t) + d);
+        rlx_buffer *bk, *bx, *by;
+        be->buffer_from_host(dev, kv, sizeof kv, &bk, NULL);
+        be->buffer_from_host(dev, x, (uint64_t)H * n * D * 4, &bx, NULL);
+        be->buffer_from_host(dev, y, (uint64_t)H * (at + n) * D * 4, &by, NULL);
+        rlx_buffer_ref rk = {bk, 0}, rx = {bx, 0}, ry = {by, 0};
+        rlx_program_bindings b = {.states = &rk, .inputs = &rx, .outputs = &ry};
+        rlx_sym_values sv = {{at, n}};
+        if (be->program_run(prog, &b, &sv, &err) != RLX_OK)
+            fail_msg("step %d: %s", k, rlx_error_message(err));
+        at += n;
+        for (int h = 0; h < H; h++)
+            for (int t = 0; t < at; t++)
+                for (int d = 0; d < D; d++)
+                    assert_true(y[(h * at + t) * D + d] == (float)(100 * h + 10 * t + d));
+        be->buffer_free(bk);
+        be->buffer_free(bx);
+        be->buffer_free(by);
+    }
+    be->program_free(prog);
+    be->device_close(dev);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -2251,6 +2359,7 @@ int main(void)
         cmocka_unit_test(test_gather),
         cmocka_unit_test(test_scatter),
         cmocka_unit_test(test_symbolic),
+        cmocka_unit_test(test_symbolic_offsets),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

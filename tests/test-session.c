@@ -510,6 +510,8 @@ typedef struct log_t {
     int started[64];
     int n_started;
     int events;
+    int mem_events;
+    uint64_t mem_weights;
     int freed;
 } log_t;
 
@@ -540,6 +542,11 @@ static void on_event(void *user, uint64_t job, int kind, const void *data, size_
     log_t *l = user;
     if (kind == RLX_WORKER_EVENT_TOKEN)
         l->events++;
+    if (kind == RLX_WORKER_EVENT_MEMORY) {
+        assert_int_equal(size, sizeof(rlx_session_memory_info));
+        l->mem_events++;
+        l->mem_weights = ((const rlx_session_memory_info *)data)->weights_bytes;
+    }
 }
 
 typedef struct job_arg {
@@ -713,7 +720,8 @@ static void test_worker_session_cancel(void **state)
     make_acc(&a, "acc");
     run_arg ra = {0};
     assert_int_equal(rlx_session_load_lir(s, &a.lir, &ra.p, &err), RLX_OK);
-    rlx_worker_callbacks cb = {.on_start = on_start, .on_done = on_done, .user = &l};
+    rlx_worker_callbacks cb = {
+        .on_start = on_start, .on_done = on_done, .on_event = on_event, .user = &l};
     rlx_worker *w = NULL;
     assert_int_equal(rlx_worker_create(s, &cb, &w, NULL), RLX_OK);
     uint64_t id = rlx_worker_submit(w, run_forever, &ra, NULL);
@@ -723,6 +731,8 @@ static void test_worker_session_cancel(void **state)
     rlx_worker_wait_idle(w);
     assert_int_equal(l.n_done, 1);
     assert_int_equal(l.done_status[0], RLX_ERR_CANCELLED);
+    assert_int_equal(l.mem_events, 1);
+    assert_int_equal(l.mem_weights, 16);
     rlx_worker_free(w);
     rlx_session_free(s);
     pthread_mutex_destroy(&l.mu);

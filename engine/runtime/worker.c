@@ -71,6 +71,11 @@ static void *worker_main(void *arg)
             const char *msg = st == RLX_OK ? NULL
                               : err        ? rlx_error_message(err)
                                            : rlx_status_name(st);
+            if (w->session && w->cb.on_event) {
+                /* what the job left allocated, for a memory indicator */
+                rlx_session_memory_info m = rlx_session_memory(w->session);
+                w->cb.on_event(w->cb.user, j->id, RLX_WORKER_EVENT_MEMORY, &m, sizeof m);
+            }
             finish(w, j, st, msg);
             rlx_error_free(err);
         }

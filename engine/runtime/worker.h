@@ -18,7 +18,8 @@
  * RLX_ERR_CANCELLED, and the session's progress reports reach on_progress.
  *
  * Callbacks run on the worker thread, in order: on_start, any on_progress /
- * on_event, then exactly one on_done per submitted job (also for a job
+ * on_event (with a session: an RLX_WORKER_EVENT_MEMORY event after each job
+ * that ran), then exactly one on_done per submitted job (also for a job
  * cancelled before it started, with RLX_ERR_CANCELLED and no on_start). A
  * GUI turns them into main-loop events.
  *
