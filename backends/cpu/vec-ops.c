@@ -273,18 +273,85 @@ static inline int round_away(float v)
     return (int)(v + (v >= 0.0f ? 0.5f : -0.5f));
 }
 
+/* The SIMD versions below compute exactly what the scalar loops do: the same
+ * amax, the same id, v*id rounded half away from zero by adding +-0.5 and
+ * truncating. Only the portable build runs the scalar loops. */
+#if defined(__AVX512F__)
+static inline float amax16n(const float *x, int n)
+{
+    __m512 m = _mm512_setzero_ps();
+    for (int j = 0; j < n; j += 16)
+        m = _mm512_max_ps(m, _mm512_abs_ps(_mm512_loadu_ps(x + j)));
+    return _mm512_reduce_max_ps(m);
+}
+
+/* 16 values -> int8 at dst; returns their int32 lanes for block sums */
+static inline __m512i q8_round16(const float *x, float id, int8_t *dst)
+{
+    __m512 v = _mm512_mul_ps(_mm512_loadu_ps(x), _mm512_set1_ps(id));
+    __m512i sign = _mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32((int)0x80000000u));
+    __m512 h =
+        _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(_mm512_set1_ps(0.5f)), sign));
+    __m512i q = _mm512_cvttps_epi32(_mm512_add_ps(v, h));
+    _mm_storeu_si128((__m128i *)(void *)dst, _mm512_cvtepi32_epi8(q));
+    return q;
+}
+#elif defined(__AVX2__)
+static inline float amax16n(const float *x, int n)
+{
+    const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    __m256 m = _mm256_setzero_ps();
+    for (int j = 0; j < n; j += 8)
+        m = _mm256_max_ps(m, _mm256_and_ps(_mm256_loadu_ps(x + j), abs_mask));
+    __m128 q = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    q = _mm_max_ps(q, _mm_movehl_ps(q, q));
+    q = _mm_max_ss(q, _mm_movehdup_ps(q));
+    return _mm_cvtss_f32(q);
+}
+
+static inline __m256i q8_round8(const float *x, __m256 id)
+{
+    __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x), id);
+    __m256 sign = _mm256_and_ps(v, _mm256_castsi256_ps(_mm256_set1_epi32((int)0x80000000u)));
+    __m256 h = _mm256_or_ps(_mm256_set1_ps(0.5f), sign);
+    return _mm256_cvttps_epi32(_mm256_add_ps(v, h));
+}
+
+/* 32 values -> int8 at dst */
+static inline void q8_round32(const float *x, float id, int8_t *dst)
+{
+    __m256 vid = _mm256_set1_ps(id);
+    __m256i a = q8_round8(x, vid), b = q8_round8(x + 8, vid);
+    __m256i c = q8_round8(x + 16, vid), d = q8_round8(x + 24, vid);
+    __m256i ab = _mm256_packs_epi32(a, b), cd = _mm256_packs_epi32(c, d);
+    __m256i r = _mm256_packs_epi16(ab, cd);
+    r = _mm256_permutevar8x32_epi32(r, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_storeu_si256((__m256i *)(void *)dst, r);
+}
+#endif
+
 static void quantize_q8_0(const float *x, void *dst, int64_t n)
 {
     blk_q8_0 *b = dst;
     for (int64_t i = 0; i < n / 32; i++, x += 32) {
+#if defined(__AVX512F__) || defined(__AVX2__)
+        float amax = amax16n(x, 32);
+#else
         float amax = 0.0f;
-#pragma omp simd reduction(max : amax)
         for (int j = 0; j < 32; j++)
             amax = fabsf(x[j]) > amax ? fabsf(x[j]) : amax;
+#endif
         float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
         b[i].d = rlx_f32_to_f16(d);
+#if defined(__AVX512F__)
+        q8_round16(x, id, b[i].qs);
+        q8_round16(x + 16, id, b[i].qs + 16);
+#elif defined(__AVX2__)
+        q8_round32(x, id, b[i].qs);
+#else
         for (int j = 0; j < 32; j++)
             b[i].qs[j] = (int8_t)round_away(x[j] * id);
+#endif
     }
 }
 
@@ -292,15 +359,28 @@ static void quantize_q8_k(const float *x, void *dst, int64_t n)
 {
     blk_q8_k *b = dst;
     for (int64_t i = 0; i < n / 256; i++, x += 256) {
+#if defined(__AVX512F__) || defined(__AVX2__)
+        float amax = amax16n(x, 256);
+#else
         float amax = 0.0f;
-#pragma omp simd reduction(max : amax)
         for (int j = 0; j < 256; j++)
             amax = fabsf(x[j]) > amax ? fabsf(x[j]) : amax;
+#endif
         /* symmetric in [-127, 127] so every SIMD sign trick stays exact */
         float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
         b[i].d = d;
+#if defined(__AVX512F__)
+        for (int g = 0; g < 16; g++)
+            b[i].bsums[g] =
+                (int16_t)_mm512_reduce_add_epi32(q8_round16(x + 16 * g, id, b[i].qs + 16 * g));
+        continue;
+#elif defined(__AVX2__)
+        for (int g = 0; g < 8; g++)
+            q8_round32(x + 32 * g, id, b[i].qs + 32 * g);
+#else
         for (int j = 0; j < 256; j++)
             b[i].qs[j] = (int8_t)round_away(x[j] * id);
+#endif
         for (int g = 0; g < 16; g++) {
             int s = 0;
             for (int j = 0; j < 16; j++)
