@@ -80,11 +80,11 @@ static rlx_status read_numbers(const rlx_gguf *g, const char *key, rlx_tokenizer
                                  rlx_gguf_path(g), key, rlx_gguf_type_name(v.type));
         }
         if (scores) {
-            t->tok[i].score = (float)x;
+            /* clamped: a hostile value must not overflow the conversion */
+            t->tok[i].score = x > 3e38 ? 3e38f : x < -3e38 ? -3e38f : x == x ? (float)x : 0.0f;
         } else {
-            int ty = (int)x;
-            t->tok[i].type = (ty >= RLX_TOKEN_TYPE_NORMAL && ty <= RLX_TOKEN_TYPE_BYTE)
-                                 ? (uint8_t)ty
+            t->tok[i].type = (x >= RLX_TOKEN_TYPE_NORMAL && x <= RLX_TOKEN_TYPE_BYTE)
+                                 ? (uint8_t)x
                                  : RLX_TOKEN_TYPE_NORMAL;
         }
     }
