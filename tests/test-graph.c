@@ -140,6 +140,20 @@ static void test_kv_cache(void **state)
         RLX_NODE_INVALID);
     assert_non_null(strstr(rlx_graph_error(g), "attention 'bad': q heads"));
     rlx_graph_free(g);
+    g = rlx_graph_create();
+    seq = rlx_graph_add_symbol(g, "SEQ", 64);
+    S = rlx_dim_sym(seq);
+    q = rlx_graph_input(g, "q", RLX_DTYPE_F32,
+                        rlx_shape_make_dims(4, (rlx_dim[]){rlx_dim_const(1), rlx_dim_const(8), S,
+                                                           rlx_dim_const(16)}));
+
+    /* the last row: a symbolic start SEQ-1 */
+    rlx_dim sm1;
+    assert_true(rlx_dim_sub(S, rlx_dim_const(1), &sm1));
+    rlx_node last = rlx_graph_slice(g, "last", q, 2, sm1, rlx_dim_const(1));
+    assert_int_not_equal(last, RLX_NODE_INVALID);
+    assert_int_equal(rlx_graph_node_shape(g, last).d[2].k, 1);
+    rlx_graph_free(g);
 
     /* a state too small for PAST+SEQ is caught */
     g = rlx_graph_create();

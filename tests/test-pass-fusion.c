@@ -89,12 +89,49 @@ static void test_elementwise_tree(void **state)
     rlx_graph_free(g);
 }
 
+static void test_limits(void **state)
+{
+    (void)state;
+    /* a chain longer than one fused program is cut into several */
+    rlx_graph *g = rlx_graph_create();
+    rlx_compile_opts o = rlx_compile_default_opts();
+    rlx_node x = rlx_graph_input(g, "x", RLX_DTYPE_F32, pt_c2(4, 8));
+    rlx_node y = x;
+    for (int i = 0; i < 40; i++)
+        y = i % 2 ? rlx_graph_tanh(g, NULL, y) : rlx_graph_scale(g, NULL, y, 0.9f, 0.1f);
+    rlx_graph_output(g, "y", y);
+    pt_run(rlx_pass_fusion, g, &o);
+    assert_int_equal(rlx_test_count_op(g, RLX_OP_FUSED_ELEMENTWISE), 3);
+    assert_int_equal(rlx_graph_node_count(g), 4);
+    rlx_graph_free(g);
+
+    /* a sum of eight inputs: at most RLX_MAX_INPUTS leaves per program */
+    g = rlx_graph_create();
+    rlx_node in[8];
+    for (int i = 0; i < 8; i++) {
+        char nm[8];
+        snprintf(nm, sizeof nm, "x%d", i);
+        in[i] = rlx_graph_input(g, nm, RLX_DTYPE_F32, pt_c2(4, 8));
+    }
+    y = in[0];
+    for (int i = 1; i < 8; i++)
+        y = rlx_graph_add(g, NULL, y, in[i]);
+    rlx_graph_output(g, "y", y);
+    pt_run(rlx_pass_fusion, g, &o);
+    assert_int_equal(rlx_test_count_op(g, RLX_OP_ADD), 0);
+    assert_int_equal(rlx_test_count_op(g, RLX_OP_FUSED_ELEMENTWISE), 2);
+    for (int32_t i = 0; i < rlx_graph_node_count(g); i++)
+        assert_true(g->nodes[i].n_in <= RLX_MAX_INPUTS);
+    rlx_graph_free(g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_matmul_epilogue),
         cmocka_unit_test(test_norms),
         cmocka_unit_test(test_elementwise_tree),
+        cmocka_unit_test(test_limits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

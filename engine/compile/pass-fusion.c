@@ -16,6 +16,8 @@ typedef struct fz {
     rlx_graph *g;
     const rlx_compile_opts *opts;
     int32_t *uses;
+    int32_t *user; /* the consumer of a node with one use (kept up to date) */
+    bool *is_output;
     bool changed;
 } fz;
 
@@ -23,20 +25,9 @@ typedef struct fz {
  * not fusable), or -1. */
 static int32_t single_user(const fz *f, int32_t i)
 {
-    if (f->uses[i] != 1)
+    if (f->uses[i] != 1 || f->is_output[i])
         return -1;
-    for (int32_t o = 0; o < f->g->n_outputs; o++)
-        if (f->g->outputs[o].node == i)
-            return -1;
-    for (int32_t j = i + 1; j < f->g->n_nodes; j++) {
-        const rlx_gnode *n = &f->g->nodes[j];
-        if (n->op == RLX_OP_NONE)
-            continue;
-        for (int k = 0; k < n->n_in; k++)
-            if (n->in[k] == i)
-                return j;
-    }
-    return -1;
+    return f->user[i];
 }
 
 /* Is node v a rank-1 vector of length len? */
@@ -64,6 +55,8 @@ static void absorb(fz *f, int32_t m, int32_t u)
 {
     rlx_graph_replace_uses(f->g, u, m);
     f->uses[m] = f->uses[u];
+    f->user[m] = f->user[u];
+    f->is_output[m] = f->is_output[u];
     f->g->nodes[u].op = RLX_OP_NONE;
     f->changed = true;
 }
@@ -75,8 +68,10 @@ static bool try_update(fz *f, int32_t i, const rlx_op_params *p, int n_in, const
         return false;
     n->p = *p;
     n->n_in = n_in;
-    for (int k = 0; k < n_in; k++)
+    for (int k = 0; k < n_in; k++) {
         n->in[k] = in[k];
+        f->user[in[k]] = i;
+    }
     return true;
 }
 
@@ -193,8 +188,10 @@ static void fuse_add_rms(fz *f, int32_t i)
     nn->op = RLX_OP_ADD_RMS_NORM;
     nn->p = p;
     nn->n_in = 3;
-    for (int k = 0; k < 3; k++)
+    for (int k = 0; k < 3; k++) {
         nn->in[k] = in[k];
+        f->user[in[k]] = i;
+    }
     g->nodes[a].op = RLX_OP_NONE;
     f->changed = true;
 }
@@ -211,41 +208,33 @@ static bool chainable(const rlx_gnode *n)
 typedef struct tree {
     int32_t leaves[RLX_MAX_INPUTS];
     int n_leaves;
-    int32_t nodes[RLX_FUSED_MAX_STEPS]; /* post-order */
+    int32_t nodes[RLX_FUSED_MAX_STEPS]; /* ascending ids: a valid step order */
     int n_nodes;
 } tree;
 
-static int leaf_slot(tree *t, int32_t v)
+static bool has(const int32_t *a, int n, int32_t v)
 {
-    for (int k = 0; k < t->n_leaves; k++)
-        if (t->leaves[k] == v)
-            return k;
-    if (t->n_leaves == RLX_MAX_INPUTS)
-        return -1;
-    t->leaves[t->n_leaves] = v;
-    return t->n_leaves++;
+    for (int i = 0; i < n; i++)
+        if (a[i] == v)
+            return true;
+    return false;
 }
 
-/* Grow the tree below node v (already accepted as a member). */
-static bool grow_tree(fz *f, tree *t, int32_t v, const rlx_gnode *root)
+/* Leaves of the member set; false when there are more than fit. */
+static bool collect_leaves(const rlx_graph *g, tree *t)
 {
-    const rlx_gnode *n = &f->g->nodes[v];
-    for (int k = 0; k < n->n_in; k++) {
-        int32_t x = n->in[k];
-        const rlx_gnode *xn = &f->g->nodes[x];
-        bool member = chainable(xn) && single_user(f, x) == v &&
-                      rlx_shape_equal(&xn->shape, &root->shape) && xn->segment == root->segment &&
-                      t->n_nodes < RLX_FUSED_MAX_STEPS - 1;
-        if (member) {
-            if (!grow_tree(f, t, x, root))
+    t->n_leaves = 0;
+    for (int m = 0; m < t->n_nodes; m++) {
+        const rlx_gnode *n = &g->nodes[t->nodes[m]];
+        for (int k = 0; k < n->n_in; k++) {
+            int32_t x = n->in[k];
+            if (has(t->nodes, t->n_nodes, x) || has(t->leaves, t->n_leaves, x))
+                continue;
+            if (t->n_leaves == RLX_MAX_INPUTS)
                 return false;
-        } else if (leaf_slot(t, x) < 0) {
-            return false;
+            t->leaves[t->n_leaves++] = x;
         }
     }
-    if (t->n_nodes == RLX_FUSED_MAX_STEPS)
-        return false;
-    t->nodes[t->n_nodes++] = v;
     return true;
 }
 
@@ -260,21 +249,52 @@ static int reg_of(const tree *t, int32_t v)
     return -1;
 }
 
+/* Fuse the elementwise tree rooted at r: members are added breadth-first
+ * from the root (single-use elementwise inputs of the same shape) up to the
+ * step limit; while the leaves do not fit the input limit the last-added
+ * member is given back (it becomes a leaf and later roots its own tree). */
 static void fuse_tree(fz *f, int32_t r)
 {
     rlx_graph *g = f->g;
     const rlx_gnode *root = &g->nodes[r];
     if (!chainable(root) || root->dtype != RLX_DTYPE_F32)
         return;
-    /* a member of a larger tree is fused from that tree's root */
-    int32_t u = single_user(f, r);
-    if (u >= 0 && chainable(&g->nodes[u]) && rlx_shape_equal(&g->nodes[u].shape, &root->shape) &&
-        g->nodes[u].segment == root->segment && g->nodes[u].dtype == RLX_DTYPE_F32)
-        return;
+    int32_t mem[RLX_FUSED_MAX_STEPS];
+    int nm = 1;
+    mem[0] = r;
+    for (int i = 0; i < nm; i++) {
+        const rlx_gnode *n = &g->nodes[mem[i]];
+        for (int k = 0; k < n->n_in && nm < RLX_FUSED_MAX_STEPS; k++) {
+            int32_t x = n->in[k];
+            const rlx_gnode *xn = &g->nodes[x];
+            if (chainable(xn) && single_user(f, x) == mem[i] &&
+                rlx_shape_equal(&xn->shape, &root->shape) && xn->segment == root->segment &&
+                !has(mem, nm, x))
+                mem[nm++] = x;
+        }
+    }
     tree t;
     memset(&t, 0, sizeof t);
-    if (!grow_tree(f, &t, r, root) || t.n_nodes < 2)
-        return;
+    for (;;) {
+        if (nm < 2)
+            return;
+        /* ascending ids */
+        for (int a = 0; a < nm; a++)
+            t.nodes[a] = mem[a];
+        t.n_nodes = nm;
+        for (int a = 1; a < nm; a++) {
+            int32_t v = t.nodes[a];
+            int b = a - 1;
+            while (b >= 0 && t.nodes[b] > v) {
+                t.nodes[b + 1] = t.nodes[b];
+                b--;
+            }
+            t.nodes[b + 1] = v;
+        }
+        if (collect_leaves(g, &t))
+            break;
+        nm--;
+    }
     rlx_op_params p;
     memset(&p, 0, sizeof p);
     p.fused.n_steps = (uint8_t)t.n_nodes;
@@ -307,8 +327,11 @@ static void fuse_tree(fz *f, int32_t r)
     rn->n_in = t.n_leaves;
     for (int k = 0; k < t.n_leaves; k++)
         rn->in[k] = t.leaves[k];
-    for (int k = 0; k < t.n_nodes - 1; k++)
-        g->nodes[t.nodes[k]].op = RLX_OP_NONE;
+    for (int k = 0; k < t.n_nodes; k++)
+        if (t.nodes[k] != r)
+            g->nodes[t.nodes[k]].op = RLX_OP_NONE;
+    for (int k = 0; k < t.n_leaves; k++)
+        f->user[t.leaves[k]] = r;
     f->changed = true;
 }
 
@@ -316,8 +339,21 @@ rlx_status rlx_pass_fusion(rlx_graph *g, const rlx_compile_opts *opts, rlx_error
 {
     fz f = {.g = g, .opts = opts};
     f.uses = rlx_graph_use_counts(g);
-    if (!f.uses)
+    f.user = malloc(sizeof *f.user * (size_t)(g->n_nodes + 1));
+    f.is_output = calloc((size_t)g->n_nodes + 1, sizeof *f.is_output);
+    if (!f.uses || !f.user || !f.is_output) {
+        free(f.uses);
+        free(f.user);
+        free(f.is_output);
         return rlx_error_set(err, RLX_ERR_NO_MEMORY, "fusion: out of memory");
+    }
+    for (int32_t i = 0; i < g->n_nodes; i++)
+        f.user[i] = -1;
+    for (int32_t i = 0; i < g->n_nodes; i++)
+        for (int k = 0; k < g->nodes[i].n_in; k++)
+            f.user[g->nodes[i].in[k]] = i;
+    for (int32_t o = 0; o < g->n_outputs; o++)
+        f.is_output[g->outputs[o].node] = true;
     for (int32_t i = 0; i < g->n_nodes; i++) {
         rlx_op op = g->nodes[i].op;
         if (op == RLX_OP_MATMUL)
@@ -333,5 +369,7 @@ rlx_status rlx_pass_fusion(rlx_graph *g, const rlx_compile_opts *opts, rlx_error
         if (g->nodes[i].op != RLX_OP_NONE)
             fuse_tree(&f, i);
     free(f.uses);
+    free(f.user);
+    free(f.is_output);
     return f.changed ? rlx_compile_compact(g, err) : RLX_OK;
 }

@@ -878,8 +878,10 @@ rlx_status rlx_graph_infer(const rlx_graph *g, const rlx_gnode *n, rlx_dtype *dt
         rlx_dim len = n->shape.d[axis], end;
         if (!rlx_dim_add(n->p.slice.start, len, &end))
             FAILF("start + length is not expressible");
-        int64_t start_min = n->p.slice.start.k; /* symbols >= 0 */
-        if (start_min < 0 || rlx_dim_upper(len, g->sym_max) < 1)
+        /* a symbolic start such as SEQ-1 is checked per run by the backend */
+        if (rlx_dim_upper(n->p.slice.start, g->sym_max) < 0 ||
+            (rlx_dim_is_const(n->p.slice.start) && n->p.slice.start.k < 0) ||
+            rlx_dim_upper(len, g->sym_max) < 1)
             FAILF("empty or negative range along axis %d of %s", axis, sx);
         if (rlx_dim_upper(end, g->sym_max) > rlx_dim_upper(x->shape.d[axis], g->sym_max)) {
             char e[64];
@@ -972,7 +974,8 @@ rlx_status rlx_graph_infer(const rlx_graph *g, const rlx_gnode *n, rlx_dtype *dt
                 FAILF("src %s does not match state %s except along axis %d", ss, sx, axis);
         rlx_dim end;
         if (!rlx_dim_add(n->p.scatter.offset, src->shape.d[axis], &end) ||
-            n->p.scatter.offset.k < 0 ||
+            rlx_dim_upper(n->p.scatter.offset, g->sym_max) < 0 ||
+            (rlx_dim_is_const(n->p.scatter.offset) && n->p.scatter.offset.k < 0) ||
             rlx_dim_upper(end, g->sym_max) > rlx_dim_upper(x->shape.d[axis], g->sym_max)) {
             char e[64];
             rlx_graph_format_dim(g, end, e, sizeof e);
