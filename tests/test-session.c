@@ -702,7 +702,7 @@ static rlx_status run_forever(rlx_worker *w, void *data, rlx_error **err)
         rlx_status st = rlx_session_run(rlx_worker_session(w), ra->p, NULL, in, out, err);
         if (st != RLX_OK)
             return st;
-        ra->runs++;
+        __atomic_add_fetch(&ra->runs, 1, __ATOMIC_RELAXED);
     }
 }
 
@@ -725,7 +725,7 @@ static void test_worker_session_cancel(void **state)
     rlx_worker *w = NULL;
     assert_int_equal(rlx_worker_create(s, &cb, &w, NULL), RLX_OK);
     uint64_t id = rlx_worker_submit(w, run_forever, &ra, NULL);
-    while (ra.runs < 3)
+    while (__atomic_load_n(&ra.runs, __ATOMIC_RELAXED) < 3)
         sleep_ms(1);
     rlx_worker_cancel(w, id);
     rlx_worker_wait_idle(w);

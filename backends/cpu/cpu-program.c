@@ -459,7 +459,7 @@ rlx_status cpu_program_run(rlx_program *prog, const rlx_program_bindings *b,
     }
 
     for (int32_t i = 0; i < P->n_instrs; i++) {
-        if (b->cancel && *b->cancel)
+        if (b->cancel && __atomic_load_n(b->cancel, __ATOMIC_RELAXED))
             return rlx_error_set(err, RLX_ERR_CANCELLED, "cancelled");
         cpu_instr *c = &P->ci[i];
         c->ctx.slice_start = dim_eval(c->start, sv);

@@ -207,12 +207,12 @@ void rlx_session_set_cancel_flag(rlx_session *s, volatile int *flag)
 void rlx_session_cancel(rlx_session *s, bool cancel)
 {
     if (s)
-        *s->cancel = cancel ? 1 : 0;
+        __atomic_store_n(s->cancel, cancel ? 1 : 0, __ATOMIC_RELAXED);
 }
 
 bool rlx_session_progress(rlx_session *s, const char *stage, double fraction)
 {
-    if (*s->cancel)
+    if (__atomic_load_n(s->cancel, __ATOMIC_RELAXED))
         return false;
     if (s->progress && !s->progress(s->progress_user, stage, fraction))
         return false;
@@ -730,7 +730,7 @@ rlx_status rlx_session_run(rlx_session *s, rlx_session_program *p, const rlx_sym
         return rlx_error_set(err, RLX_ERR_INVALID_ARG,
                              "rlx_session_run: the program has %d inputs and %d outputs",
                              lir->n_inputs, lir->n_outputs);
-    if (*s->cancel)
+    if (__atomic_load_n(s->cancel, __ATOMIC_RELAXED))
         return rlx_error_set(err, RLX_ERR_CANCELLED, "cancelled");
     rlx_sym_values zero = {{0}};
     if (!sv)

@@ -4,6 +4,11 @@
 
 #include "engine/runtime/worker.h"
 
+/* The cancel flag is read by running programs without the lock: relaxed
+ * atomic accesses (the backend interface hands it out as volatile int). */
+#define FLAG_SET(f, v) __atomic_store_n(&(f), (v), __ATOMIC_RELAXED)
+#define FLAG_GET(f)    __atomic_load_n(&(f), __ATOMIC_RELAXED)
+
 typedef struct job {
     uint64_t id;
     rlx_job_fn fn;
@@ -56,17 +61,17 @@ static void *worker_main(void *arg)
         if (!w->head)
             w->tail = NULL;
         w->running = j->id;
-        w->cancel = w->shutdown ? 1 : 0;
+        FLAG_SET(w->cancel, w->shutdown ? 1 : 0);
         pthread_mutex_unlock(&w->mu);
 
-        if (w->cancel || j->cancelled) {
+        if (FLAG_GET(w->cancel) || j->cancelled) {
             finish(w, j, RLX_ERR_CANCELLED, "cancelled");
         } else {
             if (w->cb.on_start)
                 w->cb.on_start(w->cb.user, j->id);
             rlx_error *err = NULL;
             rlx_status st = j->fn(w, j->data, &err);
-            if (st == RLX_OK && w->cancel)
+            if (st == RLX_OK && FLAG_GET(w->cancel))
                 st = RLX_OK; /* finished before noticing: still a success */
             const char *msg = st == RLX_OK ? NULL
                               : err        ? rlx_error_message(err)
@@ -82,7 +87,7 @@ static void *worker_main(void *arg)
 
         pthread_mutex_lock(&w->mu);
         w->running = 0;
-        w->cancel = 0;
+        FLAG_SET(w->cancel, 0);
         if (!w->head)
             pthread_cond_broadcast(&w->idle_cv);
     }
@@ -133,7 +138,7 @@ void rlx_worker_free(rlx_worker *w)
     pthread_mutex_lock(&w->mu);
     w->shutdown = true;
     if (w->running)
-        w->cancel = 1;
+        FLAG_SET(w->cancel, 1);
     pthread_cond_broadcast(&w->cv);
     pthread_mutex_unlock(&w->mu);
     pthread_join(w->thread, NULL);
@@ -226,7 +231,7 @@ bool rlx_worker_cancel(rlx_worker *w, uint64_t id)
     bool found = false;
     pthread_mutex_lock(&w->mu);
     if (w->running == id) {
-        w->cancel = 1;
+        FLAG_SET(w->cancel, 1);
         found = true;
     } else {
         job *list = take_queued(w, id);
@@ -243,7 +248,7 @@ void rlx_worker_cancel_all(rlx_worker *w)
         return;
     pthread_mutex_lock(&w->mu);
     if (w->running)
-        w->cancel = 1;
+        FLAG_SET(w->cancel, 1);
     requeue_cancelled(w, take_queued(w, 0));
     pthread_mutex_unlock(&w->mu);
 }
@@ -270,7 +275,7 @@ volatile int *rlx_worker_cancel_flag(rlx_worker *w)
 
 bool rlx_worker_cancelled(rlx_worker *w)
 {
-    return w && w->cancel;
+    return w && FLAG_GET(w->cancel);
 }
 
 bool rlx_worker_progress(rlx_worker *w, const char *stage, double fraction)
@@ -279,7 +284,7 @@ bool rlx_worker_progress(rlx_worker *w, const char *stage, double fraction)
         return true;
     if (w->cb.on_progress)
         w->cb.on_progress(w->cb.user, w->running, stage, fraction);
-    return !w->cancel;
+    return !FLAG_GET(w->cancel);
 }
 
 void rlx_worker_emit(rlx_worker *w, int kind, const void *data, size_t size)
