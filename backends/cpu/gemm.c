@@ -17,6 +17,20 @@
 
 static int g_blas_threads = -1;
 
+/* Does the OpenBLAS in use run AVX-512 kernels? (DYNAMIC_ARCH builds pick a
+ * core at load time; openblas_get_corename() names it.) */
+static bool blas_has_avx512(void)
+{
+    static int cached = -1; /* a racing first call computes the same value */
+    if (cached < 0) {
+        const char *core = openblas_get_corename();
+        cached = core && (strstr(core, "SkylakeX") || strstr(core, "skylakex") ||
+                          strstr(core, "Cooperlake") || strstr(core, "cooperlake") ||
+                          strstr(core, "SapphireRapids") || strstr(core, "sapphirerapids"));
+    }
+    return cached == 1;
+}
+
 static void blas_sgemm(rlx_threadpool *pool, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
                        float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
                        float beta, float *C, int64_t ldc)
@@ -186,13 +200,16 @@ void rlx_cpu_sgemm(rlx_threadpool *pool, rlx_cpu_gemm_impl impl, bool trans_a, b
     if (M <= 0 || N <= 0)
         return;
     if (impl == RLX_CPU_GEMM_AUTO) {
-        /* Measured on an AVX-512 Xeon (rlx bench ops): the packed AVX-512
-         * kernel beats Debian's Haswell-kernel OpenBLAS from ~256^3 up; for
-         * small or skinny products OpenBLAS's lower overhead wins. Without
-         * AVX-512 OpenBLAS always wins. */
+        /* Measured (rlx bench ops, best of many runs, 1 thread, Xeon with
+         * AVX-512): with OpenBLAS's own AVX-512 (SkylakeX) kernels loaded the
+         * two are at par (~110 GFLOP/s at 512^3) and OpenBLAS is ahead on
+         * large shapes, so it keeps those. Where the loaded OpenBLAS core is an
+         * AVX2 one (e.g. a Haswell-only build) our AVX-512 kernel has twice
+         * its vector width and takes the large products. */
         bool big = M >= 64 && N >= 64 && K >= 64 && (double)M * N * K >= 4.0e6;
-        impl = (rlx_cpu_kernels_isa() == RLX_CPU_ISA_AVX512 && big) ? RLX_CPU_GEMM_OWN
-                                                                    : RLX_CPU_GEMM_BLAS;
+        impl = (big && rlx_cpu_kernels_isa() == RLX_CPU_ISA_AVX512 && !blas_has_avx512())
+                   ? RLX_CPU_GEMM_OWN
+                   : RLX_CPU_GEMM_BLAS;
     }
     if (impl == RLX_CPU_GEMM_OWN &&
         own_sgemm(pool, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc))

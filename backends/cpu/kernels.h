@@ -115,7 +115,8 @@ rlx_status rlx_cpu_matmul(rlx_threadpool *pool, rlx_dtype wtype, const void *w, 
 /* ---- f32 GEMM --------------------------------------------------------------- */
 
 typedef enum rlx_cpu_gemm_impl {
-    RLX_CPU_GEMM_AUTO = 0, /* ours where it was measured faster, else BLAS */
+    RLX_CPU_GEMM_AUTO = 0, /* OpenBLAS, except large products on an AVX-512 CPU
+                            * whose loaded OpenBLAS core is AVX2-only: ours */
     RLX_CPU_GEMM_BLAS,     /* cblas_sgemm (OpenBLAS) */
     RLX_CPU_GEMM_OWN,      /* packed register-blocked kernel (AVX-512 or C) */
 } rlx_cpu_gemm_impl;
