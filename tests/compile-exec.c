@@ -182,3 +182,33 @@ float rlx_test_max_diff(const float *a, const float *b, int64_t n)
     }
     return m;
 }
+
+static rlx_backend_i f32_only;
+
+static bool f32_only_supports(rlx_device *dev, const rlx_lir *lir, const rlx_lir_instr *ins)
+{
+    bool moves = ins->op == RLX_OP_CAST || ins->op == RLX_OP_COPY || ins->op == RLX_OP_RESHAPE ||
+                 ins->op == RLX_OP_SLICE || ins->op == RLX_OP_PERMUTE || ins->op == RLX_OP_SCATTER;
+    for (int k = 0; k < ins->n_in && !moves; k++) {
+        rlx_dtype dt = lir->values[ins->in[k]].dtype;
+        bool packed = (ins->op == RLX_OP_MATMUL && k == 1) || (ins->op == RLX_OP_GATHER && k == 0);
+        if (!packed && (dt == RLX_DTYPE_F16 || dt == RLX_DTYPE_BF16))
+            return false;
+    }
+    const rlx_backend_i *cpu = rlx_backend_find("cpu");
+    if (!cpu || !dev)
+        return true;
+    return cpu->supports_op(dev, lir, ins);
+}
+
+const rlx_backend_i *rlx_test_f32_only_backend(void)
+{
+    const rlx_backend_i *cpu = rlx_backend_find("cpu");
+    if (cpu)
+        f32_only = *cpu;
+    else
+        memset(&f32_only, 0, sizeof f32_only);
+    f32_only.name = "f32-only";
+    f32_only.supports_op = f32_only_supports;
+    return &f32_only;
+}

@@ -37,6 +37,9 @@ int rlx_test_count_op(const rlx_graph *g, rlx_op op);
  * the ops whose bits are set in refuse (bit = 1ull << op) and asks the CPU
  * backend otherwise. Not thread-safe (one wrapper per process). */
 const rlx_backend_i *rlx_test_refusing_backend(uint64_t refuse);
+/* The CPU backend's interface refusing F16/BF16 operands except matmul
+ * weights, gather tables and data movement. */
+const rlx_backend_i *rlx_test_f32_only_backend(void);
 /* Largest |a-b| over n floats. */
 float rlx_test_max_diff(const float *a, const float *b, int64_t n);
 

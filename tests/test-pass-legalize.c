@@ -170,12 +170,55 @@ static void test_numbers(void **state)
     }
 }
 
+static void test_casts(void **state)
+{
+    (void)state;
+    uint16_t w16[8], wb[8];
+    float xv[16];
+    for (int i = 0; i < 8; i++) {
+        w16[i] = rlx_f32_to_f16(0.5f + 0.125f * (float)i);
+        wb[i] = rlx_f32_to_bf16(1.0f - 0.0625f * (float)i);
+    }
+    for (int i = 0; i < 16; i++)
+        xv[i] = sinf((float)i);
+    rlx_graph *g = rlx_graph_create();
+    rlx_node x = rlx_graph_input(g, "x", RLX_DTYPE_F32, pt_c2(2, 8));
+    rlx_node a = rlx_graph_param(g, "a", RLX_DTYPE_F16, pt_c1(8));
+    rlx_node b = rlx_graph_param(g, "b", RLX_DTYPE_BF16, pt_c1(8));
+    rlx_node y = rlx_graph_rms_norm(g, "norm", rlx_graph_mul(g, "m", x, a), b, 1e-6f);
+    rlx_graph_output(g, "y", y);
+    rlx_compile_opts o = rlx_compile_default_opts();
+    o.passes = RLX_PASS_REQUIRED;
+    o.backend = rlx_test_f32_only_backend();
+    rlx_graph *c = rlx_graph_clone(g);
+    pt_run(rlx_pass_legalize, c, &o);
+    assert_int_equal(rlx_test_count_op(c, RLX_OP_CAST), 2);
+    assert_int_equal(rlx_test_count_op(c, RLX_OP_RMS_NORM), 1);
+    rlx_graph_free(c);
+    if (rlx_test_have_cpu()) {
+        rlx_test_tensor params[] = {{"a", w16}, {"b", wb}};
+        rlx_test_tensor in = {"x", xv};
+        rlx_test_run run = {.params = params, .n_params = 2, .inputs = &in, .n_inputs = 1};
+        void *r1[1], *r2[1];
+        int64_t n1[1], n2[1];
+        rlx_compile_opts native = rlx_compile_default_opts();
+        assert_int_equal(rlx_test_compile_run(g, native, &run, r1, n1, 1, NULL, NULL), RLX_OK);
+        o.passes = RLX_PASS_ALL;
+        assert_int_equal(rlx_test_compile_run(g, o, &run, r2, n2, 1, NULL, NULL), RLX_OK);
+        assert_true(rlx_test_max_diff(r1[0], r2[0], n1[0]) < 1e-6f);
+        free(r1[0]);
+        free(r2[0]);
+    }
+    rlx_graph_free(g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rewrites_structure),
         cmocka_unit_test(test_fails_with_name),
         cmocka_unit_test(test_numbers),
+        cmocka_unit_test(test_casts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

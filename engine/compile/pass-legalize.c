@@ -9,7 +9,9 @@
  * ATTENTION into matmul + softmax + matmul (causal/window masks built from
  * position constants, GQA by broadcasting k/v over the query group); CONV1D
  * into CONV2D; a matmul
- * epilogue into separate nodes; a FUSED_ELEMENTWISE back into its steps. */
+ * epilogue into separate nodes; a FUSED_ELEMENTWISE back into its steps.
+ * Before rewriting, an op refused only for its F16/BF16 operands gets CASTs
+ * to F32 in front of them. */
 #include "engine/compile/passes.h"
 
 #include <math.h>
@@ -438,6 +440,42 @@ static rlx_node rewrite(lz *z, int32_t i, const rlx_gnode *n, char *why, size_t 
     return RLX_NODE_INVALID;
 }
 
+/* A backend may claim an op for F32 operands only: read F16/BF16/F64
+ * operands through a CAST to F32 when that makes the node acceptable. Matmul
+ * weights and gather tables keep their dtype (kernels read those packed). */
+static rlx_node with_f32_inputs(lz *z, const rlx_compile_opts *opts, int32_t i, const rlx_gnode *n)
+{
+    rlx_graph *g = z->g;
+    if (n->op == RLX_OP_CAST || n->op == RLX_OP_COPY || rlx_op_get_info(n->op)->view ||
+        n->op == RLX_OP_SCATTER || n->op == RLX_OP_CONCAT || n->op == RLX_OP_PAD)
+        return RLX_NODE_INVALID;
+    rlx_node in[RLX_MAX_INPUTS];
+    int32_t first_new = g->n_nodes;
+    bool any = false;
+    for (int k = 0; k < n->n_in; k++) {
+        rlx_dtype dt = g->nodes[n->in[k]].dtype;
+        bool keep = (n->op == RLX_OP_MATMUL && k == 1) || (n->op == RLX_OP_GATHER && k == 0);
+        in[k] = n->in[k];
+        if (!keep && rlx_dtype_get(dt)->is_float && dt != RLX_DTYPE_F32) {
+            in[k] = rlx_graph_node_new(g, nm(z, "f32"), RLX_OP_CAST, NULL, 1, &n->in[k],
+                                       RLX_DTYPE_F32, NULL);
+            any = true;
+        }
+    }
+    rlx_node r = RLX_NODE_INVALID;
+    if (any && g->status == RLX_OK &&
+        rlx_compile_supports_desc(opts, g, n->op, &n->p, n->n_in, in, n->dtype, &n->shape))
+        r = rlx_graph_node_new(g, n->name, n->op, &n->p, n->n_in, in, n->dtype, &n->shape);
+    if (r == RLX_NODE_INVALID || g->nodes[r].dtype != n->dtype ||
+        !rlx_shape_equal(&g->nodes[r].shape, &n->shape)) {
+        for (int32_t j = first_new; j < g->n_nodes; j++)
+            g->nodes[j].op = RLX_OP_NONE;
+        return RLX_NODE_INVALID;
+    }
+    (void)i;
+    return r;
+}
+
 rlx_status rlx_pass_legalize(rlx_graph *g, const rlx_compile_opts *opts, rlx_error **err)
 {
     if (!opts || !opts->backend || !opts->backend->supports_op)
@@ -458,7 +496,9 @@ rlx_status rlx_pass_legalize(rlx_graph *g, const rlx_compile_opts *opts, rlx_err
         lz z = {.g = g};
         snprintf(z.base, sizeof z.base, "%s", n.name);
         g->cur_segment = n.segment;
-        rlx_node r = rewrite(&z, i, &n, why, sizeof why);
+        rlx_node r = with_f32_inputs(&z, opts, i, &n);
+        if (r == RLX_NODE_INVALID && g->status == RLX_OK)
+            r = rewrite(&z, i, &n, why, sizeof why);
         if (r == RLX_NODE_INVALID) {
             if (g->status != RLX_OK)
                 return rlx_compile_graph_error(g, err);
