@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 #include <time.h>
 
 #include "engine/text/tokenizer.h"
@@ -464,7 +465,9 @@ static void special_tokens_only_when_asked(void **state)
  * implementation of SentencePiece BPE (highest-score pair first, byte
  * fallback) that reads the vocabulary straight from the GGUF file:
  *     python3 tests/reference/spm-tokenize.py stories260K.gguf "Once upon a time"
- * and checked by hand: the pieces are "▁Once" "▁upon" "▁a" "▁time". */
+ * and checked by hand: the pieces are "▁Once" "▁upon" "▁a" "▁time". The
+ * script itself gives the expected ids of all 46 ggml-vocab-llama-spm cases
+ * (checked when it was written), so it is a faithful SentencePiece. */
 static void stories260k(void **state)
 {
     (void)state;
@@ -657,6 +660,66 @@ static void hf_json_metaspace_first(void **state)
     rlx_tokenizer_free(t);
 }
 
+typedef struct thread_job {
+    const rlx_tokenizer *t;
+    const char *text;
+    rlx_token *ids;
+    size_t n;
+} thread_job;
+
+static void *encode_thread(void *arg)
+{
+    thread_job *j = arg;
+    for (int k = 0; k < 20; k++) {
+        rlx_token *ids = NULL;
+        size_t n = 0;
+        rlx_tokenizer_encode_params p = rlx_tokenizer_encode_default_params();
+        p.parse_special = true;
+        if (rlx_tokenizer_encode(j->t, j->text, strlen(j->text), p, &ids, &n, NULL) != RLX_OK)
+            return NULL;
+        free(j->ids);
+        j->ids = ids;
+        j->n = n;
+    }
+    return j;
+}
+
+/* One loaded tokenizer, several threads encoding at once (the regex JIT
+ * and the NFC normalizer are shared): every thread gets the same ids. */
+static void concurrent_encoding(void **state)
+{
+    (void)state;
+    const rlx_tokenizer *t = load_tok("tokenizers/hf-qwen3/tokenizer.json");
+    const char *text = "<|im_start|>user\nCafe\xCC\x81 costs 3.50 \xE2\x82\xAC, "
+                       "\xE6\x88\x91\xE6\x83\xB3 \xF0\x9F\xA6\x99<|im_end|>";
+    thread_job jobs[4];
+    pthread_t th[4];
+    for (int i = 0; i < 4; i++) {
+        jobs[i] = (thread_job){.t = t, .text = text};
+        assert_int_equal(pthread_create(&th[i], NULL, encode_thread, &jobs[i]), 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        void *r = NULL;
+        pthread_join(th[i], &r);
+        assert_non_null(r);
+    }
+    rlx_token *ids = NULL;
+    size_t n = encode(t, text, strlen(text), true, &ids);
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(jobs[i].n, n);
+        assert_memory_equal(jobs[i].ids, ids, n * sizeof *ids);
+        free(jobs[i].ids);
+    }
+    /* NFC composed e + U+0301 into U+00E9: "Café" decodes composed */
+    char *s = NULL;
+    assert_int_equal(
+        rlx_tokenizer_decode(t, ids, n, rlx_tokenizer_decode_default_params(t), &s, NULL, NULL),
+        RLX_OK);
+    assert_non_null(strstr(s, "Caf\xC3\xA9 costs"));
+    free(s);
+    free(ids);
+}
+
 static void errors(void **state)
 {
     (void)state;
@@ -768,6 +831,7 @@ int main(void)
         cmocka_unit_test(every_pre_tokenizer),
         cmocka_unit_test(hf_json_spm_style),
         cmocka_unit_test(hf_json_metaspace_first),
+        cmocka_unit_test(concurrent_encoding),
         cmocka_unit_test(errors),
         cmocka_unit_test(speed),
     };
