@@ -378,12 +378,33 @@ static void test_quantized_run(void **state)
     rlx_graph_free(g);
 }
 
+static void test_final_check(void **state)
+{
+    (void)state;
+    /* the output is a transposed view: the schedule adds a COPY, which this
+     * backend refuses, so the compile fails instead of handing it over */
+    rlx_graph *g = rlx_graph_create();
+    rlx_node x = rlx_graph_input(g, "x", RLX_DTYPE_F32, c2(3, 5));
+    rlx_graph_output(g, "t", rlx_graph_transpose(g, "t", rlx_graph_exp(g, "e", x), 0, 1));
+    rlx_compile_opts o = rlx_compile_default_opts();
+    o.backend = rlx_test_refusing_backend(1ull << RLX_OP_COPY);
+    rlx_lir *lir = NULL;
+    rlx_error *err = NULL;
+    assert_int_equal(rlx_compile(g, &o, &lir, &err), RLX_ERR_UNSUPPORTED);
+    assert_null(lir);
+    assert_non_null(strstr(rlx_error_message(err), "refuses instruction"));
+    assert_non_null(strstr(rlx_error_message(err), "copy 't'"));
+    rlx_error_free(err);
+    rlx_graph_free(g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mlp_lir),       cmocka_unit_test(test_inplace_chain),
         cmocka_unit_test(test_kv_state),      cmocka_unit_test(test_segments),
         cmocka_unit_test(test_hash_and_dump), cmocka_unit_test(test_quantized_run),
+        cmocka_unit_test(test_final_check),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

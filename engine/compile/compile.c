@@ -142,6 +142,28 @@ static rlx_status prepare(const rlx_graph *g, const rlx_compile_opts *opts, rlx_
     return RLX_OK;
 }
 
+/* The last word: the backend sees the program exactly as scheduled (views,
+ * strides, in-place outputs, the COPYs into outputs) and must claim every
+ * instruction; a backend is never handed one it refused. */
+static rlx_status check_program(const rlx_lir *lir, const rlx_compile_opts *opts,
+                                const rlx_graph *g, rlx_error **err)
+{
+    if (!opts->backend || !opts->backend->supports_op)
+        return RLX_OK;
+    for (int32_t i = 0; i < lir->n_instrs; i++) {
+        const rlx_lir_instr *ins = &lir->instrs[i];
+        if (opts->backend->supports_op(opts->device, lir, ins))
+            continue;
+        const char *name =
+            ins->node >= 0 && ins->node < g->n_nodes ? g->nodes[ins->node].name : "?";
+        return rlx_error_set(err, RLX_ERR_UNSUPPORTED,
+                             "compile: the %s backend refuses instruction %d, %s '%s', as "
+                             "scheduled (operand layout or dtype)",
+                             opts->backend->name, i, rlx_op_name(ins->op), name);
+    }
+    return RLX_OK;
+}
+
 rlx_status rlx_compile(const rlx_graph *g, const rlx_compile_opts *opts, rlx_lir **out,
                        rlx_error **err)
 {
@@ -157,10 +179,16 @@ rlx_status rlx_compile(const rlx_graph *g, const rlx_compile_opts *opts, rlx_lir
     if (s != RLX_OK)
         return s;
     s = rlx_pass_schedule(c, opts, -1, out, err);
-    if (s == RLX_OK)
+    if (s == RLX_OK) {
         dump_lir(*out, opts, 99, -1);
-    else
+        s = check_program(*out, opts, c, err);
+        if (s != RLX_OK) {
+            rlx_lir_free(*out);
+            *out = NULL;
+        }
+    } else {
         rlx_error_prefix(err, "compile (schedule): ");
+    }
     rlx_graph_free(c);
     return s;
 }
@@ -194,9 +222,10 @@ rlx_status rlx_compile_split(const rlx_graph *g, const rlx_compile_opts *opts, r
     }
     for (int32_t i = 0; i < n && s == RLX_OK; i++) {
         s = rlx_pass_schedule(c, opts, i, &arr[i], err);
-        if (s == RLX_OK)
+        if (s == RLX_OK) {
             dump_lir(arr[i], opts, 99, i);
-        else
+            s = check_program(arr[i], opts, c, err);
+        } else
             rlx_error_prefix(err, "compile (schedule of segment %d): ", i);
     }
     rlx_graph_free(c);
