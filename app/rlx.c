@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "rlx-config.h"
+#include "rlx-bench-ops.h"
 #include "rlx-cli.h"
 
 int rlx_cli_fail(const char *fmt, ...)
@@ -17,6 +18,13 @@ int rlx_cli_fail(const char *fmt, ...)
     return 1;
 }
 
+static int cmd_bench(int argc, char **argv)
+{
+    if (argc >= 2 && !strcmp(argv[1], "ops"))
+        return rlx_bench_ops_main(argc - 1, argv + 1);
+    return rlx_cli_fail("bench: unknown benchmark; try: rlx bench ops [-t THREADS] [-r REPEATS]");
+}
+
 static const struct {
     const char *name;
     int (*fn)(int, char **);
@@ -24,6 +32,7 @@ static const struct {
 } commands[] = {
     {"info", rlx_cmd_info, "FILE_OR_DIR [--tensors] [--json]   describe a model file"},
     {"tokenize", rlx_cmd_tokenize, "-m FILE [--ids|--pieces] [--special] TEXT   show tokens"},
+    {"bench", cmd_bench, "ops [-t THREADS] [-r REPEATS]   time the CPU kernels"},
 };
 
 static void usage(FILE *f)
