@@ -18,15 +18,23 @@ static void test_dce(void **state)
     rlx_graph_output(g, "b", b);
     assert_int_equal(rlx_graph_node_count(g), 9);
     pt_run(rlx_pass_dce, g, &o);
-    assert_int_equal(rlx_graph_node_count(g), 5); /* x, a, cache, store, b */
+    /* x, unused (declared inputs stay), a, cache, store, b */
+    assert_int_equal(rlx_graph_node_count(g), 6);
     assert_int_equal(pt_find(g, "dead1"), RLX_NODE_INVALID);
     assert_int_equal(pt_find(g, "dead3"), RLX_NODE_INVALID);
-    assert_int_equal(pt_find(g, "unused"), RLX_NODE_INVALID);
+    assert_int_not_equal(pt_find(g, "unused"), RLX_NODE_INVALID);
     assert_int_not_equal(pt_find(g, "store"), RLX_NODE_INVALID);
     assert_int_equal(rlx_graph_node_op(g, g->outputs[0].node), RLX_OP_SILU);
     /* idempotent */
     pt_run(rlx_pass_dce, g, &o);
-    assert_int_equal(rlx_graph_node_count(g), 5);
+    assert_int_equal(rlx_graph_node_count(g), 6);
+    /* and the program still binds both inputs, in declaration order */
+    rlx_lir *lir = NULL;
+    assert_int_equal(rlx_compile(g, &o, &lir, NULL), RLX_OK);
+    assert_int_equal(lir->n_inputs, 2);
+    assert_string_equal(lir->inputs[0].name, "x");
+    assert_string_equal(lir->inputs[1].name, "unused");
+    rlx_lir_free(lir);
     rlx_graph_free(g);
 }
 

@@ -1,5 +1,7 @@
 /* dce: keep what the outputs need, plus every state write (a SCATTER has an
- * effect beyond its result), drop the rest. */
+ * effect beyond its result) and every declared INPUT (the program's inputs
+ * stay the ones the model declared, in order, so a runner's input list does
+ * not shift when one goes unused), drop the rest. */
 #include "engine/compile/passes.h"
 
 #include <stdlib.h>
@@ -14,7 +16,7 @@ rlx_status rlx_pass_dce(rlx_graph *g, const rlx_compile_opts *opts, rlx_error **
     for (int32_t i = 0; i < g->n_outputs; i++)
         live[g->outputs[i].node] = true;
     for (int32_t i = 0; i < n; i++)
-        if (g->nodes[i].op == RLX_OP_SCATTER)
+        if (g->nodes[i].op == RLX_OP_SCATTER || g->nodes[i].op == RLX_OP_INPUT)
             live[i] = true;
     /* inputs have smaller ids, so one backward sweep reaches everything */
     for (int32_t i = n - 1; i >= 0; i--)

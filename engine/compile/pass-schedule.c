@@ -474,7 +474,9 @@ rlx_status rlx_pass_schedule(const rlx_graph *g, const rlx_compile_opts *opts, i
             bool out_here = false;
             for (int32_t o = 0; o < g->n_outputs; o++)
                 out_here |= g->outputs[o].node == i;
-            if (s.used_here[i] || (mine && out_here))
+            /* declared inputs are bound even when unused (stable indices) */
+            bool keep = segment < 0 && n->op == RLX_OP_INPUT;
+            if (s.used_here[i] || (mine && out_here) || keep)
                 s.val[i] = source_value(&s, i);
             continue;
         }
