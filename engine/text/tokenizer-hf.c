@@ -5,7 +5,8 @@
  * (special ones become control tokens, the others user-defined; lstrip /
  * rstrip kept), normalizer (NFC, Prepend, Replace with a string pattern, and
  * Sequence of those), pre_tokenizer (Split with a regex or string pattern
- * and any behavior, ByteLevel, Digits, Metaspace, Sequence), decoder (to
+ * and any behavior, ByteLevel (with or without the GPT-2 regex and the
+ * prefix space), Digits, Metaspace, Sequence), decoder (to
  * tell byte-level from "▁" decoding and whether a leading space is
  * stripped) and post_processor (TemplateProcessing: BOS / EOS). Anything
  * else is RLX_ERR_UNSUPPORTED with its name in the message, never ignored
@@ -106,9 +107,13 @@ static rlx_status add_pre(rlx_tokenizer *t, json_object *p, hf_flags *f, rlx_err
     }
     if (!strcmp(type, "ByteLevel")) {
         f->byte_level = true;
-        if (jbool(p, "add_prefix_space", false))
-            return rlx_error_set(err, RLX_ERR_UNSUPPORTED,
-                                 "ByteLevel pre-tokenizer with add_prefix_space");
+        if (jbool(p, "add_prefix_space", false)) {
+            rlx_status s = rlx_tok_add_norm(t, TOK_NORM_PREPEND, " ", 1, NULL, 0, err);
+            if (s != RLX_OK)
+                return s;
+            t->norm[t->n_norm - 1].unless_space = true;
+            f->prefix_space = true;
+        }
         if (jbool(p, "use_regex", true))
             return rlx_tok_add_split(t, rlx_tok_gpt2_regex, strlen(rlx_tok_gpt2_regex),
                                      TOK_SPLIT_ISOLATED, false, err);

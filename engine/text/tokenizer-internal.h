@@ -42,7 +42,8 @@ typedef struct tok_norm {
     tok_norm_op op;
     char *a, *b;
     size_t alen, blen;
-    bool first_only; /* PREPEND only to the fragment that starts the text */
+    bool first_only;   /* PREPEND only to the fragment that starts the text */
+    bool unless_space; /* PREPEND only to a fragment not starting with ' ' */
 } tok_norm;
 
 /* How a regex split treats the matches (HF's SplitDelimiterBehavior). */

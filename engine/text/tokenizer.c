@@ -1023,7 +1023,7 @@ static rlx_status normalize(const rlx_tokenizer *t, const char *s, size_t n, boo
             break;
         }
         case TOK_NORM_PREPEND:
-            if (a->n == 0 || (op->first_only && !at_start))
+            if (a->n == 0 || (op->first_only && !at_start) || (op->unless_space && a->p[0] == ' '))
                 continue;
             if (!buf_add(b, op->a, op->alen) || !buf_add(b, a->p, a->n))
                 return rlx_error_set(err, RLX_ERR_NO_MEMORY, "out of memory");
