@@ -673,6 +673,79 @@ static void large_vocab_top_p(void **state)
     free(pairs);
 }
 
+typedef struct dist_pair {
+    double d;
+    int32_t id;
+} dist_pair;
+
+static int by_dist(const void *a, const void *b)
+{
+    const dist_pair *x = a, *y = b;
+    if (x->d != y->d)
+        return x->d < y->d ? -1 : 1;
+    return x->id - y->id;
+}
+
+/* typical-p on 150k tokens against a plain double-precision version: rank by
+ * |-ln p - H|, keep the shortest prefix reaching the mass. */
+static void large_vocab_typical(void **state)
+{
+    enum { V = 150000 };
+    float *logits = malloc(V * sizeof *logits);
+    dist_pair *d = malloc(V * sizeof *d);
+    char *seen = calloc(V, 1);
+    double *pr = malloc(V * sizeof *pr);
+    assert_non_null(logits);
+    assert_non_null(d);
+    assert_non_null(seen);
+    assert_non_null(pr);
+    double mx = -INFINITY, sum = 0.0, h = 0.0;
+    for (int i = 0; i < V; i++) {
+        logits[i] = rand_logit();
+        mx = fmax(mx, logits[i]);
+    }
+    for (int i = 0; i < V; i++)
+        sum += exp(logits[i] - mx);
+    for (int i = 0; i < V; i++) {
+        pr[i] = exp(logits[i] - mx) / sum;
+        h -= pr[i] * log(pr[i]);
+    }
+    for (int i = 0; i < V; i++)
+        d[i] = (dist_pair){fabs(-log(pr[i]) - h), i};
+    qsort(d, V, sizeof *d, by_dist);
+
+    const float tps[] = {0.2f, 0.9f};
+    for (size_t k = 0; k < sizeof tps / sizeof tps[0]; k++) {
+        rlx_sampler_params p = plain_params();
+        p.typical_p = tps[k];
+        rlx_sampler *s = make(p, V);
+        const rlx_sampler_candidate *c;
+        int32_t n;
+        assert_int_equal(rlx_sampler_apply(s, logits, &c, &n), RLX_OK);
+        double cum = 0.0;
+        int32_t want = V;
+        for (int i = 0; i < V; i++) {
+            cum += pr[d[i].id];
+            if (cum >= tps[k]) {
+                want = i + 1;
+                break;
+            }
+        }
+        print_message("    typical_p %.2f keeps %d of %d\n", (double)tps[k], (int)n, V);
+        assert_true(abs(n - want) <= 1);
+        memset(seen, 0, V);
+        for (int32_t i = 0; i < n; i++)
+            seen[c[i].token] = 1;
+        for (int32_t i = 0; i < n && i < want; i++)
+            assert_true(seen[d[i].id]);
+        rlx_sampler_free(s);
+    }
+    free(logits);
+    free(d);
+    free(seen);
+    free(pr);
+}
+
 static void large_vocab_speed(void **state)
 {
     enum { V = 151936, CALLS = 200 };
@@ -741,6 +814,7 @@ int main(void)
         cmocka_unit_test(seeds_reproduce),
         cmocka_unit_test(draws_match_probabilities),
         cmocka_unit_test(large_vocab_top_p),
+        cmocka_unit_test(large_vocab_typical),
         cmocka_unit_test(large_vocab_speed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

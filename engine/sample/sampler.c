@@ -19,6 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+enum { RLX_SAMPLER_BUCKETS = 1024 };
+
 typedef struct cand {
     float score; /* the ordering key: the logit, except inside typical-p */
     float logit;
@@ -44,14 +46,16 @@ struct rlx_sampler {
     int32_t *plist;      /* [n_vocab]: the patched ids */
     int32_t np;
     float greedy_logit;
-    int32_t *counts;            /* [n_vocab], all zero between calls */
-    int32_t *touched;           /* [history_size] */
-    int32_t *rev;               /* [history_size]: the DRY window, newest first */
-    int32_t *z;                 /* [history_size]: Z-function of rev */
-    cand *cand;                 /* [n_vocab] */
-    int32_t n;                  /* live entries in cand */
-    int32_t n_sorted;           /* cand[0..n_sorted) are the best, in order */
-    double lse;                 /* log-sum-exp of the live logits, set by softmax() */
+    int32_t *counts;  /* [n_vocab], all zero between calls */
+    int32_t *touched; /* [history_size] */
+    int32_t *rev;     /* [history_size]: the DRY window, newest first */
+    int32_t *z;       /* [history_size]: Z-function of rev */
+    cand *cand;       /* [n_vocab] */
+    int32_t n;        /* live entries in cand */
+    int32_t n_sorted; /* cand[0..n_sorted) are the best, in order */
+    double lse;       /* log-sum-exp of the live logits, set by softmax() */
+    double bucket_mass[RLX_SAMPLER_BUCKETS];
+    int32_t bucket_count[RLX_SAMPLER_BUCKETS];
     rlx_sampler_candidate *out; /* [n_vocab], rlx_sampler_apply's answer */
 
     uint64_t rng[4];
@@ -533,16 +537,11 @@ static void sift_down(cand *h, int32_t size, int32_t i)
 /* Afterwards cand[0..m) are the m best of cand[0..n), best first. A heap of m
  * scanned over the rest: O(n log m) at worst, about n comparisons in the usual
  * case where few entries beat the heap's worst. */
-static void select_sorted(rlx_sampler *s, int32_t m)
+static void heap_select(cand *h, int32_t n, int32_t m)
 {
-    if (m > s->n)
-        m = s->n;
-    if (m <= s->n_sorted || m <= 0)
-        return;
-    cand *h = s->cand;
     for (int32_t i = m / 2 - 1; i >= 0; i--)
         sift_down(h, m, i);
-    for (int32_t i = m; i < s->n; i++) {
+    for (int32_t i = m; i < n; i++) {
         if (worse(&h[0], &h[i])) {
             cand t = h[0];
             h[0] = h[i];
@@ -556,6 +555,15 @@ static void select_sorted(rlx_sampler *s, int32_t m)
         h[end] = t;
         sift_down(h, end, 0);
     }
+}
+
+static void select_sorted(rlx_sampler *s, int32_t m)
+{
+    if (m > s->n)
+        m = s->n;
+    if (m <= s->n_sorted || m <= 0)
+        return;
+    heap_select(s->cand, s->n, m);
     s->n_sorted = m;
 }
 
@@ -614,7 +622,7 @@ static void keep_at_least(rlx_sampler *s, float thr, int32_t min_keep)
 /* Keeps the shortest run of best-ranked candidates whose probabilities add up
  * to at least mass (and at least min_keep of them). p must be current. Orders
  * only as far as needed: a prefix of 256, then 8 times more each round. */
-static void keep_mass(rlx_sampler *s, double mass)
+static void keep_mass_sorted(rlx_sampler *s, double mass)
 {
     int32_t min_keep = s->params.min_keep;
     int32_t m = s->n <= 1024 ? s->n : 256;
@@ -633,6 +641,83 @@ static void keep_mass(rlx_sampler *s, double mass)
             return;
         m = s->n / 8 < m ? s->n : m * 8;
     }
+}
+
+static int32_t bucket_of(float score, float smax, float inv_width)
+{
+    int32_t b = (int32_t)((smax - score) * inv_width);
+    return b < RLX_SAMPLER_BUCKETS ? b : RLX_SAMPLER_BUCKETS - 1;
+}
+
+static void swap_cand(cand *a, cand *b)
+{
+    cand t = *a;
+    *a = *b;
+    *b = t;
+}
+
+/* keep_mass for many candidates without sorting them: bucket the scores
+ * (bucket 0 holds the best), add up each bucket's mass, and order only the
+ * bucket where the running mass crosses the target. Buckets are monotone in
+ * the score, so the result is the same as sorting everything. */
+static void keep_mass(rlx_sampler *s, double mass)
+{
+    cand *c = s->cand;
+    int32_t n = s->n, min_keep = s->params.min_keep;
+    if (n <= 4096 || s->n_sorted >= 4096) {
+        keep_mass_sorted(s, mass);
+        return;
+    }
+    float smax = -INFINITY, smin = INFINITY;
+    for (int32_t i = 0; i < n; i++) {
+        smax = c[i].score > smax ? c[i].score : smax;
+        smin = c[i].score < smin ? c[i].score : smin;
+    }
+    float inv_width = (float)RLX_SAMPLER_BUCKETS / (smax - smin);
+    if (!(smax > smin) || !isfinite(inv_width)) {
+        keep_mass_sorted(s, mass);
+        return;
+    }
+    memset(s->bucket_mass, 0, sizeof s->bucket_mass);
+    memset(s->bucket_count, 0, sizeof s->bucket_count);
+    for (int32_t i = 0; i < n; i++) {
+        int32_t b = bucket_of(c[i].score, smax, inv_width);
+        s->bucket_mass[b] += c[i].p;
+        s->bucket_count[b]++;
+    }
+    double cum = 0.0;
+    int32_t cnt = 0, cut = 0;
+    for (; cut < RLX_SAMPLER_BUCKETS; cut++) {
+        if (cum + s->bucket_mass[cut] >= mass && cnt + s->bucket_count[cut] >= min_keep)
+            break;
+        cum += s->bucket_mass[cut];
+        cnt += s->bucket_count[cut];
+    }
+    if (cut == RLX_SAMPLER_BUCKETS)
+        return; /* rounding kept the total under the target: keep everything */
+    int32_t lo = 0;
+    for (int32_t i = 0; i < n; i++)
+        if (bucket_of(c[i].score, smax, inv_width) < cut)
+            swap_cand(&c[lo++], &c[i]);
+    int32_t hi = lo;
+    for (int32_t i = lo; i < n; i++)
+        if (bucket_of(c[i].score, smax, inv_width) == cut)
+            swap_cand(&c[hi++], &c[i]);
+    heap_select(c + lo, hi - lo, hi - lo);
+    cum = 0.0;
+    for (int32_t i = 0; i < lo; i++)
+        cum += c[i].p;
+    for (int32_t i = lo; i < hi; i++) {
+        cum += c[i].p;
+        if (cum >= mass && i + 1 >= min_keep) {
+            s->n = i + 1;
+            s->n_sorted = lo == 0 ? i + 1 : 0;
+            return;
+        }
+    }
+    /* Summed in another order the bucket fell just short: do it the slow way. */
+    s->n_sorted = lo == 0 ? hi : 0;
+    keep_mass_sorted(s, mass);
 }
 
 /* ---- steps on candidates ---- */

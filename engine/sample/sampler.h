@@ -63,8 +63,10 @@
  * number per call. Pick a fresh seed yourself if you want variety.
  *
  * Cost: create allocates every buffer (a few bytes per vocabulary entry);
- * sample, apply (until its final sort), accept and reset allocate nothing.
- * When top-k comes first only the k best tokens are ever ordered.
+ * sample, apply, accept and reset allocate nothing. The caller's logits
+ * are read in place, never copied. When top-k is on, one pass keeps the k
+ * best and only those are ever ordered; without it, top-p and typical-p
+ * bucket the scores and order only the bucket where their cut falls.
  *
  * Ownership: params' arrays (logit_bias, dry_sequence_breakers) belong to the
  * caller and are copied by rlx_sampler_create. The sampler owns everything
