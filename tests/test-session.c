@@ -498,6 +498,69 @@ static void test_weights_from_files(void **state)
     free(st_img);
 }
 
+/* A KV-cache style program compiled from a graph: each run appends x
+ * [SEQ, 4] to a state kv [12, 4] at PAST and returns the column sums of
+ * kv[0 : PAST+SEQ]; the state carries over between runs. */
+static void test_compile_state(void **state)
+{
+    (void)state;
+    rlx_graph *g = rlx_graph_create();
+    int past = rlx_graph_add_symbol(g, "PAST", 8);
+    int seq = rlx_graph_add_symbol(g, "SEQ", 4);
+    rlx_dim total;
+    assert_true(rlx_dim_add(rlx_dim_sym(past), rlx_dim_sym(seq), &total));
+    rlx_node kv = rlx_graph_state(g, "kv", RLX_DTYPE_F32, rlx_shape_make(2, (int64_t[]){12, 4}));
+    rlx_node x =
+        rlx_graph_input(g, "x", RLX_DTYPE_F32,
+                        rlx_shape_make_dims(2, (rlx_dim[]){rlx_dim_sym(seq), rlx_dim_const(4)}));
+    rlx_node upd = rlx_graph_scatter(g, "append", kv, x, 0, rlx_dim_sym(past));
+    rlx_node live = rlx_graph_slice(g, "live", upd, 0, rlx_dim_const(0), total);
+    rlx_graph_output(g, "sums", rlx_graph_reduce(g, "sum", RLX_OP_REDUCE_SUM, live, 0, false));
+    if (rlx_graph_status(g) != RLX_OK)
+        fail_msg("graph: %s", rlx_graph_error(g));
+
+    rlx_session *s = new_session(0);
+    rlx_error *err = NULL;
+    rlx_session_program *p = NULL;
+    if (rlx_session_compile(s, g, &p, &err) != RLX_OK)
+        fail_msg("compile: %s", rlx_error_message(err));
+    int ip = rlx_session_program_symbol(p, "PAST"), is = rlx_session_program_symbol(p, "SEQ");
+    assert_true(ip >= 0 && is >= 0);
+    float want[4] = {0}, xs[4 * 4], sums[4];
+    int at = 0, steps[3] = {3, 1, 4};
+    for (int k = 0; k < 3; k++) {
+        int n = steps[k];
+        for (int i = 0; i < n * 4; i++) {
+            xs[i] = (float)(at * 4 + i + 1);
+            want[i % 4] += xs[i];
+        }
+        rlx_sym_values sv = {{0}};
+        sv.v[ip] = at;
+        sv.v[is] = n;
+        const void *in[1] = {xs};
+        void *out[1] = {sums};
+        if (rlx_session_run(s, p, &sv, in, out, &err) != RLX_OK)
+            fail_msg("run %d: %s", k, rlx_error_message(err));
+        for (int d = 0; d < 4; d++)
+            assert_true(sums[d] == want[d]);
+        at += n;
+    }
+    /* a new conversation */
+    assert_int_equal(rlx_session_state_reset(s, NULL, &err), RLX_OK);
+    rlx_sym_values sv = {{0}};
+    sv.v[ip] = 0;
+    sv.v[is] = 1;
+    float one[4] = {1, 2, 3, 4};
+    const void *in[1] = {one};
+    void *out[1] = {sums};
+    assert_int_equal(rlx_session_run(s, p, &sv, in, out, &err), RLX_OK);
+    assert_true(sums[0] == 1 && sums[3] == 4);
+    rlx_session_memory_info m = rlx_session_memory(s);
+    assert_int_equal(m.state_bytes, 12 * 4 * 4);
+    rlx_session_free(s);
+    rlx_graph_free(g);
+}
+
 /* ---- worker ---------------------------------------------------------------- */
 
 typedef struct log_t {
@@ -741,11 +804,12 @@ static void test_worker_session_cancel(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_budget_message),         cmocka_unit_test(test_state_persists),
-        cmocka_unit_test(test_weight_errors),          cmocka_unit_test(test_cancel),
-        cmocka_unit_test(test_progress_abort),         cmocka_unit_test(test_compile),
-        cmocka_unit_test(test_weights_from_files),     cmocka_unit_test(test_worker_order),
-        cmocka_unit_test(test_worker_cancel_shutdown), cmocka_unit_test(test_worker_session_cancel),
+        cmocka_unit_test(test_budget_message),        cmocka_unit_test(test_state_persists),
+        cmocka_unit_test(test_weight_errors),         cmocka_unit_test(test_cancel),
+        cmocka_unit_test(test_progress_abort),        cmocka_unit_test(test_compile),
+        cmocka_unit_test(test_compile_state),         cmocka_unit_test(test_weights_from_files),
+        cmocka_unit_test(test_worker_order),          cmocka_unit_test(test_worker_cancel_shutdown),
+        cmocka_unit_test(test_worker_session_cancel),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
