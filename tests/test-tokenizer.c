@@ -720,6 +720,74 @@ static void concurrent_encoding(void **state)
     free(ids);
 }
 
+/* A byte-level tokenizer.json whose pre_tokenizer is Split(" ", BEHAVIOR)
+ * then ByteLevel: the vocabulary is the 256 byte characters (id = byte)
+ * plus "aĠ" (256) and "Ġb" (257), so which merge happens shows where the
+ * split put the space. */
+static rlx_tokenizer *split_json(const char *behavior, bool prefix_space)
+{
+    static char json[8192];
+    size_t o = (size_t)snprintf(json, sizeof json, "{\"model\":{\"type\":\"BPE\",\"vocab\":{");
+    for (int b = 0; b < 256; b++) {
+        unsigned cp = b <= 32                  ? 256u + (unsigned)b
+                      : (b >= 127 && b <= 160) ? 289u + (unsigned)(b - 127)
+                      : b == 173               ? 323u
+                                               : (unsigned)b;
+        char u[8];
+        if (cp == '"' || cp == '\\')
+            snprintf(u, sizeof u, "\\%c", (char)cp);
+        else if (cp < 0x80)
+            snprintf(u, sizeof u, "%c", (char)cp);
+        else
+            snprintf(u, sizeof u, "%c%c", (char)(0xC0 | (cp >> 6)), (char)(0x80 | (cp & 0x3F)));
+        o += (size_t)snprintf(json + o, sizeof json - o, "%s\"%s\":%d", b ? "," : "", u, b);
+    }
+    o += (size_t)snprintf(
+        json + o, sizeof json - o,
+        ",\"a\xC4\xA0\":256,\"\xC4\xA0"
+        "b\":257},\"merges\":[\"a \xC4\xA0\",\"\xC4\xA0 b\"]},"
+        "\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":["
+        "{\"type\":\"Split\",\"pattern\":{\"String\":\" \"},\"behavior\":\"%s\",\"invert\":false},"
+        "{\"type\":\"ByteLevel\",\"add_prefix_space\":%s,\"use_regex\":false}]},"
+        "\"decoder\":{\"type\":\"ByteLevel\"}}",
+        behavior, prefix_space ? "true" : "false");
+    const char *path = rlx_test_tmp("split.json");
+    assert_int_equal(rlx_test_write_file(path, json, o), 0);
+    rlx_tokenizer *t = NULL;
+    rlx_error *err = NULL;
+    if (rlx_tokenizer_from_hf_json(path, &t, &err) != RLX_OK)
+        fail_msg("%s: %s", behavior, rlx_error_message(err));
+    return t;
+}
+
+static void hf_json_split_behaviors(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *behavior;
+        bool prefix;
+        rlx_token want[4];
+        size_t n;
+    } cases[] = {
+        {"Isolated", false, {97, 32, 98}, 3},    {"MergedWithPrevious", false, {256, 98}, 2},
+        {"MergedWithNext", false, {97, 257}, 2}, {"Removed", false, {97, 98}, 2},
+        {"Isolated", true, {32, 97, 32, 98}, 4}, {"MergedWithNext", true, {32, 97, 257}, 3},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        rlx_tokenizer *t = split_json(cases[i].behavior, cases[i].prefix);
+        assert_int_equal(rlx_tokenizer_get_kind(t), RLX_TOKENIZER_BPE);
+        rlx_token *ids = NULL;
+        size_t n = encode(t, "a b", 3, false, &ids);
+        if (n != cases[i].n || memcmp(ids, cases[i].want, n * sizeof *ids) != 0) {
+            print_ids("want", cases[i].want, cases[i].n);
+            print_ids("got ", ids, n);
+            fail_msg("Split %s (prefix %d)", cases[i].behavior, cases[i].prefix);
+        }
+        free(ids);
+        rlx_tokenizer_free(t);
+    }
+}
+
 static void errors(void **state)
 {
     (void)state;
@@ -831,6 +899,7 @@ int main(void)
         cmocka_unit_test(every_pre_tokenizer),
         cmocka_unit_test(hf_json_spm_style),
         cmocka_unit_test(hf_json_metaspace_first),
+        cmocka_unit_test(hf_json_split_behaviors),
         cmocka_unit_test(concurrent_encoding),
         cmocka_unit_test(errors),
         cmocka_unit_test(speed),
