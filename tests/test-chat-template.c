@@ -478,6 +478,18 @@ static void api_edges(void **state)
     assert_int_equal(render_src("x\n\n", NULL, &s, &err, NULL), RLX_OK);
     assert_string_equal(s, "x\n");
     free(s);
+    /* Numeric literals of any length (found by fuzzing: a fixed buffer overflowed). */
+    char lit[600];
+    memset(lit, '1', sizeof lit);
+    memcpy(lit, "{{ ", 3);
+    lit[300] = '.';
+    memcpy(lit + sizeof lit - 4, " }}", 4);
+    assert_int_equal(render_src(lit, NULL, &s, &err, NULL), RLX_OK);
+    assert_string_equal(s, "1.1111111111111112e+296");
+    free(s);
+    expect_error("{{ 000000000000000000000000000000042 }}{{ 1_000_000_000_000_000_000_000 }}",
+                 RLX_ERR_UNSUPPORTED,
+                 "integer literal 1000000000000000000000 is larger than 64 bits", NULL);
     /* A NULL context renders with no variables. */
     assert_int_equal(render_src("[{{ anything }}]", NULL, &s, &err, NULL), RLX_OK);
     assert_string_equal(s, "[]");

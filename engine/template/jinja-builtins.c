@@ -471,6 +471,171 @@ static void merge_sort(sort_ctx *sc, rlx_jv *keys, rlx_jv *vals, size_t n, bool 
     memcpy(vals, tv, n * sizeof *tv);
 }
 
+/* ---- printf-style formatting (Python's str % args) ------------------------------------------ */
+
+static void pad_put(rlx_jrender *r, rlx_jbuf *b, const char *s, size_t n, int64_t width, bool left)
+{
+    int64_t len = (int64_t)rlx_jinja_utf8_len(s, n);
+    if (!left)
+        for (int64_t i = len; i < width; i++)
+            rlx_jbuf_puts(r, b, " ");
+    rlx_jbuf_put(r, b, s, n);
+    if (left)
+        for (int64_t i = len; i < width; i++)
+            rlx_jbuf_puts(r, b, " ");
+}
+
+rlx_jv rlx_jinja_percent_format(rlx_jrender *r, int line, rlx_jv fmtv, rlx_jv args)
+{
+    const rlx_jstr *fmt = fmtv.u.s;
+    bool mapping = args.t == RLX_JV_DICT;
+    const rlx_jv *items = &args;
+    size_t nitems = 1, next = 0;
+    if (args.t == RLX_JV_LIST && args.u.l->tuple) {
+        items = args.u.l->v;
+        nitems = args.u.l->n;
+    }
+    rlx_jbuf b = {0};
+    for (size_t i = 0; i < fmt->len; i++) {
+        if (fmt->s[i] != '%') {
+            rlx_jbuf_put(r, &b, fmt->s + i, 1);
+            continue;
+        }
+        if (++i >= fmt->len)
+            rlx_jinja_rfail(r, RLX_ERR_TYPE, line, "incomplete format");
+        rlx_jv arg = rlx_jv_undef;
+        bool have_arg = false;
+        if (fmt->s[i] == '(') {
+            size_t e = i + 1;
+            while (e < fmt->len && fmt->s[e] != ')')
+                e++;
+            if (e >= fmt->len || !mapping)
+                rlx_jinja_rfail(r, RLX_ERR_TYPE, line, "format requires a mapping");
+            rlx_jv key = rlx_jv_strn(r->c, fmt->s + i + 1, e - i - 1);
+            rlx_jv *v = rlx_jdict_get(args.u.d, key);
+            if (!v)
+                rlx_jinja_rfail(r, RLX_ERR_TYPE, line, "format key '%s' is missing", key.u.s->s);
+            arg = *v;
+            have_arg = true;
+            i = e + 1;
+        }
+        char flags[8] = {0};
+        size_t nf = 0;
+        while (i < fmt->len && strchr("-+ #0", fmt->s[i]) && nf < sizeof flags - 1)
+            flags[nf++] = fmt->s[i++];
+        int64_t width = -1, prec = -1;
+        while (i < fmt->len && fmt->s[i] >= '0' && fmt->s[i] <= '9' && width < 100000)
+            width = (width < 0 ? 0 : width * 10) + (fmt->s[i++] - '0');
+        if (i < fmt->len && fmt->s[i] == '.') {
+            prec = 0;
+            i++;
+            while (i < fmt->len && fmt->s[i] >= '0' && fmt->s[i] <= '9' && prec < 1000)
+                prec = prec * 10 + (fmt->s[i++] - '0');
+        }
+        if (i >= fmt->len)
+            rlx_jinja_rfail(r, RLX_ERR_TYPE, line, "incomplete format");
+        char conv = fmt->s[i];
+        if (conv == '%') {
+            rlx_jbuf_puts(r, &b, "%");
+            continue;
+        }
+        if (!have_arg) {
+            if (mapping && nitems == 1 && items == &args) {
+                arg = args;
+            } else {
+                if (next >= nitems)
+                    rlx_jinja_rfail(r, RLX_ERR_TYPE, line,
+                                    "not enough arguments for format string");
+                arg = items[next++];
+            }
+        }
+        bool left = strchr(flags, '-') != NULL;
+        char spec[32], tmp[512];
+        if (conv == 's' || conv == 'r' || conv == 'a') {
+            rlx_jbuf sb = {0};
+            if (conv == 's')
+                rlx_jv_write_str(r, &sb, arg);
+            else
+                rlx_jv_write_repr(r, &sb, arg);
+            size_t n = sb.n;
+            if (prec >= 0) {
+                /* precision counts code points */
+                size_t k = 0;
+                int64_t cps = 0;
+                while (k < n && cps < prec) {
+                    k += cp_len(sb.p + k, n - k);
+                    cps++;
+                }
+                n = k;
+            }
+            pad_put(r, &b, sb.p ? sb.p : "", n, width, left);
+            continue;
+        }
+        if (!is_int(arg) && arg.t != RLX_JV_FLOAT)
+            rlx_jinja_rfail(r, RLX_ERR_TYPE, line, "%%%c format: a real number is required, not %s",
+                            conv, rlx_jv_py_type(arg));
+        if (strchr("diuxXoc", conv)) {
+            int64_t v = is_int(arg) ? to_int(arg) : (int64_t)arg.u.f;
+            if (conv == 'c') {
+                char u[8];
+                size_t k = 0;
+                if (v < 0 || v > 0x10FFFF)
+                    rlx_jinja_rfail(r, RLX_ERR_TYPE, line, "%%c arg not in range(0x110000)");
+                k = utf8_encode(u, (uint32_t)v);
+                pad_put(r, &b, u, k, width, left);
+                continue;
+            }
+            char c = conv == 'i' || conv == 'u' ? 'd' : conv;
+            snprintf(spec, sizeof spec, "%%%s%s%sll%c", flags, width >= 0 ? "*" : "",
+                     prec >= 0 ? ".*" : "", c);
+            long long lv = (long long)v;
+            if (width >= 0 && prec >= 0)
+                snprintf(tmp, sizeof tmp, spec, (int)width, (int)prec, lv);
+            else if (width >= 0)
+                snprintf(tmp, sizeof tmp, spec, (int)width, lv);
+            else if (prec >= 0)
+                snprintf(tmp, sizeof tmp, spec, (int)prec, lv);
+            else
+                snprintf(tmp, sizeof tmp, spec, lv);
+            rlx_jbuf_puts(r, &b, tmp);
+            continue;
+        }
+        if (strchr("eEfFgG", conv)) {
+            double v = is_int(arg) ? (double)to_int(arg) : arg.u.f;
+            snprintf(spec, sizeof spec, "%%%s%s.*%c", flags, width >= 0 ? "*" : "", conv);
+            int p = prec >= 0 ? (int)prec : 6;
+            if (width >= 0)
+                snprintf(tmp, sizeof tmp, spec, (int)width, p, v);
+            else
+                snprintf(tmp, sizeof tmp, spec, p, v);
+            rlx_jbuf_puts(r, &b, tmp);
+            continue;
+        }
+        rlx_jinja_rfail(r, RLX_ERR_UNSUPPORTED, line, "unsupported format character '%c'", conv);
+    }
+    if (!mapping && next < nitems)
+        rlx_jinja_rfail(r, RLX_ERR_TYPE, line,
+                        "not all arguments converted during string formatting");
+    return rlx_jbuf_value(r, &b);
+}
+
+static rlx_jv f_format(rlx_jrender *r, int line, rlx_jv v, const rlx_jargs *a)
+{
+    /* jinja2: str(value) % (kwargs or args) */
+    rlx_jv fmt = to_str(r, v);
+    if (a->nkw) {
+        rlx_jv d = rlx_jv_dict(r->c, a->nkw);
+        for (size_t k = 0; k < a->nkw; k++)
+            rlx_jdict_set(r->c, d.u.d, rlx_jv_cstr(r->c, a->kwn[k]), a->kw[k]);
+        return rlx_jinja_percent_format(r, line, fmt, d);
+    }
+    rlx_jv t = rlx_jv_list(r->c, a->npos);
+    t.u.l->tuple = true;
+    for (size_t i = 0; i < a->npos; i++)
+        rlx_jlist_push(r->c, t.u.l, a->pos[i]);
+    return rlx_jinja_percent_format(r, line, fmt, t);
+}
+
 /* ---- filters -------------------------------------------------------------------------------- */
 
 static rlx_jv f_abs(rlx_jrender *r, int line, rlx_jv v, const rlx_jargs *a)
@@ -1184,6 +1349,7 @@ static const named_filter filters[] = {
     {"escape", f_escape},
     {"first", f_first},
     {"float", f_float},
+    {"format", f_format},
     {"indent", f_indent},
     {"int", f_int},
     {"items", f_items},

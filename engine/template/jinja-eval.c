@@ -473,6 +473,8 @@ static rlx_jv arith(rlx_jrender *r, int line, int op, rlx_jv a, rlx_jv b)
             rlx_jlist_push(r->c, out.u.l, b.u.l->v[i]);
         return out;
     }
+    if (op == '%' && a.t == RLX_JV_STR)
+        return rlx_jinja_percent_format(r, line, a, b);
     if (op == '*' && (a.t == RLX_JV_STR || a.t == RLX_JV_LIST) && is_intlike(b))
         return repeat(r, line, a, as_int(b));
     if (op == '*' && (b.t == RLX_JV_STR || b.t == RLX_JV_LIST) && is_intlike(a))

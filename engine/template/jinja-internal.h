@@ -299,6 +299,8 @@ rlx_jtest_fn rlx_jinja_find_test(const char *name);
 bool rlx_jinja_find_global(const char *name, rlx_jfilter_fn *fn);
 /* `obj.name` where obj is a str, dict or list and name a method; false when none. */
 bool rlx_jinja_find_method(rlx_jv obj, const char *name, rlx_jfilter_fn *fn, bool *unsafe);
+/* Python's `fmt % args` (a tuple, a mapping or one value). */
+rlx_jv rlx_jinja_percent_format(rlx_jrender *r, int line, rlx_jv fmt, rlx_jv args);
 /* Positional index `i` or keyword `name`, else `dflt`. */
 rlx_jv rlx_jinja_arg(const rlx_jargs *a, size_t i, const char *name, rlx_jv dflt);
 

@@ -2,6 +2,7 @@
  * whitespace rules of jinja2 with trim_blocks and lstrip_blocks on. */
 #include "engine/template/jinja-internal.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -217,60 +218,57 @@ static bool is_name_start(char ch)
     return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || ch == '_';
 }
 
+static size_t skip_digits(const lexer *lx, size_t p)
+{
+    while (p < lx->n && (is_digit(lx->s[p]) || lx->s[p] == '_'))
+        p++;
+    return p;
+}
+
 static void lex_number(lexer *lx)
 {
+    /* Find the literal's extent first: "12_3", "1.5", "2e-3", "1.5E+10". A
+     * number right after '.' is an index ("x.0.1"), never a float. */
     size_t start = lx->pos;
     bool after_dot = start > 0 && lx->s[start - 1] == '.';
-    char buf[128];
-    size_t k = 0;
     bool is_float = false;
-    while (lx->pos < lx->n && (is_digit(lx->s[lx->pos]) || lx->s[lx->pos] == '_')) {
-        if (lx->s[lx->pos] != '_' && k < sizeof buf - 1)
-            buf[k++] = lx->s[lx->pos];
-        lx->pos++;
-    }
-    if (!after_dot && lx->pos + 1 < lx->n && lx->s[lx->pos] == '.' &&
-        is_digit(lx->s[lx->pos + 1])) {
+    size_t p = skip_digits(lx, start);
+    if (!after_dot && p + 1 < lx->n && lx->s[p] == '.' && is_digit(lx->s[p + 1])) {
         is_float = true;
-        buf[k++] = '.';
-        lx->pos++;
-        while (lx->pos < lx->n && (is_digit(lx->s[lx->pos]) || lx->s[lx->pos] == '_')) {
-            if (lx->s[lx->pos] != '_' && k < sizeof buf - 1)
-                buf[k++] = lx->s[lx->pos];
-            lx->pos++;
-        }
+        p = skip_digits(lx, p + 1);
     }
-    if (!after_dot && lx->pos < lx->n && (lx->s[lx->pos] == 'e' || lx->s[lx->pos] == 'E')) {
-        size_t p = lx->pos + 1;
-        if (p < lx->n && (lx->s[p] == '+' || lx->s[p] == '-'))
-            p++;
-        if (p < lx->n && is_digit(lx->s[p])) {
+    if (!after_dot && p < lx->n && (lx->s[p] == 'e' || lx->s[p] == 'E')) {
+        size_t q = p + 1;
+        if (q < lx->n && (lx->s[q] == '+' || lx->s[q] == '-'))
+            q++;
+        if (q < lx->n && is_digit(lx->s[q])) {
             is_float = true;
-            if (k < sizeof buf - 8) {
-                buf[k++] = 'e';
-                for (size_t q = lx->pos + 1; q < p; q++)
-                    buf[k++] = lx->s[q];
-            }
-            lx->pos = p;
-            while (lx->pos < lx->n && (is_digit(lx->s[lx->pos]) || lx->s[lx->pos] == '_')) {
-                if (lx->s[lx->pos] != '_' && k < sizeof buf - 1)
-                    buf[k++] = lx->s[lx->pos];
-                lx->pos++;
-            }
+            p = skip_digits(lx, q);
         }
     }
+    /* Copy without the underscores. */
+    char *buf = rlx_jinja_alloc(lx->c, p - start + 1);
+    size_t k = 0;
+    for (size_t i = start; i < p; i++)
+        if (lx->s[i] != '_')
+            buf[k++] = lx->s[i];
     buf[k] = 0;
+    lx->pos = p;
     rlx_jtok t = {.line = lx->line};
     if (is_float) {
         t.t = RLX_JT_FLOAT;
         t.f = strtod(buf, NULL);
     } else {
         t.t = RLX_JT_INT;
-        char *end = NULL;
-        unsigned long long v = strtoull(buf, &end, 10);
-        if (k > 18 && (v > INT64_MAX || k > 19))
+        size_t z = 0;
+        while (buf[z] == '0' && buf[z + 1])
+            z++; /* leading zeros do not make it larger */
+        errno = 0;
+        unsigned long long v = strtoull(buf + z, NULL, 10);
+        if (errno == ERANGE || v > INT64_MAX)
             rlx_jinja_fail(lx->c, RLX_ERR_UNSUPPORTED, lx->line,
-                           "integer literal %s is larger than 64 bits", buf);
+                           "integer literal %.40s%s is larger than 64 bits", buf + z,
+                           strlen(buf + z) > 40 ? "..." : "");
         t.i = (int64_t)v;
     }
     push(lx, t);
