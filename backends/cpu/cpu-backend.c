@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "backends/cpu/cpu-backend.h"
+#include "backends/cpu/cpu-features.h"
 #include "backends/cpu/cpu-internal.h"
 #include "backends/cpu/cpu-program.h"
 #include "backends/cpu/kernels.h"
@@ -15,31 +16,6 @@
 static int cpu_device_count(void)
 {
     return 1;
-}
-
-static void read_model_name(char *buf, size_t cap)
-{
-    snprintf(buf, cap, "CPU");
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    if (!f)
-        return;
-    char line[512];
-    while (fgets(line, sizeof line, f)) {
-        if (strncmp(line, "model name", 10) != 0)
-            continue;
-        const char *colon = strchr(line, ':');
-        if (!colon)
-            continue;
-        colon++;
-        while (*colon == ' ' || *colon == '\t')
-            colon++;
-        snprintf(buf, cap, "%s", colon);
-        size_t n = strlen(buf);
-        while (n && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
-            buf[--n] = '\0';
-        break;
-    }
-    fclose(f);
 }
 
 /* MemTotal and MemAvailable in bytes; 0 when unreadable. */
@@ -60,33 +36,16 @@ static void read_meminfo(uint64_t *total, uint64_t *avail)
     fclose(f);
 }
 
-static void cpu_features_string(char *buf, size_t cap)
-{
-    buf[0] = '\0';
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_cpu_init();
-    size_t n = 0;
-#define FEAT(s, name)                                            \
-    if (__builtin_cpu_supports(s) && n + sizeof(name) + 1 < cap) \
-        n += (size_t)snprintf(buf + n, cap - n, "%s%s", n ? " " : "", name);
-    FEAT("sse4.2", "SSE4.2")
-    FEAT("avx", "AVX")
-    FEAT("avx2", "AVX2")
-    FEAT("fma", "FMA")
-    FEAT("avx512f", "AVX512F")
-    FEAT("avx512bw", "AVX512BW")
-    FEAT("avx512vl", "AVX512VL")
-    FEAT("avx512vnni", "AVX512VNNI")
-#undef FEAT
-#else
-    (void)cap;
-#endif
-}
-
+/* One thread per physical core: SMT siblings share the vector units the
+ * kernels saturate. */
 static int default_threads(void)
 {
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (int)n : 1;
+    int n = rlx_cpu_features_get()->physical_cores;
+    if (n < 1) {
+        long l = sysconf(_SC_NPROCESSORS_ONLN);
+        n = l > 0 ? (int)l : 1;
+    }
+    return n;
 }
 
 static void fill_info(int n_threads, rlx_device_info *out)
@@ -95,14 +54,13 @@ static void fill_info(int n_threads, rlx_device_info *out)
     snprintf(out->backend, sizeof out->backend, "cpu");
     out->index = 0;
     snprintf(out->id, sizeof out->id, "cpu");
-    char model[200];
-    read_model_name(model, sizeof model);
-    snprintf(out->name, sizeof out->name, "%s (%d thread%s)", model, n_threads,
-             n_threads == 1 ? "" : "s");
+    const rlx_cpu_features *f = rlx_cpu_features_get();
+    snprintf(out->name, sizeof out->name, "%s (%d thread%s)",
+             f->model_name[0] ? f->model_name : "CPU", n_threads, n_threads == 1 ? "" : "s");
     out->type = RLX_DEVICE_CPU;
     read_meminfo(&out->total_memory, &out->free_memory);
     out->n_threads = n_threads;
-    cpu_features_string(out->features, sizeof out->features);
+    rlx_cpu_features_string(f, out->features, (int)sizeof out->features);
 }
 
 static rlx_status cpu_device_info(int index, rlx_device_info *out, rlx_error **err)
