@@ -212,3 +212,29 @@ const rlx_backend_i *rlx_test_f32_only_backend(void)
     f32_only.supports_op = f32_only_supports;
     return &f32_only;
 }
+
+static rlx_backend_i contiguous_only;
+
+static bool contiguous_supports(rlx_device *dev, const rlx_lir *lir, const rlx_lir_instr *ins)
+{
+    if (ins->op != RLX_OP_COPY && lir->values[ins->out].view_of < 0)
+        for (int k = 0; k < ins->n_in; k++)
+            if (!lir->values[ins->in[k]].contiguous)
+                return false;
+    const rlx_backend_i *cpu = rlx_backend_find("cpu");
+    if (!cpu || !dev)
+        return true;
+    return cpu->supports_op(dev, lir, ins);
+}
+
+const rlx_backend_i *rlx_test_contiguous_backend(void)
+{
+    const rlx_backend_i *cpu = rlx_backend_find("cpu");
+    if (cpu)
+        contiguous_only = *cpu;
+    else
+        memset(&contiguous_only, 0, sizeof contiguous_only);
+    contiguous_only.name = "contiguous-only";
+    contiguous_only.supports_op = contiguous_supports;
+    return &contiguous_only;
+}

@@ -40,6 +40,9 @@ const rlx_backend_i *rlx_test_refusing_backend(uint64_t refuse);
 /* The CPU backend's interface refusing F16/BF16 operands except matmul
  * weights, gather tables and data movement. */
 const rlx_backend_i *rlx_test_f32_only_backend(void);
+/* The CPU backend's interface refusing strided operands (except for COPY
+ * and no-op views). */
+const rlx_backend_i *rlx_test_contiguous_backend(void);
 /* Largest |a-b| over n floats. */
 float rlx_test_max_diff(const float *a, const float *b, int64_t n);
 

@@ -349,10 +349,12 @@ static void compare_variants(builder build, const rlx_test_run *run)
     static const uint32_t optional[] = {RLX_PASS_DCE,    RLX_PASS_CONST_FOLD, RLX_PASS_CSE,
                                         RLX_PASS_LAYOUT, RLX_PASS_FUSION,     RLX_PASS_INPLACE};
     int nv = (int)(sizeof optional / sizeof optional[0]);
-    for (int v = -2; v < nv; v++) {
+    for (int v = -3; v < nv; v++) {
         rlx_compile_opts ov = rlx_compile_default_opts();
         if (v >= 0)
             ov.passes &= ~optional[v];
+        if (v == -3) /* a backend that takes contiguous operands only */
+            ov.backend = rlx_test_contiguous_backend();
         if (v == -2) /* everything, with ops refused so that legalize rewrites them */
             ov.backend =
                 rlx_test_refusing_backend((1ull << RLX_OP_GELU) | (1ull << RLX_OP_LAYER_NORM) |

@@ -378,6 +378,50 @@ static void test_quantized_run(void **state)
     rlx_graph_free(g);
 }
 
+static void test_materialize(void **state)
+{
+    (void)state;
+    /* a permuted view feeding a matmul: a backend that wants contiguous
+     * operands gets a COPY in front, and the same numbers */
+    rlx_graph *g = rlx_graph_create();
+    rlx_node x = rlx_graph_input(g, "x", RLX_DTYPE_F32, rlx_shape_make(3, (int64_t[]){2, 3, 4}));
+    rlx_node w = rlx_graph_param(g, "w", RLX_DTYPE_F32, c2(5, 4));
+    rlx_node p = rlx_graph_permute(g, "p", x, (int[]){1, 0, 2});
+    rlx_graph_output(g, "y", rlx_graph_matmul(g, "mm", p, w, false, true));
+    rlx_compile_opts o = rlx_compile_default_opts();
+    o.backend = rlx_test_contiguous_backend();
+    rlx_lir *lir = NULL;
+    assert_int_equal(rlx_compile(g, &o, &lir, NULL), RLX_OK);
+    int copies = 0;
+    for (int32_t i = 0; i < lir->n_instrs; i++) {
+        const rlx_lir_instr *ins = &lir->instrs[i];
+        copies += ins->op == RLX_OP_COPY;
+        if (ins->op == RLX_OP_MATMUL)
+            assert_true(lir->values[ins->in[0]].contiguous);
+    }
+    assert_int_equal(copies, 1);
+    rlx_lir_free(lir);
+    if (rlx_test_have_cpu()) {
+        float xv[24], wv[20];
+        for (int i = 0; i < 24; i++)
+            xv[i] = (float)i * 0.1f;
+        for (int i = 0; i < 20; i++)
+            wv[i] = 1.0f - (float)i * 0.05f;
+        rlx_test_tensor prm = {"w", wv}, in = {"x", xv};
+        rlx_test_run run = {.params = &prm, .n_params = 1, .inputs = &in, .n_inputs = 1};
+        void *a[1], *b[1];
+        int64_t na[1], nb[1];
+        assert_int_equal(rlx_test_compile_run(g, o, &run, a, na, 1, NULL, NULL), RLX_OK);
+        assert_int_equal(
+            rlx_test_compile_run(g, rlx_compile_default_opts(), &run, b, nb, 1, NULL, NULL),
+            RLX_OK);
+        assert_true(rlx_test_max_diff(a[0], b[0], na[0]) < 1e-6f);
+        free(a[0]);
+        free(b[0]);
+    }
+    rlx_graph_free(g);
+}
+
 static void test_final_check(void **state)
 {
     (void)state;
@@ -404,7 +448,7 @@ int main(void)
         cmocka_unit_test(test_mlp_lir),       cmocka_unit_test(test_inplace_chain),
         cmocka_unit_test(test_kv_state),      cmocka_unit_test(test_segments),
         cmocka_unit_test(test_hash_and_dump), cmocka_unit_test(test_quantized_run),
-        cmocka_unit_test(test_final_check),
+        cmocka_unit_test(test_final_check),   cmocka_unit_test(test_materialize),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

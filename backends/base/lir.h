@@ -17,6 +17,24 @@
  * offload): each segment is its own rlx_lir; a value crossing a cut is an
  * OUTPUT of the earlier segment and an INPUT of the later one.
  *
+ * Conventions of the compiler's output (engine/compile):
+ * - An instruction whose output value is a view (view_of >= 0: RESHAPE,
+ *   SLICE at a constant start, PERMUTE) moves no data; a backend treats it
+ *   as a no-op. It stays in the list so instruction i maps to graph node.
+ * - Any operand may be a strided view (contiguous == false). A backend that
+ *   needs contiguous operands refuses the instruction in supports_op; the
+ *   compiler then copies the operand into a contiguous value first.
+ * - SCATTER has in_place set: its output is the state (same home, offset,
+ *   strides) written in place. Elementwise instructions with in_place write
+ *   over in[0], which has the same shape and dtype and dies there.
+ * - Strides of symbolic shapes are affine in the symbols; where a product of
+ *   two symbolic dims would be needed, an ARENA value is laid out at the
+ *   bounds (constant strides, contiguous == false). Inputs and outputs are
+ *   always contiguous at the run's actual sizes.
+ * - Inputs are the graph's declared inputs in declaration order; outputs
+ *   are the graph's outputs in order (then, for a segment, the values later
+ *   segments read).
+ *
  * Thread safety: an rlx_lir is immutable once built; backends only read it.
  */
 #ifndef RLX_BASE_LIR_H

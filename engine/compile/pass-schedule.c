@@ -394,6 +394,59 @@ static void bind_output(sched *s, int32_t i, int32_t idx)
     add_instr(s, RLX_OP_COPY, NULL, 1, &v, o, i);
 }
 
+/* Would the backend run this instruction over the values made so far? */
+static bool backend_takes(sched *s, const rlx_lir_instr *ins)
+{
+    const rlx_compile_opts *o = s->opts;
+    if (!o || !o->backend || !o->backend->supports_op)
+        return true;
+    rlx_lir tmp;
+    memset(&tmp, 0, sizeof tmp);
+    tmp.n_values = s->n_values;
+    tmp.values = s->values;
+    tmp.n_instrs = s->n_instrs;
+    tmp.instrs = s->instrs;
+    tmp.n_symbols = s->g->n_symbols;
+    for (int i = 0; i < s->g->n_symbols; i++) {
+        tmp.symbols[i].name = s->g->sym_names[i];
+        tmp.symbols[i].max = s->g->sym_max[i];
+    }
+    return o->backend->supports_op(o->device, &tmp, ins);
+}
+
+/* A backend may refuse strided operands (views of permutes and slices). Copy
+ * such operands into contiguous values first when that makes the
+ * instruction acceptable; the final check in rlx_compile reports the rest. */
+static void materialize_refused(sched *s, const rlx_gnode *n, int32_t *in, int32_t out,
+                                bool in_place)
+{
+    rlx_lir_instr ins;
+    memset(&ins, 0, sizeof ins);
+    ins.op = n->op;
+    ins.p = n->p;
+    ins.n_in = n->n_in;
+    for (int k = 0; k < n->n_in; k++)
+        ins.in[k] = in[k];
+    ins.out = out;
+    ins.in_place = in_place;
+    if (backend_takes(s, &ins))
+        return;
+    for (int k = in_place ? 1 : 0; k < n->n_in; k++) {
+        const rlx_lir_value *v = &s->values[in[k]];
+        if (v->contiguous || rlx_dtype_get(v->dtype)->quantized)
+            continue;
+        rlx_dtype dt = v->dtype;
+        rlx_shape sh = v->shape;
+        int32_t c = new_value(s, dt, &sh);
+        if (c < 0 || !s->values[c].contiguous)
+            return;
+        int32_t src = in[k];
+        add_instr(s, RLX_OP_COPY, NULL, 1, &src, c, -1);
+        s->instrs[s->n_instrs - 1].node = (int32_t)(n - s->g->nodes);
+        in[k] = c;
+    }
+}
+
 static void free_bind(bind_list *l)
 {
     for (int32_t i = 0; i < l->n; i++)
@@ -493,6 +546,8 @@ rlx_status rlx_pass_schedule(const rlx_graph *g, const rlx_compile_opts *opts, i
         int32_t in[RLX_MAX_INPUTS];
         for (int k = 0; k < n->n_in; k++)
             in[k] = s.val[n->in[k]];
+        if (s.values[v].view_of < 0)
+            materialize_refused(&s, n, in, v, in_place);
         int32_t ii = add_instr(&s, n->op, &n->p, n->n_in, in, v, i);
         if (ii >= 0)
             s.instrs[ii].in_place = in_place;
