@@ -107,35 +107,75 @@ static void load_vec(const cpu_tensor *t, int64_t off, int64_t st, float *dst, i
     }
 }
 
-/* dst = src elementwise (same dims), converting dtypes exactly via f64. */
-static void copy_nd(const cpu_tensor *dst, const cpu_tensor *src)
+/* dst = src elementwise (same dims), converting dtypes exactly via f64:
+ * rows [r0, r1) of the dims before the last. */
+#define MOVE_ELEMS(T)                                                        \
+    for (int64_t j = 0; j < L; j++) {                                        \
+        T t_;                                                                \
+        memcpy(&t_, src->p + (os + j * ss) * (int64_t)sizeof(T), sizeof(T)); \
+        memcpy(dst->p + (od + j * sd) * (int64_t)sizeof(T), &t_, sizeof(T)); \
+    }
+
+static void copy_rows(const cpu_tensor *dst, const cpu_tensor *src, int64_t r0, int64_t r1)
 {
     int r = dst->rank;
-    if (numel(dst) == 0)
-        return;
-    if (r == 0) {
-        cpu_store_f64(dst->p, dst->dt, 0, cpu_load_f64(src->p, src->dt, 0));
-        return;
-    }
-    int64_t idx[RLX_MAX_DIMS] = {0};
     int64_t L = dst->ne[r - 1];
     int64_t sd = dst->st[r - 1], ss = src->st[r - 1];
     bool same = dst->dt == src->dt;
     size_t es = cpu_dtype_size(dst->dt);
-    do {
+    for (int64_t row = r0; row < r1; row++) {
+        int64_t idx[RLX_MAX_DIMS] = {0}, rem = row;
+        for (int d = r - 2; d >= 0; d--) {
+            idx[d] = rem % dst->ne[d];
+            rem /= dst->ne[d];
+        }
         int64_t od = nd_off(idx, dst->st, r - 1), os = nd_off(idx, src->st, r - 1);
-        if (same && sd == 1 && ss == 1) {
+        if (same && (sd == 1 || L == 1) && (ss == 1 || L == 1)) {
             memmove(dst->p + od * (int64_t)es, src->p + os * (int64_t)es, (size_t)L * es);
+        } else if (same && es == 4) {
+            MOVE_ELEMS(uint32_t)
+        } else if (same && es == 2) {
+            MOVE_ELEMS(uint16_t)
+        } else if (same && es == 8) {
+            MOVE_ELEMS(uint64_t)
         } else if (same) {
-            for (int64_t j = 0; j < L; j++)
-                memmove(dst->p + (od + j * sd) * (int64_t)es, src->p + (os + j * ss) * (int64_t)es,
-                        es);
+            MOVE_ELEMS(uint8_t)
         } else {
             for (int64_t j = 0; j < L; j++)
                 cpu_store_f64(dst->p, dst->dt, od + j * sd,
                               cpu_load_f64(src->p, src->dt, os + j * ss));
         }
-    } while (nd_next(idx, dst->ne, r - 1));
+    }
+}
+#undef MOVE_ELEMS
+
+typedef struct copy_job {
+    const cpu_tensor *dst, *src;
+    int64_t rows, per_task;
+} copy_job;
+
+static void copy_task(void *ctx, int64_t task, int thread)
+{
+    (void)thread;
+    const copy_job *J = ctx;
+    int64_t r0 = task * J->per_task, r1 = r0 + J->per_task;
+    copy_rows(J->dst, J->src, r0, r1 < J->rows ? r1 : J->rows);
+}
+
+/* Large copies are split over the pool (rows of ~64K elements per task). */
+static void copy_nd_pool(rlx_threadpool *pool, const cpu_tensor *dst, const cpu_tensor *src)
+{
+    int64_t n = numel(dst);
+    if (n == 0)
+        return;
+    int64_t L = dst->ne[dst->rank - 1];
+    copy_job J = {dst, src, n / L, 0};
+    J.per_task = (65536 + L - 1) / L;
+    int64_t n_tasks = (J.rows + J.per_task - 1) / J.per_task;
+    if (pool && n_tasks > 1)
+        rlx_parallel_for(pool, n_tasks, copy_task, &J);
+    else
+        copy_rows(dst, src, 0, J.rows);
 }
 
 static float gelu_erf(float x)
@@ -462,7 +502,7 @@ static rlx_status op_fused(const cpu_op_ctx *c)
 /* CAST and COPY: exact conversion through f64 (integers survive). */
 static rlx_status op_copy(const cpu_op_ctx *c)
 {
-    copy_nd(c->out, c->in[0]);
+    copy_nd_pool(c->pool, c->out, c->in[0]);
     return RLX_OK;
 }
 
@@ -1754,7 +1794,7 @@ static rlx_status op_permute(const cpu_op_ctx *c)
         v.ne[d] = x->ne[pd];
         v.st[d] = x->st[pd];
     }
-    copy_nd(o, &v);
+    copy_nd_pool(c->pool, o, &v);
     return RLX_OK;
 }
 
@@ -1772,7 +1812,7 @@ static rlx_status op_slice(const cpu_op_ctx *c)
         v.ne[d] = o->ne[d];
     v.p = x->p + start * x->st[ax] * (int64_t)cpu_dtype_size(x->dt);
     v.st[ax] = x->st[ax] * step;
-    copy_nd(o, &v);
+    copy_nd_pool(c->pool, o, &v);
     return RLX_OK;
 }
 
@@ -1788,7 +1828,7 @@ static rlx_status op_concat(const cpu_op_ctx *c)
         v.p = o->p + at * o->st[ax] * (int64_t)es;
         if (at + v.ne[ax] > o->ne[ax])
             return RLX_ERR_INVALID_ARG;
-        copy_nd(&v, c->in[k]);
+        copy_nd_pool(c->pool, &v, c->in[k]);
         at += v.ne[ax];
     }
     return RLX_OK;
@@ -1821,7 +1861,7 @@ static rlx_status op_pad(const cpu_op_ctx *c)
         vo.p += lo_o * o->st[d] * (int64_t)es;
         vi.ne[d] = vo.ne[d] = n;
     }
-    copy_nd(&vo, &vi);
+    copy_nd_pool(c->pool, &vo, &vi);
     return RLX_OK;
 }
 
@@ -1860,12 +1900,12 @@ static rlx_status op_scatter(const cpu_op_ctx *c)
     if (off < 0 || off + src->ne[ax] > o->ne[ax])
         return RLX_ERR_INVALID_ARG;
     if (state->p != o->p)
-        copy_nd(o, state);
+        copy_nd_pool(c->pool, o, state);
     cpu_tensor v = *o;
     for (int d = 0; d < o->rank; d++)
         v.ne[d] = src->ne[d];
     v.p = o->p + off * o->st[ax] * (int64_t)cpu_dtype_size(o->dt);
-    copy_nd(&v, src);
+    copy_nd_pool(c->pool, &v, src);
     return RLX_OK;
 }
 
