@@ -357,6 +357,9 @@ void rlx_cpu_act_pool(rlx_threadpool *pool, rlx_cpu_act_kind a, const float *x, 
 
 /* -------------------------------------------------------- convolution */
 
+/* im2col band size in floats (8 MB) */
+#define CONV_COL_FLOATS ((int64_t)1 << 21)
+
 rlx_cpu_conv2d_params rlx_cpu_conv2d_default_params(void)
 {
     return (rlx_cpu_conv2d_params){
@@ -398,9 +401,10 @@ static bool conv_params_ok(const rlx_cpu_conv2d_params *p)
 typedef struct {
     const rlx_cpu_conv2d_params *p;
     const float *x; /* one group of one image: cg x H x W */
-    float *col;     /* (cg*kh*kw) x (ho*wo) */
+    float *col;     /* (cg*kh*kw) x (band*wo) */
     float *y;       /* transposed: output channels of this group */
     int64_t ho, wo, cg;
+    int64_t oh0, band; /* output rows [oh0, oh0 + band) */
     const float *bias;
 } im2col_ctx;
 
@@ -410,10 +414,10 @@ static void im2col_task(void *vc, int64_t row, int thread)
     const rlx_cpu_conv2d_params *p = c->p;
     int64_t ch = row / (p->kh * p->kw), ki = (row / p->kw) % p->kh, kj = row % p->kw;
     const float *xc = c->x + ch * p->h_in * p->w_in;
-    float *dst = c->col + row * c->ho * c->wo;
-    for (int64_t oh = 0; oh < c->ho; oh++) {
+    float *dst = c->col + row * c->band * c->wo;
+    for (int64_t oh = c->oh0; oh < c->oh0 + c->band; oh++) {
         int64_t ih = oh * p->stride_h - p->pad_h + ki * p->dil_h;
-        float *d = dst + oh * c->wo;
+        float *d = dst + (oh - c->oh0) * c->wo;
         if (ih < 0 || ih >= p->h_in) {
             memset(d, 0, (size_t)c->wo * sizeof(float));
             continue;
@@ -437,24 +441,43 @@ rlx_status rlx_cpu_conv2d(rlx_threadpool *pool, const rlx_cpu_conv2d_params *p, 
     int64_t kdim = cg * p->kh * p->kw;
     bool pointwise = p->kh == 1 && p->kw == 1 && p->stride_h == 1 && p->stride_w == 1 &&
                      p->pad_h == 0 && p->pad_w == 0;
+    /* im2col one band of output rows at a time: the column buffer stays
+     * cache-sized (a whole 256x256 3x3x64 conv would need 150 MB, 2.4 GB at
+     * 1024x1024, none of it in the memory budget) and is reused. */
+    int64_t band = ho;
+    if (!pointwise && kdim * wo > 0) {
+        band = CONV_COL_FLOATS / (kdim * wo);
+        band = band < 1 ? 1 : band > ho ? ho : band;
+    }
     float *col = NULL;
     if (!pointwise) {
-        col = malloc((size_t)kdim * (size_t)(ho * wo) * sizeof(float));
+        col = malloc((size_t)kdim * (size_t)(band * wo) * sizeof(float));
         if (!col)
             return RLX_ERR_NO_MEMORY;
     }
     for (int64_t n = 0; n < p->n; n++) {
         for (int64_t g = 0; g < p->groups; g++) {
             const float *xg = x + (n * p->c_in + g * cg) * p->h_in * p->w_in;
-            const float *B = xg;
-            if (!pointwise) {
-                im2col_ctx c = {.p = p, .x = xg, .col = col, .ho = ho, .wo = wo, .cg = cg};
-                rlx_parallel_for(pool, kdim, im2col_task, &c);
-                B = col;
-            }
             float *yg = y + (n * p->c_out + g * og) * ho * wo;
-            rlx_cpu_sgemm(pool, RLX_CPU_GEMM_AUTO, false, false, og, ho * wo, kdim, 1.0f,
-                          w + g * og * kdim, kdim, B, ho * wo, 0.0f, yg, ho * wo);
+            if (pointwise) {
+                rlx_cpu_sgemm(pool, RLX_CPU_GEMM_AUTO, false, false, og, ho * wo, kdim, 1.0f,
+                              w + g * og * kdim, kdim, xg, ho * wo, 0.0f, yg, ho * wo);
+                continue;
+            }
+            for (int64_t oh0 = 0; oh0 < ho; oh0 += band) {
+                int64_t nb = ho - oh0 < band ? ho - oh0 : band;
+                im2col_ctx c = {.p = p,
+                                .x = xg,
+                                .col = col,
+                                .ho = ho,
+                                .wo = wo,
+                                .cg = cg,
+                                .oh0 = oh0,
+                                .band = nb};
+                rlx_parallel_for(pool, kdim, im2col_task, &c);
+                rlx_cpu_sgemm(pool, RLX_CPU_GEMM_AUTO, false, false, og, nb * wo, kdim, 1.0f,
+                              w + g * og * kdim, kdim, col, nb * wo, 0.0f, yg + oh0 * wo, ho * wo);
+            }
         }
     }
     free(col);
