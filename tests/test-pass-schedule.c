@@ -363,7 +363,9 @@ static void test_quantized_run(void **state)
             double acc = 0;
             for (int i = 0; i < K; i++)
                 acc += xr[i] * wf[o * K + i];
-            double d = fabs(acc - ((float *)out[0])[si * N + o]);
+            /* quantized kernels may quantize the activations too (as ggml
+             * does), so allow a relative error at that level */
+            double d = fabs(acc - ((float *)out[0])[si * N + o]) / (1.0 + fabs(acc));
             if (d > maxd)
                 maxd = d;
             if (si == 1) /* through the F16 state */
@@ -372,7 +374,7 @@ static void test_quantized_run(void **state)
     }
     assert_int_equal(ne[0], 12);
     assert_int_equal(ne[1], 4);
-    assert_true(maxd < 1e-4);
+    assert_true(maxd < 2e-2);
     free(out[0]);
     free(out[1]);
     rlx_graph_free(g);
