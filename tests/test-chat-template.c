@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include <json-c/json.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -401,7 +402,7 @@ static void hostile_templates_hit_limits(void **state)
     expect_error("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
                  RLX_ERR_BUDGET, "more than 1000000 loop iterations", &o);
     expect_error("{% for i in range(100000) %}{{ 'x' * 100 }}{% endfor %}", RLX_ERR_BUDGET,
-                 "longer than the limit of 1048576 bytes", &o);
+                 "longer than the limit of 8388608 bytes", &o);
     expect_error("{{ range(1000000) }}", RLX_ERR_BUDGET, "Range too big", &o);
     /* Quadratic string growth inside a namespace is caught by the memory limit. */
     rlx_jinja_render_opts small = o;
@@ -416,6 +417,23 @@ static void hostile_templates_hit_limits(void **state)
     rlx_jinja_render_opts tiny = o;
     tiny.max_output_bytes = 5;
     expect_error("{{ 'abcdef' }}", RLX_ERR_BUDGET, "longer than the limit of 5 bytes", &tiny);
+
+    /* Values nested deeper than any real one: clean errors, not a blown C stack. */
+    const char *deep_list = "{% set ns = namespace(x=[]) %}{% for i in range(100000) %}"
+                            "{% set ns.x = [ns.x] %}{% endfor %}";
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s{{ ns.x }}", deep_list);
+    expect_error(buf, RLX_ERR_BUDGET, "nested more than 256 deep cannot be printed", &o);
+    snprintf(buf, sizeof buf, "%s{{ ns.x|tojson }}", deep_list);
+    expect_error(buf, RLX_ERR_BUDGET, "nested too deeply", &o);
+    snprintf(buf, sizeof buf, "%s{{ [ns.x, 1] < [[ns.x], 2] }}", deep_list);
+    expect_error(buf, RLX_ERR_BUDGET, "cannot be ordered", &o);
+    char *s = NULL;
+    rlx_error *err = NULL;
+    snprintf(buf, sizeof buf, "%s{{ ns.x == ns.x }}{{ [ns.x] == [[ns.x]] }}", deep_list);
+    assert_int_equal(render_src(buf, NULL, &s, &err, &o), RLX_OK);
+    assert_string_equal(s, "TrueFalse");
+    free(s);
 
     /* Deep nesting in the source is refused by the parser, not the C stack. */
     size_t n = 100000;
@@ -440,6 +458,49 @@ static void hostile_templates_hit_limits(void **state)
     strcpy(deep + k, "1 }}");
     expect_error(deep, RLX_ERR_BUDGET, "nested more than", &o);
     free(deep);
+}
+
+/* The deepest the evaluator can go: max_depth nested macro calls, each inside
+ * as many parentheses as the parser allows. It must fail cleanly on a thread
+ * with a 1 MiB stack. */
+static void *deep_render_thread(void *arg)
+{
+    rlx_status *st = arg;
+    char src[4096];
+    size_t k = (size_t)sprintf(src, "{%% macro f(n) %%}{{ ");
+    for (int i = 0; i < 95; i++)
+        src[k++] = '(';
+    k += (size_t)sprintf(src + k, "f(n + 1)");
+    for (int i = 0; i < 95; i++)
+        src[k++] = ')';
+    sprintf(src + k, " }}{%% endmacro %%}{{ f(0) }}");
+    char *out = NULL;
+    rlx_error *err = NULL;
+    *st = render_src(src, NULL, &out, &err, NULL);
+    if (*st != RLX_ERR_BUDGET || !strstr(rlx_error_message(err), "nesting deeper than 64"))
+        *st = RLX_ERR_INTERNAL;
+    rlx_error_free(err);
+    free(out);
+    return NULL;
+}
+
+static void worst_case_stack_depth(void **state)
+{
+    (void)state;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    /* Sanitizers make frames several times larger. */
+#if defined(__SANITIZE_ADDRESS__)
+    pthread_attr_setstacksize(&attr, 8u << 20);
+#else
+    pthread_attr_setstacksize(&attr, 1u << 20);
+#endif
+    pthread_t th;
+    rlx_status st = RLX_OK;
+    assert_int_equal(pthread_create(&th, &attr, deep_render_thread, &st), 0);
+    pthread_join(th, NULL);
+    pthread_attr_destroy(&attr);
+    assert_int_equal(st, RLX_ERR_BUDGET);
 }
 
 static void api_edges(void **state)
@@ -497,7 +558,6 @@ static void api_edges(void **state)
 }
 
 /* One template rendered from several threads at once gives the same text. */
-#include <pthread.h>
 
 typedef struct thread_job {
     const rlx_chat_template *t;
@@ -559,6 +619,7 @@ int main(void)
         cmocka_unit_test(syntax_errors_have_lines),
         cmocka_unit_test(runtime_errors),
         cmocka_unit_test(hostile_templates_hit_limits),
+        cmocka_unit_test(worst_case_stack_depth),
         cmocka_unit_test(api_edges),
         cmocka_unit_test(concurrent_renders),
     };

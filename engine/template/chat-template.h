@@ -67,7 +67,7 @@ typedef struct rlx_chat_render_opts {
     int max_depth;
 } rlx_chat_render_opts;
 
-/* No generation prompt, no tokens, no tools; limits of 1 MiB of output, 1e6
+/* No generation prompt, no tokens, no tools; limits of 8 MiB of output, 1e6
  * loop iterations and a nesting depth of 64. */
 RLX_API rlx_chat_render_opts rlx_chat_render_default_opts(void);
 

@@ -1004,7 +1004,7 @@ rlx_jinja_render_opts rlx_jinja_default_render_opts(void)
 {
     rlx_jinja_render_opts o = {
         .now = NULL,
-        .max_output_bytes = 1u << 20,
+        .max_output_bytes = 8u << 20,
         .max_memory_bytes = 256u << 20,
         .max_loop_iterations = 1000000,
         .max_depth = 64,

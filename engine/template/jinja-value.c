@@ -392,7 +392,33 @@ static void write_str_repr(rlx_jrender *r, rlx_jbuf *b, const char *s, size_t n)
     rlx_jbuf_put(r, b, &q, 1);
 }
 
-void rlx_jv_write_repr(rlx_jrender *r, rlx_jbuf *b, rlx_jv v)
+/* Containers being printed, outermost first: a container met again prints as
+ * Python does for a recursive one ("[...]", "{...}"). */
+#define MAX_NESTING 256
+
+typedef struct repr_stack {
+    const void *open[MAX_NESTING];
+    int n;
+} repr_stack;
+
+static void repr_value(rlx_jrender *r, rlx_jbuf *b, rlx_jv v, repr_stack *st);
+
+static bool repr_enter(rlx_jrender *r, rlx_jbuf *b, const void *p, const char *again,
+                       repr_stack *st)
+{
+    for (int i = 0; i < st->n; i++)
+        if (st->open[i] == p) {
+            rlx_jbuf_puts(r, b, again);
+            return false;
+        }
+    if (st->n == MAX_NESTING)
+        rlx_jinja_fail(r->c, RLX_ERR_BUDGET, 0,
+                       "a value nested more than %d deep cannot be printed", MAX_NESTING);
+    st->open[st->n++] = p;
+    return true;
+}
+
+static void repr_value(rlx_jrender *r, rlx_jbuf *b, rlx_jv v, repr_stack *st)
 {
     switch (v.t) {
     case RLX_JV_STR:
@@ -403,15 +429,18 @@ void rlx_jv_write_repr(rlx_jrender *r, rlx_jbuf *b, rlx_jv v)
         return;
     case RLX_JV_LIST: {
         rlx_jlist *l = v.u.l;
+        if (!repr_enter(r, b, l, l->tuple ? "(...)" : "[...]", st))
+            return;
         rlx_jbuf_puts(r, b, l->tuple ? "(" : "[");
         for (size_t i = 0; i < l->n; i++) {
             if (i)
                 rlx_jbuf_puts(r, b, ", ");
-            rlx_jv_write_repr(r, b, l->v[i]);
+            repr_value(r, b, l->v[i], st);
         }
         if (l->tuple && l->n == 1)
             rlx_jbuf_puts(r, b, ",");
         rlx_jbuf_puts(r, b, l->tuple ? ")" : "]");
+        st->n--;
         return;
     }
     case RLX_JV_DICT:
@@ -419,15 +448,18 @@ void rlx_jv_write_repr(rlx_jrender *r, rlx_jbuf *b, rlx_jv v)
         rlx_jdict *d = v.u.d;
         if (v.t == RLX_JV_NS)
             rlx_jbuf_puts(r, b, "<Namespace ");
-        rlx_jbuf_puts(r, b, "{");
-        for (size_t i = 0; i < d->n; i++) {
-            if (i)
-                rlx_jbuf_puts(r, b, ", ");
-            rlx_jv_write_repr(r, b, d->k[i]);
-            rlx_jbuf_puts(r, b, ": ");
-            rlx_jv_write_repr(r, b, d->v[i]);
+        if (repr_enter(r, b, d, "{...}", st)) {
+            rlx_jbuf_puts(r, b, "{");
+            for (size_t i = 0; i < d->n; i++) {
+                if (i)
+                    rlx_jbuf_puts(r, b, ", ");
+                repr_value(r, b, d->k[i], st);
+                rlx_jbuf_puts(r, b, ": ");
+                repr_value(r, b, d->v[i], st);
+            }
+            rlx_jbuf_puts(r, b, "}");
+            st->n--;
         }
-        rlx_jbuf_puts(r, b, "}");
         if (v.t == RLX_JV_NS)
             rlx_jbuf_puts(r, b, ">");
         return;
@@ -435,6 +467,12 @@ void rlx_jv_write_repr(rlx_jrender *r, rlx_jbuf *b, rlx_jv v)
     default:
         rlx_jv_write_str(r, b, v);
     }
+}
+
+void rlx_jv_write_repr(rlx_jrender *r, rlx_jbuf *b, rlx_jv v)
+{
+    repr_stack *st = rlx_jinja_alloc(r->c, sizeof *st);
+    repr_value(r, b, v, st);
 }
 
 void rlx_jv_write_str(rlx_jrender *r, rlx_jbuf *b, rlx_jv v)
@@ -522,7 +560,11 @@ static int64_t num_i(rlx_jv v)
     return v.t == RLX_JV_INT ? v.u.i : (int64_t)v.u.b;
 }
 
-bool rlx_jv_equal(rlx_jv a, rlx_jv b)
+/* Deeper than this only a hostile template nests values; such values compare
+ * unequal rather than exhaust the C stack. */
+#define MAX_COMPARE_DEPTH 1000
+
+static bool equal_depth(rlx_jv a, rlx_jv b, int depth)
 {
     if (is_num(a) && is_num(b)) {
         if (a.t == RLX_JV_FLOAT || b.t == RLX_JV_FLOAT)
@@ -538,18 +580,25 @@ bool rlx_jv_equal(rlx_jv a, rlx_jv b)
     case RLX_JV_STR:
         return a.u.s->len == b.u.s->len && !memcmp(a.u.s->s, b.u.s->s, a.u.s->len);
     case RLX_JV_LIST:
-        if (a.u.l->n != b.u.l->n || a.u.l->tuple != b.u.l->tuple)
+        if (a.u.l == b.u.l)
+            return true;
+        if (a.u.l->n != b.u.l->n || a.u.l->tuple != b.u.l->tuple || depth > MAX_COMPARE_DEPTH)
             return false;
         for (size_t i = 0; i < a.u.l->n; i++)
-            if (!rlx_jv_equal(a.u.l->v[i], b.u.l->v[i]))
+            if (!equal_depth(a.u.l->v[i], b.u.l->v[i], depth + 1))
                 return false;
         return true;
     case RLX_JV_DICT:
-        if (a.u.d->n != b.u.d->n)
+        if (a.u.d == b.u.d)
+            return true;
+        if (a.u.d->n != b.u.d->n || depth > MAX_COMPARE_DEPTH)
             return false;
         for (size_t i = 0; i < a.u.d->n; i++) {
-            rlx_jv *o = rlx_jdict_get(b.u.d, a.u.d->k[i]);
-            if (!o || !rlx_jv_equal(a.u.d->v[i], *o))
+            rlx_jv *o = NULL;
+            for (size_t k = 0; k < b.u.d->n && !o; k++)
+                if (equal_depth(b.u.d->k[k], a.u.d->k[i], depth + 1))
+                    o = &b.u.d->v[k];
+            if (!o || !equal_depth(a.u.d->v[i], *o, depth + 1))
                 return false;
         }
         return true;
@@ -562,6 +611,11 @@ bool rlx_jv_equal(rlx_jv a, rlx_jv b)
     default:
         return false;
     }
+}
+
+bool rlx_jv_equal(rlx_jv a, rlx_jv b)
+{
+    return equal_depth(a, b, 0);
 }
 
 const char *rlx_jv_py_type(rlx_jv v)
@@ -593,8 +647,11 @@ const char *rlx_jv_py_type(rlx_jv v)
     return "object";
 }
 
-int rlx_jv_compare(rlx_jrender *r, int line, rlx_jv a, rlx_jv b, const char *op)
+static int compare_depth(rlx_jrender *r, int line, rlx_jv a, rlx_jv b, const char *op, int depth)
 {
+    if (depth > MAX_COMPARE_DEPTH)
+        rlx_jinja_rfail(r, RLX_ERR_BUDGET, line,
+                        "values nested more than %d deep cannot be ordered", MAX_COMPARE_DEPTH);
     if (a.t == RLX_JV_UNDEF || b.t == RLX_JV_UNDEF) {
         rlx_jv u = a.t == RLX_JV_UNDEF ? a : b;
         rlx_jinja_rfail(r, RLX_ERR_TYPE, line, "%s", u.u.undef ? u.u.undef : "undefined value");
@@ -616,14 +673,19 @@ int rlx_jv_compare(rlx_jrender *r, int line, rlx_jv a, rlx_jv b, const char *op)
     }
     if (a.t == RLX_JV_LIST && b.t == RLX_JV_LIST && a.u.l->tuple == b.u.l->tuple) {
         for (size_t i = 0; i < a.u.l->n && i < b.u.l->n; i++) {
-            if (rlx_jv_equal(a.u.l->v[i], b.u.l->v[i]))
+            if (equal_depth(a.u.l->v[i], b.u.l->v[i], depth + 1))
                 continue;
-            return rlx_jv_compare(r, line, a.u.l->v[i], b.u.l->v[i], op);
+            return compare_depth(r, line, a.u.l->v[i], b.u.l->v[i], op, depth + 1);
         }
         return a.u.l->n < b.u.l->n ? -1 : a.u.l->n > b.u.l->n ? 1 : 0;
     }
     rlx_jinja_rfail(r, RLX_ERR_TYPE, line, "'%s' not supported between instances of '%s' and '%s'",
                     op, rlx_jv_py_type(a), rlx_jv_py_type(b));
+}
+
+int rlx_jv_compare(rlx_jrender *r, int line, rlx_jv a, rlx_jv b, const char *op)
+{
+    return compare_depth(r, line, a, b, op, 0);
 }
 
 /* ---- iteration ------------------------------------------------------------------------------ */

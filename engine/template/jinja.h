@@ -49,7 +49,7 @@ typedef struct rlx_jinja_render_opts {
     int max_depth;                /* nested macro calls and statement nesting */
 } rlx_jinja_render_opts;
 
-/* 1 MiB output, 256 MiB memory, 1e6 iterations, depth 64. */
+/* 8 MiB output, 256 MiB memory, 1e6 iterations, depth 64. */
 RLX_API rlx_jinja_render_opts rlx_jinja_default_render_opts(void);
 
 /* Parse `len` bytes of template source (not kept). *out is set to NULL first
