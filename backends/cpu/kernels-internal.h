@@ -122,7 +122,7 @@ typedef void (*rlx_gemm_ukernel_fn)(int64_t kc, const float *Ap, const float *Bp
 typedef void (*rlx_attn_tile_fn)(const rlx_cpu_attn_params *p, int64_t head, int64_t q0, int64_t nq,
                                  float *scratch);
 /* floats of scratch one rlx_attn_tile_fn call needs */
-#define RLX_ATTN_BQ 8
+#define RLX_ATTN_BQ 16
 #define RLX_ATTN_BK 64
 static inline size_t rlx_attn_tile_scratch_floats(int64_t head_dim)
 {

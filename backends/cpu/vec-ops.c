@@ -466,26 +466,22 @@ static void softmax_row(const float *x, float *y, int64_t n, float scale, const 
 
 /* ----------------------------------------------------------- attention */
 
-static void load_kv_rows_t(const rlx_cpu_attn_params *p, const void *base, int64_t ld_tok,
-                           int64_t ld_head, int64_t kvh, int64_t t0, int64_t kn, float *dstT)
+/* Row pointers of a K or V tile: f32 rows are read in place; f16 rows are
+ * widened once per tile into buf (row-major, D floats each). */
+static void kv_tile_rows(const rlx_cpu_attn_params *p, const void *base, int64_t ld_tok,
+                         int64_t ld_head, int64_t kvh, int64_t t0, int64_t kn, float *buf,
+                         const float **rows)
 {
-    /* K tile transposed: dstT[d * BK + j], zero-padded to BK columns */
     const int64_t D = p->head_dim;
     for (int64_t j = 0; j < kn; j++) {
         int64_t off = (t0 + j) * ld_tok + kvh * ld_head;
         if (p->kv_type == RLX_DTYPE_F16) {
-            const uint16_t *r = (const uint16_t *)base + off;
-            for (int64_t d = 0; d < D; d++)
-                dstT[d * RLX_ATTN_BK + j] = rlx_f16_to_f32(r[d]);
+            f16_to_f32((const uint16_t *)base + off, buf + j * D, D);
+            rows[j] = buf + j * D;
         } else {
-            const float *r = (const float *)base + off;
-            for (int64_t d = 0; d < D; d++)
-                dstT[d * RLX_ATTN_BK + j] = r[d];
+            rows[j] = (const float *)base + off;
         }
     }
-    for (int64_t j = kn; j < RLX_ATTN_BK; j++)
-        for (int64_t d = 0; d < D; d++)
-            dstT[d * RLX_ATTN_BK + j] = 0.0f;
 }
 
 static void attn_tile(const rlx_cpu_attn_params *p, int64_t h, int64_t q0, int64_t nq,
@@ -496,9 +492,10 @@ static void attn_tile(const rlx_cpu_attn_params *p, int64_t h, int64_t q0, int64
     const int64_t kvh = h / group;
     float *Qs = scratch;
     float *acc = Qs + RLX_ATTN_BQ * D;
-    float *KtT = acc + RLX_ATTN_BQ * D;
-    float *Vt = KtT + RLX_ATTN_BK * D;
+    float *Kt = acc + RLX_ATTN_BQ * D;
+    float *Vt = Kt + RLX_ATTN_BK * D;
     float *S = Vt + RLX_ATTN_BK * D;
+    const float *krow[RLX_ATTN_BK], *vrow[RLX_ATTN_BK];
     float *mrow = S + RLX_ATTN_BQ * RLX_ATTN_BK;
     float *lrow = mrow + RLX_ATTN_BQ;
 
@@ -527,19 +524,33 @@ static void attn_tile(const rlx_cpu_attn_params *p, int64_t h, int64_t q0, int64
 
     for (int64_t kt = lo; kt < hi; kt += RLX_ATTN_BK) {
         int64_t kn = hi - kt < RLX_ATTN_BK ? hi - kt : RLX_ATTN_BK;
-        load_kv_rows_t(p, p->k, p->k_ld_tok, p->k_ld_head, kvh, kt, kn, KtT);
+        kv_tile_rows(p, p->k, p->k_ld_tok, p->k_ld_head, kvh, kt, kn, Kt, krow);
         bool v_loaded = false;
         for (int64_t i = 0; i < nq; i++) {
             float *s = S + i * RLX_ATTN_BK;
             const float *qi = Qs + i * D;
-            for (int j = 0; j < RLX_ATTN_BK; j++)
-                s[j] = 0.0f;
-            for (int64_t d = 0; d < D; d++) {
-                const float qd = qi[d];
-                const float *kr = KtT + d * RLX_ATTN_BK;
-                for (int j = 0; j < RLX_ATTN_BK; j++)
-                    s[j] += qd * kr[j];
+            int64_t jk = 0;
+            /* four keys per pass: each q load feeds four FMAs */
+            for (; jk + 4 <= kn; jk += 4) {
+                const float *k0 = krow[jk], *k1 = krow[jk + 1], *k2 = krow[jk + 2],
+                            *k3 = krow[jk + 3];
+                float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
+#pragma omp simd reduction(+ : s0, s1, s2, s3)
+                for (int64_t d = 0; d < D; d++) {
+                    s0 += qi[d] * k0[d];
+                    s1 += qi[d] * k1[d];
+                    s2 += qi[d] * k2[d];
+                    s3 += qi[d] * k3[d];
+                }
+                s[jk] = s0;
+                s[jk + 1] = s1;
+                s[jk + 2] = s2;
+                s[jk + 3] = s3;
             }
+            for (; jk < kn; jk++)
+                s[jk] = dot_f32(qi, krow[jk], D);
+            for (jk = kn; jk < RLX_ATTN_BK; jk++)
+                s[jk] = 0.0f;
             if (cap > 0.0f)
                 for (int j = 0; j < RLX_ATTN_BK; j++)
                     s[j] = cap * vtanh(s[j] * icap);
@@ -573,24 +584,28 @@ static void attn_tile(const rlx_cpu_attn_params *p, int64_t h, int64_t q0, int64
                 lsum += s[j];
             lrow[i] = lrow[i] * corr + lsum;
             float *ai = acc + i * D;
-            if (corr != 1.0f)
+            if (corr != 1.0f) {
+#pragma omp simd
                 for (int64_t d = 0; d < D; d++)
                     ai[d] *= corr;
+            }
             if (!v_loaded) {
-                for (int64_t j = 0; j < kn; j++) {
-                    int64_t off = (kt + j) * p->v_ld_tok + kvh * p->v_ld_head;
-                    if (p->kv_type == RLX_DTYPE_F16)
-                        f16_to_f32((const uint16_t *)p->v + off, Vt + j * D, D);
-                    else
-                        memcpy(Vt + j * D, (const float *)p->v + off, (size_t)D * sizeof(float));
-                }
+                kv_tile_rows(p, p->v, p->v_ld_tok, p->v_ld_head, kvh, kt, kn, Vt, vrow);
                 v_loaded = true;
             }
-            for (int64_t j = 0; j < kn; j++) {
-                const float pj = s[j];
-                if (pj == 0.0f)
-                    continue;
-                const float *vr = Vt + j * D;
+            int64_t jv = 0;
+            for (; jv + 4 <= kn; jv += 4) {
+                const float p0 = s[jv], p1 = s[jv + 1], p2 = s[jv + 2], p3 = s[jv + 3];
+                const float *v0 = vrow[jv], *v1 = vrow[jv + 1], *v2 = vrow[jv + 2],
+                            *v3 = vrow[jv + 3];
+#pragma omp simd
+                for (int64_t d = 0; d < D; d++)
+                    ai[d] += p0 * v0[d] + p1 * v1[d] + p2 * v2[d] + p3 * v3[d];
+            }
+            for (; jv < kn; jv++) {
+                const float pj = s[jv];
+                const float *vr = vrow[jv];
+#pragma omp simd
                 for (int64_t d = 0; d < D; d++)
                     ai[d] += pj * vr[d];
             }
