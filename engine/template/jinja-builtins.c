@@ -619,6 +619,221 @@ rlx_jv rlx_jinja_percent_format(rlx_jrender *r, int line, rlx_jv fmtv, rlx_jv ar
     return rlx_jbuf_value(r, &b);
 }
 
+/* One replacement field of str.format: value, conversion and format spec. */
+static void format_field(rlx_jrender *r, int line, rlx_jbuf *b, rlx_jv v, char conv,
+                         const char *spec, size_t slen)
+{
+    if (conv == 'r' || conv == 's' || conv == 'a') {
+        rlx_jbuf t = {0};
+        if (conv == 's')
+            rlx_jv_write_str(r, &t, v);
+        else
+            rlx_jv_write_repr(r, &t, v);
+        v = rlx_jbuf_value(r, &t);
+    }
+    if (v.t == RLX_JV_BOOL && slen)
+        v = rlx_jv_int(v.u.b); /* bool.__format__ is int's once there is a spec */
+    /* [[fill]align][sign][0][width][.precision][type] */
+    size_t i = 0;
+    char fill = ' ', align = 0, sign = 0, type = 0;
+    if (slen >= 2 && strchr("<>^", spec[1])) {
+        fill = spec[0];
+        align = spec[1];
+        i = 2;
+    } else if (slen >= 1 && strchr("<>^", spec[0])) {
+        align = spec[0];
+        i = 1;
+    }
+    if (i < slen && strchr("+- ", spec[i]))
+        sign = spec[i++];
+    if (i < slen && spec[i] == '0' && !align) {
+        fill = '0';
+        align = '=';
+        i++;
+    }
+    int64_t width = 0, prec = -1;
+    while (i < slen && spec[i] >= '0' && spec[i] <= '9' && width < 10000)
+        width = width * 10 + (spec[i++] - '0');
+    if (i < slen && spec[i] == '.') {
+        prec = 0;
+        i++;
+        while (i < slen && spec[i] >= '0' && spec[i] <= '9' && prec < 1000)
+            prec = prec * 10 + (spec[i++] - '0');
+    }
+    if (i < slen)
+        type = spec[i++];
+    if (i != slen)
+        rlx_jinja_rfail(r, RLX_ERR_UNSUPPORTED, line, "format spec '%.*s' is not supported",
+                        (int)slen, spec);
+    rlx_jbuf body = {0};
+    bool numeric = is_int(v) || v.t == RLX_JV_FLOAT;
+    if (!type && numeric && v.t != RLX_JV_BOOL) {
+        /* No type code: str(), or general format when a precision is given. */
+        char out[512];
+        if (v.t == RLX_JV_FLOAT && prec >= 0)
+            snprintf(out, sizeof out, "%.*g", (int)(prec ? prec : 1), v.u.f);
+        else
+            out[0] = 0;
+        rlx_jbuf t = {0};
+        if (out[0])
+            rlx_jbuf_puts(r, &t, out);
+        else
+            rlx_jv_write_str(r, &t, v);
+        if (sign && sign != '-' && t.n && t.p[0] != '-')
+            rlx_jbuf_put(r, &body, sign == '+' ? "+" : " ", 1);
+        rlx_jbuf_put(r, &body, t.p, t.n);
+    } else if (!type || type == 's') {
+        if (type == 's' && v.t != RLX_JV_STR)
+            rlx_jinja_rfail(r, RLX_ERR_TYPE, line,
+                            "Unknown format code 's' for object of type '%s'", rlx_jv_py_type(v));
+        rlx_jbuf t = {0};
+        rlx_jv_write_str(r, &t, v);
+        size_t n = t.n;
+        if (prec >= 0) {
+            size_t k = 0;
+            for (int64_t c = 0; k < n && c < prec; c++)
+                k += cp_len(t.p + k, n - k);
+            n = k;
+        }
+        rlx_jbuf_put(r, &body, t.p ? t.p : "", n);
+    } else if (numeric && strchr("dxXobcfFeEgG%", type)) {
+        char pf[64], out[512];
+        const char *sg = sign == '+' ? "+" : sign == ' ' ? " " : "";
+        if (strchr("dxXoc", type)) {
+            if (v.t == RLX_JV_FLOAT)
+                rlx_jinja_rfail(r, RLX_ERR_TYPE, line,
+                                "Unknown format code '%c' for object of type 'float'", type);
+            if (type == 'c') {
+                char u[8];
+                rlx_jbuf_put(r, &body, u, utf8_encode(u, (uint32_t)to_int(v) & 0x1FFFFF));
+            } else {
+                snprintf(pf, sizeof pf, "%%%sll%c", sg, type);
+                snprintf(out, sizeof out, pf, (long long)to_int(v));
+                rlx_jbuf_puts(r, &body, out);
+            }
+        } else if (type == 'b') {
+            uint64_t x = (uint64_t)to_int(v);
+            char bits[66];
+            int k = 65;
+            bits[k] = 0;
+            do {
+                bits[--k] = (char)('0' + (x & 1));
+                x >>= 1;
+            } while (x && k > 0);
+            rlx_jbuf_puts(r, &body, bits + k);
+        } else {
+            double d = v.t == RLX_JV_FLOAT ? v.u.f : (double)to_int(v);
+            char t = type;
+            if (type == '%') {
+                d *= 100;
+                t = 'f';
+            }
+            snprintf(pf, sizeof pf, "%%%s.*%c", sg, t);
+            snprintf(out, sizeof out, pf, (int)(prec >= 0 ? prec : 6), d);
+            rlx_jbuf_puts(r, &body, out);
+            if (type == '%')
+                rlx_jbuf_puts(r, &body, "%");
+        }
+    } else {
+        rlx_jinja_rfail(r, RLX_ERR_TYPE, line, "Unknown format code '%c' for object of type '%s'",
+                        type ? type : '?', rlx_jv_py_type(v));
+    }
+    int64_t len = (int64_t)rlx_jinja_utf8_len(body.p ? body.p : "", body.n);
+    if (!align)
+        align = numeric && v.t != RLX_JV_BOOL && type != 's' ? '>' : '<';
+    int64_t padn = width > len ? width - len : 0;
+    int64_t left = align == '>' ? padn : align == '^' ? padn / 2 : 0;
+    int64_t right = padn - left;
+    if (align == '=') {
+        /* sign first, then zeros */
+        size_t k = 0;
+        if (body.n && strchr("+- ", body.p[0]))
+            rlx_jbuf_put(r, b, body.p, ++k);
+        for (int64_t z = 0; z < padn; z++)
+            rlx_jbuf_put(r, b, &fill, 1);
+        rlx_jbuf_put(r, b, body.p + k, body.n - k);
+        return;
+    }
+    for (int64_t z = 0; z < left; z++)
+        rlx_jbuf_put(r, b, &fill, 1);
+    rlx_jbuf_put(r, b, body.p ? body.p : "", body.n);
+    for (int64_t z = 0; z < right; z++)
+        rlx_jbuf_put(r, b, &fill, 1);
+}
+
+/* Python's str.format: "{}", "{0}", "{name}", "{x!r}", "{:>8.2f}", "{{" and "}}". */
+static rlx_jv m_format(rlx_jrender *r, int line, rlx_jv self, const rlx_jargs *a)
+{
+    const rlx_jstr *f = self.u.s;
+    rlx_jbuf b = {0};
+    size_t auto_idx = 0;
+    for (size_t i = 0; i < f->len; i++) {
+        char ch = f->s[i];
+        if (ch == '}') {
+            if (i + 1 < f->len && f->s[i + 1] == '}') {
+                rlx_jbuf_puts(r, &b, "}");
+                i++;
+                continue;
+            }
+            rlx_jinja_rfail(r, RLX_ERR_TYPE, line, "Single '}' encountered in format string");
+        }
+        if (ch != '{') {
+            rlx_jbuf_put(r, &b, &ch, 1);
+            continue;
+        }
+        if (i + 1 < f->len && f->s[i + 1] == '{') {
+            rlx_jbuf_puts(r, &b, "{");
+            i++;
+            continue;
+        }
+        size_t e = i + 1;
+        while (e < f->len && f->s[e] != '}')
+            e++;
+        if (e >= f->len)
+            rlx_jinja_rfail(r, RLX_ERR_TYPE, line, "Single '{' encountered in format string");
+        const char *field = f->s + i + 1;
+        size_t flen = e - i - 1, nlen = 0;
+        while (nlen < flen && field[nlen] != '!' && field[nlen] != ':')
+            nlen++;
+        char conv = 0;
+        const char *spec = "";
+        size_t slen = 0;
+        size_t k = nlen;
+        if (k < flen && field[k] == '!') {
+            conv = k + 1 < flen ? field[k + 1] : 0;
+            k += 2;
+        }
+        if (k < flen && field[k] == ':') {
+            spec = field + k + 1;
+            slen = flen - k - 1;
+        }
+        rlx_jv v;
+        if (nlen == 0) {
+            if (auto_idx >= a->npos)
+                rlx_jinja_rfail(r, RLX_ERR_TYPE, line,
+                                "Replacement index %zu out of range for positional args tuple",
+                                auto_idx);
+            v = a->pos[auto_idx++];
+        } else if (field[0] >= '0' && field[0] <= '9') {
+            size_t idx = (size_t)strtoul(field, NULL, 10);
+            if (idx >= a->npos)
+                rlx_jinja_rfail(r, RLX_ERR_TYPE, line,
+                                "Replacement index %zu out of range for positional args tuple",
+                                idx);
+            v = a->pos[idx];
+        } else {
+            char name[128];
+            snprintf(name, sizeof name, "%.*s", (int)nlen, field);
+            v = rlx_jinja_arg(a, SIZE_MAX, name, rlx_jv_undef);
+            if (v.t == RLX_JV_UNDEF)
+                rlx_jinja_rfail(r, RLX_ERR_TYPE, line, "format: no argument named '%s'", name);
+        }
+        format_field(r, line, &b, v, conv, spec, slen);
+        i = e;
+    }
+    return rlx_jbuf_value(r, &b);
+}
+
 static rlx_jv f_format(rlx_jrender *r, int line, rlx_jv v, const rlx_jargs *a)
 {
     /* jinja2: str(value) % (kwargs or args) */
@@ -2007,6 +2222,7 @@ static const named_method methods[] = {
     {RLX_JV_STR, "rfind", m_rfind},
     {RLX_JV_STR, "count", m_count},
     {RLX_JV_STR, "join", m_join},
+    {RLX_JV_STR, "format", m_format},
     {RLX_JV_STR, "isdigit", m_isdigit},
     {RLX_JV_STR, "isalpha", m_isalpha},
     {RLX_JV_STR, "isalnum", m_isalnum},
