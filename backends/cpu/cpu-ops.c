@@ -1655,9 +1655,24 @@ static bool fast_conv(const cpu_op_ctx *c, bool transpose)
 {
     const cpu_tensor *x = c->in[0], *w = c->in[1], *o = c->out;
     const cpu_tensor *bias = c->n_in > 2 && c->p->conv.has_bias ? c->in[2] : NULL;
-    if (x->dt != RLX_DTYPE_F32 || w->dt != RLX_DTYPE_F32 || o->dt != RLX_DTYPE_F32 ||
-        !is_contig(x) || !is_contig(w) || !is_contig(o))
+    if (x->dt != RLX_DTYPE_F32 || o->dt != RLX_DTYPE_F32 || !is_contig(x) || !is_contig(w) ||
+        !is_contig(o))
         return false;
+    /* F16/BF16 weights (whisper's and SAM's convolutions in GGUF) are widened
+     * into the kernel scratch, sized for them at program_create */
+    const float *wf = (const float *)w->p;
+    if (w->dt != RLX_DTYPE_F32) {
+        int64_t nw = numel(w);
+        if ((w->dt != RLX_DTYPE_F16 && w->dt != RLX_DTYPE_BF16) || !c->kscratch ||
+            (size_t)nw * sizeof(float) > c->kscratch_bytes)
+            return false;
+        float *tmp = c->kscratch;
+        if (w->dt == RLX_DTYPE_F16)
+            rlx_cpu_f16_to_f32_row((const uint16_t *)w->p, tmp, nw);
+        else
+            rlx_cpu_bf16_to_f32_row((const uint16_t *)w->p, tmp, nw);
+        wf = tmp;
+    }
     bool is1d = x->rank == 3;
     int64_t xn[4], xs[4], wn[4], ws[4], on[4], os[4];
     as4d(x, xn, xs);
@@ -1690,10 +1705,10 @@ static bool fast_conv(const cpu_op_ctx *c, bool transpose)
         return false;
     if (numel(o) == 0)
         return true;
-    rlx_status st = transpose ? rlx_cpu_conv_transpose2d(c->pool, &cp, (const float *)x->p,
-                                                         (const float *)w->p, bp, (float *)o->p)
-                              : rlx_cpu_conv2d(c->pool, &cp, (const float *)x->p,
-                                               (const float *)w->p, bp, (float *)o->p);
+    rlx_status st =
+        transpose
+            ? rlx_cpu_conv_transpose2d(c->pool, &cp, (const float *)x->p, wf, bp, (float *)o->p)
+            : rlx_cpu_conv2d(c->pool, &cp, (const float *)x->p, wf, bp, (float *)o->p);
     return st == RLX_OK;
 }
 
@@ -1757,6 +1772,14 @@ size_t cpu_op_kscratch(const rlx_lir *lir, const rlx_lir_instr *ins, const rlx_s
         ap.kv_type = k->dtype;
         ap.mask = RLX_CPU_ATTN_CAUSAL;
         return rlx_cpu_attention_scratch_bytes(&ap, n_threads);
+    }
+    if ((ins->op == RLX_OP_CONV1D || ins->op == RLX_OP_CONV2D ||
+         ins->op == RLX_OP_CONV_TRANSPOSE2D) &&
+        ins->n_in >= 2) {
+        const rlx_lir_value *w = &lir->values[ins->in[1]];
+        if (w->dtype != RLX_DTYPE_F16 && w->dtype != RLX_DTYPE_BF16)
+            return 0;
+        return (size_t)rlx_shape_numel(&w->shape, bounds) * sizeof(float);
     }
     return 0;
 }
