@@ -32,6 +32,8 @@ static const struct {
 } commands[] = {
     {"info", rlx_cmd_info, "FILE_OR_DIR [--tensors] [--json]   describe a model file"},
     {"tokenize", rlx_cmd_tokenize, "-m FILE [--ids|--pieces] [--special] TEXT   show tokens"},
+    {"generate", rlx_cmd_generate, "-m MODEL -p TEXT [-n N] [--temp T] ...   continue a text"},
+    {"chat", rlx_cmd_chat, "-m MODEL [--ctx N] ...   chat over stdin with the model's template"},
     {"bench", cmd_bench, "ops [-t THREADS] [-r REPEATS]   time the CPU kernels"},
 };
 

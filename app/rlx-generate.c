@@ -1,0 +1,449 @@
+/* rlx generate / rlx chat: run a GGUF language model from the terminal. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/template/chat-template.h"
+#include "models/llm/llm.h"
+#include "rlx-cli.h"
+
+static const char generate_usage[] =
+    "usage: rlx generate -m MODEL -p TEXT [options]\n"
+    "       rlx chat -m MODEL [options]\n"
+    "  -n N                 tokens to generate (default 256; chat: 1024)\n"
+    "  --temp T             temperature (0 = greedy; default 0.8)\n"
+    "  --top-k K --top-p P --min-p P --repeat-penalty R --seed S\n"
+    "  --stop TEXT          stop when TEXT is generated (repeatable)\n"
+    "  --device DEV         cpu (default), vulkan:N, cuda:N\n"
+    "  --ctx N              context length (default min(model, 4096))\n"
+    "  --batch N            prefill chunk (default 64)\n"
+    "  --kv-type f16|f32    KV cache type (default f16)\n"
+    "  --memory-budget SIZE e.g. 6G, 512M\n"
+    "  -t THREADS           CPU threads (default: one per core)\n"
+    "  --no-bos             (generate) do not add BOS before the prompt\n"
+    "The generated text goes to stdout as it streams; timing goes to stderr.\n"
+    "chat commands: /reset, /system TEXT, /stats, /quit\n";
+
+#define MAX_STOP 16
+
+typedef struct {
+    const char *model, *prompt, *device;
+    rlx_llm_params lp;
+    rlx_llm_generate_params gp;
+    const char *stop[MAX_STOP];
+    bool no_bos, n_given;
+} options;
+
+static bool parse_size(const char *s, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || v < 0)
+        return false;
+    double mul = 1;
+    switch (*end) {
+    case 'k':
+    case 'K':
+        mul = 1024.0;
+        end++;
+        break;
+    case 'm':
+    case 'M':
+        mul = 1024.0 * 1024;
+        end++;
+        break;
+    case 'g':
+    case 'G':
+        mul = 1024.0 * 1024 * 1024;
+        end++;
+        break;
+    case 't':
+    case 'T':
+        mul = 1024.0 * 1024 * 1024 * 1024;
+        end++;
+        break;
+    default:
+        break;
+    }
+    if (*end == 'i' || *end == 'B' || *end == 'b')
+        end++;
+    if (*end == 'B')
+        end++;
+    if (*end)
+        return false;
+    *out = (uint64_t)(v * mul);
+    return true;
+}
+
+static bool parse_int(const char *s, long lo, long hi, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi)
+        return false;
+    *out = v;
+    return true;
+}
+
+static bool parse_float(const char *s, float *out)
+{
+    char *end;
+    errno = 0;
+    float v = strtof(s, &end);
+    if (errno || end == s || *end)
+        return false;
+    *out = v;
+    return true;
+}
+
+/* Returns 0 on success, else the exit code (after printing the error). */
+static int parse_args(const char *cmd, int argc, char **argv, options *o)
+{
+    memset(o, 0, sizeof *o);
+    o->lp = rlx_llm_default_params();
+    o->gp = rlx_llm_generate_default_params();
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            fputs(generate_usage, stdout);
+            return -1;
+        }
+        if (!strcmp(a, "--no-bos")) {
+            o->no_bos = true;
+            continue;
+        }
+        if (i + 1 >= argc)
+            return rlx_cli_fail("%s: %s needs a value (see rlx %s --help)", cmd, a, cmd);
+        const char *v = argv[++i];
+        long n;
+        float f;
+        uint64_t sz;
+        if (!strcmp(a, "-m") || !strcmp(a, "--model"))
+            o->model = v;
+        else if (!strcmp(a, "-p") || !strcmp(a, "--prompt"))
+            o->prompt = v;
+        else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) {
+            if (!parse_int(v, -1, INT32_MAX, &n))
+                return rlx_cli_fail("%s: -n wants a number of tokens, not '%s'", cmd, v);
+            o->gp.max_tokens = (int32_t)n;
+            o->n_given = true;
+        } else if (!strcmp(a, "--temp")) {
+            if (!parse_float(v, &f))
+                return rlx_cli_fail("%s: --temp wants a number, not '%s'", cmd, v);
+            o->gp.sampler.temperature = f;
+        } else if (!strcmp(a, "--top-k")) {
+            if (!parse_int(v, 0, INT32_MAX, &n))
+                return rlx_cli_fail("%s: --top-k wants a count, not '%s'", cmd, v);
+            o->gp.sampler.top_k = (int32_t)n;
+        } else if (!strcmp(a, "--top-p")) {
+            if (!parse_float(v, &f))
+                return rlx_cli_fail("%s: --top-p wants a number, not '%s'", cmd, v);
+            o->gp.sampler.top_p = f;
+        } else if (!strcmp(a, "--min-p")) {
+            if (!parse_float(v, &f))
+                return rlx_cli_fail("%s: --min-p wants a number, not '%s'", cmd, v);
+            o->gp.sampler.min_p = f;
+        } else if (!strcmp(a, "--repeat-penalty")) {
+            if (!parse_float(v, &f))
+                return rlx_cli_fail("%s: --repeat-penalty wants a number, not '%s'", cmd, v);
+            o->gp.sampler.repeat_penalty = f;
+        } else if (!strcmp(a, "--seed")) {
+            char *end;
+            errno = 0;
+            unsigned long long s = strtoull(v, &end, 10);
+            if (errno || end == v || *end)
+                return rlx_cli_fail("%s: --seed wants a number, not '%s'", cmd, v);
+            o->gp.sampler.seed = s;
+        } else if (!strcmp(a, "--stop")) {
+            if (o->gp.n_stop >= MAX_STOP)
+                return rlx_cli_fail("%s: at most %d --stop strings", cmd, MAX_STOP);
+            o->stop[o->gp.n_stop++] = v;
+        } else if (!strcmp(a, "--device"))
+            o->lp.device = v;
+        else if (!strcmp(a, "--ctx") || !strcmp(a, "-c")) {
+            if (!parse_int(v, 2, INT32_MAX, &n))
+                return rlx_cli_fail("%s: --ctx wants a number of tokens (>= 2), not '%s'", cmd, v);
+            o->lp.n_ctx = (int32_t)n;
+        } else if (!strcmp(a, "--batch") || !strcmp(a, "-b")) {
+            if (!parse_int(v, 1, 65536, &n))
+                return rlx_cli_fail("%s: --batch wants a number of tokens, not '%s'", cmd, v);
+            o->lp.n_batch = (int32_t)n;
+        } else if (!strcmp(a, "--kv-type")) {
+            if (!strcmp(v, "f16"))
+                o->lp.kv_dtype = RLX_DTYPE_F16;
+            else if (!strcmp(v, "f32"))
+                o->lp.kv_dtype = RLX_DTYPE_F32;
+            else
+                return rlx_cli_fail("%s: --kv-type is f16 or f32, not '%s'", cmd, v);
+        } else if (!strcmp(a, "--memory-budget")) {
+            if (!parse_size(v, &sz))
+                return rlx_cli_fail("%s: --memory-budget wants a size like 6G, not '%s'", cmd, v);
+            o->lp.memory_budget = sz;
+        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
+            if (!parse_int(v, 0, 4096, &n))
+                return rlx_cli_fail("%s: -t wants a thread count, not '%s'", cmd, v);
+            o->lp.n_threads = (int)n;
+        } else
+            return rlx_cli_fail("%s: unknown option '%s' (see rlx %s --help)", cmd, a, cmd);
+    }
+    o->gp.stop = o->stop;
+    if (!o->model)
+        return rlx_cli_fail("%s: no model; use -m MODEL.gguf", cmd);
+    return 0;
+}
+
+static bool print_piece(void *user, rlx_token token, const char *piece, size_t len)
+{
+    (void)token;
+    FILE *f = user;
+    fwrite(piece, 1, len, f);
+    fflush(f);
+    return true;
+}
+
+static int load(const char *cmd, options *o, rlx_llm **m)
+{
+    rlx_error *err = NULL;
+    if (rlx_llm_load(o->model, &o->lp, m, &err) != RLX_OK) {
+        int rc = rlx_cli_fail("%s: %s", cmd, rlx_error_message(err));
+        rlx_error_free(err);
+        return rc;
+    }
+    return 0;
+}
+
+static void print_stats(const rlx_llm *m, const rlx_llm_stats *st)
+{
+    fprintf(stderr,
+            "prompt: %d tokens (%d reused) in %.1f ms (%.1f tok/s); generated %d tokens in %.1f "
+            "ms (%.1f tok/s); context %d/%d\n",
+            st->n_prompt, st->n_reused, st->prefill_ms, st->prefill_tps, st->n_generated,
+            st->decode_ms, st->decode_tps, st->n_past, rlx_llm_n_ctx(m));
+}
+
+int rlx_cmd_generate(int argc, char **argv)
+{
+    options o;
+    int rc = parse_args("generate", argc, argv, &o);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    if (!o.prompt)
+        return rlx_cli_fail("generate: no prompt; use -p TEXT");
+    rlx_llm *m = NULL;
+    if ((rc = load("generate", &o, &m)))
+        return rc;
+    rlx_error *err = NULL;
+    rlx_token *ids = NULL;
+    size_t n = 0;
+    if (rlx_llm_tokenize(m, o.prompt, !o.no_bos, false, &ids, &n, &err) != RLX_OK) {
+        rc = rlx_cli_fail("generate: %s", rlx_error_message(err));
+        goto out;
+    }
+    rlx_llm_stats st;
+    if (rlx_llm_generate(m, ids, n, &o.gp, print_piece, stdout, &st, NULL, NULL, &err) != RLX_OK) {
+        fputc('\n', stdout);
+        rc = rlx_cli_fail("generate: %s", rlx_error_message(err));
+        goto out;
+    }
+    fputc('\n', stdout);
+    fflush(stdout);
+    print_stats(m, &st);
+out:
+    rlx_error_free(err);
+    free(ids);
+    rlx_llm_free(m);
+    return rc;
+}
+
+/* ---- chat --------------------------------------------------------------- */
+
+typedef struct {
+    char *text;
+    size_t len, cap;
+} strbuf;
+
+static bool collect(void *user, rlx_token token, const char *piece, size_t len)
+{
+    (void)token;
+    strbuf *b = user;
+    fwrite(piece, 1, len, stdout);
+    fflush(stdout);
+    if (b->len + len + 1 > b->cap) {
+        size_t cap = (b->len + len + 1) * 2;
+        char *p = realloc(b->text, cap);
+        if (!p)
+            return false;
+        b->text = p;
+        b->cap = cap;
+    }
+    memcpy(b->text + b->len, piece, len);
+    b->len += len;
+    b->text[b->len] = 0;
+    return true;
+}
+
+static char *token_string(const rlx_tokenizer *t, rlx_token id)
+{
+    if (!t || id == RLX_TOKEN_NULL)
+        return NULL;
+    size_t len = 0;
+    const char *s = rlx_tokenizer_token_text(t, id, &len);
+    if (!s)
+        return NULL;
+    char *out = malloc(len + 1);
+    if (out) {
+        memcpy(out, s, len);
+        out[len] = 0;
+    }
+    return out;
+}
+
+/* Without a template: a plain transcript the model can continue. */
+static char *render_plain(const rlx_chat_message *msgs, size_t n)
+{
+    size_t cap = 32;
+    for (size_t i = 0; i < n; i++)
+        cap += strlen(msgs[i].role) + strlen(msgs[i].content) + 8;
+    char *out = malloc(cap);
+    if (!out)
+        return NULL;
+    size_t at = 0;
+    for (size_t i = 0; i < n; i++)
+        at += (size_t)snprintf(out + at, cap - at, "%s: %s\n", msgs[i].role, msgs[i].content);
+    snprintf(out + at, cap - at, "assistant:");
+    return out;
+}
+
+#define MAX_MSGS 1024
+
+int rlx_cmd_chat(int argc, char **argv)
+{
+    options o;
+    int rc = parse_args("chat", argc, argv, &o);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    if (!o.n_given)
+        o.gp.max_tokens = 1024;
+    rlx_llm *m = NULL;
+    if ((rc = load("chat", &o, &m)))
+        return rc;
+    rlx_error *err = NULL;
+    rlx_chat_template *tmpl = NULL;
+    const rlx_tokenizer *tok = rlx_llm_get_tokenizer(m);
+    char *bos = token_string(tok, tok ? rlx_tokenizer_bos(tok) : RLX_TOKEN_NULL);
+    char *eos = token_string(tok, tok ? rlx_tokenizer_eos(tok) : RLX_TOKEN_NULL);
+    if (rlx_llm_chat_template(m) &&
+        rlx_chat_template_create(rlx_llm_chat_template(m), &tmpl, &err) != RLX_OK) {
+        fprintf(stderr, "rlx: chat: the model's template cannot be used (%s); using plain text\n",
+                rlx_error_message(err));
+        rlx_error_clear(&err);
+    }
+    rlx_chat_message *msgs = calloc(MAX_MSGS, sizeof *msgs);
+    char *system = NULL;
+    size_t n_msgs = 0;
+    rlx_llm_stats last = {0};
+    char line[16384];
+    if (!msgs) {
+        rc = rlx_cli_fail("chat: out of memory");
+        goto out;
+    }
+    fprintf(stderr, "%s loaded; context %d tokens. /reset, /system TEXT, /stats, /quit\n", o.model,
+            rlx_llm_n_ctx(m));
+    for (;;) {
+        fputs("> ", stderr);
+        fflush(stderr);
+        if (!fgets(line, sizeof line, stdin))
+            break;
+        size_t L = strlen(line);
+        while (L && (line[L - 1] == '\n' || line[L - 1] == '\r'))
+            line[--L] = 0;
+        if (!L)
+            continue;
+        if (!strcmp(line, "/quit") || !strcmp(line, "/exit"))
+            break;
+        if (!strcmp(line, "/reset")) {
+            for (size_t i = 0; i < n_msgs; i++)
+                free((char *)msgs[i].content);
+            n_msgs = 0;
+            rlx_llm_reset(m);
+            fprintf(stderr, "(conversation cleared)\n");
+            continue;
+        }
+        if (!strcmp(line, "/stats")) {
+            print_stats(m, &last);
+            continue;
+        }
+        if (!strncmp(line, "/system", 7) && (line[7] == ' ' || !line[7])) {
+            free(system);
+            system = line[7] ? strdup(line + 8) : NULL;
+            fprintf(stderr, "(system prompt %s)\n", system ? "set" : "cleared");
+            continue;
+        }
+        if (n_msgs + 2 >= MAX_MSGS - 1) {
+            fprintf(stderr, "rlx: chat: the conversation is too long; /reset\n");
+            continue;
+        }
+        msgs[n_msgs].role = "user";
+        msgs[n_msgs].content = strdup(line);
+        n_msgs++;
+
+        rlx_chat_message all[MAX_MSGS];
+        size_t n_all = 0;
+        if (system)
+            all[n_all++] = (rlx_chat_message){.role = "system", .content = system};
+        for (size_t i = 0; i < n_msgs; i++)
+            all[n_all++] = msgs[i];
+        char *prompt = NULL;
+        if (tmpl) {
+            rlx_chat_render_opts ro = rlx_chat_render_default_opts();
+            ro.add_generation_prompt = true;
+            ro.bos_token = bos;
+            ro.eos_token = eos;
+            if (rlx_chat_template_render(tmpl, all, n_all, &ro, &prompt, &err) != RLX_OK) {
+                fprintf(stderr, "rlx: chat: %s\n", rlx_error_message(err));
+                rlx_error_clear(&err);
+                free((char *)msgs[--n_msgs].content);
+                continue;
+            }
+        } else
+            prompt = render_plain(all, n_all);
+        rlx_token *ids = NULL;
+        size_t n = 0;
+        rlx_status st = rlx_llm_tokenize(m, prompt ? prompt : "", true, true, &ids, &n, &err);
+        free(prompt);
+        if (st == RLX_OK && n >= 2 && tok && ids[0] == rlx_tokenizer_bos(tok) &&
+            ids[1] == ids[0]) { /* the template wrote BOS itself */
+            memmove(ids, ids + 1, (n - 1) * sizeof *ids);
+            n--;
+        }
+        strbuf reply = {0};
+        if (st == RLX_OK)
+            st = rlx_llm_generate(m, ids, n, &o.gp, collect, &reply, &last, NULL, NULL, &err);
+        free(ids);
+        fputc('\n', stdout);
+        if (st != RLX_OK) {
+            fprintf(stderr, "rlx: chat: %s\n", rlx_error_message(err));
+            rlx_error_clear(&err);
+            free((char *)msgs[--n_msgs].content);
+            free(reply.text);
+            continue;
+        }
+        msgs[n_msgs].role = "assistant";
+        msgs[n_msgs].content = reply.text ? reply.text : strdup("");
+        n_msgs++;
+    }
+out:
+    for (size_t i = 0; msgs && i < n_msgs; i++)
+        free((char *)msgs[i].content);
+    free(msgs);
+    free(system);
+    free(bos);
+    free(eos);
+    rlx_chat_template_free(tmpl);
+    rlx_llm_free(m);
+    return rc;
+}

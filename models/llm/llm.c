@@ -1,0 +1,584 @@
+/* The LLM runner: programs, KV-cache bookkeeping, prefix reuse and the
+ * generation loop. Host code here only moves token ids in and the last
+ * logits out, samples, and detokenizes; the network runs in the programs. */
+#include "models/llm/llm.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "engine/formats/gguf.h"
+#include "engine/ir/graph.h"
+#include "engine/runtime/session.h"
+
+#define DEFAULT_CTX   4096
+#define DEFAULT_BATCH 64
+
+typedef struct {
+    rlx_session_program *prog;
+    int sym_seq, sym_past, in_tokens, in_pos, out_logits;
+    int32_t n_inputs, n_outputs, seq_max;
+} program;
+
+struct rlx_llm {
+    rlx_gguf *gguf;
+    rlx_llm_config cfg;
+    rlx_tokenizer *tok;
+    char *chat_template;
+    rlx_session *s;
+    program prefill, decode, all;
+    int32_t n_ctx, n_batch;
+    rlx_dtype kv_dtype;
+    rlx_token *hist; /* the tokens in the cache, n_ctx long */
+    int32_t n_past;
+    volatile int cancel;
+    int32_t *pos; /* scratch, n_ctx */
+};
+
+rlx_llm_params rlx_llm_default_params(void)
+{
+    return (rlx_llm_params){.device = NULL, .kv_dtype = RLX_DTYPE_F16};
+}
+
+rlx_llm_generate_params rlx_llm_generate_default_params(void)
+{
+    return (rlx_llm_generate_params){.sampler = rlx_sampler_default_params(), .max_tokens = 256};
+}
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static rlx_status compile_program(rlx_llm *m, int32_t seq_max, bool all_logits, program *out,
+                                  rlx_error **err)
+{
+    rlx_llm_graph_params gp = rlx_llm_graph_default_params();
+    gp.n_ctx = m->n_ctx;
+    gp.seq_max = seq_max;
+    gp.kv_dtype = m->kv_dtype;
+    gp.all_logits = all_logits;
+    rlx_graph *g = NULL;
+    rlx_status st = rlx_llm_build_graph(&m->cfg, m->gguf, &gp, &g, err);
+    if (st != RLX_OK)
+        return st;
+    st = rlx_session_compile(m->s, g, &out->prog, err);
+    rlx_graph_free(g);
+    if (st != RLX_OK)
+        return st;
+    const rlx_lir *lir = rlx_session_program_lir(out->prog);
+    out->n_inputs = lir->n_inputs;
+    out->n_outputs = lir->n_outputs;
+    out->seq_max = seq_max;
+    out->sym_seq = rlx_session_program_symbol(out->prog, "SEQ");
+    out->sym_past = rlx_session_program_symbol(out->prog, "PAST");
+    out->in_tokens = rlx_session_program_input(out->prog, "tokens");
+    out->in_pos = rlx_session_program_input(out->prog, "pos");
+    out->out_logits = rlx_session_program_output(out->prog, "logits");
+    if (out->sym_seq < 0 || out->in_tokens < 0 || out->in_pos < 0 || out->out_logits < 0 ||
+        out->n_inputs > 8 || out->n_outputs > 8)
+        return rlx_error_set(err, RLX_ERR_INTERNAL,
+                             "llm: the compiled program lost its tokens/pos inputs or logits");
+    return RLX_OK;
+}
+
+rlx_status rlx_llm_load(const char *path, const rlx_llm_params *p, rlx_llm **out, rlx_error **err)
+{
+    *out = NULL;
+    rlx_llm_params def = rlx_llm_default_params();
+    if (!p)
+        p = &def;
+    if (p->kv_dtype != RLX_DTYPE_F16 && p->kv_dtype != RLX_DTYPE_F32)
+        return rlx_error_set(err, RLX_ERR_UNSUPPORTED,
+                             "the KV cache can be f16 or f32 (a quantized cache is not supported "
+                             "yet)");
+    rlx_llm *m = calloc(1, sizeof *m);
+    if (!m)
+        return rlx_error_set(err, RLX_ERR_NO_MEMORY, "out of memory");
+    rlx_status st = rlx_gguf_open(path, &m->gguf, err);
+    if (st != RLX_OK)
+        goto fail;
+    if ((st = rlx_llm_config_from_gguf(m->gguf, &m->cfg, err)) != RLX_OK)
+        goto fail;
+    rlx_error *terr = NULL;
+    st = rlx_tokenizer_from_gguf(m->gguf, &m->tok, &terr);
+    if (st != RLX_OK && st != RLX_ERR_NOT_FOUND) {
+        if (err && !*err)
+            *err = terr;
+        else
+            rlx_error_free(terr);
+        goto fail;
+    }
+    rlx_error_free(terr);
+    if (m->tok && rlx_tokenizer_n_vocab(m->tok) > m->cfg.n_vocab) {
+        st = rlx_error_set(err, RLX_ERR_FORMAT,
+                           "%s: the tokenizer has %d tokens but the embedding only %d rows", path,
+                           rlx_tokenizer_n_vocab(m->tok), m->cfg.n_vocab);
+        goto fail;
+    }
+    const rlx_gguf_value *tv = rlx_gguf_find(m->gguf, "tokenizer.chat_template");
+    if (tv && tv->type == RLX_GGUF_TYPE_STRING) {
+        m->chat_template = malloc(tv->v.str.len + 1);
+        if (!m->chat_template) {
+            st = rlx_error_set(err, RLX_ERR_NO_MEMORY, "out of memory");
+            goto fail;
+        }
+        memcpy(m->chat_template, tv->v.str.ptr, tv->v.str.len);
+        m->chat_template[tv->v.str.len] = 0;
+    }
+
+    m->n_ctx = p->n_ctx > 0 ? p->n_ctx
+                            : (m->cfg.n_ctx_train < DEFAULT_CTX ? m->cfg.n_ctx_train : DEFAULT_CTX);
+    if (m->n_ctx > m->cfg.n_ctx_train) {
+        st = rlx_error_set(err, RLX_ERR_INVALID_ARG,
+                           "a context of %d tokens is more than this model's %d", m->n_ctx,
+                           m->cfg.n_ctx_train);
+        goto fail;
+    }
+    if (m->n_ctx < 2) {
+        st = rlx_error_set(err, RLX_ERR_INVALID_ARG, "the context must hold at least 2 tokens");
+        goto fail;
+    }
+    m->n_batch = p->n_batch > 0 ? p->n_batch : DEFAULT_BATCH;
+    if (m->n_batch > m->n_ctx)
+        m->n_batch = m->n_ctx;
+    m->kv_dtype = p->kv_dtype;
+    m->hist = malloc(sizeof *m->hist * (size_t)m->n_ctx);
+    m->pos = malloc(sizeof *m->pos * (size_t)m->n_ctx);
+    if (!m->hist || !m->pos) {
+        st = rlx_error_set(err, RLX_ERR_NO_MEMORY, "out of memory");
+        goto fail;
+    }
+
+    rlx_session_params sp = rlx_session_default_params();
+    sp.device = p->device;
+    sp.n_threads = p->n_threads;
+    sp.memory_budget = p->memory_budget;
+    if ((st = rlx_session_create(&sp, &m->s, err)) != RLX_OK)
+        goto fail;
+    rlx_session_set_cancel_flag(m->s, &m->cancel);
+    if (p->progress)
+        rlx_session_set_progress(m->s, p->progress, p->progress_user);
+    if ((st = rlx_session_add_gguf(m->s, m->gguf, err)) != RLX_OK)
+        goto fail;
+    if ((st = compile_program(m, 1, false, &m->decode, err)) != RLX_OK)
+        goto fail;
+    if (m->n_batch > 1 && (st = compile_program(m, m->n_batch, false, &m->prefill, err)) != RLX_OK)
+        goto fail;
+    if (m->n_batch == 1)
+        m->prefill = m->decode;
+    if (p->progress)
+        rlx_session_set_progress(m->s, NULL, NULL);
+    *out = m;
+    return RLX_OK;
+fail:
+    rlx_error_prefix(err, "%s: ", path);
+    rlx_llm_free(m);
+    return st;
+}
+
+void rlx_llm_free(rlx_llm *m)
+{
+    if (!m)
+        return;
+    rlx_session_free(m->s);
+    rlx_tokenizer_free(m->tok);
+    rlx_gguf_close(m->gguf);
+    free(m->chat_template);
+    free(m->hist);
+    free(m->pos);
+    free(m);
+}
+
+const rlx_llm_config *rlx_llm_get_config(const rlx_llm *m)
+{
+    return &m->cfg;
+}
+const rlx_tokenizer *rlx_llm_get_tokenizer(const rlx_llm *m)
+{
+    return m->tok;
+}
+const char *rlx_llm_chat_template(const rlx_llm *m)
+{
+    return m->chat_template;
+}
+int32_t rlx_llm_n_ctx(const rlx_llm *m)
+{
+    return m->n_ctx;
+}
+int32_t rlx_llm_n_past(const rlx_llm *m)
+{
+    return m->n_past;
+}
+rlx_session *rlx_llm_session(rlx_llm *m)
+{
+    return m->s;
+}
+
+void rlx_llm_cancel(rlx_llm *m)
+{
+    __atomic_store_n(&m->cancel, 1, __ATOMIC_RELAXED);
+}
+
+static bool cancelled(rlx_llm *m)
+{
+    return __atomic_load_n(&m->cancel, __ATOMIC_RELAXED) != 0;
+}
+
+rlx_status rlx_llm_tokenize(const rlx_llm *m, const char *text, bool add_bos, bool parse_special,
+                            rlx_token **out, size_t *n_out, rlx_error **err)
+{
+    *out = NULL;
+    *n_out = 0;
+    if (!m->tok)
+        return rlx_error_set(err, RLX_ERR_NOT_FOUND, "this model file has no tokenizer");
+    rlx_tokenizer_encode_params ep = rlx_tokenizer_encode_default_params();
+    ep.add_bos = add_bos ? -1 : 0;
+    ep.add_eos = 0;
+    ep.parse_special = parse_special;
+    return rlx_tokenizer_encode(m->tok, text, strlen(text), ep, out, n_out, err);
+}
+
+void rlx_llm_reset(rlx_llm *m)
+{
+    /* stale cache entries past n_past are never read: every run's attention
+     * covers [0, PAST + SEQ) and the scatter rewrites [PAST, PAST + SEQ) */
+    m->n_past = 0;
+}
+
+/* One run of `prog` on n tokens at position n_past; logits of the last one
+ * (or of all with the `all` program). */
+static rlx_status run(rlx_llm *m, program *pr, const rlx_token *tokens, int32_t n, float *logits,
+                      rlx_error **err)
+{
+    for (int32_t i = 0; i < n; i++)
+        m->pos[i] = m->n_past + i;
+    rlx_sym_values sv = {{0}};
+    sv.v[pr->sym_seq] = n;
+    if (pr->sym_past >= 0)
+        sv.v[pr->sym_past] = m->n_past;
+    const void *ins[8] = {0};
+    void *outs[8] = {0};
+    ins[pr->in_tokens] = tokens;
+    ins[pr->in_pos] = m->pos;
+    outs[pr->out_logits] = logits;
+    rlx_status st = rlx_session_run(m->s, pr->prog, &sv, ins, outs, err);
+    if (st != RLX_OK)
+        return st;
+    memcpy(m->hist + m->n_past, tokens, sizeof *tokens * (size_t)n);
+    m->n_past += n;
+    return RLX_OK;
+}
+
+static rlx_status check_room(rlx_llm *m, size_t n, rlx_error **err)
+{
+    if (n > (size_t)(m->n_ctx - m->n_past))
+        return rlx_error_set(err, RLX_ERR_INVALID_ARG,
+                             "%zu tokens do not fit the context: %d of %d positions are used "
+                             "(a longer --ctx may help, up to the model's %d)",
+                             n, m->n_past, m->n_ctx, m->cfg.n_ctx_train);
+    return RLX_OK;
+}
+
+rlx_status rlx_llm_eval(rlx_llm *m, const rlx_token *tokens, size_t n, float *logits,
+                        rlx_error **err)
+{
+    if (n == 0)
+        return rlx_error_set(err, RLX_ERR_INVALID_ARG, "llm eval: no tokens");
+    rlx_status st = check_room(m, n, err);
+    if (st != RLX_OK)
+        return st;
+    for (size_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= m->cfg.n_vocab)
+            return rlx_error_set(err, RLX_ERR_INVALID_ARG,
+                                 "token %d is outside the vocabulary of %d", tokens[i],
+                                 m->cfg.n_vocab);
+    float *scratch = NULL;
+    size_t done = 0;
+    while (done < n) {
+        size_t k = n - done;
+        program *pr =
+            k == 1 || m->n_past > m->n_ctx - m->prefill.seq_max ? &m->decode : &m->prefill;
+        if (k > (size_t)pr->seq_max)
+            k = (size_t)pr->seq_max;
+        float *dst = logits;
+        if (done + k < n || !dst) {
+            /* an intermediate chunk: its logits are not wanted */
+            if (!scratch && !(scratch = malloc(sizeof(float) * (size_t)m->cfg.n_vocab)))
+                return rlx_error_set(err, RLX_ERR_NO_MEMORY, "out of memory");
+            dst = scratch;
+        }
+        if (cancelled(m)) {
+            free(scratch);
+            return rlx_error_set(err, RLX_ERR_CANCELLED, "cancelled");
+        }
+        st = run(m, pr, tokens + done, (int32_t)k, dst, err);
+        if (st != RLX_OK) {
+            free(scratch);
+            return st;
+        }
+        done += k;
+    }
+    free(scratch);
+    return RLX_OK;
+}
+
+rlx_status rlx_llm_eval_all(rlx_llm *m, const rlx_token *tokens, size_t n, float *logits,
+                            rlx_error **err)
+{
+    if (n == 0 || n > (size_t)m->n_batch)
+        return rlx_error_set(err, RLX_ERR_INVALID_ARG,
+                             "llm eval_all: between 1 and %d tokens at a time", m->n_batch);
+    rlx_status st = check_room(m, n, err);
+    if (st != RLX_OK)
+        return st;
+    if (!m->all.prog && (st = compile_program(m, m->n_batch, true, &m->all, err)) != RLX_OK)
+        return st;
+    if (m->n_past > m->n_ctx - m->all.seq_max)
+        return rlx_error_set(err, RLX_ERR_INVALID_ARG,
+                             "llm eval_all: position %d is past the program's bound %d", m->n_past,
+                             m->n_ctx - m->all.seq_max);
+    return run(m, &m->all, tokens, (int32_t)n, logits, err);
+}
+
+static rlx_status prefill(rlx_llm *m, const rlx_token *tokens, size_t n, float *logits,
+                          int32_t *reused, rlx_error **err)
+{
+    if (n == 0)
+        return rlx_error_set(err, RLX_ERR_INVALID_ARG, "the prompt is empty");
+    if (n > (size_t)m->n_ctx)
+        return rlx_error_set(err, RLX_ERR_INVALID_ARG,
+                             "the prompt is %zu tokens, longer than the context of %d (a longer "
+                             "--ctx may help, up to the model's %d)",
+                             n, m->n_ctx, m->cfg.n_ctx_train);
+    size_t common = 0;
+    while (common < n && common < (size_t)m->n_past && m->hist[common] == tokens[common])
+        common++;
+    if (common == n) /* the logits of the last token are needed again */
+        common--;
+    m->n_past = (int32_t)common;
+    if (reused)
+        *reused = (int32_t)common;
+    return rlx_llm_eval(m, tokens + common, n - common, logits, err);
+}
+
+rlx_status rlx_llm_prefill(rlx_llm *m, const rlx_token *tokens, size_t n, float *logits,
+                           rlx_error **err)
+{
+    __atomic_store_n(&m->cancel, 0, __ATOMIC_RELAXED);
+    return prefill(m, tokens, n, logits, NULL, err);
+}
+
+/* ---- generation --------------------------------------------------------- */
+
+typedef struct {
+    rlx_llm_token_fn cb;
+    void *user;
+    const char *const *stop;
+    size_t n_stop;
+    char *pend; /* text held back because it may begin a stop string */
+    size_t n_pend, cap_pend;
+    bool stopped_by_string, stopped_by_cb;
+} emitter;
+
+static bool emit(emitter *e, rlx_token tok, const char *s, size_t n)
+{
+    if (n == 0)
+        return true;
+    if (e->cb && !e->cb(e->user, tok, s, n)) {
+        e->stopped_by_cb = true;
+        return false;
+    }
+    return true;
+}
+
+/* Add text; emit what can no longer be part of a stop string. Returns false
+ * when generation must stop. */
+static bool emitter_push(emitter *e, rlx_token tok, const char *s, size_t n)
+{
+    if (e->n_stop == 0)
+        return emit(e, tok, s, n);
+    if (e->n_pend + n + 1 > e->cap_pend) {
+        size_t cap = (e->n_pend + n + 1) * 2;
+        char *p = realloc(e->pend, cap);
+        if (!p)
+            return false;
+        e->pend = p;
+        e->cap_pend = cap;
+    }
+    memcpy(e->pend + e->n_pend, s, n);
+    e->n_pend += n;
+    /* a complete stop string: emit the text before it and stop */
+    size_t first = e->n_pend;
+    for (size_t i = 0; i < e->n_stop; i++) {
+        size_t L = strlen(e->stop[i]);
+        if (L == 0 || L > e->n_pend)
+            continue;
+        for (size_t at = 0; at + L <= e->n_pend; at++)
+            if (!memcmp(e->pend + at, e->stop[i], L)) {
+                if (at < first)
+                    first = at;
+                break;
+            }
+    }
+    if (first < e->n_pend) {
+        emit(e, tok, e->pend, first);
+        e->n_pend = 0;
+        e->stopped_by_string = true;
+        return false;
+    }
+    /* hold the longest tail that begins some stop string */
+    size_t hold = 0;
+    for (size_t i = 0; i < e->n_stop; i++) {
+        size_t L = strlen(e->stop[i]);
+        for (size_t k = L > 1 ? L - 1 : 0; k > hold; k--)
+            if (k <= e->n_pend && !memcmp(e->pend + e->n_pend - k, e->stop[i], k)) {
+                hold = k;
+                break;
+            }
+    }
+    size_t out = e->n_pend - hold;
+    bool ok = emit(e, tok, e->pend, out);
+    memmove(e->pend, e->pend + out, hold);
+    e->n_pend = hold;
+    return ok;
+}
+
+rlx_status rlx_llm_generate(rlx_llm *m, const rlx_token *prompt, size_t n_prompt,
+                            const rlx_llm_generate_params *gp, rlx_llm_token_fn cb, void *user,
+                            rlx_llm_stats *stats, rlx_token **out_tokens, size_t *n_out_tokens,
+                            rlx_error **err)
+{
+    rlx_llm_stats dummy;
+    if (!stats)
+        stats = &dummy;
+    memset(stats, 0, sizeof *stats);
+    if (out_tokens)
+        *out_tokens = NULL;
+    if (n_out_tokens)
+        *n_out_tokens = 0;
+    rlx_llm_generate_params defp = rlx_llm_generate_default_params();
+    if (!gp)
+        gp = &defp;
+    __atomic_store_n(&m->cancel, 0, __ATOMIC_RELAXED);
+
+    const int32_t V = m->cfg.n_vocab;
+    float *logits = malloc(sizeof(float) * (size_t)V);
+    rlx_token *gen = malloc(sizeof(rlx_token) * (size_t)m->n_ctx);
+    rlx_sampler *smp = NULL;
+    rlx_detokenizer *dt = NULL;
+    emitter em = {.cb = cb, .user = user, .stop = gp->stop, .n_stop = gp->n_stop};
+    size_t n_gen = 0;
+    rlx_status st = RLX_OK;
+    if (!logits || !gen) {
+        st = rlx_error_set(err, RLX_ERR_NO_MEMORY, "out of memory");
+        goto done;
+    }
+    if ((st = rlx_sampler_create(gp->sampler, V, &smp, err)) != RLX_OK)
+        goto done;
+    if (m->tok) {
+        rlx_tokenizer_decode_params dp = rlx_tokenizer_decode_default_params(m->tok);
+        /* a continuation keeps its leading space; only a decode of a
+         * whole text drops SentencePiece's prefix space */
+        dp.strip_leading_space = false;
+        if ((st = rlx_detokenizer_create(m->tok, dp, &dt, err)) != RLX_OK)
+            goto done;
+    }
+    /* penalties see the prompt too, as llama.cpp does */
+    for (size_t i = 0; i < n_prompt; i++)
+        rlx_sampler_accept(smp, prompt[i]);
+
+    stats->n_prompt = (int32_t)n_prompt;
+    double t0 = now_ms();
+    if ((st = prefill(m, prompt, n_prompt, logits, &stats->n_reused, err)) != RLX_OK) {
+        if (st == RLX_ERR_CANCELLED) {
+            stats->stop = RLX_LLM_STOP_CANCELLED;
+            rlx_error_clear(err);
+            st = RLX_OK;
+        }
+        goto done;
+    }
+    double t1 = now_ms();
+    stats->prefill_ms = t1 - t0;
+    int32_t evaluated = (int32_t)n_prompt - stats->n_reused;
+    stats->prefill_tps = stats->prefill_ms > 0 ? evaluated * 1e3 / stats->prefill_ms : 0;
+
+    stats->stop = RLX_LLM_STOP_LENGTH;
+    for (;;) {
+        if (cancelled(m)) {
+            stats->stop = RLX_LLM_STOP_CANCELLED;
+            break;
+        }
+        if (gp->max_tokens > 0 && (int32_t)n_gen >= gp->max_tokens) {
+            stats->stop = RLX_LLM_STOP_LENGTH;
+            break;
+        }
+        rlx_token tok;
+        if (rlx_sampler_sample(smp, logits, &tok) != RLX_OK) {
+            st = rlx_error_set(err, RLX_ERR_INTERNAL, "sampling failed: %s",
+                               rlx_sampler_last_error(smp));
+            break;
+        }
+        rlx_sampler_accept(smp, tok);
+        if (!gp->ignore_eos && m->tok && rlx_tokenizer_is_eog(m->tok, tok)) {
+            stats->stop = RLX_LLM_STOP_EOG;
+            break;
+        }
+        gen[n_gen++] = tok;
+        if (dt) {
+            const char *piece;
+            size_t len;
+            if ((st = rlx_detokenizer_push(dt, tok, &piece, &len, err)) != RLX_OK)
+                break;
+            if (!emitter_push(&em, tok, piece, len)) {
+                stats->stop = em.stopped_by_string ? RLX_LLM_STOP_STRING : RLX_LLM_STOP_CALLBACK;
+                break;
+            }
+        } else if (cb && !cb(user, tok, "", 0)) {
+            stats->stop = RLX_LLM_STOP_CALLBACK;
+            break;
+        }
+        if (m->n_past >= m->n_ctx || (gp->max_tokens > 0 && (int32_t)n_gen >= gp->max_tokens)) {
+            stats->stop = m->n_past >= m->n_ctx ? RLX_LLM_STOP_CONTEXT : RLX_LLM_STOP_LENGTH;
+            break;
+        }
+        st = rlx_llm_eval(m, &tok, 1, logits, err);
+        if (st == RLX_ERR_CANCELLED) {
+            rlx_error_clear(err);
+            st = RLX_OK;
+            stats->stop = RLX_LLM_STOP_CANCELLED;
+            break;
+        }
+        if (st != RLX_OK)
+            break;
+    }
+    if (st == RLX_OK && dt && stats->stop != RLX_LLM_STOP_STRING &&
+        stats->stop != RLX_LLM_STOP_CALLBACK) {
+        const char *piece;
+        size_t len;
+        rlx_detokenizer_flush(dt, &piece, &len);
+        if (len)
+            emitter_push(&em, RLX_TOKEN_NULL, piece, len);
+        if (em.n_pend)
+            emit(&em, RLX_TOKEN_NULL, em.pend, em.n_pend);
+    }
+    stats->decode_ms = now_ms() - t1;
+    stats->n_generated = (int32_t)n_gen;
+    stats->decode_tps = stats->decode_ms > 0 ? n_gen * 1e3 / stats->decode_ms : 0;
+done:
+    stats->n_past = m->n_past;
+    if (st == RLX_OK && out_tokens) {
+        *out_tokens = gen;
+        gen = NULL;
+        if (n_out_tokens)
+            *n_out_tokens = n_gen;
+    }
+    free(gen);
+    free(logits);
+    free(em.pend);
+    rlx_sampler_free(smp);
+    rlx_detokenizer_free(dt);
+    return st;
+}

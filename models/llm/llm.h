@@ -1,0 +1,165 @@
+/* The LLM runner: a GGUF decoder-only model on a session, with its
+ * tokenizer, a KV cache and a generation loop.
+ *
+ * Usage:
+ *     rlx_llm_params p = rlx_llm_default_params();
+ *     p.device = "cpu";
+ *     p.n_ctx = 4096;
+ *     rlx_llm *m = NULL;
+ *     if (rlx_llm_load("model.gguf", &p, &m, &err) != RLX_OK) ...
+ *     rlx_token *ids; size_t n;
+ *     rlx_llm_tokenize(m, "Once upon a time", true, &ids, &n, &err);
+ *     rlx_llm_generate_params gp = rlx_llm_generate_default_params();
+ *     gp.max_tokens = 64;
+ *     gp.sampler.temperature = 0;          // greedy
+ *     rlx_llm_stats stats;
+ *     rlx_llm_generate(m, ids, n, &gp, on_piece, user, &stats, &err);
+ *     free(ids);
+ *     rlx_llm_free(m);
+ *
+ * Programs: one for prefill (SEQ up to params.n_batch) and one for decode
+ * (SEQ = 1), both compiled once at load with symbolic PAST/SEQ and reused for
+ * every token. The KV cache lives in the session's state tensors; each run
+ * appends to it on the device and only the last position's logits come back
+ * to the host.
+ *
+ * Prefix reuse: the runner keeps the token history of what is in the cache.
+ * rlx_llm_generate (and rlx_llm_prefill) compare the new prompt with it and
+ * evaluate only the part after the longest common prefix, so a chat turn that
+ * resends the whole conversation costs only its new tokens.
+ *
+ * Thread safety: a runner is used by one thread at a time, except
+ * rlx_llm_cancel(), which any thread may call.
+ */
+#ifndef RLX_MODELS_LLM_LLM_H
+#define RLX_MODELS_LLM_LLM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backends/base/dtype.h"
+#include "backends/base/status.h"
+#include "engine/sample/sampler.h"
+#include "engine/text/tokenizer.h"
+#include "models/llm/llm-arch.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct rlx_session;
+typedef struct rlx_llm rlx_llm;
+
+/* Return false to abort loading (RLX_ERR_CANCELLED). */
+typedef bool (*rlx_llm_progress_fn)(void *user, const char *stage, double fraction);
+
+typedef struct rlx_llm_params {
+    const char *device;     /* "cpu", "vulkan:0", "cuda:0"; NULL = "cpu" */
+    int n_threads;          /* 0 = one per core */
+    uint64_t memory_budget; /* 0 = the device's memory */
+    int32_t n_ctx;          /* 0 = min(the model's context, 4096); at most the model's */
+    int32_t n_batch;        /* prefill chunk (SEQ bound); 0 = 64 */
+    rlx_dtype kv_dtype;     /* F16 (default) or F32 */
+    rlx_llm_progress_fn progress;
+    void *progress_user;
+} rlx_llm_params;
+
+RLX_API rlx_llm_params rlx_llm_default_params(void);
+
+/* Open the GGUF, read its config and tokenizer (a file without a tokenizer
+ * loads, but the text functions then fail), create the session, compile the
+ * programs. *out is set to NULL first. */
+RLX_API rlx_status rlx_llm_load(const char *path, const rlx_llm_params *p, rlx_llm **out,
+                                rlx_error **err);
+RLX_API void rlx_llm_free(rlx_llm *m);
+
+RLX_API const rlx_llm_config *rlx_llm_get_config(const rlx_llm *m);
+/* NULL when the file has no tokenizer. */
+RLX_API const rlx_tokenizer *rlx_llm_get_tokenizer(const rlx_llm *m);
+/* The model's Jinja chat template (tokenizer.chat_template), or NULL. */
+RLX_API const char *rlx_llm_chat_template(const rlx_llm *m);
+RLX_API int32_t rlx_llm_n_ctx(const rlx_llm *m);
+/* Tokens in the KV cache. */
+RLX_API int32_t rlx_llm_n_past(const rlx_llm *m);
+RLX_API struct rlx_session *rlx_llm_session(rlx_llm *m);
+
+/* Encode text (control tokens written in the text are parsed when
+ * parse_special); *out is malloc'd, the caller frees it. BOS as the model
+ * says when add_bos. */
+RLX_API rlx_status rlx_llm_tokenize(const rlx_llm *m, const char *text, bool add_bos,
+                                    bool parse_special, rlx_token **out, size_t *n_out,
+                                    rlx_error **err);
+
+/* Forget the conversation (the next prefill starts at position 0). */
+RLX_API void rlx_llm_reset(rlx_llm *m);
+
+/* Make the cache hold exactly `tokens` (reusing the longest common prefix
+ * with what it holds, evaluating the rest in chunks) and write the last
+ * position's logits (n_vocab floats) to `logits` (may be NULL). A prompt
+ * longer than the context is RLX_ERR_INVALID_ARG. n must be > 0. */
+RLX_API rlx_status rlx_llm_prefill(rlx_llm *m, const rlx_token *tokens, size_t n, float *logits,
+                                   rlx_error **err);
+/* Append tokens to the cache and return the last one's logits. */
+RLX_API rlx_status rlx_llm_eval(rlx_llm *m, const rlx_token *tokens, size_t n, float *logits,
+                                rlx_error **err);
+/* Logits of every one of n tokens appended at the current position
+ * (n * n_vocab floats), through a third program compiled on first use; for
+ * tests and perplexity. */
+RLX_API rlx_status rlx_llm_eval_all(rlx_llm *m, const rlx_token *tokens, size_t n, float *logits,
+                                    rlx_error **err);
+
+/* Any thread: stop the current prefill/generation (it returns
+ * RLX_ERR_CANCELLED for a prefill, or ends generation early with
+ * stats.cancelled). The flag is cleared when the next call starts. */
+RLX_API void rlx_llm_cancel(rlx_llm *m);
+
+/* Called with each piece of text as it becomes complete UTF-8 (never a split
+ * character); `token` is the token that completed it. Return false to stop. */
+typedef bool (*rlx_llm_token_fn)(void *user, rlx_token token, const char *piece, size_t len);
+
+typedef struct rlx_llm_generate_params {
+    rlx_sampler_params sampler;
+    int32_t max_tokens;      /* <= 0: until EOG or the context is full */
+    const char *const *stop; /* stop strings (not emitted), may be NULL */
+    size_t n_stop;
+    bool ignore_eos;
+} rlx_llm_generate_params;
+
+RLX_API rlx_llm_generate_params rlx_llm_generate_default_params(void);
+
+typedef enum rlx_llm_stop_reason {
+    RLX_LLM_STOP_EOG,
+    RLX_LLM_STOP_LENGTH,  /* max_tokens */
+    RLX_LLM_STOP_CONTEXT, /* the cache is full */
+    RLX_LLM_STOP_STRING,
+    RLX_LLM_STOP_CALLBACK,
+    RLX_LLM_STOP_CANCELLED,
+} rlx_llm_stop_reason;
+
+typedef struct rlx_llm_stats {
+    int32_t n_prompt; /* prompt tokens */
+    int32_t n_reused; /* of which were already in the cache */
+    int32_t n_generated;
+    int32_t n_past; /* context used at the end */
+    double prefill_ms, decode_ms;
+    double prefill_tps, decode_tps;
+    rlx_llm_stop_reason stop;
+} rlx_llm_stats;
+
+/* Prefill the prompt (with prefix reuse), then sample up to max_tokens,
+ * streaming each piece to `cb` (may be NULL). Stops on an end-of-generation
+ * token (unless ignore_eos), a stop string, max_tokens, a full context, the
+ * callback returning false, or rlx_llm_cancel (checked every token). The
+ * generated tokens that were evaluated stay in the cache and history.
+ * `out_tokens` (may be NULL) receives a malloc'd array of the generated
+ * tokens, *n_out_tokens their count. */
+RLX_API rlx_status rlx_llm_generate(rlx_llm *m, const rlx_token *prompt, size_t n_prompt,
+                                    const rlx_llm_generate_params *gp, rlx_llm_token_fn cb,
+                                    void *user, rlx_llm_stats *stats, rlx_token **out_tokens,
+                                    size_t *n_out_tokens, rlx_error **err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
