@@ -24,6 +24,36 @@
 #include "engine/sample/sampler.h"
 #include "tests/reference/sampler-ref-data.h"
 
+/* Counting allocations: this program's malloc family forwards to glibc's and
+ * counts while `counting` is set. Not under ASan, whose allocator must stay
+ * the only one. */
+#if defined(__GLIBC__) && !defined(__SANITIZE_ADDRESS__)
+#define COUNT_ALLOCS 1
+extern void *__libc_malloc(size_t n);
+extern void *__libc_calloc(size_t n, size_t size);
+extern void *__libc_realloc(void *p, size_t n);
+static volatile int counting; /* volatile: the compiler assumes malloc reads no globals */
+static volatile long n_allocs;
+void *malloc(size_t n);
+void *calloc(size_t n, size_t size);
+void *realloc(void *p, size_t n);
+void *malloc(size_t n)
+{
+    n_allocs += counting;
+    return __libc_malloc(n);
+}
+void *calloc(size_t n, size_t size)
+{
+    n_allocs += counting;
+    return __libc_calloc(n, size);
+}
+void *realloc(void *p, size_t n)
+{
+    n_allocs += counting;
+    return __libc_realloc(p, n);
+}
+#endif
+
 #define NV 16
 
 /* Every step off, temperature 1: the starting point of the per-step cases. */
@@ -790,6 +820,80 @@ static void large_vocab_speed(void **state)
     free(logits);
 }
 
+/* sample, apply, accept and reset never allocate, whatever steps are on. */
+static void no_allocation_per_token(void **state)
+{
+#ifdef COUNT_ALLOCS
+    enum { V = 5000 };
+    float *logits = malloc(V * sizeof *logits);
+    assert_non_null(logits);
+    for (int i = 0; i < V; i++)
+        logits[i] = rand_logit();
+    /* the counter itself works */
+    counting = 1;
+    void *volatile probe = malloc(16);
+    counting = 0;
+    free(probe);
+    assert_int_equal(n_allocs, 1);
+    n_allocs = 0;
+    int32_t breakers[] = {7, 11};
+    rlx_sampler_logit_bias bias[] = {{3, 2.0f}, {9, -INFINITY}};
+    for (int variant = 0; variant < 4; variant++) {
+        rlx_sampler_params p = rlx_sampler_default_params();
+        p.repeat_penalty = 1.2f;
+        p.frequency_penalty = 0.1f;
+        p.dry_multiplier = 0.8f;
+        p.dry_sequence_breakers = breakers;
+        p.n_dry_sequence_breakers = 2;
+        p.logit_bias = bias;
+        p.n_logit_bias = 2;
+        p.xtc_probability = 0.5f;
+        p.top_n_sigma = 2.0f;
+        if (variant == 1) {
+            p.top_k = 0;
+            p.typical_p = 0.9f;
+            p.dynatemp_range = 0.3f;
+        }
+        p.mirostat = variant == 2 ? 1 : variant == 3 ? 2 : 0;
+        rlx_sampler *s = make(p, V);
+        const rlx_sampler_candidate *c;
+        int32_t n, tok = 0;
+        long fails = 0;
+        counting = 1;
+        for (int i = 0; i < 300; i++) {
+            fails += rlx_sampler_sample(s, logits, &tok) != RLX_OK;
+            fails += rlx_sampler_accept(s, i % 3 ? tok : 42) != RLX_OK;
+            if (i % 50 == 0)
+                fails += rlx_sampler_apply(s, logits, &c, &n) != RLX_OK;
+            if (i == 150)
+                rlx_sampler_reset(s);
+        }
+        counting = 0;
+        assert_int_equal(fails, 0);
+        assert_int_equal(n_allocs, 0);
+        rlx_sampler_free(s);
+    }
+    free(logits);
+#else
+    skip();
+#endif
+}
+
+static void huge_top_k(void **state)
+{
+    rlx_sampler_params p = plain_params();
+    p.top_k = INT32_MAX;
+    p.repeat_penalty = 1.5f;
+    p.penalty_last_n = 4;
+    static const int32_t hist[] = {1, 2};
+    CHECK_REF(p, NULL, 0, plain);
+    rlx_sampler *s = make(p, NV);
+    accept_all(s, hist, 2);
+    int32_t tok;
+    assert_int_equal(rlx_sampler_sample(s, ref_logits, &tok), RLX_OK);
+    rlx_sampler_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -816,6 +920,8 @@ int main(void)
         cmocka_unit_test(large_vocab_top_p),
         cmocka_unit_test(large_vocab_typical),
         cmocka_unit_test(large_vocab_speed),
+        cmocka_unit_test(no_allocation_per_token),
+        cmocka_unit_test(huge_top_k),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -776,7 +776,8 @@ static rlx_status build_top_k(rlx_sampler *s, int32_t k, float t)
 {
     cand *h = s->cand;
     const float *lg = s->logits;
-    int32_t k2 = k + s->np < s->n_vocab ? k + s->np : s->n_vocab;
+    int64_t want = (int64_t)k + s->np;
+    int32_t k2 = want < s->n_vocab ? (int32_t)want : s->n_vocab;
     int32_t n = 0, i = 0;
     for (; i < s->n_vocab && n < k2; i++) {
         float l = lg[i];
