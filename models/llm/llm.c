@@ -142,8 +142,8 @@ rlx_status rlx_llm_load(const char *path, const rlx_llm_params *p, rlx_llm **out
         goto fail;
     }
     m->n_batch = p->n_batch > 0 ? p->n_batch : DEFAULT_BATCH;
-    if (m->n_batch > m->n_ctx)
-        m->n_batch = m->n_ctx;
+    if (m->n_batch >= m->n_ctx) /* PAST's bound, n_ctx - n_batch, must stay >= 1 */
+        m->n_batch = m->n_ctx - 1;
     m->kv_dtype = p->kv_dtype;
     m->hist = malloc(sizeof *m->hist * (size_t)m->n_ctx);
     m->pos = malloc(sizeof *m->pos * (size_t)m->n_ctx);

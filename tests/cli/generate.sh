@@ -1,0 +1,34 @@
+#!/bin/sh
+# rlx generate on the real stories260K: the greedy continuation of
+# "Once upon a time", stop strings, and one-line errors with exit status 1.
+set -u
+rlx=$1
+data=$2
+fail=0
+check() { # check DESCRIPTION COMMAND...
+    desc=$1
+    shift
+    if "$@"; then echo "ok - $desc"; else echo "not ok - $desc"; fail=1; fi
+}
+stories="$data/llm/stories260K.gguf"
+want=", there was a little girl named Lily. She loved to play outside in the park. One day, she saw a big, red ball. She wanted to play with it, but it was too high."
+out=$("$rlx" generate -m "$stories" -p "Once upon a time" -n 60 --temp 0 -t 1 2>/dev/null)
+check "exit 0 on stories260K" [ $? -eq 0 ]
+case "$out" in
+"$want"*) check "greedy continuation" true ;;
+*) echo "# got: $out"; check "greedy continuation" false ;;
+esac
+out=$("$rlx" generate -m "$stories" -p "Once upon a time" -n 60 --temp 0 -t 1 --stop Lily 2>/dev/null)
+check "--stop ends before the stop string" [ "$out" = ", there was a little girl named " ]
+err=$("$rlx" generate -m "$stories" -p "Once upon a time there was a little girl" --ctx 4 2>&1 >/dev/null)
+rc=$?
+check "prompt longer than the context: exit 1" [ $rc -eq 1 ]
+check "prompt longer than the context: one line" [ "$(printf '%s\n' "$err" | wc -l)" -eq 1 ]
+case "$err" in *"longer than the context"*) check "names the problem" true ;; *) echo "# $err"; check "names the problem" false ;; esac
+err=$("$rlx" generate -m "$data/tokenizers/ggml-vocab-qwen2.gguf" -p hi 2>&1 >/dev/null)
+check "a vocab-only file: exit 1" [ $? -eq 1 ]
+err=$("$rlx" generate -m "$stories" 2>&1 >/dev/null)
+check "no prompt: exit 1" [ $? -eq 1 ]
+err=$("$rlx" generate -m "$stories" -p x --temp abc 2>&1 >/dev/null)
+check "bad --temp: exit 1" [ $? -eq 1 ]
+exit $fail

@@ -1,0 +1,232 @@
+/* The LLM runner end to end on the real stories260K (a trained tiny Llama):
+ * greedy text from BOS + "Once upon a time", prefix reuse against a full
+ * re-prefill, a prompt longer than the context, cancellation, stop strings,
+ * and an unsupported architecture's error. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "engine/formats/gguf.h"
+#include "models/llm/llm.h"
+#include "test-util.h"
+
+static const char expected[] =
+    ", there was a little girl named Lily. She loved to play outside in the park. One day, "
+    "she saw a big, red ball. She wanted to play with it, but it was too high.";
+
+typedef struct {
+    char text[4096];
+    size_t len;
+    int n_calls;
+    rlx_llm *cancel_after_model;
+    int cancel_after;
+} collected;
+
+static bool collect(void *user, rlx_token token, const char *piece, size_t len)
+{
+    (void)token;
+    collected *c = user;
+    if (c->len + len < sizeof c->text) {
+        memcpy(c->text + c->len, piece, len);
+        c->len += len;
+        c->text[c->len] = 0;
+    }
+    if (++c->n_calls == c->cancel_after && c->cancel_after_model)
+        rlx_llm_cancel(c->cancel_after_model);
+    return true;
+}
+
+static rlx_llm *load(int32_t n_ctx, rlx_dtype kv, int32_t n_batch)
+{
+    rlx_llm_params p = rlx_llm_default_params();
+    p.n_ctx = n_ctx;
+    p.kv_dtype = kv;
+    p.n_batch = n_batch;
+    p.n_threads = 1;
+    rlx_llm *m = NULL;
+    rlx_error *err = NULL;
+    if (rlx_llm_load(rlx_test_data("llm/stories260K.gguf"), &p, &m, &err) != RLX_OK)
+        fail_msg("load: %s", rlx_error_message(err));
+    return m;
+}
+
+static void prompt_ids(rlx_llm *m, const char *text, rlx_token **ids, size_t *n)
+{
+    rlx_error *err = NULL;
+    if (rlx_llm_tokenize(m, text, true, false, ids, n, &err) != RLX_OK)
+        fail_msg("tokenize: %s", rlx_error_message(err));
+}
+
+static rlx_llm_generate_params greedy(int n)
+{
+    rlx_llm_generate_params gp = rlx_llm_generate_default_params();
+    gp.sampler.temperature = 0;
+    gp.max_tokens = n;
+    return gp;
+}
+
+static void check_greedy(rlx_dtype kv, int32_t n_batch)
+{
+    rlx_llm *m = load(256, kv, n_batch);
+    rlx_token *ids;
+    size_t n;
+    prompt_ids(m, "Once upon a time", &ids, &n);
+    assert_int_equal(n, 5);
+    assert_int_equal(ids[0], 1); /* BOS */
+    rlx_llm_generate_params gp = greedy(60);
+    collected c = {0};
+    rlx_llm_stats st;
+    rlx_error *err = NULL;
+    if (rlx_llm_generate(m, ids, n, &gp, collect, &c, &st, NULL, NULL, &err) != RLX_OK)
+        fail_msg("generate: %s", rlx_error_message(err));
+    if (strncmp(c.text, expected, strlen(expected)))
+        fail_msg("generated:\n%s\nexpected it to start with:\n%s", c.text, expected);
+    assert_int_equal(st.n_prompt, 5);
+    assert_int_equal(st.n_generated, 60);
+    assert_int_equal(st.stop, RLX_LLM_STOP_LENGTH);
+    /* the last sampled token is not evaluated */
+    assert_int_equal(st.n_past, 5 + 59);
+    free(ids);
+    rlx_llm_free(m);
+}
+
+static void test_greedy_f16(void **state)
+{
+    (void)state;
+    check_greedy(RLX_DTYPE_F16, 0);
+}
+
+/* F32 cache, and a prefill chunk of 2 so the 5-token prompt takes three runs */
+static void test_greedy_f32_chunked(void **state)
+{
+    (void)state;
+    check_greedy(RLX_DTYPE_F32, 2);
+}
+
+/* A second turn that extends the first reuses its cache and gives the same
+ * tokens as a fresh prefill of the whole text. */
+static void test_prefix_reuse(void **state)
+{
+    (void)state;
+    rlx_llm *m = load(256, RLX_DTYPE_F32, 0);
+    rlx_error *err = NULL;
+    rlx_token *ids, *gen1 = NULL, *gen2 = NULL, *gen3 = NULL;
+    size_t n, n1, n2, n3;
+    prompt_ids(m, "Once upon a time", &ids, &n);
+    rlx_llm_generate_params gp = greedy(20);
+    rlx_llm_stats st;
+    assert_int_equal(rlx_llm_generate(m, ids, n, &gp, NULL, NULL, &st, &gen1, &n1, &err), RLX_OK);
+    assert_int_equal(n1, 20);
+
+    /* turn 2: the first text, 12 of its tokens, then a new word */
+    size_t n_p2 = n + 12 + 1;
+    rlx_token *p2 = malloc(sizeof *p2 * n_p2);
+    memcpy(p2, ids, sizeof *ids * n);
+    memcpy(p2 + n, gen1, sizeof *gen1 * 12);
+    p2[n + 12] = 403; /* " Once" */
+    assert_int_equal(rlx_llm_generate(m, p2, n_p2, &gp, NULL, NULL, &st, &gen2, &n2, &err), RLX_OK);
+    assert_int_equal(st.n_reused, n + 12);
+
+    rlx_llm_reset(m);
+    assert_int_equal(rlx_llm_generate(m, p2, n_p2, &gp, NULL, NULL, &st, &gen3, &n3, &err), RLX_OK);
+    assert_int_equal(st.n_reused, 0);
+    assert_int_equal(n2, n3);
+    assert_memory_equal(gen2, gen3, n2 * sizeof *gen2);
+
+    /* the same prompt again: all but its last token come from the cache */
+    assert_int_equal(rlx_llm_generate(m, p2, n_p2, &gp, NULL, NULL, &st, NULL, NULL, &err), RLX_OK);
+    assert_int_equal(st.n_reused, n_p2 - 1);
+    free(ids);
+    free(p2);
+    free(gen1);
+    free(gen2);
+    free(gen3);
+    rlx_llm_free(m);
+}
+
+static void test_prompt_too_long(void **state)
+{
+    (void)state;
+    rlx_llm *m = load(8, RLX_DTYPE_F16, 4);
+    rlx_token *ids;
+    size_t n;
+    prompt_ids(m, "Once upon a time there was a little girl named Lily", &ids, &n);
+    assert_true(n > 8);
+    rlx_llm_generate_params gp = greedy(4);
+    rlx_error *err = NULL;
+    assert_int_equal(rlx_llm_generate(m, ids, n, &gp, NULL, NULL, NULL, NULL, NULL, &err),
+                     RLX_ERR_INVALID_ARG);
+    assert_non_null(strstr(rlx_error_message(err), "longer than the context of 8"));
+    rlx_error_free(err);
+    err = NULL;
+    /* a prompt that fits: generation stops when the context is full */
+    rlx_llm_stats st;
+    assert_int_equal(rlx_llm_generate(m, ids, 5, &gp, NULL, NULL, &st, NULL, NULL, &err), RLX_OK);
+    gp.max_tokens = 0;
+    assert_int_equal(rlx_llm_generate(m, ids, 5, &gp, NULL, NULL, &st, NULL, NULL, &err), RLX_OK);
+    assert_int_equal(st.stop, RLX_LLM_STOP_CONTEXT);
+    assert_int_equal(st.n_past, 8);
+    free(ids);
+    rlx_llm_free(m);
+}
+
+static void test_cancel_and_stop(void **state)
+{
+    (void)state;
+    rlx_llm *m = load(256, RLX_DTYPE_F16, 0);
+    rlx_token *ids;
+    size_t n;
+    prompt_ids(m, "Once upon a time", &ids, &n);
+    rlx_llm_generate_params gp = greedy(60);
+    rlx_llm_stats st;
+    rlx_error *err = NULL;
+    collected c = {.cancel_after_model = m, .cancel_after = 3};
+    assert_int_equal(rlx_llm_generate(m, ids, n, &gp, collect, &c, &st, NULL, NULL, &err), RLX_OK);
+    assert_int_equal(st.stop, RLX_LLM_STOP_CANCELLED);
+    assert_int_equal(st.n_generated, 3);
+
+    /* the next call starts afresh; a stop string ends it before the name */
+    const char *stop[] = {"Lily"};
+    gp.stop = stop;
+    gp.n_stop = 1;
+    collected c2 = {0};
+    assert_int_equal(rlx_llm_generate(m, ids, n, &gp, collect, &c2, &st, NULL, NULL, &err), RLX_OK);
+    assert_int_equal(st.stop, RLX_LLM_STOP_STRING);
+    assert_string_equal(c2.text, ", there was a little girl named ");
+    free(ids);
+    rlx_llm_free(m);
+}
+
+static void test_unsupported_arch(void **state)
+{
+    (void)state;
+    rlx_gguf_writer *w = rlx_gguf_writer_create();
+    rlx_gguf_writer_set_str(w, "general.architecture", "gpt2");
+    const char *path = rlx_test_tmp("gpt2.gguf");
+    rlx_error *err = NULL;
+    assert_int_equal(rlx_gguf_writer_write(w, path, &err), RLX_OK);
+    rlx_gguf_writer_free(w);
+    rlx_llm *m = NULL;
+    assert_int_equal(rlx_llm_load(path, NULL, &m, &err), RLX_ERR_UNSUPPORTED);
+    assert_null(m);
+    const char *msg = rlx_error_message(err);
+    assert_non_null(strstr(msg, "'gpt2'"));
+    assert_non_null(strstr(msg, "llama, mistral, qwen2, qwen3, gemma2, gemma3, phi3"));
+    rlx_error_free(err);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_greedy_f16),      cmocka_unit_test(test_greedy_f32_chunked),
+        cmocka_unit_test(test_prefix_reuse),    cmocka_unit_test(test_prompt_too_long),
+        cmocka_unit_test(test_cancel_and_stop), cmocka_unit_test(test_unsupported_arch),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
