@@ -110,6 +110,12 @@ static size_t cp_len(const char *s, size_t avail)
     return k;
 }
 
+/* strchr() for a set of characters, false for NUL (which strchr would find). */
+static bool one_of(const char *set, char c)
+{
+    return c != 0 && strchr(set, c) != NULL;
+}
+
 /* Is the code point at s (len k) one of the code points in set? */
 static bool in_set(const char *s, size_t k, const rlx_jstr *set)
 {
@@ -521,7 +527,7 @@ rlx_jv rlx_jinja_percent_format(rlx_jrender *r, int line, rlx_jv fmtv, rlx_jv ar
         }
         char flags[8] = {0};
         size_t nf = 0;
-        while (i < fmt->len && strchr("-+ #0", fmt->s[i]) && nf < sizeof flags - 1)
+        while (i < fmt->len && one_of("-+ #0", fmt->s[i]) && nf < sizeof flags - 1)
             flags[nf++] = fmt->s[i++];
         int64_t width = -1, prec = -1;
         while (i < fmt->len && fmt->s[i] >= '0' && fmt->s[i] <= '9' && width < 100000)
@@ -574,7 +580,7 @@ rlx_jv rlx_jinja_percent_format(rlx_jrender *r, int line, rlx_jv fmtv, rlx_jv ar
         if (!is_int(arg) && arg.t != RLX_JV_FLOAT)
             rlx_jinja_rfail(r, RLX_ERR_TYPE, line, "%%%c format: a real number is required, not %s",
                             conv, rlx_jv_py_type(arg));
-        if (strchr("diuxXoc", conv)) {
+        if (one_of("diuxXoc", conv)) {
             int64_t v = is_int(arg) ? to_int(arg) : (int64_t)arg.u.f;
             if (conv == 'c') {
                 char u[8];
@@ -600,7 +606,7 @@ rlx_jv rlx_jinja_percent_format(rlx_jrender *r, int line, rlx_jv fmtv, rlx_jv ar
             rlx_jbuf_puts(r, &b, tmp);
             continue;
         }
-        if (strchr("eEfFgG", conv)) {
+        if (one_of("eEfFgG", conv)) {
             double v = is_int(arg) ? (double)to_int(arg) : arg.u.f;
             snprintf(spec, sizeof spec, "%%%s%s.*%c", flags, width >= 0 ? "*" : "", conv);
             int p = prec >= 0 ? (int)prec : 6;
@@ -636,19 +642,23 @@ static void format_field(rlx_jrender *r, int line, rlx_jbuf *b, rlx_jv v, char c
     /* [[fill]align][sign][0][width][.precision][type] */
     size_t i = 0;
     char fill = ' ', align = 0, sign = 0, type = 0;
-    if (slen >= 2 && strchr("<>^", spec[1])) {
+    bool explicit_fill = false;
+    if (slen >= 2 && one_of("<>^=", spec[1])) {
         fill = spec[0];
         align = spec[1];
+        explicit_fill = true;
         i = 2;
-    } else if (slen >= 1 && strchr("<>^", spec[0])) {
+    } else if (slen >= 1 && one_of("<>^=", spec[0])) {
         align = spec[0];
         i = 1;
     }
-    if (i < slen && strchr("+- ", spec[i]))
+    if (i < slen && one_of("+- ", spec[i]))
         sign = spec[i++];
-    if (i < slen && spec[i] == '0' && !align) {
-        fill = '0';
-        align = '=';
+    bool zero = false;
+    if (i < slen && spec[i] == '0') {
+        zero = true;
+        if (!explicit_fill)
+            fill = '0';
         i++;
     }
     int64_t width = 0, prec = -1;
@@ -662,7 +672,7 @@ static void format_field(rlx_jrender *r, int line, rlx_jbuf *b, rlx_jv v, char c
     }
     if (i < slen)
         type = spec[i++];
-    if (i != slen)
+    if (i != slen || (slen && i == slen && type == 0 && spec[slen - 1] == 0))
         rlx_jinja_rfail(r, RLX_ERR_UNSUPPORTED, line, "format spec '%.*s' is not supported",
                         (int)slen, spec);
     rlx_jbuf body = {0};
@@ -696,10 +706,10 @@ static void format_field(rlx_jrender *r, int line, rlx_jbuf *b, rlx_jv v, char c
             n = k;
         }
         rlx_jbuf_put(r, &body, t.p ? t.p : "", n);
-    } else if (numeric && strchr("dxXobcfFeEgG%", type)) {
+    } else if (numeric && one_of("dxXobcfFeEgG%", type)) {
         char pf[64], out[512];
         const char *sg = sign == '+' ? "+" : sign == ' ' ? " " : "";
-        if (strchr("dxXoc", type)) {
+        if (one_of("dxXoc", type)) {
             if (v.t == RLX_JV_FLOAT)
                 rlx_jinja_rfail(r, RLX_ERR_TYPE, line,
                                 "Unknown format code '%c' for object of type 'float'", type);
@@ -738,25 +748,27 @@ static void format_field(rlx_jrender *r, int line, rlx_jbuf *b, rlx_jv v, char c
         rlx_jinja_rfail(r, RLX_ERR_TYPE, line, "Unknown format code '%c' for object of type '%s'",
                         type ? type : '?', rlx_jv_py_type(v));
     }
-    int64_t len = (int64_t)rlx_jinja_utf8_len(body.p ? body.p : "", body.n);
+    const char *bp = body.p ? body.p : "";
+    int64_t len = (int64_t)rlx_jinja_utf8_len(bp, body.n);
+    bool num_out = numeric && v.t != RLX_JV_BOOL && type != 's';
     if (!align)
-        align = numeric && v.t != RLX_JV_BOOL && type != 's' ? '>' : '<';
+        align = zero && num_out ? '=' : num_out ? '>' : '<';
     int64_t padn = width > len ? width - len : 0;
     int64_t left = align == '>' ? padn : align == '^' ? padn / 2 : 0;
     int64_t right = padn - left;
     if (align == '=') {
         /* sign first, then zeros */
         size_t k = 0;
-        if (body.n && strchr("+- ", body.p[0]))
-            rlx_jbuf_put(r, b, body.p, ++k);
+        if (body.n && one_of("+- ", bp[0]))
+            rlx_jbuf_put(r, b, bp, ++k);
         for (int64_t z = 0; z < padn; z++)
             rlx_jbuf_put(r, b, &fill, 1);
-        rlx_jbuf_put(r, b, body.p + k, body.n - k);
+        rlx_jbuf_put(r, b, bp + k, body.n - k);
         return;
     }
     for (int64_t z = 0; z < left; z++)
         rlx_jbuf_put(r, b, &fill, 1);
-    rlx_jbuf_put(r, b, body.p ? body.p : "", body.n);
+    rlx_jbuf_put(r, b, bp, body.n);
     for (int64_t z = 0; z < right; z++)
         rlx_jbuf_put(r, b, &fill, 1);
 }
