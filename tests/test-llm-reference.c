@@ -1,0 +1,293 @@
+/* The decoder graph of every supported architecture against an independent
+ * PyTorch implementation (tests/reference/llm_reference.py, written from the
+ * Hugging Face modeling code). Each case writes a tiny random-weight model
+ * with the project's GGUF writer, from a counter-based generator the script
+ * reproduces, then compares our logits with the committed fixture
+ * tests/fixtures/llm-ref-<case>.f32 three ways: all 12 positions in one run,
+ * a 5-token prefill's last position, and 7 single-token decode steps that
+ * read the KV cache.
+ *
+ * Tolerance: the KV cache is F32 here and the reference computes in float64
+ * from the same float32 weights, so what remains is float32 rounding in
+ * ~10 ops per layer: max |ours - ref| / max |ref| <= 1e-4 (a wrong rope
+ * layout, mask, norm or scale gives errors of 1e-2 and more).
+ *
+ * Keep CASES in sync with the script. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "engine/formats/gguf.h"
+#include "models/llm/llm.h"
+#include "test-util.h"
+
+#define VOCAB  64
+#define N_TOK  12
+#define REL_OK 1e-4
+
+static const rlx_token tokens[N_TOK] = {1, 17, 5, 42, 63, 8, 8, 30, 2, 55, 11, 40};
+
+typedef struct {
+    const char *name, *arch;
+    int n_layer, n_embd, n_head, n_head_kv, head_dim, n_ff;
+    float rope_base, eps;
+    int window;
+    float attn_softcap, final_softcap, rope_linear;
+    bool rope_freqs, qkv_bias, qk_norm, post_norms, fused_qkv, fused_up, tied;
+} arch_case;
+
+#define BASE .n_layer = 2, .n_embd = 32, .n_head = 4, .n_head_kv = 2, .head_dim = 8, .n_ff = 48
+static const arch_case cases[] = {
+    {"llama", "llama", BASE, .rope_base = 10000, .eps = 1e-5f, .rope_freqs = true},
+    {"mistral", "mistral", BASE, .rope_base = 10000, .eps = 1e-5f, .window = 4},
+    {"qwen2", "qwen2", BASE, .rope_base = 1e6f, .eps = 1e-6f, .qkv_bias = true},
+    {"qwen3", "qwen3", BASE, .head_dim = 16, .rope_base = 10000, .eps = 1e-6f, .qk_norm = true,
+     .tied = true},
+    {"gemma2", "gemma2", BASE, .head_dim = 16, .rope_base = 10000, .eps = 1e-6f, .window = 4,
+     .attn_softcap = 2.f, .final_softcap = 8.f, .post_norms = true, .tied = true},
+    {"gemma3", "gemma3", BASE, .n_layer = 6, .head_dim = 16, .rope_base = 1e6f, .eps = 1e-6f,
+     .window = 4, .rope_linear = 2.f, .qk_norm = true, .post_norms = true, .tied = true},
+    {"phi3", "phi3", BASE, .rope_base = 10000, .eps = 1e-5f, .fused_qkv = true, .fused_up = true},
+};
+
+static uint64_t fnv1a(const char *s)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (; *s; s++)
+        h = (h ^ (uint8_t)*s) * 0x100000001b3ull;
+    return h;
+}
+
+enum kind { MAT, EMB, NORM, BIAS, FREQ };
+
+/* splitmix64(fnv1a(name) + (i + 1) * golden) -> [-1, 1), then scaled */
+static void add(rlx_gguf_writer *w, const char *name, int64_t rows, int64_t cols, enum kind k)
+{
+    int64_t n = rows ? rows * cols : cols;
+    float *v = malloc(sizeof *v * (size_t)n);
+    uint64_t seed = fnv1a(name);
+    float mat = (float)(1.5 / sqrt((double)cols));
+    for (int64_t i = 0; i < n; i++) {
+        uint64_t z = seed + (uint64_t)(i + 1) * 0x9e3779b97f4a7c15ull;
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+        z ^= z >> 31;
+        float u = (float)(2.0 * ((double)(z >> 40) / 16777216.0) - 1.0);
+        switch (k) {
+        case MAT:
+            v[i] = u * mat;
+            break;
+        case EMB:
+            v[i] = u;
+            break;
+        case NORM:
+            v[i] = 1.0f + u * 0.2f;
+            break;
+        case BIAS:
+            v[i] = u * 0.1f;
+            break;
+        case FREQ:
+            v[i] = 2.5f + u * 1.5f;
+            break;
+        }
+    }
+    uint64_t ne[2] = {(uint64_t)cols, (uint64_t)rows};
+    rlx_gguf_writer_add_tensor(w, name, RLX_DTYPE_F32, rows ? 2 : 1, ne, v, sizeof *v * (size_t)n);
+    free(v);
+}
+
+static void addl(rlx_gguf_writer *w, int il, const char *what, int64_t rows, int64_t cols,
+                 enum kind k)
+{
+    char name[96];
+    snprintf(name, sizeof name, "blk.%d.%s", il, what);
+    add(w, name, rows, cols, k);
+}
+
+static void kv_u32(rlx_gguf_writer *w, const char *arch, const char *key, uint32_t v)
+{
+    char k[128];
+    snprintf(k, sizeof k, "%s.%s", arch, key);
+    rlx_gguf_writer_set_u32(w, k, v);
+}
+
+static void kv_f32(rlx_gguf_writer *w, const char *arch, const char *key, float v)
+{
+    char k[128];
+    snprintf(k, sizeof k, "%s.%s", arch, key);
+    rlx_gguf_writer_set_f32(w, k, v);
+}
+
+static const char *write_model(const arch_case *c)
+{
+    const int64_t D = c->n_embd, H = c->n_head, HKV = c->n_head_kv, DH = c->head_dim, F = c->n_ff;
+    const char *a = c->arch;
+    rlx_gguf_writer *w = rlx_gguf_writer_create();
+    rlx_gguf_writer_set_str(w, "general.architecture", a);
+    kv_u32(w, a, "block_count", (uint32_t)c->n_layer);
+    kv_u32(w, a, "embedding_length", (uint32_t)D);
+    kv_u32(w, a, "feed_forward_length", (uint32_t)F);
+    kv_u32(w, a, "attention.head_count", (uint32_t)H);
+    kv_u32(w, a, "attention.head_count_kv", (uint32_t)HKV);
+    kv_u32(w, a, "attention.key_length", (uint32_t)DH);
+    kv_u32(w, a, "attention.value_length", (uint32_t)DH);
+    kv_u32(w, a, "rope.dimension_count", (uint32_t)DH);
+    kv_u32(w, a, "context_length", 64);
+    kv_f32(w, a, "rope.freq_base", c->rope_base);
+    kv_f32(w, a, "attention.layer_norm_rms_epsilon", c->eps);
+    if (c->window)
+        kv_u32(w, a, "attention.sliding_window", (uint32_t)c->window);
+    if (c->attn_softcap > 0)
+        kv_f32(w, a, "attn_logit_softcapping", c->attn_softcap);
+    if (c->final_softcap > 0)
+        kv_f32(w, a, "final_logit_softcapping", c->final_softcap);
+    if (c->rope_linear > 0) {
+        char k[128];
+        snprintf(k, sizeof k, "%s.rope.scaling.type", a);
+        rlx_gguf_writer_set_str(w, k, "linear");
+        kv_f32(w, a, "rope.scaling.factor", c->rope_linear);
+    }
+
+    add(w, "token_embd.weight", VOCAB, D, EMB);
+    if (c->rope_freqs)
+        add(w, "rope_freqs.weight", 0, DH / 2, FREQ);
+    for (int il = 0; il < c->n_layer; il++) {
+        addl(w, il, "attn_norm.weight", 0, D, NORM);
+        if (c->fused_qkv)
+            addl(w, il, "attn_qkv.weight", (H + 2 * HKV) * DH, D, MAT);
+        else {
+            addl(w, il, "attn_q.weight", H * DH, D, MAT);
+            addl(w, il, "attn_k.weight", HKV * DH, D, MAT);
+            addl(w, il, "attn_v.weight", HKV * DH, D, MAT);
+        }
+        if (c->qkv_bias) {
+            addl(w, il, "attn_q.bias", 0, H * DH, BIAS);
+            addl(w, il, "attn_k.bias", 0, HKV * DH, BIAS);
+            addl(w, il, "attn_v.bias", 0, HKV * DH, BIAS);
+        }
+        if (c->qk_norm) {
+            addl(w, il, "attn_q_norm.weight", 0, DH, NORM);
+            addl(w, il, "attn_k_norm.weight", 0, DH, NORM);
+        }
+        addl(w, il, "attn_output.weight", D, H * DH, MAT);
+        if (c->post_norms) {
+            addl(w, il, "post_attention_norm.weight", 0, D, NORM);
+            addl(w, il, "post_ffw_norm.weight", 0, D, NORM);
+        }
+        addl(w, il, "ffn_norm.weight", 0, D, NORM);
+        if (c->fused_up)
+            addl(w, il, "ffn_up.weight", 2 * F, D, MAT);
+        else {
+            addl(w, il, "ffn_gate.weight", F, D, MAT);
+            addl(w, il, "ffn_up.weight", F, D, MAT);
+        }
+        addl(w, il, "ffn_down.weight", D, F, MAT);
+    }
+    add(w, "output_norm.weight", 0, D, NORM);
+    if (!c->tied)
+        add(w, "output.weight", VOCAB, D, MAT);
+
+    char fname[64];
+    snprintf(fname, sizeof fname, "llm-%s.gguf", c->name);
+    const char *path = rlx_test_tmp(fname);
+    rlx_error *err = NULL;
+    if (rlx_gguf_writer_write(w, path, &err) != RLX_OK)
+        fail_msg("write %s: %s", path, rlx_error_message(err));
+    rlx_gguf_writer_free(w);
+    return path;
+}
+
+static double rel_err(const float *got, const float *want, int n)
+{
+    double md = 0, mr = 0;
+    for (int i = 0; i < n; i++) {
+        double d = fabs((double)got[i] - want[i]);
+        if (!(d <= md)) /* NaN counts */
+            md = d;
+        if (fabs(want[i]) > mr)
+            mr = fabs(want[i]);
+    }
+    return md / (mr > 0 ? mr : 1);
+}
+
+static void check(const char *what, const char *name, int row, const float *got, const float *ref,
+                  int n_rows)
+{
+    double e = rel_err(got, ref + (size_t)row * VOCAB, VOCAB * n_rows);
+    if (!(e <= REL_OK))
+        fail_msg("%s, %s, row %d: relative error %.3g > %.0e (got %.5f, want %.5f)", name, what,
+                 row, e, REL_OK, got[0], ref[(size_t)row * VOCAB]);
+}
+
+static void run_case(const arch_case *c)
+{
+    char rel[128];
+    snprintf(rel, sizeof rel, "%s/tests/fixtures/llm-ref-%s.f32", RLX_TEST_SOURCE_DIR, c->name);
+    size_t size = 0;
+    float *ref = rlx_test_read_file(rel, &size);
+    if (!ref || size != sizeof(float) * N_TOK * VOCAB)
+        fail_msg("fixture %s missing or of the wrong size", rel);
+
+    const char *path = write_model(c);
+    rlx_llm_params p = rlx_llm_default_params();
+    p.kv_dtype = RLX_DTYPE_F32;
+    p.n_ctx = 64;
+    p.n_batch = 16;
+    p.n_threads = 1;
+    rlx_llm *m = NULL;
+    rlx_error *err = NULL;
+    if (rlx_llm_load(path, &p, &m, &err) != RLX_OK)
+        fail_msg("%s: load: %s", c->name, rlx_error_message(err));
+
+    float *all = malloc(sizeof(float) * N_TOK * VOCAB);
+    if (rlx_llm_eval_all(m, tokens, N_TOK, all, &err) != RLX_OK)
+        fail_msg("%s: eval_all: %s", c->name, rlx_error_message(err));
+    for (int r = 0; r < N_TOK; r++)
+        check("one run, all positions", c->name, r, all + (size_t)r * VOCAB, ref, 1);
+
+    rlx_llm_reset(m);
+    float last[VOCAB];
+    if (rlx_llm_eval(m, tokens, 5, last, &err) != RLX_OK)
+        fail_msg("%s: prefill: %s", c->name, rlx_error_message(err));
+    check("prefill of 5", c->name, 4, last, ref, 1);
+    for (int t = 5; t < N_TOK; t++) {
+        if (rlx_llm_eval(m, tokens + t, 1, last, &err) != RLX_OK)
+            fail_msg("%s: decode: %s", c->name, rlx_error_message(err));
+        check("decode step", c->name, t, last, ref, 1);
+    }
+    free(all);
+    free(ref);
+    rlx_llm_free(m);
+}
+
+#define CASE_TEST(i, n)                         \
+    static void test_##n(void **state)          \
+    {                                           \
+        (void)state;                            \
+        assert_string_equal(cases[i].name, #n); \
+        run_case(&cases[i]);                    \
+    }
+CASE_TEST(0, llama)
+CASE_TEST(1, mistral)
+CASE_TEST(2, qwen2)
+CASE_TEST(3, qwen3)
+CASE_TEST(4, gemma2)
+CASE_TEST(5, gemma3)
+CASE_TEST(6, phi3)
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_llama), cmocka_unit_test(test_mistral), cmocka_unit_test(test_qwen2),
+        cmocka_unit_test(test_qwen3), cmocka_unit_test(test_gemma2),  cmocka_unit_test(test_gemma3),
+        cmocka_unit_test(test_phi3),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
