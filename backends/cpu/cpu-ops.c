@@ -1791,6 +1791,21 @@ static rlx_status op_reshape(const cpu_op_ctx *c)
     const cpu_tensor *x = c->in[0], *o = c->out;
     if (x->p == o->p)
         return RLX_OK; /* in place or a view */
+    if (is_contig(o) && x->rank > 0) {
+        /* o read with x's dims: a row-wise copy (memcpy per contiguous row,
+         * split over the pool) instead of one element at a time; this is
+         * the KV-cache read, a strided slice of the state, on every token */
+        cpu_tensor ov = *o;
+        ov.rank = x->rank;
+        int64_t st = 1;
+        for (int d = x->rank - 1; d >= 0; d--) {
+            ov.ne[d] = x->ne[d];
+            ov.st[d] = st;
+            st *= x->ne[d];
+        }
+        copy_nd_pool(c->pool, &ov, x);
+        return RLX_OK;
+    }
     int64_t n = numel(o);
     size_t es = cpu_dtype_size(o->dt);
     /* walk both in row-major order */
