@@ -286,38 +286,6 @@ static bool collect(void *user, rlx_token token, const char *piece, size_t len)
     return true;
 }
 
-static char *token_string(const rlx_tokenizer *t, rlx_token id)
-{
-    if (!t || id == RLX_TOKEN_NULL)
-        return NULL;
-    size_t len = 0;
-    const char *s = rlx_tokenizer_token_text(t, id, &len);
-    if (!s)
-        return NULL;
-    char *out = malloc(len + 1);
-    if (out) {
-        memcpy(out, s, len);
-        out[len] = 0;
-    }
-    return out;
-}
-
-/* Without a template: a plain transcript the model can continue. */
-static char *render_plain(const rlx_chat_message *msgs, size_t n)
-{
-    size_t cap = 32;
-    for (size_t i = 0; i < n; i++)
-        cap += strlen(msgs[i].role) + strlen(msgs[i].content) + 8;
-    char *out = malloc(cap);
-    if (!out)
-        return NULL;
-    size_t at = 0;
-    for (size_t i = 0; i < n; i++)
-        at += (size_t)snprintf(out + at, cap - at, "%s: %s\n", msgs[i].role, msgs[i].content);
-    snprintf(out + at, cap - at, "assistant:");
-    return out;
-}
-
 #define MAX_MSGS 1024
 
 int rlx_cmd_chat(int argc, char **argv)
@@ -332,16 +300,6 @@ int rlx_cmd_chat(int argc, char **argv)
     if ((rc = load("chat", &o, &m)))
         return rc;
     rlx_error *err = NULL;
-    rlx_chat_template *tmpl = NULL;
-    const rlx_tokenizer *tok = rlx_llm_get_tokenizer(m);
-    char *bos = token_string(tok, tok ? rlx_tokenizer_bos(tok) : RLX_TOKEN_NULL);
-    char *eos = token_string(tok, tok ? rlx_tokenizer_eos(tok) : RLX_TOKEN_NULL);
-    if (rlx_llm_chat_template(m) &&
-        rlx_chat_template_create(rlx_llm_chat_template(m), &tmpl, &err) != RLX_OK) {
-        fprintf(stderr, "rlx: chat: the model's template cannot be used (%s); using plain text\n",
-                rlx_error_message(err));
-        rlx_error_clear(&err);
-    }
     rlx_chat_message *msgs = calloc(MAX_MSGS, sizeof *msgs);
     char *system = NULL;
     size_t n_msgs = 0;
@@ -397,34 +355,15 @@ int rlx_cmd_chat(int argc, char **argv)
             all[n_all++] = (rlx_chat_message){.role = "system", .content = system};
         for (size_t i = 0; i < n_msgs; i++)
             all[n_all++] = msgs[i];
-        char *prompt = NULL;
-        if (tmpl) {
-            rlx_chat_render_opts ro = rlx_chat_render_default_opts();
-            ro.add_generation_prompt = true;
-            ro.bos_token = bos;
-            ro.eos_token = eos;
-            if (rlx_chat_template_render(tmpl, all, n_all, &ro, &prompt, &err) != RLX_OK) {
-                fprintf(stderr, "rlx: chat: %s\n", rlx_error_message(err));
-                rlx_error_clear(&err);
-                free((char *)msgs[--n_msgs].content);
-                continue;
-            }
-        } else
-            prompt = render_plain(all, n_all);
         rlx_token *ids = NULL;
         size_t n = 0;
-        rlx_status st = rlx_llm_tokenize(m, prompt ? prompt : "", true, true, &ids, &n, &err);
-        free(prompt);
-        if (st == RLX_OK && n >= 2 && tok && ids[0] == rlx_tokenizer_bos(tok) &&
-            ids[1] == ids[0]) { /* the template wrote BOS itself */
-            memmove(ids, ids + 1, (n - 1) * sizeof *ids);
-            n--;
-        }
+        rlx_status st = rlx_llm_chat_prompt(m, all, n_all, true, &ids, &n, &err);
         strbuf reply = {0};
         if (st == RLX_OK)
             st = rlx_llm_generate(m, ids, n, &o.gp, collect, &reply, &last, NULL, NULL, &err);
         free(ids);
         fputc('\n', stdout);
+        fflush(stdout);
         if (st != RLX_OK) {
             fprintf(stderr, "rlx: chat: %s\n", rlx_error_message(err));
             rlx_error_clear(&err);
@@ -441,9 +380,6 @@ out:
         free((char *)msgs[i].content);
     free(msgs);
     free(system);
-    free(bos);
-    free(eos);
-    rlx_chat_template_free(tmpl);
     rlx_llm_free(m);
     return rc;
 }

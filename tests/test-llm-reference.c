@@ -43,18 +43,20 @@ typedef struct {
     bool rope_freqs, qkv_bias, qk_norm, post_norms, fused_qkv, fused_up, tied;
 } arch_case;
 
-#define BASE .n_layer = 2, .n_embd = 32, .n_head = 4, .n_head_kv = 2, .head_dim = 8, .n_ff = 48
+#define BASE(layers, hd) \
+    .n_layer = layers, .n_embd = 32, .n_head = 4, .n_head_kv = 2, .head_dim = hd, .n_ff = 48
 static const arch_case cases[] = {
-    {"llama", "llama", BASE, .rope_base = 10000, .eps = 1e-5f, .rope_freqs = true},
-    {"mistral", "mistral", BASE, .rope_base = 10000, .eps = 1e-5f, .window = 4},
-    {"qwen2", "qwen2", BASE, .rope_base = 1e6f, .eps = 1e-6f, .qkv_bias = true},
-    {"qwen3", "qwen3", BASE, .head_dim = 16, .rope_base = 10000, .eps = 1e-6f, .qk_norm = true,
+    {"llama", "llama", BASE(2, 8), .rope_base = 10000, .eps = 1e-5f, .rope_freqs = true},
+    {"mistral", "mistral", BASE(2, 8), .rope_base = 10000, .eps = 1e-5f, .window = 4},
+    {"qwen2", "qwen2", BASE(2, 8), .rope_base = 1e6f, .eps = 1e-6f, .qkv_bias = true},
+    {"qwen3", "qwen3", BASE(2, 16), .rope_base = 10000, .eps = 1e-6f, .qk_norm = true,
      .tied = true},
-    {"gemma2", "gemma2", BASE, .head_dim = 16, .rope_base = 10000, .eps = 1e-6f, .window = 4,
+    {"gemma2", "gemma2", BASE(2, 16), .rope_base = 10000, .eps = 1e-6f, .window = 4,
      .attn_softcap = 2.f, .final_softcap = 8.f, .post_norms = true, .tied = true},
-    {"gemma3", "gemma3", BASE, .n_layer = 6, .head_dim = 16, .rope_base = 1e6f, .eps = 1e-6f,
-     .window = 4, .rope_linear = 2.f, .qk_norm = true, .post_norms = true, .tied = true},
-    {"phi3", "phi3", BASE, .rope_base = 10000, .eps = 1e-5f, .fused_qkv = true, .fused_up = true},
+    {"gemma3", "gemma3", BASE(6, 16), .rope_base = 1e6f, .eps = 1e-6f, .window = 4,
+     .rope_linear = 2.f, .qk_norm = true, .post_norms = true, .tied = true},
+    {"phi3", "phi3", BASE(2, 8), .rope_base = 10000, .eps = 1e-5f, .fused_qkv = true,
+     .fused_up = true},
 };
 
 static uint64_t fnv1a(const char *s)

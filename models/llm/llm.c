@@ -25,6 +25,8 @@ struct rlx_llm {
     rlx_llm_config cfg;
     rlx_tokenizer *tok;
     char *chat_template;
+    rlx_chat_template *tmpl; /* parsed on first use */
+    char *bos_text, *eos_text;
     rlx_session *s;
     program prefill, decode, all;
     int32_t n_ctx, n_batch;
@@ -187,6 +189,9 @@ void rlx_llm_free(rlx_llm *m)
     rlx_tokenizer_free(m->tok);
     rlx_gguf_close(m->gguf);
     free(m->chat_template);
+    rlx_chat_template_free(m->tmpl);
+    free(m->bos_text);
+    free(m->eos_text);
     free(m->hist);
     free(m->pos);
     free(m);
@@ -239,6 +244,80 @@ rlx_status rlx_llm_tokenize(const rlx_llm *m, const char *text, bool add_bos, bo
     ep.add_eos = 0;
     ep.parse_special = parse_special;
     return rlx_tokenizer_encode(m->tok, text, strlen(text), ep, out, n_out, err);
+}
+
+static char *token_string(const rlx_tokenizer *t, rlx_token id)
+{
+    if (id == RLX_TOKEN_NULL)
+        return NULL;
+    size_t len = 0;
+    const char *s = rlx_tokenizer_token_text(t, id, &len);
+    if (!s)
+        return NULL;
+    char *out = malloc(len + 1);
+    if (out) {
+        memcpy(out, s, len);
+        out[len] = 0;
+    }
+    return out;
+}
+
+/* Without a template: a plain transcript the model can continue. */
+static char *render_plain(const rlx_chat_message *msgs, size_t n, bool gen)
+{
+    size_t cap = 32;
+    for (size_t i = 0; i < n; i++)
+        cap += strlen(msgs[i].role ? msgs[i].role : "") +
+               strlen(msgs[i].content ? msgs[i].content : "") + 8;
+    char *out = malloc(cap);
+    if (!out)
+        return NULL;
+    size_t at = 0;
+    out[0] = 0;
+    for (size_t i = 0; i < n; i++)
+        at += (size_t)snprintf(out + at, cap - at, "%s: %s\n", msgs[i].role ? msgs[i].role : "",
+                               msgs[i].content ? msgs[i].content : "");
+    if (gen)
+        snprintf(out + at, cap - at, "assistant:");
+    return out;
+}
+
+rlx_status rlx_llm_chat_prompt(rlx_llm *m, const rlx_chat_message *msgs, size_t n,
+                               bool add_generation_prompt, rlx_token **out, size_t *n_out,
+                               rlx_error **err)
+{
+    *out = NULL;
+    *n_out = 0;
+    if (!m->tok)
+        return rlx_error_set(err, RLX_ERR_NOT_FOUND, "this model file has no tokenizer");
+    rlx_status st;
+    if (m->chat_template && !m->tmpl) {
+        if ((st = rlx_chat_template_create(m->chat_template, &m->tmpl, err)) != RLX_OK) {
+            rlx_error_prefix(err, "the model's chat template: ");
+            return st;
+        }
+        m->bos_text = token_string(m->tok, rlx_tokenizer_bos(m->tok));
+        m->eos_text = token_string(m->tok, rlx_tokenizer_eos(m->tok));
+    }
+    char *text = NULL;
+    if (m->tmpl) {
+        rlx_chat_render_opts ro = rlx_chat_render_default_opts();
+        ro.add_generation_prompt = add_generation_prompt;
+        ro.bos_token = m->bos_text;
+        ro.eos_token = m->eos_text;
+        if ((st = rlx_chat_template_render(m->tmpl, msgs, n, &ro, &text, err)) != RLX_OK)
+            return st;
+    } else if (!(text = render_plain(msgs, n, add_generation_prompt)))
+        return rlx_error_set(err, RLX_ERR_NO_MEMORY, "out of memory");
+    st = rlx_llm_tokenize(m, text, true, true, out, n_out, err);
+    free(text);
+    rlx_token bos = rlx_tokenizer_bos(m->tok);
+    if (st == RLX_OK && *n_out >= 2 && bos != RLX_TOKEN_NULL && (*out)[0] == bos &&
+        (*out)[1] == bos) { /* the template wrote BOS itself */
+        memmove(*out, *out + 1, (*n_out - 1) * sizeof **out);
+        (*n_out)--;
+    }
+    return st;
 }
 
 void rlx_llm_reset(rlx_llm *m)

@@ -41,6 +41,7 @@
 #include "backends/base/dtype.h"
 #include "backends/base/status.h"
 #include "engine/sample/sampler.h"
+#include "engine/template/chat-template.h"
 #include "engine/text/tokenizer.h"
 #include "models/llm/llm-arch.h"
 
@@ -90,6 +91,17 @@ RLX_API struct rlx_session *rlx_llm_session(rlx_llm *m);
 RLX_API rlx_status rlx_llm_tokenize(const rlx_llm *m, const char *text, bool add_bos,
                                     bool parse_special, rlx_token **out, size_t *n_out,
                                     rlx_error **err);
+
+/* The prompt of a conversation: the messages rendered with the model's own
+ * chat template (with the generation prompt when add_generation_prompt),
+ * given the model's BOS/EOS texts, then tokenized with control tokens
+ * parsed and BOS added once (as the model says, unless the template wrote
+ * it). A model without a template gets a plain "role: text" transcript
+ * ending in "assistant:". *out is malloc'd; the caller frees it. Resend the
+ * whole conversation each turn: rlx_llm_generate reuses the cached prefix. */
+RLX_API rlx_status rlx_llm_chat_prompt(rlx_llm *m, const rlx_chat_message *msgs, size_t n,
+                                       bool add_generation_prompt, rlx_token **out, size_t *n_out,
+                                       rlx_error **err);
 
 /* Forget the conversation (the next prefill starts at position 0). */
 RLX_API void rlx_llm_reset(rlx_llm *m);
