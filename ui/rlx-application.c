@@ -1,6 +1,7 @@
 #include "rlx-application.h"
 
 #include "rlx-config.h"
+#include "rlx-preferences.h"
 #include "rlx-window.h"
 
 #include <glib/gi18n.h>
@@ -10,6 +11,7 @@ struct _RlxApplication {
 
     GSettingsSchema *schema; /* nullable */
     GSettings *settings;     /* nullable */
+    char *model_path;        /* --model, until the window opens it */
 };
 
 G_DEFINE_FINAL_TYPE(RlxApplication, rlx_application, ADW_TYPE_APPLICATION)
@@ -98,8 +100,39 @@ static void rlx_application_quit(GSimpleAction *action, GVariant *param, gpointe
     g_application_quit(G_APPLICATION(app));
 }
 
+static void rlx_application_preferences(GSimpleAction *action, GVariant *param, gpointer user_data)
+{
+    RlxApplication *self = RLX_APPLICATION(user_data);
+    GtkWindow *parent = gtk_application_get_active_window(GTK_APPLICATION(self));
+    if (!self->settings) {
+        if (RLX_IS_WINDOW(parent))
+            rlx_window_toast(RLX_WINDOW(parent),
+                             _("No settings schema is installed; preferences cannot be kept"));
+        return;
+    }
+    gtk_window_present(rlx_preferences_new(parent, self->settings));
+}
+
+static void color_scheme_changed(GSettings *settings, const char *key, gpointer data)
+{
+    rlx_preferences_apply_color_scheme(settings);
+}
+
+static gint rlx_application_handle_local_options(GApplication *app, GVariantDict *options)
+{
+    RlxApplication *self = RLX_APPLICATION(app);
+    g_autofree char *model = NULL;
+    if (g_variant_dict_lookup(options, "model", "^ay", &model)) {
+        g_autoptr(GFile) f = g_file_new_for_commandline_arg(model);
+        g_free(self->model_path);
+        self->model_path = g_file_get_path(f);
+    }
+    return -1;
+}
+
 static const GActionEntry app_actions[] = {
     {.name = "about", .activate = rlx_application_about},
+    {.name = "preferences", .activate = rlx_application_preferences},
     {.name = "quit", .activate = rlx_application_quit},
 };
 
@@ -110,6 +143,14 @@ static void rlx_application_startup(GApplication *app)
     g_action_map_add_action_entries(G_ACTION_MAP(app), app_actions, G_N_ELEMENTS(app_actions), app);
     gtk_application_set_accels_for_action(GTK_APPLICATION(app), "app.quit",
                                           (const char *[]){"<Control>q", NULL});
+    gtk_application_set_accels_for_action(GTK_APPLICATION(app), "app.preferences",
+                                          (const char *[]){"<Control>comma", NULL});
+    RlxApplication *self = RLX_APPLICATION(app);
+    if (self->settings) {
+        rlx_preferences_apply_color_scheme(self->settings);
+        g_signal_connect(self->settings, "changed::color-scheme", G_CALLBACK(color_scheme_changed),
+                         NULL);
+    }
     for (guint i = 0; i < G_N_ELEMENTS(page_names); i++) {
         g_autofree char *detailed = g_strdup_printf("win.view::%s", page_names[i]);
         g_autofree char *accel = g_strdup_printf("<Alt>%u", i + 1);
@@ -125,6 +166,11 @@ static void rlx_application_activate(GApplication *app)
     if (!window)
         window = GTK_WINDOW(rlx_window_new(self, self->settings));
     gtk_window_present(window);
+    if (self->model_path) {
+        g_autoptr(GFile) f = g_file_new_for_path(self->model_path);
+        rlx_window_open_model(RLX_WINDOW(window), f);
+        g_clear_pointer(&self->model_path, g_free);
+    }
 }
 
 static void rlx_application_constructed(GObject *object)
@@ -170,6 +216,7 @@ static void rlx_application_finalize(GObject *object)
     RlxApplication *self = RLX_APPLICATION(object);
     g_clear_object(&self->settings);
     g_clear_pointer(&self->schema, g_settings_schema_unref);
+    g_free(self->model_path);
     G_OBJECT_CLASS(rlx_application_parent_class)->finalize(object);
 }
 
@@ -184,6 +231,7 @@ static void rlx_application_class_init(RlxApplicationClass *klass)
     object_class->finalize = rlx_application_finalize;
     app_class->startup = rlx_application_startup;
     app_class->activate = rlx_application_activate;
+    app_class->handle_local_options = rlx_application_handle_local_options;
 
     properties[PROP_SETTINGS_SCHEMA] =
         g_param_spec_boxed("settings-schema", NULL, NULL, G_TYPE_SETTINGS_SCHEMA,
@@ -191,7 +239,15 @@ static void rlx_application_class_init(RlxApplicationClass *klass)
     g_object_class_install_properties(object_class, N_PROPS, properties);
 }
 
-static void rlx_application_init(RlxApplication *self) {}
+static void rlx_application_init(RlxApplication *self)
+{
+    const GOptionEntry entries[] = {
+        {"model", 'm', 0, G_OPTION_ARG_FILENAME, NULL, N_("Open this GGUF model in Chat"),
+         N_("FILE")},
+        {NULL},
+    };
+    g_application_add_main_option_entries(G_APPLICATION(self), entries);
+}
 
 RlxApplication *rlx_application_new(GSettingsSchema *schema)
 {

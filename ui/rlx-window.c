@@ -1,10 +1,27 @@
 #include "rlx-window.h"
 
+#include "rlx-chat-pane.h"
+#include "rlx-engine.h"
+
+#include <glib/gi18n.h>
+
 struct _RlxWindow {
     AdwApplicationWindow parent_instance;
 
     AdwViewStack *stack;
+    AdwToastOverlay *toasts;
+    RlxChatPane *chat_pane;
+    GtkDropDown *device_dropdown;
+    GtkDrawingArea *memory_bar;
+    GtkWidget *memory_button;
+    GtkGrid *memory_grid;
+    GtkSpinButton *budget_spin;
     GSettings *settings; /* nullable */
+
+    RlxEngine *engine;
+    GPtrArray *devices; /* RlxDevice */
+    RlxMemoryInfo mem;
+    GtkLabel *mem_labels[4];
 };
 
 G_DEFINE_FINAL_TYPE(RlxWindow, rlx_window, ADW_TYPE_APPLICATION_WINDOW)
@@ -66,10 +83,210 @@ static void rlx_window_view_action(GtkWidget *widget, const char *action_name, G
         g_warning("win.view: no page named “%s”", name);
 }
 
+/* ---- devices and memory ------------------------------------------------ */
+
+static const double mem_colors[3][3] = {
+    {0.21, 0.52, 0.89}, /* weights: blue */
+    {0.20, 0.82, 0.48}, /* KV cache: green */
+    {1.00, 0.47, 0.00}, /* activations: orange */
+};
+
+static uint64_t memory_capacity(RlxWindow *self)
+{
+    const RlxMemoryInfo *m = &self->mem;
+    uint64_t used = m->weights + m->kv_cache + m->activations;
+    uint64_t cap = m->budget ? m->budget : m->device_total;
+    if (!cap) {
+        guint i = gtk_drop_down_get_selected(self->device_dropdown);
+        if (self->devices && i < self->devices->len)
+            cap = ((RlxDevice *)g_ptr_array_index(self->devices, i))->total_memory;
+    }
+    return MAX(cap, used);
+}
+
+static void draw_memory(GtkDrawingArea *area, cairo_t *cr, int width, int height, gpointer data)
+{
+    RlxWindow *self = data;
+    const uint64_t parts[3] = {self->mem.weights, self->mem.kv_cache, self->mem.activations};
+    uint64_t cap = memory_capacity(self);
+    GdkRGBA fg;
+    gtk_style_context_get_color(gtk_widget_get_style_context(GTK_WIDGET(area)), &fg);
+    cairo_set_source_rgba(cr, fg.red, fg.green, fg.blue, 0.15);
+    cairo_rectangle(cr, 0, 0, width, height);
+    cairo_fill(cr);
+    double x = 0;
+    for (int i = 0; i < 3 && cap; i++) {
+        double w = (double)width * (double)parts[i] / (double)cap;
+        /* Even a small part stays visible. */
+        if (parts[i] && w < 2)
+            w = 2;
+        cairo_set_source_rgb(cr, mem_colors[i][0], mem_colors[i][1], mem_colors[i][2]);
+        cairo_rectangle(cr, x, 0, w, height);
+        cairo_fill(cr);
+        x += w;
+    }
+}
+
+static void fmt_bytes(uint64_t b, char *buf, size_t cap)
+{
+    g_autofree char *s = g_format_size_full(b, G_FORMAT_SIZE_IEC_UNITS);
+    g_strlcpy(buf, s, cap);
+}
+
+static void update_memory_labels(RlxWindow *self)
+{
+    const RlxMemoryInfo *m = &self->mem;
+    uint64_t used = m->weights + m->kv_cache + m->activations;
+    uint64_t cap = memory_capacity(self);
+    uint64_t vals[4] = {m->weights, m->kv_cache, m->activations, cap > used ? cap - used : 0};
+    for (int i = 0; i < 4; i++) {
+        char buf[64];
+        fmt_bytes(vals[i], buf, sizeof buf);
+        gtk_label_set_text(self->mem_labels[i], buf);
+    }
+    char a[64], b[64];
+    fmt_bytes(used, a, sizeof a);
+    fmt_bytes(cap, b, sizeof b);
+    /* Translators: memory in use of the budget, e.g. "1.2 GiB of 8.0 GiB" */
+    g_autofree char *tip = g_strdup_printf(_("Memory: %s of %s"), a, b);
+    gtk_widget_set_tooltip_text(self->memory_button, tip);
+    gtk_widget_queue_draw(GTK_WIDGET(self->memory_bar));
+}
+
+static void on_memory(RlxEngine *e, const RlxMemoryInfo *m, RlxWindow *self)
+{
+    self->mem = *m;
+    update_memory_labels(self);
+}
+
+static void build_memory_grid(RlxWindow *self)
+{
+    const char *names[4] = {_("Weights"), _("KV cache"), _("Activations"), _("Free")};
+    for (int i = 0; i < 4; i++) {
+        GtkWidget *swatch = gtk_label_new("■");
+        if (i < 3) {
+            g_autofree char *markup = g_strdup_printf(
+                "<span foreground=\"#%02x%02x%02x\">■</span>", (int)(mem_colors[i][0] * 255),
+                (int)(mem_colors[i][1] * 255), (int)(mem_colors[i][2] * 255));
+            gtk_label_set_markup(GTK_LABEL(swatch), markup);
+        } else {
+            gtk_widget_add_css_class(swatch, "dim-label");
+        }
+        GtkWidget *name = gtk_label_new(names[i]);
+        gtk_label_set_xalign(GTK_LABEL(name), 0);
+        gtk_widget_set_hexpand(name, TRUE);
+        GtkWidget *value = gtk_label_new("0 bytes");
+        gtk_label_set_xalign(GTK_LABEL(value), 1);
+        gtk_widget_add_css_class(value, "numeric");
+        self->mem_labels[i] = GTK_LABEL(value);
+        gtk_grid_attach(self->memory_grid, swatch, 0, i, 1, 1);
+        gtk_grid_attach(self->memory_grid, name, 1, i, 1, 1);
+        gtk_grid_attach(self->memory_grid, value, 2, i, 1, 1);
+    }
+}
+
+static void device_selected(GtkDropDown *dd, GParamSpec *ps, RlxWindow *self)
+{
+    guint i = gtk_drop_down_get_selected(dd);
+    if (!self->devices || i >= self->devices->len || !self->settings)
+        return;
+    RlxDevice *d = g_ptr_array_index(self->devices, i);
+    g_autofree char *old = g_settings_get_string(self->settings, "device");
+    const char *cur = *old ? old : "cpu";
+    if (g_strcmp0(cur, d->id) == 0)
+        return;
+    g_settings_set_string(self->settings, "device", d->id);
+    update_memory_labels(self);
+    if (rlx_engine_get_model_info(self->engine)) {
+        rlx_chat_pane_reload_model(self->chat_pane);
+    }
+}
+
+static void device_setting_changed(GSettings *s, const char *key, RlxWindow *self)
+{
+    g_autofree char *id = g_settings_get_string(s, "device");
+    for (guint i = 0; self->devices && i < self->devices->len; i++) {
+        RlxDevice *d = g_ptr_array_index(self->devices, i);
+        if (g_strcmp0(d->id, *id ? id : "cpu") == 0) {
+            gtk_drop_down_set_selected(self->device_dropdown, i);
+            return;
+        }
+    }
+}
+
+static void setup_label_item(GtkSignalListItemFactory *f, GtkListItem *item, gpointer compact)
+{
+    GtkWidget *label = gtk_label_new(NULL);
+    gtk_label_set_xalign(GTK_LABEL(label), 0);
+    if (compact) {
+        gtk_label_set_ellipsize(GTK_LABEL(label), PANGO_ELLIPSIZE_END);
+        gtk_label_set_max_width_chars(GTK_LABEL(label), 16);
+        gtk_label_set_width_chars(GTK_LABEL(label), 6);
+    }
+    gtk_list_item_set_child(item, label);
+}
+
+static void bind_label_item(GtkSignalListItemFactory *f, GtkListItem *item, gpointer data)
+{
+    GtkStringObject *s = gtk_list_item_get_item(item);
+    gtk_label_set_text(GTK_LABEL(gtk_list_item_get_child(item)), gtk_string_object_get_string(s));
+}
+
+static GtkListItemFactory *label_factory(gboolean compact)
+{
+    GtkListItemFactory *f = gtk_signal_list_item_factory_new();
+    g_signal_connect(f, "setup", G_CALLBACK(setup_label_item), GINT_TO_POINTER(compact));
+    g_signal_connect(f, "bind", G_CALLBACK(bind_label_item), NULL);
+    return f;
+}
+
+static void setup_devices(RlxWindow *self)
+{
+    self->devices = rlx_engine_list_devices();
+    GtkStringList *names = gtk_string_list_new(NULL);
+    for (guint i = 0; i < self->devices->len; i++)
+        gtk_string_list_append(names, ((RlxDevice *)g_ptr_array_index(self->devices, i))->label);
+    g_autoptr(GtkListItemFactory) compact = label_factory(TRUE);
+    g_autoptr(GtkListItemFactory) full = label_factory(FALSE);
+    gtk_drop_down_set_factory(self->device_dropdown, compact);
+    gtk_drop_down_set_list_factory(self->device_dropdown, full);
+    gtk_drop_down_set_model(self->device_dropdown, G_LIST_MODEL(names));
+    g_object_unref(names);
+    if (self->settings) {
+        device_setting_changed(self->settings, "device", self);
+        g_signal_connect_object(self->settings, "changed::device",
+                                G_CALLBACK(device_setting_changed), self, 0);
+        g_settings_bind(self->settings, "memory-budget-mib", self->budget_spin, "value",
+                        G_SETTINGS_BIND_DEFAULT);
+    }
+    g_signal_connect(self->device_dropdown, "notify::selected", G_CALLBACK(device_selected), self);
+}
+
+/* ---- drag and drop -------------------------------------------------------- */
+
+static gboolean on_drop(GtkDropTarget *target, const GValue *value, double x, double y,
+                        RlxWindow *self)
+{
+    if (!G_VALUE_HOLDS(value, G_TYPE_FILE))
+        return FALSE;
+    rlx_window_open_model(self, g_value_get_object(value));
+    return TRUE;
+}
+
+void rlx_window_open_model(RlxWindow *self, GFile *file)
+{
+    g_return_if_fail(RLX_IS_WINDOW(self));
+    adw_view_stack_set_visible_child_name(self->stack, "chat");
+    rlx_chat_pane_open_model(self->chat_pane, file);
+}
+
 static void rlx_window_constructed(GObject *object)
 {
+    RlxWindow *self = RLX_WINDOW(object);
     G_OBJECT_CLASS(rlx_window_parent_class)->constructed(object);
-    rlx_window_restore_state(RLX_WINDOW(object));
+    rlx_window_restore_state(self);
+    setup_devices(self);
+    rlx_chat_pane_setup(self->chat_pane, self->engine, self->settings);
 }
 
 static void rlx_window_set_property(GObject *object, guint prop_id, const GValue *value,
@@ -101,8 +318,13 @@ static void rlx_window_get_property(GObject *object, guint prop_id, GValue *valu
 static void rlx_window_dispose(GObject *object)
 {
     RlxWindow *self = RLX_WINDOW(object);
-    g_clear_object(&self->settings);
     gtk_widget_dispose_template(GTK_WIDGET(object), RLX_TYPE_WINDOW);
+    /* After the pane let go: the last reference joins the engine thread. */
+    if (self->engine)
+        g_signal_handlers_disconnect_by_data(self->engine, self);
+    g_clear_object(&self->engine);
+    g_clear_pointer(&self->devices, g_ptr_array_unref);
+    g_clear_object(&self->settings);
     G_OBJECT_CLASS(rlx_window_parent_class)->dispose(object);
 }
 
@@ -125,13 +347,35 @@ static void rlx_window_class_init(RlxWindowClass *klass)
 
     gtk_widget_class_set_template_from_resource(widget_class, "/org/rlx/Studio/rlx-window.ui");
     gtk_widget_class_bind_template_child(widget_class, RlxWindow, stack);
+    gtk_widget_class_bind_template_child(widget_class, RlxWindow, toasts);
+    gtk_widget_class_bind_template_child(widget_class, RlxWindow, chat_pane);
+    gtk_widget_class_bind_template_child(widget_class, RlxWindow, device_dropdown);
+    gtk_widget_class_bind_template_child(widget_class, RlxWindow, memory_bar);
+    gtk_widget_class_bind_template_child(widget_class, RlxWindow, memory_button);
+    gtk_widget_class_bind_template_child(widget_class, RlxWindow, memory_grid);
+    gtk_widget_class_bind_template_child(widget_class, RlxWindow, budget_spin);
 
     gtk_widget_class_install_action(widget_class, "win.view", "s", rlx_window_view_action);
 }
 
 static void rlx_window_init(RlxWindow *self)
 {
+    g_type_ensure(RLX_TYPE_CHAT_PANE);
     gtk_widget_init_template(GTK_WIDGET(self));
+    self->engine = rlx_engine_new();
+    g_signal_connect(self->engine, "memory", G_CALLBACK(on_memory), self);
+    gtk_drawing_area_set_draw_func(self->memory_bar, draw_memory, self, NULL);
+    build_memory_grid(self);
+
+    GtkDropTarget *drop = gtk_drop_target_new(G_TYPE_FILE, GDK_ACTION_COPY);
+    g_signal_connect(drop, "drop", G_CALLBACK(on_drop), self);
+    gtk_widget_add_controller(GTK_WIDGET(self), GTK_EVENT_CONTROLLER(drop));
+}
+
+void rlx_window_toast(RlxWindow *self, const char *text)
+{
+    g_return_if_fail(RLX_IS_WINDOW(self));
+    adw_toast_overlay_add_toast(self->toasts, adw_toast_new(text));
 }
 
 RlxWindow *rlx_window_new(RlxApplication *app, GSettings *settings)

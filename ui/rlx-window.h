@@ -22,4 +22,8 @@ G_DECLARE_FINAL_TYPE(RlxWindow, rlx_window, RLX, WINDOW, AdwApplicationWindow)
 /* settings: may be NULL (the window size is then not remembered). */
 RlxWindow *rlx_window_new(RlxApplication *app, GSettings *settings);
 
+/* Show the Chat page and load file (a GGUF) there; errors come as toasts. */
+void rlx_window_open_model(RlxWindow *self, GFile *file);
+void rlx_window_toast(RlxWindow *self, const char *text);
+
 G_END_DECLS

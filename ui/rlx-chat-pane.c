@@ -1,0 +1,978 @@
+#include "rlx-chat-pane.h"
+
+#include "rlx-markdown.h"
+
+#include <glib/gi18n.h>
+#include <glib/gstdio.h>
+#include <json-c/json.h>
+
+typedef struct {
+    char *role;
+    char *content;
+    GtkWidget *body; /* while shown */
+} Msg;
+
+typedef struct {
+    char *id;
+    char *title;
+    char *system;
+    char *model;
+    gint64 created, updated;
+    GPtrArray *msgs; /* Msg * */
+} Conv;
+
+struct _RlxChatPane {
+    GtkWidget parent_instance;
+
+    GtkWidget *paned;
+    GtkSearchEntry *search;
+    GtkListBox *conv_list;
+    GtkLabel *model_label, *model_details, *stats_label;
+    GtkTextView *system_view;
+    GtkPopover *system_popover;
+    GtkGrid *sampling_grid;
+    GtkProgressBar *load_bar;
+    GtkStack *content_stack, *send_stack;
+    GtkScrolledWindow *scroller;
+    GtkBox *messages;
+    GtkEntry *input;
+
+    RlxEngine *engine;
+    GSettings *settings; /* nullable */
+    char *model_path;    /* the last one asked for */
+
+    GPtrArray *convs; /* Conv *, newest first */
+    Conv *current;
+
+    Conv *stream_conv; /* the conversation a reply streams into */
+    Msg *stream_msg;
+    GCancellable *stop;
+    gint64 last_save;
+    guint render_source;
+    gboolean loading;
+};
+
+G_DEFINE_FINAL_TYPE(RlxChatPane, rlx_chat_pane, GTK_TYPE_WIDGET)
+
+#define SAVE_INTERVAL_US (400 * 1000)
+
+/* ---- helpers ---------------------------------------------------------------- */
+
+static void toast(RlxChatPane *self, const char *text)
+{
+    GtkWidget *overlay = gtk_widget_get_ancestor(GTK_WIDGET(self), ADW_TYPE_TOAST_OVERLAY);
+    g_message("%s", text); /* also for whoever reads the log (and the UI tests) */
+    if (!overlay)
+        return;
+    AdwToast *t = adw_toast_new(text);
+    adw_toast_set_timeout(t, 6);
+    adw_toast_overlay_add_toast(ADW_TOAST_OVERLAY(overlay), t);
+}
+
+static char *conversations_dir(void)
+{
+    return g_build_filename(g_get_user_data_dir(), "rlx-studio", "conversations", NULL);
+}
+
+static void msg_free(Msg *m)
+{
+    g_free(m->role);
+    g_free(m->content);
+    g_free(m);
+}
+
+static Msg *msg_new(const char *role, const char *content)
+{
+    Msg *m = g_new0(Msg, 1);
+    m->role = g_strdup(role);
+    m->content = g_strdup(content ? content : "");
+    return m;
+}
+
+static void conv_free(Conv *c)
+{
+    g_free(c->id);
+    g_free(c->title);
+    g_free(c->system);
+    g_free(c->model);
+    g_ptr_array_unref(c->msgs);
+    g_free(c);
+}
+
+static Conv *conv_new(void)
+{
+    Conv *c = g_new0(Conv, 1);
+    c->id = g_uuid_string_random();
+    c->title = g_strdup(_("New Conversation"));
+    c->system = g_strdup("");
+    c->created = c->updated = g_get_real_time() / 1000000;
+    c->msgs = g_ptr_array_new_with_free_func((GDestroyNotify)msg_free);
+    return c;
+}
+
+static json_object *conv_to_json(const Conv *c)
+{
+    json_object *o = json_object_new_object();
+    json_object_object_add(o, "version", json_object_new_int(1));
+    json_object_object_add(o, "id", json_object_new_string(c->id));
+    json_object_object_add(o, "title", json_object_new_string(c->title));
+    json_object_object_add(o, "system", json_object_new_string(c->system ? c->system : ""));
+    if (c->model)
+        json_object_object_add(o, "model", json_object_new_string(c->model));
+    json_object_object_add(o, "created", json_object_new_int64(c->created));
+    json_object_object_add(o, "updated", json_object_new_int64(c->updated));
+    json_object *arr = json_object_new_array();
+    for (guint i = 0; i < c->msgs->len; i++) {
+        const Msg *m = g_ptr_array_index(c->msgs, i);
+        json_object *mo = json_object_new_object();
+        json_object_object_add(mo, "role", json_object_new_string(m->role));
+        json_object_object_add(mo, "content", json_object_new_string(m->content));
+        json_object_array_add(arr, mo);
+    }
+    json_object_object_add(o, "messages", arr);
+    return o;
+}
+
+static const char *jstr(json_object *o, const char *key)
+{
+    json_object *v = NULL;
+    if (json_object_object_get_ex(o, key, &v) && json_object_is_type(v, json_type_string))
+        return json_object_get_string(v);
+    return NULL;
+}
+
+static Conv *conv_from_json(json_object *o)
+{
+    if (!json_object_is_type(o, json_type_object) || !jstr(o, "id"))
+        return NULL;
+    Conv *c = g_new0(Conv, 1);
+    c->id = g_strdup(jstr(o, "id"));
+    c->title = g_strdup(jstr(o, "title") ? jstr(o, "title") : _("Conversation"));
+    c->system = g_strdup(jstr(o, "system") ? jstr(o, "system") : "");
+    c->model = g_strdup(jstr(o, "model"));
+    json_object *v = NULL;
+    if (json_object_object_get_ex(o, "created", &v))
+        c->created = json_object_get_int64(v);
+    if (json_object_object_get_ex(o, "updated", &v))
+        c->updated = json_object_get_int64(v);
+    c->msgs = g_ptr_array_new_with_free_func((GDestroyNotify)msg_free);
+    if (json_object_object_get_ex(o, "messages", &v) && json_object_is_type(v, json_type_array)) {
+        for (size_t i = 0; i < json_object_array_length(v); i++) {
+            json_object *mo = json_object_array_get_idx(v, i);
+            if (jstr(mo, "role"))
+                g_ptr_array_add(c->msgs, msg_new(jstr(mo, "role"), jstr(mo, "content")));
+        }
+    }
+    return c;
+}
+
+static char *conv_path(const Conv *c)
+{
+    g_autofree char *dir = conversations_dir();
+    g_autofree char *name = g_strconcat(c->id, ".json", NULL);
+    return g_build_filename(dir, name, NULL);
+}
+
+static void conv_save(RlxChatPane *self, Conv *c)
+{
+    g_autofree char *dir = conversations_dir();
+    g_autofree char *path = conv_path(c);
+    if (g_mkdir_with_parents(dir, 0700) != 0) {
+        toast(self, _("Cannot create the folder for conversations"));
+        return;
+    }
+    json_object *o = conv_to_json(c);
+    const char *text =
+        json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE);
+    g_autoptr(GError) error = NULL;
+    /* g_file_set_contents writes a temporary file and renames it over the old one. */
+    if (!g_file_set_contents(path, text, -1, &error)) {
+        g_autofree char *msg =
+            g_strdup_printf(_("Cannot save the conversation: %s"), error->message);
+        toast(self, msg);
+    }
+    json_object_put(o);
+    if (c == self->stream_conv)
+        self->last_save = g_get_monotonic_time();
+}
+
+static gint conv_newest_first(gconstpointer a, gconstpointer b)
+{
+    const Conv *x = *(Conv *const *)a, *y = *(Conv *const *)b;
+    return (x->updated < y->updated) - (x->updated > y->updated);
+}
+
+static void load_conversations(RlxChatPane *self)
+{
+    g_autofree char *dir = conversations_dir();
+    g_autoptr(GDir) d = g_dir_open(dir, 0, NULL);
+    const char *name;
+    while (d && (name = g_dir_read_name(d))) {
+        if (!g_str_has_suffix(name, ".json"))
+            continue;
+        g_autofree char *path = g_build_filename(dir, name, NULL);
+        json_object *o = json_object_from_file(path);
+        Conv *c = o ? conv_from_json(o) : NULL;
+        if (o)
+            json_object_put(o);
+        if (c)
+            g_ptr_array_add(self->convs, c);
+        else
+            g_warning("%s is not a conversation; left alone", path);
+    }
+    g_ptr_array_sort(self->convs, conv_newest_first);
+}
+
+/* ---- sampling ------------------------------------------------------------- */
+
+static RlxSampling current_sampling(RlxChatPane *self)
+{
+    RlxSampling s = rlx_sampling_default();
+    if (!self->settings)
+        return s;
+    s.temperature = g_settings_get_double(self->settings, "temperature");
+    s.top_k = g_settings_get_int(self->settings, "top-k");
+    s.top_p = g_settings_get_double(self->settings, "top-p");
+    s.min_p = g_settings_get_double(self->settings, "min-p");
+    s.repeat_penalty = g_settings_get_double(self->settings, "repeat-penalty");
+    s.seed = g_settings_get_int64(self->settings, "seed");
+    s.max_tokens = g_settings_get_int(self->settings, "max-tokens");
+    return s;
+}
+
+static RlxLoadParams current_load_params(RlxChatPane *self)
+{
+    RlxLoadParams p = {0};
+    if (!self->settings)
+        return p;
+    g_autofree char *dev = g_settings_get_string(self->settings, "device");
+    p.device = *dev ? g_steal_pointer(&dev) : NULL;
+    p.budget = (uint64_t)g_settings_get_int(self->settings, "memory-budget-mib") << 20;
+    p.n_ctx = g_settings_get_int(self->settings, "context-length");
+    p.n_threads = g_settings_get_int(self->settings, "threads");
+    return p;
+}
+
+static void add_spin(RlxChatPane *self, int row, const char *label, const char *key, double lo,
+                     double hi, double step, int digits)
+{
+    GtkWidget *l = gtk_label_new(label);
+    gtk_label_set_xalign(GTK_LABEL(l), 0);
+    GtkWidget *spin = gtk_spin_button_new_with_range(lo, hi, step);
+    gtk_spin_button_set_digits(GTK_SPIN_BUTTON(spin), (guint)digits);
+    gtk_widget_set_hexpand(spin, TRUE);
+    gtk_grid_attach(self->sampling_grid, l, 0, row, 1, 1);
+    gtk_grid_attach(self->sampling_grid, spin, 1, row, 1, 1);
+    if (self->settings)
+        g_settings_bind(self->settings, key, spin, "value", G_SETTINGS_BIND_DEFAULT);
+}
+
+static void build_sampling_popover(RlxChatPane *self)
+{
+    GtkWidget *title = gtk_label_new(_("Sampling"));
+    gtk_widget_add_css_class(title, "heading");
+    gtk_label_set_xalign(GTK_LABEL(title), 0);
+    gtk_grid_attach(self->sampling_grid, title, 0, 0, 2, 1);
+    add_spin(self, 1, _("Temperature"), "temperature", 0, 5, 0.05, 2);
+    add_spin(self, 2, _("Top-k"), "top-k", 0, 1000, 1, 0);
+    add_spin(self, 3, _("Top-p"), "top-p", 0.01, 1, 0.01, 2);
+    add_spin(self, 4, _("Min-p"), "min-p", 0, 1, 0.01, 2);
+    add_spin(self, 5, _("Repetition penalty"), "repeat-penalty", 0.5, 2, 0.01, 2);
+    add_spin(self, 6, _("Seed (−1: random)"), "seed", -1, 4294967295.0, 1, 0);
+    add_spin(self, 7, _("Max tokens"), "max-tokens", 1, 131072, 16, 0);
+    add_spin(self, 8, _("Context length (0: model's)"), "context-length", 0, 262144, 256, 0);
+    GtkWidget *note = gtk_label_new(_("Temperature 0 is greedy. Context length applies on the "
+                                      "next load."));
+    gtk_widget_add_css_class(note, "dim-label");
+    gtk_widget_add_css_class(note, "caption");
+    gtk_label_set_wrap(GTK_LABEL(note), TRUE);
+    gtk_label_set_max_width_chars(GTK_LABEL(note), 36);
+    gtk_label_set_xalign(GTK_LABEL(note), 0);
+    gtk_grid_attach(self->sampling_grid, note, 0, 9, 2, 1);
+}
+
+/* ---- messages ------------------------------------------------------------- */
+
+static void update_state(RlxChatPane *self);
+
+static int msg_index(Conv *c, Msg *m)
+{
+    for (guint i = 0; c && i < c->msgs->len; i++)
+        if (g_ptr_array_index(c->msgs, i) == m)
+            return (int)i;
+    return -1;
+}
+
+static void copy_message(GtkButton *b, RlxChatPane *self)
+{
+    Msg *m = g_object_get_data(G_OBJECT(b), "msg");
+    if (msg_index(self->current, m) >= 0)
+        gdk_clipboard_set_text(gtk_widget_get_clipboard(GTK_WIDGET(b)), m->content);
+}
+
+static void rebuild_messages(RlxChatPane *self);
+
+static void edit_message(GtkButton *b, RlxChatPane *self)
+{
+    Msg *m = g_object_get_data(G_OBJECT(b), "msg");
+    int i = msg_index(self->current, m);
+    if (i < 0 || self->stream_msg)
+        return;
+    /* The message and everything after it go; the text comes back for editing. */
+    gtk_editable_set_text(GTK_EDITABLE(self->input), m->content);
+    g_ptr_array_remove_range(self->current->msgs, (guint)i, self->current->msgs->len - (guint)i);
+    conv_save(self, self->current);
+    rebuild_messages(self);
+    gtk_widget_grab_focus(GTK_WIDGET(self->input));
+    gtk_editable_set_position(GTK_EDITABLE(self->input), -1);
+}
+
+static void add_message_widget(RlxChatPane *self, Msg *m)
+{
+    gboolean user = g_strcmp0(m->role, "user") == 0;
+    GtkWidget *card = gtk_box_new(GTK_ORIENTATION_VERTICAL, 4);
+    gtk_widget_add_css_class(card, "rlx-message");
+    gtk_widget_add_css_class(card, user ? "rlx-user" : "rlx-assistant");
+
+    GtkWidget *header = gtk_box_new(GTK_ORIENTATION_HORIZONTAL, 2);
+    GtkWidget *who = gtk_label_new(user ? _("You") : _("Assistant"));
+    gtk_widget_add_css_class(who, "heading");
+    gtk_widget_set_hexpand(who, TRUE);
+    gtk_label_set_xalign(GTK_LABEL(who), 0);
+    gtk_box_append(GTK_BOX(header), who);
+    if (user) {
+        GtkWidget *edit = gtk_button_new_from_icon_name("document-edit-symbolic");
+        gtk_widget_set_tooltip_text(edit, _("Edit and Resend"));
+        gtk_widget_add_css_class(edit, "flat");
+        g_object_set_data(G_OBJECT(edit), "msg", m);
+        g_signal_connect(edit, "clicked", G_CALLBACK(edit_message), self);
+        gtk_box_append(GTK_BOX(header), edit);
+    }
+    GtkWidget *copy = gtk_button_new_from_icon_name("edit-copy-symbolic");
+    gtk_widget_set_tooltip_text(copy, _("Copy Message"));
+    gtk_widget_add_css_class(copy, "flat");
+    g_object_set_data(G_OBJECT(copy), "msg", m);
+    g_signal_connect(copy, "clicked", G_CALLBACK(copy_message), self);
+    gtk_box_append(GTK_BOX(header), copy);
+
+    GtkWidget *body = gtk_box_new(GTK_ORIENTATION_VERTICAL, 8);
+    m->body = body;
+    rlx_markdown_render(GTK_BOX(body), m->content);
+    gtk_box_append(GTK_BOX(card), header);
+    gtk_box_append(GTK_BOX(card), body);
+    gtk_box_append(self->messages, card);
+}
+
+static void scroll_to_end(RlxChatPane *self)
+{
+    GtkAdjustment *adj = gtk_scrolled_window_get_vadjustment(self->scroller);
+    gtk_adjustment_set_value(adj, gtk_adjustment_get_upper(adj));
+}
+
+static gboolean scroll_idle(gpointer data)
+{
+    scroll_to_end(data);
+    return G_SOURCE_REMOVE;
+}
+
+static void rebuild_messages(RlxChatPane *self)
+{
+    GtkWidget *child;
+    while ((child = gtk_widget_get_first_child(GTK_WIDGET(self->messages))))
+        gtk_box_remove(self->messages, child);
+    for (guint i = 0; self->current && i < self->current->msgs->len; i++)
+        add_message_widget(self, g_ptr_array_index(self->current->msgs, i));
+    g_idle_add_full(G_PRIORITY_LOW, scroll_idle, g_object_ref(self), g_object_unref);
+    update_state(self);
+}
+
+/* ---- sidebar ---------------------------------------------------------------- */
+
+static void rebuild_sidebar(RlxChatPane *self)
+{
+    GtkWidget *child;
+    while ((child = gtk_widget_get_first_child(GTK_WIDGET(self->conv_list))))
+        gtk_list_box_remove(self->conv_list, child);
+    for (guint i = 0; i < self->convs->len; i++) {
+        Conv *c = g_ptr_array_index(self->convs, i);
+        GtkWidget *label = gtk_label_new(c->title);
+        gtk_label_set_xalign(GTK_LABEL(label), 0);
+        gtk_label_set_ellipsize(GTK_LABEL(label), PANGO_ELLIPSIZE_END);
+        GtkWidget *row = gtk_list_box_row_new();
+        gtk_list_box_row_set_child(GTK_LIST_BOX_ROW(row), label);
+        g_object_set_data(G_OBJECT(row), "conv", c);
+        gtk_list_box_append(self->conv_list, row);
+        if (c == self->current)
+            gtk_list_box_select_row(self->conv_list, GTK_LIST_BOX_ROW(row));
+    }
+}
+
+static void show_conversation(RlxChatPane *self, Conv *c)
+{
+    if (self->current) {
+        /* Keep what was typed as the system prompt of the one we leave. */
+        for (guint i = 0; i < self->current->msgs->len; i++)
+            ((Msg *)g_ptr_array_index(self->current->msgs, i))->body = NULL;
+    }
+    self->current = c;
+    gtk_text_buffer_set_text(gtk_text_view_get_buffer(self->system_view), c->system, -1);
+    rebuild_messages(self);
+}
+
+static void row_selected(GtkListBox *box, GtkListBoxRow *row, RlxChatPane *self)
+{
+    Conv *c = row ? g_object_get_data(G_OBJECT(row), "conv") : NULL;
+    if (c && c != self->current)
+        show_conversation(self, c);
+}
+
+static gboolean conv_matches(Conv *c, const char *needle)
+{
+    g_autofree char *t = g_utf8_casefold(c->title, -1);
+    if (strstr(t, needle))
+        return TRUE;
+    for (guint i = 0; i < c->msgs->len; i++) {
+        g_autofree char *m = g_utf8_casefold(((Msg *)g_ptr_array_index(c->msgs, i))->content, -1);
+        if (strstr(m, needle))
+            return TRUE;
+    }
+    return FALSE;
+}
+
+static gboolean filter_row(GtkListBoxRow *row, gpointer user_data)
+{
+    RlxChatPane *self = user_data;
+    const char *text = gtk_editable_get_text(GTK_EDITABLE(self->search));
+    if (!text || !*text)
+        return TRUE;
+    g_autofree char *needle = g_utf8_casefold(text, -1);
+    return conv_matches(g_object_get_data(G_OBJECT(row), "conv"), needle);
+}
+
+static void search_changed(GtkSearchEntry *e, RlxChatPane *self)
+{
+    gtk_list_box_invalidate_filter(self->conv_list);
+}
+
+/* ---- state ------------------------------------------------------------------ */
+
+static void update_state(RlxChatPane *self)
+{
+    gboolean streaming = self->stream_msg != NULL;
+    gboolean have_model = self->engine && rlx_engine_get_model_info(self->engine) != NULL;
+    gboolean have_msgs = self->current && self->current->msgs->len > 0;
+    gtk_stack_set_visible_child_name(self->send_stack, streaming ? "stop" : "send");
+    gtk_stack_set_visible_child_name(self->content_stack,
+                                     have_model || have_msgs ? "chat" : "empty");
+    gtk_widget_action_set_enabled(GTK_WIDGET(self), "chat.stop", streaming);
+    gtk_widget_action_set_enabled(GTK_WIDGET(self), "chat.send", !streaming && !self->loading);
+    gtk_widget_action_set_enabled(GTK_WIDGET(self), "chat.regenerate",
+                                  !streaming && !self->loading && have_msgs);
+    gtk_widget_action_set_enabled(GTK_WIDGET(self), "chat.open", !streaming);
+}
+
+static void start_reply(RlxChatPane *self)
+{
+    Conv *c = self->current;
+    const RlxModelInfo *info = rlx_engine_get_model_info(self->engine);
+    if (!info) {
+        toast(self, _("Open a model first"));
+        return;
+    }
+    guint n = c->msgs->len;
+    g_autofree const char **roles = g_new0(const char *, n + 1);
+    g_autofree const char **contents = g_new0(const char *, n + 1);
+    for (guint i = 0; i < n; i++) {
+        Msg *m = g_ptr_array_index(c->msgs, i);
+        roles[i] = m->role;
+        contents[i] = m->content;
+    }
+    RlxSampling s = current_sampling(self);
+    g_clear_object(&self->stop);
+    self->stop = g_cancellable_new();
+    rlx_engine_chat(self->engine, c->system, roles, contents, n, &s, self->stop);
+
+    g_free(c->model);
+    c->model = g_strdup(info->name);
+    Msg *reply = msg_new("assistant", "");
+    g_ptr_array_add(c->msgs, reply);
+    add_message_widget(self, reply);
+    self->stream_conv = c;
+    self->stream_msg = reply;
+    gtk_label_set_text(self->stats_label, _("Thinking…"));
+    update_state(self);
+    g_idle_add_full(G_PRIORITY_LOW, scroll_idle, g_object_ref(self), g_object_unref);
+}
+
+static void move_to_top(RlxChatPane *self, Conv *c)
+{
+    c->updated = g_get_real_time() / 1000000;
+    if (self->convs->len && g_ptr_array_index(self->convs, 0) == c)
+        return;
+    guint i = 0;
+    if (g_ptr_array_find(self->convs, c, &i))
+        g_ptr_array_steal_index(self->convs, i);
+    g_ptr_array_insert(self->convs, 0, c);
+    rebuild_sidebar(self);
+}
+
+static void send_action(GtkWidget *w, const char *name, GVariant *param)
+{
+    RlxChatPane *self = RLX_CHAT_PANE(w);
+    g_autofree char *text = g_strstrip(g_strdup(gtk_editable_get_text(GTK_EDITABLE(self->input))));
+    if (!*text || self->stream_msg)
+        return;
+    if (!rlx_engine_get_model_info(self->engine)) {
+        toast(self, self->loading ? _("The model is still loading") : _("Open a model first"));
+        return;
+    }
+    Conv *c = self->current;
+    if (c->msgs->len == 0) {
+        g_autofree char *one_line = g_strdup(text);
+        g_strdelimit(one_line, "\n\r\t", ' ');
+        g_free(c->title);
+        c->title = g_utf8_substring(one_line, 0, MIN(g_utf8_strlen(one_line, -1), 48));
+    }
+    Msg *m = msg_new("user", text);
+    g_ptr_array_add(c->msgs, m);
+    add_message_widget(self, m);
+    gtk_editable_set_text(GTK_EDITABLE(self->input), "");
+    move_to_top(self, c);
+    rebuild_sidebar(self);
+    conv_save(self, c); /* the user's words are safe before anything runs */
+    start_reply(self);
+}
+
+static void stop_action(GtkWidget *w, const char *name, GVariant *param)
+{
+    RlxChatPane *self = RLX_CHAT_PANE(w);
+    if (self->stop)
+        g_cancellable_cancel(self->stop);
+}
+
+static void regenerate_action(GtkWidget *w, const char *name, GVariant *param)
+{
+    RlxChatPane *self = RLX_CHAT_PANE(w);
+    Conv *c = self->current;
+    if (self->stream_msg || !c || !c->msgs->len)
+        return;
+    Msg *last = g_ptr_array_index(c->msgs, c->msgs->len - 1);
+    if (g_strcmp0(last->role, "assistant") == 0) {
+        g_ptr_array_remove_index(c->msgs, c->msgs->len - 1);
+        rebuild_messages(self);
+    }
+    start_reply(self);
+}
+
+static void new_action(GtkWidget *w, const char *name, GVariant *param)
+{
+    RlxChatPane *self = RLX_CHAT_PANE(w);
+    if (self->current && self->current->msgs->len == 0) {
+        gtk_widget_grab_focus(GTK_WIDGET(self->input));
+        return; /* already an empty one */
+    }
+    Conv *c = conv_new();
+    g_ptr_array_insert(self->convs, 0, c);
+    show_conversation(self, c);
+    rebuild_sidebar(self);
+    gtk_widget_grab_focus(GTK_WIDGET(self->input));
+}
+
+static void delete_action(GtkWidget *w, const char *name, GVariant *param)
+{
+    RlxChatPane *self = RLX_CHAT_PANE(w);
+    Conv *c = self->current;
+    if (!c || c == self->stream_conv)
+        return;
+    g_autofree char *path = conv_path(c);
+    g_unlink(path);
+    self->current = NULL;
+    g_ptr_array_remove(self->convs, c); /* frees it */
+    if (!self->convs->len)
+        g_ptr_array_add(self->convs, conv_new());
+    show_conversation(self, g_ptr_array_index(self->convs, 0));
+    rebuild_sidebar(self);
+    toast(self, _("Conversation deleted"));
+}
+
+static void rename_response(AdwMessageDialog *d, const char *response, RlxChatPane *self)
+{
+    if (g_strcmp0(response, "rename") != 0)
+        return;
+    GtkEditable *e = GTK_EDITABLE(adw_message_dialog_get_extra_child(d));
+    const char *text = gtk_editable_get_text(e);
+    Conv *c = g_object_get_data(G_OBJECT(d), "conv");
+    if (!text || !*text || !g_ptr_array_find(self->convs, c, NULL))
+        return;
+    g_free(c->title);
+    c->title = g_strdup(text);
+    conv_save(self, c);
+    rebuild_sidebar(self);
+}
+
+static void rename_action(GtkWidget *w, const char *name, GVariant *param)
+{
+    RlxChatPane *self = RLX_CHAT_PANE(w);
+    if (!self->current)
+        return;
+    GtkWidget *entry = gtk_entry_new();
+    gtk_editable_set_text(GTK_EDITABLE(entry), self->current->title);
+    gtk_entry_set_activates_default(GTK_ENTRY(entry), TRUE);
+    GtkWidget *d =
+        adw_message_dialog_new(GTK_WINDOW(gtk_widget_get_root(w)), _("Rename Conversation"), NULL);
+    adw_message_dialog_add_responses(ADW_MESSAGE_DIALOG(d), "cancel", _("_Cancel"), "rename",
+                                     _("_Rename"), NULL);
+    adw_message_dialog_set_response_appearance(ADW_MESSAGE_DIALOG(d), "rename",
+                                               ADW_RESPONSE_SUGGESTED);
+    adw_message_dialog_set_default_response(ADW_MESSAGE_DIALOG(d), "rename");
+    adw_message_dialog_set_close_response(ADW_MESSAGE_DIALOG(d), "cancel");
+    adw_message_dialog_set_extra_child(ADW_MESSAGE_DIALOG(d), entry);
+    g_object_set_data(G_OBJECT(d), "conv", self->current);
+    g_signal_connect_object(d, "response", G_CALLBACK(rename_response), self, 0);
+    gtk_window_present(GTK_WINDOW(d));
+}
+
+static char *conv_markdown(const Conv *c)
+{
+    GString *s = g_string_new(NULL);
+    g_string_append_printf(s, "# %s\n\n", c->title);
+    if (c->system && *c->system)
+        g_string_append_printf(s, "**System:** %s\n\n", c->system);
+    for (guint i = 0; i < c->msgs->len; i++) {
+        const Msg *m = g_ptr_array_index(c->msgs, i);
+        g_string_append_printf(s, "## %s\n\n%s\n\n",
+                               g_strcmp0(m->role, "user") == 0 ? _("You") : _("Assistant"),
+                               m->content);
+    }
+    return g_string_free(s, FALSE);
+}
+
+static void export_response(GtkNativeDialog *d, int response, RlxChatPane *self)
+{
+    if (response == GTK_RESPONSE_ACCEPT && self->current) {
+        g_autoptr(GFile) file = gtk_file_chooser_get_file(GTK_FILE_CHOOSER(d));
+        g_autofree char *path = g_file_get_path(file);
+        gboolean json = GPOINTER_TO_INT(g_object_get_data(G_OBJECT(d), "json"));
+        g_autofree char *text = NULL;
+        if (json) {
+            json_object *o = conv_to_json(self->current);
+            text = g_strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY));
+            json_object_put(o);
+        } else {
+            text = conv_markdown(self->current);
+        }
+        g_autoptr(GError) error = NULL;
+        if (!path || !g_file_set_contents(path, text, -1, &error)) {
+            g_autofree char *msg = g_strdup_printf(_("Cannot export: %s"),
+                                                   error ? error->message : _("not a local file"));
+            toast(self, msg);
+        } else {
+            toast(self, _("Conversation exported"));
+        }
+    }
+    gtk_native_dialog_destroy(d);
+    g_object_unref(d);
+}
+
+static void export_action(GtkWidget *w, const char *name, GVariant *param)
+{
+    RlxChatPane *self = RLX_CHAT_PANE(w);
+    gboolean json = g_strcmp0(g_variant_get_string(param, NULL), "json") == 0;
+    if (!self->current)
+        return;
+    GtkFileChooserNative *d = gtk_file_chooser_native_new(
+        json ? _("Export as JSON") : _("Export as Markdown"), GTK_WINDOW(gtk_widget_get_root(w)),
+        GTK_FILE_CHOOSER_ACTION_SAVE, _("_Export"), _("_Cancel"));
+    g_autofree char *name_hint = g_strconcat(self->current->title, json ? ".json" : ".md", NULL);
+    g_strdelimit(name_hint, "/\\", '-');
+    gtk_file_chooser_set_current_name(GTK_FILE_CHOOSER(d), name_hint);
+    g_object_set_data(G_OBJECT(d), "json", GINT_TO_POINTER(json));
+    g_signal_connect(d, "response", G_CALLBACK(export_response), self);
+    gtk_native_dialog_show(GTK_NATIVE_DIALOG(d));
+}
+
+/* ---- model ------------------------------------------------------------------- */
+
+void rlx_chat_pane_open_model(RlxChatPane *self, GFile *file)
+{
+    g_return_if_fail(RLX_IS_CHAT_PANE(self));
+    g_autofree char *path = g_file_get_path(file);
+    if (!path) {
+        toast(self, _("Only local files can be opened"));
+        return;
+    }
+    if (self->stream_msg && self->stop)
+        g_cancellable_cancel(self->stop);
+    g_free(self->model_path);
+    self->model_path = g_strdup(path);
+    rlx_chat_pane_reload_model(self);
+}
+
+void rlx_chat_pane_reload_model(RlxChatPane *self)
+{
+    g_return_if_fail(RLX_IS_CHAT_PANE(self));
+    if (!self->model_path)
+        return;
+    RlxLoadParams p = current_load_params(self);
+    self->loading = TRUE;
+    g_autofree char *base = g_path_get_basename(self->model_path);
+    g_autofree char *text = g_strdup_printf(_("Loading %s…"), base);
+    gtk_progress_bar_set_fraction(self->load_bar, 0);
+    gtk_progress_bar_set_text(self->load_bar, text);
+    gtk_widget_set_visible(GTK_WIDGET(self->load_bar), TRUE);
+    rlx_engine_load_model(self->engine, self->model_path, &p);
+    g_free(p.device);
+    update_state(self);
+}
+
+static void open_response(GtkNativeDialog *d, int response, RlxChatPane *self)
+{
+    if (response == GTK_RESPONSE_ACCEPT) {
+        g_autoptr(GFile) file = gtk_file_chooser_get_file(GTK_FILE_CHOOSER(d));
+        rlx_chat_pane_open_model(self, file);
+    }
+    gtk_native_dialog_destroy(d);
+    g_object_unref(d);
+}
+
+static void open_action(GtkWidget *w, const char *name, GVariant *param)
+{
+    RlxChatPane *self = RLX_CHAT_PANE(w);
+    GtkFileChooserNative *d =
+        gtk_file_chooser_native_new(_("Open a Model"), GTK_WINDOW(gtk_widget_get_root(w)),
+                                    GTK_FILE_CHOOSER_ACTION_OPEN, _("_Open"), _("_Cancel"));
+    GtkFileFilter *f = gtk_file_filter_new();
+    gtk_file_filter_set_name(f, _("GGUF models"));
+    gtk_file_filter_add_pattern(f, "*.gguf");
+    gtk_file_filter_add_pattern(f, "*.GGUF");
+    gtk_file_chooser_add_filter(GTK_FILE_CHOOSER(d), f);
+    g_object_unref(f);
+    g_signal_connect(d, "response", G_CALLBACK(open_response), self);
+    gtk_native_dialog_show(GTK_NATIVE_DIALOG(d));
+}
+
+/* ---- engine signals ------------------------------------------------------------ */
+
+static void on_load_progress(RlxEngine *e, const char *stage, double fraction, RlxChatPane *self)
+{
+    gtk_progress_bar_set_fraction(self->load_bar, CLAMP(fraction, 0, 1));
+}
+
+static void on_model_loaded(RlxEngine *e, RlxChatPane *self)
+{
+    const RlxModelInfo *i = rlx_engine_get_model_info(e);
+    self->loading = FALSE;
+    gtk_widget_set_visible(GTK_WIDGET(self->load_bar), FALSE);
+    gtk_label_set_text(self->model_label, i->name);
+    /* Translators: architecture · quantization · context length · device */
+    g_autofree char *details =
+        g_strdup_printf(_("%s · %s · %d tokens of context · %s%s"), i->arch, i->quant, i->n_ctx,
+                        i->device, i->has_template ? "" : _(" · plain text"));
+    gtk_label_set_text(self->model_details, details);
+    gtk_widget_set_tooltip_text(GTK_WIDGET(self->model_label), i->path);
+    g_autofree char *msg = g_strdup_printf(_("%s is ready"), i->name);
+    toast(self, msg);
+    update_state(self);
+    gtk_widget_grab_focus(GTK_WIDGET(self->input));
+}
+
+static gboolean render_stream(gpointer data)
+{
+    RlxChatPane *self = data;
+    self->render_source = 0;
+    if (self->stream_msg && self->stream_msg->body) {
+        rlx_markdown_render(GTK_BOX(self->stream_msg->body), self->stream_msg->content);
+        g_idle_add_full(G_PRIORITY_LOW, scroll_idle, g_object_ref(self), g_object_unref);
+    }
+    return G_SOURCE_REMOVE;
+}
+
+static void on_tokens(RlxEngine *e, const char *text, RlxChatPane *self)
+{
+    Msg *m = self->stream_msg;
+    if (!m)
+        return;
+    char *joined = g_strconcat(m->content, text, NULL);
+    g_free(m->content);
+    m->content = joined;
+    if (!self->render_source)
+        self->render_source = g_timeout_add(80, render_stream, self);
+    if (g_get_monotonic_time() - self->last_save > SAVE_INTERVAL_US)
+        conv_save(self, self->stream_conv);
+}
+
+static void on_stats(RlxEngine *e, double tps, int used, int size, RlxChatPane *self)
+{
+    g_autofree char *t = g_strdup_printf(_("%.1f tokens/s · context %d / %d"), tps, used, size);
+    gtk_label_set_text(self->stats_label, t);
+}
+
+static void on_finished(RlxEngine *e, int kind, const char *stop, RlxChatPane *self)
+{
+    if (kind == RLX_JOB_LOAD) {
+        self->loading = FALSE;
+        gtk_widget_set_visible(GTK_WIDGET(self->load_bar), FALSE);
+        update_state(self);
+        return;
+    }
+    if (!self->stream_msg)
+        return;
+    Conv *c = self->stream_conv;
+    Msg *m = self->stream_msg;
+    self->stream_msg = NULL;
+    self->stream_conv = NULL;
+    g_clear_handle_id(&self->render_source, g_source_remove);
+    if (!*m->content && g_strcmp0(stop, "error") == 0) {
+        /* Nothing came: the error toast says why, the empty bubble would not. */
+        g_ptr_array_remove(c->msgs, m);
+        if (c == self->current)
+            rebuild_messages(self);
+    } else if (m->body) {
+        rlx_markdown_render(GTK_BOX(m->body), m->content);
+    }
+    conv_save(self, c);
+    if (g_strcmp0(stop, "context") == 0)
+        toast(self, _("The context is full. Start a new conversation or raise the context "
+                      "length in Preferences."));
+    else if (g_strcmp0(stop, "cancelled") == 0)
+        gtk_label_set_text(self->stats_label, _("Stopped"));
+    update_state(self);
+}
+
+static void on_error(RlxEngine *e, int kind, const GError *error, RlxChatPane *self)
+{
+    if (kind == RLX_JOB_LOAD) {
+        self->loading = FALSE;
+        gtk_widget_set_visible(GTK_WIDGET(self->load_bar), FALSE);
+        g_autofree char *msg = g_strdup_printf(_("Cannot load the model: %s"), error->message);
+        toast(self, msg);
+    } else {
+        toast(self, error->message);
+    }
+    update_state(self);
+}
+
+static void system_popover_closed(GtkPopover *p, RlxChatPane *self)
+{
+    if (!self->current)
+        return;
+    GtkTextBuffer *b = gtk_text_view_get_buffer(self->system_view);
+    GtkTextIter s, e;
+    gtk_text_buffer_get_bounds(b, &s, &e);
+    g_autofree char *text = gtk_text_buffer_get_text(b, &s, &e, FALSE);
+    if (g_strcmp0(text, self->current->system) == 0)
+        return;
+    g_free(self->current->system);
+    self->current->system = g_steal_pointer(&text);
+    if (self->current->msgs->len)
+        conv_save(self, self->current);
+}
+
+/* ---- setup -------------------------------------------------------------------- */
+
+void rlx_chat_pane_setup(RlxChatPane *self, RlxEngine *engine, GSettings *settings)
+{
+    g_return_if_fail(RLX_IS_CHAT_PANE(self));
+    g_return_if_fail(!self->engine);
+    self->engine = g_object_ref(engine);
+    if (settings)
+        self->settings = g_object_ref(settings);
+    g_signal_connect_object(engine, "load-progress", G_CALLBACK(on_load_progress), self, 0);
+    g_signal_connect_object(engine, "model-loaded", G_CALLBACK(on_model_loaded), self, 0);
+    g_signal_connect_object(engine, "tokens", G_CALLBACK(on_tokens), self, 0);
+    g_signal_connect_object(engine, "stats", G_CALLBACK(on_stats), self, 0);
+    g_signal_connect_object(engine, "finished", G_CALLBACK(on_finished), self, 0);
+    g_signal_connect_object(engine, "error", G_CALLBACK(on_error), self, 0);
+    build_sampling_popover(self);
+
+    load_conversations(self);
+    if (!self->convs->len)
+        g_ptr_array_add(self->convs, conv_new());
+    show_conversation(self, g_ptr_array_index(self->convs, 0));
+    rebuild_sidebar(self);
+}
+
+static void entry_activated(GtkEntry *entry, RlxChatPane *self)
+{
+    gtk_widget_activate_action(GTK_WIDGET(self), "chat.send", NULL);
+}
+
+static void rlx_chat_pane_dispose(GObject *object)
+{
+    RlxChatPane *self = RLX_CHAT_PANE(object);
+    /* A reply still streaming keeps what it has. */
+    if (self->stream_conv)
+        conv_save(self, self->stream_conv);
+    self->stream_msg = NULL;
+    self->stream_conv = NULL;
+    if (self->stop)
+        g_cancellable_cancel(self->stop);
+    g_clear_object(&self->stop);
+    g_clear_handle_id(&self->render_source, g_source_remove);
+    g_clear_object(&self->engine);
+    g_clear_object(&self->settings);
+    gtk_widget_dispose_template(GTK_WIDGET(object), RLX_TYPE_CHAT_PANE);
+    G_OBJECT_CLASS(rlx_chat_pane_parent_class)->dispose(object);
+}
+
+static void rlx_chat_pane_finalize(GObject *object)
+{
+    RlxChatPane *self = RLX_CHAT_PANE(object);
+    g_ptr_array_unref(self->convs);
+    g_free(self->model_path);
+    G_OBJECT_CLASS(rlx_chat_pane_parent_class)->finalize(object);
+}
+
+static void rlx_chat_pane_class_init(RlxChatPaneClass *klass)
+{
+    GObjectClass *object_class = G_OBJECT_CLASS(klass);
+    GtkWidgetClass *widget_class = GTK_WIDGET_CLASS(klass);
+    object_class->dispose = rlx_chat_pane_dispose;
+    object_class->finalize = rlx_chat_pane_finalize;
+
+    gtk_widget_class_set_layout_manager_type(widget_class, GTK_TYPE_BIN_LAYOUT);
+    gtk_widget_class_set_template_from_resource(widget_class, "/org/rlx/Studio/rlx-chat-pane.ui");
+    gtk_widget_class_bind_template_child(widget_class, RlxChatPane, paned);
+    gtk_widget_class_bind_template_child(widget_class, RlxChatPane, search);
+    gtk_widget_class_bind_template_child(widget_class, RlxChatPane, conv_list);
+    gtk_widget_class_bind_template_child(widget_class, RlxChatPane, model_label);
+    gtk_widget_class_bind_template_child(widget_class, RlxChatPane, model_details);
+    gtk_widget_class_bind_template_child(widget_class, RlxChatPane, stats_label);
+    gtk_widget_class_bind_template_child(widget_class, RlxChatPane, system_view);
+    gtk_widget_class_bind_template_child(widget_class, RlxChatPane, system_popover);
+    gtk_widget_class_bind_template_child(widget_class, RlxChatPane, sampling_grid);
+    gtk_widget_class_bind_template_child(widget_class, RlxChatPane, load_bar);
+    gtk_widget_class_bind_template_child(widget_class, RlxChatPane, content_stack);
+    gtk_widget_class_bind_template_child(widget_class, RlxChatPane, send_stack);
+    gtk_widget_class_bind_template_child(widget_class, RlxChatPane, scroller);
+    gtk_widget_class_bind_template_child(widget_class, RlxChatPane, messages);
+    gtk_widget_class_bind_template_child(widget_class, RlxChatPane, input);
+
+    gtk_widget_class_install_action(widget_class, "chat.new", NULL, new_action);
+    gtk_widget_class_install_action(widget_class, "chat.open", NULL, open_action);
+    gtk_widget_class_install_action(widget_class, "chat.send", NULL, send_action);
+    gtk_widget_class_install_action(widget_class, "chat.stop", NULL, stop_action);
+    gtk_widget_class_install_action(widget_class, "chat.regenerate", NULL, regenerate_action);
+    gtk_widget_class_install_action(widget_class, "chat.rename", NULL, rename_action);
+    gtk_widget_class_install_action(widget_class, "chat.delete", NULL, delete_action);
+    gtk_widget_class_install_action(widget_class, "chat.export", "s", export_action);
+
+    gtk_widget_class_add_binding_action(widget_class, GDK_KEY_Escape, 0, "chat.stop", NULL);
+    gtk_widget_class_add_binding_action(widget_class, GDK_KEY_n, GDK_CONTROL_MASK, "chat.new",
+                                        NULL);
+    gtk_widget_class_add_binding_action(widget_class, GDK_KEY_o, GDK_CONTROL_MASK, "chat.open",
+                                        NULL);
+    gtk_widget_class_add_binding_action(widget_class, GDK_KEY_r, GDK_CONTROL_MASK,
+                                        "chat.regenerate", NULL);
+}
+
+static void rlx_chat_pane_init(RlxChatPane *self)
+{
+    gtk_widget_init_template(GTK_WIDGET(self));
+    self->convs = g_ptr_array_new_with_free_func((GDestroyNotify)conv_free);
+    gtk_list_box_set_filter_func(self->conv_list, filter_row, self, NULL);
+    g_signal_connect(self->conv_list, "row-selected", G_CALLBACK(row_selected), self);
+    g_signal_connect(self->search, "search-changed", G_CALLBACK(search_changed), self);
+    g_signal_connect(self->input, "activate", G_CALLBACK(entry_activated), self);
+    g_signal_connect(self->system_popover, "closed", G_CALLBACK(system_popover_closed), self);
+}

@@ -1,0 +1,36 @@
+/* RlxChatPane: the Chat page. A sidebar of conversations (kept as one JSON
+ * file each under $XDG_DATA_HOME/rlx-studio/conversations/), the loaded
+ * model's name and figures, the messages rendered as Markdown, and an entry
+ * whose replies stream in from the engine.
+ *
+ *   RlxChatPane *pane = ...;               // from the window's template
+ *   rlx_chat_pane_setup(pane, engine, settings);
+ *   rlx_chat_pane_open_model(pane, file); // a GGUF: loads it on the engine
+ *
+ * Actions (group "chat"): new, open, send, stop (Escape), regenerate,
+ * rename, delete, export (string: "md" or "json").
+ *
+ * A conversation is written atomically (temp file + rename) after every user
+ * message, at least twice a second while a reply streams, and when it ends,
+ * so killing the app loses at most the last half second of a reply.
+ *
+ * Thread safety: main thread only.
+ */
+#pragma once
+
+#include "rlx-engine.h"
+
+#include <adwaita.h>
+
+G_BEGIN_DECLS
+
+#define RLX_TYPE_CHAT_PANE (rlx_chat_pane_get_type())
+G_DECLARE_FINAL_TYPE(RlxChatPane, rlx_chat_pane, RLX, CHAT_PANE, GtkWidget)
+
+/* settings may be NULL (no schema): defaults are used. */
+void rlx_chat_pane_setup(RlxChatPane *self, RlxEngine *engine, GSettings *settings);
+void rlx_chat_pane_open_model(RlxChatPane *self, GFile *file);
+/* Load the current model again (after the device or budget changed). */
+void rlx_chat_pane_reload_model(RlxChatPane *self);
+
+G_END_DECLS

@@ -1,0 +1,373 @@
+#include "rlx-markdown.h"
+
+#include <adwaita.h>
+#include <glib/gi18n.h>
+#include <gtksourceview/gtksource.h>
+#include <md4c.h>
+
+typedef struct {
+    GtkBox *box; /* NULL: markup only */
+    GString *markup;
+    GString *code; /* non-NULL inside a code block */
+    char *code_lang;
+    int list_depth;
+    GArray *ol_next; /* per list level: next number, 0 for bullets */
+    gboolean in_table_head;
+    int table_col;
+} Renderer;
+
+static void flush_prose(Renderer *r)
+{
+    /* Trailing blank lines between blocks are spacing the box already gives. */
+    while (r->markup->len && r->markup->str[r->markup->len - 1] == '\n')
+        g_string_truncate(r->markup, r->markup->len - 1);
+    if (!r->markup->len || !r->box)
+        return;
+    GtkWidget *label = gtk_label_new(NULL);
+    /* Unbalanced markup (a code block inside a quote) falls back to plain text. */
+    if (pango_parse_markup(r->markup->str, -1, 0, NULL, NULL, NULL, NULL))
+        gtk_label_set_markup(GTK_LABEL(label), r->markup->str);
+    else
+        gtk_label_set_text(GTK_LABEL(label), r->markup->str);
+    gtk_label_set_wrap(GTK_LABEL(label), TRUE);
+    gtk_label_set_wrap_mode(GTK_LABEL(label), PANGO_WRAP_WORD_CHAR);
+    gtk_label_set_selectable(GTK_LABEL(label), TRUE);
+    gtk_label_set_xalign(GTK_LABEL(label), 0);
+    gtk_widget_set_halign(label, GTK_ALIGN_FILL);
+    gtk_widget_add_css_class(label, "rlx-prose");
+    gtk_box_append(r->box, label);
+    g_string_truncate(r->markup, 0);
+}
+
+static void copy_clicked(GtkButton *button, GtkSourceBuffer *buffer)
+{
+    GtkTextIter a, b;
+    gtk_text_buffer_get_bounds(GTK_TEXT_BUFFER(buffer), &a, &b);
+    g_autofree char *text = gtk_text_buffer_get_text(GTK_TEXT_BUFFER(buffer), &a, &b, FALSE);
+    gdk_clipboard_set_text(gtk_widget_get_clipboard(GTK_WIDGET(button)), text);
+}
+
+static void style_changed(AdwStyleManager *sm, GParamSpec *ps, GtkSourceBuffer *buffer);
+
+static void add_code_block(Renderer *r)
+{
+    if (!r->box)
+        return;
+    if (r->code->len && r->code->str[r->code->len - 1] == '\n')
+        g_string_truncate(r->code, r->code->len - 1);
+
+    GtkSourceBuffer *buffer = gtk_source_buffer_new(NULL);
+    gtk_text_buffer_set_text(GTK_TEXT_BUFFER(buffer), r->code->str, -1);
+    GtkSourceLanguageManager *lm = gtk_source_language_manager_get_default();
+    GtkSourceLanguage *lang = r->code_lang && *r->code_lang
+                                  ? gtk_source_language_manager_get_language(lm, r->code_lang)
+                                  : NULL;
+    if (lang)
+        gtk_source_buffer_set_language(buffer, lang);
+    GtkSourceStyleSchemeManager *sm = gtk_source_style_scheme_manager_get_default();
+    gboolean dark = adw_style_manager_get_dark(adw_style_manager_get_default());
+    gtk_source_buffer_set_style_scheme(
+        buffer, gtk_source_style_scheme_manager_get_scheme(sm, dark ? "Adwaita-dark" : "Adwaita"));
+    g_signal_connect_object(adw_style_manager_get_default(), "notify::dark",
+                            G_CALLBACK(style_changed), buffer, 0);
+
+    GtkWidget *view = gtk_source_view_new_with_buffer(buffer);
+    gtk_text_view_set_editable(GTK_TEXT_VIEW(view), FALSE);
+    gtk_text_view_set_monospace(GTK_TEXT_VIEW(view), TRUE);
+    gtk_text_view_set_wrap_mode(GTK_TEXT_VIEW(view), GTK_WRAP_WORD_CHAR);
+    gtk_text_view_set_top_margin(GTK_TEXT_VIEW(view), 8);
+    gtk_text_view_set_bottom_margin(GTK_TEXT_VIEW(view), 8);
+    gtk_text_view_set_left_margin(GTK_TEXT_VIEW(view), 8);
+    gtk_text_view_set_right_margin(GTK_TEXT_VIEW(view), 8);
+    gtk_widget_set_hexpand(view, TRUE);
+
+    GtkWidget *header = gtk_box_new(GTK_ORIENTATION_HORIZONTAL, 6);
+    GtkWidget *lang_label = gtk_label_new(r->code_lang && *r->code_lang ? r->code_lang : "");
+    gtk_widget_add_css_class(lang_label, "dim-label");
+    gtk_widget_add_css_class(lang_label, "caption");
+    gtk_widget_set_hexpand(lang_label, TRUE);
+    gtk_label_set_xalign(GTK_LABEL(lang_label), 0);
+    GtkWidget *copy = gtk_button_new_from_icon_name("edit-copy-symbolic");
+    gtk_widget_set_tooltip_text(copy, _("Copy Code"));
+    gtk_widget_add_css_class(copy, "flat");
+    g_signal_connect_object(copy, "clicked", G_CALLBACK(copy_clicked), buffer, 0);
+    gtk_box_append(GTK_BOX(header), lang_label);
+    gtk_box_append(GTK_BOX(header), copy);
+
+    GtkWidget *frame = gtk_box_new(GTK_ORIENTATION_VERTICAL, 0);
+    gtk_widget_add_css_class(frame, "rlx-code");
+    gtk_box_append(GTK_BOX(frame), header);
+    gtk_box_append(GTK_BOX(frame), view);
+    gtk_box_append(r->box, frame);
+    g_object_unref(buffer);
+}
+
+static void style_changed(AdwStyleManager *sm, GParamSpec *ps, GtkSourceBuffer *buffer)
+{
+    GtkSourceStyleSchemeManager *m = gtk_source_style_scheme_manager_get_default();
+    gtk_source_buffer_set_style_scheme(
+        buffer, gtk_source_style_scheme_manager_get_scheme(
+                    m, adw_style_manager_get_dark(sm) ? "Adwaita-dark" : "Adwaita"));
+}
+
+static void list_prefix(Renderer *r)
+{
+    for (int i = 1; i < r->list_depth; i++)
+        g_string_append(r->markup, "    ");
+    if (r->list_depth <= 0)
+        return;
+    int *next = &g_array_index(r->ol_next, int, r->list_depth - 1);
+    if (*next > 0)
+        g_string_append_printf(r->markup, "%d. ", (*next)++);
+    else
+        g_string_append(r->markup, "• ");
+}
+
+static int enter_block(MD_BLOCKTYPE type, void *detail, void *user)
+{
+    Renderer *r = user;
+    switch (type) {
+    case MD_BLOCK_H: {
+        static const char *const sizes[] = {"xx-large", "x-large", "large",
+                                            "medium",   "medium",  "medium"};
+        unsigned level = ((MD_BLOCK_H_DETAIL *)detail)->level;
+        g_string_append_printf(r->markup, "<span size=\"%s\" weight=\"bold\">",
+                               sizes[CLAMP(level, 1, 6) - 1]);
+        break;
+    }
+    case MD_BLOCK_UL:
+    case MD_BLOCK_OL: {
+        int start = type == MD_BLOCK_OL ? (int)((MD_BLOCK_OL_DETAIL *)detail)->start : 0;
+        if (type == MD_BLOCK_OL && start == 0)
+            start = 1;
+        if (r->list_depth > 0 && r->markup->len && r->markup->str[r->markup->len - 1] != '\n')
+            g_string_append_c(r->markup, '\n');
+        g_array_append_val(r->ol_next, start);
+        r->list_depth++;
+        break;
+    }
+    case MD_BLOCK_LI:
+        list_prefix(r);
+        break;
+    case MD_BLOCK_QUOTE:
+        g_string_append(r->markup, "<i>");
+        break;
+    case MD_BLOCK_CODE: {
+        flush_prose(r);
+        MD_BLOCK_CODE_DETAIL *d = detail;
+        g_free(r->code_lang);
+        r->code_lang = d->lang.text ? g_strndup(d->lang.text, d->lang.size) : NULL;
+        r->code = g_string_new(NULL);
+        break;
+    }
+    case MD_BLOCK_HR:
+        g_string_append(r->markup, "──────────\n\n");
+        break;
+    case MD_BLOCK_THEAD:
+        r->in_table_head = TRUE;
+        break;
+    case MD_BLOCK_TR:
+        r->table_col = 0;
+        break;
+    case MD_BLOCK_TH:
+    case MD_BLOCK_TD:
+        if (r->table_col++ > 0)
+            g_string_append(r->markup, " │ ");
+        if (type == MD_BLOCK_TH)
+            g_string_append(r->markup, "<b>");
+        break;
+    default:
+        break;
+    }
+    return 0;
+}
+
+static int leave_block(MD_BLOCKTYPE type, void *detail, void *user)
+{
+    Renderer *r = user;
+    switch (type) {
+    case MD_BLOCK_H:
+        g_string_append(r->markup, "</span>\n\n");
+        break;
+    case MD_BLOCK_P:
+        g_string_append(r->markup, r->list_depth > 0 ? "\n" : "\n\n");
+        break;
+    case MD_BLOCK_UL:
+    case MD_BLOCK_OL:
+        r->list_depth--;
+        g_array_set_size(r->ol_next, (guint)r->list_depth);
+        if (r->list_depth == 0)
+            g_string_append_c(r->markup, '\n');
+        break;
+    case MD_BLOCK_LI:
+        if (r->markup->len && r->markup->str[r->markup->len - 1] != '\n')
+            g_string_append_c(r->markup, '\n');
+        break;
+    case MD_BLOCK_QUOTE:
+        while (r->markup->len && r->markup->str[r->markup->len - 1] == '\n')
+            g_string_truncate(r->markup, r->markup->len - 1);
+        g_string_append(r->markup, "</i>\n\n");
+        break;
+    case MD_BLOCK_CODE:
+        add_code_block(r);
+        g_string_free(r->code, TRUE);
+        r->code = NULL;
+        break;
+    case MD_BLOCK_TH:
+        g_string_append(r->markup, "</b>");
+        break;
+    case MD_BLOCK_TR:
+        g_string_append_c(r->markup, '\n');
+        break;
+    case MD_BLOCK_THEAD:
+        r->in_table_head = FALSE;
+        break;
+    case MD_BLOCK_TABLE:
+        g_string_append_c(r->markup, '\n');
+        break;
+    default:
+        break;
+    }
+    return 0;
+}
+
+static int span(MD_SPANTYPE type, void *detail, void *user, gboolean enter)
+{
+    Renderer *r = user;
+    const char *tag = NULL;
+    switch (type) {
+    case MD_SPAN_EM:
+        tag = "i";
+        break;
+    case MD_SPAN_STRONG:
+        tag = "b";
+        break;
+    case MD_SPAN_CODE:
+        tag = "tt";
+        break;
+    case MD_SPAN_DEL:
+        tag = "s";
+        break;
+    case MD_SPAN_U:
+        tag = "u";
+        break;
+    case MD_SPAN_A:
+        if (enter) {
+            MD_SPAN_A_DETAIL *a = detail;
+            g_autofree char *href = g_strndup(a->href.text, a->href.size);
+            g_autofree char *esc = g_markup_escape_text(href, -1);
+            g_string_append_printf(r->markup, "<a href=\"%s\">", esc);
+        } else {
+            g_string_append(r->markup, "</a>");
+        }
+        return 0;
+    default:
+        return 0;
+    }
+    g_string_append_printf(r->markup, enter ? "<%s>" : "</%s>", tag);
+    return 0;
+}
+
+static int enter_span(MD_SPANTYPE type, void *detail, void *user)
+{
+    return span(type, detail, user, TRUE);
+}
+
+static int leave_span(MD_SPANTYPE type, void *detail, void *user)
+{
+    return span(type, detail, user, FALSE);
+}
+
+static int text(MD_TEXTTYPE type, const MD_CHAR *t, MD_SIZE size, void *user)
+{
+    Renderer *r = user;
+    if (r->code) {
+        g_string_append_len(r->code, t, size);
+        return 0;
+    }
+    switch (type) {
+    case MD_TEXT_BR:
+        g_string_append_c(r->markup, '\n');
+        break;
+    case MD_TEXT_SOFTBR:
+        g_string_append_c(r->markup, ' ');
+        break;
+    case MD_TEXT_NULLCHAR:
+        g_string_append(r->markup, "\xEF\xBF\xBD");
+        break;
+    case MD_TEXT_ENTITY: {
+        /* The few entities worth honouring; anything else is shown as written. */
+        g_autofree char *ent = g_strndup(t, size);
+        if (!g_strcmp0(ent, "&nbsp;"))
+            g_string_append(r->markup, "\xC2\xA0");
+        else {
+            g_autofree char *esc = g_markup_escape_text(ent, -1);
+            g_string_append(r->markup, esc);
+        }
+        break;
+    }
+    default: {
+        g_autofree char *esc = g_markup_escape_text(t, (gssize)size);
+        g_string_append(r->markup, esc);
+        break;
+    }
+    }
+    return 0;
+}
+
+static void render(Renderer *r, const char *src)
+{
+    MD_PARSER parser = {
+        .abi_version = 0,
+        .flags =
+            MD_FLAG_TABLES | MD_FLAG_STRIKETHROUGH | MD_FLAG_PERMISSIVEAUTOLINKS | MD_FLAG_NOHTML,
+        .enter_block = enter_block,
+        .leave_block = leave_block,
+        .enter_span = enter_span,
+        .leave_span = leave_span,
+        .text = text,
+    };
+    r->markup = g_string_new(NULL);
+    r->ol_next = g_array_new(FALSE, TRUE, sizeof(int));
+    md_parse(src, (MD_SIZE)strlen(src), &parser, r);
+    /* An unterminated fence while streaming: md4c closes it for us. */
+    if (r->code) {
+        add_code_block(r);
+        g_string_free(r->code, TRUE);
+        r->code = NULL;
+    }
+    flush_prose(r);
+    g_array_unref(r->ol_next);
+    g_free(r->code_lang);
+}
+
+void rlx_markdown_render(GtkBox *box, const char *src)
+{
+    GtkWidget *child;
+    while ((child = gtk_widget_get_first_child(GTK_WIDGET(box))))
+        gtk_box_remove(box, child);
+    Renderer r = {.box = box};
+    render(&r, src ? src : "");
+    g_string_free(r.markup, TRUE);
+}
+
+char *rlx_markdown_to_pango(const char *src)
+{
+    Renderer r = {0};
+    MD_PARSER parser = {
+        .flags = MD_FLAG_TABLES | MD_FLAG_STRIKETHROUGH | MD_FLAG_NOHTML,
+        .enter_block = enter_block,
+        .leave_block = leave_block,
+        .enter_span = enter_span,
+        .leave_span = leave_span,
+        .text = text,
+    };
+    r.markup = g_string_new(NULL);
+    r.ol_next = g_array_new(FALSE, TRUE, sizeof(int));
+    md_parse(src, (MD_SIZE)strlen(src), &parser, &r);
+    if (r.code)
+        g_string_free(r.code, TRUE);
+    g_array_unref(r.ol_next);
+    g_free(r.code_lang);
+    return g_string_free(r.markup, FALSE);
+}

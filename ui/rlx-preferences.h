@@ -1,0 +1,21 @@
+/* RlxPreferences: the Preferences window (AdwPreferencesWindow), every row
+ * bound to a key of the org.rlx.Studio schema: default device, memory
+ * budget, context length, CPU threads and the colour scheme.
+ *
+ *   GtkWindow *w = rlx_preferences_new(parent, settings);
+ *   gtk_window_present(w);
+ *
+ * Thread safety: main thread only.
+ */
+#pragma once
+
+#include <adwaita.h>
+
+G_BEGIN_DECLS
+
+GtkWindow *rlx_preferences_new(GtkWindow *parent, GSettings *settings);
+
+/* Follow the color-scheme key (default, light, dark) with AdwStyleManager. */
+void rlx_preferences_apply_color_scheme(GSettings *settings);
+
+G_END_DECLS
