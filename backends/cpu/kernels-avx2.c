@@ -146,15 +146,15 @@ static void dot_q5_1(int64_t n, float *s, const void *w, const void *a)
 }
 
 /* sum_j mins[j] * (bsums[2j] + bsums[2j+1]) */
+/* sum_j mins[j] * (bsums[2j] + bsums[2j+1]) and the scales */
 static inline int kmins_dot(const uint8_t *scales, const int16_t *bsums, uint8_t sc[8])
 {
-    int msum = 0;
-    for (int j = 0; j < 8; j++) {
-        uint8_t mn;
-        rlx_k4_scale_min(j, scales, &sc[j], &mn);
-        msum += mn * (bsums[2 * j] + bsums[2 * j + 1]);
-    }
-    return msum;
+    uint8_t mn[8];
+    rlx_k4_unpack(scales, sc, mn);
+    __m128i m8 = _mm_loadl_epi64((const __m128i *)(const void *)mn);
+    __m256i m16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
+    return hsum_epi32(
+        _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(const void *)bsums), m16));
 }
 
 static void dot_q4_k(int64_t n, float *s, const void *w, const void *a)

@@ -1,4 +1,6 @@
 /* AVX-512 (F/BW/DQ/VL + VNNI) integer dot products over ggml blocks.
+ * Q4_0/Q4_1/Q5_x keep the AVX2 kernels: on the Xeon we measured, a 2-blocks-
+ * per-zmm Q4_0 (two vpdpbusd per pair) was slower than AVX2's maddubs path.
  * Compiled with the AVX-512 flags; reached only through
  * rlx_cpu_fill_dots_avx512(), which the dispatcher calls when CPUID and XCR0
  * say the instructions and the ZMM state are available.
@@ -50,13 +52,6 @@ static inline float hsum256_ps(__m256 v)
     return _mm_cvtss_f32(q);
 }
 
-static inline __m256i nibbles32(const uint8_t *qs)
-{
-    __m128i t = _mm_loadu_si128((const __m128i *)qs);
-    __m256i b = _mm256_set_m128i(_mm_srli_epi16(t, 4), t);
-    return _mm256_and_si256(b, _mm256_set1_epi8(0x0F));
-}
-
 static void dot_q8_0(int64_t n, float *s, const void *w, const void *a)
 {
     const blk_q8_0 *x = w;
@@ -81,42 +76,18 @@ static void dot_q8_0(int64_t n, float *s, const void *w, const void *a)
     *s = sum;
 }
 
-static void dot_q4_0(int64_t n, float *s, const void *w, const void *a)
-{
-    const blk_q4_0 *x = w;
-    const blk_q8_0 *y = a;
-    const int64_t nb = n / 32;
-    const __m512i eight = _mm512_set1_epi8(8);
-    __m512 acc = _mm512_setzero_ps();
-    int64_t i = 0;
-    for (; i + 2 <= nb; i += 2) {
-        __m512i q = join256(nibbles32(x[i].qs), nibbles32(x[i + 1].qs));
-        __m512i yv = join256(_mm256_loadu_si256((const __m256i *)y[i].qs),
-                             _mm256_loadu_si256((const __m256i *)y[i + 1].qs));
-        /* sum (q - 8) y = sum q y - sum 8 y */
-        __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q, yv);
-        __m512i o = _mm512_dpbusd_epi32(_mm512_setzero_si512(), eight, yv);
-        __m512 d = two_scales(h2f(x[i].d) * h2f(y[i].d), h2f(x[i + 1].d) * h2f(y[i + 1].d));
-        acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(_mm512_sub_epi32(p, o)), acc);
-    }
-    float sum = _mm512_reduce_add_ps(acc);
-    if (i < nb) {
-        __m256i q = _mm256_sub_epi8(nibbles32(x[i].qs), _mm256_set1_epi8(8));
-        __m256i p = dot_s8x1(q, _mm256_loadu_si256((const __m256i *)y[i].qs));
-        sum += h2f(x[i].d) * h2f(y[i].d) * hsum256_ps(_mm256_cvtepi32_ps(p));
-    }
-    *s = sum;
-}
-
+/* sum_j mins[j] * (bsums[2j] + bsums[2j+1]) and the scales, vectorized */
 static inline int kmins(const uint8_t *scales, const int16_t *bsums, uint8_t sc[8])
 {
-    int msum = 0;
-    for (int j = 0; j < 8; j++) {
-        uint8_t mn;
-        rlx_k4_scale_min(j, scales, &sc[j], &mn);
-        msum += mn * (bsums[2 * j] + bsums[2 * j + 1]);
-    }
-    return msum;
+    uint8_t mn[8];
+    rlx_k4_unpack(scales, sc, mn);
+    __m128i m8 = _mm_loadl_epi64((const __m128i *)(const void *)mn);
+    __m256i m16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
+    __m256i p = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(const void *)bsums), m16);
+    __m128i q = _mm_add_epi32(_mm256_castsi256_si128(p), _mm256_extracti128_si256(p, 1));
+    q = _mm_add_epi32(q, _mm_shuffle_epi32(q, 0x4e));
+    q = _mm_add_epi32(q, _mm_shuffle_epi32(q, 0xb1));
+    return _mm_cvtsi128_si32(q);
 }
 
 static inline __m512i two_scales16(int s0, int s1)
@@ -221,7 +192,6 @@ static void dot_q6_k(int64_t n, float *s, const void *w, const void *a)
 
 void rlx_cpu_fill_dots_avx512(rlx_cpu_table *t)
 {
-    t->dot[RLX_DTYPE_Q4_0] = dot_q4_0;
     t->dot[RLX_DTYPE_Q8_0] = dot_q8_0;
     t->dot[RLX_DTYPE_Q4_K] = dot_q4_k;
     t->dot[RLX_DTYPE_Q5_K] = dot_q5_k;

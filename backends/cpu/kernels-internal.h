@@ -96,6 +96,24 @@ static inline void rlx_k4_scale_min(int j, const uint8_t *q, uint8_t *sc, uint8_
     }
 }
 
+/* All 8 scales and mins of a Q4_K/Q5_K block at once, branch-free: the same
+ * values as rlx_k4_scale_min(0..7) (bits 6-7 of bytes 0-7 are the high bits of
+ * entries 4-7; bytes 8-11 hold their low nibbles). */
+static inline void rlx_k4_unpack(const uint8_t *s, uint8_t sc[8], uint8_t mn[8])
+{
+    uint32_t a, b, c;
+    memcpy(&a, s, 4);
+    memcpy(&b, s + 4, 4);
+    memcpy(&c, s + 8, 4);
+    uint32_t sc_lo = a & 0x3f3f3f3fu, mn_lo = b & 0x3f3f3f3fu;
+    uint32_t sc_hi = (c & 0x0f0f0f0fu) | ((a >> 2) & 0x30303030u);
+    uint32_t mn_hi = ((c >> 4) & 0x0f0f0f0fu) | ((b >> 2) & 0x30303030u);
+    memcpy(sc, &sc_lo, 4);
+    memcpy(sc + 4, &sc_hi, 4);
+    memcpy(mn, &mn_lo, 4);
+    memcpy(mn + 4, &mn_hi, 4);
+}
+
 /* Scalar half conversion without a function call into dtype.c in hot loops
  * of the portable path (same rounding as rlx_f16_to_f32). */
 static inline float rlx_h2f(uint16_t h)
