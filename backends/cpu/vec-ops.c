@@ -167,7 +167,10 @@ static void f16_to_f32(const uint16_t *src, float *dst, int64_t n)
 #if defined(__AVX512F__)
     for (; i + 16 <= n; i += 16)
         _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(src + i))));
-#elif defined(__F16C__)
+#endif
+        /* also the 8-wide tail of the AVX-512 build: short rows (an 8-wide
+         * attention head read from an F16 KV cache) would otherwise go scalar */
+#if defined(__F16C__)
     for (; i + 8 <= n; i += 8)
         _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + i))));
 #endif
