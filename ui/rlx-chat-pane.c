@@ -844,7 +844,13 @@ static void on_error(RlxEngine *e, int kind, const GError *error, RlxChatPane *s
     if (kind == RLX_JOB_LOAD) {
         self->loading = FALSE;
         gtk_widget_set_visible(GTK_WIDGET(self->load_bar), FALSE);
-        g_autofree char *msg = g_strdup_printf(_("Cannot load the model: %s"), error->message);
+        /* The engine's sentence starts with the full path; the toast has room for less. */
+        const char *why = error->message;
+        g_autofree char *prefix =
+            self->model_path ? g_strconcat(self->model_path, ": ", NULL) : NULL;
+        if (prefix && g_str_has_prefix(why, prefix))
+            why += strlen(prefix);
+        g_autofree char *msg = g_strdup_printf(_("Cannot load the model: %s"), why);
         toast(self, msg);
     } else {
         toast(self, error->message);

@@ -1,0 +1,275 @@
+#!/bin/sh
+# The Chat page under Xvfb, driven with xdotool on the real app and a real
+# tiny llama (stories260K). The app's state is read back from what it
+# persists: the conversation JSON files under a temporary XDG_DATA_HOME.
+#
+#   1. --model FILE, type "Once upon a time", Enter: the greedy reply holds
+#      the documented continuation.
+#   2. Restart: the conversation is still there. A long reply, Escape (Stop):
+#      the saved reply stops growing within a second.
+#   3. Ctrl+Q while a reply streams: a clean exit (status 0).
+#   4. kill -9 mid-reply, restart: everything saved before the kill is kept.
+#   5. --model on a file that is not a GGUF: an error toast, a live window.
+# A screenshot after each (light 1280x800, dark 800x600) goes to ARTIFACT_DIR.
+#
+# usage: chat.sh RLX_STUDIO ARTIFACT_DIR MODEL.gguf
+set -u
+
+app=$1
+art=$2
+model=$3
+
+if [ -z "${RLX_CHAT_IN_XVFB:-}" ]; then
+    for tool in xvfb-run xdotool import python3; do
+        if ! command -v "$tool" >/dev/null 2>&1; then
+            echo "SKIP: $tool not found"
+            exit 77
+        fi
+    done
+    [ -f "$model" ] || { echo "SKIP: no $model"; exit 77; }
+    mkdir -p "$art" || exit 1
+    bus=
+    if command -v dbus-run-session >/dev/null 2>&1; then
+        bus="dbus-run-session --"
+    else
+        DBUS_SESSION_BUS_ADDRESS=unix:path=/nonexistent
+        export DBUS_SESSION_BUS_ADDRESS
+    fi
+    RLX_CHAT_IN_XVFB=1
+    export RLX_CHAT_IN_XVFB
+    # shellcheck disable=SC2086
+    exec xvfb-run -a -s "-screen 0 1280x800x24 -nolisten tcp" $bus "$0" "$@"
+fi
+
+work=$art/chat
+rm -rf "$work"
+mkdir -p "$work/config/glib-2.0/settings" "$work/data"
+XDG_CONFIG_HOME=$work/config
+XDG_DATA_HOME=$work/data
+GSETTINGS_BACKEND=keyfile
+GTK_A11Y=none
+NO_AT_BRIDGE=1
+GDK_BACKEND=x11
+G_DEBUG=fatal-criticals
+export XDG_CONFIG_HOME XDG_DATA_HOME GSETTINGS_BACKEND GTK_A11Y NO_AT_BRIDGE GDK_BACKEND G_DEBUG
+unset ADW_DEBUG_COLOR_SCHEME
+convs=$work/data/rlx-studio/conversations
+keyfile=$work/config/glib-2.0/settings/keyfile
+
+# settings MAX_TOKENS: greedy sampling, at most MAX_TOKENS per reply.
+settings() {
+    printf '[org/rlx/Studio]\ntemperature=0.0\nmax-tokens=%s\nwindow-width=%s\nwindow-height=%s\n' \
+        "$1" "${2:-1280}" "${3:-760}" >"$keyfile"
+}
+
+pid=
+fail() {
+    echo "FAIL: $*"
+    if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+        kill "$pid"
+    fi
+    for log in "$art"/chat-*.log; do
+        [ -f "$log" ] && { echo "--- $log"; cat "$log"; }
+    done
+    exit 1
+}
+
+# start NAME [ARGS...]: run rlx-studio, wait for its window, set $wid.
+start() {
+    name=$1
+    shift
+    "$app" "$@" >"$art/chat-$name.log" 2>&1 &
+    pid=$!
+    wid=
+    i=0
+    while [ $i -lt 150 ]; do
+        wid=$(xdotool search --onlyvisible --name '^RLX Studio$' 2>/dev/null | head -n 1)
+        [ -n "$wid" ] && break
+        kill -0 "$pid" 2>/dev/null || fail "rlx-studio ($name) exited before showing a window"
+        sleep 0.2
+        i=$((i + 1))
+    done
+    [ -n "$wid" ] || fail "no rlx-studio window after 30 s ($name)"
+    xdotool windowfocus --sync "$wid" || fail "cannot focus the window"
+}
+
+# wait_log NAME PATTERN: up to 20 s for PATTERN in the log of run NAME.
+wait_log() {
+    i=0
+    while ! grep -q -e "$2" "$art/chat-$1.log"; do
+        [ $i -lt 100 ] || fail "no '$2' in the log of run $1"
+        kill -0 "$pid" 2>/dev/null || fail "rlx-studio died in run $1"
+        sleep 0.2
+        i=$((i + 1))
+    done
+}
+
+shot() {
+    import -window root "$art/chat-$1.png" || fail "screenshot $1"
+    kill -0 "$pid" 2>/dev/null || fail "rlx-studio died while taking screenshot $1"
+    echo "screenshot: $art/chat-$1.png"
+}
+
+quit() {
+    xdotool windowfocus --sync "$wid" key --clearmodifiers ctrl+q
+    i=0
+    while kill -0 "$pid" 2>/dev/null && [ $i -lt 50 ]; do
+        sleep 0.2
+        i=$((i + 1))
+    done
+    kill -0 "$pid" 2>/dev/null && fail "rlx-studio still running 10 s after Ctrl+Q"
+    wait "$pid"
+    rc=$?
+    pid=
+    [ "$rc" -eq 0 ] || fail "rlx-studio exited with status $rc"
+}
+
+check_log() {
+    if grep -E -e '-(CRITICAL|WARNING)' "$art/chat-$1.log"; then
+        fail "warnings in the log of run $1"
+    fi
+}
+
+# newest: the most recently written conversation file.
+newest() {
+    ls -t "$convs"/*.json 2>/dev/null | head -n 1
+}
+
+# field FILE WHAT: reply (last assistant text), nmsg, title, or all (every text).
+field() {
+    python3 - "$1" "$2" <<'EOF'
+import json, sys
+try:
+    c = json.load(open(sys.argv[1]))
+except Exception:
+    sys.exit(0)
+m = c.get("messages", [])
+w = sys.argv[2]
+if w == "reply":
+    r = [x["content"] for x in m if x["role"] == "assistant"]
+    sys.stdout.write(r[-1] if r else "")
+elif w == "nmsg":
+    print(len(m))
+elif w == "title":
+    sys.stdout.write(c.get("title", ""))
+else:
+    sys.stdout.write("\x1e".join(x["role"] + ":" + x["content"] for x in m))
+EOF
+}
+
+# wait_reply MIN_CHARS: up to 30 s for the newest conversation's reply to
+# reach MIN_CHARS characters; sets $file.
+wait_reply() {
+    i=0
+    while :; do
+        file=$(newest)
+        if [ -n "$file" ]; then
+            n=$(field "$file" reply | wc -c)
+            [ "$n" -ge "$1" ] && return 0
+        fi
+        [ $i -lt 150 ] || fail "no reply of $1 characters after 30 s"
+        kill -0 "$pid" 2>/dev/null || fail "rlx-studio died while replying"
+        sleep 0.2
+        i=$((i + 1))
+    done
+}
+
+say() {
+    xdotool windowfocus --sync "$wid" type --delay 15 "$1"
+    xdotool key --clearmodifiers Return
+}
+
+expected=", there was a little girl named Lily. She loved to play outside in the park."
+
+# 1. the documented greedy continuation ------------------------------------
+settings 40
+start reply --model "$model"
+wait_log reply "is ready"
+say "Once upon a time"
+wait_reply ${#expected}
+sleep 1.5 # the reply ends at 40 tokens; the final save follows
+reply=$(field "$file" reply)
+case "$reply" in
+"$expected"*) echo "reply: $reply" ;;
+*) fail "reply was '$reply', expected it to start with '$expected'" ;;
+esac
+[ "$(field "$file" title)" = "Once upon a time" ] || fail "title: $(field "$file" title)"
+shot reply
+first=$file
+first_all=$(field "$first" all)
+quit
+check_log reply
+
+# 2. restart; Stop during a long reply ---------------------------------------
+settings 1500
+start stop --model "$model"
+wait_log stop "is ready"
+[ "$(field "$first" all)" = "$first_all" ] || fail "the first conversation changed on restart"
+xdotool key --clearmodifiers ctrl+n
+sleep 0.3
+say "Once upon a time"
+wait_reply 120
+xdotool key --clearmodifiers Escape
+sleep 1
+file=$(newest)
+a=$(field "$file" reply)
+sleep 2
+b=$(field "$file" reply)
+[ "$a" = "$b" ] || fail "the reply still grew more than a second after Stop (${#a} then ${#b} characters)"
+[ ${#b} -lt 3000 ] || fail "Stop did not stop: ${#b} characters"
+echo "stopped at ${#b} characters"
+shot stopped
+
+# 3. Ctrl+Q while a reply streams: clean shutdown ------------------------
+xdotool key --clearmodifiers ctrl+n
+sleep 0.3
+say "The dog"
+sleep 1.5
+quit
+check_log stop
+
+# 4. kill -9 mid-reply; nothing saved is lost ---------------------------------
+start kill --model "$model"
+wait_log kill "is ready"
+xdotool key --clearmodifiers ctrl+n
+sleep 0.3
+say "Once upon a time"
+wait_reply 200
+saved_file=$file
+saved=$(field "$saved_file" reply)
+kill -9 "$pid"
+wait "$pid" 2>/dev/null
+pid=
+after=$(field "$saved_file" reply)
+case "$after" in
+"$saved"*) ;;
+*) fail "the reply saved before kill -9 was not kept intact" ;;
+esac
+settings 40 800 600
+ADW_DEBUG_COLOR_SCHEME=prefer-dark
+export ADW_DEBUG_COLOR_SCHEME
+start restart
+unset ADW_DEBUG_COLOR_SCHEME
+sleep 2
+after=$(field "$saved_file" reply)
+case "$after" in
+"$saved"*) echo "kept ${#after} characters saved before kill -9" ;;
+*) fail "the restart lost what was saved before kill -9" ;;
+esac
+[ "$(field "$first" all)" = "$first_all" ] || fail "the first conversation changed"
+shot dark-800x600
+quit
+check_log restart
+
+# 5. not a GGUF: a toast, and the window lives on -------------------------------
+settings 40
+printf 'This is not a model.\n' >"$work/notes.gguf"
+start bad --model "$work/notes.gguf"
+wait_log bad "Cannot load the model"
+sleep 0.5
+shot not-gguf
+kill -0 "$pid" 2>/dev/null || fail "rlx-studio died on a file that is not a GGUF"
+quit
+check_log bad
+
+echo "PASS"
