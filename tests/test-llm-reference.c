@@ -40,6 +40,7 @@ typedef struct {
     float rope_base, eps;
     int window;
     float attn_softcap, final_softcap, rope_linear;
+    bool llama3; /* rope.scaling.type llama3, factor 8, low 1, high 4, original context 64 */
     bool rope_freqs, qkv_bias, qk_norm, post_norms, fused_qkv, fused_up, tied;
 } arch_case;
 
@@ -47,6 +48,7 @@ typedef struct {
     .n_layer = layers, .n_embd = 32, .n_head = 4, .n_head_kv = 2, .head_dim = hd, .n_ff = 48
 static const arch_case cases[] = {
     {"llama", "llama", BASE(2, 8), .rope_base = 10000, .eps = 1e-5f, .rope_freqs = true},
+    {"llama3", "llama", BASE(2, 8), .rope_base = 10000, .eps = 1e-5f, .llama3 = true},
     {"mistral", "mistral", BASE(2, 8), .rope_base = 10000, .eps = 1e-5f, .window = 4},
     {"qwen2", "qwen2", BASE(2, 8), .rope_base = 1e6f, .eps = 1e-6f, .qkv_bias = true},
     {"qwen3", "qwen3", BASE(2, 16), .rope_base = 10000, .eps = 1e-6f, .qk_norm = true,
@@ -196,6 +198,16 @@ static const char *write_model(const arch_case *c)
         kv_f32(w, a, "rope.scaling.factor", c->rope_linear);
     }
 
+    if (c->llama3) {
+        char k[128];
+        snprintf(k, sizeof k, "%s.rope.scaling.type", a);
+        rlx_gguf_writer_set_str(w, k, "llama3");
+        kv_f32(w, a, "rope.scaling.factor", 8.f);
+        kv_f32(w, a, "rope.scaling.low_freq_factor", 1.f);
+        kv_f32(w, a, "rope.scaling.high_freq_factor", 4.f);
+        kv_u32(w, a, "rope.scaling.original_context_length", 64);
+    }
+
     add(w, "token_embd.weight", VOCAB, D, EMB);
     if (c->rope_freqs)
         add(w, "rope_freqs.weight", 0, DH / 2, FREQ);
@@ -330,7 +342,7 @@ static void test_llama_f16_cache(void **state)
 static void test_qwen3_f16_weights(void **state)
 {
     (void)state;
-    run_case_as(&cases[3], RLX_DTYPE_F16, RLX_DTYPE_F32, 5e-3);
+    run_case_as(&cases[4], RLX_DTYPE_F16, RLX_DTYPE_F32, 5e-3);
 }
 
 /* Q8_0 weights stay packed: matmuls and the embedding gather read the
@@ -350,25 +362,22 @@ static void test_llama_q8_0(void **state)
         run_case(&cases[i]);                    \
     }
 CASE_TEST(0, llama)
-CASE_TEST(1, mistral)
-CASE_TEST(2, qwen2)
-CASE_TEST(3, qwen3)
-CASE_TEST(4, gemma2)
-CASE_TEST(5, gemma3)
-CASE_TEST(6, phi3)
+CASE_TEST(1, llama3)
+CASE_TEST(2, mistral)
+CASE_TEST(3, qwen2)
+CASE_TEST(4, qwen3)
+CASE_TEST(5, gemma2)
+CASE_TEST(6, gemma3)
+CASE_TEST(7, phi3)
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_llama),
-        cmocka_unit_test(test_mistral),
-        cmocka_unit_test(test_qwen2),
-        cmocka_unit_test(test_qwen3),
-        cmocka_unit_test(test_gemma2),
-        cmocka_unit_test(test_gemma3),
-        cmocka_unit_test(test_phi3),
-        cmocka_unit_test(test_llama_f16_cache),
-        cmocka_unit_test(test_qwen3_f16_weights),
+        cmocka_unit_test(test_llama),           cmocka_unit_test(test_llama3),
+        cmocka_unit_test(test_mistral),         cmocka_unit_test(test_qwen2),
+        cmocka_unit_test(test_qwen3),           cmocka_unit_test(test_gemma2),
+        cmocka_unit_test(test_gemma3),          cmocka_unit_test(test_phi3),
+        cmocka_unit_test(test_llama_f16_cache), cmocka_unit_test(test_qwen3_f16_weights),
         cmocka_unit_test(test_llama_q8_0),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -39,12 +39,16 @@ TOKENS = [1, 17, 5, 42, 63, 8, 8, 30, 2, 55, 11, 40]
 
 BASE = dict(n_layer=2, n_embd=32, n_head=4, n_head_kv=2, head_dim=8, n_ff=48,
             rope_base=10000.0, eps=1e-5, window=0, swa_pattern=0,
-            attn_softcap=0.0, final_softcap=0.0, rope_linear=0.0, rope_freqs=False,
+            attn_softcap=0.0, final_softcap=0.0, rope_linear=0.0, rope_freqs=False, llama3=None,
             qkv_bias=False, qk_norm=False, post_norms=False, fused_qkv=False,
             fused_up=False, tied=False, gemma=False)
 
 CASES = {
     'llama': dict(BASE, arch='llama', rope_freqs=True),
+    # llama 3 rope scaling from rope.scaling.* metadata: factor, low/high
+    # frequency factors, original context (wavelengths 6.3, 63, 628, 6283
+    # cover the kept, smoothed and divided bands)
+    'llama3': dict(BASE, arch='llama', llama3=(8.0, 1.0, 4.0, 64.0)),
     'mistral': dict(BASE, arch='mistral', window=4, swa_pattern=1),
     'qwen2': dict(BASE, arch='qwen2', qkv_bias=True, rope_base=1000000.0, eps=1e-6),
     'qwen3': dict(BASE, arch='qwen3', head_dim=16, qk_norm=True, tied=True, eps=1e-6),
@@ -113,14 +117,27 @@ def rotate_half(x):
     return torch.cat((-x[..., h:], x[..., :h]), dim=-1)
 
 
-def rope(x, pos, base, d, linear, freq_div):
+def llama3_inv_freq(inv, factor, low, high, old_ctx):
+    # HF _compute_llama3_parameters
+    low_wl, high_wl = old_ctx / low, old_ctx / high
+    wl = 2 * math.pi / inv
+    out = torch.where(wl > low_wl, inv / factor, inv)
+    smooth = (old_ctx / wl - low) / (high - low)
+    smoothed = (1 - smooth) * out / factor + smooth * out
+    medium = ~(wl < high_wl) & ~(wl > low_wl)
+    return torch.where(medium, smoothed, out)
+
+
+def rope(x, pos, base, d, linear, freq_div, llama3=None):
     # HF: inv_freq = 1 / base^(2i/d); linear scaling divides it by the factor;
-    # llama3 scaling divides by per-frequency factors
+    # rope_freqs.weight divides by per-frequency factors
     inv = 1.0 / (base ** (torch.arange(0, d, 2, dtype=torch.float64) / d))
     if linear:
         inv = inv / linear
     if freq_div is not None:
         inv = inv / freq_div
+    if llama3:
+        inv = llama3_inv_freq(inv, *llama3)
     ang = pos[:, None].double() * inv[None, :]
     emb = torch.cat((ang, ang), dim=-1)
     cos, sin = emb.cos()[:, None, :], emb.sin()[:, None, :]
@@ -174,8 +191,8 @@ def forward(c, tokens):
         base, linear = c['rope_base'], c['rope_linear']
         if c['arch'] == 'gemma3' and swa:
             base, linear = 10000.0, 0.0  # rope_local_base_freq, unscaled
-        q = rope(q, pos, base, DH, linear, freq_div)
-        k = rope(k, pos, base, DH, linear, freq_div)
+        q = rope(q, pos, base, DH, linear, freq_div, c['llama3'])
+        k = rope(k, pos, base, DH, linear, freq_div, c['llama3'])
         # repeat_kv: query head h reads kv head h // (H / HKV)
         rep = H // HKV
         k = k.repeat_interleave(rep, dim=1)
