@@ -34,6 +34,10 @@ static const struct {
     {"tokenize", rlx_cmd_tokenize, "-m FILE [--ids|--pieces] [--special] TEXT   show tokens"},
     {"generate", rlx_cmd_generate, "-m MODEL -p TEXT [-n N] [--temp T] ...   continue a text"},
     {"chat", rlx_cmd_chat, "-m MODEL [--ctx N] ...   chat over stdin with the model's template"},
+    {"quantize", rlx_cmd_quantize,
+     "IN.gguf OUT.gguf TYPE [-t THREADS]   llama.cpp quantization presets"},
+    {"make-model", rlx_cmd_make_model,
+     "--shape S --vocab V --out F   random-weight model for benchmarks"},
     {"bench", cmd_bench, "ops [-t THREADS] [-r REPEATS]   time the CPU kernels"},
 };
 
