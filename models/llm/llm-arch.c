@@ -262,6 +262,12 @@ rlx_status rlx_llm_config_from_gguf(const rlx_gguf *g, rlx_llm_config *out, rlx_
         break;
     }
     case RLX_LLM_ARCH_PHI3:
+        /* Phi-3 attends within a sliding window on every layer (2047 for
+         * mini-4k), as the HF model's mask does */
+        if ((st = get_i32(g, a, "attention.sliding_window", &c->sliding_window, false, err)))
+            return st;
+        if (c->sliding_window > 0)
+            c->swa_pattern = 1;
         c->fused_qkv = rlx_gguf_find_tensor(g, "blk.0.attn_qkv.weight") != NULL;
         c->fused_gate_up = rlx_gguf_find_tensor(g, "blk.0.ffn_gate.weight") == NULL;
         if (rlx_gguf_find_tensor(g, "rope_factors_short.weight")) {
