@@ -361,8 +361,8 @@ static rlx_status check_room(rlx_llm *m, size_t n, rlx_error **err)
     return RLX_OK;
 }
 
-rlx_status rlx_llm_eval(rlx_llm *m, const rlx_token *tokens, size_t n, float *logits,
-                        rlx_error **err)
+static rlx_status eval_tokens(rlx_llm *m, const rlx_token *tokens, size_t n, float *logits,
+                              rlx_error **err)
 {
     if (n == 0)
         return rlx_error_set(err, RLX_ERR_INVALID_ARG, "llm eval: no tokens");
@@ -404,12 +404,20 @@ rlx_status rlx_llm_eval(rlx_llm *m, const rlx_token *tokens, size_t n, float *lo
     return RLX_OK;
 }
 
+rlx_status rlx_llm_eval(rlx_llm *m, const rlx_token *tokens, size_t n, float *logits,
+                        rlx_error **err)
+{
+    __atomic_store_n(&m->cancel, 0, __ATOMIC_RELAXED);
+    return eval_tokens(m, tokens, n, logits, err);
+}
+
 rlx_status rlx_llm_eval_all(rlx_llm *m, const rlx_token *tokens, size_t n, float *logits,
                             rlx_error **err)
 {
     if (n == 0 || n > (size_t)m->n_batch)
         return rlx_error_set(err, RLX_ERR_INVALID_ARG,
                              "llm eval_all: between 1 and %d tokens at a time", m->n_batch);
+    __atomic_store_n(&m->cancel, 0, __ATOMIC_RELAXED);
     rlx_status st = check_room(m, n, err);
     if (st != RLX_OK)
         return st;
@@ -440,7 +448,7 @@ static rlx_status prefill(rlx_llm *m, const rlx_token *tokens, size_t n, float *
     m->n_past = (int32_t)common;
     if (reused)
         *reused = (int32_t)common;
-    return rlx_llm_eval(m, tokens + common, n - common, logits, err);
+    return eval_tokens(m, tokens + common, n - common, logits, err);
 }
 
 rlx_status rlx_llm_prefill(rlx_llm *m, const rlx_token *tokens, size_t n, float *logits,
@@ -623,7 +631,7 @@ rlx_status rlx_llm_generate(rlx_llm *m, const rlx_token *prompt, size_t n_prompt
             stats->stop = m->n_past >= m->n_ctx ? RLX_LLM_STOP_CONTEXT : RLX_LLM_STOP_LENGTH;
             break;
         }
-        st = rlx_llm_eval(m, &tok, 1, logits, err);
+        st = eval_tokens(m, &tok, 1, logits, err);
         if (st == RLX_ERR_CANCELLED) {
             rlx_error_clear(err);
             st = RLX_OK;
