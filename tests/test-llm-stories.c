@@ -221,6 +221,44 @@ static void test_unsupported_arch(void **state)
     rlx_error_free(err);
 }
 
+typedef struct {
+    int calls, weights_done;
+    int stop_after; /* 0 = never */
+} progress_log;
+
+static bool on_progress(void *user, const char *stage, double fraction)
+{
+    progress_log *l = user;
+    l->calls++;
+    if (!strcmp(stage, "weights") && fraction == 1.0)
+        l->weights_done++;
+    return !(l->stop_after && l->calls >= l->stop_after);
+}
+
+/* Loading reports progress, and a callback that says stop cancels it. */
+static void test_load_progress(void **state)
+{
+    (void)state;
+    rlx_llm_params p = rlx_llm_default_params();
+    p.n_ctx = 64;
+    progress_log l = {0};
+    p.progress = on_progress;
+    p.progress_user = &l;
+    rlx_llm *m = NULL;
+    rlx_error *err = NULL;
+    if (rlx_llm_load(rlx_test_data("llm/stories260K.gguf"), &p, &m, &err) != RLX_OK)
+        fail_msg("load: %s", rlx_error_message(err));
+    assert_true(l.calls > 2);
+    assert_true(l.weights_done >= 1);
+    rlx_llm_free(m);
+    progress_log stop = {.stop_after = 1};
+    p.progress_user = &stop;
+    assert_int_equal(rlx_llm_load(rlx_test_data("llm/stories260K.gguf"), &p, &m, &err),
+                     RLX_ERR_CANCELLED);
+    assert_null(m);
+    rlx_error_free(err);
+}
+
 /* A tiny random-weight qwen2 on the real Qwen2 vocabulary and its ChatML
  * template: the chat prompt is rendered and tokenized with control tokens,
  * and the second turn reuses the first turn's cache. */
@@ -336,7 +374,7 @@ int main(void)
         cmocka_unit_test(test_greedy_f16),        cmocka_unit_test(test_greedy_f32_chunked),
         cmocka_unit_test(test_prefix_reuse),      cmocka_unit_test(test_prompt_too_long),
         cmocka_unit_test(test_cancel_and_stop),   cmocka_unit_test(test_unsupported_arch),
-        cmocka_unit_test(test_chat_prefix_reuse),
+        cmocka_unit_test(test_chat_prefix_reuse), cmocka_unit_test(test_load_progress),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
