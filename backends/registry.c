@@ -6,6 +6,9 @@
 #include "backends/backend.h"
 #include "backends/cpu/cpu-backend.h"
 #include "rlx-config.h"
+#if RLX_HAVE_VULKAN
+#include "backends/vulkan/vk-backend.h"
+#endif
 
 /* Compiled-in backends, CPU first (the default). A GPU backend adds its
  * interface here under its build flag, e.g.
@@ -15,6 +18,9 @@
  * and rlx_device_parse then finds it by name. */
 static const rlx_backend_i *const backends[] = {
     &rlx_cpu_backend,
+#if RLX_HAVE_VULKAN
+    &rlx_vulkan_backend,
+#endif
 };
 
 int rlx_backend_count(void)

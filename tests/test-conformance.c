@@ -505,6 +505,8 @@ static bool run_on(const rlx_backend_i *be, rlx_op op, const rlx_op_params *p, t
         be->device_close(dev);
         if (strcmp(be->name, "cpu") == 0)
             fail_msg("cpu does not support op %d", (int)op);
+        print_message("  %s declines %s (%s)\n", be->name, rlx_op_name(op),
+                      rlx_dtype_name(out->dt));
         return false;
     }
     rlx_program *prog = NULL;

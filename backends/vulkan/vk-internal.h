@@ -1,0 +1,90 @@
+/* Internals of the Vulkan backend shared by vk-device.c and vk-program.c.
+ * Not installed. */
+#ifndef RLX_BACKENDS_VULKAN_VK_INTERNAL_H
+#define RLX_BACKENDS_VULKAN_VK_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <vulkan/vulkan.h>
+
+#include "backends/backend.h"
+
+/* shader kernels (vk-device.c embeds their SPIR-V) */
+typedef enum vk_kernel {
+    VK_K_EW,
+    VK_K_MATMUL,
+    VK_K_ROWOP,
+    VK_K_ROPE,
+    VK_K_ATTN,
+    VK_K_CONV,
+    VK_K_SPATIAL,
+    VK_K_GATHER,
+    VK_K_COUNT
+} vk_kernel;
+
+#define VK_SLOTS    8 /* bindings: 0..5 inputs, 6 output, 7 meta */
+#define VK_OUT_SLOT 6
+#define VK_LS       64 /* workgroup size (specialization constant 0) */
+
+typedef struct vk_device {
+    rlx_device base;
+    int index;
+    VkPhysicalDevice pd;
+    VkDevice dev;
+    VkQueue queue;
+    uint32_t qfam;
+    VkPhysicalDeviceProperties props;
+    VkPhysicalDeviceMemoryProperties mem;
+    bool has_budget;
+    uint32_t mt_device; /* memory type for buffers */
+    uint32_t mt_host;   /* host-visible, coherent: staging, meta */
+    bool device_mapped; /* mt_device is host-visible too: map buffers */
+    uint64_t max_alloc; /* maxMemoryAllocationSize */
+    uint64_t heap_size; /* of mt_device's heap */
+    VkCommandPool cmd_pool;
+    VkCommandBuffer xfer_cb;
+    VkFence xfer_fence;
+    VkBuffer staging;
+    VkDeviceMemory staging_mem;
+    void *staging_map;
+    uint64_t staging_size;
+    /* shared by every open of this physical device (vk-device.c) */
+    VkDescriptorSetLayout dsl;
+    VkPipelineLayout layout;
+    VkPipeline *pipes; /* VK_K_COUNT, built on first use */
+    bool lost;
+    uint32_t ts_bits;
+    uint64_t allocated; /* bytes of our live buffers */
+} vk_device;
+
+typedef struct vk_buffer {
+    rlx_buffer base;
+    vk_device *dev;
+    VkBuffer buf;
+    VkDeviceMemory mem;
+    void *map;      /* when device memory is host-visible */
+    uint64_t alloc; /* bytes allocated (size rounded up) */
+} vk_buffer;
+
+extern const rlx_backend_i rlx_vulkan_backend;
+
+rlx_status vk_check_result(vk_device *d, VkResult r, const char *what, rlx_error **err);
+/* Wait for a fence with a timeout; a lost device or a timeout is an error. */
+rlx_status vk_wait_fence(vk_device *d, VkFence f, volatile const int *cancel, rlx_error **err);
+/* vkQueueSubmit on the queue that every open of the device shares. */
+VkResult vk_submit(vk_device *d, const VkSubmitInfo *si, VkFence fence);
+rlx_status vk_pipeline(vk_device *d, vk_kernel k, VkPipeline *out, rlx_error **err);
+rlx_status vk_make_buffer(vk_device *d, uint64_t size, uint32_t mtype, VkBufferUsageFlags usage,
+                          VkBuffer *buf, VkDeviceMemory *mem, void **map, rlx_error **err);
+
+bool vk_supports_op(rlx_device *dev, const rlx_lir *lir, const rlx_lir_instr *ins);
+rlx_status vk_program_create(rlx_device *dev, const rlx_lir *lir, rlx_program **out,
+                             rlx_error **err);
+rlx_status vk_program_run(rlx_program *prog, const rlx_program_bindings *b,
+                          const rlx_sym_values *syms, rlx_error **err);
+void vk_program_free(rlx_program *prog);
+void vk_program_set_timing(rlx_program *prog, bool enabled);
+rlx_status vk_program_timings(rlx_program *prog, double *ms, int32_t n, rlx_error **err);
+
+#endif
