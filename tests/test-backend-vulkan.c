@@ -1,0 +1,462 @@
+/* The Vulkan backend's device layer: enumeration facts, buffers, programs
+ * sharing a device, symbolic replays, timing and its errors. The op
+ * results themselves are test-conformance.c's job.
+ *
+ * Exits 77 (meson's "skipped") when this machine has no Vulkan device.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "backends/backend.h"
+#include "test-util.h"
+
+static const rlx_backend_i *vk;
+
+static rlx_device *open_dev(void)
+{
+    rlx_device *d = NULL;
+    rlx_error *err = NULL;
+    if (vk->device_open(0, NULL, &d, &err) != RLX_OK)
+        fail_msg("device_open: %s", rlx_error_message(err));
+    return d;
+}
+
+static void test_enumeration(void **state)
+{
+    (void)state;
+    int n = vk->device_count();
+    assert_true(n >= 1);
+    for (int i = 0; i < n; i++) {
+        rlx_device_info info;
+        assert_int_equal(vk->device_info(i, &info, NULL), RLX_OK);
+        assert_string_equal(info.backend, "vulkan");
+        assert_int_equal(info.index, i);
+        char id[32];
+        snprintf(id, sizeof id, "vulkan:%d", i);
+        assert_string_equal(info.id, id);
+        assert_true(info.name[0] != '\0');
+        assert_true(info.total_memory > 0);
+        assert_true(info.free_memory <= info.total_memory);
+        assert_true(strncmp(info.features, "vulkan 1.", 9) == 0);
+        if (strstr(info.name, "llvmpipe"))
+            assert_int_equal(info.type, RLX_DEVICE_GPU_SOFTWARE);
+        else
+            assert_true(info.type != RLX_DEVICE_CPU);
+        print_message("  vulkan:%d %s (type %d, %.0f MiB, %.0f MiB free, %s)\n", i, info.name,
+                      (int)info.type, (double)info.total_memory / 1048576.0,
+                      (double)info.free_memory / 1048576.0, info.features);
+    }
+    rlx_error *err = NULL;
+    rlx_device_info info;
+    assert_int_equal(vk->device_info(n, &info, &err), RLX_ERR_NOT_FOUND);
+    rlx_error_clear(&err);
+    rlx_device *d = NULL;
+    assert_int_equal(vk->device_open(n, NULL, &d, &err), RLX_ERR_NOT_FOUND);
+    assert_null(d);
+    assert_non_null(strstr(rlx_error_message(err), "vulkan:0"));
+    rlx_error_clear(&err);
+
+    const rlx_backend_i *be = NULL;
+    int idx = -1;
+    assert_int_equal(rlx_device_parse("vulkan:0", &be, &idx, NULL), RLX_OK);
+    assert_ptr_equal(be, vk);
+    assert_int_equal(idx, 0);
+    assert_int_equal(rlx_device_parse("vulkan:99", &be, &idx, &err), RLX_ERR_NOT_FOUND);
+    rlx_error_clear(&err);
+
+    /* an open device reports live figures */
+    d = open_dev();
+    assert_int_equal(vk->device_query(d, &info, NULL), RLX_OK);
+    assert_string_equal(info.id, "vulkan:0");
+    vk->device_close(d);
+}
+
+static void test_buffers(void **state)
+{
+    (void)state;
+    rlx_device *d = open_dev();
+    rlx_error *err = NULL;
+    /* odd sizes, and more than the 16 MiB staging window */
+    const uint64_t sizes[] = {1, 13, 4096 + 3, (40u << 20) + 7};
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        uint64_t n = sizes[k];
+        uint8_t *src = malloc(n), *dst = malloc(n);
+        assert_non_null(src);
+        assert_non_null(dst);
+        for (uint64_t i = 0; i < n; i++)
+            src[i] = (uint8_t)(i * 131 + k);
+        rlx_buffer *b = NULL;
+        assert_int_equal(vk->buffer_from_host(d, src, n, &b, &err), RLX_OK);
+        assert_int_equal(b->size, n);
+        memset(dst, 0, n);
+        assert_int_equal(vk->buffer_read(b, 0, dst, n, &err), RLX_OK);
+        assert_memory_equal(src, dst, n);
+        /* a partial write at an odd offset */
+        if (n > 8) {
+            uint8_t patch[5] = {1, 2, 3, 4, 5};
+            assert_int_equal(vk->buffer_write(b, 3, patch, 5, &err), RLX_OK);
+            memcpy(src + 3, patch, 5);
+            assert_int_equal(vk->buffer_read(b, 0, dst, n, &err), RLX_OK);
+            assert_memory_equal(src, dst, n);
+        }
+        /* out of range */
+        assert_int_equal(vk->buffer_read(b, n, dst, 1, &err), RLX_ERR_INVALID_ARG);
+        assert_non_null(strstr(rlx_error_message(err), "runs past"));
+        rlx_error_clear(&err);
+        vk->buffer_free(b);
+        free(src);
+        free(dst);
+    }
+    /* a new buffer reads as zeros */
+    rlx_buffer *z = NULL;
+    assert_int_equal(vk->buffer_alloc(d, 1000, &z, &err), RLX_OK);
+    uint8_t zb[1000], zero[1000] = {0};
+    memset(zb, 0xAB, sizeof zb);
+    assert_int_equal(vk->buffer_read(z, 0, zb, sizeof zb, &err), RLX_OK);
+    assert_memory_equal(zb, zero, sizeof zb);
+    vk->buffer_free(z);
+    vk->device_close(d);
+}
+
+static void test_too_large(void **state)
+{
+    (void)state;
+    rlx_device *d = open_dev();
+    rlx_device_info info;
+    assert_int_equal(vk->device_query(d, &info, NULL), RLX_OK);
+    rlx_error *err = NULL;
+    rlx_buffer *b = NULL;
+    uint64_t huge = info.total_memory * 2 + 12345;
+    assert_int_equal(vk->buffer_alloc(d, huge, &b, &err), RLX_ERR_NO_MEMORY);
+    assert_null(b);
+    print_message("  %s\n", rlx_error_message(err));
+    assert_non_null(strstr(rlx_error_message(err), "does not fit"));
+    rlx_error_clear(&err);
+    assert_int_equal(vk->buffer_alloc(d, UINT64_MAX, &b, &err), RLX_ERR_NO_MEMORY);
+    rlx_error_clear(&err);
+    /* the device still works afterwards */
+    assert_int_equal(vk->buffer_alloc(d, 64, &b, &err), RLX_OK);
+    vk->buffer_free(b);
+    vk->device_close(d);
+}
+
+/* ---- small hand-built programs -------------------------------------------- */
+
+typedef struct prog_def {
+    rlx_lir lir;
+    rlx_lir_value values[4];
+    rlx_lir_instr instr;
+    rlx_lir_binding inputs[2], outputs[1];
+} prog_def;
+
+/* out[SEQ? , n] = a op b over f32 rows; with `sym` the leading dim is the
+ * symbol SEQ (bound 8). */
+static void make_binary(prog_def *P, rlx_op op, int64_t rows, int64_t n, bool sym)
+{
+    memset(P, 0, sizeof *P);
+    for (int v = 0; v < 3; v++) {
+        rlx_lir_value *val = &P->values[v];
+        val->dtype = RLX_DTYPE_F32;
+        val->shape.rank = 2;
+        val->shape.d[0] = sym ? rlx_dim_sym(0) : rlx_dim_const(rows);
+        val->shape.d[1] = rlx_dim_const(n);
+        val->stride[0] = rlx_dim_const(n);
+        val->stride[1] = rlx_dim_const(1);
+        val->home = v < 2 ? RLX_HOME_INPUT : RLX_HOME_OUTPUT;
+        val->index = v < 2 ? v : 0;
+        val->view_of = -1;
+        val->max_bytes = (uint64_t)(sym ? 8 : rows) * (uint64_t)n * 4;
+        val->contiguous = true;
+    }
+    P->instr.op = op;
+    P->instr.n_in = 2;
+    P->instr.in[0] = 0;
+    P->instr.in[1] = 1;
+    P->instr.out = 2;
+    for (int i = 0; i < 2; i++) {
+        P->inputs[i].name = i ? "b" : "a";
+        P->inputs[i].dtype = RLX_DTYPE_F32;
+        P->inputs[i].shape = P->values[i].shape;
+        P->inputs[i].max_bytes = P->values[i].max_bytes;
+    }
+    P->outputs[0].name = "out";
+    P->outputs[0].dtype = RLX_DTYPE_F32;
+    P->outputs[0].shape = P->values[2].shape;
+    P->outputs[0].max_bytes = P->values[2].max_bytes;
+    P->lir.n_values = 3;
+    P->lir.values = P->values;
+    P->lir.n_instrs = 1;
+    P->lir.instrs = &P->instr;
+    P->lir.n_inputs = 2;
+    P->lir.inputs = P->inputs;
+    P->lir.n_outputs = 1;
+    P->lir.outputs = P->outputs;
+    if (sym) {
+        P->lir.n_symbols = 1;
+        P->lir.symbols[0].name = "SEQ";
+        P->lir.symbols[0].max = 8;
+    }
+}
+
+static rlx_buffer *upload(rlx_device *d, const float *v, size_t n)
+{
+    rlx_buffer *b = NULL;
+    assert_int_equal(vk->buffer_from_host(d, v, n * sizeof *v, &b, NULL), RLX_OK);
+    return b;
+}
+
+static void run_binary(rlx_program *p, rlx_buffer *a, rlx_buffer *b, rlx_buffer *o, int64_t seq)
+{
+    rlx_buffer_ref in[2] = {{a, 0}, {b, 0}}, out = {o, 0};
+    rlx_program_bindings bind = {.inputs = in, .outputs = &out};
+    rlx_sym_values sv = {{seq}};
+    rlx_error *err = NULL;
+    if (vk->program_run(p, &bind, &sv, &err) != RLX_OK)
+        fail_msg("program_run: %s", rlx_error_message(err));
+}
+
+static void test_two_programs(void **state)
+{
+    (void)state;
+    enum { R = 3, N = 37 };
+    float a[R * N], b[R * N], got[R * N];
+    for (int i = 0; i < R * N; i++) {
+        a[i] = (float)i * 0.5f - 7;
+        b[i] = (float)(i % 11) - 3;
+    }
+    /* two opens of the same device, each with its own programs */
+    rlx_device *d1 = open_dev(), *d2 = open_dev();
+    prog_def padd, pmul;
+    make_binary(&padd, RLX_OP_ADD, R, N, false);
+    make_binary(&pmul, RLX_OP_MUL, R, N, false);
+    rlx_program *add = NULL, *mul = NULL, *add2 = NULL;
+    assert_int_equal(vk->program_create(d1, &padd.lir, &add, NULL), RLX_OK);
+    assert_int_equal(vk->program_create(d1, &pmul.lir, &mul, NULL), RLX_OK);
+    assert_int_equal(vk->program_create(d2, &padd.lir, &add2, NULL), RLX_OK);
+    rlx_buffer *ba = upload(d1, a, R * N), *bb = upload(d1, b, R * N), *bo = NULL;
+    rlx_buffer *ca = upload(d2, b, R * N), *cb = upload(d2, b, R * N), *co = NULL;
+    assert_int_equal(vk->buffer_alloc(d1, sizeof got, &bo, NULL), RLX_OK);
+    assert_int_equal(vk->buffer_alloc(d2, sizeof got, &co, NULL), RLX_OK);
+    for (int rep = 0; rep < 3; rep++) {
+        run_binary(add, ba, bb, bo, 0);
+        run_binary(add2, ca, cb, co, 0);
+        assert_int_equal(vk->buffer_read(bo, 0, got, sizeof got, NULL), RLX_OK);
+        for (int i = 0; i < R * N; i++)
+            assert_true(got[i] == a[i] + b[i]);
+        run_binary(mul, ba, bb, bo, 0);
+        assert_int_equal(vk->buffer_read(bo, 0, got, sizeof got, NULL), RLX_OK);
+        for (int i = 0; i < R * N; i++)
+            assert_true(got[i] == a[i] * b[i]);
+        assert_int_equal(vk->buffer_read(co, 0, got, sizeof got, NULL), RLX_OK);
+        for (int i = 0; i < R * N; i++)
+            assert_true(got[i] == b[i] + b[i]);
+    }
+    /* other buffers bound to the same program (a re-bind) */
+    run_binary(add, bb, bb, bo, 0);
+    assert_int_equal(vk->buffer_read(bo, 0, got, sizeof got, NULL), RLX_OK);
+    for (int i = 0; i < R * N; i++)
+        assert_true(got[i] == b[i] + b[i]);
+    /* a buffer of another device's backend is refused */
+    rlx_error *err = NULL;
+    rlx_buffer_ref in[2] = {{ba, 0}, {bb, 0}}, out = {bo, 0};
+    rlx_buffer fake = {.iface = rlx_backend_find("cpu"), .size = sizeof got};
+    in[1].buf = &fake;
+    rlx_program_bindings bind = {.inputs = in, .outputs = &out};
+    assert_int_equal(vk->program_run(add, &bind, NULL, &err), RLX_ERR_INVALID_ARG);
+    rlx_error_clear(&err);
+    vk->buffer_free(ba);
+    vk->buffer_free(bb);
+    vk->buffer_free(bo);
+    vk->buffer_free(ca);
+    vk->buffer_free(cb);
+    vk->buffer_free(co);
+    vk->program_free(add);
+    vk->program_free(mul);
+    vk->program_free(add2);
+    vk->device_close(d1);
+    vk->device_close(d2);
+}
+
+/* One program, several SEQ values: the recorded command buffer is replayed
+ * with new records; timing reports per-instruction times. */
+static void test_symbolic_replay_and_timing(void **state)
+{
+    (void)state;
+    enum { N = 19 };
+    float a[8 * N], b[8 * N], got[8 * N];
+    for (int i = 0; i < 8 * N; i++) {
+        a[i] = (float)i;
+        b[i] = (float)(2 * i + 1);
+    }
+    rlx_device *d = open_dev();
+    prog_def ps;
+    make_binary(&ps, RLX_OP_SUB, 0, N, true);
+    rlx_program *p = NULL;
+    assert_int_equal(vk->program_create(d, &ps.lir, &p, NULL), RLX_OK);
+    rlx_buffer *ba = upload(d, a, 8 * N), *bb = upload(d, b, 8 * N), *bo = NULL;
+    assert_int_equal(vk->buffer_alloc(d, sizeof got, &bo, NULL), RLX_OK);
+    const int64_t seqs[] = {3, 8, 1, 0, 5};
+    for (size_t k = 0; k < sizeof seqs / sizeof seqs[0]; k++) {
+        float poison = -12345.0f;
+        for (int i = 0; i < 8 * N; i++)
+            got[i] = poison;
+        assert_int_equal(vk->buffer_write(bo, 0, got, sizeof got, NULL), RLX_OK);
+        if (k == 2)
+            vk->program_set_timing(p, true);
+        run_binary(p, ba, bb, bo, seqs[k]);
+        assert_int_equal(vk->buffer_read(bo, 0, got, sizeof got, NULL), RLX_OK);
+        for (int i = 0; i < 8 * N; i++)
+            assert_true(got[i] == (i < seqs[k] * N ? a[i] - b[i] : poison));
+        if (k >= 2) {
+            double ms[2] = {-1, -1};
+            assert_int_equal(vk->program_timings(p, ms, 2, NULL), RLX_OK);
+            assert_true(ms[0] >= 0);
+            assert_true(ms[1] == 0);
+        }
+    }
+    /* a symbol past its bound */
+    rlx_error *err = NULL;
+    rlx_buffer_ref in[2] = {{ba, 0}, {bb, 0}}, out = {bo, 0};
+    rlx_program_bindings bind = {.inputs = in, .outputs = &out};
+    rlx_sym_values sv = {{9}};
+    assert_int_equal(vk->program_run(p, &bind, &sv, &err), RLX_ERR_INVALID_ARG);
+    assert_non_null(strstr(rlx_error_message(err), "SEQ"));
+    rlx_error_clear(&err);
+    /* a cancelled run does not start */
+    int cancel = 1;
+    bind.cancel = &cancel;
+    sv.v[0] = 2;
+    assert_int_equal(vk->program_run(p, &bind, &sv, &err), RLX_ERR_CANCELLED);
+    rlx_error_clear(&err);
+    vk->program_set_timing(p, false);
+    assert_int_equal(vk->program_timings(p, (double[1]){0}, 1, &err), RLX_ERR_INVALID_ARG);
+    rlx_error_clear(&err);
+    vk->buffer_free(ba);
+    vk->buffer_free(bb);
+    vk->buffer_free(bo);
+    vk->program_free(p);
+    vk->device_close(d);
+}
+
+/* What the backend does not take is refused up front, with the reason. */
+static void test_refusals(void **state)
+{
+    (void)state;
+    rlx_device *d = open_dev();
+    prog_def pf;
+    make_binary(&pf, RLX_OP_ADD, 2, 4, false);
+    for (int v = 0; v < 3; v++)
+        pf.values[v].dtype = RLX_DTYPE_F64;
+    assert_false(vk->supports_op(d, &pf.lir, &pf.instr));
+    rlx_program *p = NULL;
+    rlx_error *err = NULL;
+    assert_int_equal(vk->program_create(d, &pf.lir, &p, &err), RLX_ERR_UNSUPPORTED);
+    assert_null(p);
+    print_message("  %s\n", rlx_error_message(err));
+    assert_non_null(strstr(rlx_error_message(err), "F64"));
+    rlx_error_clear(&err);
+    vk->device_close(d);
+}
+
+/* A token id outside the table fails the run with a sentence. */
+static void test_gather_range(void **state)
+{
+    (void)state;
+    rlx_device *d = open_dev();
+    prog_def P;
+    memset(&P, 0, sizeof P);
+    rlx_lir_value *t = &P.values[0], *ids = &P.values[1], *o = &P.values[2];
+    *t = (rlx_lir_value){.dtype = RLX_DTYPE_F32,
+                         .shape = rlx_shape_make(2, (int64_t[]){5, 3}),
+                         .home = RLX_HOME_INPUT,
+                         .index = 0,
+                         .view_of = -1,
+                         .max_bytes = 60,
+                         .contiguous = true};
+    t->stride[0] = rlx_dim_const(3);
+    t->stride[1] = rlx_dim_const(1);
+    *ids = (rlx_lir_value){.dtype = RLX_DTYPE_I32,
+                           .shape = rlx_shape_make(1, (int64_t[]){2}),
+                           .home = RLX_HOME_INPUT,
+                           .index = 1,
+                           .view_of = -1,
+                           .max_bytes = 8,
+                           .contiguous = true};
+    ids->stride[0] = rlx_dim_const(1);
+    *o = (rlx_lir_value){.dtype = RLX_DTYPE_F32,
+                         .shape = rlx_shape_make(2, (int64_t[]){2, 3}),
+                         .home = RLX_HOME_OUTPUT,
+                         .index = 0,
+                         .view_of = -1,
+                         .max_bytes = 24,
+                         .contiguous = true};
+    o->stride[0] = rlx_dim_const(3);
+    o->stride[1] = rlx_dim_const(1);
+    P.instr = (rlx_lir_instr){.op = RLX_OP_GATHER, .n_in = 2, .in = {0, 1}, .out = 2};
+    P.lir = (rlx_lir){.n_values = 3,
+                      .values = P.values,
+                      .n_instrs = 1,
+                      .instrs = &P.instr,
+                      .n_inputs = 2,
+                      .inputs = P.inputs,
+                      .n_outputs = 1,
+                      .outputs = P.outputs};
+    rlx_program *p = NULL;
+    assert_int_equal(vk->program_create(d, &P.lir, &p, NULL), RLX_OK);
+    float tab[15];
+    for (int i = 0; i < 15; i++)
+        tab[i] = (float)i;
+    int32_t good[2] = {4, 0}, bad[2] = {1, 5};
+    rlx_buffer *bt = upload(d, tab, 15), *bg = NULL, *bbad = NULL, *bo = NULL;
+    assert_int_equal(vk->buffer_from_host(d, good, sizeof good, &bg, NULL), RLX_OK);
+    assert_int_equal(vk->buffer_from_host(d, bad, sizeof bad, &bbad, NULL), RLX_OK);
+    assert_int_equal(vk->buffer_alloc(d, 24, &bo, NULL), RLX_OK);
+    rlx_buffer_ref in[2] = {{bt, 0}, {bg, 0}}, out = {bo, 0};
+    rlx_program_bindings bind = {.inputs = in, .outputs = &out};
+    assert_int_equal(vk->program_run(p, &bind, NULL, NULL), RLX_OK);
+    float got[6];
+    assert_int_equal(vk->buffer_read(bo, 0, got, sizeof got, NULL), RLX_OK);
+    const float want[6] = {12, 13, 14, 0, 1, 2};
+    assert_memory_equal(got, want, sizeof want);
+    in[1].buf = bbad;
+    rlx_error *err = NULL;
+    assert_int_equal(vk->program_run(p, &bind, NULL, &err), RLX_ERR_INVALID_ARG);
+    assert_non_null(strstr(rlx_error_message(err), "token id"));
+    rlx_error_clear(&err);
+    /* and the program still runs afterwards */
+    in[1].buf = bg;
+    assert_int_equal(vk->program_run(p, &bind, NULL, NULL), RLX_OK);
+    vk->buffer_free(bt);
+    vk->buffer_free(bg);
+    vk->buffer_free(bbad);
+    vk->buffer_free(bo);
+    vk->program_free(p);
+    vk->device_close(d);
+}
+
+int main(void)
+{
+    vk = rlx_backend_find("vulkan");
+    if (!vk || vk->device_count() == 0) {
+        printf("no Vulkan device: skipped\n");
+        return 77;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_enumeration),
+        cmocka_unit_test(test_buffers),
+        cmocka_unit_test(test_too_large),
+        cmocka_unit_test(test_two_programs),
+        cmocka_unit_test(test_symbolic_replay_and_timing),
+        cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_gather_range),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
