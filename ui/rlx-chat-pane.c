@@ -31,6 +31,7 @@ struct _RlxChatPane {
     GtkTextView *system_view;
     GtkPopover *system_popover;
     GtkGrid *sampling_grid;
+    GtkMenuButton *sampling_button;
     GtkProgressBar *load_bar;
     GtkStack *content_stack, *send_stack;
     GtkScrolledWindow *scroller;
@@ -50,6 +51,7 @@ struct _RlxChatPane {
     gint64 last_save;
     guint render_source;
     gboolean loading;
+    GQueue pending_toasts; /* AdwToast *, until the window is mapped */
 };
 
 G_DEFINE_FINAL_TYPE(RlxChatPane, rlx_chat_pane, GTK_TYPE_WIDGET)
@@ -58,15 +60,23 @@ G_DEFINE_FINAL_TYPE(RlxChatPane, rlx_chat_pane, GTK_TYPE_WIDGET)
 
 /* ---- helpers ---------------------------------------------------------------- */
 
-static void toast(RlxChatPane *self, const char *text)
+static void show_pending_toasts(RlxChatPane *self)
 {
     GtkWidget *overlay = gtk_widget_get_ancestor(GTK_WIDGET(self), ADW_TYPE_TOAST_OVERLAY);
-    g_message("%s", text); /* also for whoever reads the log (and the UI tests) */
-    if (!overlay)
+    if (!overlay || !gtk_widget_get_mapped(overlay))
         return;
+    for (AdwToast *t; (t = g_queue_pop_head(&self->pending_toasts));)
+        adw_toast_overlay_add_toast(ADW_TOAST_OVERLAY(overlay), t);
+}
+
+static void toast(RlxChatPane *self, const char *text)
+{
+    g_message("%s", text); /* also for whoever reads the log (and the UI tests) */
     AdwToast *t = adw_toast_new(text);
     adw_toast_set_timeout(t, 6);
-    adw_toast_overlay_add_toast(ADW_TOAST_OVERLAY(overlay), t);
+    /* A toast given to an overlay that is not on screen yet would never show. */
+    g_queue_push_tail(&self->pending_toasts, t);
+    show_pending_toasts(self);
 }
 
 static char *conversations_dir(void)
@@ -903,6 +913,12 @@ static void entry_activated(GtkEntry *entry, RlxChatPane *self)
     gtk_widget_activate_action(GTK_WIDGET(self), "chat.send", NULL);
 }
 
+void rlx_chat_pane_show_sampling(RlxChatPane *self)
+{
+    g_return_if_fail(RLX_IS_CHAT_PANE(self));
+    gtk_menu_button_popup(self->sampling_button);
+}
+
 static void rlx_chat_pane_dispose(GObject *object)
 {
     RlxChatPane *self = RLX_CHAT_PANE(object);
@@ -921,9 +937,16 @@ static void rlx_chat_pane_dispose(GObject *object)
     G_OBJECT_CLASS(rlx_chat_pane_parent_class)->dispose(object);
 }
 
+static void rlx_chat_pane_map(GtkWidget *widget)
+{
+    GTK_WIDGET_CLASS(rlx_chat_pane_parent_class)->map(widget);
+    show_pending_toasts(RLX_CHAT_PANE(widget));
+}
+
 static void rlx_chat_pane_finalize(GObject *object)
 {
     RlxChatPane *self = RLX_CHAT_PANE(object);
+    g_queue_clear_full(&self->pending_toasts, g_object_unref);
     g_ptr_array_unref(self->convs);
     g_free(self->model_path);
     G_OBJECT_CLASS(rlx_chat_pane_parent_class)->finalize(object);
@@ -935,6 +958,7 @@ static void rlx_chat_pane_class_init(RlxChatPaneClass *klass)
     GtkWidgetClass *widget_class = GTK_WIDGET_CLASS(klass);
     object_class->dispose = rlx_chat_pane_dispose;
     object_class->finalize = rlx_chat_pane_finalize;
+    widget_class->map = rlx_chat_pane_map;
 
     gtk_widget_class_set_layout_manager_type(widget_class, GTK_TYPE_BIN_LAYOUT);
     gtk_widget_class_set_template_from_resource(widget_class, "/org/rlx/Studio/rlx-chat-pane.ui");
@@ -947,6 +971,7 @@ static void rlx_chat_pane_class_init(RlxChatPaneClass *klass)
     gtk_widget_class_bind_template_child(widget_class, RlxChatPane, system_view);
     gtk_widget_class_bind_template_child(widget_class, RlxChatPane, system_popover);
     gtk_widget_class_bind_template_child(widget_class, RlxChatPane, sampling_grid);
+    gtk_widget_class_bind_template_child(widget_class, RlxChatPane, sampling_button);
     gtk_widget_class_bind_template_child(widget_class, RlxChatPane, load_bar);
     gtk_widget_class_bind_template_child(widget_class, RlxChatPane, content_stack);
     gtk_widget_class_bind_template_child(widget_class, RlxChatPane, send_stack);
@@ -975,6 +1000,8 @@ static void rlx_chat_pane_class_init(RlxChatPaneClass *klass)
 static void rlx_chat_pane_init(RlxChatPane *self)
 {
     gtk_widget_init_template(GTK_WIDGET(self));
+    g_queue_init(&self->pending_toasts);
+    gtk_label_set_text(self->model_details, _("Open a GGUF model with Ctrl+O, or drop one here"));
     self->convs = g_ptr_array_new_with_free_func((GDestroyNotify)conv_free);
     gtk_list_box_set_filter_func(self->conv_list, filter_row, self, NULL);
     g_signal_connect(self->conv_list, "row-selected", G_CALLBACK(row_selected), self);

@@ -32,5 +32,7 @@ void rlx_chat_pane_setup(RlxChatPane *self, RlxEngine *engine, GSettings *settin
 void rlx_chat_pane_open_model(RlxChatPane *self, GFile *file);
 /* Load the current model again (after the device or budget changed). */
 void rlx_chat_pane_reload_model(RlxChatPane *self);
+/* Pop up the sampling settings. */
+void rlx_chat_pane_show_sampling(RlxChatPane *self);
 
 G_END_DECLS

@@ -73,6 +73,25 @@ static gboolean rlx_window_close_request(GtkWindow *window)
     return GTK_WINDOW_CLASS(rlx_window_parent_class)->close_request(window);
 }
 
+/* Window actions in the action map (so also on D-Bus, which the UI tests use). */
+static void show_memory(GSimpleAction *a, GVariant *p, gpointer data)
+{
+    RlxWindow *self = data;
+    gtk_menu_button_popup(GTK_MENU_BUTTON(self->memory_button));
+}
+
+static void show_sampling(GSimpleAction *a, GVariant *p, gpointer data)
+{
+    RlxWindow *self = data;
+    adw_view_stack_set_visible_child_name(self->stack, "chat");
+    rlx_chat_pane_show_sampling(self->chat_pane);
+}
+
+static const GActionEntry win_actions[] = {
+    {.name = "show-memory", .activate = show_memory},
+    {.name = "show-sampling", .activate = show_sampling},
+};
+
 static void rlx_window_view_action(GtkWidget *widget, const char *action_name, GVariant *param)
 {
     RlxWindow *self = RLX_WINDOW(widget);
@@ -366,6 +385,9 @@ static void rlx_window_init(RlxWindow *self)
     g_signal_connect(self->engine, "memory", G_CALLBACK(on_memory), self);
     gtk_drawing_area_set_draw_func(self->memory_bar, draw_memory, self, NULL);
     build_memory_grid(self);
+
+    g_action_map_add_action_entries(G_ACTION_MAP(self), win_actions, G_N_ELEMENTS(win_actions),
+                                    self);
 
     GtkDropTarget *drop = gtk_drop_target_new(G_TYPE_FILE, GDK_ACTION_COPY);
     g_signal_connect(drop, "drop", G_CALLBACK(on_drop), self);

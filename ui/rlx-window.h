@@ -7,6 +7,9 @@
  * Action: win.view (string: chat, segment, transcribe, imagine) shows a page;
  * <Alt>1 to <Alt>4. The size and maximized state are restored from and saved
  * to settings (keys window-width, window-height, window-maximized).
+ * win.show-memory and win.show-sampling pop up the memory and sampling
+ * popovers. The header bar's device selector writes the "device" key and
+ * reloads a loaded model there; a GGUF dropped on the window is opened.
  *
  * Thread safety: main thread only.
  */

@@ -200,11 +200,36 @@ first_all=$(field "$first" all)
 quit
 check_log reply
 
-# 2. restart; Stop during a long reply ---------------------------------------
+# activate NAME [PATH]: a window (default) or app action over D-Bus.
+activate() {
+    gdbus call --session --dest org.rlx.Studio --object-path "${2:-/org/rlx/Studio/window/1}" \
+        --method org.gtk.Actions.Activate "$1" '[]' '{}' >/dev/null || fail "action $1 over D-Bus"
+}
+
+# 2. restart (dark); the popovers and Preferences; Stop during a long reply ----
 settings 1500
+ADW_DEBUG_COLOR_SCHEME=prefer-dark
+export ADW_DEBUG_COLOR_SCHEME
 start stop --model "$model"
+unset ADW_DEBUG_COLOR_SCHEME
 wait_log stop "is ready"
 [ "$(field "$first" all)" = "$first_all" ] || fail "the first conversation changed on restart"
+if command -v gdbus >/dev/null 2>&1 && [ "${DBUS_SESSION_BUS_ADDRESS#unix:path=/nonexistent}" = "$DBUS_SESSION_BUS_ADDRESS" ]; then
+    activate show-memory
+    sleep 1
+    shot dark-memory
+    xdotool key --clearmodifiers Escape
+    activate show-sampling
+    sleep 1
+    shot dark-sampling
+    xdotool key --clearmodifiers Escape
+    activate preferences /org/rlx/Studio
+    sleep 1.5
+    shot dark-preferences
+    xdotool key --clearmodifiers Escape
+    sleep 0.5
+    xdotool windowfocus --sync "$wid"
+fi
 xdotool key --clearmodifiers ctrl+n
 sleep 0.3
 say "Once upon a time"
@@ -262,12 +287,23 @@ quit
 check_log restart
 
 # 5. not a GGUF: a toast, and the window lives on -------------------------------
-settings 40
+# (light, 800x600, over a saved conversation written in Markdown)
+settings 40 800 600
 printf 'This is not a model.\n' >"$work/notes.gguf"
+python3 - "$convs/markdown-sample.json" <<'EOF'
+import json, sys, time
+md = ("## A small *plan*\n\nSteps, **in order**:\n\n1. Read the `config`\n2. Build it\n"
+      "   - with ~~care~~ speed\n\n> Quoted wisdom.\n\n"
+      "```c\nint main(void)\n{\n    return 0;\n}\n```\n\nDone, see [the docs](https://example.org).")
+json.dump({"version": 1, "id": "markdown-sample", "title": "Markdown sample", "system": "",
+           "created": int(time.time()), "updated": int(time.time()) + 100,
+           "messages": [{"role": "user", "content": "Show me some Markdown"},
+                        {"role": "assistant", "content": md}]}, open(sys.argv[1], "w"))
+EOF
 start bad --model "$work/notes.gguf"
 wait_log bad "Cannot load the model"
 sleep 0.5
-shot not-gguf
+shot light-800x600-not-gguf
 kill -0 "$pid" 2>/dev/null || fail "rlx-studio died on a file that is not a GGUF"
 quit
 check_log bad
