@@ -16,6 +16,20 @@ typedef struct {
     int table_col;
 } Renderer;
 
+/* Pango does not know GtkLabel's <a href>: check the markup with links as spans. */
+static gboolean markup_valid(const char *markup)
+{
+    /* main thread only, kept for the life of the process */
+    static GRegex *open_a, *close_a;
+    if (!open_a) {
+        open_a = g_regex_new("<a href=\"[^\"]*\">", G_REGEX_OPTIMIZE, 0, NULL);
+        close_a = g_regex_new("</a>", G_REGEX_OPTIMIZE, 0, NULL);
+    }
+    g_autofree char *a = g_regex_replace_literal(open_a, markup, -1, 0, "<span>", 0, NULL);
+    g_autofree char *b = a ? g_regex_replace_literal(close_a, a, -1, 0, "</span>", 0, NULL) : NULL;
+    return b && pango_parse_markup(b, -1, 0, NULL, NULL, NULL, NULL);
+}
+
 static void flush_prose(Renderer *r)
 {
     /* Trailing blank lines between blocks are spacing the box already gives. */
@@ -25,7 +39,7 @@ static void flush_prose(Renderer *r)
         return;
     GtkWidget *label = gtk_label_new(NULL);
     /* Unbalanced markup (a code block inside a quote) falls back to plain text. */
-    if (pango_parse_markup(r->markup->str, -1, 0, NULL, NULL, NULL, NULL))
+    if (markup_valid(r->markup->str))
         gtk_label_set_markup(GTK_LABEL(label), r->markup->str);
     else
         gtk_label_set_text(GTK_LABEL(label), r->markup->str);

@@ -57,9 +57,11 @@ convs=$work/data/rlx-studio/conversations
 keyfile=$work/config/glib-2.0/settings/keyfile
 
 # settings MAX_TOKENS: greedy sampling, at most MAX_TOKENS per reply.
+# $extra: more key=value lines.
+extra=
 settings() {
-    printf '[org/rlx/Studio]\ntemperature=0.0\nmax-tokens=%s\nwindow-width=%s\nwindow-height=%s\n' \
-        "$1" "${2:-1280}" "${3:-760}" >"$keyfile"
+    printf '[org/rlx/Studio]\ntemperature=0.0\nmax-tokens=%s\nwindow-width=%s\nwindow-height=%s\n%s\n' \
+        "$1" "${2:-1280}" "${3:-760}" "$extra" >"$keyfile"
 }
 
 pid=
@@ -194,6 +196,11 @@ case "$reply" in
 *) fail "reply was '$reply', expected it to start with '$expected'" ;;
 esac
 [ "$(field "$file" title)" = "Once upon a time" ] || fail "title: $(field "$file" title)"
+# Regenerate (Ctrl+R): greedy, so the same reply replaces the old one.
+xdotool key --clearmodifiers ctrl+r
+sleep 3
+[ "$(field "$file" nmsg)" = 2 ] || fail "regenerate left $(field "$file" nmsg) messages"
+[ "$(field "$file" reply)" = "$reply" ] || fail "regenerated reply differs: $(field "$file" reply)"
 shot reply
 first=$file
 first_all=$(field "$first" all)
@@ -302,10 +309,21 @@ json.dump({"version": 1, "id": "markdown-sample", "title": "Markdown sample", "s
 EOF
 start bad --model "$work/notes.gguf"
 wait_log bad "Cannot load the model"
-sleep 0.5
+sleep 1.2
 shot light-800x600-not-gguf
 kill -0 "$pid" 2>/dev/null || fail "rlx-studio died on a file that is not a GGUF"
 quit
 check_log bad
+
+# 6. a budget the model does not fit: the toast names the figures ----------------
+extra='memory-budget-mib=1'
+settings 40
+start budget --model "$model"
+wait_log budget "Cannot load the model"
+grep -q "but the budget is 1.0 MiB" "$art/chat-budget.log" || fail "the budget error does not give the figures"
+sleep 1.2
+shot budget
+quit
+check_log budget
 
 echo "PASS"
