@@ -24,6 +24,7 @@
 
 #include <cmocka.h>
 
+#include "backends/backend.h"
 #include "engine/formats/gguf.h"
 #include "models/llm/llm.h"
 #include "test-util.h"
@@ -271,17 +272,19 @@ static double rel_err(const float *got, const float *want, int n)
 }
 
 static double tolerance = REL_OK;
+static const char *cur_device = "cpu";
 
 static void check(const char *what, const char *name, int row, const float *got, const float *ref,
                   int n_rows)
 {
     double e = rel_err(got, ref + (size_t)row * VOCAB, VOCAB * n_rows);
     if (!(e <= tolerance))
-        fail_msg("%s, %s, row %d: relative error %.3g > %.0e (got %.5f, want %.5f)", name, what,
-                 row, e, tolerance, got[0], ref[(size_t)row * VOCAB]);
+        fail_msg("%s on %s, %s, row %d: relative error %.3g > %.0e (got %.5f, want %.5f)", name,
+                 cur_device, what, row, e, tolerance, got[0], ref[(size_t)row * VOCAB]);
 }
 
-static void run_case_as(const arch_case *c, rlx_dtype weights, rlx_dtype kv, double tol)
+static void run_on(const char *device, const arch_case *c, rlx_dtype weights, rlx_dtype kv,
+                   double tol)
 {
     char rel[128];
     snprintf(rel, sizeof rel, "%s/tests/fixtures/llm-ref-%s.f32", RLX_TEST_SOURCE_DIR, c->name);
@@ -299,30 +302,46 @@ static void run_case_as(const arch_case *c, rlx_dtype weights, rlx_dtype kv, dou
     p.n_ctx = 64;
     p.n_batch = 16;
     p.n_threads = 1;
+    p.device = device;
+    cur_device = device;
     rlx_llm *m = NULL;
     rlx_error *err = NULL;
     if (rlx_llm_load(path, &p, &m, &err) != RLX_OK)
-        fail_msg("%s: load: %s", c->name, rlx_error_message(err));
+        fail_msg("%s on %s: load: %s", c->name, device, rlx_error_message(err));
 
     float *all = malloc(sizeof(float) * N_TOK * VOCAB);
     if (rlx_llm_eval_all(m, tokens, N_TOK, all, &err) != RLX_OK)
-        fail_msg("%s: eval_all: %s", c->name, rlx_error_message(err));
+        fail_msg("%s on %s: eval_all: %s", c->name, device, rlx_error_message(err));
     for (int r = 0; r < N_TOK; r++)
         check("one run, all positions", c->name, r, all + (size_t)r * VOCAB, ref, 1);
 
     rlx_llm_reset(m);
     float last[VOCAB];
     if (rlx_llm_eval(m, tokens, 5, last, &err) != RLX_OK)
-        fail_msg("%s: prefill: %s", c->name, rlx_error_message(err));
+        fail_msg("%s on %s: prefill: %s", c->name, device, rlx_error_message(err));
     check("prefill of 5", c->name, 4, last, ref, 1);
     for (int t = 5; t < N_TOK; t++) {
         if (rlx_llm_eval(m, tokens + t, 1, last, &err) != RLX_OK)
-            fail_msg("%s: decode: %s", c->name, rlx_error_message(err));
+            fail_msg("%s on %s: decode: %s", c->name, device, rlx_error_message(err));
         check("decode step", c->name, t, last, ref, 1);
     }
     free(all);
     free(ref);
     rlx_llm_free(m);
+}
+
+/* Every backend of the registry that has a device. */
+static void run_case_as(const arch_case *c, rlx_dtype weights, rlx_dtype kv, double tol)
+{
+    int n = 0;
+    for (int b = 0; b < rlx_backend_count(); b++) {
+        const rlx_backend_i *be = rlx_backend_at(b);
+        if (!be || !be->device_count || be->device_count() < 1)
+            continue;
+        run_on(be->name, c, weights, kv, tol);
+        n++;
+    }
+    assert_true(n > 0);
 }
 
 static void run_case(const arch_case *c)

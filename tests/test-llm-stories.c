@@ -12,6 +12,7 @@
 
 #include <cmocka.h>
 
+#include "backends/backend.h"
 #include "engine/formats/gguf.h"
 #include "models/llm/llm.h"
 #include "test-util.h"
@@ -42,9 +43,10 @@ static bool collect(void *user, rlx_token token, const char *piece, size_t len)
     return true;
 }
 
-static rlx_llm *load(int32_t n_ctx, rlx_dtype kv, int32_t n_batch)
+static rlx_llm *load_on(const char *device, int32_t n_ctx, rlx_dtype kv, int32_t n_batch)
 {
     rlx_llm_params p = rlx_llm_default_params();
+    p.device = device;
     p.n_ctx = n_ctx;
     p.kv_dtype = kv;
     p.n_batch = n_batch;
@@ -52,8 +54,13 @@ static rlx_llm *load(int32_t n_ctx, rlx_dtype kv, int32_t n_batch)
     rlx_llm *m = NULL;
     rlx_error *err = NULL;
     if (rlx_llm_load(rlx_test_data("llm/stories260K.gguf"), &p, &m, &err) != RLX_OK)
-        fail_msg("load: %s", rlx_error_message(err));
+        fail_msg("load on %s: %s", device ? device : "cpu", rlx_error_message(err));
     return m;
+}
+
+static rlx_llm *load(int32_t n_ctx, rlx_dtype kv, int32_t n_batch)
+{
+    return load_on(NULL, n_ctx, kv, n_batch);
 }
 
 static void prompt_ids(rlx_llm *m, const char *text, rlx_token **ids, size_t *n)
@@ -71,9 +78,9 @@ static rlx_llm_generate_params greedy(int n)
     return gp;
 }
 
-static void check_greedy(rlx_dtype kv, int32_t n_batch)
+static void check_greedy_on(const char *device, rlx_dtype kv, int32_t n_batch)
 {
-    rlx_llm *m = load(256, kv, n_batch);
+    rlx_llm *m = load_on(device, 256, kv, n_batch);
     rlx_token *ids;
     size_t n;
     prompt_ids(m, "Once upon a time", &ids, &n);
@@ -86,7 +93,8 @@ static void check_greedy(rlx_dtype kv, int32_t n_batch)
     if (rlx_llm_generate(m, ids, n, &gp, collect, &c, &st, NULL, NULL, &err) != RLX_OK)
         fail_msg("generate: %s", rlx_error_message(err));
     if (strncmp(c.text, expected, strlen(expected)))
-        fail_msg("generated:\n%s\nexpected it to start with:\n%s", c.text, expected);
+        fail_msg("generated on %s:\n%s\nexpected it to start with:\n%s", device ? device : "cpu",
+                 c.text, expected);
     assert_int_equal(st.n_prompt, 5);
     assert_int_equal(st.n_generated, 60);
     assert_int_equal(st.stop, RLX_LLM_STOP_LENGTH);
@@ -94,6 +102,20 @@ static void check_greedy(rlx_dtype kv, int32_t n_batch)
     assert_int_equal(st.n_past, 5 + 59);
     free(ids);
     rlx_llm_free(m);
+}
+
+/* Every backend of the registry that has a device. */
+static void check_greedy(rlx_dtype kv, int32_t n_batch)
+{
+    int n = 0;
+    for (int b = 0; b < rlx_backend_count(); b++) {
+        const rlx_backend_i *be = rlx_backend_at(b);
+        if (!be || !be->device_count || be->device_count() < 1)
+            continue;
+        check_greedy_on(be->name, kv, n_batch);
+        n++;
+    }
+    assert_true(n > 0);
 }
 
 static void test_greedy_f16(void **state)
