@@ -110,7 +110,7 @@ static void rlx_application_preferences(GSimpleAction *action, GVariant *param, 
                              _("No settings schema is installed; preferences cannot be kept"));
         return;
     }
-    gtk_window_present(rlx_preferences_new(parent, self->settings));
+    gtk_window_present(GTK_WINDOW(rlx_preferences_new(parent, self->settings)));
 }
 
 static void color_scheme_changed(GSettings *settings, const char *key, gpointer data)

@@ -239,8 +239,8 @@ static void setup_label_item(GtkSignalListItemFactory *f, GtkListItem *item, gpo
     gtk_label_set_xalign(GTK_LABEL(label), 0);
     if (compact) {
         gtk_label_set_ellipsize(GTK_LABEL(label), PANGO_ELLIPSIZE_END);
-        gtk_label_set_max_width_chars(GTK_LABEL(label), 16);
-        gtk_label_set_width_chars(GTK_LABEL(label), 6);
+        gtk_label_set_width_chars(GTK_LABEL(label), 8);
+        gtk_label_set_max_width_chars(GTK_LABEL(label), 14);
     }
     gtk_list_item_set_child(item, label);
 }
@@ -251,11 +251,27 @@ static void bind_label_item(GtkSignalListItemFactory *f, GtkListItem *item, gpoi
     gtk_label_set_text(GTK_LABEL(gtk_list_item_get_child(item)), gtk_string_object_get_string(s));
 }
 
-static GtkListItemFactory *label_factory(gboolean compact)
+/* The button shows a short name ("CPU", "vulkan:0"); the list the full one. */
+static void bind_short_item(GtkSignalListItemFactory *f, GtkListItem *item, gpointer data)
+{
+    RlxWindow *self = data;
+    guint i = gtk_list_item_get_position(item);
+    if (!self->devices || i >= self->devices->len)
+        return;
+    RlxDevice *d = g_ptr_array_index(self->devices, i);
+    gtk_label_set_text(GTK_LABEL(gtk_list_item_get_child(item)),
+                       g_strcmp0(d->id, "cpu") == 0 ? _("CPU") : d->id);
+    gtk_widget_set_tooltip_text(GTK_WIDGET(self->device_dropdown), d->label);
+}
+
+static GtkListItemFactory *label_factory(RlxWindow *self, gboolean compact)
 {
     GtkListItemFactory *f = gtk_signal_list_item_factory_new();
     g_signal_connect(f, "setup", G_CALLBACK(setup_label_item), GINT_TO_POINTER(compact));
-    g_signal_connect(f, "bind", G_CALLBACK(bind_label_item), NULL);
+    if (compact)
+        g_signal_connect(f, "bind", G_CALLBACK(bind_short_item), self);
+    else
+        g_signal_connect(f, "bind", G_CALLBACK(bind_label_item), NULL);
     return f;
 }
 
@@ -265,8 +281,8 @@ static void setup_devices(RlxWindow *self)
     GtkStringList *names = gtk_string_list_new(NULL);
     for (guint i = 0; i < self->devices->len; i++)
         gtk_string_list_append(names, ((RlxDevice *)g_ptr_array_index(self->devices, i))->label);
-    g_autoptr(GtkListItemFactory) compact = label_factory(TRUE);
-    g_autoptr(GtkListItemFactory) full = label_factory(FALSE);
+    g_autoptr(GtkListItemFactory) compact = label_factory(self, TRUE);
+    g_autoptr(GtkListItemFactory) full = label_factory(self, FALSE);
     gtk_drop_down_set_factory(self->device_dropdown, compact);
     gtk_drop_down_set_list_factory(self->device_dropdown, full);
     gtk_drop_down_set_model(self->device_dropdown, G_LIST_MODEL(names));

@@ -159,12 +159,33 @@ else:
 EOF
 }
 
-# wait_reply MIN_CHARS: up to 30 s for the newest conversation's reply to
-# reach MIN_CHARS characters; sets $file.
+count() {
+    ls "$convs"/*.json 2>/dev/null | wc -l
+}
+
+# new_conversation: Ctrl+N, then say TEXT; waits for its file and sets $only
+# to it, so that wait_reply reads that one and not an older conversation.
+new_conversation() {
+    before=$(count)
+    xdotool key --clearmodifiers ctrl+n
+    sleep 0.3
+    say "$1"
+    i=0
+    while [ "$(count)" -le "$before" ]; do
+        [ $i -lt 50 ] || fail "no new conversation file after 10 s"
+        sleep 0.2
+        i=$((i + 1))
+    done
+    only=$(newest)
+}
+
+# wait_reply MIN_CHARS: up to 30 s for the reply of $only (else the newest
+# conversation) to reach MIN_CHARS characters; sets $file.
+only=
 wait_reply() {
     i=0
     while :; do
-        file=$(newest)
+        file=${only:-$(newest)}
         if [ -n "$file" ]; then
             n=$(field "$file" reply | wc -c)
             [ "$n" -ge "$1" ] && return 0
@@ -237,13 +258,10 @@ if command -v gdbus >/dev/null 2>&1 && [ "${DBUS_SESSION_BUS_ADDRESS#unix:path=/
     sleep 0.5
     xdotool windowfocus --sync "$wid"
 fi
-xdotool key --clearmodifiers ctrl+n
-sleep 0.3
-say "Once upon a time"
+new_conversation "Once upon a time"
 wait_reply 120
 xdotool key --clearmodifiers Escape
 sleep 1
-file=$(newest)
 a=$(field "$file" reply)
 sleep 2
 b=$(field "$file" reply)
@@ -253,19 +271,16 @@ echo "stopped at ${#b} characters"
 shot stopped
 
 # 3. Ctrl+Q while a reply streams: clean shutdown ------------------------
-xdotool key --clearmodifiers ctrl+n
-sleep 0.3
-say "The dog"
-sleep 1.5
+new_conversation "The dog"
+wait_reply 20
 quit
+[ "$(field "$file" nmsg)" = 2 ] || fail "the reply interrupted by Ctrl+Q was not saved"
 check_log stop
 
 # 4. kill -9 mid-reply; nothing saved is lost ---------------------------------
 start kill --model "$model"
 wait_log kill "is ready"
-xdotool key --clearmodifiers ctrl+n
-sleep 0.3
-say "Once upon a time"
+new_conversation "Once upon a time"
 wait_reply 200
 saved_file=$file
 saved=$(field "$saved_file" reply)
