@@ -747,11 +747,17 @@ GPtrArray *rlx_engine_list_devices(void)
             RlxDevice *d = g_new0(RlxDevice, 1);
             d->id = g_strdup(di.id);
             d->total_memory = di.total_memory;
-            if (di.type == RLX_DEVICE_CPU)
+            if (di.type == RLX_DEVICE_CPU && !strstr(di.name, "thread"))
                 /* Translators: CPU model name and the number of threads used */
                 d->label = g_strdup_printf(_("CPU — %s (%d threads)"), di.name, di.n_threads);
+            else if (di.type == RLX_DEVICE_CPU)
+                d->label = g_strdup_printf(_("CPU — %s"), di.name);
             else
-                d->label = g_strdup_printf("%s — %s", di.backend, di.name);
+                d->label = g_strdup_printf("%s — %s",
+                                           !strcmp(di.backend, "vulkan") ? "Vulkan"
+                                           : !strcmp(di.backend, "cuda") ? "CUDA"
+                                                                         : di.backend,
+                                           di.name);
             g_ptr_array_add(out, d);
         }
     }

@@ -14,6 +14,7 @@ struct _RlxWindow {
     GtkDropDown *device_dropdown;
     GtkDrawingArea *memory_bar;
     GtkWidget *memory_button;
+    GtkLabel *memory_title;
     GtkGrid *memory_grid;
     GtkSpinButton *budget_spin;
     GSettings *settings; /* nullable */
@@ -259,9 +260,12 @@ static void bind_short_item(GtkSignalListItemFactory *f, GtkListItem *item, gpoi
     if (!self->devices || i >= self->devices->len)
         return;
     RlxDevice *d = g_ptr_array_index(self->devices, i);
-    gtk_label_set_text(GTK_LABEL(gtk_list_item_get_child(item)),
-                       g_strcmp0(d->id, "cpu") == 0 ? _("CPU") : d->id);
+    const char *short_name = g_strcmp0(d->id, "cpu") == 0 ? _("CPU") : d->id;
+    gtk_label_set_text(GTK_LABEL(gtk_list_item_get_child(item)), short_name);
     gtk_widget_set_tooltip_text(GTK_WIDGET(self->device_dropdown), d->label);
+    /* Translators: the memory popover's title; %s is a device, "CPU" or "vulkan:0" */
+    g_autofree char *title = g_strdup_printf(_("Memory on %s"), short_name);
+    gtk_label_set_text(self->memory_title, title);
 }
 
 static GtkListItemFactory *label_factory(RlxWindow *self, gboolean compact)
@@ -387,6 +391,7 @@ static void rlx_window_class_init(RlxWindowClass *klass)
     gtk_widget_class_bind_template_child(widget_class, RlxWindow, device_dropdown);
     gtk_widget_class_bind_template_child(widget_class, RlxWindow, memory_bar);
     gtk_widget_class_bind_template_child(widget_class, RlxWindow, memory_button);
+    gtk_widget_class_bind_template_child(widget_class, RlxWindow, memory_title);
     gtk_widget_class_bind_template_child(widget_class, RlxWindow, memory_grid);
     gtk_widget_class_bind_template_child(widget_class, RlxWindow, budget_spin);
 
