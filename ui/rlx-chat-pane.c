@@ -24,7 +24,8 @@ typedef struct {
 struct _RlxChatPane {
     GtkWidget parent_instance;
 
-    GtkWidget *paned;
+    AdwFlap *flap;
+    GtkToggleButton *sidebar_button;
     GtkSearchEntry *search;
     GtkListBox *conv_list;
     GtkLabel *model_label, *model_details, *stats_label;
@@ -432,8 +433,12 @@ static void show_conversation(RlxChatPane *self, Conv *c)
 static void row_selected(GtkListBox *box, GtkListBoxRow *row, RlxChatPane *self)
 {
     Conv *c = row ? g_object_get_data(G_OBJECT(row), "conv") : NULL;
-    if (c && c != self->current)
+    if (c && c != self->current) {
         show_conversation(self, c);
+        /* Narrow: the sidebar covers the chat; get out of the way once chosen. */
+        if (adw_flap_get_folded(self->flap))
+            adw_flap_set_reveal_flap(self->flap, FALSE);
+    }
 }
 
 static gboolean conv_matches(Conv *c, const char *needle)
@@ -962,7 +967,8 @@ static void rlx_chat_pane_class_init(RlxChatPaneClass *klass)
 
     gtk_widget_class_set_layout_manager_type(widget_class, GTK_TYPE_BIN_LAYOUT);
     gtk_widget_class_set_template_from_resource(widget_class, "/org/rlx/Studio/rlx-chat-pane.ui");
-    gtk_widget_class_bind_template_child(widget_class, RlxChatPane, paned);
+    gtk_widget_class_bind_template_child(widget_class, RlxChatPane, flap);
+    gtk_widget_class_bind_template_child(widget_class, RlxChatPane, sidebar_button);
     gtk_widget_class_bind_template_child(widget_class, RlxChatPane, search);
     gtk_widget_class_bind_template_child(widget_class, RlxChatPane, conv_list);
     gtk_widget_class_bind_template_child(widget_class, RlxChatPane, model_label);
@@ -1001,6 +1007,9 @@ static void rlx_chat_pane_init(RlxChatPane *self)
 {
     gtk_widget_init_template(GTK_WIDGET(self));
     g_queue_init(&self->pending_toasts);
+    /* The flap's state leads: it folds and unfolds itself with the width. */
+    g_object_bind_property(self->flap, "reveal-flap", self->sidebar_button, "active",
+                           G_BINDING_BIDIRECTIONAL | G_BINDING_SYNC_CREATE);
     gtk_label_set_text(self->model_details, _("Open a GGUF model with Ctrl+O, or drop one here"));
     self->convs = g_ptr_array_new_with_free_func((GDestroyNotify)conv_free);
     gtk_list_box_set_filter_func(self->conv_list, filter_row, self, NULL);
