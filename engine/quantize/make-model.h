@@ -19,8 +19,8 @@
  * "qwen2" (q/k/v biases), "qwen3" (q/k norms); NULL takes the shape's own.
  *
  * The whole file is built in memory before it is written (atomically): about
- * 2.4 GB for qwen3-0.6b in F32. Deterministic for a given seed and thread
- * count independent.
+ * 2.4 GB for qwen3-0.6b in F32. The same seed gives the same file whatever
+ * the thread count.
  *
  * Thread safety: reentrant.
  */

@@ -475,16 +475,18 @@ static rlx_status build_kv(const rlx_gguf *src, rlx_quantize_type ftype, uint8_t
         return rlx_error_set(err, RLX_ERR_NO_MEMORY, "out of memory");
     for (uint64_t i = 0; i < rlx_gguf_n_kv(src); i++) {
         const rlx_gguf_kv *kv = rlx_gguf_kv_at(src, i);
-        char key[512];
-        if (kv->key.len >= sizeof key)
-            continue;
-        memcpy(key, kv->key.ptr, kv->key.len);
+        char *key = malloc((size_t)kv->key.len + 1);
+        if (!key) {
+            rlx_gguf_writer_free(w);
+            return rlx_error_set(err, RLX_ERR_NO_MEMORY, "out of memory");
+        }
+        memcpy(key, kv->key.ptr, (size_t)kv->key.len);
         key[kv->key.len] = 0;
         /* a quantized model is one file: llama-quantize drops split.* */
-        if (!strcmp(key, "split.no") || !strcmp(key, "split.count") ||
-            !strcmp(key, "split.tensors.count"))
-            continue;
-        rlx_gguf_writer_set_value(w, key, &kv->value);
+        if (strcmp(key, "split.no") && strcmp(key, "split.count") &&
+            strcmp(key, "split.tensors.count"))
+            rlx_gguf_writer_set_value(w, key, &kv->value);
+        free(key);
     }
     rlx_gguf_writer_set_u32(w, "general.quantization_version", QNT_VERSION);
     rlx_gguf_writer_set_u32(w, "general.file_type", (uint32_t)ftype);
