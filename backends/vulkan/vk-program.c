@@ -375,6 +375,12 @@ static int vk_check(const rlx_lir *lir, const rlx_lir_instr *ins, char *why, siz
                 return NO("input %d is %s", k, rlx_dtype_name(in[k]->dtype));
         if (!st_ok(o->dtype))
             return NO("output is %s", rlx_dtype_name(o->dtype));
+        const rlx_lir_value *wv = in[1];
+        int64_t kk = 1;
+        for (int d = 2; d < wv->shape.rank; d++)
+            kk *= rlx_dim_is_const(wv->shape.d[d]) ? wv->shape.d[d].k : 1000;
+        if (kk > 49)
+            return NO("kernels larger than 7x7 (49 taps)");
         return VK_K_CONV;
     }
     case RLX_OP_RESIZE:
@@ -1049,7 +1055,8 @@ static bool fill_conv(fill_ctx *c, const rlx_lir_instr *ins)
     int32_t G = or1(p->conv.groups);
     if (xn[1] % G || on[1] % G)
         return fail(c, "channels are not a multiple of the groups");
-    int32_t *w = new_disp(c, VK_K_CONV, false, on[0] * on[1] * on[2] * on[3]);
+    int64_t ntile = (on[2] * on[3] + VK_LS - 1) / VK_LS, noct = (on[1] + 7) / 8;
+    int32_t *w = new_disp(c, VK_K_CONV, true, on[0] * noct * ntile);
     put_desc(c, w, 0, &x);
     put_desc(c, w, 1, &wt);
     put_desc(c, w, VK_OUT_SLOT, &o);
@@ -1064,6 +1071,7 @@ static bool fill_conv(fill_ctx *c, const rlx_lir_instr *ins)
     w[PRM(14)] = or1(p->conv.dilation[is1d ? 0 : 1]);
     w[PRM(15)] = G;
     w[PRM(16)] = tr;
+    w[PRM(18)] = x.dt == RLX_DTYPE_F32 && wt.dt == RLX_DTYPE_F32;
     if (ins->n_in > 2) {
         vt b = vt_of(P, ins->in[2], c->sv);
         put_desc(c, w, 2, &b);
