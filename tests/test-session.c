@@ -498,6 +498,83 @@ static void test_weights_from_files(void **state)
     free(st_img);
 }
 
+/* A safetensors image holding "blk.0.w" [3, 4] F16 with w[n][k] = scale * (n * 4 + k). */
+static uint8_t *st_image(float scale, size_t *size)
+{
+    const char *hdr = "{\"blk.0.w\":{\"dtype\":\"F16\",\"shape\":[3,4],"
+                      "\"data_offsets\":[0,24]}}";
+    uint64_t hl = strlen(hdr);
+    *size = 8 + hl + 24;
+    uint8_t *img = calloc(1, *size);
+    assert_non_null(img);
+    memcpy(img, &hl, 8);
+    memcpy(img + 8, hdr, hl);
+    for (int i = 0; i < 12; i++) {
+        uint16_t h = rlx_f32_to_f16(scale * (float)i);
+        memcpy(img + 8 + hl + 2 * i, &h, 2);
+    }
+    return img;
+}
+
+/* Two files with the same tensor names (TAEF2's encoder and decoder) are told
+ * apart by prefixes; a full name provided twice is an error, not "first wins". */
+static void test_weight_prefixes(void **state)
+{
+    (void)state;
+    rlx_error *err = NULL;
+    size_t n_enc, n_dec;
+    uint8_t *enc_img = st_image(0.0f, &n_enc), *dec_img = st_image(1.0f, &n_dec);
+    rlx_safetensors *enc = NULL, *dec = NULL;
+    assert_int_equal(rlx_safetensors_open_memory(enc_img, n_enc, "enc.safetensors", &enc, &err),
+                     RLX_OK);
+    assert_int_equal(rlx_safetensors_open_memory(dec_img, n_dec, "dec.safetensors", &dec, &err),
+                     RLX_OK);
+
+    rlx_session *s = new_session(0);
+    assert_int_equal(rlx_session_add_safetensors_prefixed(s, enc, "enc.", &err), RLX_OK);
+    assert_int_equal(rlx_session_add_safetensors_prefixed(s, dec, "dec.", &err), RLX_OK);
+    /* the decoder's values although the encoder was added first */
+    acc_prog a;
+    mm_lir(&a, RLX_DTYPE_F16);
+    a.pb.name = "dec.blk.0.w";
+    check_mm(s, &a);
+    /* the bare name is no longer provided */
+    mm_lir(&a, RLX_DTYPE_F16);
+    rlx_session_program *p = NULL;
+    assert_int_equal(rlx_session_load_lir(s, &a.lir, &p, &err), RLX_ERR_NOT_FOUND);
+    assert_null(p);
+    rlx_error_clear(&err);
+
+    /* the same full name again: refused, naming both sources, and nothing added */
+    assert_int_equal(rlx_session_add_safetensors_prefixed(s, enc, "dec.", &err),
+                     RLX_ERR_INVALID_ARG);
+    assert_string_equal(rlx_error_message(err), "weight 'dec.blk.0.w' is provided by both "
+                                                "dec.safetensors and enc.safetensors");
+    rlx_error_clear(&err);
+    int64_t dims[2] = {3, 4};
+    uint16_t zeros[12] = {0};
+    assert_int_equal(
+        rlx_session_add_weight(s, "enc.blk.0.w", RLX_DTYPE_F16, 2, dims, zeros, sizeof zeros, &err),
+        RLX_ERR_INVALID_ARG);
+    assert_non_null(strstr(rlx_error_message(err), "'enc.blk.0.w' is provided by both"));
+    rlx_error_clear(&err);
+    /* an empty prefix is no prefix */
+    assert_int_equal(rlx_session_add_safetensors_prefixed(s, dec, "", &err), RLX_OK);
+    assert_int_equal(rlx_session_add_safetensors(s, enc, &err), RLX_ERR_INVALID_ARG);
+    rlx_error_clear(&err);
+    mm_lir(&a, RLX_DTYPE_F16);
+    check_mm(s, &a);
+    rlx_session_free(s);
+
+    assert_int_equal(rlx_session_add_safetensors_prefixed(NULL, enc, "x.", &err),
+                     RLX_ERR_INVALID_ARG);
+    rlx_error_clear(&err);
+    rlx_safetensors_close(enc);
+    rlx_safetensors_close(dec);
+    free(enc_img);
+    free(dec_img);
+}
+
 /* A KV-cache style program compiled from a graph: each run appends x
  * [SEQ, 4] to a state kv [12, 4] at PAST and returns the column sums of
  * kv[0 : PAST+SEQ]; the state carries over between runs. */
@@ -804,12 +881,12 @@ static void test_worker_session_cancel(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_budget_message),        cmocka_unit_test(test_state_persists),
-        cmocka_unit_test(test_weight_errors),         cmocka_unit_test(test_cancel),
-        cmocka_unit_test(test_progress_abort),        cmocka_unit_test(test_compile),
-        cmocka_unit_test(test_compile_state),         cmocka_unit_test(test_weights_from_files),
-        cmocka_unit_test(test_worker_order),          cmocka_unit_test(test_worker_cancel_shutdown),
-        cmocka_unit_test(test_worker_session_cancel),
+        cmocka_unit_test(test_budget_message),         cmocka_unit_test(test_state_persists),
+        cmocka_unit_test(test_weight_errors),          cmocka_unit_test(test_cancel),
+        cmocka_unit_test(test_progress_abort),         cmocka_unit_test(test_compile),
+        cmocka_unit_test(test_compile_state),          cmocka_unit_test(test_weights_from_files),
+        cmocka_unit_test(test_weight_prefixes),        cmocka_unit_test(test_worker_order),
+        cmocka_unit_test(test_worker_cancel_shutdown), cmocka_unit_test(test_worker_session_cancel),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -14,6 +14,7 @@ enum { SRC_HOST, SRC_GGUF, SRC_ST };
 typedef struct weight_src {
     int kind;
     const void *reader; /* rlx_gguf / rlx_safetensors */
+    char *prefix;       /* owned; NULL for none (files only) */
     /* SRC_HOST */
     char *name;
     rlx_dtype dtype;
@@ -162,8 +163,10 @@ void rlx_session_free(rlx_session *s)
     }
     if (s->arena)
         s->be->buffer_free(s->arena);
-    for (int i = 0; i < s->n_srcs; i++)
+    for (int i = 0; i < s->n_srcs; i++) {
         free(s->srcs[i].name);
+        free(s->srcs[i].prefix);
+    }
     free(s->srcs);
     free(s->weights);
     free(s->states);
@@ -221,32 +224,174 @@ bool rlx_session_progress(rlx_session *s, const char *stage, double fraction)
 
 /* ---- weights ------------------------------------------------------------ */
 
+typedef struct found_weight {
+    rlx_dtype dtype;
+    int rank;
+    int64_t dims[8];
+    const void *data;
+    uint64_t n_bytes;
+    const char *where;
+    bool loaded; /* already in the session */
+} found_weight;
+
+static const char *src_where(const weight_src *src)
+{
+    if (src->kind == SRC_GGUF)
+        return rlx_gguf_path(src->reader);
+    if (src->kind == SRC_ST)
+        return rlx_safetensors_shard_path(src->reader, 0);
+    return "host memory";
+}
+
+/* `name` is the full name a program binds; a file source only answers for
+ * names under its prefix, looked up without it. f may be NULL. */
+static bool src_find(const weight_src *src, const char *name, found_weight *f)
+{
+    if (src->kind == SRC_HOST) {
+        if (strcmp(src->name, name) != 0)
+            return false;
+        if (f) {
+            f->dtype = src->dtype;
+            f->rank = src->rank;
+            memcpy(f->dims, src->dims, sizeof src->dims);
+            f->data = src->data;
+            f->n_bytes = src->n_bytes;
+            f->where = "host memory";
+        }
+        return true;
+    }
+    if (src->prefix) {
+        size_t n = strlen(src->prefix);
+        if (strncmp(name, src->prefix, n) != 0)
+            return false;
+        name += n;
+    }
+    if (src->kind == SRC_GGUF) {
+        const rlx_gguf *g = src->reader;
+        const rlx_gguf_tensor *t = rlx_gguf_find_tensor(g, name);
+        if (!t)
+            return false;
+        if (f) {
+            f->dtype = t->dtype;
+            /* ggml ne[0] is fastest: reverse into row-major */
+            f->rank = (int)t->n_dims;
+            for (uint32_t d = 0; d < t->n_dims && d < 8; d++)
+                f->dims[t->n_dims - 1 - d] = (int64_t)t->ne[d];
+            f->data = rlx_gguf_tensor_data(g, t);
+            f->n_bytes = t->n_bytes;
+            f->where = rlx_gguf_path(g);
+        }
+        return true;
+    }
+    const rlx_safetensors *st = src->reader;
+    const rlx_st_tensor *t = rlx_safetensors_find(st, name);
+    if (!t)
+        return false;
+    if (f) {
+        f->dtype = t->dtype;
+        f->rank = (int)t->n_dims;
+        for (uint32_t d = 0; d < t->n_dims && d < 8; d++)
+            f->dims[d] = (int64_t)t->shape[d];
+        f->data = rlx_safetensors_data(st, t);
+        f->n_bytes = t->n_bytes;
+        f->where = rlx_safetensors_shard_path(st, t->shard);
+    }
+    return true;
+}
+
+static bool find_weight(const rlx_session *s, const char *name, found_weight *f)
+{
+    for (int i = 0; i < s->n_srcs; i++)
+        if (src_find(&s->srcs[i], name, f))
+            return true;
+    return false;
+}
+
+/* The full name (prefix + name) of a new source's tensor must not already be
+ * provided: with two answers, which one a program got would depend on the
+ * order the files were added. */
+static rlx_status check_unique(const rlx_session *s, const weight_src *src, const char *name,
+                               rlx_error **err)
+{
+    char stack[256];
+    const char *full = name;
+    char *heap = NULL;
+    if (src->prefix) {
+        size_t n = strlen(src->prefix) + strlen(name) + 1;
+        char *buf = n <= sizeof stack ? stack : (heap = malloc(n));
+        if (!buf)
+            return rlx_error_set(err, RLX_ERR_NO_MEMORY, "out of memory adding weights");
+        snprintf(buf, n, "%s%s", src->prefix, name);
+        full = buf;
+    }
+    rlx_status st = RLX_OK;
+    for (int i = 0; i < s->n_srcs && st == RLX_OK; i++)
+        if (src_find(&s->srcs[i], full, NULL))
+            st =
+                rlx_error_set(err, RLX_ERR_INVALID_ARG, "weight '%s' is provided by both %s and %s",
+                              full, src_where(&s->srcs[i]), src_where(src));
+    free(heap);
+    return st;
+}
+
 static rlx_status add_src(rlx_session *s, weight_src src, rlx_error **err)
 {
-    weight_src *n = realloc(s->srcs, (size_t)(s->n_srcs + 1) * sizeof *n);
+    rlx_status st = RLX_OK;
+    if (src.kind == SRC_HOST) {
+        st = check_unique(s, &src, src.name, err);
+    } else if (src.kind == SRC_GGUF) {
+        uint64_t n = rlx_gguf_n_tensors(src.reader);
+        for (uint64_t i = 0; i < n && st == RLX_OK; i++)
+            st = check_unique(s, &src, rlx_gguf_tensor_at(src.reader, i)->name, err);
+    } else {
+        uint64_t n = rlx_safetensors_n_tensors(src.reader);
+        for (uint64_t i = 0; i < n && st == RLX_OK; i++)
+            st = check_unique(s, &src, rlx_safetensors_tensor_at(src.reader, i)->name, err);
+    }
+    weight_src *n = st == RLX_OK ? realloc(s->srcs, (size_t)(s->n_srcs + 1) * sizeof *n) : NULL;
     if (!n) {
         free(src.name);
-        return rlx_error_set(err, RLX_ERR_NO_MEMORY, "out of memory adding weights");
+        free(src.prefix);
+        return st != RLX_OK ? st
+                            : rlx_error_set(err, RLX_ERR_NO_MEMORY, "out of memory adding weights");
     }
     s->srcs = n;
     s->srcs[s->n_srcs++] = src;
     return RLX_OK;
 }
 
+static rlx_status file_src(rlx_session *s, int kind, const void *reader, const char *prefix,
+                           const char *fn, rlx_error **err)
+{
+    if (!s || !reader)
+        return rlx_error_set(err, RLX_ERR_INVALID_ARG, "%s: missing argument", fn);
+    weight_src src = {.kind = kind, .reader = reader};
+    if (prefix && *prefix && !(src.prefix = strdup(prefix)))
+        return rlx_error_set(err, RLX_ERR_NO_MEMORY, "out of memory adding weights");
+    return add_src(s, src, err);
+}
+
 rlx_status rlx_session_add_gguf(rlx_session *s, const struct rlx_gguf *g, rlx_error **err)
 {
-    if (!s || !g)
-        return rlx_error_set(err, RLX_ERR_INVALID_ARG, "rlx_session_add_gguf: missing argument");
-    return add_src(s, (weight_src){.kind = SRC_GGUF, .reader = g}, err);
+    return file_src(s, SRC_GGUF, g, NULL, "rlx_session_add_gguf", err);
+}
+
+rlx_status rlx_session_add_gguf_prefixed(rlx_session *s, const struct rlx_gguf *g,
+                                         const char *prefix, rlx_error **err)
+{
+    return file_src(s, SRC_GGUF, g, prefix, "rlx_session_add_gguf_prefixed", err);
 }
 
 rlx_status rlx_session_add_safetensors(rlx_session *s, const struct rlx_safetensors *st,
                                        rlx_error **err)
 {
-    if (!s || !st)
-        return rlx_error_set(err, RLX_ERR_INVALID_ARG,
-                             "rlx_session_add_safetensors: missing argument");
-    return add_src(s, (weight_src){.kind = SRC_ST, .reader = st}, err);
+    return file_src(s, SRC_ST, st, NULL, "rlx_session_add_safetensors", err);
+}
+
+rlx_status rlx_session_add_safetensors_prefixed(rlx_session *s, const struct rlx_safetensors *st,
+                                                const char *prefix, rlx_error **err)
+{
+    return file_src(s, SRC_ST, st, prefix, "rlx_session_add_safetensors_prefixed", err);
 }
 
 rlx_status rlx_session_add_weight(rlx_session *s, const char *name, rlx_dtype dtype, int rank,
@@ -263,62 +408,6 @@ rlx_status rlx_session_add_weight(rlx_session *s, const char *name, rlx_dtype dt
     if (!w.name)
         return rlx_error_set(err, RLX_ERR_NO_MEMORY, "out of memory adding a weight");
     return add_src(s, w, err);
-}
-
-typedef struct found_weight {
-    rlx_dtype dtype;
-    int rank;
-    int64_t dims[8];
-    const void *data;
-    uint64_t n_bytes;
-    const char *where;
-    bool loaded; /* already in the session */
-} found_weight;
-
-static bool find_weight(const rlx_session *s, const char *name, found_weight *f)
-{
-    for (int i = 0; i < s->n_srcs; i++) {
-        const weight_src *src = &s->srcs[i];
-        if (src->kind == SRC_HOST && strcmp(src->name, name) == 0) {
-            f->dtype = src->dtype;
-            f->rank = src->rank;
-            memcpy(f->dims, src->dims, sizeof src->dims);
-            f->data = src->data;
-            f->n_bytes = src->n_bytes;
-            f->where = "host memory";
-            return true;
-        }
-        if (src->kind == SRC_GGUF) {
-            const rlx_gguf *g = src->reader;
-            const rlx_gguf_tensor *t = rlx_gguf_find_tensor(g, name);
-            if (!t)
-                continue;
-            f->dtype = t->dtype;
-            /* ggml ne[0] is fastest: reverse into row-major */
-            f->rank = (int)t->n_dims;
-            for (uint32_t d = 0; d < t->n_dims && d < 8; d++)
-                f->dims[t->n_dims - 1 - d] = (int64_t)t->ne[d];
-            f->data = rlx_gguf_tensor_data(g, t);
-            f->n_bytes = t->n_bytes;
-            f->where = rlx_gguf_path(g);
-            return true;
-        }
-        if (src->kind == SRC_ST) {
-            const rlx_safetensors *st = src->reader;
-            const rlx_st_tensor *t = rlx_safetensors_find(st, name);
-            if (!t)
-                continue;
-            f->dtype = t->dtype;
-            f->rank = (int)t->n_dims;
-            for (uint32_t d = 0; d < t->n_dims && d < 8; d++)
-                f->dims[d] = (int64_t)t->shape[d];
-            f->data = rlx_safetensors_data(st, t);
-            f->n_bytes = t->n_bytes;
-            f->where = rlx_safetensors_shard_path(st, t->shard);
-            return true;
-        }
-    }
-    return false;
 }
 
 static void shape_str(int rank, const int64_t *dims, char *buf, size_t cap)

@@ -23,9 +23,12 @@
  * the budget before anything is allocated, and fails with RLX_ERR_BUDGET and
  * the three figures otherwise.
  *
- * Weights: a PARAM binding is resolved by name in the weights added with
- * rlx_session_add_weight, then each added GGUF, then each safetensors file,
- * in the order they were added. Its dtype and row-major shape must match
+ * Weights: a PARAM binding is resolved by its full name among the weights
+ * added with rlx_session_add_weight and the added GGUF / safetensors files.
+ * A file added with a prefix provides its tensors as prefix + name, so two
+ * files with the same tensor names (an encoder and a decoder) can be told
+ * apart; a full name provided twice is refused when the second source is
+ * added ("weight 'x' is provided by both A and B"). Its dtype and row-major shape must match
  * (GGUF ne {K, N} is the shape [N, K]). On the CPU the mapped file bytes are
  * used in place; a GPU backend uploads them once, with progress.
  *
@@ -96,10 +99,18 @@ RLX_API void rlx_session_cancel(rlx_session *s, bool cancel);
 
 /* ---- weights ------------------------------------------------------------ */
 
-/* Weight sources, searched in the order added. Borrowed, not copied. */
+/* Weight sources, borrowed, not copied. Fails (RLX_ERR_INVALID_ARG) and adds
+ * nothing when one of the source's full names is already provided. */
 RLX_API rlx_status rlx_session_add_gguf(rlx_session *s, const struct rlx_gguf *g, rlx_error **err);
 RLX_API rlx_status rlx_session_add_safetensors(rlx_session *s, const struct rlx_safetensors *st,
                                                rlx_error **err);
+/* The same with every tensor's name preceded by `prefix` ("taef2.decoder.");
+ * NULL or "" is no prefix. The prefix is copied. */
+RLX_API rlx_status rlx_session_add_gguf_prefixed(rlx_session *s, const struct rlx_gguf *g,
+                                                 const char *prefix, rlx_error **err);
+RLX_API rlx_status rlx_session_add_safetensors_prefixed(rlx_session *s,
+                                                        const struct rlx_safetensors *st,
+                                                        const char *prefix, rlx_error **err);
 /* One named tensor in host memory (row-major dims; bytes borrowed). */
 RLX_API rlx_status rlx_session_add_weight(rlx_session *s, const char *name, rlx_dtype dtype,
                                           int rank, const int64_t *dims, const void *data,
