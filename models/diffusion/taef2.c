@@ -426,16 +426,8 @@ static rlx_status open_part(rlx_taef2 *t, rlx_taef2_part part, const char *path,
     st = rlx_taef2_check_weights(t->st[part], part, path, &t->wdt[part], err);
     if (st != RLX_OK)
         return st;
-    wspec ws[MAX_WEIGHTS];
-    int n = list_weights(part, ws);
-    for (int i = 0; i < n && st == RLX_OK; i++) {
-        const rlx_st_tensor *tt = rlx_safetensors_find(t->st[part], ws[i].name);
-        char full[160];
-        snprintf(full, sizeof full, "%s%s", prefixes[part], ws[i].name);
-        st = rlx_session_add_weight(t->s, full, tt->dtype, ws[i].rank, ws[i].dims,
-                                    rlx_safetensors_data(t->st[part], tt), tt->n_bytes, err);
-    }
-    return st;
+    /* the encoder and decoder files use the same tensor names */
+    return rlx_session_add_safetensors_prefixed(t->s, t->st[part], prefixes[part], err);
 }
 
 rlx_status rlx_taef2_create(const rlx_taef2_params *p, const char *encoder_path,
