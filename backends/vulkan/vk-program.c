@@ -492,10 +492,11 @@ static int64_t numel(const vt *t)
 typedef struct fill_ctx {
     vk_program *P;
     const int64_t *sv;
-    int n;        /* dispatches so far */
-    vk_disp *d;   /* MAX_DISP of them */
-    int32_t *rec; /* MAX_DISP records of REC_WORDS */
-    char *why;    /* a run-time failure */
+    int n;                /* dispatches so far */
+    vk_disp *d;           /* MAX_DISP of them */
+    int32_t *rec;         /* MAX_DISP records of REC_WORDS */
+    const vk_disp *fixed; /* at run time: the dispatches made at program_create */
+    char *why;            /* a run-time failure */
     size_t why_cap;
 } fill_ctx;
 
@@ -738,7 +739,12 @@ static bool fill_matmul(fill_ctx *c, const rlx_lir_instr *ins)
     B.ne[r - 1] = N;
     B.st[r - 2] = b_sk;
     B.st[r - 1] = b_sn;
-    int32_t *w = new_disp(c, VK_K_MATMUL, false, numel(&o));
+    /* long K and few rows: a workgroup per output, threads splitting K
+     * (decided at the bounds, so the dispatch shape never changes) */
+    int64_t rows_b = numel(&o) / (N ? N : 1);
+    bool rowm = c->fixed ? c->fixed[c->n].per_group : (K >= 256 && rows_b <= 16);
+    int32_t *w = new_disp(c, VK_K_MATMUL, rowm, numel(&o));
+    w[PRM(6)] = rowm;
     put_desc(c, w, VK_OUT_SLOT, &o);
     put_desc(c, w, 0, &A);
     put_desc(c, w, 1, &B);
@@ -1644,6 +1650,7 @@ rlx_status vk_program_run(rlx_program *prog, const rlx_program_bindings *b,
                       .sv = sv,
                       .d = tmp,
                       .rec = P->meta_map + (size_t)j0 * REC_WORDS,
+                      .fixed = P->disp + j0,
                       .why = why,
                       .why_cap = sizeof why};
         if (!fill_instr(&c, i) || c.n != n)
