@@ -3,6 +3,7 @@
  * register-blocked MR x NR micro-kernel), threaded over a 2-D grid of
  * (MC rows x NB columns) tiles of C. */
 #include <cblas.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,8 +15,6 @@
 #define MC 96   /* MC x KC block of A = 96 KB: stays in L2 */
 #define NB 256  /* columns of C per task */
 #define NC 4096 /* KC x NC packed B = 4 MB: in L3 */
-
-static int g_blas_threads = -1;
 
 /* Does the OpenBLAS in use run AVX-512 kernels? (DYNAMIC_ARCH builds pick a
  * core at load time; openblas_get_corename() names it.) */
@@ -31,18 +30,80 @@ static bool blas_has_avx512(void)
     return cached == 1;
 }
 
+/* OpenBLAS runs single-threaded, in whichever thread calls it, and a product
+ * is split over our pool: OpenBLAS's own threads would spin (sched_yield)
+ * beside our workers between calls, and a BLAS call made from inside a pool
+ * task would start yet more of them. */
+static pthread_once_t g_blas_once = PTHREAD_ONCE_INIT;
+
+static void blas_single_thread(void)
+{
+    openblas_set_num_threads(1);
+}
+
+typedef struct {
+    bool ta, tb, by_rows;
+    int64_t M, N, K, lda, ldb, ldc, chunk;
+    float alpha, beta;
+    const float *A, *B;
+    float *C;
+} blas_ctx;
+
+static void blas_task(void *vc, int64_t task, int thread)
+{
+    (void)thread;
+    const blas_ctx *c = vc;
+    int64_t lo = task * c->chunk, len = c->by_rows ? c->M : c->N;
+    int64_t n = len - lo < c->chunk ? len - lo : c->chunk;
+    const float *A = c->A, *B = c->B;
+    float *C = c->C;
+    int64_t M = c->M, N = c->N;
+    if (c->by_rows) {
+        A += c->ta ? lo : lo * c->lda;
+        C += lo * c->ldc;
+        M = n;
+    } else {
+        B += c->tb ? lo * c->ldb : lo;
+        C += lo;
+        N = n;
+    }
+    cblas_sgemm(CblasRowMajor, c->ta ? CblasTrans : CblasNoTrans, c->tb ? CblasTrans : CblasNoTrans,
+                (int)M, (int)N, (int)c->K, c->alpha, A, (int)c->lda, B, (int)c->ldb, c->beta, C,
+                (int)c->ldc);
+}
+
 static void blas_sgemm(rlx_threadpool *pool, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
                        float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
                        float beta, float *C, int64_t ldc)
 {
+    pthread_once(&g_blas_once, blas_single_thread);
+    blas_ctx c = {.ta = ta,
+                  .tb = tb,
+                  .by_rows = M >= N,
+                  .M = M,
+                  .N = N,
+                  .K = K,
+                  .lda = lda,
+                  .ldb = ldb,
+                  .ldc = ldc,
+                  .alpha = alpha,
+                  .beta = beta,
+                  .A = A,
+                  .B = B,
+                  .C = C};
     int nth = rlx_threadpool_size(pool);
-    /* not atomic on purpose: a racing duplicate call sets the same value */
-    if (g_blas_threads != nth) {
-        openblas_set_num_threads(nth);
-        g_blas_threads = nth;
-    }
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-                (int)M, (int)N, (int)K, alpha, A, (int)lda, B, (int)ldb, beta, C, (int)ldc);
+    /* slices of at least 16 rows/columns and ~1 MFLOP, one per thread */
+    int64_t len = c.by_rows ? M : N, other = c.by_rows ? N : M;
+    int64_t min_len = 16;
+    while (min_len * other * K < (1 << 19) && min_len < len)
+        min_len *= 2;
+    int64_t parts = len / min_len < nth ? len / min_len : nth;
+    if (parts < 1)
+        parts = 1;
+    c.chunk = (len + parts - 1) / parts;
+    if (parts > 1)
+        c.chunk = (c.chunk + 15) & ~(int64_t)15;
+    rlx_parallel_for(parts > 1 ? pool : NULL, (len + c.chunk - 1) / c.chunk, blas_task, &c);
 }
 
 typedef struct {
