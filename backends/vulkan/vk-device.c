@@ -134,6 +134,7 @@ static struct shared_dev {
     VkDescriptorSetLayout dsl;
     VkPipelineLayout layout;
     VkPipeline pipes[VK_K_COUNT];
+    bool lost; /* the next open makes a fresh VkDevice */
 } shared_devs[MAX_PDEVS] = {
 #define SD                                                                   \
     {                                                                        \
@@ -263,8 +264,12 @@ rlx_status vk_check_result(vk_device *d, VkResult r, const char *what, rlx_error
     case VK_SUCCESS:
         return RLX_OK;
     case VK_ERROR_DEVICE_LOST:
-        if (d)
+        if (d) {
             d->lost = true;
+            /* a lost VkDevice stays lost: later opens get a new one (the old
+             * one is abandoned, not destroyed, as other opens may hold it) */
+            shared_devs[d->index].lost = true;
+        }
         return rlx_error_set(err, RLX_ERR_DEVICE,
                              "%s: the Vulkan device was lost (a driver reset or GPU fault); close "
                              "and reopen the device",
@@ -387,6 +392,11 @@ static rlx_status shared_open(vk_device *d, rlx_error **err)
     struct shared_dev *sd = &shared_devs[d->index];
     rlx_status s = RLX_OK;
     pthread_mutex_lock(&sd->lock);
+    if (sd->dev && sd->lost) {
+        sd->dev = VK_NULL_HANDLE;
+        memset(sd->pipes, 0, sizeof sd->pipes);
+        sd->lost = false;
+    }
     if (!sd->dev) {
         sd->has_budget = has_device_ext(d->pd, VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
         float prio = 1.0f;
