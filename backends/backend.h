@@ -135,6 +135,12 @@ RLX_API const rlx_backend_i *rlx_backend_find(const char *name);
 RLX_API int rlx_backend_count(void);
 RLX_API const rlx_backend_i *rlx_backend_at(int i);
 
+/* For backends' program_timings: copy the last run's per-instruction times
+ * (n_src of them) into ms[0..n), zero-filling past n_src, with the shared
+ * argument and "timing is off" errors. */
+RLX_API rlx_status rlx_backend_copy_timings(bool timing_on, const double *src, int32_t n_src,
+                                            double *ms, int32_t n, rlx_error **err);
+
 /* Parse "cpu", "vulkan:0", "cuda:1" into backend + index. */
 RLX_API rlx_status rlx_device_parse(const char *spec, const rlx_backend_i **out_backend,
                                     int *out_index, rlx_error **err);

@@ -119,3 +119,16 @@ rlx_status rlx_device_parse(const char *spec, const rlx_backend_i **out_backend,
         *out_index = (int)index;
     return RLX_OK;
 }
+
+rlx_status rlx_backend_copy_timings(bool timing_on, const double *src, int32_t n_src, double *ms,
+                                    int32_t n, rlx_error **err)
+{
+    if (!ms && n)
+        return rlx_error_set(err, RLX_ERR_INVALID_ARG, "program_timings: missing argument");
+    if (!timing_on)
+        return rlx_error_set(err, RLX_ERR_INVALID_ARG,
+                             "timing is off for this program: enable it before running");
+    for (int32_t i = 0; i < n; i++)
+        ms[i] = i < n_src ? src[i] : 0.0;
+    return RLX_OK;
+}

@@ -1750,17 +1750,10 @@ void vk_program_set_timing(rlx_program *prog, bool enabled)
 rlx_status vk_program_timings(rlx_program *prog, double *ms, int32_t n, rlx_error **err)
 {
     vk_program *P = (vk_program *)prog;
-    if (!P || (!ms && n))
+    if (!P)
         return rlx_error_set(err, RLX_ERR_INVALID_ARG, "program_timings: missing argument");
-    if (!P->timing)
-        return rlx_error_set(err, RLX_ERR_INVALID_ARG,
-                             "timing is off for this program: enable it before running");
-    if (!P->qpool)
+    if (P->timing && !P->qpool)
         return rlx_error_set(err, RLX_ERR_UNSUPPORTED,
                              "this Vulkan device's compute queue has no timestamps");
-    for (int32_t i = 0; i < n && i < P->n_instrs; i++)
-        ms[i] = P->ms[i];
-    for (int32_t i = P->n_instrs; i < n; i++)
-        ms[i] = 0.0;
-    return RLX_OK;
+    return rlx_backend_copy_timings(P->timing, P->ms, P->n_instrs, ms, n, err);
 }
