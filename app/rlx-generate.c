@@ -19,20 +19,27 @@ static const char generate_usage[] =
     "  --device DEV         cpu (default), vulkan:N, cuda:N\n"
     "  --ctx N              context length (default min(model, 4096))\n"
     "  --batch N            prefill chunk (default 64)\n"
-    "  --kv-type f16|f32    KV cache type (default f16)\n"
+    "  --kv-type f16|f32|q8_0  KV cache type (default f16)\n"
     "  --memory-budget SIZE e.g. 6G, 512M\n"
     "  -t THREADS           CPU threads (default: one per core)\n"
     "  --no-bos             (generate) do not add BOS before the prompt\n"
+    "  --context-shift      when the context is full, drop the oldest tokens (chat: the\n"
+    "                       oldest turns, keeping the system prompt) and go on\n"
+    "  --keep N             (generate) tokens at the start a context shift keeps\n"
+    "  --dry-multiplier M --dry-base B --dry-allowed-length N --dry-penalty-last-n N\n"
+    "  --dry-breaker TEXT   DRY sequence breaker (repeatable; default \\n : \" *)\n"
     "The generated text goes to stdout as it streams; timing goes to stderr.\n"
     "chat commands: /reset, /system TEXT, /stats, /quit\n";
 
 #define MAX_STOP 16
+#define MAX_DRY  16
 
 typedef struct {
     const char *model, *prompt, *device;
     rlx_llm_params lp;
     rlx_llm_generate_params gp;
     const char *stop[MAX_STOP];
+    const char *dry[MAX_DRY];
     bool no_bos, n_given;
 } options;
 
@@ -116,6 +123,10 @@ static int parse_args(const char *cmd, int argc, char **argv, options *o)
             o->no_bos = true;
             continue;
         }
+        if (!strcmp(a, "--context-shift")) {
+            o->gp.context_shift = true;
+            continue;
+        }
         if (i + 1 >= argc)
             return rlx_cli_fail("%s: %s needs a value (see rlx %s --help)", cmd, a, cmd);
         const char *v = argv[++i];
@@ -162,6 +173,32 @@ static int parse_args(const char *cmd, int argc, char **argv, options *o)
             if (o->gp.n_stop >= MAX_STOP)
                 return rlx_cli_fail("%s: at most %d --stop strings", cmd, MAX_STOP);
             o->stop[o->gp.n_stop++] = v;
+        } else if (!strcmp(a, "--keep")) {
+            if (!parse_int(v, 0, INT32_MAX, &n))
+                return rlx_cli_fail("%s: --keep wants a number of tokens, not '%s'", cmd, v);
+            o->gp.n_keep = (int32_t)n;
+        } else if (!strcmp(a, "--dry-multiplier")) {
+            if (!parse_float(v, &f))
+                return rlx_cli_fail("%s: --dry-multiplier wants a number, not '%s'", cmd, v);
+            o->gp.sampler.dry_multiplier = f;
+        } else if (!strcmp(a, "--dry-base")) {
+            if (!parse_float(v, &f))
+                return rlx_cli_fail("%s: --dry-base wants a number, not '%s'", cmd, v);
+            o->gp.sampler.dry_base = f;
+        } else if (!strcmp(a, "--dry-allowed-length")) {
+            if (!parse_int(v, 1, INT32_MAX, &n))
+                return rlx_cli_fail("%s: --dry-allowed-length wants a count >= 1, not '%s'", cmd,
+                                    v);
+            o->gp.sampler.dry_allowed_length = (int32_t)n;
+        } else if (!strcmp(a, "--dry-penalty-last-n")) {
+            if (!parse_int(v, -1, INT32_MAX, &n))
+                return rlx_cli_fail("%s: --dry-penalty-last-n wants a count (-1 = all), not '%s'",
+                                    cmd, v);
+            o->gp.sampler.dry_penalty_last_n = (int32_t)n;
+        } else if (!strcmp(a, "--dry-breaker")) {
+            if (o->gp.n_dry_breakers >= MAX_DRY)
+                return rlx_cli_fail("%s: at most %d --dry-breaker strings", cmd, MAX_DRY);
+            o->dry[o->gp.n_dry_breakers++] = v;
         } else if (!strcmp(a, "--device"))
             o->lp.device = v;
         else if (!strcmp(a, "--ctx") || !strcmp(a, "-c")) {
@@ -177,8 +214,10 @@ static int parse_args(const char *cmd, int argc, char **argv, options *o)
                 o->lp.kv_dtype = RLX_DTYPE_F16;
             else if (!strcmp(v, "f32"))
                 o->lp.kv_dtype = RLX_DTYPE_F32;
+            else if (!strcmp(v, "q8_0"))
+                o->lp.kv_dtype = RLX_DTYPE_Q8_0;
             else
-                return rlx_cli_fail("%s: --kv-type is f16 or f32, not '%s'", cmd, v);
+                return rlx_cli_fail("%s: --kv-type is f16, f32 or q8_0, not '%s'", cmd, v);
         } else if (!strcmp(a, "--memory-budget")) {
             if (!parse_size(v, &sz))
                 return rlx_cli_fail("%s: --memory-budget wants a size like 6G, not '%s'", cmd, v);
@@ -191,6 +230,8 @@ static int parse_args(const char *cmd, int argc, char **argv, options *o)
             return rlx_cli_fail("%s: unknown option '%s' (see rlx %s --help)", cmd, a, cmd);
     }
     o->gp.stop = o->stop;
+    if (o->gp.n_dry_breakers)
+        o->gp.dry_breakers = o->dry;
     if (!o->model)
         return rlx_cli_fail("%s: no model; use -m MODEL.gguf", cmd);
     return 0;
@@ -220,9 +261,12 @@ static void print_stats(const rlx_llm *m, const rlx_llm_stats *st)
 {
     fprintf(stderr,
             "prompt: %d tokens (%d reused) in %.1f ms (%.1f tok/s); generated %d tokens in %.1f "
-            "ms (%.1f tok/s); context %d/%d\n",
+            "ms (%.1f tok/s); context %d/%d",
             st->n_prompt, st->n_reused, st->prefill_ms, st->prefill_tps, st->n_generated,
             st->decode_ms, st->decode_tps, st->n_past, rlx_llm_n_ctx(m));
+    if (st->n_shifts)
+        fprintf(stderr, " (%d context shifts dropped %d tokens)", st->n_shifts, st->n_dropped);
+    fputc('\n', stderr);
 }
 
 int rlx_cmd_generate(int argc, char **argv)
@@ -288,6 +332,64 @@ static bool collect(void *user, rlx_token token, const char *piece, size_t len)
 
 #define MAX_MSGS 1024
 
+static rlx_status render(rlx_llm *m, const char *system, const rlx_chat_message *msgs, size_t n,
+                         bool gen, rlx_token **ids, size_t *n_ids, rlx_error **err)
+{
+    rlx_chat_message all[MAX_MSGS];
+    size_t n_all = 0;
+    if (system)
+        all[n_all++] = (rlx_chat_message){.role = "system", .content = system};
+    for (size_t i = 0; i < n; i++)
+        all[n_all++] = msgs[i];
+    return rlx_llm_chat_prompt(m, all, n_all, gen, ids, n_ids, err);
+}
+
+/* The prompt of the conversation. With --context-shift, the oldest
+ * user/assistant pairs are dropped from the message list (the system prompt
+ * and the latest user turn stay) until the prompt leaves room for a reply
+ * (a quarter of the context, or -n when smaller); o->gp.n_keep is set to the
+ * system prompt's tokens so a shift during the reply keeps them too. */
+static rlx_status chat_fit(rlx_llm *m, options *o, const char *system, rlx_chat_message *msgs,
+                           size_t *n_msgs, rlx_token **ids, size_t *n, rlx_error **err)
+{
+    rlx_status st = render(m, system, msgs, *n_msgs, true, ids, n, err);
+    if (st != RLX_OK || !o->gp.context_shift)
+        return st;
+    size_t ctx = (size_t)rlx_llm_n_ctx(m), reserve = ctx / 4;
+    if (o->gp.max_tokens > 0 && (size_t)o->gp.max_tokens < reserve)
+        reserve = (size_t)o->gp.max_tokens;
+    size_t dropped = 0;
+    while (*n + reserve > ctx && *n_msgs > 1) {
+        /* the oldest turn: a user message and the assistant's reply to it */
+        size_t k = *n_msgs >= 3 && !strcmp(msgs[1].role, "assistant") ? 2 : 1;
+        for (size_t i = 0; i < k; i++)
+            free((char *)msgs[i].content);
+        memmove(msgs, msgs + k, (*n_msgs - k) * sizeof *msgs);
+        *n_msgs -= k;
+        dropped += k;
+        free(*ids);
+        *ids = NULL;
+        if ((st = render(m, system, msgs, *n_msgs, true, ids, n, err)) != RLX_OK)
+            return st;
+    }
+    if (dropped)
+        fprintf(stderr, "(context full: dropped the oldest %zu messages)\n", dropped);
+    o->gp.n_keep = 0;
+    if (system) {
+        rlx_token *sys = NULL;
+        size_t ns = 0, common = 0;
+        if (render(m, system, NULL, 0, false, &sys, &ns, err) != RLX_OK) {
+            rlx_error_clear(err);
+            return RLX_OK;
+        }
+        while (common < ns && common < *n && sys[common] == (*ids)[common])
+            common++;
+        free(sys);
+        o->gp.n_keep = (int32_t)common;
+    }
+    return RLX_OK;
+}
+
 int rlx_cmd_chat(int argc, char **argv)
 {
     options o;
@@ -349,15 +451,9 @@ int rlx_cmd_chat(int argc, char **argv)
         msgs[n_msgs].content = strdup(line);
         n_msgs++;
 
-        rlx_chat_message all[MAX_MSGS];
-        size_t n_all = 0;
-        if (system)
-            all[n_all++] = (rlx_chat_message){.role = "system", .content = system};
-        for (size_t i = 0; i < n_msgs; i++)
-            all[n_all++] = msgs[i];
         rlx_token *ids = NULL;
         size_t n = 0;
-        rlx_status st = rlx_llm_chat_prompt(m, all, n_all, true, &ids, &n, &err);
+        rlx_status st = chat_fit(m, &o, system, msgs, &n_msgs, &ids, &n, &err);
         strbuf reply = {0};
         if (st == RLX_OK)
             st = rlx_llm_generate(m, ids, n, &o.gp, collect, &reply, &last, NULL, NULL, &err);

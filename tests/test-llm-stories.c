@@ -390,6 +390,125 @@ static void test_chat_prefix_reuse(void **state)
     rlx_llm_free(m);
 }
 
+/* Context shift: with a 32-token context, 40 greedy tokens need one shift.
+ * It keeps BOS, drops the older half of the rest and re-prefills, so the
+ * tokens after it are what a fresh runner gives for exactly the kept
+ * tokens. Without the option, the same call stops at the full context. */
+static void test_context_shift(void **state)
+{
+    (void)state;
+    rlx_llm *m = load(32, RLX_DTYPE_F32, 8);
+    rlx_token *ids, *gen = NULL, *gen2 = NULL;
+    size_t n, n_gen, n_gen2;
+    prompt_ids(m, "Once upon a time", &ids, &n);
+    assert_int_equal(n, 5);
+    rlx_llm_generate_params gp = greedy(40);
+    rlx_llm_stats st;
+    rlx_error *err = NULL;
+    assert_int_equal(rlx_llm_generate(m, ids, n, &gp, NULL, NULL, &st, &gen, &n_gen, &err), RLX_OK);
+    assert_int_equal(st.stop, RLX_LLM_STOP_CONTEXT);
+    assert_int_equal(st.n_past, 32);
+    free(gen);
+
+    gp.context_shift = true;
+    collected c = {0};
+    assert_int_equal(rlx_llm_generate(m, ids, n, &gp, collect, &c, &st, &gen, &n_gen, &err),
+                     RLX_OK);
+    assert_int_equal(st.stop, RLX_LLM_STOP_LENGTH);
+    assert_int_equal(n_gen, 40);
+    assert_int_equal(st.n_shifts, 1);
+    assert_int_equal(st.n_dropped, 16);
+    assert_true(st.n_past <= 32);
+    /* before the shift: the documented continuation */
+    assert_int_equal(strncmp(c.text, expected, 60), 0);
+
+    /* all tokens T = prompt + generated; the shift came when gen[27] was
+     * sampled with T[0..32) cached: the cache became T[0] + T[17..33) */
+    rlx_token all[45], kept[17];
+    memcpy(all, ids, sizeof *ids * 5);
+    memcpy(all + 5, gen, sizeof *gen * 40);
+    kept[0] = all[0];
+    memcpy(kept + 1, all + 17, sizeof *kept * 16);
+    rlx_llm_reset(m);
+    rlx_llm_generate_params gp2 = greedy(12);
+    assert_int_equal(rlx_llm_generate(m, kept, 17, &gp2, NULL, NULL, &st, &gen2, &n_gen2, &err),
+                     RLX_OK);
+    assert_int_equal(n_gen2, 12);
+    assert_memory_equal(gen2, all + 33, sizeof *gen2 * 12);
+    free(gen);
+    free(gen2);
+
+    /* a prompt longer than the context: BOS and the newest tokens are kept */
+    free(ids);
+    prompt_ids(m,
+               "Once upon a time there was a little girl named Lily. She loved to play "
+               "outside in the park with her friends every day.",
+               &ids, &n);
+    assert_true(n > 32);
+    gp.max_tokens = 8;
+    assert_int_equal(rlx_llm_generate(m, ids, n, &gp, NULL, NULL, &st, NULL, NULL, &err), RLX_OK);
+    assert_true(st.n_dropped > 0);
+    assert_true(st.n_past <= 32);
+    assert_int_equal(st.n_generated, 8);
+    free(ids);
+    rlx_llm_free(m);
+}
+
+/* DRY's breaker strings become token ids in the runner: the default list
+ * holds the byte tokens of "\n", ":", "\"", "*" and every token containing
+ * one; each listed token's text does contain one. In generation, "." as the
+ * only breaker stops every match at a sentence end (the greedy text is the
+ * one without DRY here), while a breaker no token contains leaves DRY free
+ * to change it. */
+static void test_dry_breakers(void **state)
+{
+    (void)state;
+    rlx_llm *m = load(256, RLX_DTYPE_F16, 0);
+    const rlx_tokenizer *tok = rlx_llm_get_tokenizer(m);
+    int32_t *br = NULL;
+    size_t nb = 0;
+    rlx_error *err = NULL;
+    assert_int_equal(rlx_llm_dry_breaker_ids(m, NULL, 0, &br, &nb, &err), RLX_OK);
+    const char *bytes[] = {"<0x0A>", "<0x3A>", "<0x22>", "<0x2A>"};
+    for (int i = 0; i < 4; i++) {
+        rlx_token id = rlx_tokenizer_find(tok, bytes[i], strlen(bytes[i]));
+        assert_true(id != RLX_TOKEN_NULL);
+        bool found = false;
+        for (size_t k = 0; k < nb; k++)
+            found |= br[k] == id;
+        if (!found)
+            fail_msg("%s (id %d) is not a breaker", bytes[i], id);
+    }
+    for (size_t k = 0; k < nb; k++) {
+        char piece[64];
+        size_t L = rlx_tokenizer_token_to_piece(tok, br[k], false, piece, sizeof piece - 1);
+        piece[L < sizeof piece ? L : sizeof piece - 1] = 0;
+        assert_true(strpbrk(piece, "\n:\"*") != NULL);
+    }
+    free(br);
+
+    rlx_token *ids;
+    size_t n;
+    prompt_ids(m, "Once upon a time", &ids, &n);
+    rlx_llm_generate_params gp = greedy(120);
+    collected plain = {0}, dot = {0}, none = {0};
+    assert_int_equal(rlx_llm_generate(m, ids, n, &gp, collect, &plain, NULL, NULL, NULL, &err),
+                     RLX_OK);
+    gp.sampler.dry_multiplier = 0.8f;
+    const char *b_dot[] = {"."}, *b_none[] = {"zzzz"};
+    gp.dry_breakers = b_dot;
+    gp.n_dry_breakers = 1;
+    assert_int_equal(rlx_llm_generate(m, ids, n, &gp, collect, &dot, NULL, NULL, NULL, &err),
+                     RLX_OK);
+    gp.dry_breakers = b_none;
+    assert_int_equal(rlx_llm_generate(m, ids, n, &gp, collect, &none, NULL, NULL, NULL, &err),
+                     RLX_OK);
+    assert_string_equal(dot.text, plain.text);
+    assert_string_not_equal(none.text, plain.text);
+    free(ids);
+    rlx_llm_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -397,6 +516,7 @@ int main(void)
         cmocka_unit_test(test_prefix_reuse),      cmocka_unit_test(test_prompt_too_long),
         cmocka_unit_test(test_cancel_and_stop),   cmocka_unit_test(test_unsupported_arch),
         cmocka_unit_test(test_chat_prefix_reuse), cmocka_unit_test(test_load_progress),
+        cmocka_unit_test(test_context_shift),     cmocka_unit_test(test_dry_breakers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

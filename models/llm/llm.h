@@ -62,6 +62,11 @@ typedef struct rlx_llm_params {
     int32_t n_ctx;          /* 0 = min(the model's context, 4096); at most the model's */
     int32_t n_batch;        /* prefill chunk (SEQ bound); 0 = 64 */
     rlx_dtype kv_dtype;     /* F16 (default) or F32 */
+    /* Partial offload on a GPU device: 0 = as many decoder layers as fit
+     * the memory budget (all when the model fits; the rest then run on the
+     * CPU, see rlx_llm_get_placement); > 0 = at most that many (an error
+     * when they do not fit); < 0 = none (only the embedding and output). */
+    int32_t gpu_layers;
     rlx_llm_progress_fn progress;
     void *progress_user;
 } rlx_llm_params;
@@ -84,6 +89,31 @@ RLX_API int32_t rlx_llm_n_ctx(const rlx_llm *m);
 /* Tokens in the KV cache. */
 RLX_API int32_t rlx_llm_n_past(const rlx_llm *m);
 RLX_API struct rlx_session *rlx_llm_session(rlx_llm *m);
+
+/* Where the model runs. On a GPU device whose budget (params.memory_budget,
+ * else its memory) cannot hold the whole model, the embedding, the first
+ * n_gpu_layers decoder layers and the output run there and the other layers
+ * on the CPU (a second session, rlx_llm_cpu_session); the hidden state
+ * crosses to the CPU and back once per run. The split is decided at load
+ * from the budget: the embedding and output weights plus the activations,
+ * then layer after layer its weights and KV cache while they fit. */
+typedef struct rlx_llm_placement_info {
+    char device[32];           /* the chosen device, "vulkan:0", "cpu" */
+    bool on_gpu;               /* a device other than the CPU */
+    int32_t n_gpu_layers;      /* decoder layers on it (0 on the CPU) */
+    int32_t n_layers;          /* decoder layers in the model */
+    uint64_t device_bytes;     /* weights + KV cache + activations on it */
+    uint64_t budget_bytes;     /* its budget */
+    uint64_t cpu_bytes;        /* what the CPU part holds (a split), else 0 */
+    uint64_t fixed_bytes;      /* GPU: embedding + output weights */
+    uint64_t activation_bytes; /* GPU: the activation arena, every layer on it */
+} rlx_llm_placement_info;
+
+RLX_API rlx_llm_placement_info rlx_llm_get_placement(const rlx_llm *m);
+/* The same in short: decoder layers on the GPU device, and in the model. */
+RLX_API void rlx_llm_placement(const rlx_llm *m, int32_t *n_gpu, int32_t *n_total);
+/* A split's CPU session, else NULL. */
+RLX_API struct rlx_session *rlx_llm_cpu_session(rlx_llm *m);
 
 /* Encode text (control tokens written in the text are parsed when
  * parse_special); *out is malloc'd, the caller frees it. BOS as the model
@@ -136,6 +166,19 @@ typedef struct rlx_llm_generate_params {
     const char *const *stop; /* stop strings (not emitted), may be NULL */
     size_t n_stop;
     bool ignore_eos;
+    /* DRY's sequence breakers as text, used when sampler.dry_multiplier > 0
+     * and sampler.dry_sequence_breakers is empty: every vocabulary token
+     * whose text contains one of them breaks a repeat (see
+     * rlx_llm_dry_breaker_ids). NULL = llama.cpp's "\n", ":", "\"", "*". */
+    const char *const *dry_breakers;
+    size_t n_dry_breakers;
+    /* When the context is full (during generation, or a prompt longer than
+     * the context): keep the first n_keep tokens (0 = only a leading BOS),
+     * drop the older half of the rest and re-prefill what is left, then go
+     * on. Off (default): a prompt longer than the context is
+     * RLX_ERR_INVALID_ARG and generation stops with RLX_LLM_STOP_CONTEXT. */
+    bool context_shift;
+    int32_t n_keep;
 } rlx_llm_generate_params;
 
 RLX_API rlx_llm_generate_params rlx_llm_generate_default_params(void);
@@ -157,11 +200,22 @@ typedef struct rlx_llm_stats {
     double prefill_ms, decode_ms;
     double prefill_tps, decode_tps;
     rlx_llm_stop_reason stop;
+    int32_t n_shifts;  /* context shifts done (context_shift) */
+    int32_t n_dropped; /* tokens they dropped, prompt included */
 } rlx_llm_stats;
+
+/* DRY's sequence breakers as token ids: every vocabulary token whose
+ * decoded text (control tokens excepted) contains one of the n strings
+ * (NULL strings = llama.cpp's defaults "\n", ":", "\"", "*"). *out is
+ * malloc'd, ascending, the caller frees it; RLX_ERR_NOT_FOUND without a
+ * tokenizer. */
+RLX_API rlx_status rlx_llm_dry_breaker_ids(const rlx_llm *m, const char *const *strs, size_t n,
+                                           int32_t **out, size_t *n_out, rlx_error **err);
 
 /* Prefill the prompt (with prefix reuse), then sample up to max_tokens,
  * streaming each piece to `cb` (may be NULL). Stops on an end-of-generation
- * token (unless ignore_eos), a stop string, max_tokens, a full context, the
+ * token (unless ignore_eos), a stop string, max_tokens, a full context
+ * (unless context_shift), the
  * callback returning false, or rlx_llm_cancel (checked every token). The
  * generated tokens that were evaluated stay in the cache and history.
  * `out_tokens` (may be NULL) receives a malloc'd array of the generated

@@ -19,6 +19,16 @@ case "$err" in *"prompt: 18 tokens (0 reused)"*) check "first turn" true ;; *) e
 reused=$(printf '%s\n' "$err" | sed -n 's/.*prompt: [0-9]* tokens (\([0-9]*\) reused).*/\1/p' | sed -n 2p)
 check "second turn reuses the first" [ "${reused:-0}" -ge 18 ]
 case "$err" in *"(conversation cleared)"*"(system prompt set)"*) check "/reset, /system" true ;; *) check "/reset, /system" false ;; esac
+# a 48-token context: the third turn does not fit; with --context-shift the
+# oldest turns are dropped and the chat goes on within the context
+turns='Hello there\nTell me a story\nAnd another one please\n/stats\n'
+err=$(printf "$turns" | "$rlx" chat -m "$stories" --ctx 48 -n 30 --temp 0 -t 1 2>&1 >/dev/null)
+case "$err" in *"longer than the context of 48"*) check "full context: the error" true ;; *) echo "# $err"; check "full context: the error" false ;; esac
+err=$(printf "$turns" | "$rlx" chat -m "$stories" --ctx 48 -n 30 --temp 0 -t 1 --context-shift 2>&1 >/dev/null)
+check "--context-shift: exit 0" [ $? -eq 0 ]
+case "$err" in *"longer than the context"*) echo "# $err"; check "--context-shift: no error" false ;; *"dropped the oldest"*) check "--context-shift: drops old turns" true ;; *) echo "# $err"; check "--context-shift: drops old turns" false ;; esac
+used=$(printf '%s\n' "$err" | sed -n 's/.*context \([0-9]*\)\/48.*/\1/p' | tail -n 1)
+check "--context-shift: context used <= 48" [ "${used:-99}" -le 48 ]
 err=$("$rlx" chat 2>&1 </dev/null)
 check "no model: exit 1" [ $? -eq 1 ]
 exit $fail

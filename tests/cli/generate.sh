@@ -25,6 +25,18 @@ rc=$?
 check "prompt longer than the context: exit 1" [ $rc -eq 1 ]
 check "prompt longer than the context: one line" [ "$(printf '%s\n' "$err" | wc -l)" -eq 1 ]
 case "$err" in *"longer than the context"*) check "names the problem" true ;; *) echo "# $err"; check "names the problem" false ;; esac
+# --context-shift: 100 tokens through a 32-token context keep going, and the
+# context used stays within it
+err=$("$rlx" generate -m "$stories" -p "Once upon a time" -n 100 --temp 0 -t 1 --ctx 32 --batch 8 --context-shift 2>&1 >/dev/null)
+check "--context-shift: exit 0" [ $? -eq 0 ]
+case "$err" in *"generated 100 tokens"*"context "[0-9]*"/32 ("*"context shifts dropped"*) check "--context-shift: 100 tokens, shifts reported" true ;;
+*) echo "# $err"; check "--context-shift: 100 tokens, shifts reported" false ;; esac
+used=$(printf '%s\n' "$err" | sed -n 's/.*context \([0-9]*\)\/32.*/\1/p')
+check "--context-shift: context used <= 32" [ "${used:-99}" -le 32 ]
+err=$("$rlx" generate -m "$stories" -p "Once upon a time there was a little girl" --ctx 4 --context-shift -n 4 -t 1 2>&1 >/dev/null)
+check "--context-shift: a prompt longer than the context is cut, exit 0" [ $? -eq 0 ]
+err=$("$rlx" generate -m "$stories" -p x --kv-type q4 2>&1 >/dev/null)
+check "bad --kv-type: exit 1" [ $? -eq 1 ]
 err=$("$rlx" generate -m "$data/tokenizers/ggml-vocab-qwen2.gguf" -p hi 2>&1 >/dev/null)
 check "a vocab-only file: exit 1" [ $? -eq 1 ]
 err=$("$rlx" generate -m "$stories" 2>&1 >/dev/null)
