@@ -145,21 +145,24 @@ static rlx_status prepare(const rlx_graph *g, const rlx_compile_opts *opts, rlx_
 /* The last word: the backend sees the program exactly as scheduled (views,
  * strides, in-place outputs, the COPYs into outputs) and must claim every
  * instruction; a backend is never handed one it refused. */
-static rlx_status check_program(const rlx_lir *lir, const rlx_compile_opts *opts,
+static rlx_status check_program(const rlx_lir *lir, const rlx_compile_opts *opts, int32_t segment,
                                 const rlx_graph *g, rlx_error **err)
 {
-    if (!opts->backend || !opts->backend->supports_op)
+    const rlx_backend_i *be;
+    rlx_device *dev;
+    rlx_compile_target(opts, segment, &be, &dev);
+    if (!be || !be->supports_op)
         return RLX_OK;
     for (int32_t i = 0; i < lir->n_instrs; i++) {
         const rlx_lir_instr *ins = &lir->instrs[i];
-        if (opts->backend->supports_op(opts->device, lir, ins))
+        if (be->supports_op(dev, lir, ins))
             continue;
         const char *name =
             ins->node >= 0 && ins->node < g->n_nodes ? g->nodes[ins->node].name : "?";
         return rlx_error_set(err, RLX_ERR_UNSUPPORTED,
                              "compile: the %s backend refuses instruction %d, %s '%s', as "
                              "scheduled (operand layout or dtype)",
-                             opts->backend->name, i, rlx_op_name(ins->op), name);
+                             be->name, i, rlx_op_name(ins->op), name);
     }
     return RLX_OK;
 }
@@ -181,7 +184,7 @@ rlx_status rlx_compile(const rlx_graph *g, const rlx_compile_opts *opts, rlx_lir
     s = rlx_pass_schedule(c, opts, -1, out, err);
     if (s == RLX_OK) {
         dump_lir(*out, opts, 99, -1);
-        s = check_program(*out, opts, c, err);
+        s = check_program(*out, opts, -1, c, err);
         if (s != RLX_OK) {
             rlx_lir_free(*out);
             *out = NULL;
@@ -224,7 +227,7 @@ rlx_status rlx_compile_split(const rlx_graph *g, const rlx_compile_opts *opts, r
         s = rlx_pass_schedule(c, opts, i, &arr[i], err);
         if (s == RLX_OK) {
             dump_lir(arr[i], opts, 99, i);
-            s = check_program(arr[i], opts, c, err);
+            s = check_program(arr[i], opts, i, c, err);
         } else
             rlx_error_prefix(err, "compile (schedule of segment %d): ", i);
     }
@@ -347,11 +350,38 @@ uint64_t rlx_graph_hash(const rlx_graph *g)
 
 /* ---------------------------------------------------------------- support queries */
 
-bool rlx_compile_supports_desc(const rlx_compile_opts *opts, const rlx_graph *g, rlx_op op,
-                               const rlx_op_params *p, int n_in, const rlx_node *in, rlx_dtype dt,
-                               const rlx_shape *shape)
+void rlx_compile_target(const rlx_compile_opts *opts, int32_t segment, const rlx_backend_i **be,
+                        rlx_device **dev)
 {
-    if (!opts || !opts->backend || !opts->backend->supports_op)
+    *be = opts ? opts->backend : NULL;
+    *dev = opts ? opts->device : NULL;
+    if (opts && segment >= 0 && segment < opts->n_segment_targets && opts->segment_backends &&
+        opts->segment_backends[segment]) {
+        *be = opts->segment_backends[segment];
+        *dev = opts->segment_devices ? opts->segment_devices[segment] : NULL;
+    }
+}
+
+bool rlx_compile_has_target(const rlx_compile_opts *opts)
+{
+    if (!opts)
+        return false;
+    if (opts->backend && opts->backend->supports_op)
+        return true;
+    for (int32_t i = 0; opts->segment_backends && i < opts->n_segment_targets; i++)
+        if (opts->segment_backends[i] && opts->segment_backends[i]->supports_op)
+            return true;
+    return false;
+}
+
+bool rlx_compile_supports_desc(const rlx_compile_opts *opts, const rlx_graph *g, int32_t segment,
+                               rlx_op op, const rlx_op_params *p, int n_in, const rlx_node *in,
+                               rlx_dtype dt, const rlx_shape *shape)
+{
+    const rlx_backend_i *be;
+    rlx_device *dev;
+    rlx_compile_target(opts, segment, &be, &dev);
+    if (!be || !be->supports_op)
         return true;
     rlx_lir_value vals[RLX_MAX_INPUTS + 1];
     rlx_lir lir;
@@ -406,14 +436,15 @@ bool rlx_compile_supports_desc(const rlx_compile_opts *opts, const rlx_graph *g,
         ins.in_place = true;
         vals[n_in].home = vals[0].home;
     }
-    return opts->backend->supports_op(opts->device, &lir, &ins);
+    return be->supports_op(dev, &lir, &ins);
 }
 
 bool rlx_compile_supports(const rlx_compile_opts *opts, const rlx_graph *g, const rlx_gnode *n)
 {
     if (n->op <= RLX_OP_STATE)
         return true;
-    return rlx_compile_supports_desc(opts, g, n->op, &n->p, n->n_in, n->in, n->dtype, &n->shape);
+    return rlx_compile_supports_desc(opts, g, n->segment, n->op, &n->p, n->n_in, n->in, n->dtype,
+                                     &n->shape);
 }
 
 void rlx_contiguous_strides(const rlx_shape *s, const int64_t *sym_max, rlx_dim *stride,

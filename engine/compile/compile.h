@@ -69,6 +69,15 @@ typedef struct rlx_compile_opts {
     const rlx_backend_i *backend;
     rlx_device *device; /* handed to supports_op; may be NULL */
 
+    /* rlx_compile_split across devices (partial offload): the nodes of
+     * segment i are legalized, fused and scheduled against
+     * segment_backends[i] / segment_devices[i]. Segments at or past
+     * n_segment_targets, and NULL backends, use backend/device. Both arrays
+     * are borrowed for the call. */
+    int32_t n_segment_targets;
+    const rlx_backend_i *const *segment_backends;
+    rlx_device *const *segment_devices;
+
     /* Dumps after the passes in dump_after (bits): text to dump_file
      * (with a header per pass), and/or one file per pass in dump_dir named
      * "<nn>-<pass>.txt" and, with dump_dot, "<nn>-<pass>.dot". */

@@ -64,7 +64,8 @@ static void absorb(fz *f, int32_t m, int32_t u)
 static bool try_update(fz *f, int32_t i, const rlx_op_params *p, int n_in, const rlx_node *in)
 {
     rlx_gnode *n = &f->g->nodes[i];
-    if (!rlx_compile_supports_desc(f->opts, f->g, n->op, p, n_in, in, n->dtype, &n->shape))
+    if (!rlx_compile_supports_desc(f->opts, f->g, n->segment, n->op, p, n_in, in, n->dtype,
+                                   &n->shape))
         return false;
     n->p = *p;
     n->n_in = n_in;
@@ -182,8 +183,8 @@ static void fuse_add_rms(fz *f, int32_t i)
     p.norm.has_weight = true;
     rlx_node in[3] = {an->in[0], an->in[1], n->in[1]};
     rlx_gnode *nn = &g->nodes[i];
-    if (!rlx_compile_supports_desc(f->opts, g, RLX_OP_ADD_RMS_NORM, &p, 3, in, nn->dtype,
-                                   &nn->shape))
+    if (!rlx_compile_supports_desc(f->opts, g, nn->segment, RLX_OP_ADD_RMS_NORM, &p, 3, in,
+                                   nn->dtype, &nn->shape))
         return;
     nn->op = RLX_OP_ADD_RMS_NORM;
     nn->p = p;
@@ -318,8 +319,8 @@ static void fuse_tree(fz *f, int32_t r)
             st->aux = (uint8_t)n->p.gelu.approx;
         }
     }
-    if (!rlx_compile_supports_desc(f->opts, g, RLX_OP_FUSED_ELEMENTWISE, &p, t.n_leaves, t.leaves,
-                                   RLX_DTYPE_F32, &root->shape))
+    if (!rlx_compile_supports_desc(f->opts, g, root->segment, RLX_OP_FUSED_ELEMENTWISE, &p,
+                                   t.n_leaves, t.leaves, RLX_DTYPE_F32, &root->shape))
         return;
     rlx_gnode *rn = &g->nodes[r];
     rn->op = RLX_OP_FUSED_ELEMENTWISE;

@@ -79,8 +79,8 @@ rlx_status rlx_pass_layout(rlx_graph *g, const rlx_compile_opts *opts, rlx_error
                     p.matmul.trans_a = !p.matmul.trans_a;
                 else
                     p.matmul.trans_b = !p.matmul.trans_b;
-                if (!rlx_compile_supports_desc(opts, g, RLX_OP_MATMUL, &p, n->n_in, in, n->dtype,
-                                               &n->shape))
+                if (!rlx_compile_supports_desc(opts, g, n->segment, RLX_OP_MATMUL, &p, n->n_in, in,
+                                               n->dtype, &n->shape))
                     continue;
                 n->p = p;
                 n->in[k] = in[k];

@@ -464,7 +464,8 @@ static rlx_node with_f32_inputs(lz *z, const rlx_compile_opts *opts, int32_t i, 
     }
     rlx_node r = RLX_NODE_INVALID;
     if (any && g->status == RLX_OK &&
-        rlx_compile_supports_desc(opts, g, n->op, &n->p, n->n_in, in, n->dtype, &n->shape))
+        rlx_compile_supports_desc(opts, g, n->segment, n->op, &n->p, n->n_in, in, n->dtype,
+                                  &n->shape))
         r = rlx_graph_node_new(g, n->name, n->op, &n->p, n->n_in, in, n->dtype, &n->shape);
     if (r == RLX_NODE_INVALID || g->nodes[r].dtype != n->dtype ||
         !rlx_shape_equal(&g->nodes[r].shape, &n->shape)) {
@@ -478,7 +479,7 @@ static rlx_node with_f32_inputs(lz *z, const rlx_compile_opts *opts, int32_t i, 
 
 rlx_status rlx_pass_legalize(rlx_graph *g, const rlx_compile_opts *opts, rlx_error **err)
 {
-    if (!opts || !opts->backend || !opts->backend->supports_op)
+    if (!rlx_compile_has_target(opts))
         return RLX_OK;
     int32_t limit = g->n_nodes * 40 + 1000;
     bool changed = false;
@@ -486,13 +487,17 @@ rlx_status rlx_pass_legalize(rlx_graph *g, const rlx_compile_opts *opts, rlx_err
         if (g->nodes[i].op == RLX_OP_NONE || rlx_compile_supports(opts, g, &g->nodes[i]))
             continue;
         rlx_gnode n = g->nodes[i];
+        const rlx_backend_i *be;
+        rlx_device *dev;
+        rlx_compile_target(opts, n.segment, &be, &dev);
+        const char *be_name = be ? be->name : "?";
         char shp[160], why[200];
         rlx_graph_format_shape(g, &n.shape, shp, sizeof shp);
         if (g->n_nodes > limit)
             return rlx_error_set(err, RLX_ERR_UNSUPPORTED,
                                  "legalize: the %s backend cannot run %s '%s' and its rewrites "
                                  "do not converge",
-                                 opts->backend->name, rlx_op_name(n.op), n.name);
+                                 be_name, rlx_op_name(n.op), n.name);
         lz z = {.g = g};
         snprintf(z.base, sizeof z.base, "%s", n.name);
         g->cur_segment = n.segment;
@@ -505,8 +510,8 @@ rlx_status rlx_pass_legalize(rlx_graph *g, const rlx_compile_opts *opts, rlx_err
             return rlx_error_set(err, RLX_ERR_UNSUPPORTED,
                                  "legalize: the %s backend cannot run %s '%s' (%s %s) and it "
                                  "cannot be rewritten: %s",
-                                 opts->backend->name, rlx_op_name(n.op), n.name,
-                                 rlx_dtype_name(n.dtype), shp, why);
+                                 be_name, rlx_op_name(n.op), n.name, rlx_dtype_name(n.dtype), shp,
+                                 why);
         }
         if (g->nodes[r].dtype != n.dtype || !rlx_shape_equal(&g->nodes[r].shape, &n.shape))
             return rlx_error_set(err, RLX_ERR_INTERNAL,

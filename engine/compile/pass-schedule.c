@@ -305,6 +305,49 @@ static int32_t view_value(sched *s, int32_t src, rlx_dtype dt, const rlx_shape *
     return v;
 }
 
+static bool dim_is_unit(rlx_dim d)
+{
+    return rlx_dim_is_const(d) && d.k == 1;
+}
+
+/* A reshape that only inserts or drops size-1 dims keeps a strided source's
+ * layout, so it is a view too: the KV cache read ([HKV, T, D] slice of the
+ * state -> [1, HKV, T, D]) stays in place instead of being copied on every
+ * token. Strides of the other dims are the source's; a size-1 dim gets the
+ * next dim's extent (any value is valid for it). */
+static bool unit_dims_reshape(const rlx_lir_value *sv, const rlx_shape *shape, rlx_dim *st)
+{
+    if (rlx_dtype_get(sv->dtype)->quantized)
+        return false;
+    int map[RLX_MAX_DIMS], j = 0;
+    for (int d = 0; d < shape->rank; d++) {
+        if (dim_is_unit(shape->d[d])) {
+            map[d] = -1;
+            continue;
+        }
+        while (j < sv->shape.rank && dim_is_unit(sv->shape.d[j]))
+            j++;
+        if (j >= sv->shape.rank || !rlx_dim_equal(sv->shape.d[j], shape->d[d]))
+            return false;
+        map[d] = j++;
+    }
+    while (j < sv->shape.rank && dim_is_unit(sv->shape.d[j]))
+        j++;
+    if (j != sv->shape.rank)
+        return false;
+    for (int d = shape->rank - 1; d >= 0; d--) {
+        if (map[d] >= 0) {
+            st[d] = sv->stride[map[d]];
+        } else if (d == shape->rank - 1) {
+            st[d] = rlx_dim_const(1);
+        } else {
+            rlx_dim nx = shape->d[d + 1], ns = st[d + 1];
+            st[d] = rlx_dim_is_const(nx) && rlx_dim_is_const(ns) ? rlx_dim_const(nx.k * ns.k) : ns;
+        }
+    }
+    return true;
+}
+
 /* The value for compute node i, a view where the op allows it. */
 static int32_t compute_value(sched *s, int32_t i, bool *in_place)
 {
@@ -318,6 +361,8 @@ static int32_t compute_value(sched *s, int32_t i, bool *in_place)
         bool exact;
         rlx_contiguous_strides(&n->shape, s->g->sym_max, st, &exact);
         if (sv->contiguous && exact)
+            return view_value(s, src, n->dtype, &n->shape, st, 0);
+        if (unit_dims_reshape(sv, &n->shape, st))
             return view_value(s, src, n->dtype, &n->shape, st, 0);
         break;
     }
@@ -397,8 +442,10 @@ static void bind_output(sched *s, int32_t i, int32_t idx)
 /* Would the backend run this instruction over the values made so far? */
 static bool backend_takes(sched *s, const rlx_lir_instr *ins)
 {
-    const rlx_compile_opts *o = s->opts;
-    if (!o || !o->backend || !o->backend->supports_op)
+    const rlx_backend_i *be;
+    rlx_device *dev;
+    rlx_compile_target(s->opts, s->seg, &be, &dev);
+    if (!be || !be->supports_op)
         return true;
     rlx_lir tmp;
     memset(&tmp, 0, sizeof tmp);
@@ -411,7 +458,7 @@ static bool backend_takes(sched *s, const rlx_lir_instr *ins)
         tmp.symbols[i].name = s->g->sym_names[i];
         tmp.symbols[i].max = s->g->sym_max[i];
     }
-    return o->backend->supports_op(o->device, &tmp, ins);
+    return be->supports_op(dev, &tmp, ins);
 }
 
 /* A backend may refuse strided operands (views of permutes and slices). Copy

@@ -43,13 +43,20 @@ rlx_status rlx_pass_schedule(const rlx_graph *g, const rlx_compile_opts *opts, i
  * instructions whose in[0] dies there write over it. */
 rlx_status rlx_memplan(rlx_lir *lir, bool allow_inplace, rlx_error **err);
 
-/* Ask the backend (if any) whether it runs node n as it stands. */
+/* The backend and device that segment `segment` is compiled for (the
+ * per-segment targets of rlx_compile_opts, else opts->backend/device). */
+void rlx_compile_target(const rlx_compile_opts *opts, int32_t segment, const rlx_backend_i **be,
+                        rlx_device **dev);
+/* Whether any segment has a backend to legalize against. */
+bool rlx_compile_has_target(const rlx_compile_opts *opts);
+/* Ask the backend (if any) of n's segment whether it runs node n as it stands. */
 bool rlx_compile_supports(const rlx_compile_opts *opts, const rlx_graph *g, const rlx_gnode *n);
-/* Ask the backend whether it runs a FUSED_ELEMENTWISE / other node that is not
- * in the graph yet, described by op, params, inputs and result. */
-bool rlx_compile_supports_desc(const rlx_compile_opts *opts, const rlx_graph *g, rlx_op op,
-                               const rlx_op_params *p, int n_in, const rlx_node *in, rlx_dtype dt,
-                               const rlx_shape *shape);
+/* Ask the backend of `segment` whether it runs a FUSED_ELEMENTWISE / other
+ * node that is not in the graph yet, described by op, params, inputs and
+ * result. */
+bool rlx_compile_supports_desc(const rlx_compile_opts *opts, const rlx_graph *g, int32_t segment,
+                               rlx_op op, const rlx_op_params *p, int n_in, const rlx_node *in,
+                               rlx_dtype dt, const rlx_shape *shape);
 
 /* Row-major strides of a shape as dims; a stride that is not affine falls
  * back to the constant product at the upper bounds (and *exact is false). */

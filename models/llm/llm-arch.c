@@ -359,6 +359,35 @@ static rlx_node reshape(builder *b, rlx_node x, int rank, const rlx_dim *dims)
     return rlx_graph_reshape(b->g, NULL, x, rlx_shape_make_dims(rank, dims));
 }
 
+/* A Q8_0 cache is token-major, [n_ctx, HKV * D] with ggml's blocks of 32
+ * running along each token's row across the heads (as llama.cpp's cache),
+ * so head sizes below 32 work too: the f32 rows of this run are scattered
+ * (quantized) at PAST, and attention reads the [1, HKV, T, D] view of the
+ * blocks, decoding them per key tile. */
+static void kv_q8_0(builder *b, int il, rlx_node k, rlx_node v, int32_t n_ctx, int past, rlx_dim T,
+                    rlx_node *ka, rlx_node *va)
+{
+    rlx_graph *g = b->g;
+    const rlx_llm_config *c = b->c;
+    const int64_t HKV = c->n_head_kv, DH = c->head_dim, DV = c->head_dim_v;
+    rlx_dim S = rlx_graph_node_shape(g, k).d[0], one = rlx_dim_const(1);
+    const int perm[3] = {1, 0, 2};
+    rlx_node src[2] = {k, v}, *out[2] = {ka, va};
+    const int64_t dd[2] = {DH, DV};
+    for (int i = 0; i < 2; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "cache.%c.%d", i ? 'v' : 'k', il);
+        rlx_node st = rlx_graph_state(g, name, RLX_DTYPE_Q8_0,
+                                      rlx_shape_make(2, (int64_t[]){n_ctx, HKV * dd[i]}));
+        rlx_node rows = reshape(b, src[i], 2, (rlx_dim[]){S, rlx_dim_const(HKV * dd[i])});
+        st = rlx_graph_scatter(g, NULL, st, rows, 0, rlx_dim_sym(past));
+        rlx_node all = rlx_graph_slice(g, NULL, st, 0, rlx_dim_const(0), T);
+        all = reshape(b, all, 3, (rlx_dim[]){T, rlx_dim_const(HKV), rlx_dim_const(dd[i])});
+        all = rlx_graph_permute(g, NULL, all, perm);
+        *out[i] = reshape(b, all, 4, (rlx_dim[]){one, rlx_dim_const(HKV), T, rlx_dim_const(dd[i])});
+    }
+}
+
 rlx_status rlx_llm_build_graph(const rlx_llm_config *c, const rlx_gguf *gguf,
                                const rlx_llm_graph_params *p, rlx_graph **out, rlx_error **err)
 {
@@ -367,10 +396,17 @@ rlx_status rlx_llm_build_graph(const rlx_llm_config *c, const rlx_gguf *gguf,
         return rlx_error_set(err, RLX_ERR_INVALID_ARG,
                              "llm graph: need 0 < seq_max (%d) <= n_ctx (%d)", p->seq_max,
                              p->n_ctx);
-    if (p->kv_dtype != RLX_DTYPE_F16 && p->kv_dtype != RLX_DTYPE_F32)
+    if (p->kv_dtype != RLX_DTYPE_F16 && p->kv_dtype != RLX_DTYPE_F32 &&
+        p->kv_dtype != RLX_DTYPE_Q8_0)
         return rlx_error_set(err, RLX_ERR_UNSUPPORTED,
-                             "llm graph: the KV cache can be F16 or F32 (block-quantized state "
-                             "tensors are not supported by the graph IR)");
+                             "llm graph: the KV cache can be F16, F32 or Q8_0, not %s",
+                             rlx_dtype_name(p->kv_dtype));
+    if (p->kv_dtype == RLX_DTYPE_Q8_0 &&
+        (((int64_t)c->n_head_kv * c->head_dim) % 32 || ((int64_t)c->n_head_kv * c->head_dim_v) % 32))
+        return rlx_error_set(err, RLX_ERR_UNSUPPORTED,
+                             "a Q8_0 KV cache needs KV rows (kv heads x head size: %d x %d) that "
+                             "are multiples of 32; use f16",
+                             c->n_head_kv, c->head_dim);
     rlx_graph *g = rlx_graph_create();
     if (!g)
         return rlx_error_set(err, RLX_ERR_NO_MEMORY, "llm graph: out of memory");
@@ -402,7 +438,14 @@ rlx_status rlx_llm_build_graph(const rlx_llm_config *c, const rlx_gguf *gguf,
         freq = rlx_graph_const_f32(g, "rope.factors", rlx_shape_make(1, &n), c->rope_factors);
     }
 
+    if (p->split && (p->split_layer < 0 || p->split_layer > c->n_layer)) {
+        rlx_graph_free(g);
+        return rlx_error_set(err, RLX_ERR_INVALID_ARG, "llm graph: split at layer %d of %d",
+                             p->split_layer, c->n_layer);
+    }
     for (int il = 0; il < c->n_layer && b->st == RLX_OK; il++) {
+        if (p->split && il == p->split_layer)
+            rlx_graph_set_segment(g, 1);
         bool swa = rlx_llm_layer_is_swa(c, il);
         rlx_node h =
             rlx_graph_rms_norm(g, NULL, x, lw(b, il, "attn_norm.weight", 0, D, false), c->norm_eps);
@@ -444,25 +487,30 @@ rlx_status rlx_llm_build_graph(const rlx_llm_config *c, const rlx_gguf *gguf,
         const int perm[3] = {1, 0, 2};
         q = reshape(b, rlx_graph_permute(g, NULL, q, perm), 4,
                     (rlx_dim[]){one, rlx_dim_const(H), S, rlx_dim_const(DH)});
-        k = rlx_graph_permute(g, NULL, k, perm);
-        v = rlx_graph_permute(g, NULL, v, perm);
-        if (p->kv_dtype != RLX_DTYPE_F32) {
-            k = rlx_graph_cast(g, NULL, k, p->kv_dtype);
-            v = rlx_graph_cast(g, NULL, v, p->kv_dtype);
+        rlx_node ka, va;
+        if (p->kv_dtype == RLX_DTYPE_Q8_0)
+            kv_q8_0(b, il, k, v, p->n_ctx, past, T, &ka, &va);
+        else {
+            k = rlx_graph_permute(g, NULL, k, perm);
+            v = rlx_graph_permute(g, NULL, v, perm);
+            if (p->kv_dtype == RLX_DTYPE_F16) {
+                k = rlx_graph_cast(g, NULL, k, p->kv_dtype);
+                v = rlx_graph_cast(g, NULL, v, p->kv_dtype);
+            }
+            char name[64];
+            snprintf(name, sizeof name, "cache.k.%d", il);
+            rlx_node kc = rlx_graph_state(g, name, p->kv_dtype,
+                                          rlx_shape_make(3, (int64_t[]){HKV, p->n_ctx, DH}));
+            snprintf(name, sizeof name, "cache.v.%d", il);
+            rlx_node vc = rlx_graph_state(g, name, p->kv_dtype,
+                                          rlx_shape_make(3, (int64_t[]){HKV, p->n_ctx, DV}));
+            kc = rlx_graph_scatter(g, NULL, kc, k, 1, rlx_dim_sym(past));
+            vc = rlx_graph_scatter(g, NULL, vc, v, 1, rlx_dim_sym(past));
+            ka = rlx_graph_slice(g, NULL, kc, 1, rlx_dim_const(0), T);
+            va = rlx_graph_slice(g, NULL, vc, 1, rlx_dim_const(0), T);
+            ka = reshape(b, ka, 4, (rlx_dim[]){one, rlx_dim_const(HKV), T, rlx_dim_const(DH)});
+            va = reshape(b, va, 4, (rlx_dim[]){one, rlx_dim_const(HKV), T, rlx_dim_const(DV)});
         }
-        char name[64];
-        snprintf(name, sizeof name, "cache.k.%d", il);
-        rlx_node kc = rlx_graph_state(g, name, p->kv_dtype,
-                                      rlx_shape_make(3, (int64_t[]){HKV, p->n_ctx, DH}));
-        snprintf(name, sizeof name, "cache.v.%d", il);
-        rlx_node vc = rlx_graph_state(g, name, p->kv_dtype,
-                                      rlx_shape_make(3, (int64_t[]){HKV, p->n_ctx, DV}));
-        kc = rlx_graph_scatter(g, NULL, kc, k, 1, rlx_dim_sym(past));
-        vc = rlx_graph_scatter(g, NULL, vc, v, 1, rlx_dim_sym(past));
-        rlx_node ka = rlx_graph_slice(g, NULL, kc, 1, rlx_dim_const(0), T);
-        rlx_node va = rlx_graph_slice(g, NULL, vc, 1, rlx_dim_const(0), T);
-        ka = reshape(b, ka, 4, (rlx_dim[]){one, rlx_dim_const(HKV), T, rlx_dim_const(DH)});
-        va = reshape(b, va, 4, (rlx_dim[]){one, rlx_dim_const(HKV), T, rlx_dim_const(DV)});
         rlx_attention_params ap = {.mask = swa ? RLX_MASK_WINDOW : RLX_MASK_CAUSAL,
                                    .window = swa ? c->sliding_window : 0,
                                    .scale = c->attn_scale,
@@ -506,6 +554,8 @@ rlx_status rlx_llm_build_graph(const rlx_llm_config *c, const rlx_gguf *gguf,
         rlx_dim_sub(S, one, &last);
         x = rlx_graph_slice(g, "last", x, 0, last, one);
     }
+    if (p->split)
+        rlx_graph_set_segment(g, 2);
     x = rlx_graph_rms_norm(g, "output_norm", x, weight(b, "output_norm.weight", 0, D, false),
                            c->norm_eps);
     rlx_node head = c->tied_output ? emb : weight(b, "output.weight", V, D, false);

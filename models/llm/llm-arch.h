@@ -15,7 +15,9 @@
  * one output "logits" F32 [1, n_vocab] for the last position (or [SEQ,
  * n_vocab] with all_logits), and two STATE tensors per layer, "cache.k.<i>"
  * [n_head_kv, n_ctx, head_dim] and "cache.v.<i>", to which each run appends
- * its SEQ positions at offset PAST with a scatter. Weights are PARAMs named
+ * its SEQ positions at offset PAST with a scatter. A Q8_0 cache is instead
+ * [n_ctx, n_head_kv * head_dim] (ggml blocks along each token's row, so the
+ * row must be a multiple of 32), quantized by the scatter. Weights are PARAMs named
  * exactly as the GGUF tensors, in their file dtype.
  *
  * Architectures (general.architecture): llama, mistral (NORMAL rope: the
@@ -108,8 +110,14 @@ RLX_API bool rlx_llm_layer_is_swa(const rlx_llm_config *c, int32_t il);
 typedef struct rlx_llm_graph_params {
     int32_t n_ctx;      /* KV cache positions (PAST + SEQ <= n_ctx) */
     int32_t seq_max;    /* SEQ bound of this program */
-    rlx_dtype kv_dtype; /* F16 (default) or F32 */
+    rlx_dtype kv_dtype; /* F16 (default), F32 or Q8_0 (token-major, see below) */
     bool all_logits;    /* logits of every position, not only the last */
+    /* Partial offload (rlx_compile_split): with split, the embedding and
+     * layers [0, split_layer) are segment 0, layers [split_layer, n_layer)
+     * segment 1, and the output norm and head segment 2, so the hidden
+     * state crosses each cut once per run. */
+    bool split;
+    int32_t split_layer;
 } rlx_llm_graph_params;
 
 RLX_API rlx_llm_graph_params rlx_llm_graph_default_params(void);
