@@ -840,6 +840,96 @@ static void writer_errors(void **state)
     rlx_gguf_writer_free(w);
 }
 
+/* add_tensor_gen: a tensor produced chunk by chunk at write time (more than
+ * one chunk, so the offsets and the short last chunk are exercised) reads
+ * back equal to the same values added from memory, in a file and in memory;
+ * a failing generator fails the write and leaves no file. */
+typedef struct gen_user {
+    uint64_t calls, next_off;
+    bool fail;
+} gen_user;
+
+static uint32_t gen_value(uint64_t i)
+{
+    return (uint32_t)(i * 2654435761u) >> 9; /* exact in a float */
+}
+
+static rlx_status gen_fill(void *user, uint64_t off, void *buf, uint64_t n, rlx_error **err)
+{
+    gen_user *g = user;
+    assert_int_equal(off, g->next_off);
+    assert_true(n <= RLX_GGUF_GEN_CHUNK);
+    g->next_off += n;
+    g->calls++;
+    if (g->fail && g->calls == 2)
+        return rlx_error_set(err, RLX_ERR_IO, "generator failed on purpose");
+    float *f = buf;
+    for (uint64_t i = 0; i < n / 4; i++)
+        f[i] = (float)gen_value(off / 4 + i);
+    return RLX_OK;
+}
+
+static void writer_generated_tensor(void **state)
+{
+    (void)state;
+    const uint64_t ne[2] = {1000, RLX_GGUF_GEN_CHUNK / 4000 * 2 + 3}; /* 2 chunks and a bit */
+    const uint64_t n = ne[0] * ne[1];
+    float *want = malloc(n * sizeof(float));
+    assert_non_null(want);
+    for (uint64_t i = 0; i < n; i++)
+        want[i] = (float)gen_value(i);
+    for (int to_file = 0; to_file < 2; to_file++) {
+        gen_user g = {0};
+        rlx_gguf_writer *w = rlx_gguf_writer_create();
+        rlx_gguf_writer_set_str(w, "general.architecture", "llama");
+        float small[4] = {1, 2, 3, 4};
+        uint64_t ne4 = 4;
+        rlx_gguf_writer_add_tensor(w, "a", RLX_DTYPE_F32, 1, &ne4, small, sizeof small);
+        assert_int_equal(rlx_gguf_writer_add_tensor_gen(w, "big", RLX_DTYPE_F32, 2, ne,
+                                                        n * sizeof(float), gen_fill, &g),
+                         RLX_OK);
+        rlx_error *err = NULL;
+        rlx_gguf *r = NULL;
+        void *mem = NULL;
+        const char *path = rlx_test_tmp("generated.gguf");
+        if (to_file) {
+            assert_int_equal(rlx_gguf_writer_write(w, path, &err), RLX_OK);
+            assert_int_equal(rlx_gguf_open(path, &r, &err), RLX_OK);
+        } else {
+            size_t size = 0;
+            assert_int_equal(rlx_gguf_writer_to_memory(w, &mem, &size, &err), RLX_OK);
+            assert_int_equal(rlx_gguf_open_memory(mem, size, "generated", &r, &err), RLX_OK);
+        }
+        assert_int_equal(g.calls, 3);
+        const rlx_gguf_tensor *t = rlx_gguf_find_tensor(r, "big");
+        assert_non_null(t);
+        assert_int_equal(t->ne[1], ne[1]);
+        assert_memory_equal(rlx_gguf_tensor_data(r, t), want, n * sizeof(float));
+        t = rlx_gguf_find_tensor(r, "a");
+        assert_memory_equal(rlx_gguf_tensor_data(r, t), small, sizeof small);
+        rlx_gguf_close(r);
+        free(mem);
+        rlx_gguf_writer_free(w);
+        unlink(path);
+    }
+    /* a failing generator: an error naming the cause, no file */
+    gen_user g = {.fail = true};
+    rlx_gguf_writer *w = rlx_gguf_writer_create();
+    rlx_gguf_writer_add_tensor_gen(w, "big", RLX_DTYPE_F32, 2, ne, n * sizeof(float), gen_fill, &g);
+    rlx_error *err = NULL;
+    const char *path = rlx_test_tmp("generated-fail.gguf");
+    expect_error(rlx_gguf_writer_write(w, path, &err), RLX_ERR_IO, &err, "on purpose");
+    assert_int_equal(access(path, F_OK), -1);
+    /* no generator is refused at add time */
+    rlx_gguf_writer *w2 = rlx_gguf_writer_create();
+    assert_int_equal(
+        rlx_gguf_writer_add_tensor_gen(w2, "x", RLX_DTYPE_F32, 1, ne, 4000, NULL, NULL),
+        RLX_ERR_INVALID_ARG);
+    rlx_gguf_writer_free(w2);
+    rlx_gguf_writer_free(w);
+    free(want);
+}
+
 static void open_errors(void **state)
 {
     rlx_gguf *g = (rlx_gguf *)1;
@@ -857,11 +947,17 @@ static void open_errors(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(stories_metadata),   cmocka_unit_test(stories_tensors),
-        cmocka_unit_test(vocab_files),        cmocka_unit_test(every_vocab_file),
-        cmocka_unit_test(gemma_typed_arrays), cmocka_unit_test(getter_errors),
-        cmocka_unit_test(writer_round_trip),  cmocka_unit_test(writer_copies_real_file),
-        cmocka_unit_test(writer_errors),      cmocka_unit_test(open_errors),
+        cmocka_unit_test(stories_metadata),
+        cmocka_unit_test(stories_tensors),
+        cmocka_unit_test(vocab_files),
+        cmocka_unit_test(every_vocab_file),
+        cmocka_unit_test(gemma_typed_arrays),
+        cmocka_unit_test(getter_errors),
+        cmocka_unit_test(writer_round_trip),
+        cmocka_unit_test(writer_copies_real_file),
+        cmocka_unit_test(writer_errors),
+        cmocka_unit_test(open_errors),
+        cmocka_unit_test(writer_generated_tensor),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

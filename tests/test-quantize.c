@@ -618,12 +618,82 @@ static void make_model_tiny(void **state)
     unlink(q);
 }
 
+/* The K-quant scale search was rewritten for speed (one vectorizable pass
+ * per candidate scale, errors from running sums, no lroundf): the relative
+ * RMS error of quantize -> dequantize must not be worse than the previous
+ * search's (two passes per candidate with lroundf and double sums, commit
+ * b417867), whose figures on these exact inputs are below. They were
+ * measured by running this function's code against that commit's
+ * backends/cpu/quant.c. Three distributions: Gaussian, uniform and Laplace
+ * (heavy tails, like trained weights). */
+static uint64_t kq_state;
+static double kq_urand(void)
+{
+    kq_state = kq_state * 6364136223846793005ull + 1442695040888963407ull;
+    return ((double)(kq_state >> 11) + 0.5) * 0x1.0p-53;
+}
+
+static double kq_rel_rmse(rlx_dtype t, int kind)
+{
+    const int64_t n = 65536;
+    float *x = malloc(n * sizeof(float)), *y = malloc(n * sizeof(float));
+    void *q = malloc(n * sizeof(float));
+    assert_non_null(x);
+    assert_non_null(y);
+    assert_non_null(q);
+    kq_state = 0x9e3779b97f4a7c15ull + (uint64_t)kind;
+    for (int64_t i = 0; i < n; i++) {
+        double u1 = kq_urand(), u2 = kq_urand();
+        x[i] = (float)(kind == 0   ? 0.02 * sqrt(-2 * log(u1)) * cos(6.283185307179586 * u2)
+                       : kind == 1 ? 0.02 * (2 * u1 - 1)
+                                   : 0.02 * (u2 < 0.5 ? 1 : -1) * log(u1));
+    }
+    assert_int_equal(rlx_cpu_quantize_row(t, x, q, n), RLX_OK);
+    assert_int_equal(rlx_cpu_dequantize_row(t, q, y, n), RLX_OK);
+    double se = 0, sx = 0;
+    for (int64_t i = 0; i < n; i++) {
+        se += (double)(y[i] - x[i]) * (y[i] - x[i]);
+        sx += (double)x[i] * x[i];
+    }
+    free(x);
+    free(y);
+    free(q);
+    return sqrt(se / sx);
+}
+
+static void kquant_error_not_worse(void **state)
+{
+    (void)state;
+    static const rlx_dtype types[3] = {RLX_DTYPE_Q4_K, RLX_DTYPE_Q5_K, RLX_DTYPE_Q6_K};
+    static const char *kinds[3] = {"gauss", "uniform", "laplace"};
+    static const double before[3][3] = {
+        {0.071597, 0.035816, 0.017258}, /* gauss: Q4_K, Q5_K, Q6_K */
+        {0.055036, 0.027465, 0.012823}, /* uniform */
+        {0.084495, 0.042771, 0.021112}, /* laplace */
+    };
+    rlx_cpu_kernels_init();
+    for (int k = 0; k < 3; k++)
+        for (int t = 0; t < 3; t++) {
+            double e = kq_rel_rmse(types[t], k);
+            print_message("  %-7s %-4s relative RMS error %.6f (before %.6f)\n", kinds[k],
+                          rlx_dtype_name(types[t]), e, before[k][t]);
+            /* 5e-7: the figures above are rounded to 6 digits */
+            if (e > before[k][t] + 5e-7)
+                fail_msg("%s %s: relative RMS error %.6f is worse than %.6f", kinds[k],
+                         rlx_dtype_name(types[t]), e, before[k][t]);
+        }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(every_preset),      cmocka_unit_test(threads_do_not_matter),
-        cmocka_unit_test(requantize),        cmocka_unit_test(pure),
-        cmocka_unit_test(atomic_and_cancel), cmocka_unit_test(errors),
+        cmocka_unit_test(kquant_error_not_worse),
+        cmocka_unit_test(every_preset),
+        cmocka_unit_test(threads_do_not_matter),
+        cmocka_unit_test(requantize),
+        cmocka_unit_test(pure),
+        cmocka_unit_test(atomic_and_cancel),
+        cmocka_unit_test(errors),
         cmocka_unit_test(make_model_tiny),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

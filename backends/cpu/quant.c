@@ -17,10 +17,11 @@ static inline int clampi(int v, int lo, int hi)
     return v < lo ? lo : v > hi ? hi : v;
 }
 
-/* round half away from zero, like roundf, without libm dependence */
+/* round half away from zero, like lroundf, without the libm call (which
+ * the compiler cannot inline or vectorize); |x| < 2^23 */
 static inline int round_int(float x)
 {
-    return (int)lroundf(x);
+    return (int)(x + (x >= 0.0f ? 0.5f : -0.5f));
 }
 
 /* ---------------------------------------------------------------- dequant */
@@ -411,9 +412,22 @@ static void q_q5_1(const float *x, void *dst, int64_t nb)
     }
 }
 
-/* Fit x ~ a*L - m over n values with L in [0, nmax], m >= 0: try a small
- * grid of inverse scales around (nmax / range), solve the 2x2 least-squares
- * problem for each rounding and keep the lowest squared error. */
+/* Round to the nearest integer (ties to even) in float arithmetic: adding
+ * and subtracting 1.5 * 2^23 drops the fraction for |v| < 2^22. Unlike a
+ * libm call it vectorizes; the result is an exact small integer as a float. */
+static inline float round_f(float v)
+{
+    const float magic = 12582912.0f;
+    return (v + magic) - magic;
+}
+
+/* Fit x ~ a*L - m over n values (n = 32) with L in [0, nmax], m >= 0: try a
+ * small grid of inverse scales around (nmax / range), solve the 2x2
+ * least-squares problem for each rounding and keep the lowest squared error.
+ * One pass per candidate, in 8 float lanes the compiler vectorizes: the
+ * sums of L and L^2 are exact small integers
+ * in float, and the error of the fit follows from the sums:
+ *   sum (a L + b - x)^2 = a^2 sLL + 2ab sL + n b^2 - 2a sLx - 2b sx + sxx. */
 static void fit_scale_min(const float *x, int n, int nmax, float *out_a, float *out_m)
 {
     float mn, mx;
@@ -425,16 +439,35 @@ static void fit_scale_min(const float *x, int n, int nmax, float *out_a, float *
         *out_m = -mn;
         return;
     }
-    float best_a = (mx - mn) / (float)nmax, best_b = mn, best_err = FLT_MAX;
+    float xs[32];
+    double sx = 0, sxx = 0;
+    for (int i = 0; i < n; i++) {
+        xs[i] = x[i] - mn; /* >= 0 */
+        sx += x[i];
+        sxx += (double)x[i] * x[i];
+    }
+    const float range = mx - mn, fmax = (float)nmax;
+    float best_a = range / fmax, best_b = mn;
+    double best_err = DBL_MAX;
     for (int step = -8; step <= 8; step++) {
-        float iscale = ((float)nmax + 0.1f * (float)step) / (mx - mn);
-        double sl = 0, sll = 0, sx = 0, slx = 0;
-        for (int i = 0; i < n; i++) {
-            int l = clampi(round_int(iscale * (x[i] - mn)), 0, nmax);
-            sl += l;
-            sll += (double)l * l;
-            sx += x[i];
-            slx += (double)l * x[i];
+        const float iscale = (fmax + 0.1f * (float)step) / range;
+        float sl8[8] = {0}, sll8[8] = {0}, slx8[8] = {0};
+        for (int i = 0; i < n; i += 8)
+            for (int k = 0; k < 8; k++) {
+                float v = iscale * xs[i + k];
+                v = v < fmax ? v : fmax;
+                /* half away from zero (v >= 0), as the levels are stored:
+                 * the extreme element often sits exactly on a half */
+                float l = (float)(int32_t)(v + 0.5f);
+                sl8[k] += l;
+                sll8[k] += l * l;
+                slx8[k] += l * x[i + k];
+            }
+        double sl = 0, sll = 0, slx = 0;
+        for (int k = 0; k < 8; k++) {
+            sl += sl8[k];
+            sll += sll8[k];
+            slx += slx8[k];
         }
         double det = n * sll - sl * sl;
         if (det <= 0)
@@ -447,14 +480,9 @@ static void fit_scale_min(const float *x, int n, int nmax, float *out_a, float *
         }
         if (a <= 0)
             continue;
-        double err = 0;
-        for (int i = 0; i < n; i++) {
-            int l = clampi(round_int(iscale * (x[i] - mn)), 0, nmax);
-            double e = a * l + b - x[i];
-            err += e * e;
-        }
+        double err = a * a * sll + 2 * a * b * sl + n * b * b - 2 * a * slx - 2 * b * sx + sxx;
         if (err < best_err) {
-            best_err = (float)err;
+            best_err = err;
             best_a = (float)a;
             best_b = (float)b;
         }
@@ -496,9 +524,12 @@ static void kquant_scales_mins(const float *x, int nmax, uint16_t *d_out, uint16
     }
     for (int j = 0; j < 8; j++) {
         float dj = dq * (float)ls[j], mj = dminq * (float)lm[j];
+        float idj = dj > 0 ? 1.0f / dj : 0.0f;
         for (int i = 0; i < 32; i++) {
-            int l = dj > 0 ? round_int((x[32 * j + i] + mj) / dj) : 0;
-            L[32 * j + i] = (uint8_t)clampi(l, 0, nmax);
+            float v = (x[32 * j + i] + mj) * idj; /* clamped before the conversion */
+            v = v > 0.0f ? v : 0.0f;
+            v = v < (float)nmax ? v : (float)nmax;
+            L[32 * j + i] = (uint8_t)(int)(v + 0.5f);
         }
     }
 }
@@ -531,32 +562,40 @@ static void q_q5_k(const float *x, void *dst, int64_t nb)
     }
 }
 
-/* Symmetric fit x ~ a*L, L in [-32, 31], for one 16-element group. */
+/* Symmetric fit x ~ a*L, L in [-32, 31], for one 16-element group: a grid
+ * of inverse scales around -32/max, each rounding's least-squares scale
+ * a = sLx / sLL, whose error is sxx - sLx^2 / sLL (no second pass); 8 float
+ * lanes as in fit_scale_min. */
 static float fit_scale_sym6(const float *x, int n)
 {
     float mx = signed_absmax(x, n);
     if (mx == 0.0f)
         return 0.0f;
-    float best_a = mx / -32.0f, best_err = FLT_MAX;
+    float best_a = mx / -32.0f;
+    double best_err = DBL_MAX;
     for (int step = -6; step <= 6; step++) {
-        float iscale = (-32.0f + 0.25f * (float)step) / mx;
+        const float iscale = (-32.0f + 0.25f * (float)step) / mx;
+        float slx8[8] = {0}, sll8[8] = {0};
+        for (int i = 0; i < n; i += 8)
+            for (int k = 0; k < 8; k++) {
+                float v = iscale * x[i + k];
+                v = v > -32.0f ? v : -32.0f;
+                v = v < 31.0f ? v : 31.0f;
+                float l = round_f(v);
+                slx8[k] += l * x[i + k];
+                sll8[k] += l * l;
+            }
         double slx = 0, sll = 0;
-        for (int i = 0; i < n; i++) {
-            int l = clampi(round_int(iscale * x[i]), -32, 31);
-            slx += (double)l * x[i];
-            sll += (double)l * l;
+        for (int k = 0; k < 8; k++) {
+            slx += slx8[k];
+            sll += sll8[k];
         }
         if (sll <= 0)
             continue;
-        double a = slx / sll, err = 0;
-        for (int i = 0; i < n; i++) {
-            int l = clampi(round_int(iscale * x[i]), -32, 31);
-            double e = a * l - x[i];
-            err += e * e;
-        }
+        double err = -slx * slx / sll; /* + sxx, the same for every candidate */
         if (err < best_err) {
-            best_err = (float)err;
-            best_a = (float)a;
+            best_err = err;
+            best_a = (float)(slx / sll);
         }
     }
     return best_a;
@@ -578,10 +617,12 @@ static void q_q6_k(const float *x, void *dst, int64_t nb)
         for (int g = 0; g < 16; g++) {
             int s = dq > 0 ? clampi(round_int(sc[g] / dq), -128, 127) : 0;
             b[i].scales[g] = (int8_t)s;
-            float dg = dq * (float)s;
+            float dg = dq * (float)s, idg = dg != 0.0f ? 1.0f / dg : 0.0f;
             for (int k = 0; k < 16; k++) {
-                int l = dg != 0.0f ? round_int(x[16 * g + k] / dg) : 0;
-                L[16 * g + k] = (uint8_t)(clampi(l, -32, 31) + 32);
+                float v = x[16 * g + k] * idg; /* clamped before the conversion */
+                v = v > -32.0f ? v : -32.0f;
+                v = v < 31.0f ? v : 31.0f;
+                L[16 * g + k] = (uint8_t)(round_int(v) + 32);
             }
         }
         for (int half = 0; half < 2; half++) {

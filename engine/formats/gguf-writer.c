@@ -35,6 +35,8 @@ typedef struct wtensor {
     const void *data;
     void *owned; /* the copy made by add_tensor, or NULL for a reference */
     uint64_t n_bytes;
+    rlx_gguf_tensor_gen_fn gen; /* add_tensor_gen: data produced at write time */
+    void *gen_user;
 } wtensor;
 
 struct rlx_gguf_writer {
@@ -435,7 +437,8 @@ rlx_status rlx_gguf_writer_copy_kv(rlx_gguf_writer *w, const rlx_gguf *src, rlx_
 }
 
 static rlx_status add_tensor(rlx_gguf_writer *w, const char *name, rlx_dtype dtype, uint32_t n_dims,
-                             const uint64_t *ne, const void *data, uint64_t n_bytes, bool copy)
+                             const uint64_t *ne, const void *data, uint64_t n_bytes, bool copy,
+                             rlx_gguf_tensor_gen_fn gen, void *gen_user)
 {
     if (!w)
         return RLX_ERR_INVALID_ARG;
@@ -482,7 +485,7 @@ static rlx_status add_tensor(rlx_gguf_writer *w, const char *name, rlx_dtype dty
         return wfail(w, RLX_ERR_INVALID_ARG,
                      "tensor '%s': %" PRIu64 " bytes given, but its shape and dtype need %" PRIu64,
                      name, n_bytes, row * rows);
-    if (n_bytes && !data)
+    if (n_bytes && !data && !gen)
         return wfail(w, RLX_ERR_INVALID_ARG, "tensor '%s': the data is NULL", name);
     if (n_bytes > SIZE_MAX)
         return wfail(w, RLX_ERR_INVALID_ARG, "tensor '%s' is too large", name);
@@ -497,7 +500,12 @@ static rlx_status add_tensor(rlx_gguf_writer *w, const char *name, rlx_dtype dty
         w->tensors = p;
         w->cap_tensors = cap;
     }
-    wtensor t = {.dtype = dtype, .n_dims = n_dims, .data = data, .n_bytes = n_bytes};
+    wtensor t = {.dtype = dtype,
+                 .n_dims = n_dims,
+                 .data = data,
+                 .n_bytes = n_bytes,
+                 .gen = gen,
+                 .gen_user = gen_user};
     for (uint32_t d = 0; d < RLX_GGUF_MAX_DIMS; d++)
         t.ne[d] = d < n_dims ? ne[d] : 1;
     t.name = strdup(name);
@@ -520,14 +528,32 @@ rlx_status rlx_gguf_writer_add_tensor(rlx_gguf_writer *w, const char *name, rlx_
                                       uint32_t n_dims, const uint64_t *ne, const void *data,
                                       uint64_t n_bytes)
 {
-    return add_tensor(w, name, dtype, n_dims, ne, data, n_bytes, true);
+    return add_tensor(w, name, dtype, n_dims, ne, data, n_bytes, true, NULL, NULL);
 }
 
 rlx_status rlx_gguf_writer_add_tensor_ref(rlx_gguf_writer *w, const char *name, rlx_dtype dtype,
                                           uint32_t n_dims, const uint64_t *ne, const void *data,
                                           uint64_t n_bytes)
 {
-    return add_tensor(w, name, dtype, n_dims, ne, data, n_bytes, false);
+    return add_tensor(w, name, dtype, n_dims, ne, data, n_bytes, false, NULL, NULL);
+}
+
+rlx_status rlx_gguf_writer_add_tensor_gen(rlx_gguf_writer *w, const char *name, rlx_dtype dtype,
+                                          uint32_t n_dims, const uint64_t *ne, uint64_t n_bytes,
+                                          rlx_gguf_tensor_gen_fn gen, void *user)
+{
+    if (w && !gen)
+        return wfail(w, RLX_ERR_INVALID_ARG, "tensor '%s': no generator", name ? name : "");
+    return add_tensor(w, name, dtype, n_dims, ne, NULL, n_bytes, false, gen, user);
+}
+
+/* Produce a generated tensor's bytes [off, off + n) into buf. */
+static rlx_status gen_chunk(const wtensor *t, uint64_t off, void *buf, uint64_t n, rlx_error **err)
+{
+    rlx_status s = t->gen(t->gen_user, off, buf, n, err);
+    if (s != RLX_OK && err && !*err)
+        rlx_error_set(err, s, "gguf writer: cannot produce tensor '%s'", t->name);
+    return s;
 }
 
 /* ---- serialization ------------------------------------------------------ */
@@ -630,7 +656,16 @@ rlx_status rlx_gguf_writer_to_memory(rlx_gguf_writer *w, void **out, size_t *out
     for (size_t i = 0; i < w->n_tensors; i++) {
         const wtensor *t = &w->tensors[i];
         size_t n = (size_t)t->n_bytes, p = (size_t)pad_to(t->n_bytes, w->alignment);
-        if (n)
+        if (n && t->gen) {
+            for (uint64_t c = 0; c < n; c += RLX_GGUF_GEN_CHUNK) {
+                uint64_t k = n - c < RLX_GGUF_GEN_CHUNK ? n - c : RLX_GGUF_GEN_CHUNK;
+                s = gen_chunk(t, c, buf + o + c, k, err);
+                if (s != RLX_OK) {
+                    free(buf);
+                    return s;
+                }
+            }
+        } else if (n)
             memcpy(buf + o, t->data, n);
         memset(buf + o + n, 0, p);
         o += n + p;
@@ -686,14 +721,40 @@ rlx_status rlx_gguf_writer_write(rlx_gguf_writer *w, const char *path, rlx_error
     static const uint8_t zeros[4096];
     const char *step = "write";
     int rc = write_all(fd, h, hl);
+    uint8_t *chunk = NULL; /* for generated tensors: one chunk at a time */
+    rlx_status gs = RLX_OK;
     for (size_t i = 0; rc == 0 && i < w->n_tensors; i++) {
         const wtensor *t = &w->tensors[i];
-        rc = write_all(fd, t->data, t->n_bytes);
+        if (t->gen && t->n_bytes) {
+            if (!chunk && !(chunk = malloc((size_t)RLX_GGUF_GEN_CHUNK))) {
+                gs = rlx_error_set(err, RLX_ERR_NO_MEMORY, "gguf writer: out of memory");
+                break;
+            }
+            for (uint64_t c = 0; rc == 0 && c < t->n_bytes; c += RLX_GGUF_GEN_CHUNK) {
+                uint64_t k =
+                    t->n_bytes - c < RLX_GGUF_GEN_CHUNK ? t->n_bytes - c : RLX_GGUF_GEN_CHUNK;
+                gs = gen_chunk(t, c, chunk, k, err);
+                if (gs != RLX_OK)
+                    break;
+                rc = write_all(fd, chunk, k);
+            }
+            if (gs != RLX_OK)
+                break;
+        } else
+            rc = write_all(fd, t->data, t->n_bytes);
         for (uint64_t p = pad_to(t->n_bytes, w->alignment); rc == 0 && p > 0;) {
             uint64_t k = p < sizeof zeros ? p : sizeof zeros;
             rc = write_all(fd, zeros, k);
             p -= k;
         }
+    }
+    free(chunk);
+    if (gs != RLX_OK) {
+        close(fd);
+        unlink(tmp);
+        free(tmp);
+        free(h);
+        return gs;
     }
     if (rc == 0) {
         step = "set permissions of";

@@ -159,7 +159,8 @@ RLX_API const char *rlx_gguf_type_name(rlx_gguf_type t);
 
 /* ---- writer ------------------------------------------------------------ */
 
-/* Builds a GGUF v3 file in memory, then writes it atomically.
+/* Builds a GGUF v3 file (keys and tensors kept in memory, or generated
+ * while writing with add_tensor_gen), then writes it atomically.
  *
  *     rlx_gguf_writer *w = rlx_gguf_writer_create();
  *     rlx_gguf_writer_set_str(w, "general.architecture", "llama");
@@ -220,6 +221,20 @@ RLX_API rlx_status rlx_gguf_writer_add_tensor_ref(rlx_gguf_writer *w, const char
                                                   rlx_dtype dtype, uint32_t n_dims,
                                                   const uint64_t *ne, const void *data,
                                                   uint64_t n_bytes);
+/* add_tensor_gen: a tensor whose bytes are produced while the file is
+ * written, so a large model never needs to be in memory at once. `gen` is
+ * called in order with consecutive chunks (off = 0, RLX_GGUF_GEN_CHUNK, ...;
+ * every chunk but the last is RLX_GGUF_GEN_CHUNK bytes) and fills buf with
+ * the tensor's bytes [off, off + n). It returns RLX_OK or an error (which
+ * fails the write; it may set *err). `user` must stay valid until the last
+ * to_memory / write call. Memory: one chunk. */
+#define RLX_GGUF_GEN_CHUNK ((uint64_t)16 << 20)
+typedef rlx_status (*rlx_gguf_tensor_gen_fn)(void *user, uint64_t off, void *buf, uint64_t n,
+                                             rlx_error **err);
+RLX_API rlx_status rlx_gguf_writer_add_tensor_gen(rlx_gguf_writer *w, const char *name,
+                                                  rlx_dtype dtype, uint32_t n_dims,
+                                                  const uint64_t *ne, uint64_t n_bytes,
+                                                  rlx_gguf_tensor_gen_fn gen, void *user);
 /* The first failure of a setter or add_tensor, kept so that to_memory /
  * write report it; NULL when none. Owned by the writer. */
 RLX_API const char *rlx_gguf_writer_error(const rlx_gguf_writer *w);

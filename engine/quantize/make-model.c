@@ -51,18 +51,21 @@ static uint64_t splitmix64(uint64_t *s)
 #define FILL_BLOCK 4096
 
 typedef struct fill_ctx {
-    void *data;
+    void *data; /* element `first` of the tensor */
     rlx_dtype dtype;
-    uint64_t n, seed;
+    uint64_t n, seed; /* n: the tensor's element count */
+    uint64_t first, block0;
     float std;
 } fill_ctx;
 
-/* Block b of FILL_BLOCK elements from its own stream: the values do not
- * depend on the thread count. Box-Muller pairs. */
-static void fill_task(void *p, int64_t b, int thread)
+/* Block b (counted from block0) of FILL_BLOCK elements from its own stream:
+ * the values do not depend on the thread count or on how the tensor is cut
+ * into chunks. Box-Muller pairs. */
+static void fill_task(void *p, int64_t bt, int thread)
 {
     const fill_ctx *c = p;
-    uint64_t s = c->seed ^ ((uint64_t)b * 0xd1342543de82ef95ull);
+    uint64_t b = c->block0 + (uint64_t)bt;
+    uint64_t s = c->seed ^ (b * 0xd1342543de82ef95ull);
     uint64_t i0 = (uint64_t)b * FILL_BLOCK, i1 = i0 + FILL_BLOCK;
     if (i1 > c->n)
         i1 = c->n;
@@ -76,9 +79,35 @@ static void fill_task(void *p, int64_t b, int thread)
             tmp[i + 1 - i0] = (float)(r * sin(6.283185307179586 * u2));
     }
     if (c->dtype == RLX_DTYPE_F16)
-        rlx_cpu_f32_to_f16_row(tmp, (uint16_t *)c->data + i0, (int64_t)(i1 - i0));
+        rlx_cpu_f32_to_f16_row(tmp, (uint16_t *)c->data + (i0 - c->first), (int64_t)(i1 - i0));
     else
-        memcpy((float *)c->data + i0, tmp, (i1 - i0) * sizeof(float));
+        memcpy((float *)c->data + (i0 - c->first), tmp, (i1 - i0) * sizeof(float));
+}
+
+/* A random tensor, produced chunk by chunk while the file is written. */
+typedef struct gen_tensor {
+    rlx_threadpool *pool;
+    rlx_dtype dtype;
+    uint64_t n, seed;
+} gen_tensor;
+
+static rlx_status gen_random(void *user, uint64_t off, void *buf, uint64_t n, rlx_error **err)
+{
+    const gen_tensor *g = user;
+    const uint64_t esz = g->dtype == RLX_DTYPE_F16 ? 2 : 4;
+    /* chunks are RLX_GGUF_GEN_CHUNK bytes, a multiple of FILL_BLOCK elements */
+    if (off % (esz * FILL_BLOCK) != 0 || n % esz != 0)
+        return rlx_error_set(err, RLX_ERR_INTERNAL, "make-model: unaligned chunk");
+    uint64_t first = off / esz, count = n / esz;
+    fill_ctx c = {.data = buf,
+                  .dtype = g->dtype,
+                  .n = first + count,
+                  .seed = g->seed,
+                  .first = first,
+                  .block0 = first / FILL_BLOCK,
+                  .std = 0.02f};
+    rlx_parallel_for(g->pool, (int64_t)((count + FILL_BLOCK - 1) / FILL_BLOCK), fill_task, &c);
+    return RLX_OK;
 }
 
 typedef struct builder {
@@ -118,21 +147,28 @@ static void add(builder *b, const char *name, char kind, uint64_t ne0, uint64_t 
     uint64_t n = ne0 * ne[1];
     rlx_dtype t = (kind == 'w' && n_dims == 2) ? b->wtype : RLX_DTYPE_F32;
     size_t esz = t == RLX_DTYPE_F16 ? 2 : 4;
-    void *d = keep_buf(b, (size_t)n * esz);
-    if (!d) {
-        b->bad = RLX_ERR_NO_MEMORY;
-        return;
-    }
     uint64_t ti = b->tensor_index++;
-    if (kind == '1') {
+    rlx_status st;
+    if (kind == '1') { /* small: kept in memory */
+        float *d = keep_buf(b, (size_t)n * esz);
+        if (!d) {
+            b->bad = RLX_ERR_NO_MEMORY;
+            return;
+        }
         for (uint64_t i = 0; i < n; i++)
-            ((float *)d)[i] = 1.0f;
-    } else {
+            d[i] = 1.0f;
+        st = rlx_gguf_writer_add_tensor_ref(b->w, name, t, n_dims, ne, d, n * esz);
+    } else { /* generated while the file is written */
+        gen_tensor *g = keep_buf(b, sizeof *g);
+        if (!g) {
+            b->bad = RLX_ERR_NO_MEMORY;
+            return;
+        }
         uint64_t s = b->seed + 0x632be59bd9b4e019ull * (ti + 1);
-        fill_ctx c = {.data = d, .dtype = t, .n = n, .seed = splitmix64(&s), .std = 0.02f};
-        rlx_parallel_for(b->pool, (int64_t)((n + FILL_BLOCK - 1) / FILL_BLOCK), fill_task, &c);
+        *g = (gen_tensor){.pool = b->pool, .dtype = t, .n = n, .seed = splitmix64(&s)};
+        st = rlx_gguf_writer_add_tensor_gen(b->w, name, t, n_dims, ne, n * esz, gen_random, g);
     }
-    if (rlx_gguf_writer_add_tensor_ref(b->w, name, t, n_dims, ne, d, n * esz) != RLX_OK)
+    if (st != RLX_OK)
         b->bad = RLX_ERR_INVALID_ARG;
 }
 

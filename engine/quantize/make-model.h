@@ -18,9 +18,10 @@
  * The vocab size is the vocab file's token count. Architectures: "llama",
  * "qwen2" (q/k/v biases), "qwen3" (q/k norms); NULL takes the shape's own.
  *
- * The whole file is built in memory before it is written (atomically): about
- * 2.4 GB for qwen3-0.6b in F32. The same seed gives the same file whatever
- * the thread count.
+ * The weights are generated chunk by chunk as the file is written
+ * (atomically, through a temporary file), so memory stays near one 16 MiB
+ * chunk whatever the shape. The same seed gives the same file whatever the
+ * thread count.
  *
  * Thread safety: reentrant.
  */
