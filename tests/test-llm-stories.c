@@ -131,6 +131,38 @@ static void test_greedy_f32_chunked(void **state)
     check_greedy(RLX_DTYPE_F32, 2);
 }
 
+/* A Q8_0 cache (token-major rows of 32 = 4 kv heads x 8 here, quantized by
+ * the append, decoded per tile by attention) keeps the documented greedy
+ * text, in one prefill and in chunks of 2. A backend without the Q8_0 cache
+ * refuses it at load with a sentence naming it, never a silent fallback. */
+static void test_greedy_q8_0(void **state)
+{
+    (void)state;
+    check_greedy_on(NULL, RLX_DTYPE_Q8_0, 0);
+    check_greedy_on(NULL, RLX_DTYPE_Q8_0, 2);
+    for (int b = 0; b < rlx_backend_count(); b++) {
+        const rlx_backend_i *be = rlx_backend_at(b);
+        if (!be || !strcmp(be->name, "cpu") || !be->device_count || be->device_count() < 1)
+            continue;
+        rlx_llm_params p = rlx_llm_default_params();
+        p.device = be->name;
+        p.n_ctx = 64;
+        p.kv_dtype = RLX_DTYPE_Q8_0;
+        rlx_llm *m = NULL;
+        rlx_error *err = NULL;
+        rlx_status st = rlx_llm_load(rlx_test_data("llm/stories260K.gguf"), &p, &m, &err);
+        if (st == RLX_OK) { /* the backend supports it: the text must match */
+            rlx_llm_free(m);
+            check_greedy_on(be->name, RLX_DTYPE_Q8_0, 0);
+            continue;
+        }
+        assert_null(m);
+        if (!strstr(rlx_error_message(err), "Q8_0"))
+            fail_msg("%s: %s", be->name, rlx_error_message(err));
+        rlx_error_free(err);
+    }
+}
+
 /* A second turn that extends the first reuses its cache and gives the same
  * tokens as a fresh prefill of the whole text. */
 static void test_prefix_reuse(void **state)
@@ -517,6 +549,7 @@ int main(void)
         cmocka_unit_test(test_cancel_and_stop),   cmocka_unit_test(test_unsupported_arch),
         cmocka_unit_test(test_chat_prefix_reuse), cmocka_unit_test(test_load_progress),
         cmocka_unit_test(test_context_shift),     cmocka_unit_test(test_dry_breakers),
+        cmocka_unit_test(test_greedy_q8_0),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

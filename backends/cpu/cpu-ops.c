@@ -973,6 +973,8 @@ static rlx_status op_attention(const cpu_op_ctx *c)
 {
     if (fast_attention(c))
         return RLX_OK;
+    if (c->in[1]->dt == RLX_DTYPE_Q8_0) /* only the tiled kernel decodes blocks */
+        return RLX_ERR_INVALID_ARG;
     const cpu_tensor *q = c->in[0], *k = c->in[1], *v = c->in[2], *o = c->out;
     const cpu_tensor *bias = c->n_in > 3 ? c->in[3] : NULL;
     /* view everything as [B, H, S, D] (a rank-3 tensor has B = 1) */
@@ -1558,7 +1560,7 @@ static bool attn_params(const cpu_op_ctx *c, rlx_cpu_attn_params *ap, int64_t *B
     if (rq != k->rank || rq != v->rank || rq != o->rank)
         return false;
     if (q->dt != RLX_DTYPE_F32 || o->dt != RLX_DTYPE_F32 || k->dt != v->dt ||
-        (k->dt != RLX_DTYPE_F32 && k->dt != RLX_DTYPE_F16))
+        (k->dt != RLX_DTYPE_F32 && k->dt != RLX_DTYPE_F16 && k->dt != RLX_DTYPE_Q8_0))
         return false;
     int64_t D = q->ne[rq - 1], Dv = v->ne[rq - 1];
     if (D != Dv || k->ne[rq - 1] != D || o->ne[rq - 1] != D)
@@ -1640,8 +1642,17 @@ static bool fast_attention(const cpu_op_ctx *c)
     for (int64_t b = 0; b < B; b++) {
         rlx_cpu_attn_params p = ap;
         p.q = (const float *)q->p + (rq == 4 ? b * q->st[0] : 0);
-        p.k = k->p + (rq == 4 && k->ne[0] > 1 ? b * k->st[0] : 0) * (int64_t)kes;
-        p.v = v->p + (rq == 4 && v->ne[0] > 1 ? b * v->st[0] : 0) * (int64_t)kes;
+        int64_t kbo = rq == 4 && k->ne[0] > 1 ? b * k->st[0] : 0;
+        int64_t vbo = rq == 4 && v->ne[0] > 1 ? b * v->st[0] : 0;
+        if (k->dt == RLX_DTYPE_Q8_0) { /* whole 34-byte blocks of 32 */
+            if (kbo % 32 || vbo % 32)
+                return false;
+            p.k = k->p + kbo / 32 * 34;
+            p.v = v->p + vbo / 32 * 34;
+        } else {
+            p.k = k->p + kbo * (int64_t)kes;
+            p.v = v->p + vbo * (int64_t)kes;
+        }
         p.out = (float *)o->p + (rq == 4 ? b * o->st[0] : 0);
         if (bias)
             p.bias = (const float *)bias->p + b * bst[0];
@@ -1930,6 +1941,55 @@ static rlx_status op_gather(const cpu_op_ctx *c)
     return st;
 }
 
+/* The append into a Q8_0 state (a quantized KV cache): each float row of src
+ * is quantized into its contiguous blocks, ggml's rounding. */
+static rlx_status scatter_q8_0(const cpu_op_ctx *c, int ax, int64_t off)
+{
+    const cpu_tensor *state = c->in[0], *src = c->in[1], *o = c->out;
+    int r = o->rank;
+    int64_t D = o->ne[r - 1];
+    if (r < 2 || ax == r - 1 || D % 32 || o->st[r - 1] != 1 || src->ne[r - 1] != D)
+        return RLX_ERR_INVALID_ARG;
+    if (state->p != o->p) { /* never for a state updated in place */
+        uint64_t bytes = 0;
+        if (!is_contig(state) || !is_contig(o) ||
+            rlx_dtype_row_bytes(RLX_DTYPE_Q8_0, (uint64_t)numel(o), &bytes) != RLX_OK)
+            return RLX_ERR_INVALID_ARG;
+        memcpy(o->p, state->p, bytes);
+    }
+    float *row = c->scratch;
+    int64_t idx[RLX_MAX_DIMS] = {0};
+    int64_t rows = numel(src) / (D > 0 ? D : 1);
+    for (int64_t i = 0; i < rows; i++) {
+        int64_t so = 0, oo = 0;
+        for (int d = 0; d < r - 1; d++) {
+            so += idx[d] * src->st[d];
+            oo += (idx[d] + (d == ax ? off : 0)) * o->st[d];
+        }
+        if (oo % 32)
+            return RLX_ERR_INVALID_ARG;
+        load_vec(src, so, src->st[r - 1], row, D);
+        rlx_status st = rlx_cpu_quantize_row(RLX_DTYPE_Q8_0, row, o->p + oo / 32 * 34, D);
+        if (st != RLX_OK)
+            return st;
+        for (int d = r - 2; d >= 0; d--) {
+            if (++idx[d] < src->ne[d])
+                break;
+            idx[d] = 0;
+        }
+    }
+    return RLX_OK;
+}
+
+/* A Q8_0 cache's slices, reshapes and permutes are views (pass-schedule
+ * makes them so); a copy of one would have to requantize, which nothing
+ * needs, so it is an error if it ever runs. */
+static rlx_status op_q8_copy(const cpu_op_ctx *c)
+{
+    (void)c;
+    return RLX_ERR_UNSUPPORTED;
+}
+
 static rlx_status op_scatter(const cpu_op_ctx *c)
 {
     const cpu_tensor *state = c->in[0], *src = c->in[1], *o = c->out;
@@ -1937,6 +1997,8 @@ static rlx_status op_scatter(const cpu_op_ctx *c)
     int64_t off = c->slice_start;
     if (off < 0 || off + src->ne[ax] > o->ne[ax])
         return RLX_ERR_INVALID_ARG;
+    if (o->dt == RLX_DTYPE_Q8_0)
+        return scatter_q8_0(c, ax, off);
     if (state->p != o->p)
         copy_nd_pool(c->pool, o, state);
     cpu_tensor v = *o;
@@ -1963,11 +2025,20 @@ cpu_op_fn cpu_op_select(const rlx_lir *lir, const rlx_lir_instr *ins, char *why,
     const rlx_lir_value *in[RLX_MAX_INPUTS] = {0};
     for (int i = 0; i < ins->n_in && i < RLX_MAX_INPUTS; i++)
         in[i] = &lir->values[ins->in[i]];
-    /* Only MATMUL's b and GATHER's table may be block-quantized. */
+    /* Only MATMUL's b and GATHER's table may be block-quantized, and a Q8_0
+     * KV cache: the state a SCATTER appends to, views of it, and
+     * ATTENTION's k and v. */
     bool q_ok_b = ins->op == RLX_OP_MATMUL, q_ok_tab = ins->op == RLX_OP_GATHER;
+    bool q8_state =
+        out->dtype == RLX_DTYPE_Q8_0 && (ins->op == RLX_OP_SCATTER || ins->op == RLX_OP_SLICE ||
+                                         ins->op == RLX_OP_RESHAPE || ins->op == RLX_OP_PERMUTE);
     for (int i = 0; i < ins->n_in; i++) {
         rlx_dtype dt = in[i]->dtype;
         if (cpu_dtype_plain(dt))
+            continue;
+        bool kv_ok = dt == RLX_DTYPE_Q8_0 &&
+                     ((q8_state && i == 0) || (ins->op == RLX_OP_ATTENTION && (i == 1 || i == 2)));
+        if (kv_ok)
             continue;
         bool slot_ok = (q_ok_b && i == 1) || (q_ok_tab && i == 0);
         if (!slot_ok || !cpu_quant_supported(dt))
@@ -1981,11 +2052,14 @@ cpu_op_fn cpu_op_select(const rlx_lir *lir, const rlx_lir_instr *ins, char *why,
         if (ins->op == RLX_OP_MATMUL && !ins->p.matmul.trans_b)
             return WHY("a quantized matmul weight must be transposed ([N, K] rows)");
     }
-    if (!cpu_dtype_plain(out->dtype))
-        return WHY("output dtype %s is not produced by the CPU backend",
-                   rlx_dtype_name(out->dtype));
+    if (!cpu_dtype_plain(out->dtype) && !q8_state)
+        return WHY(
+            "output dtype %s is not produced by the CPU backend%s", rlx_dtype_name(out->dtype),
+            out->dtype == RLX_DTYPE_Q8_0 ? " (a Q8_0 KV cache is only viewed, never copied)" : "");
     if (out->view_of >= 0)
         return op_noop;
+    if (q8_state && ins->op != RLX_OP_SCATTER)
+        return op_q8_copy; /* the scheduler made no view of it: refused at run */
 
     switch (ins->op) {
     case RLX_OP_NONE:

@@ -198,8 +198,11 @@ typedef struct rlx_cpu_attn_params {
     /* q: f32, element (t, h, d) at q[t*q_ld_tok + h*q_ld_head + d] */
     const float *q;
     int64_t q_ld_tok, q_ld_head;
-    /* k, v: F32 or F16 (kv_type), element (t, h, d) at [t*ld_tok + h*ld_head + d]
-     * counted in elements of kv_type: point them at a KV cache */
+    /* k, v: F32, F16 or Q8_0 (kv_type), element (t, h, d) at
+     * [t*ld_tok + h*ld_head + d] counted in elements of kv_type: point them
+     * at a KV cache. Q8_0: k and v point at a block boundary, element e is
+     * entry e % 32 of block e / 32 (rows may start inside a block), decoded
+     * per key tile. */
     rlx_dtype kv_type;
     const void *k;
     int64_t k_ld_tok, k_ld_head;

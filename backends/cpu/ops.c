@@ -286,7 +286,8 @@ rlx_status rlx_cpu_attention(rlx_threadpool *pool, const rlx_cpu_attn_params *p,
 {
     if (!p || p->n_q < 0 || p->n_kv < 0 || p->n_heads <= 0 || p->n_kv_heads <= 0 ||
         p->head_dim <= 0 || p->n_heads % p->n_kv_heads || !p->q || !p->out ||
-        (p->kv_type != RLX_DTYPE_F32 && p->kv_type != RLX_DTYPE_F16) ||
+        (p->kv_type != RLX_DTYPE_F32 && p->kv_type != RLX_DTYPE_F16 &&
+         p->kv_type != RLX_DTYPE_Q8_0) ||
         (p->mask == RLX_CPU_ATTN_BIAS && !p->bias) ||
         (p->mask == RLX_CPU_ATTN_SLIDING && p->window <= 0))
         return RLX_ERR_INVALID_ARG;

@@ -470,7 +470,9 @@ static void softmax_row(const float *x, float *y, int64_t n, float scale, const 
 /* ----------------------------------------------------------- attention */
 
 /* Row pointers of a K or V tile: f32 rows are read in place; f16 rows are
- * widened once per tile into buf (row-major, D floats each). */
+ * widened and Q8_0 rows (a quantized KV cache, offsets counting elements)
+ * decoded once per tile into buf (row-major, D floats each), so no f32
+ * copy of the cache ever exists. */
 static void kv_tile_rows(const rlx_cpu_attn_params *p, const void *base, int64_t ld_tok,
                          int64_t ld_head, int64_t kvh, int64_t t0, int64_t kn, float *buf,
                          const float **rows)
@@ -481,6 +483,21 @@ static void kv_tile_rows(const rlx_cpu_attn_params *p, const void *base, int64_t
         if (p->kv_type == RLX_DTYPE_F16) {
             f16_to_f32((const uint16_t *)base + off, buf + j * D, D);
             rows[j] = buf + j * D;
+        } else if (p->kv_type == RLX_DTYPE_Q8_0) {
+            /* element e sits in block e / 32 at e % 32; a row may start
+             * inside a block (head sizes below 32 share blocks) */
+            const blk_q8_0 *blk = (const blk_q8_0 *)base;
+            float *dst = buf + j * D;
+            for (int64_t d0 = 0; d0 < D;) {
+                int64_t e = off + d0, in = e % 32, n = 32 - in < D - d0 ? 32 - in : D - d0;
+                const float sc = rlx_f16_to_f32(blk[e / 32].d);
+                const int8_t *qs = blk[e / 32].qs + in;
+#pragma omp simd
+                for (int64_t i = 0; i < n; i++)
+                    dst[d0 + i] = sc * (float)qs[i];
+                d0 += n;
+            }
+            rows[j] = dst;
         } else {
             rows[j] = (const float *)base + off;
         }

@@ -317,7 +317,10 @@ static bool dim_is_unit(rlx_dim d)
  * next dim's extent (any value is valid for it). */
 static bool unit_dims_reshape(const rlx_lir_value *sv, const rlx_shape *shape, rlx_dim *st)
 {
-    if (rlx_dtype_get(sv->dtype)->quantized)
+    /* block-quantized rows have no per-element strides, but for a Q8_0 KV
+     * cache (the only Q8_0 value that is reshaped) every reader addresses
+     * elements by their flat index in the state */
+    if (rlx_dtype_get(sv->dtype)->quantized && sv->dtype != RLX_DTYPE_Q8_0)
         return false;
     int map[RLX_MAX_DIMS], j = 0;
     for (int d = 0; d < shape->rank; d++) {

@@ -39,6 +39,10 @@ rlx_status rlx_pass_verify(rlx_graph *g, const rlx_compile_opts *opts, rlx_error
                 continue;
             bool ok = (n->op == RLX_OP_MATMUL && k == 1) || (n->op == RLX_OP_GATHER && k == 0) ||
                       (n->op == RLX_OP_RESHAPE || n->op == RLX_OP_SLICE);
+            /* a Q8_0 KV cache: appended to, viewed, read by attention */
+            if (x->dtype == RLX_DTYPE_Q8_0)
+                ok |= (k == 0 && (n->op == RLX_OP_SCATTER || n->op == RLX_OP_PERMUTE)) ||
+                      (n->op == RLX_OP_ATTENTION && (k == 1 || k == 2));
             if (!ok)
                 return fail(err, g, i, "reads a block-quantized tensor");
         }

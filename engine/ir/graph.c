@@ -605,6 +605,20 @@ static bool numel_equal(const rlx_graph *g, const rlx_shape *a, const rlx_shape 
            rlx_shape_numel(a, &lo) == rlx_shape_numel(b, &lo);
 }
 
+/* A Q8_0 KV cache: a Q8_0 STATE seen through scatters, slices, reshapes and
+ * permutes. Its elements keep their flat order in the state's blocks, so
+ * such views are addressed element by element (block e / 32, entry e % 32)
+ * by the ops that read them (attention); nothing copies them. */
+static bool q8_state_view(const rlx_graph *g, const rlx_gnode *n)
+{
+    while (n->dtype == RLX_DTYPE_Q8_0 &&
+           (n->op == RLX_OP_SCATTER || n->op == RLX_OP_SLICE || n->op == RLX_OP_RESHAPE ||
+            n->op == RLX_OP_PERMUTE) &&
+           n->n_in > 0)
+        n = &g->nodes[n->in[0]];
+    return n->op == RLX_OP_STATE && n->dtype == RLX_DTYPE_Q8_0;
+}
+
 /* A SCATTER's target must be a STATE, possibly through earlier scatters. */
 static const rlx_gnode *scatter_root(const rlx_graph *g, const rlx_gnode *n)
 {
@@ -640,8 +654,9 @@ rlx_status rlx_graph_infer(const rlx_graph *g, const rlx_gnode *n, rlx_dtype *dt
         if (n->shape.rank < 0 || n->shape.rank > RLX_MAX_DIMS || !shape_ok_bounds(g, &n->shape))
             FAILF("invalid shape %s", s);
         if (dt_quant(n->dtype)) {
-            if (n->op != RLX_OP_PARAM)
-                FAILF("block-quantized %s is only allowed for params", rlx_dtype_name(n->dtype));
+            if (n->op != RLX_OP_PARAM && !(n->op == RLX_OP_STATE && n->dtype == RLX_DTYPE_Q8_0))
+                FAILF("block-quantized %s is only allowed for params (and Q8_0 for states)",
+                      rlx_dtype_name(n->dtype));
             uint32_t bs = rlx_dtype_get(n->dtype)->block_size;
             rlx_dim last = n->shape.d[n->shape.rank - 1];
             if (n->shape.rank < 1 || !rlx_dim_is_const(last) || last.k % bs)
@@ -768,8 +783,12 @@ rlx_status rlx_graph_infer(const rlx_graph *g, const rlx_gnode *n, rlx_dtype *dt
         const rlx_gnode *k = in_node(g, n, 1), *v = in_node(g, n, 2);
         SHP(sk, &k->shape);
         SHP(sv, &v->shape);
-        for (int i = 0; i < 3; i++)
-            TRY(need_float(g, n, i, i == 0 ? "q" : i == 1 ? "k" : "v", msg, msg_size));
+        TRY(need_float(g, n, 0, "q", msg, msg_size));
+        /* k and v may be a Q8_0 KV cache (a view of a Q8_0 state), read
+         * block by block by the kernels */
+        for (int i = 1; i < 3; i++)
+            if (in_node(g, n, i)->dtype != RLX_DTYPE_Q8_0)
+                TRY(need_float(g, n, i, i == 1 ? "k" : "v", msg, msg_size));
         if (rank != 4 || k->shape.rank != 4 || v->shape.rank != 4)
             FAILF("q %s, k %s, v %s must be rank 4 [B, H, S, D]", sx, sk, sv);
         if (!rlx_dim_equal(x->shape.d[0], k->shape.d[0]) ||
@@ -841,7 +860,7 @@ rlx_status rlx_graph_infer(const rlx_graph *g, const rlx_gnode *n, rlx_dtype *dt
     }
     case RLX_OP_RESHAPE: {
         SHP(so, &n->shape);
-        if (dt_quant(x->dtype))
+        if (dt_quant(x->dtype) && !q8_state_view(g, x))
             FAILF("cannot reshape block-quantized %s", rlx_dtype_name(x->dtype));
         if (n->shape.rank < 0 || n->shape.rank > RLX_MAX_DIMS || !shape_ok_bounds(g, &n->shape))
             FAILF("invalid shape %s", so);
@@ -854,7 +873,7 @@ rlx_status rlx_graph_infer(const rlx_graph *g, const rlx_gnode *n, rlx_dtype *dt
     case RLX_OP_PERMUTE: {
         bool seen[RLX_MAX_DIMS] = {0};
         rlx_shape o = x->shape;
-        if (dt_quant(x->dtype))
+        if (dt_quant(x->dtype) && !q8_state_view(g, x))
             FAILF("cannot permute block-quantized %s", rlx_dtype_name(x->dtype));
         for (int i = 0; i < rank; i++) {
             int p = n->p.permute.perm[i];
@@ -964,7 +983,13 @@ rlx_status rlx_graph_infer(const rlx_graph *g, const rlx_gnode *n, rlx_dtype *dt
             FAILF("the target must be a state (or an earlier scatter into one)");
         if (src->shape.rank != rank || axis < 0 || axis >= rank)
             FAILF("src %s does not match state %s along axis %d", ss, sx, axis);
-        if (!dt_float(src->dtype) || !dt_float(x->dtype)) {
+        if (x->dtype == RLX_DTYPE_Q8_0) {
+            /* the append into a Q8_0 cache quantizes whole rows */
+            if (!dt_float(src->dtype) || axis == rank - 1)
+                FAILF("a Q8_0 state takes float rows along an axis other than the last, not %s "
+                      "along axis %d",
+                      rlx_dtype_name(src->dtype), axis);
+        } else if (!dt_float(src->dtype) || !dt_float(x->dtype)) {
             if (src->dtype != x->dtype)
                 FAILF("src %s cannot be written into a %s state", rlx_dtype_name(src->dtype),
                       rlx_dtype_name(x->dtype));

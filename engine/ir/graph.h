@@ -21,7 +21,12 @@
  *
  * Conventions: shapes are row-major (last dim fastest). Token ids and
  * positions are I32. Block-quantized dtypes appear only as PARAMs, and such a
- * param may only feed matmul's b (with trans_b: [N, K] rows) or gather's table.
+ * param may only feed matmul's b (with trans_b: [N, K] rows) or gather's table;
+ * the one exception is a Q8_0 STATE (a quantized KV cache): float rows are
+ * scattered into it (quantized on the write, along an axis other than the
+ * last), its views (slice along an axis other than the last, reshape,
+ * permute) address its elements in the state's flat order, and attention
+ * reads such views as k / v.
  * Symbolic dims are affine expressions over symbols declared with
  * rlx_graph_add_symbol (at most RLX_MAX_SYMBOLS), each with an upper bound;
  * rlx_dim_add etc. (op.h) build e.g. PAST+SEQ.

@@ -3,10 +3,12 @@
  * logits out, samples, and detokenizes; the network runs in the programs. */
 #include "models/llm/llm.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "engine/compile/compile.h"
 #include "engine/formats/gguf.h"
 #include "engine/ir/graph.h"
 #include "engine/runtime/session.h"
@@ -14,10 +16,32 @@
 #define DEFAULT_CTX   4096
 #define DEFAULT_BATCH 64
 
+#define MAX_PARTS 3 /* GPU prefix, CPU layers, GPU output (partial offload) */
+#define MAX_IO    8
+
+enum { IO_TOKENS = 1, IO_POS, IO_LOGITS, IO_CROSS };
+
+/* One program on one session; a split model runs its parts in order, each
+ * cut's hidden state going through a host buffer (one transfer per cut). */
 typedef struct {
+    rlx_session *s; /* borrowed: the runner's GPU or CPU session */
     rlx_session_program *prog;
-    int sym_seq, sym_past, in_tokens, in_pos, out_logits;
-    int32_t n_inputs, n_outputs, seq_max;
+    int sym_seq, sym_past;
+    int32_t n_inputs, n_outputs;
+    uint8_t in_kind[MAX_IO], out_kind[MAX_IO];
+    int8_t in_cross[MAX_IO], out_cross[MAX_IO]; /* index into program.cross */
+} part;
+
+typedef struct {
+    part parts[MAX_PARTS];
+    int n_parts;
+    int32_t seq_max;
+    rlx_lir **lirs; /* a split: the LIRs its sessions borrow */
+    int32_t n_lirs;
+    char *cross_name[MAX_IO];
+    void *cross[MAX_IO]; /* host buffers for the values crossing cuts */
+    int n_cross;
+    bool alias; /* prefill == decode: owns nothing */
 } program;
 
 struct rlx_llm {
@@ -27,7 +51,10 @@ struct rlx_llm {
     char *chat_template;
     rlx_chat_template *tmpl; /* parsed on first use */
     char *bos_text, *eos_text;
-    rlx_session *s;
+    rlx_session *s;       /* the chosen device's */
+    rlx_session *cpu;     /* a split: the CPU part's session, else NULL */
+    int32_t n_gpu_layers; /* a split: decoder layers on s's device */
+    rlx_llm_placement_info place;
     program prefill, decode, all;
     int32_t n_ctx, n_batch;
     rlx_dtype kv_dtype;
@@ -39,7 +66,7 @@ struct rlx_llm {
 
 rlx_llm_params rlx_llm_default_params(void)
 {
-    return (rlx_llm_params){.device = NULL, .kv_dtype = RLX_DTYPE_F16};
+    return (rlx_llm_params){.device = NULL, .kv_dtype = RLX_DTYPE_F16, .gpu_layers = 0};
 }
 
 rlx_llm_generate_params rlx_llm_generate_default_params(void)
@@ -54,35 +81,367 @@ static double now_ms(void)
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
-static rlx_status compile_program(rlx_llm *m, int32_t seq_max, bool all_logits, program *out,
-                                  rlx_error **err)
+static rlx_status build_graph(rlx_llm *m, int32_t seq_max, bool all_logits, int32_t split,
+                              rlx_graph **g, rlx_error **err)
 {
     rlx_llm_graph_params gp = rlx_llm_graph_default_params();
     gp.n_ctx = m->n_ctx;
     gp.seq_max = seq_max;
     gp.kv_dtype = m->kv_dtype;
     gp.all_logits = all_logits;
+    gp.split = split >= 0;
+    gp.split_layer = split;
+    return rlx_llm_build_graph(&m->cfg, m->gguf, &gp, g, err);
+}
+
+static void program_free(program *pr)
+{
+    if (!pr->alias) {
+        for (int i = 0; i < pr->n_cross; i++) {
+            free(pr->cross_name[i]);
+            free(pr->cross[i]);
+        }
+    }
+    memset(pr, 0, sizeof *pr);
+}
+
+/* Find the bindings of part `pt` by name: tokens, pos, logits, and values
+ * crossing a cut ("seg<i>:<node>"), whose host buffers are made here for
+ * their largest size. */
+static rlx_status bind_part(program *pr, part *pt, rlx_error **err)
+{
+    const rlx_lir *lir = rlx_session_program_lir(pt->prog);
+    pt->n_inputs = lir->n_inputs;
+    pt->n_outputs = lir->n_outputs;
+    pt->sym_seq = rlx_session_program_symbol(pt->prog, "SEQ");
+    pt->sym_past = rlx_session_program_symbol(pt->prog, "PAST");
+    if (lir->n_inputs > MAX_IO || lir->n_outputs > MAX_IO || pt->sym_seq < 0)
+        return rlx_error_set(err, RLX_ERR_INTERNAL,
+                             "llm: a compiled program has %d inputs and %d outputs", lir->n_inputs,
+                             lir->n_outputs);
+    rlx_sym_values most = {{0}};
+    for (int i = 0; i < lir->n_symbols; i++)
+        most.v[i] = lir->symbols[i].max;
+    for (int32_t i = 0; i < lir->n_inputs; i++) {
+        const char *nm = lir->inputs[i].name ? lir->inputs[i].name : "";
+        pt->in_cross[i] = -1;
+        if (!strcmp(nm, "tokens"))
+            pt->in_kind[i] = IO_TOKENS;
+        else if (!strcmp(nm, "pos"))
+            pt->in_kind[i] = IO_POS;
+        else {
+            for (int c = 0; c < pr->n_cross; c++)
+                if (!strcmp(pr->cross_name[c], nm))
+                    pt->in_cross[i] = (int8_t)c;
+            if (pt->in_cross[i] < 0)
+                return rlx_error_set(err, RLX_ERR_INTERNAL,
+                                     "llm: program input '%s' comes from no earlier part", nm);
+            pt->in_kind[i] = IO_CROSS;
+        }
+    }
+    for (int32_t i = 0; i < lir->n_outputs; i++) {
+        const char *nm = lir->outputs[i].name ? lir->outputs[i].name : "";
+        pt->out_cross[i] = -1;
+        if (!strcmp(nm, "logits")) {
+            pt->out_kind[i] = IO_LOGITS;
+            continue;
+        }
+        if (pr->n_cross == MAX_IO)
+            return rlx_error_set(err, RLX_ERR_INTERNAL, "llm: too many values cross the cuts");
+        uint64_t bytes = rlx_session_program_output_bytes(pt->prog, (int)i, &most);
+        int c = pr->n_cross;
+        pr->cross_name[c] = strdup(nm);
+        pr->cross[c] = malloc(bytes ? bytes : 1);
+        if (!pr->cross_name[c] || !pr->cross[c]) {
+            free(pr->cross_name[c]);
+            free(pr->cross[c]);
+            return rlx_error_set(err, RLX_ERR_NO_MEMORY, "out of memory");
+        }
+        pr->n_cross++;
+        pt->out_kind[i] = IO_CROSS;
+        pt->out_cross[i] = (int8_t)c;
+    }
+    return RLX_OK;
+}
+
+static rlx_status check_program(program *pr, rlx_error **err)
+{
+    bool tokens = false, logits = false;
+    for (int k = 0; k < pr->n_parts; k++) {
+        const part *pt = &pr->parts[k];
+        for (int32_t i = 0; i < pt->n_inputs; i++)
+            tokens |= pt->in_kind[i] == IO_TOKENS;
+        for (int32_t i = 0; i < pt->n_outputs; i++)
+            logits |= pt->out_kind[i] == IO_LOGITS;
+    }
+    if (!tokens || !logits)
+        return rlx_error_set(err, RLX_ERR_INTERNAL,
+                             "llm: the compiled program lost its tokens input or logits");
+    return RLX_OK;
+}
+
+/* The compile options of a split: segments 0 and 2 on the chosen device,
+ * segment 1 on the CPU. */
+typedef struct {
+    const rlx_backend_i *be[3];
+    rlx_device *dev[3];
+} split_targets;
+
+static rlx_compile_opts split_opts(rlx_llm *m, split_targets *t)
+{
+    rlx_compile_opts o = rlx_compile_default_opts();
+    o.backend = rlx_session_backend(m->s);
+    o.device = rlx_session_device(m->s);
+    t->be[0] = t->be[2] = o.backend;
+    t->dev[0] = t->dev[2] = o.device;
+    t->be[1] = m->cpu ? rlx_session_backend(m->cpu) : o.backend;
+    t->dev[1] = m->cpu ? rlx_session_device(m->cpu) : o.device;
+    o.n_segment_targets = 3;
+    o.segment_backends = t->be;
+    o.segment_devices = t->dev;
+    return o;
+}
+
+static rlx_status compile_program(rlx_llm *m, int32_t seq_max, bool all_logits, program *out,
+                                  rlx_error **err)
+{
+    memset(out, 0, sizeof *out);
+    out->seq_max = seq_max;
+    bool split = m->cpu != NULL;
     rlx_graph *g = NULL;
-    rlx_status st = rlx_llm_build_graph(&m->cfg, m->gguf, &gp, &g, err);
+    rlx_status st = build_graph(m, seq_max, all_logits, split ? m->n_gpu_layers : -1, &g, err);
     if (st != RLX_OK)
         return st;
-    st = rlx_session_compile(m->s, g, &out->prog, err);
+    if (!split) {
+        out->n_parts = 1;
+        out->parts[0].s = m->s;
+        st = rlx_session_compile(m->s, g, &out->parts[0].prog, err);
+        rlx_graph_free(g);
+        if (st == RLX_OK)
+            st = bind_part(out, &out->parts[0], err);
+        return st == RLX_OK ? check_program(out, err) : st;
+    }
+    split_targets t;
+    rlx_compile_opts o = split_opts(m, &t);
+    st = rlx_compile_split(g, &o, &out->lirs, &out->n_lirs, err);
     rlx_graph_free(g);
     if (st != RLX_OK)
         return st;
-    const rlx_lir *lir = rlx_session_program_lir(out->prog);
-    out->n_inputs = lir->n_inputs;
-    out->n_outputs = lir->n_outputs;
-    out->seq_max = seq_max;
-    out->sym_seq = rlx_session_program_symbol(out->prog, "SEQ");
-    out->sym_past = rlx_session_program_symbol(out->prog, "PAST");
-    out->in_tokens = rlx_session_program_input(out->prog, "tokens");
-    out->in_pos = rlx_session_program_input(out->prog, "pos");
-    out->out_logits = rlx_session_program_output(out->prog, "logits");
-    if (out->sym_seq < 0 || out->in_tokens < 0 || out->in_pos < 0 || out->out_logits < 0 ||
-        out->n_inputs > 8 || out->n_outputs > 8)
-        return rlx_error_set(err, RLX_ERR_INTERNAL,
-                             "llm: the compiled program lost its tokens/pos inputs or logits");
+    for (int32_t i = 0; i < out->n_lirs && st == RLX_OK; i++) {
+        if (out->lirs[i]->n_instrs == 0)
+            continue; /* an empty segment */
+        if (out->n_parts == MAX_PARTS)
+            return rlx_error_set(err, RLX_ERR_INTERNAL, "llm: too many program parts");
+        part *pt = &out->parts[out->n_parts++];
+        pt->s = i == 1 ? m->cpu : m->s;
+        st = rlx_session_load_lir(pt->s, out->lirs[i], &pt->prog, err);
+        if (st == RLX_OK)
+            st = bind_part(out, pt, err);
+    }
+    return st == RLX_OK ? check_program(out, err) : st;
+}
+
+/* ---- placement (partial offload) ------------------------------------------ */
+
+/* The decoder layer a weight or state belongs to ("blk.3.attn_q.weight",
+ * "cache.k.3"): its first all-digit name component, or -1. */
+static int32_t layer_of(const char *name)
+{
+    const char *p = name;
+    while (*p) {
+        const char *e = strchr(p, '.');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        bool digits = len > 0 && len < 9;
+        for (size_t i = 0; i < len && digits; i++)
+            digits = p[i] >= '0' && p[i] <= '9';
+        if (digits)
+            return (int32_t)strtol(p, NULL, 10);
+        if (!e)
+            break;
+        p = e + 1;
+    }
+    return -1;
+}
+
+typedef struct {
+    uint64_t fixed;  /* weights outside the layers (embedding, output) */
+    uint64_t *layer; /* per layer: weights + KV cache */
+    uint64_t arena;  /* the activations (largest program) */
+} figures;
+
+static bool seen_before(rlx_lir *const *lirs, int32_t n, int32_t li, int32_t bi, bool state)
+{
+    for (int32_t l = 0; l <= li; l++) {
+        const rlx_lir_binding *b = state ? lirs[l]->states : lirs[l]->params;
+        int32_t nb = state ? lirs[l]->n_states : lirs[l]->n_params;
+        const rlx_lir_binding *me = state ? &lirs[li]->states[bi] : &lirs[li]->params[bi];
+        for (int32_t j = 0; j < (l == li ? bi : nb); j++)
+            if (b[j].name && me->name && !strcmp(b[j].name, me->name))
+                return true;
+    }
+    (void)n;
+    return false;
+}
+
+/* Sum what a set of programs needs on one device, as the session counts it:
+ * each weight and state once, the largest arena. */
+static void add_figures(rlx_lir *const *lirs, int32_t n, const rlx_llm_config *c, figures *f)
+{
+    for (int32_t l = 0; l < n; l++) {
+        const rlx_lir *lir = lirs[l];
+        for (int k = 0; k < 2; k++) {
+            bool state = k == 1;
+            const rlx_lir_binding *b = state ? lir->states : lir->params;
+            int32_t nb = state ? lir->n_states : lir->n_params;
+            for (int32_t i = 0; i < nb; i++) {
+                if (!b[i].name || seen_before(lirs, n, l, i, state))
+                    continue;
+                int32_t il = layer_of(b[i].name);
+                if (il >= 0 && il < c->n_layer && (state || !strncmp(b[i].name, "blk.", 4)))
+                    f->layer[il] += b[i].max_bytes;
+                else
+                    f->fixed += b[i].max_bytes;
+            }
+        }
+        if (lir->arena_bytes > f->arena)
+            f->arena = lir->arena_bytes;
+    }
+}
+
+/* The device's figures with every layer on it, from the decode and
+ * prefill programs compiled for it (not loaded). */
+static rlx_status measure(rlx_llm *m, figures *f, rlx_error **err)
+{
+    rlx_lir *lirs[2] = {NULL, NULL};
+    rlx_status st = RLX_OK;
+    int32_t seqs[2] = {1, m->n_batch};
+    int n = m->n_batch > 1 ? 2 : 1;
+    for (int i = 0; i < n && st == RLX_OK; i++) {
+        rlx_graph *g = NULL;
+        rlx_compile_opts o = rlx_compile_default_opts();
+        o.backend = rlx_session_backend(m->s);
+        o.device = rlx_session_device(m->s);
+        st = build_graph(m, seqs[i], false, -1, &g, err);
+        if (st == RLX_OK)
+            st = rlx_compile(g, &o, &lirs[i], err);
+        rlx_graph_free(g);
+    }
+    if (st == RLX_OK)
+        add_figures(lirs, n, &m->cfg, f);
+    for (int i = 0; i < 2; i++)
+        rlx_lir_free(lirs[i]);
+    return st;
+}
+
+/* What a split at k needs on the device, exactly: segments 0 and 2 of the
+ * decode and prefill programs. */
+static rlx_status split_need(rlx_llm *m, int32_t k, uint64_t *need, rlx_error **err)
+{
+    figures f = {0};
+    f.layer = calloc((size_t)m->cfg.n_layer, sizeof *f.layer);
+    if (!f.layer)
+        return rlx_error_set(err, RLX_ERR_NO_MEMORY, "out of memory");
+    rlx_lir *dev_lirs[4];
+    int32_t n_dev = 0;
+    rlx_lir **all[2] = {NULL, NULL};
+    int32_t n_all[2] = {0, 0};
+    int32_t seqs[2] = {1, m->n_batch};
+    int n = m->n_batch > 1 ? 2 : 1;
+    split_targets t;
+    rlx_compile_opts o = split_opts(m, &t);
+    rlx_status st = RLX_OK;
+    for (int i = 0; i < n && st == RLX_OK; i++) {
+        rlx_graph *g = NULL;
+        st = build_graph(m, seqs[i], false, k, &g, err);
+        if (st == RLX_OK)
+            st = rlx_compile_split(g, &o, &all[i], &n_all[i], err);
+        rlx_graph_free(g);
+        for (int32_t s = 0; st == RLX_OK && s < n_all[i]; s++)
+            if (s != 1)
+                dev_lirs[n_dev++] = all[i][s];
+    }
+    if (st == RLX_OK) {
+        add_figures(dev_lirs, n_dev, &m->cfg, &f);
+        *need = f.fixed + f.arena;
+        for (int32_t i = 0; i < m->cfg.n_layer; i++)
+            *need += f.layer[i];
+    }
+    for (int i = 0; i < 2; i++)
+        rlx_lir_free_array(all[i], n_all[i]);
+    free(f.layer);
+    return st;
+}
+
+static double mib(uint64_t b)
+{
+    return (double)b / (1024.0 * 1024.0);
+}
+
+/* How many decoder layers go on the chosen (non-CPU) device: all when the
+ * model fits its budget, else the longest prefix whose weights, KV cache
+ * and activations fit with the embedding and output (or p->gpu_layers). */
+static rlx_status plan(rlx_llm *m, const rlx_llm_params *p, rlx_error **err)
+{
+    const int32_t L = m->cfg.n_layer;
+    uint64_t budget = rlx_session_memory(m->s).budget_bytes;
+    figures f = {0};
+    f.layer = calloc((size_t)L, sizeof *f.layer);
+    if (!f.layer)
+        return rlx_error_set(err, RLX_ERR_NO_MEMORY, "out of memory");
+    rlx_status st = measure(m, &f, err);
+    if (st != RLX_OK) {
+        free(f.layer);
+        return st;
+    }
+    uint64_t need = f.fixed + f.arena;
+    int32_t k = 0;
+    int32_t cap = p->gpu_layers > 0   ? (p->gpu_layers < L ? p->gpu_layers : L)
+                  : p->gpu_layers < 0 ? 0
+                                      : L;
+    while (k < cap && need + f.layer[k] <= budget)
+        need += f.layer[k++];
+    m->place.fixed_bytes = f.fixed;
+    m->place.activation_bytes = f.arena;
+    uint64_t fixed = f.fixed, arena = f.arena;
+    free(f.layer);
+    if (p->gpu_layers > 0 && k < cap)
+        return rlx_error_set(err, RLX_ERR_BUDGET,
+                             "%s: %d layers do not fit the budget of %.1f MiB (%d do)",
+                             m->place.device, cap, mib(budget), k);
+    if (fixed + arena > budget)
+        return rlx_error_set(err, RLX_ERR_BUDGET,
+                             "%s: even without any decoder layer, the embedding and output "
+                             "(%.1f MiB) and the activations (%.1f MiB) do not fit the budget "
+                             "of %.1f MiB; a larger --memory-budget or --device cpu may help",
+                             m->place.device, mib(fixed), mib(arena), mib(budget));
+    if (k == L) {
+        m->n_gpu_layers = L;
+        return RLX_OK;
+    }
+    /* a split: the CPU runs layers [k, L); the device figure is re-measured
+     * on the split programs (their arena differs a little) */
+    rlx_session_params sp = rlx_session_default_params();
+    sp.device = "cpu";
+    sp.n_threads = p->n_threads;
+    if ((st = rlx_session_create(&sp, &m->cpu, err)) != RLX_OK)
+        return st;
+    rlx_session_set_cancel_flag(m->cpu, &m->cancel);
+    if ((st = rlx_session_add_gguf(m->cpu, m->gguf, err)) != RLX_OK)
+        return st;
+    for (;;) {
+        uint64_t exact = 0;
+        if ((st = split_need(m, k, &exact, err)) != RLX_OK)
+            return st;
+        if (exact <= budget)
+            break;
+        if (k == 0)
+            return rlx_error_set(err, RLX_ERR_BUDGET,
+                                 "%s: even without any decoder layer, the embedding, output and "
+                                 "activations need %.1f MiB, more than the budget of %.1f MiB",
+                                 m->place.device, mib(exact), mib(budget));
+        k--;
+    }
+    m->n_gpu_layers = k;
     return RLX_OK;
 }
 
@@ -92,10 +451,11 @@ rlx_status rlx_llm_load(const char *path, const rlx_llm_params *p, rlx_llm **out
     rlx_llm_params def = rlx_llm_default_params();
     if (!p)
         p = &def;
-    if (p->kv_dtype != RLX_DTYPE_F16 && p->kv_dtype != RLX_DTYPE_F32)
+    if (p->kv_dtype != RLX_DTYPE_F16 && p->kv_dtype != RLX_DTYPE_F32 &&
+        p->kv_dtype != RLX_DTYPE_Q8_0)
         return rlx_error_set(err, RLX_ERR_UNSUPPORTED,
-                             "the KV cache can be f16 or f32 (a quantized cache is not supported "
-                             "yet)");
+                             "the KV cache can be f16, f32 or q8_0, not %s",
+                             rlx_dtype_name(p->kv_dtype));
     rlx_llm *m = calloc(1, sizeof *m);
     if (!m)
         return rlx_error_set(err, RLX_ERR_NO_MEMORY, "out of memory");
@@ -165,14 +525,32 @@ rlx_status rlx_llm_load(const char *path, const rlx_llm_params *p, rlx_llm **out
         rlx_session_set_progress(m->s, p->progress, p->progress_user);
     if ((st = rlx_session_add_gguf(m->s, m->gguf, err)) != RLX_OK)
         goto fail;
+    rlx_device_info di;
+    if ((st = rlx_session_device_info(m->s, &di, err)) != RLX_OK)
+        goto fail;
+    snprintf(m->place.device, sizeof m->place.device, "%s", di.id);
+    m->place.n_layers = m->cfg.n_layer;
+    m->place.budget_bytes = rlx_session_memory(m->s).budget_bytes;
+    m->place.on_gpu = strcmp(rlx_session_backend(m->s)->name, "cpu") != 0;
+    if (m->place.on_gpu && (st = plan(m, p, err)) != RLX_OK)
+        goto fail;
     if ((st = compile_program(m, 1, false, &m->decode, err)) != RLX_OK)
         goto fail;
     if (m->n_batch > 1 && (st = compile_program(m, m->n_batch, false, &m->prefill, err)) != RLX_OK)
         goto fail;
-    if (m->n_batch == 1)
+    if (m->n_batch == 1) {
         m->prefill = m->decode;
+        m->prefill.alias = true;
+    }
     if (p->progress)
         rlx_session_set_progress(m->s, NULL, NULL);
+    m->place.n_gpu_layers = m->place.on_gpu ? m->n_gpu_layers : 0;
+    rlx_session_memory_info mi = rlx_session_memory(m->s);
+    m->place.device_bytes = mi.weights_bytes + mi.state_bytes + mi.arena_bytes;
+    if (m->cpu) {
+        rlx_session_memory_info ci = rlx_session_memory(m->cpu);
+        m->place.cpu_bytes = ci.weights_bytes + ci.state_bytes + ci.arena_bytes;
+    }
     *out = m;
     return RLX_OK;
 fail:
@@ -186,6 +564,14 @@ void rlx_llm_free(rlx_llm *m)
     if (!m)
         return;
     rlx_session_free(m->s);
+    rlx_session_free(m->cpu);
+    /* the sessions borrowed the split LIRs; free those after them */
+    program *progs[3] = {&m->prefill, &m->decode, &m->all};
+    for (int i = 0; i < 3; i++) {
+        if (!progs[i]->alias)
+            rlx_lir_free_array(progs[i]->lirs, progs[i]->n_lirs);
+        program_free(progs[i]);
+    }
     rlx_tokenizer_free(m->tok);
     rlx_gguf_close(m->gguf);
     free(m->chat_template);
@@ -220,6 +606,21 @@ int32_t rlx_llm_n_past(const rlx_llm *m)
 rlx_session *rlx_llm_session(rlx_llm *m)
 {
     return m->s;
+}
+rlx_session *rlx_llm_cpu_session(rlx_llm *m)
+{
+    return m->cpu;
+}
+void rlx_llm_placement(const rlx_llm *m, int32_t *n_gpu, int32_t *n_total)
+{
+    if (n_gpu)
+        *n_gpu = m->place.n_gpu_layers;
+    if (n_total)
+        *n_total = m->place.n_layers;
+}
+rlx_llm_placement_info rlx_llm_get_placement(const rlx_llm *m)
+{
+    return m->place;
 }
 
 void rlx_llm_cancel(rlx_llm *m)
@@ -327,25 +728,31 @@ void rlx_llm_reset(rlx_llm *m)
     m->n_past = 0;
 }
 
-/* One run of `prog` on n tokens at position n_past; logits of the last one
- * (or of all with the `all` program). */
+/* One run of `pr` on n tokens at position n_past, part after part; logits
+ * of the last one (or of all with the `all` program). */
 static rlx_status run(rlx_llm *m, program *pr, const rlx_token *tokens, int32_t n, float *logits,
                       rlx_error **err)
 {
     for (int32_t i = 0; i < n; i++)
         m->pos[i] = m->n_past + i;
-    rlx_sym_values sv = {{0}};
-    sv.v[pr->sym_seq] = n;
-    if (pr->sym_past >= 0)
-        sv.v[pr->sym_past] = m->n_past;
-    const void *ins[8] = {0};
-    void *outs[8] = {0};
-    ins[pr->in_tokens] = tokens;
-    ins[pr->in_pos] = m->pos;
-    outs[pr->out_logits] = logits;
-    rlx_status st = rlx_session_run(m->s, pr->prog, &sv, ins, outs, err);
-    if (st != RLX_OK)
-        return st;
+    for (int k = 0; k < pr->n_parts; k++) {
+        part *pt = &pr->parts[k];
+        rlx_sym_values sv = {{0}};
+        sv.v[pt->sym_seq] = n;
+        if (pt->sym_past >= 0)
+            sv.v[pt->sym_past] = m->n_past;
+        const void *ins[MAX_IO] = {0};
+        void *outs[MAX_IO] = {0};
+        for (int32_t i = 0; i < pt->n_inputs; i++)
+            ins[i] = pt->in_kind[i] == IO_TOKENS ? (const void *)tokens
+                     : pt->in_kind[i] == IO_POS  ? (const void *)m->pos
+                                                 : pr->cross[pt->in_cross[i]];
+        for (int32_t i = 0; i < pt->n_outputs; i++)
+            outs[i] = pt->out_kind[i] == IO_LOGITS ? (void *)logits : pr->cross[pt->out_cross[i]];
+        rlx_status st = rlx_session_run(pt->s, pt->prog, &sv, ins, outs, err);
+        if (st != RLX_OK)
+            return st;
+    }
     memcpy(m->hist + m->n_past, tokens, sizeof *tokens * (size_t)n);
     m->n_past += n;
     return RLX_OK;
@@ -421,8 +828,11 @@ rlx_status rlx_llm_eval_all(rlx_llm *m, const rlx_token *tokens, size_t n, float
     rlx_status st = check_room(m, n, err);
     if (st != RLX_OK)
         return st;
-    if (!m->all.prog && (st = compile_program(m, m->n_batch, true, &m->all, err)) != RLX_OK)
+    if (m->all.n_parts == 0 &&
+        (st = compile_program(m, m->n_batch, true, &m->all, err)) != RLX_OK) {
+        m->all.n_parts = 0; /* its LIRs stay owned until rlx_llm_free */
         return st;
+    }
     if (m->n_past > m->n_ctx - m->all.seq_max)
         return rlx_error_set(err, RLX_ERR_INVALID_ARG,
                              "llm eval_all: position %d is past the program's bound %d", m->n_past,

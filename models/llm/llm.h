@@ -61,7 +61,13 @@ typedef struct rlx_llm_params {
     uint64_t memory_budget; /* 0 = the device's memory */
     int32_t n_ctx;          /* 0 = min(the model's context, 4096); at most the model's */
     int32_t n_batch;        /* prefill chunk (SEQ bound); 0 = 64 */
-    rlx_dtype kv_dtype;     /* F16 (default) or F32 */
+    rlx_dtype kv_dtype;     /* F16 (default), F32 or Q8_0 (ggml blocks of 32 along each
+                             * token's kv row, decoded per tile by attention; CPU) */
+    /* Partial offload on a GPU device: 0 = as many decoder layers as fit
+     * the memory budget (all when the model fits; the rest then run on the
+     * CPU, see rlx_llm_get_placement); > 0 = at most that many (an error
+     * when they do not fit); < 0 = none (only the embedding and output). */
+    int32_t gpu_layers;
     rlx_llm_progress_fn progress;
     void *progress_user;
 } rlx_llm_params;
@@ -84,6 +90,31 @@ RLX_API int32_t rlx_llm_n_ctx(const rlx_llm *m);
 /* Tokens in the KV cache. */
 RLX_API int32_t rlx_llm_n_past(const rlx_llm *m);
 RLX_API struct rlx_session *rlx_llm_session(rlx_llm *m);
+
+/* Where the model runs. On a GPU device whose budget (params.memory_budget,
+ * else its memory) cannot hold the whole model, the embedding, the first
+ * n_gpu_layers decoder layers and the output run there and the other layers
+ * on the CPU (a second session, rlx_llm_cpu_session); the hidden state
+ * crosses to the CPU and back once per run. The split is decided at load
+ * from the budget: the embedding and output weights plus the activations,
+ * then layer after layer its weights and KV cache while they fit. */
+typedef struct rlx_llm_placement_info {
+    char device[32];           /* the chosen device, "vulkan:0", "cpu" */
+    bool on_gpu;               /* a device other than the CPU */
+    int32_t n_gpu_layers;      /* decoder layers on it (0 on the CPU) */
+    int32_t n_layers;          /* decoder layers in the model */
+    uint64_t device_bytes;     /* weights + KV cache + activations on it */
+    uint64_t budget_bytes;     /* its budget */
+    uint64_t cpu_bytes;        /* what the CPU part holds (a split), else 0 */
+    uint64_t fixed_bytes;      /* GPU: embedding + output weights */
+    uint64_t activation_bytes; /* GPU: the activation arena, every layer on it */
+} rlx_llm_placement_info;
+
+RLX_API rlx_llm_placement_info rlx_llm_get_placement(const rlx_llm *m);
+/* The same in short: decoder layers on the GPU device, and in the model. */
+RLX_API void rlx_llm_placement(const rlx_llm *m, int32_t *n_gpu, int32_t *n_total);
+/* A split's CPU session, else NULL. */
+RLX_API struct rlx_session *rlx_llm_cpu_session(rlx_llm *m);
 
 /* Encode text (control tokens written in the text are parsed when
  * parse_special); *out is malloc'd, the caller frees it. BOS as the model
