@@ -29,9 +29,10 @@
 #include "models/llm/llm.h"
 #include "test-util.h"
 
-#define VOCAB  64
-#define N_TOK  12
-#define REL_OK 1e-4
+#define VOCAB     64
+#define N_TOK     12
+#define REL_OK    1e-4
+#define Q8_KV_TOL 2e-2
 
 static const rlx_token tokens[N_TOK] = {1, 17, 5, 42, 63, 8, 8, 30, 2, 55, 11, 40};
 
@@ -416,6 +417,32 @@ static void test_llama_q8_0(void **state)
     run_case_as(&cases[0], RLX_DTYPE_Q8_0, RLX_DTYPE_F16, 3e-2);
 }
 
+/* A Q8_0 KV cache (CPU): K and V are rounded per block of 32 to an f16
+ * scale d = max|x| / 127 and int8 steps, an error of at most d / 2 =
+ * max|x| / 254 (0.4% of the block's largest entry) per element, seen
+ * through softmax and the value sum and then the rest of the network.
+ * That step is 8x the F16 cache's (2^-11 relative, bounded by 2e-3 above),
+ * so 8 x 2e-3 = 1.6e-2, rounded to 2e-2; measured up to 6e-3 here. qwen3 (qk norms) and gemma2
+ * (sliding window, soft-capping) have 2 kv heads x 16 = 32-entry rows: one
+ * block per token spanning both heads. A model whose rows are not a
+ * multiple of 32 (llama here: 2 x 8) is refused at load, naming the sizes. */
+static void test_q8_0_cache(void **state)
+{
+    (void)state;
+    run_on("cpu", &cases[4], RLX_DTYPE_F32, RLX_DTYPE_Q8_0, Q8_KV_TOL);
+    run_on("cpu", &cases[5], RLX_DTYPE_F32, RLX_DTYPE_Q8_0, Q8_KV_TOL);
+    const char *path = write_model(&cases[0]);
+    rlx_llm_params p = rlx_llm_default_params();
+    p.kv_dtype = RLX_DTYPE_Q8_0;
+    p.n_ctx = 64;
+    rlx_llm *m = NULL;
+    rlx_error *err = NULL;
+    assert_int_equal(rlx_llm_load(path, &p, &m, &err), RLX_ERR_UNSUPPORTED);
+    assert_null(m);
+    assert_non_null(strstr(rlx_error_message(err), "multiples of 32"));
+    rlx_error_free(err);
+}
+
 /* Q4_0 weights stay packed too. Their own rounding (1/16 of a block's
  * range) is far above what the reference comparison could resolve, so the
  * packed model is compared with the same model written with the dequantized
@@ -479,6 +506,7 @@ int main(void)
         cmocka_unit_test(test_gemma3),          cmocka_unit_test(test_phi3),
         cmocka_unit_test(test_llama_f16_cache), cmocka_unit_test(test_qwen3_f16_weights),
         cmocka_unit_test(test_llama_q8_0),      cmocka_unit_test(test_qwen2_q4_0),
+        cmocka_unit_test(test_q8_0_cache),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
