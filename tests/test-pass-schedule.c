@@ -189,6 +189,75 @@ static void test_kv_state(void **state)
     rlx_graph_free(g);
 }
 
+/* [H, n_ctx, D] cache, read as [1, H, T, D]: the slice is strided (T < n_ctx)
+ * and the reshape only adds a unit dim, so both stay views of the state (no
+ * per-step copy of the whole cache) and the sum still sees the right rows. */
+static void test_kv_unit_reshape_view(void **state)
+{
+    (void)state;
+    rlx_graph *g = rlx_graph_create();
+    int seq = rlx_graph_add_symbol(g, "SEQ", 4);
+    int past = rlx_graph_add_symbol(g, "PAST", 4);
+    rlx_dim S = rlx_dim_sym(seq), P = rlx_dim_sym(past), T, H = rlx_dim_const(2),
+            D = rlx_dim_const(4);
+    rlx_dim_add(P, S, &T);
+    rlx_node src =
+        rlx_graph_input(g, "new", RLX_DTYPE_F32, rlx_shape_make_dims(3, (rlx_dim[]){H, S, D}));
+    rlx_node st =
+        rlx_graph_state(g, "cache", RLX_DTYPE_F32, rlx_shape_make(3, (int64_t[]){2, 8, 4}));
+    rlx_node up = rlx_graph_scatter(g, "store", st, src, 1, P);
+    rlx_node all = rlx_graph_slice(g, "all", up, 1, rlx_dim_const(0), T);
+    rlx_node r4 = rlx_graph_reshape(g, "r4", all,
+                                    rlx_shape_make_dims(4, (rlx_dim[]){rlx_dim_const(1), H, T, D}));
+    rlx_node sum = rlx_graph_reduce(g, "sum", RLX_OP_REDUCE_SUM, r4, 2, false);
+    rlx_graph_output(g, "sum", sum);
+    rlx_compile_opts o = rlx_compile_default_opts();
+    rlx_lir *lir = NULL;
+    rlx_error *err = NULL;
+    assert_int_equal(rlx_compile(g, &o, &lir, &err), RLX_OK);
+    bool saw = false;
+    for (int32_t i = 0; i < lir->n_instrs; i++) {
+        const rlx_lir_instr *ins = &lir->instrs[i];
+        assert_int_not_equal(ins->op, RLX_OP_COPY);
+        if (ins->op == RLX_OP_RESHAPE) {
+            const rlx_lir_value *v = &lir->values[ins->out];
+            saw = true;
+            assert_int_equal(v->home, RLX_HOME_STATE);
+            assert_true(v->view_of >= 0);
+            assert_int_equal(v->shape.rank, 4);
+            /* T keeps the cache's row stride, D stays unit */
+            assert_true(rlx_dim_is_const(v->stride[2]) && v->stride[2].k == 4);
+            assert_true(rlx_dim_is_const(v->stride[1]) && v->stride[1].k == 32);
+            assert_true(rlx_dim_is_const(v->stride[3]) && v->stride[3].k == 1);
+        }
+    }
+    assert_true(saw);
+    rlx_lir_free(lir);
+    if (!rlx_test_have_cpu()) {
+        rlx_graph_free(g);
+        return;
+    }
+    float rows[16];
+    for (int i = 0; i < 16; i++)
+        rows[i] = (float)(i + 1);
+    rlx_test_tensor in = {"new", rows};
+    rlx_test_run run = {.inputs = &in, .n_inputs = 1};
+    run.syms.v[0] = 2; /* SEQ */
+    run.syms.v[1] = 0; /* PAST */
+    void *out[1] = {0};
+    int64_t ne[1];
+    assert_int_equal(rlx_test_compile_run(g, o, &run, out, ne, 1, NULL, &err), RLX_OK);
+    assert_int_equal(ne[0], 8);
+    const float *y = out[0];
+    /* head 0: rows (1..4) + (5..8); head 1: (9..12) + (13..16) */
+    for (int d = 0; d < 4; d++) {
+        assert_true(fabsf(y[d] - (float)(6 + 2 * d)) < 1e-6f);
+        assert_true(fabsf(y[4 + d] - (float)(22 + 2 * d)) < 1e-6f);
+    }
+    free(out[0]);
+    rlx_graph_free(g);
+}
+
 static void test_segments(void **state)
 {
     (void)state;
@@ -448,9 +517,10 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mlp_lir),       cmocka_unit_test(test_inplace_chain),
-        cmocka_unit_test(test_kv_state),      cmocka_unit_test(test_segments),
-        cmocka_unit_test(test_hash_and_dump), cmocka_unit_test(test_quantized_run),
-        cmocka_unit_test(test_final_check),   cmocka_unit_test(test_materialize),
+        cmocka_unit_test(test_kv_state),      cmocka_unit_test(test_kv_unit_reshape_view),
+        cmocka_unit_test(test_segments),      cmocka_unit_test(test_hash_and_dump),
+        cmocka_unit_test(test_quantized_run), cmocka_unit_test(test_final_check),
+        cmocka_unit_test(test_materialize),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
