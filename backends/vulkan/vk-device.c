@@ -679,6 +679,8 @@ static rlx_status vk_buffer_alloc(rlx_device *dev, uint64_t size, rlx_buffer **o
     b->base.host_ptr = NULL;
     b->dev = d;
     b->alloc = alloc;
+    static uint64_t next_serial = 0;
+    b->serial = __atomic_add_fetch(&next_serial, 1, __ATOMIC_RELAXED);
     d->allocated += alloc;
     /* new device memory holds garbage; the CPU backend's buffers start zeroed */
     if (b->map) {

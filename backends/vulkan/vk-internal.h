@@ -65,6 +65,9 @@ typedef struct vk_buffer {
     VkDeviceMemory mem;
     void *map;      /* when device memory is host-visible */
     uint64_t alloc; /* bytes allocated (size rounded up) */
+    /* unique for the process: a new buffer may get a freed one's VkBuffer
+     * handle, so programs compare serials to know when to rebind */
+    uint64_t serial;
 } vk_buffer;
 
 extern const rlx_backend_i rlx_vulkan_backend;

@@ -56,14 +56,16 @@ typedef struct vk_disp {
     uint32_t rec;            /* word index of the record in the meta buffer */
     uint64_t ind;            /* byte offset of the indirect group counts */
     VkBuffer bbuf[VK_SLOTS]; /* what is bound now (for re-record checks) */
+    uint64_t bser[VK_SLOTS]; /* and its vk_buffer serial (0: the program's own) */
     uint64_t boff[VK_SLOTS], brange[VK_SLOTS];
 } vk_disp;
 
 /* Where a value lives for this run. */
 typedef struct vloc {
     VkBuffer buf;
-    uint64_t abs;  /* byte offset of the value in buf */
-    uint64_t size; /* buf's size */
+    uint64_t serial; /* of the vk_buffer (0: the program's own buffers) */
+    uint64_t abs;    /* byte offset of the value in buf */
+    uint64_t size;   /* buf's size */
 } vloc;
 
 typedef struct vk_program {
@@ -1422,11 +1424,13 @@ static rlx_status locate(vk_program *P, const rlx_program_bindings *b, rlx_error
                 b->arena.offset > b->arena.buf->size)
                 return rlx_error_set(err, RLX_ERR_INVALID_ARG, "no Vulkan arena buffer bound");
             L->buf = ((vk_buffer *)b->arena.buf)->buf;
+            L->serial = ((vk_buffer *)b->arena.buf)->serial;
             L->abs = b->arena.offset + val->offset;
             L->size = ((vk_buffer *)b->arena.buf)->alloc;
             break;
         case RLX_HOME_CONST:
             L->buf = P->cbuf;
+            L->serial = 0;
             L->abs = val->offset;
             L->size = P->cbuf_size;
             break;
@@ -1445,6 +1449,7 @@ static rlx_status locate(vk_program *P, const rlx_program_bindings *b, rlx_error
                                      "the offset bound for %s %d is past its buffer",
                                      home_names[val->home], val->index);
             L->buf = ((vk_buffer *)r->buf)->buf;
+            L->serial = ((vk_buffer *)r->buf)->serial;
             L->abs = r->offset + val->offset;
             L->size = ((vk_buffer *)r->buf)->alloc;
         }
@@ -1600,20 +1605,23 @@ rlx_status vk_program_run(rlx_program *prog, const rlx_program_bindings *b,
         vk_disp *D = &P->disp[j];
         for (int s = 0; s < VK_SLOTS; s++) {
             VkBuffer buf = P->dummy;
-            uint64_t off = 0, range = 64;
+            uint64_t serial = 0, off = 0, range = 64;
             if (s == 7) {
                 buf = P->meta;
                 range = VK_WHOLE_SIZE;
             } else if (D->vals[s] >= 0 && P->loc[D->vals[s]].buf) {
                 const vloc *L = &P->loc[D->vals[s]];
                 buf = L->buf;
+                serial = L->serial;
                 off = L->abs / align * align;
                 range = L->size - off;
                 if (range > max_range)
                     range = max_range / 4 * 4;
             }
-            if (D->bbuf[s] != buf || D->boff[s] != off || D->brange[s] != range) {
+            if (D->bbuf[s] != buf || D->bser[s] != serial || D->boff[s] != off ||
+                D->brange[s] != range) {
                 D->bbuf[s] = buf;
+                D->bser[s] = serial;
                 D->boff[s] = off;
                 D->brange[s] = range;
                 rebind = true;
