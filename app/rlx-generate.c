@@ -21,6 +21,8 @@ static const char generate_usage[] =
     "  --batch N            prefill chunk (default 64)\n"
     "  --kv-type f16|f32|q8_0  KV cache type (default f16)\n"
     "  --memory-budget SIZE e.g. 6G, 512M\n"
+    "  --gpu-layers N       decoder layers on a GPU device (default: as many as the\n"
+    "                       budget holds, the rest on the CPU; 0 = none)\n"
     "  -t THREADS           CPU threads (default: one per core)\n"
     "  --no-bos             (generate) do not add BOS before the prompt\n"
     "  --context-shift      when the context is full, drop the oldest tokens (chat: the\n"
@@ -201,7 +203,12 @@ static int parse_args(const char *cmd, int argc, char **argv, options *o)
             o->dry[o->gp.n_dry_breakers++] = v;
         } else if (!strcmp(a, "--device"))
             o->lp.device = v;
-        else if (!strcmp(a, "--ctx") || !strcmp(a, "-c")) {
+        else if (!strcmp(a, "--gpu-layers")) {
+            if (!parse_int(v, -1, INT32_MAX, &n))
+                return rlx_cli_fail("%s: --gpu-layers wants a layer count (-1 = none), not '%s'",
+                                    cmd, v);
+            o->lp.gpu_layers = n == 0 ? -1 : (int32_t)n;
+        } else if (!strcmp(a, "--ctx") || !strcmp(a, "-c")) {
             if (!parse_int(v, 2, INT32_MAX, &n))
                 return rlx_cli_fail("%s: --ctx wants a number of tokens (>= 2), not '%s'", cmd, v);
             o->lp.n_ctx = (int32_t)n;
@@ -254,6 +261,13 @@ static int load(const char *cmd, options *o, rlx_llm **m)
         rlx_error_free(err);
         return rc;
     }
+    rlx_llm_placement_info pl = rlx_llm_get_placement(*m);
+    if (pl.on_gpu && pl.n_gpu_layers < pl.n_layers)
+        fprintf(stderr, "%s: %d of %d layers on the GPU (%.1f MB), the rest on the CPU (%.1f MB)\n",
+                pl.device, pl.n_gpu_layers, pl.n_layers, pl.device_bytes / 1e6, pl.cpu_bytes / 1e6);
+    else if (pl.on_gpu)
+        fprintf(stderr, "%s: all %d layers on the GPU (%.1f MB)\n", pl.device, pl.n_layers,
+                pl.device_bytes / 1e6);
     return 0;
 }
 
