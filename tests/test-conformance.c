@@ -267,8 +267,17 @@ static void tt_encode(tt *t)
         put(t->raw + phys_off(t, i) * (int64_t)esize(t->dt), t->dt, t->v[i]);
 }
 
+static double deq_elem(rlx_dtype dt, const uint8_t *b, int i);
+
 static void tt_decode(tt *t)
 {
+    if (is_quant(t->dt)) { /* contiguous blocks (a Q8_0 KV cache written by scatter) */
+        const rlx_dtype_info *ti = rlx_dtype_get(t->dt);
+        for (int64_t i = 0; i < t->n; i++)
+            t->v[i] = deq_elem(t->dt, t->raw + (i / ti->block_size) * ti->type_size,
+                               (int)(i % ti->block_size));
+        return;
+    }
     for (int64_t i = 0; i < t->n; i++)
         t->v[i] = get(t->raw + phys_off(t, i) * (int64_t)esize(t->dt), t->dt);
 }
@@ -1656,6 +1665,86 @@ static void attn_case(int64_t B, int64_t Hq, int64_t Hkv, int64_t S, int64_t T, 
     tt_free(y);
 }
 
+/* Attention over a token-major Q8_0 KV cache [cap, Hkv * D] (the llm
+ * graph's layout): k / v are [1, Hkv, T, D] views with ld_tok = Hkv * D and
+ * ld_head = D, so with D < 32 a head's row starts inside a block. The
+ * reference reads the float64 decode of the same blocks (deq_elem, written
+ * from ggml's layout), so only the kernel's f32 arithmetic differs. */
+static void attn_q8_case(int64_t Hq, int64_t Hkv, int64_t S, int64_t T, int64_t D,
+                         rlx_mask_kind mask, int window, int64_t cap)
+{
+    int64_t W = Hkv * D;
+    tt *q = tt_rand(RLX_DTYPE_F32, 4, (int64_t[]){1, Hq, S, D}, L_CONTIG, -1, 1);
+    tt *kc = tt_rand(RLX_DTYPE_Q8_0, 2, (int64_t[]){cap, W}, L_CONTIG, 0, 0);
+    tt *vc = tt_rand(RLX_DTYPE_Q8_0, 2, (int64_t[]){cap, W}, L_CONTIG, 0, 0);
+    tt *kv[2];
+    for (int i = 0; i < 2; i++) {
+        tt *c = i ? vc : kc;
+        tt *t = tt_new(RLX_DTYPE_F32, 4, (int64_t[]){1, Hkv, T, D}, L_CONTIG);
+        free(t->raw);
+        t->dt = RLX_DTYPE_Q8_0;
+        t->raw = c->raw;
+        t->raw_bytes = c->raw_bytes;
+        int64_t st[4] = {T * W, D, W, 1};
+        memcpy(t->st, st, sizeof st);
+        for (int64_t h = 0; h < Hkv; h++)
+            for (int64_t tk = 0; tk < T; tk++)
+                for (int64_t j = 0; j < D; j++)
+                    t->v[(h * T + tk) * D + j] = c->v[tk * W + h * D + j];
+        kv[i] = t;
+    }
+    tt *y = tt_new(RLX_DTYPE_F32, 4, (int64_t[]){1, Hq, S, D}, L_CONTIG);
+    double *ref = dalloc(y->n), *sc = dalloc(T);
+    double scale = 1 / sqrt((double)D);
+    for (int64_t h = 0; h < Hq; h++) {
+        int64_t hk = h / (Hq / Hkv);
+        for (int64_t s = 0; s < S; s++) {
+            int64_t p = T - S + s;
+            double mx = -INFINITY, sum = 0;
+            for (int64_t t = 0; t < T; t++) {
+                bool ok = mask == RLX_MASK_NONE ||
+                          (t <= p && (mask != RLX_MASK_WINDOW || t > p - window));
+                double d = 0;
+                for (int64_t j = 0; j < D && ok; j++)
+                    d += q->v[(h * S + s) * D + j] * kv[0]->v[(hk * T + t) * D + j];
+                sc[t] = ok ? d * scale : -INFINITY;
+                mx = sc[t] > mx ? sc[t] : mx;
+            }
+            for (int64_t t = 0; t < T; t++) {
+                sc[t] = sc[t] == -INFINITY ? 0 : exp(sc[t] - mx);
+                sum += sc[t];
+            }
+            for (int64_t j = 0; j < D; j++) {
+                double acc = 0;
+                for (int64_t t = 0; t < T; t++)
+                    acc += sc[t] * kv[1]->v[(hk * T + t) * D + j];
+                ref[(h * S + s) * D + j] = acc / sum;
+            }
+        }
+    }
+    rlx_op_params pr;
+    memset(&pr, 0, sizeof pr);
+    pr.attn.mask = mask;
+    pr.attn.window = window;
+    tt *in[3] = {q, kv[0], kv[1]};
+    char what[128];
+    snprintf(what, sizeof what, "attention Q8_0 cache Hq%lld Hkv%lld S%lld T%lld D%lld",
+             (long long)Hq, (long long)Hkv, (long long)S, (long long)T, (long long)D);
+    /* the blocks hold |v| <= 127 * 0.05: the f32 error bound of the float
+     * cases scaled by that range */
+    run_all(what, RLX_OP_ATTENTION, &pr, in, 3, y, ref, 7 * (2e-5 + 1e-6 * sqrt((double)T)), 0,
+            NULL);
+    free(ref);
+    free(sc);
+    kv[0]->raw = kv[1]->raw = NULL;
+    tt_free(kv[0]);
+    tt_free(kv[1]);
+    tt_free(kc);
+    tt_free(vc);
+    tt_free(q);
+    tt_free(y);
+}
+
 static void test_attention(void **state)
 {
     (void)state;
@@ -1669,6 +1758,65 @@ static void test_attention(void **state)
     attn_case(1, 6, 3, 9, 9, 17, 5, RLX_MASK_CAUSAL, 0, 0, true, RLX_DTYPE_F16, 9);
     /* large prefill */
     attn_case(1, 8, 8, 128, 128, 64, 64, RLX_MASK_CAUSAL, 0, 0, false, RLX_DTYPE_F32, 256);
+    /* a Q8_0 KV cache: heads of 8 (4 per block), of 32, of 64 (2 blocks) */
+    attn_q8_case(8, 4, 1, 17, 8, RLX_MASK_CAUSAL, 0, 40);
+    attn_q8_case(4, 2, 5, 70, 32, RLX_MASK_CAUSAL, 0, 96);
+    attn_q8_case(4, 4, 9, 9, 64, RLX_MASK_WINDOW, 4, 12);
+}
+
+/* The append into a Q8_0 cache: rows [off, off + S) of a [cap, W] Q8_0 state
+ * receive the f32 rows of src, quantized as ggml's reference does (d = max|x|
+ * / 127 stored as f16, q = round(x / d) with the f32 d); the other rows keep
+ * their blocks. The reference quantizes in float64 from that description
+ * and the output blocks are decoded by deq_elem. */
+static void scatter_q8_case(int64_t cap, int64_t W, int64_t S, int64_t off)
+{
+    tt *state = tt_rand(RLX_DTYPE_Q8_0, 2, (int64_t[]){cap, W}, L_CONTIG, 0, 0);
+    tt *src = tt_rand(RLX_DTYPE_F32, 2, (int64_t[]){S, W}, L_CONTIG, -2, 2);
+    if (S > 1) /* an all-zero block: d = 0, every q = 0 */
+        for (int64_t j = 0; j < 32; j++)
+            src->v[W + j] = 0;
+    tt_encode(src);
+    tt *y = tt_new(RLX_DTYPE_Q8_0, 2, (int64_t[]){cap, W}, L_CONTIG);
+    double *ref = dalloc(y->n), *tol = dalloc(y->n);
+    memcpy(ref, state->v, sizeof *ref * (size_t)y->n);
+    for (int64_t r = 0; r < S; r++)
+        for (int64_t b0 = 0; b0 < W; b0 += 32) {
+            const double *x = src->v + r * W + b0;
+            double amax = 0;
+            for (int j = 0; j < 32; j++)
+                amax = fabs(x[j]) > amax ? fabs(x[j]) : amax;
+            float d = (float)(amax / 127);
+            double d16 = rlx_f16_to_f32(rlx_f32_to_f16(d)), id = d != 0 ? 1.0 / d : 0;
+            for (int j = 0; j < 32; j++) {
+                int64_t o = (off + r) * W + b0 + j;
+                ref[o] = d16 * round(x[j] * id);
+                tol[o] = 1e-3 * d16; /* the same integer q */
+            }
+        }
+    rlx_op_params p;
+    memset(&p, 0, sizeof p);
+    p.scatter.axis = 0;
+    p.scatter.offset = rlx_dim_const(off);
+    tt *in[2] = {state, src};
+    char what[96];
+    snprintf(what, sizeof what, "scatter into Q8_0 [%lld, %lld] at %lld", (long long)cap,
+             (long long)W, (long long)off);
+    run_all(what, RLX_OP_SCATTER, &p, in, 2, y, ref, 0, 0, tol);
+    free(ref);
+    free(tol);
+    tt_free(state);
+    tt_free(src);
+    tt_free(y);
+}
+
+static void test_scatter_q8_0(void **state)
+{
+    (void)state;
+    rng_seed(41);
+    scatter_q8_case(8, 32, 1, 3);
+    scatter_q8_case(20, 96, 5, 15);
+    scatter_q8_case(6, 64, 6, 0);
 }
 
 /* ---- convolution, resize, pool ------------------------------------------------ */
@@ -2360,6 +2508,7 @@ int main(void)
         cmocka_unit_test(test_slice_concat_pad),
         cmocka_unit_test(test_gather),
         cmocka_unit_test(test_scatter),
+        cmocka_unit_test(test_scatter_q8_0),
         cmocka_unit_test(test_symbolic),
         cmocka_unit_test(test_symbolic_offsets),
     };
