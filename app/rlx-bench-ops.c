@@ -63,7 +63,7 @@ static void bw_task(void *vc, int64_t task, int thread)
     c->sums[thread & 255] += a0 ^ a1 ^ a2 ^ a3;
 }
 
-static double measure_bandwidth(rlx_threadpool *pool, int repeats, size_t bytes)
+double rlx_bench_measure_bandwidth(rlx_threadpool *pool, int repeats, size_t bytes)
 {
     uint64_t *buf = xalloc(bytes);
     memset(buf, 1, bytes);
@@ -160,7 +160,7 @@ static void bench_matvec(rlx_threadpool *pool, rlx_dtype t, int64_t N, int64_t K
     double dt = (now_s() - t0) / iters;
     double gbs = (double)bytes / dt / 1e9;
     /* bandwidth again, right after: on a shared machine the figure drifts */
-    double bw = measure_bandwidth(pool, 1, (size_t)256 << 20);
+    double bw = rlx_bench_measure_bandwidth(pool, 1, (size_t)256 << 20);
     printf("  %-5s %7lld x %-5lld %8.1f MB %9.1f us %7.2f GB/s  (read bw %5.2f) %5.1f%%\n",
            rlx_dtype_name(t), (long long)N, (long long)K, (double)bytes / 1e6, dt * 1e6, gbs, bw,
            100.0 * gbs / bw);
@@ -271,7 +271,7 @@ int rlx_bench_ops_main(int argc, char **argv)
            rlx_cpu_isa_name(rlx_cpu_kernels_isa()), rlx_threadpool_size(pool), repeats,
            openblas_get_config());
 
-    double bw = measure_bandwidth(pool, repeats, (size_t)1 << 30); /* ~20x a large LLC */
+    double bw = rlx_bench_measure_bandwidth(pool, repeats, (size_t)1 << 30); /* ~20x a large LLC */
     printf("\nmemory bandwidth (streaming read, 1 GiB, %d threads): %.2f GB/s\n",
            rlx_threadpool_size(pool), bw);
 

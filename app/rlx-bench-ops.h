@@ -12,6 +12,19 @@
 #ifndef RLX_APP_RLX_BENCH_OPS_H
 #define RLX_APP_RLX_BENCH_OPS_H
 
+#include <stddef.h>
+
+#include "backends/cpu/threadpool.h"
+
 int rlx_bench_ops_main(int argc, char **argv);
+
+/* Streaming-read bandwidth in GB/s: `bytes` summed over the pool's threads
+ * (16 tasks per thread), best of `repeats` runs after one warm-up. The
+ * buffer is allocated and freed here. Exits on out of memory. */
+double rlx_bench_measure_bandwidth(rlx_threadpool *pool, int repeats, size_t bytes);
+
+/* `rlx bench -m MODEL ...`: llama-bench's pp/tg test on a GGUF model;
+ * argv[0] is "bench". */
+int rlx_bench_model_main(int argc, char **argv);
 
 #endif

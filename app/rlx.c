@@ -22,7 +22,10 @@ static int cmd_bench(int argc, char **argv)
 {
     if (argc >= 2 && !strcmp(argv[1], "ops"))
         return rlx_bench_ops_main(argc - 1, argv + 1);
-    return rlx_cli_fail("bench: unknown benchmark; try: rlx bench ops [-t THREADS] [-r REPEATS]");
+    if (argc >= 2 && argv[1][0] == '-')
+        return rlx_bench_model_main(argc, argv);
+    return rlx_cli_fail("bench: unknown benchmark; try: rlx bench -m MODEL [-p N -n N -r N] or "
+                        "rlx bench ops [-t THREADS] [-r REPEATS]");
 }
 
 static const struct {
@@ -38,7 +41,8 @@ static const struct {
      "IN.gguf OUT.gguf TYPE [-t THREADS]   llama.cpp quantization presets"},
     {"make-model", rlx_cmd_make_model,
      "--shape S --vocab V --out F   random-weight model for benchmarks"},
-    {"bench", cmd_bench, "ops [-t THREADS] [-r REPEATS]   time the CPU kernels"},
+    {"bench", cmd_bench,
+     "-m MODEL [-p 512 -n 128 -r 3]   model speed (llama-bench); ops: the CPU kernels"},
 };
 
 static void usage(FILE *f)

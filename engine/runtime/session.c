@@ -66,6 +66,12 @@ struct rlx_session {
 
     pthread_mutex_t mu; /* guards the figures below for rlx_session_memory */
     uint64_t weights_bytes, state_bytes, arena_bytes;
+
+    /* rlx_session_set_profiling: per-op-kind totals over every run */
+    bool profiling;
+    double *prof_buf; /* one run's per-instruction times */
+    int32_t prof_cap;
+    rlx_session_op_profile prof[RLX_OP_COUNT];
 };
 
 rlx_session_params rlx_session_default_params(void)
@@ -168,6 +174,7 @@ void rlx_session_free(rlx_session *s)
         free(s->srcs[i].prefix);
     }
     free(s->srcs);
+    free(s->prof_buf);
     free(s->weights);
     free(s->states);
     if (s->dev)
@@ -737,6 +744,8 @@ rlx_status rlx_session_load_internal(rlx_session *s, rlx_lir *lir, void (*lir_fr
     }
     p->next = s->programs;
     s->programs = p;
+    if (s->profiling && s->be->program_set_timing)
+        s->be->program_set_timing(p->prog, true);
     *out = p;
     return RLX_OK;
 }
@@ -807,6 +816,32 @@ uint64_t rlx_session_program_output_bytes(const rlx_session_program *p, int i,
     if (!p || i < 0 || i >= p->lir->n_outputs)
         return 0;
     return home_bytes(p->lir, RLX_HOME_OUTPUT, i, sv);
+}
+
+/* Add the last run's per-instruction times to the per-op totals. */
+static rlx_status profile_add(rlx_session *s, rlx_session_program *p, rlx_error **err)
+{
+    const rlx_lir *lir = p->lir;
+    if (!s->be->program_timings || lir->n_instrs <= 0)
+        return RLX_OK;
+    if (lir->n_instrs > s->prof_cap) {
+        double *b = realloc(s->prof_buf, (size_t)lir->n_instrs * sizeof *b);
+        if (!b)
+            return rlx_error_set(err, RLX_ERR_NO_MEMORY, "out of memory profiling a program");
+        s->prof_buf = b;
+        s->prof_cap = lir->n_instrs;
+    }
+    rlx_status st = s->be->program_timings(p->prog, s->prof_buf, lir->n_instrs, err);
+    if (st != RLX_OK)
+        return st;
+    for (int32_t i = 0; i < lir->n_instrs; i++) {
+        rlx_op op = lir->instrs[i].op;
+        if ((int)op < 0 || op >= RLX_OP_COUNT)
+            continue;
+        s->prof[op].count++;
+        s->prof[op].ms += s->prof_buf[i];
+    }
+    return RLX_OK;
 }
 
 rlx_status rlx_session_run(rlx_session *s, rlx_session_program *p, const rlx_sym_values *sv,
@@ -880,6 +915,8 @@ rlx_status rlx_session_run(rlx_session *s, rlx_session_program *p, const rlx_sym
             s->be->buffer_free(refs[i].buf);
     free(refs);
     free(sizes);
+    if (st == RLX_OK && s->profiling)
+        st = profile_add(s, p, err);
     return st;
 }
 
@@ -895,6 +932,34 @@ rlx_status rlx_session_program_timings(rlx_session_program *p, double *ms, int32
     if (!p || !p->s->be->program_timings)
         return rlx_error_set(err, RLX_ERR_UNSUPPORTED, "this backend does not time programs");
     return p->s->be->program_timings(p->prog, ms, n, err);
+}
+
+void rlx_session_set_profiling(rlx_session *s, bool enabled)
+{
+    if (!s)
+        return;
+    s->profiling = enabled;
+    memset(s->prof, 0, sizeof s->prof);
+    if (s->be->program_set_timing)
+        for (rlx_session_program *p = s->programs; p; p = p->next)
+            s->be->program_set_timing(p->prog, enabled);
+}
+
+int32_t rlx_session_profile(const rlx_session *s, rlx_session_op_profile *out, int32_t cap)
+{
+    int32_t n = 0;
+    if (!s)
+        return 0;
+    for (int op = 0; op < RLX_OP_COUNT; op++) {
+        if (!s->prof[op].count)
+            continue;
+        if (out && n < cap) {
+            out[n] = s->prof[op];
+            out[n].op = (rlx_op)op;
+        }
+        n++;
+    }
+    return n;
 }
 
 /* ---- state -------------------------------------------------------------- */

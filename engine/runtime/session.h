@@ -151,6 +151,21 @@ RLX_API void rlx_session_program_set_timing(rlx_session_program *p, bool enabled
 RLX_API rlx_status rlx_session_program_timings(rlx_session_program *p, double *ms, int32_t n,
                                                rlx_error **err);
 
+/* Profiling: while enabled, every program of the session (and every one
+ * loaded later) is timed per instruction, and each run adds its times to
+ * per-op-kind totals (enabling clears them). Costs a timing query per run,
+ * so leave it off for timed runs. rlx_session_profile copies up to cap
+ * entries (the op kinds that ran, in rlx_op order) and returns how many
+ * there are. */
+typedef struct rlx_session_op_profile {
+    rlx_op op;
+    int64_t count; /* instructions run */
+    double ms;     /* their total time */
+} rlx_session_op_profile;
+
+RLX_API void rlx_session_set_profiling(rlx_session *s, bool enabled);
+RLX_API int32_t rlx_session_profile(const rlx_session *s, rlx_session_op_profile *out, int32_t cap);
+
 /* ---- state -------------------------------------------------------------- */
 
 /* Zero one state tensor (NULL: all of them), e.g. a new conversation. */

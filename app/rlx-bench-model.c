@@ -1,0 +1,492 @@
+/* `rlx bench -m MODEL`: prompt-processing and generation speed of a GGUF
+ * model, measured as llama.cpp's llama-bench measures it.
+ *
+ *   pp P: a prompt of P tokens evaluated from an empty cache in one batch
+ *         (the runner is loaded with n_batch = P);
+ *   tg N: N tokens decoded one at a time from an empty cache.
+ *
+ * The tokens are seeded pseudo-random valid ids. Each test runs once to warm
+ * up, then r times; the table gives tokens per second as mean +/- standard
+ * deviation over the r runs. Below it: generation against the bandwidth
+ * floor (weight bytes read per generated token over a streaming-read
+ * bandwidth measured in the same run), peak RSS against file + KV cache, and
+ * on a GPU device (or with --ops) the time per op kind and where it ran. */
+#include <errno.h>
+#include <inttypes.h>
+#include <json-c/json.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "app/rlx-bench-ops.h"
+#include "backends/base/op.h"
+#include "engine/formats/gguf.h"
+#include "engine/runtime/session.h"
+#include "models/llm/llm.h"
+#include "rlx-cli.h"
+
+static const char bench_usage[] =
+    "usage: rlx bench -m MODEL [options]\n"
+    "  -p N             prompt tokens of the pp test (default 512)\n"
+    "  -n N             generated tokens of the tg test (default 128)\n"
+    "  -r N             repetitions after one warm-up (default 3)\n"
+    "  -t THREADS       CPU threads (default: one per core)\n"
+    "  --device DEV     cpu (default), vulkan:N, cuda:N\n"
+    "  --ctx N          context length (default: max(p, n))\n"
+    "  --kv-type f16|f32  KV cache type (default f16)\n"
+    "  --ops            time every op kind (default on a GPU device)\n"
+    "  --json           one JSON object instead of the table\n";
+
+typedef struct {
+    const char *model, *device;
+    long p, n, r, threads, ctx;
+    rlx_dtype kv;
+    bool json, ops;
+} bench_opts;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static bool parse_long(const char *s, long lo, long hi, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi)
+        return false;
+    *out = v;
+    return true;
+}
+
+/* Returns 0, -1 for --help, or the exit code after printing the error. */
+static int parse(int argc, char **argv, bench_opts *o)
+{
+    *o = (bench_opts){.p = 512, .n = 128, .r = 3, .kv = RLX_DTYPE_F16};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            fputs(bench_usage, stdout);
+            return -1;
+        }
+        if (!strcmp(a, "--json")) {
+            o->json = true;
+            continue;
+        }
+        if (!strcmp(a, "--ops")) {
+            o->ops = true;
+            continue;
+        }
+        if (i + 1 >= argc)
+            return rlx_cli_fail("bench: %s needs a value (see rlx bench -m --help)", a);
+        const char *v = argv[++i];
+        if (!strcmp(a, "-m") || !strcmp(a, "--model"))
+            o->model = v;
+        else if (!strcmp(a, "-p") || !strcmp(a, "--n-prompt")) {
+            if (!parse_long(v, 1, 1 << 20, &o->p))
+                return rlx_cli_fail("bench: -p wants a number of prompt tokens >= 1, not '%s'", v);
+        } else if (!strcmp(a, "-n") || !strcmp(a, "--n-gen")) {
+            if (!parse_long(v, 1, 1 << 20, &o->n))
+                return rlx_cli_fail("bench: -n wants a number of tokens >= 1, not '%s'", v);
+        } else if (!strcmp(a, "-r") || !strcmp(a, "--repetitions")) {
+            if (!parse_long(v, 1, 1000, &o->r))
+                return rlx_cli_fail("bench: -r wants a repetition count >= 1, not '%s'", v);
+        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
+            if (!parse_long(v, 0, 4096, &o->threads))
+                return rlx_cli_fail("bench: -t wants a thread count, not '%s'", v);
+        } else if (!strcmp(a, "--device"))
+            o->device = v;
+        else if (!strcmp(a, "--ctx") || !strcmp(a, "-c")) {
+            if (!parse_long(v, 2, INT32_MAX, &o->ctx))
+                return rlx_cli_fail("bench: --ctx wants a number of tokens (>= 2), not '%s'", v);
+        } else if (!strcmp(a, "--kv-type")) {
+            if (!strcmp(v, "f16"))
+                o->kv = RLX_DTYPE_F16;
+            else if (!strcmp(v, "f32"))
+                o->kv = RLX_DTYPE_F32;
+            else
+                return rlx_cli_fail("bench: --kv-type is f16 or f32, not '%s'", v);
+        } else
+            return rlx_cli_fail("bench: unknown option '%s' (see rlx bench -m --help)", a);
+    }
+    if (!o->model)
+        return rlx_cli_fail("bench: no model; use -m MODEL.gguf");
+    long need = o->p > o->n ? o->p : o->n;
+    if (o->ctx && o->ctx < need)
+        return rlx_cli_fail("bench: --ctx %ld is too small for -p %ld / -n %ld (needs %ld)", o->ctx,
+                            o->p, o->n, need);
+    return 0;
+}
+
+/* ---- what the file holds ------------------------------------------------ */
+
+typedef struct {
+    uint64_t file_bytes, n_params, weight_bytes, token_bytes;
+    char name[128], types[256];
+    bool tied;
+} model_facts;
+
+static void fmt_types(const rlx_gguf *g, char *out, size_t cap)
+{
+    int count[RLX_DTYPE_COUNT] = {0};
+    for (uint64_t i = 0; i < rlx_gguf_n_tensors(g); i++) {
+        const rlx_gguf_tensor *t = rlx_gguf_tensor_at(g, i);
+        if ((int)t->dtype >= 0 && t->dtype < RLX_DTYPE_COUNT)
+            count[t->dtype]++;
+    }
+    out[0] = 0;
+    size_t o = 0;
+    /* most tensors first */
+    for (;;) {
+        int best = -1;
+        for (int d = 0; d < RLX_DTYPE_COUNT; d++)
+            if (count[d] > 0 && (best < 0 || count[d] > count[best]))
+                best = d;
+        if (best < 0)
+            break;
+        int k =
+            snprintf(out + o, cap - o, "%s%s:%d", o ? " " : "", rlx_dtype_name(best), count[best]);
+        if (k < 0 || (size_t)k >= cap - o)
+            break;
+        o += (size_t)k;
+        count[best] = 0;
+    }
+}
+
+/* Bytes of weights one generated token reads: every tensor once, except the
+ * token embedding, of which the lookup reads one row, unless it is also the
+ * output matrix (tied: no output.weight), which reads it whole. */
+static rlx_status read_facts(const char *path, model_facts *f, rlx_error **err)
+{
+    memset(f, 0, sizeof *f);
+    struct stat stb;
+    if (stat(path, &stb) != 0)
+        return rlx_error_set(err, RLX_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+    f->file_bytes = (uint64_t)stb.st_size;
+    rlx_gguf *g = NULL;
+    rlx_status s = rlx_gguf_open(path, &g, err);
+    if (s != RLX_OK)
+        return s;
+    f->tied = rlx_gguf_find_tensor(g, "output.weight") == NULL;
+    for (uint64_t i = 0; i < rlx_gguf_n_tensors(g); i++) {
+        const rlx_gguf_tensor *t = rlx_gguf_tensor_at(g, i);
+        f->n_params += t->n_elements;
+        f->weight_bytes += t->n_bytes;
+        uint64_t read = t->n_bytes;
+        if (!strcmp(t->name, "token_embd.weight") && t->n_dims >= 2 && t->ne[1] > 0) {
+            uint64_t row = t->n_bytes / t->ne[1];
+            read = f->tied ? t->n_bytes + row : row;
+        }
+        f->token_bytes += read;
+    }
+    const char *base = strrchr(path, '/');
+    snprintf(f->name, sizeof f->name, "%s", base ? base + 1 : path);
+    fmt_types(g, f->types, sizeof f->types);
+    rlx_gguf_close(g);
+    return RLX_OK;
+}
+
+/* ---- the tests ---------------------------------------------------------- */
+
+static uint64_t g_rng = 0x2545f4914f6cdd1dull;
+
+static rlx_token rand_token(int32_t n_vocab)
+{
+    g_rng ^= g_rng << 13;
+    g_rng ^= g_rng >> 7;
+    g_rng ^= g_rng << 17;
+    return (rlx_token)(g_rng % (uint64_t)n_vocab);
+}
+
+typedef struct {
+    char name[32];
+    int n_tokens;
+    double mean, sd; /* tokens per second */
+    double *samples; /* r of them */
+} test_result;
+
+static void summarize(test_result *t, int r)
+{
+    double sum = 0, sq = 0;
+    for (int i = 0; i < r; i++)
+        sum += t->samples[i];
+    t->mean = sum / r;
+    for (int i = 0; i < r; i++)
+        sq += (t->samples[i] - t->mean) * (t->samples[i] - t->mean);
+    t->sd = r > 1 ? sqrt(sq / (r - 1)) : 0.0;
+}
+
+/* One pp run: reset, then the whole prompt as one batch. */
+static rlx_status run_pp(rlx_llm *m, const rlx_token *toks, int n, float *logits, double *secs,
+                         rlx_error **err)
+{
+    rlx_llm_reset(m);
+    double t0 = now_s();
+    rlx_status s = rlx_llm_eval(m, toks, (size_t)n, logits, err);
+    *secs = now_s() - t0;
+    return s;
+}
+
+/* One tg run: reset, then n single-token evaluations. */
+static rlx_status run_tg(rlx_llm *m, const rlx_token *toks, int n, float *logits, double *secs,
+                         rlx_error **err)
+{
+    rlx_llm_reset(m);
+    double t0 = now_s();
+    for (int i = 0; i < n; i++) {
+        rlx_status s = rlx_llm_eval(m, toks + i, 1, logits, err);
+        if (s != RLX_OK)
+            return s;
+    }
+    *secs = now_s() - t0;
+    return RLX_OK;
+}
+
+static int cmp_prof(const void *a, const void *b)
+{
+    double x = ((const rlx_session_op_profile *)a)->ms, y = ((const rlx_session_op_profile *)b)->ms;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+static double mib(uint64_t b)
+{
+    return (double)b / (1024.0 * 1024.0);
+}
+
+int rlx_bench_model_main(int argc, char **argv)
+{
+    bench_opts o;
+    int rc = parse(argc, argv, &o);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+
+    rlx_error *err = NULL;
+    model_facts f;
+    if (read_facts(o.model, &f, &err) != RLX_OK) {
+        rc = rlx_cli_fail("bench: %s", rlx_error_message(err));
+        rlx_error_free(err);
+        return rc;
+    }
+    rlx_llm_params lp = rlx_llm_default_params();
+    lp.device = o.device;
+    lp.n_threads = (int)o.threads;
+    lp.n_batch = (int32_t)o.p;
+    lp.n_ctx = (int32_t)(o.ctx ? o.ctx : (o.p > o.n ? o.p : o.n));
+    lp.kv_dtype = o.kv;
+    rlx_llm *m = NULL;
+    if (rlx_llm_load(o.model, &lp, &m, &err) != RLX_OK) {
+        rc = rlx_cli_fail("bench: %s", rlx_error_message(err));
+        rlx_error_free(err);
+        return rc;
+    }
+    rlx_session *s = rlx_llm_session(m);
+    rlx_device_info di;
+    memset(&di, 0, sizeof di);
+    if (rlx_session_device_info(s, &di, &err) != RLX_OK) {
+        rlx_error_free(err);
+        err = NULL;
+        snprintf(di.id, sizeof di.id, "%s", o.device ? o.device : "cpu");
+    }
+    bool on_cpu = !strcmp(di.backend, "cpu") || !strcmp(di.id, "cpu");
+    int threads = di.n_threads > 0 ? di.n_threads : (int)o.threads;
+    const int32_t n_vocab = rlx_llm_get_config(m)->n_vocab;
+
+    rlx_token *prompt = malloc((size_t)o.p * sizeof *prompt);
+    rlx_token *gen = malloc((size_t)o.n * sizeof *gen);
+    float *logits = malloc((size_t)n_vocab * sizeof *logits);
+    test_result tests[2] = {{.n_tokens = (int)o.p}, {.n_tokens = (int)o.n}};
+    tests[0].samples = calloc((size_t)o.r, sizeof(double));
+    tests[1].samples = calloc((size_t)o.r, sizeof(double));
+    if (!prompt || !gen || !logits || !tests[0].samples || !tests[1].samples) {
+        rc = rlx_cli_fail("bench: out of memory");
+        goto done;
+    }
+    for (long i = 0; i < o.p; i++)
+        prompt[i] = rand_token(n_vocab);
+    for (long i = 0; i < o.n; i++)
+        gen[i] = rand_token(n_vocab);
+    snprintf(tests[0].name, sizeof tests[0].name, "pp%ld", o.p);
+    snprintf(tests[1].name, sizeof tests[1].name, "tg%ld", o.n);
+
+    for (int t = 0; t < 2; t++)
+        for (long r = -1; r < o.r; r++) { /* r = -1: the warm-up */
+            double secs = 0;
+            rlx_status st = t == 0 ? run_pp(m, prompt, (int)o.p, logits, &secs, &err)
+                                   : run_tg(m, gen, (int)o.n, logits, &secs, &err);
+            if (st != RLX_OK) {
+                rc = rlx_cli_fail("bench: %s: %s", tests[t].name, rlx_error_message(err));
+                rlx_error_free(err);
+                goto done;
+            }
+            if (r >= 0)
+                tests[t].samples[r] = secs > 0 ? tests[t].n_tokens / secs : 0;
+        }
+    summarize(&tests[0], (int)o.r);
+    summarize(&tests[1], (int)o.r);
+
+    /* peak RSS before the bandwidth buffer below adds to it */
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    uint64_t peak_rss = (uint64_t)ru.ru_maxrss * 1024;
+    rlx_session_memory_info mem = rlx_session_memory(s);
+
+    /* per-op times: one more pp and tg run with profiling on */
+    rlx_session_op_profile prof[RLX_OP_COUNT];
+    int32_t n_prof = 0;
+    if (o.ops || !on_cpu) {
+        rlx_session_set_profiling(s, true);
+        double secs;
+        rlx_status st = run_pp(m, prompt, (int)o.p, logits, &secs, &err);
+        if (st == RLX_OK)
+            st = run_tg(m, gen, (int)o.n, logits, &secs, &err);
+        if (st != RLX_OK) {
+            rc = rlx_cli_fail("bench: timing the ops: %s", rlx_error_message(err));
+            rlx_error_free(err);
+            goto done;
+        }
+        n_prof = rlx_session_profile(s, prof, RLX_OP_COUNT);
+        rlx_session_set_profiling(s, false);
+        qsort(prof, (size_t)(n_prof < RLX_OP_COUNT ? n_prof : RLX_OP_COUNT), sizeof *prof,
+              cmp_prof);
+    }
+
+    /* host streaming-read bandwidth with the same thread count */
+    double bw = 0;
+    if (on_cpu) {
+        rlx_threadpool *pool = NULL;
+        if (rlx_threadpool_create(threads, &pool) == RLX_OK) {
+            bw = rlx_bench_measure_bandwidth(pool, 3, (size_t)1 << 30);
+            rlx_threadpool_free(pool);
+        }
+    }
+    double floor_tps = bw > 0 ? bw * 1e9 / (double)f.token_bytes : 0;
+
+    if (o.json) {
+        json_object *j = json_object_new_object();
+        json_object_object_add(j, "model", json_object_new_string(f.name));
+        json_object_object_add(j, "file_bytes", json_object_new_int64((int64_t)f.file_bytes));
+        json_object_object_add(j, "n_params", json_object_new_int64((int64_t)f.n_params));
+        json_object_object_add(j, "types", json_object_new_string(f.types));
+        json_object_object_add(j, "device", json_object_new_string(di.id));
+        json_object_object_add(j, "device_name", json_object_new_string(di.name));
+        json_object_object_add(j, "threads", json_object_new_int(threads));
+        json_object_object_add(j, "n_ctx", json_object_new_int(rlx_llm_n_ctx(m)));
+        json_object_object_add(j, "kv_type", json_object_new_string(rlx_dtype_name(o.kv)));
+        json_object *arr = json_object_new_array();
+        for (int t = 0; t < 2; t++) {
+            json_object *e = json_object_new_object();
+            json_object_object_add(e, "test", json_object_new_string(tests[t].name));
+            json_object_object_add(e, "n_tokens", json_object_new_int(tests[t].n_tokens));
+            json_object_object_add(e, "tps_mean", json_object_new_double(tests[t].mean));
+            json_object_object_add(e, "tps_sd", json_object_new_double(tests[t].sd));
+            json_object *sa = json_object_new_array();
+            for (long r = 0; r < o.r; r++)
+                json_object_array_add(sa, json_object_new_double(tests[t].samples[r]));
+            json_object_object_add(e, "tps_samples", sa);
+            json_object_array_add(arr, e);
+        }
+        json_object_object_add(j, "tests", arr);
+        json_object_object_add(j, "bytes_per_token", json_object_new_int64((int64_t)f.token_bytes));
+        if (bw > 0) {
+            json_object_object_add(j, "bandwidth_gbs", json_object_new_double(bw));
+            json_object_object_add(j, "tg_floor_fraction",
+                                   json_object_new_double(tests[1].mean / floor_tps));
+        }
+        json_object_object_add(j, "peak_rss_bytes", json_object_new_int64((int64_t)peak_rss));
+        json_object_object_add(j, "kv_bytes", json_object_new_int64((int64_t)mem.state_bytes));
+        json_object_object_add(j, "arena_bytes", json_object_new_int64((int64_t)mem.arena_bytes));
+        if (n_prof > 0) {
+            json_object *ops = json_object_new_array();
+            for (int32_t i = 0; i < n_prof && i < RLX_OP_COUNT; i++) {
+                json_object *e = json_object_new_object();
+                json_object_object_add(e, "op", json_object_new_string(rlx_op_name(prof[i].op)));
+                json_object_object_add(e, "count", json_object_new_int64(prof[i].count));
+                json_object_object_add(e, "ms", json_object_new_double(prof[i].ms));
+                json_object_object_add(e, "device", json_object_new_string(di.id));
+                json_object_array_add(ops, e);
+            }
+            json_object_object_add(j, "ops", ops);
+        }
+        puts(json_object_to_json_string_ext(j, JSON_C_TO_STRING_PRETTY));
+        json_object_put(j);
+        goto done;
+    }
+
+    /* the table, llama-bench's columns plus the type mix */
+    char size[32], params[32], thr[16], tps[2][48];
+    snprintf(size, sizeof size, "%.2f MiB", mib(f.file_bytes));
+    if (f.n_params >= 1000000000ull)
+        snprintf(params, sizeof params, "%.2f B", (double)f.n_params / 1e9);
+    else if (f.n_params >= 1000000ull)
+        snprintf(params, sizeof params, "%.2f M", (double)f.n_params / 1e6);
+    else
+        snprintf(params, sizeof params, "%.2f K", (double)f.n_params / 1e3);
+    snprintf(thr, sizeof thr, "%d", threads);
+    for (int t = 0; t < 2; t++)
+        snprintf(tps[t], sizeof tps[t], "%.2f ± %.2f", tests[t].mean, tests[t].sd);
+    int wm = (int)strlen(f.name), wt = (int)strlen(f.types), wd = (int)strlen(di.id);
+    wm = wm < 5 ? 5 : wm;
+    wt = wt < 5 ? 5 : wt;
+    wd = wd < 6 ? 6 : wd;
+    printf("| %-*s | %10s | %10s | %-*s | %-*s | %7s | %8s | %20s |\n", wm, "model", "size",
+           "params", wt, "types", wd, "device", "threads", "test", "t/s");
+    printf("| ");
+    for (int i = 0; i < wm; i++)
+        putchar('-');
+    printf(" | ---------: | ---------: | ");
+    for (int i = 0; i < wt; i++)
+        putchar('-');
+    printf(" | ");
+    for (int i = 0; i < wd; i++)
+        putchar('-');
+    printf(" | ------: | -------: | -------------------: |\n");
+    for (int t = 0; t < 2; t++)
+        /* "±" is two bytes and one column: one more byte of width */
+        printf("| %-*s | %10s | %10s | %-*s | %-*s | %7s | %8s | %21s |\n", wm, f.name, size,
+               params, wt, f.types, wd, di.id, thr, tests[t].name, tps[t]);
+    printf("\n");
+    printf("device: %s (%s), context %d, KV cache %s, runs: %ld after a warm-up\n", di.id, di.name,
+           rlx_llm_n_ctx(m), rlx_dtype_name(o.kv), o.r);
+    if (bw > 0)
+        printf("%s is %.0f%% of the bandwidth floor (%.3f GB/token, %.2f GB/s; floor %.2f t/s)\n",
+               tests[1].name, 100.0 * tests[1].mean / floor_tps, (double)f.token_bytes / 1e9, bw,
+               floor_tps);
+    else
+        printf("bandwidth floor: not measured on %s (%.3f GB of weights read per token)\n", di.id,
+               (double)f.token_bytes / 1e9);
+    uint64_t base = f.file_bytes + mem.state_bytes;
+    char kvb[32], actb[32];
+    printf("memory: peak RSS %.1f MiB; file %.1f MiB + KV cache %s = %.1f MiB (peak RSS is "
+           "%.1f%% of it; activations %s)\n",
+           mib(peak_rss), mib(f.file_bytes), rlx_format_bytes(mem.state_bytes, kvb, sizeof kvb),
+           mib(base), 100.0 * (double)peak_rss / (double)base,
+           rlx_format_bytes(mem.arena_bytes, actb, sizeof actb));
+    if (n_prof > 0) {
+        double total = 0;
+        for (int32_t i = 0; i < n_prof && i < RLX_OP_COUNT; i++)
+            total += prof[i].ms;
+        printf("\nop times over one %s and one %s run (device each ran on):\n", tests[0].name,
+               tests[1].name);
+        printf("  %-16s %9s %12s %7s  %s\n", "op", "count", "total ms", "share", "device");
+        for (int32_t i = 0; i < n_prof && i < RLX_OP_COUNT; i++)
+            printf("  %-16s %9" PRId64 " %12.3f %6.1f%%  %s\n", rlx_op_name(prof[i].op),
+                   prof[i].count, prof[i].ms, total > 0 ? 100.0 * prof[i].ms / total : 0.0, di.id);
+        printf("  %-16s %9s %12.3f\n", "total", "", total);
+    }
+
+done:
+    free(prompt);
+    free(gen);
+    free(logits);
+    free(tests[0].samples);
+    free(tests[1].samples);
+    rlx_llm_free(m);
+    return rc;
+}
