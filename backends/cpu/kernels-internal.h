@@ -172,10 +172,58 @@ extern const rlx_vec_ops rlx_vec_ops_scalar;
 extern const rlx_vec_ops rlx_vec_ops_avx2;
 extern const rlx_vec_ops rlx_vec_ops_avx512;
 
+
+/* ---- quantized GEMM for M > 1 (qgemm.c + qgemm-<isa>.c) ----
+ * Activations are quantized once per call as for the dot products (Q8_0
+ * blocks for Q4_0/Q8_0, Q8_K for the K-quants: the integer sums equal the
+ * dot products' exactly) and stored split: int8 rows, float scales, and per
+ * sub-block terms. A panel kernel repacks up to RLX_QG_NC weight rows into an
+ * interleaved unsigned layout and runs every activation row over it. */
+#define RLX_QG_NC 32 /* weight rows per panel */
+
+typedef struct rlx_qg_act {
+    const int8_t *q;   /* row m at q + m*ldq: K int8 */
+    int64_t ldq;       /* bytes */
+    const float *d;    /* row m at d + m*ldd: one scale per 32 (Q8_0 family) or 256 */
+    int64_t ldd;       /* floats */
+    const int32_t *ofs; /* row m at ofs + m*ldo, per sub-block: -offset * sum(q)
+                         * (Q8_0: 128 per 32, Q4_0: 8 per 32, Q6_K: 32 per 16) */
+    const float *msum; /* Q4_K/Q5_K: row m at msum + m*ldo, sum(q) per 32 */
+    int64_t ldo;       /* entries (K / 16) */
+} rlx_qg_act;
+
+/* y[m*ldy + j] = row j of w (j < n_rows <= RLX_QG_NC) . activation row m, for
+ * m < M; panel: rlx_qg_panel_bytes(type, K) bytes of 64-aligned scratch. */
+typedef void (*rlx_qgemm_panel_fn)(const void *w, size_t w_row_bytes, int n_rows, int64_t K,
+                                   const rlx_qg_act *a, int64_t M, float *y, int64_t ldy,
+                                   void *panel);
+
+static inline size_t rlx_qg_panel_bytes(rlx_dtype t, int64_t K)
+{
+    /* per 32 elements: 32 columns x 32 bytes of quants, then per sub-block 32
+     * float scales (and 32 float mins for Q4_K/Q5_K) */
+    size_t per32 = 32 * 32 + 128;
+    if (t == RLX_DTYPE_Q4_K || t == RLX_DTYPE_Q5_K)
+        per32 += 128;
+    if (t == RLX_DTYPE_Q6_K)
+        per32 += 128; /* sub-blocks of 16 */
+    return (size_t)(K / 32) * per32 + 64;
+}
+
+/* qgemm.c: M > 1 products through t->qgemm (true when it ran; false: the
+ * type has no panel kernel on this ISA, nothing was written). */
+struct rlx_cpu_table;
+bool rlx_cpu_qgemm_available(const struct rlx_cpu_table *t, rlx_dtype wtype);
+size_t rlx_cpu_qgemm_scratch_bytes(rlx_dtype wtype, int64_t M, int64_t K, int n_threads);
+void rlx_cpu_qgemm(rlx_threadpool *pool, const struct rlx_cpu_table *t, rlx_dtype wtype,
+                   const void *w, size_t w_row_bytes, int64_t N, int64_t K, const float *x,
+                   int64_t ldx, int64_t M, float *y, int64_t ldy, void *scratch);
+
 typedef struct rlx_cpu_table {
     rlx_cpu_isa isa;
     rlx_vec_dot_fn dot[RLX_DTYPE_COUNT];
     rlx_vec_ops vec;
+    rlx_qgemm_panel_fn qgemm[RLX_DTYPE_COUNT]; /* NULL: per-row dots for M > 1 */
 } rlx_cpu_table;
 
 /* The active table (set by rlx_cpu_kernels_init / set_isa). */
@@ -186,5 +234,7 @@ const rlx_cpu_table *rlx_cpu_table_get(void);
 void rlx_cpu_fill_dots_scalar(rlx_cpu_table *t);
 void rlx_cpu_fill_dots_avx2(rlx_cpu_table *t);
 void rlx_cpu_fill_dots_avx512(rlx_cpu_table *t);
+/* qgemm-avx512.c: the M > 1 panel kernels (AVX-512 VNNI). */
+void rlx_cpu_fill_qgemm_avx512(rlx_cpu_table *t);
 
 #endif

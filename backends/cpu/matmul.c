@@ -74,7 +74,12 @@ size_t rlx_cpu_matmul_scratch_bytes(rlx_dtype wtype, int64_t M, int64_t K, int n
     size_t bytes = align64(act_row_bytes(k, K) * (size_t)M);
     if ((wtype == RLX_DTYPE_F16 || wtype == RLX_DTYPE_BF16) && M > 1)
         bytes += (size_t)n_threads * align64((size_t)TILE_ROWS * (size_t)K * sizeof(float));
-    return bytes + 64;
+    bytes += 64;
+    if (M > 1) { /* the quantized GEMM (qgemm.c), whichever ISA runs */
+        size_t qg = rlx_cpu_qgemm_scratch_bytes(wtype, M, K, n_threads);
+        bytes = qg > bytes ? qg : bytes;
+    }
+    return bytes;
 }
 
 typedef struct {
@@ -179,6 +184,11 @@ rlx_status rlx_cpu_matmul(rlx_threadpool *pool, rlx_dtype wtype, const void *w, 
         if (!owned)
             return RLX_ERR_NO_MEMORY;
         scratch = owned;
+    }
+    if (M > 1 && rlx_cpu_qgemm_available(t, wtype)) {
+        rlx_cpu_qgemm(pool, t, wtype, w, w_row_bytes, N, K, x, ldx, M, y, ldy, scratch);
+        free(owned);
+        return RLX_OK;
     }
 
     mm_ctx c = {
