@@ -434,6 +434,10 @@ static rlx_status plan(rlx_llm *m, const rlx_llm_params *p, rlx_error **err)
             return st;
         if (exact <= budget)
             break;
+        if (p->gpu_layers > 0)
+            return rlx_error_set(err, RLX_ERR_BUDGET,
+                                 "%s: %d layers need %.1f MiB, more than the budget of %.1f MiB",
+                                 m->place.device, k, mib(exact), mib(budget));
         if (k == 0)
             return rlx_error_set(err, RLX_ERR_BUDGET,
                                  "%s: even without any decoder layer, the embedding, output and "
