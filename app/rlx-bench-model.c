@@ -36,7 +36,7 @@ static const char bench_usage[] =
     "  -r N             repetitions after one warm-up (default 3)\n"
     "  -t THREADS       CPU threads (default: one per core)\n"
     "  --device DEV     cpu (default), vulkan:N, cuda:N\n"
-    "  --ctx N          context length (default: max(p, n))\n"
+    "  --ctx N          context length (default: max(p + 1, n))\n"
     "  --kv-type f16|f32  KV cache type (default f16)\n"
     "  --ops            time every op kind (default on a GPU device)\n"
     "  --json           one JSON object instead of the table\n";
@@ -118,7 +118,8 @@ static int parse(int argc, char **argv, bench_opts *o)
     }
     if (!o->model)
         return rlx_cli_fail("bench: no model; use -m MODEL.gguf");
-    long need = o->p > o->n ? o->p : o->n;
+    /* the runner's batch must be shorter than its context */
+    long need = o->p + 1 > o->n ? o->p + 1 : o->n;
     if (o->ctx && o->ctx < need)
         return rlx_cli_fail("bench: --ctx %ld is too small for -p %ld / -n %ld (needs %ld)", o->ctx,
                             o->p, o->n, need);
@@ -278,7 +279,7 @@ int rlx_bench_model_main(int argc, char **argv)
     lp.device = o.device;
     lp.n_threads = (int)o.threads;
     lp.n_batch = (int32_t)o.p;
-    lp.n_ctx = (int32_t)(o.ctx ? o.ctx : (o.p > o.n ? o.p : o.n));
+    lp.n_ctx = (int32_t)(o.ctx ? o.ctx : (o.p + 1 > o.n ? o.p + 1 : o.n));
     lp.kv_dtype = o.kv;
     rlx_llm *m = NULL;
     if (rlx_llm_load(o.model, &lp, &m, &err) != RLX_OK) {

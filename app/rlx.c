@@ -41,6 +41,8 @@ static const struct {
      "IN.gguf OUT.gguf TYPE [-t THREADS]   llama.cpp quantization presets"},
     {"make-model", rlx_cmd_make_model,
      "--shape S --vocab V --out F   random-weight model for benchmarks"},
+    {"perplexity", rlx_cmd_perplexity,
+     "-m MODEL -f TEXT [--ctx N]   perplexity of a text (llama.cpp's method)"},
     {"bench", cmd_bench,
      "-m MODEL [-p 512 -n 128 -r 3]   model speed (llama-bench); ops: the CPU kernels"},
 };
