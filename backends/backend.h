@@ -56,6 +56,10 @@ typedef struct rlx_device_info {
 
 typedef struct rlx_device_opts {
     int n_threads; /* CPU: 0 = one per physical core */
+    /* GPU: use the f32 kernels (halves unpacked from 32-bit words, f32
+     * arithmetic) even where the device offers 16-bit storage and float16
+     * arithmetic, whose kernels are chosen by default (tests run both). */
+    bool force_f32;
 } rlx_device_opts;
 
 /* Opaque per-backend objects. Each backend's struct starts with this header

@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "backends/backend.h"
+#include "backends/base/dtype.h"
 #include "test-util.h"
 
 static const rlx_backend_i *vk;
@@ -285,6 +286,95 @@ static void test_two_programs(void **state)
     vk->device_close(d2);
 }
 
+/* A new buffer may get a freed one's VkBuffer handle: the program must
+ * still bind the new one (a stale descriptor would write freed memory and
+ * leave the new buffer zero). */
+static void test_rebind_new_buffer(void **state)
+{
+    (void)state;
+    enum { N = 64 };
+    float a[N], b[N], got[N];
+    for (int i = 0; i < N; i++) {
+        a[i] = (float)i;
+        b[i] = 0.25f * (float)(i % 7);
+    }
+    rlx_device *d = open_dev();
+    prog_def padd;
+    make_binary(&padd, RLX_OP_ADD, 1, N, false);
+    rlx_program *add = NULL;
+    assert_int_equal(vk->program_create(d, &padd.lir, &add, NULL), RLX_OK);
+    for (int rep = 0; rep < 8; rep++) {
+        rlx_buffer *ba = upload(d, a, N), *bb = upload(d, b, N), *bo = NULL;
+        assert_int_equal(vk->buffer_alloc(d, sizeof got, &bo, NULL), RLX_OK);
+        run_binary(add, ba, bb, bo, 0);
+        assert_int_equal(vk->buffer_read(bo, 0, got, sizeof got, NULL), RLX_OK);
+        for (int i = 0; i < N; i++)
+            assert_true(got[i] == a[i] + b[i]);
+        vk->buffer_free(bo);
+        vk->buffer_free(bb);
+        vk->buffer_free(ba);
+        b[rep] += 1.0f;
+    }
+    vk->program_free(add);
+    vk->device_close(d);
+}
+
+/* The kernel variant follows the device's features (f16 where it has 16-bit
+ * storage and float16 arithmetic) unless an open forces the f32 kernels; the
+ * description says which. Both variants, open at once on one device, store
+ * the same round-to-nearest-even halves. */
+static void test_kernel_variants(void **state)
+{
+    (void)state;
+    rlx_device_info info;
+    assert_int_equal(vk->device_info(0, &info, NULL), RLX_OK);
+    bool has = strstr(info.features, " storage16") && strstr(info.features, " float16");
+    assert_non_null(strstr(info.features, has ? "f16 kernels" : "f32 kernels"));
+    rlx_device *dv[2] = {NULL, NULL};
+    for (int f = 0; f < 2; f++) {
+        rlx_device_opts o = {.force_f32 = f == 1};
+        assert_int_equal(vk->device_open(0, &o, &dv[f], NULL), RLX_OK);
+        assert_int_equal(vk->device_query(dv[f], &info, NULL), RLX_OK);
+        print_message("  force_f32 %d: %s\n", f, info.features);
+        assert_non_null(strstr(info.features, f == 0 && has ? "f16 kernels" : "f32 kernels"));
+    }
+    enum { N = 67 };
+    float a[N], b[N];
+    uint16_t got[2][N];
+    for (int i = 0; i < N; i++) {
+        /* halfway between two halves (1 + k/1024 + 1/2048): ties to even */
+        a[i] = 1.0f + (float)(i % 32) / 1024.0f;
+        b[i] = i < 40 ? 1.0f / 2048.0f : -3.0e-5f * (float)i;
+    }
+    prog_def P;
+    make_binary(&P, RLX_OP_ADD, 1, N, false);
+    P.values[2].dtype = RLX_DTYPE_F16;
+    P.values[2].max_bytes = N * 2;
+    P.outputs[0].dtype = RLX_DTYPE_F16;
+    P.outputs[0].max_bytes = N * 2;
+    for (int f = 0; f < 2; f++) {
+        if (!vk->supports_op(dv[f], &P.lir, &P.instr))
+            fail_msg("the Vulkan backend declines an f32 + f32 -> f16 add");
+        rlx_program *p = NULL;
+        assert_int_equal(vk->program_create(dv[f], &P.lir, &p, NULL), RLX_OK);
+        rlx_buffer *ba = upload(dv[f], a, N), *bb = upload(dv[f], b, N), *bo = NULL;
+        assert_int_equal(vk->buffer_alloc(dv[f], sizeof got[f], &bo, NULL), RLX_OK);
+        run_binary(p, ba, bb, bo, 0);
+        assert_int_equal(vk->buffer_read(bo, 0, got[f], sizeof got[f], NULL), RLX_OK);
+        vk->buffer_free(ba);
+        vk->buffer_free(bb);
+        vk->buffer_free(bo);
+        vk->program_free(p);
+    }
+    for (int i = 0; i < N; i++) {
+        float sum = a[i] + b[i];
+        assert_int_equal(got[0][i], got[1][i]);
+        assert_int_equal(got[1][i], rlx_f32_to_f16(sum));
+    }
+    vk->device_close(dv[0]);
+    vk->device_close(dv[1]);
+}
+
 /* One program, several SEQ values: the recorded command buffer is replayed
  * with new records; timing reports per-instruction times. */
 static void test_symbolic_replay_and_timing(void **state)
@@ -457,6 +547,8 @@ int main(void)
         cmocka_unit_test(test_symbolic_replay_and_timing),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_gather_range),
+        cmocka_unit_test(test_rebind_new_buffer),
+        cmocka_unit_test(test_kernel_variants),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -8,6 +8,10 @@
  * the reference sees exactly the values the backend sees. Shapes cover size
  * 1, odd sizes, non-multiples of 8/16 and one large case per op family;
  * layouts cover contiguous, padded rows and transposed views.
+ *
+ * The GPU backends run twice: with their default kernels (Vulkan: the f16
+ * variant on a device with 16-bit storage and float16 arithmetic), then
+ * forced to their f32 kernels (rlx_device_opts.force_f32).
  */
 #include <float.h>
 #include <math.h>
@@ -495,6 +499,10 @@ static void make_lir(one_lir *L, rlx_op op, const rlx_op_params *p, tt **in, int
     L->lir.outputs = L->outputs;
 }
 
+/* The second pass: GPU backends forced to their f32 kernels, the CPU
+ * (which has one kind) skipped. */
+static bool pass_f32 = false;
+
 /* Run on backend `be`; false when the backend declines the op (allowed
  * for backends other than the CPU, which must take everything here). */
 static bool run_on(const rlx_backend_i *be, rlx_op op, const rlx_op_params *p, tt **in, int n_in,
@@ -504,7 +512,7 @@ static bool run_on(const rlx_backend_i *be, rlx_op op, const rlx_op_params *p, t
     make_lir(&L, op, p, in, n_in, out);
     rlx_error *err = NULL;
     rlx_device *dev = NULL;
-    rlx_device_opts opts = {.n_threads = 2};
+    rlx_device_opts opts = {.n_threads = 2, .force_f32 = pass_f32};
     if (be->device_open(0, &opts, &dev, &err) != RLX_OK) {
         print_message("  %s: no device (%s), skipped\n", be->name, rlx_error_message(err));
         rlx_error_free(err);
@@ -593,6 +601,8 @@ static void run_all(const char *what, rlx_op op, const rlx_op_params *p, tt **in
 {
     for (int b = 0; b < rlx_backend_count(); b++) {
         const rlx_backend_i *be = rlx_backend_at(b);
+        if (pass_f32 && strcmp(be->name, "cpu") == 0)
+            continue;
         memset(out->raw, 0xCD, out->raw_bytes); /* poison: every element must be written */
         if (!run_on(be, op, p, in, n_in, out))
             continue;
@@ -2512,5 +2522,37 @@ int main(void)
         cmocka_unit_test(test_symbolic),
         cmocka_unit_test(test_symbolic_offsets),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    int rc = cmocka_run_group_tests_name("default kernels", tests, NULL, NULL);
+    /* again on the GPU backends with their f32 kernels */
+    bool gpu = false;
+    for (int b = 0; b < rlx_backend_count(); b++)
+        gpu |= strcmp(rlx_backend_at(b)->name, "cpu") != 0 && rlx_backend_at(b)->device_count() > 0;
+    if (!gpu)
+        return rc;
+    pass_f32 = true;
+    const struct CMUnitTest gpu_tests[] = {
+        cmocka_unit_test(test_unary),
+        cmocka_unit_test(test_unary_large),
+        cmocka_unit_test(test_binary),
+        cmocka_unit_test(test_where),
+        cmocka_unit_test(test_cast_copy),
+        cmocka_unit_test(test_fused),
+        cmocka_unit_test(test_matmul_float),
+        cmocka_unit_test(test_matmul_quant),
+        cmocka_unit_test(test_reduce),
+        cmocka_unit_test(test_softmax),
+        cmocka_unit_test(test_norms),
+        cmocka_unit_test(test_group_norm),
+        cmocka_unit_test(test_rope),
+        cmocka_unit_test(test_attention),
+        cmocka_unit_test(test_conv),
+        cmocka_unit_test(test_resize),
+        cmocka_unit_test(test_pool),
+        cmocka_unit_test(test_reshape_permute),
+        cmocka_unit_test(test_slice_concat_pad),
+        cmocka_unit_test(test_gather),
+        cmocka_unit_test(test_scatter),
+        cmocka_unit_test(test_scatter_q8_0),
+    };
+    return rc | cmocka_run_group_tests_name("GPU f32 kernels", gpu_tests, NULL, NULL);
 }

@@ -36,20 +36,57 @@ static const uint32_t spv_spatial[] =
 static const uint32_t spv_gather[] =
 #include "backends/vulkan/gather.spv.h"
     ;
+static const uint32_t spv_ew_f16[] =
+#include "backends/vulkan/ew-f16.spv.h"
+    ;
+static const uint32_t spv_matmul_f16[] =
+#include "backends/vulkan/matmul-f16.spv.h"
+    ;
+static const uint32_t spv_rowop_f16[] =
+#include "backends/vulkan/rowop-f16.spv.h"
+    ;
+static const uint32_t spv_rope_f16[] =
+#include "backends/vulkan/rope-f16.spv.h"
+    ;
+static const uint32_t spv_attention_f16[] =
+#include "backends/vulkan/attention-f16.spv.h"
+    ;
+static const uint32_t spv_conv_f16[] =
+#include "backends/vulkan/conv-f16.spv.h"
+    ;
+static const uint32_t spv_spatial_f16[] =
+#include "backends/vulkan/spatial-f16.spv.h"
+    ;
+static const uint32_t spv_gather_f16[] =
+#include "backends/vulkan/gather-f16.spv.h"
+    ;
 
+/* [variant][kernel]: 0 the f32 kernels, 1 the f16 ones */
 static const struct {
     const uint32_t *code;
     size_t bytes;
     const char *name;
-} shaders[VK_K_COUNT] = {
-    [VK_K_EW] = {spv_ew, sizeof spv_ew, "ew"},
-    [VK_K_MATMUL] = {spv_matmul, sizeof spv_matmul, "matmul"},
-    [VK_K_ROWOP] = {spv_rowop, sizeof spv_rowop, "rowop"},
-    [VK_K_ROPE] = {spv_rope, sizeof spv_rope, "rope"},
-    [VK_K_ATTN] = {spv_attention, sizeof spv_attention, "attention"},
-    [VK_K_CONV] = {spv_conv, sizeof spv_conv, "conv"},
-    [VK_K_SPATIAL] = {spv_spatial, sizeof spv_spatial, "spatial"},
-    [VK_K_GATHER] = {spv_gather, sizeof spv_gather, "gather"},
+} shaders[2][VK_K_COUNT] = {
+    {
+        [VK_K_EW] = {spv_ew, sizeof spv_ew, "ew"},
+        [VK_K_MATMUL] = {spv_matmul, sizeof spv_matmul, "matmul"},
+        [VK_K_ROWOP] = {spv_rowop, sizeof spv_rowop, "rowop"},
+        [VK_K_ROPE] = {spv_rope, sizeof spv_rope, "rope"},
+        [VK_K_ATTN] = {spv_attention, sizeof spv_attention, "attention"},
+        [VK_K_CONV] = {spv_conv, sizeof spv_conv, "conv"},
+        [VK_K_SPATIAL] = {spv_spatial, sizeof spv_spatial, "spatial"},
+        [VK_K_GATHER] = {spv_gather, sizeof spv_gather, "gather"},
+    },
+    {
+        [VK_K_EW] = {spv_ew_f16, sizeof spv_ew_f16, "ew (f16)"},
+        [VK_K_MATMUL] = {spv_matmul_f16, sizeof spv_matmul_f16, "matmul (f16)"},
+        [VK_K_ROWOP] = {spv_rowop_f16, sizeof spv_rowop_f16, "rowop (f16)"},
+        [VK_K_ROPE] = {spv_rope_f16, sizeof spv_rope_f16, "rope (f16)"},
+        [VK_K_ATTN] = {spv_attention_f16, sizeof spv_attention_f16, "attention (f16)"},
+        [VK_K_CONV] = {spv_conv_f16, sizeof spv_conv_f16, "conv (f16)"},
+        [VK_K_SPATIAL] = {spv_spatial_f16, sizeof spv_spatial_f16, "spatial (f16)"},
+        [VK_K_GATHER] = {spv_gather_f16, sizeof spv_gather_f16, "gather (f16)"},
+    },
 };
 
 /* Staging for uploads and reads on devices whose memory the host cannot
@@ -133,14 +170,17 @@ static struct shared_dev {
     bool has_budget;
     VkDescriptorSetLayout dsl;
     VkPipelineLayout layout;
-    VkPipeline pipes[VK_K_COUNT];
-    bool lost; /* the next open makes a fresh VkDevice */
+    VkPipeline pipes[2][VK_K_COUNT]; /* per kernel variant (f32, f16) */
+    bool has_f16;                    /* the device was made with the f16 features */
+    bool lost;                       /* the next open makes a fresh VkDevice */
 } shared_devs[MAX_PDEVS] = {
 #define SD                                                                   \
     {                                                                        \
         PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER, 0, 0, 0, 0, 0, \
         {                                                                    \
-            0                                                                \
+            {                                                                \
+                0                                                            \
+            }                                                                \
         }                                                                    \
     }
     SD, SD, SD, SD, SD, SD, SD, SD, SD, SD, SD, SD, SD, SD, SD, SD,
@@ -176,6 +216,23 @@ static bool has_device_ext(VkPhysicalDevice pd, const char *name)
             found = strcmp(e[i].extensionName, name) == 0;
     free(e);
     return found;
+}
+
+/* What the f16 kernels need: 16-bit storage buffers (core in Vulkan 1.1)
+ * and float16 arithmetic (VK_KHR_shader_float16_int8). */
+static void f16_features(VkPhysicalDevice pd, bool *storage16, bool *float16)
+{
+    bool ext = has_device_ext(pd, VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME);
+    VkPhysicalDeviceShaderFloat16Int8FeaturesKHR f16 = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES_KHR};
+    VkPhysicalDevice16BitStorageFeatures s16 = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES,
+        .pNext = ext ? &f16 : NULL};
+    VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
+                                    .pNext = &s16};
+    vkGetPhysicalDeviceFeatures2(pd, &f2);
+    *storage16 = s16.storageBuffer16BitAccess == VK_TRUE;
+    *float16 = ext && f16.shaderFloat16 == VK_TRUE;
 }
 
 static rlx_device_type map_type(VkPhysicalDeviceType t)
@@ -219,7 +276,9 @@ static void fill_memory(VkPhysicalDevice pd, bool budget, uint64_t ours, uint64_
     }
 }
 
-static void fill_info(int index, uint64_t ours, rlx_device_info *out)
+/* kernels: the variant an open device uses (0 f32, 1 f16), or -1 for the
+ * one an open would pick (f16 where the device has its features). */
+static void fill_info(int index, uint64_t ours, int kernels, rlx_device_info *out)
 {
     memset(out, 0, sizeof *out);
     VkPhysicalDevice pd = pdevs[index];
@@ -232,17 +291,18 @@ static void fill_info(int index, uint64_t ours, rlx_device_info *out)
     out->type = map_type(pr.deviceType);
     fill_memory(pd, has_device_ext(pd, VK_EXT_MEMORY_BUDGET_EXTENSION_NAME), ours,
                 &out->total_memory, &out->free_memory);
-    VkPhysicalDeviceVulkan11Features f11 = {
-        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES};
     VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
-    if (pr.apiVersion >= VK_API_VERSION_1_2)
-        f2.pNext = &f11;
     vkGetPhysicalDeviceFeatures2(pd, &f2);
-    snprintf(out->features, sizeof out->features, "vulkan %u.%u%s%s%s",
+    bool s16, f16;
+    f16_features(pd, &s16, &f16);
+    if (kernels < 0)
+        kernels = s16 && f16;
+    snprintf(out->features, sizeof out->features, "vulkan %u.%u%s%s%s%s, %s kernels",
              VK_API_VERSION_MAJOR(pr.apiVersion), VK_API_VERSION_MINOR(pr.apiVersion),
-             f11.storageBuffer16BitAccess ? " storage16" : "",
+             s16 ? " storage16" : "", f16 ? " float16" : "",
              f2.features.shaderInt64 ? " int64" : "",
-             has_device_ext(pd, VK_EXT_MEMORY_BUDGET_EXTENSION_NAME) ? " memory-budget" : "");
+             has_device_ext(pd, VK_EXT_MEMORY_BUDGET_EXTENSION_NAME) ? " memory-budget" : "",
+             kernels ? "f16" : "f32");
 }
 
 static rlx_status vk_device_info(int index, rlx_device_info *out, rlx_error **err)
@@ -252,7 +312,7 @@ static rlx_status vk_device_info(int index, rlx_device_info *out, rlx_error **er
     int n = vk_device_count();
     if (index < 0 || index >= n)
         return rlx_error_set(err, RLX_ERR_NOT_FOUND, "no Vulkan device %d: %d found", index, n);
-    fill_info(index, 0, out);
+    fill_info(index, 0, -1, out);
     return RLX_OK;
 }
 
@@ -387,7 +447,7 @@ static void vk_device_close(rlx_device *dev)
 }
 
 /* The shared VkDevice of physical device `index` (made on first use). */
-static rlx_status shared_open(vk_device *d, rlx_error **err)
+static rlx_status shared_open(vk_device *d, bool force_f32, rlx_error **err)
 {
     struct shared_dev *sd = &shared_devs[d->index];
     rlx_status s = RLX_OK;
@@ -406,12 +466,27 @@ static rlx_status shared_open(vk_device *d, rlx_error **err)
             .queueCount = 1,
             .pQueuePriorities = &prio,
         };
-        const char *exts[1];
+        const char *exts[2];
         uint32_t n_ext = 0;
         if (sd->has_budget)
             exts[n_ext++] = VK_EXT_MEMORY_BUDGET_EXTENSION_NAME;
+        /* the f16 kernels' features, enabled whenever the device has them
+         * (an open may still choose the f32 kernels) */
+        bool s16, f16;
+        f16_features(d->pd, &s16, &f16);
+        sd->has_f16 = s16 && f16;
+        VkPhysicalDeviceShaderFloat16Int8FeaturesKHR ef16 = {
+            .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES_KHR,
+            .shaderFloat16 = VK_TRUE};
+        VkPhysicalDevice16BitStorageFeatures es16 = {
+            .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES,
+            .pNext = &ef16,
+            .storageBuffer16BitAccess = VK_TRUE};
+        if (sd->has_f16)
+            exts[n_ext++] = VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME;
         VkDeviceCreateInfo dci = {
             .sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
+            .pNext = sd->has_f16 ? &es16 : NULL,
             .queueCreateInfoCount = 1,
             .pQueueCreateInfos = &qci,
             .enabledExtensionCount = n_ext,
@@ -464,7 +539,8 @@ static rlx_status shared_open(vk_device *d, rlx_error **err)
         d->queue = sd->queue;
         d->dsl = sd->dsl;
         d->layout = sd->layout;
-        d->pipes = sd->pipes;
+        d->f16 = sd->has_f16 && !force_f32;
+        d->pipes = sd->pipes[d->f16 ? 1 : 0];
         d->has_budget = sd->has_budget;
     }
     pthread_mutex_unlock(&sd->lock);
@@ -474,7 +550,6 @@ static rlx_status shared_open(vk_device *d, rlx_error **err)
 static rlx_status vk_device_open(int index, const rlx_device_opts *opts, rlx_device **out,
                                  rlx_error **err)
 {
-    (void)opts;
     if (out)
         *out = NULL;
     if (!out)
@@ -510,7 +585,7 @@ static rlx_status vk_device_open(int index, const rlx_device_opts *opts, rlx_dev
     vkGetPhysicalDeviceQueueFamilyProperties(d->pd, &nq, qf);
     d->ts_bits = d->qfam < nq ? qf[d->qfam].timestampValidBits : 0;
 
-    rlx_status s = shared_open(d, err);
+    rlx_status s = shared_open(d, opts && opts->force_f32, err);
     if (s != RLX_OK) {
         vk_device_close(&d->base);
         return s;
@@ -583,7 +658,7 @@ static rlx_status vk_device_query(rlx_device *dev, rlx_device_info *out, rlx_err
     if (!dev || !out)
         return rlx_error_set(err, RLX_ERR_INVALID_ARG, "device_query: no device or output");
     vk_device *d = (vk_device *)dev;
-    fill_info(d->index, d->allocated, out);
+    fill_info(d->index, d->allocated, d->f16, out);
     return RLX_OK;
 }
 
@@ -605,8 +680,8 @@ static rlx_status make_pipeline(vk_device *d, vk_kernel k, VkPipeline *out, rlx_
 {
     VkShaderModuleCreateInfo mi = {
         .sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
-        .codeSize = shaders[k].bytes,
-        .pCode = shaders[k].code,
+        .codeSize = shaders[d->f16][k].bytes,
+        .pCode = shaders[d->f16][k].code,
     };
     VkShaderModule mod;
     rlx_status s =
@@ -634,7 +709,7 @@ static rlx_status make_pipeline(vk_device *d, vk_kernel k, VkPipeline *out, rlx_
     vkDestroyShaderModule(d->dev, mod, NULL);
     if (s != RLX_OK) {
         d->pipes[k] = VK_NULL_HANDLE;
-        rlx_error_prefix(err, "shader %s: ", shaders[k].name);
+        rlx_error_prefix(err, "shader %s: ", shaders[d->f16][k].name);
         return s;
     }
     *out = d->pipes[k];

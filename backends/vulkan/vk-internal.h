@@ -52,7 +52,8 @@ typedef struct vk_device {
     /* shared by every open of this physical device (vk-device.c) */
     VkDescriptorSetLayout dsl;
     VkPipelineLayout layout;
-    VkPipeline *pipes; /* VK_K_COUNT, built on first use */
+    VkPipeline *pipes; /* VK_K_COUNT of this open's variant, built on first use */
+    bool f16;          /* the f16 kernels (16-bit storage + float16 arithmetic) */
     bool lost;
     uint32_t ts_bits;
     uint64_t allocated; /* bytes of our live buffers */

@@ -8,6 +8,17 @@
 // feature is required.
 #extension GL_EXT_control_flow_attributes : enable
 
+// The f16 variant (built with -DRLX_F16, chosen at run time on devices with
+// storageBuffer16BitAccess and shaderFloat16): halves are loaded and stored
+// through 16-bit views of the same bindings (no unpacking, and no atomic
+// read-modify-write for a 16-bit store), and the symmetric block formats
+// (Q4_0, Q5_0, Q8_0) scale their integers in f16 arithmetic in matmul. The default
+// variant needs no 8/16-bit feature at all.
+#ifdef RLX_F16
+#extension GL_EXT_shader_16bit_storage : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#endif
+
 layout(constant_id = 0) const uint LS = 64;
 layout(local_size_x_id = 0) in;
 
@@ -19,6 +30,30 @@ layout(std430, set = 0, binding = 4) buffer Buf4 { uint d[]; } B4;
 layout(std430, set = 0, binding = 5) buffer Buf5 { uint d[]; } B5;
 layout(std430, set = 0, binding = 6) buffer Buf6 { uint d[]; } BO;
 layout(std430, set = 0, binding = 7) buffer Meta { int m[]; } MT;
+#ifdef RLX_F16
+layout(std430, set = 0, binding = 0) buffer Buf0h { float16_t h[]; } H0;
+layout(std430, set = 0, binding = 1) buffer Buf1h { float16_t h[]; } H1;
+layout(std430, set = 0, binding = 2) buffer Buf2h { float16_t h[]; } H2;
+layout(std430, set = 0, binding = 3) buffer Buf3h { float16_t h[]; } H3;
+layout(std430, set = 0, binding = 4) buffer Buf4h { float16_t h[]; } H4;
+layout(std430, set = 0, binding = 5) buffer Buf5h { float16_t h[]; } H5;
+layout(std430, set = 0, binding = 6) buffer Buf6h { float16_t h[]; } HO;
+layout(std430, set = 0, binding = 6) buffer Buf6u { uint16_t u[]; } UO;
+
+float16_t rhv(int s, uint a)
+{
+    uint i = a >> 1;
+    switch (s) {
+    case 0: return H0.h[i];
+    case 1: return H1.h[i];
+    case 2: return H2.h[i];
+    case 3: return H3.h[i];
+    case 4: return H4.h[i];
+    case 5: return H5.h[i];
+    default: return HO.h[i];
+    }
+}
+#endif
 
 layout(push_constant) uniform PC { uint rec; } pc;
 
@@ -75,6 +110,11 @@ uint rw(int s, uint i)
 uint rbyte(int s, uint addr) { return (rw(s, addr >> 2) >> ((addr & 3u) * 8u)) & 0xFFu; }
 uint rhalf(int s, uint addr) { return (rw(s, addr >> 2) >> ((addr & 2u) * 8u)) & 0xFFFFu; }
 float h2f(uint h) { return unpackHalf2x16(h).x; }
+#ifdef RLX_F16
+float ldh(int s, uint a) { return float(rhv(s, a)); }
+#else
+float ldh(int s, uint a) { return h2f(rhalf(s, a)); }
+#endif
 
 int esize(int dt)
 {
@@ -90,7 +130,7 @@ float ldf(int s, int dt, uint off, int e)
     uint a = off + uint(e * esize(dt));
     switch (dt) {
     case DT_F32: return uintBitsToFloat(rw(s, a >> 2));
-    case DT_F16: return h2f(rhalf(s, a));
+    case DT_F16: return ldh(s, a);
     case DT_BF16: return uintBitsToFloat(rhalf(s, a) << 16);
     case DT_I32:
     case DT_I64: return float(int(rw(s, a >> 2)));
@@ -105,7 +145,7 @@ int ldi(int s, int dt, uint off, int e)
     uint a = off + uint(e * esize(dt));
     switch (dt) {
     case DT_F32: return int(uintBitsToFloat(rw(s, a >> 2)));
-    case DT_F16: return int(h2f(rhalf(s, a)));
+    case DT_F16: return int(ldh(s, a));
     case DT_BF16: return int(uintBitsToFloat(rhalf(s, a) << 16));
     case DT_I32:
     case DT_I64: return int(rw(s, a >> 2));
@@ -151,6 +191,9 @@ void st_sub(uint a, uint bits, uint v)
 {
     uint sh = (a & 3u) * 8u, mask = ((1u << bits) - 1u) << sh;
     if (bits == 32u) { BO.d[a >> 2] = v; return; }
+#ifdef RLX_F16
+    if (bits == 16u) { UO.u[a >> 1] = uint16_t(v & 0xFFFFu); return; }
+#endif
     atomicAnd(BO.d[a >> 2], ~mask);
     atomicOr(BO.d[a >> 2], (v << sh) & mask);
 }
@@ -220,7 +263,15 @@ int qbytes(int dt)
 bool is_quant(int dt) { return dt >= DT_Q4_0; }
 
 uint rb(int s, uint a) { return rbyte(s, a); }
-float rh(int s, uint a) { return h2f(rhalf(s, a)); }
+float rh(int s, uint a) { return ldh(s, a); }
+// scale * integer of a symmetric block format; in f16 arithmetic only where
+// a shader asks for it (matmul: the products are summed, and the CPU's own
+// Q8_0 activations are coarser), never for exact lookups (gather)
+#if defined(RLX_F16) && defined(RLX_QSCALE_F16)
+float qscale(int s, uint a, int q) { return float(rhv(s, a) * float16_t(q)); }
+#else
+float qscale(int s, uint a, int q) { return rh(s, a) * float(q); }
+#endif
 
 void kq_scale(int s, uint sa, int j, out int sc, out int mn)
 {
@@ -239,7 +290,7 @@ float deq(int s, int dt, uint b, int i)
     switch (dt) {
     case DT_Q4_0: {
         uint q = i < 16 ? (rb(s, b + 2u + uint(i)) & 15u) : (rb(s, b + 2u + uint(i - 16)) >> 4);
-        return rh(s, b) * (float(q) - 8.0);
+        return qscale(s, b, int(q) - 8);
     }
     case DT_Q4_1: {
         uint q = i < 16 ? (rb(s, b + 4u + uint(i)) & 15u) : (rb(s, b + 4u + uint(i - 16)) >> 4);
@@ -253,11 +304,11 @@ float deq(int s, int dt, uint b, int i)
         uint qs = b + off + 4u;
         uint lo = i < 16 ? (rb(s, qs + uint(i)) & 15u) : (rb(s, qs + uint(i - 16)) >> 4);
         int q = int(lo | (((qh >> uint(i)) & 1u) << 4));
-        if (dt == DT_Q5_0) return rh(s, b) * float(q - 16);
+        if (dt == DT_Q5_0) return qscale(s, b, q - 16);
         return rh(s, b) * float(q) + rh(s, b + 2u);
     }
     case DT_Q8_0:
-        return rh(s, b) * float(bitfieldExtract(int(rb(s, b + 2u + uint(i))), 0, 8));
+        return qscale(s, b, bitfieldExtract(int(rb(s, b + 2u + uint(i))), 0, 8));
     case DT_Q4_K:
     case DT_Q5_K: {
         int sub = i / 32, l = i % 32, pair = sub / 2;

@@ -5,6 +5,7 @@
 // P(0) K, P(1) act, PF(2) alpha, P(3) has bias, P(4) b quantized,
 // P(5) b row bytes, P(6) row mode: one workgroup per output element, the
 // threads splitting K (matrix-vector products: long K, few rows of a).
+#define RLX_QSCALE_F16
 #include "common.glsl"
 
 shared float red[LS];
