@@ -378,6 +378,54 @@ static void matmul_all_types(void **state)
     rlx_threadpool_free(pool3);
 }
 
+/* M == 1 takes the matrix-vector kernels (two weight rows per pass on
+ * AVX-512, a private activation layout): even and odd row counts, one row,
+ * block counts that leave every tail (Q4_0 groups of 4 blocks, Q8_0 pairs),
+ * all compared with the scalar path and float64 inside check_matmul. */
+static void matvec_shapes(void **state)
+{
+    (void)state;
+    rlx_threadpool *pool2 = NULL;
+    assert_int_equal(rlx_threadpool_create(2, &pool2), RLX_OK);
+    for (size_t i = 0; i < sizeof mm_types / sizeof mm_types[0]; i++) {
+        rlx_dtype t = mm_types[i];
+        int64_t bs = is_k_quant(t) ? 256 : 32;
+        for (int64_t nb = 1; nb <= 9; nb++) {
+            check_matmul(NULL, t, 1, bs * nb, 1);
+            check_matmul(NULL, t, 2, bs * nb, 1);
+            check_matmul(pool2, t, 3 + nb, bs * nb, 1);
+        }
+        check_matmul(pool2, t, 64, bs * 4, 1);
+        check_matmul(pool2, t, 33, bs * (is_k_quant(t) ? 6 : 45), 1);
+    }
+    /* F16 rows of any length: the kernel's masked tail (K % 32 != 0) */
+    for (int64_t K = 1; K <= 70; K += 23) {
+        const int64_t N = 5;
+        float *wf = malloc((size_t)(N * K) * sizeof(float)), *x = malloc((size_t)K * 4);
+        uint16_t *wh = malloc((size_t)(N * K) * 2);
+        float y[5];
+        fill_gauss(wf, N * K, 1.0f);
+        fill_gauss(x, K, 1.0f);
+        for (int64_t i = 0; i < N * K; i++)
+            wh[i] = rlx_f32_to_f16(wf[i]);
+        assert_int_equal(
+            rlx_cpu_matmul(pool2, RLX_DTYPE_F16, wh, (size_t)K * 2, N, K, x, K, 1, y, N, NULL, 0),
+            RLX_OK);
+        for (int64_t n = 0; n < N; n++) {
+            double ref = 0, s = 0;
+            for (int64_t k = 0; k < K; k++) {
+                ref += (double)rlx_f16_to_f32(wh[n * K + k]) * x[k];
+                s += fabs((double)rlx_f16_to_f32(wh[n * K + k]) * x[k]);
+            }
+            assert_true(fabs(y[n] - ref) <= 1e-6 * s + 1e-6);
+        }
+        free(wf);
+        free(x);
+        free(wh);
+    }
+    rlx_threadpool_free(pool2);
+}
+
 /* Results must not depend on the pool size. */
 static void matmul_thread_invariance(void **state)
 {
@@ -396,6 +444,10 @@ static void matmul_thread_invariance(void **state)
     rlx_cpu_matmul(NULL, RLX_DTYPE_Q4_K, wq, rb, N, K, x, K, M, y1, N, NULL, 0);
     rlx_cpu_matmul(p4, RLX_DTYPE_Q4_K, wq, rb, N, K, x, K, M, y2, N, NULL, 0);
     assert_memory_equal(y1, y2, M * N * sizeof(float));
+    /* M == 1: rows pair up differently with another split of the rows */
+    rlx_cpu_matmul(NULL, RLX_DTYPE_Q4_K, wq, rb, N, K, x, K, 1, y1, N, NULL, 0);
+    rlx_cpu_matmul(p4, RLX_DTYPE_Q4_K, wq, rb, N, K, x, K, 1, y2, N, NULL, 0);
+    assert_memory_equal(y1, y2, N * sizeof(float));
     rlx_threadpool_free(p4);
     free(wf);
     free(x);
@@ -418,6 +470,7 @@ int main(void)
         cmocka_unit_test(round_trip_error),
         cmocka_unit_test(half_rows),
         cmocka_unit_test(matmul_all_types),
+        cmocka_unit_test(matvec_shapes),
         cmocka_unit_test(matmul_thread_invariance),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -2,8 +2,10 @@
  * integer dot products over a contiguous range of W's rows. For M > 1 a task
  * walks its rows in small tiles and sweeps every row of x over a tile while
  * the tile is hot in L1/L2, so weights stream from memory once per call. */
+#include <stdint.h>
 #include <stdlib.h>
 
+#include "backends/cpu/gemv.h"
 #include "backends/cpu/kernels-internal.h"
 
 /* Rows of W processed together for M > 1 (about 40-150 KB of weights). */
@@ -72,6 +74,8 @@ size_t rlx_cpu_matmul_scratch_bytes(rlx_dtype wtype, int64_t M, int64_t K, int n
         return 0;
     act_kind k = act_kind_for(wtype);
     size_t bytes = align64(act_row_bytes(k, K) * (size_t)M);
+    if (M == 1 && k != ACT_F32) /* or the matrix-vector kernel's own layout */
+        bytes = align64(bytes > RLX_GEMV_ACT_BYTES_MAX(K) ? bytes : RLX_GEMV_ACT_BYTES_MAX(K));
     if ((wtype == RLX_DTYPE_F16 || wtype == RLX_DTYPE_BF16) && M > 1)
         bytes += (size_t)n_threads * align64((size_t)TILE_ROWS * (size_t)K * sizeof(float));
     bytes += 64;
@@ -84,6 +88,7 @@ size_t rlx_cpu_matmul_scratch_bytes(rlx_dtype wtype, int64_t M, int64_t K, int n
 
 typedef struct {
     const rlx_cpu_table *t;
+    const rlx_gemv_kernel *gv; /* M == 1 with a matrix-vector kernel */
     rlx_vec_dot_fn dot;
     rlx_dtype wtype;
     const char *w;
@@ -103,6 +108,11 @@ static void mm_task(void *vc, int64_t task, int thread)
     const mm_ctx *c = vc;
     int64_t n0 = task * c->rows_per_task;
     int64_t n1 = n0 + c->rows_per_task < c->N ? n0 + c->rows_per_task : c->N;
+    if (c->M == 1 && c->gv) {
+        c->gv->rows(c->K, c->w + (size_t)n0 * c->w_row_bytes, c->w_row_bytes, n1 - n0, c->act,
+                    c->y + n0);
+        return;
+    }
     if (c->M == 1) {
         for (int64_t n = n0; n < n1; n++)
             c->dot(c->K, &c->y[n], c->w + (size_t)n * c->w_row_bytes, c->act);
@@ -205,7 +215,15 @@ rlx_status rlx_cpu_matmul(rlx_threadpool *pool, rlx_dtype wtype, const void *w, 
     };
     act_kind ak = act_kind_for(wtype);
     char *sp = scratch;
-    if (ak == ACT_F32) {
+    if (M == 1 && t->isa == RLX_CPU_ISA_AVX512)
+        c.gv = rlx_cpu_gemv_avx512(wtype);
+    if (c.gv && !c.gv->prep) {
+        c.act = (const char *)x;
+    } else if (c.gv) { /* the scratch's 64 spare bytes align the layout */
+        char *a = (char *)(((uintptr_t)sp + 63) & ~(uintptr_t)63);
+        c.gv->prep(x, a, K);
+        c.act = a;
+    } else if (ak == ACT_F32) {
         c.act = (const char *)x;
         c.act_stride = (size_t)ldx * sizeof(float);
     } else {

@@ -1,0 +1,533 @@
+/* AVX-512 VNNI matrix-vector kernels (see gemv.h). Compiled with the AVX-512
+ * flags; reached only through rlx_cpu_gemv_avx512().
+ *
+ * Decode is bound by the weight stream, so the weight side does as little as
+ * possible per byte:
+ *   - Q8_0: x ^ 0x80 is x + 128 as an unsigned byte, so one vpdpbusd against
+ *     the signed activation gives sum(x*y) + 128*sum(y); the activation's
+ *     -128*sum(y) per block is the accumulator's starting value.
+ *   - Q4_0: the nibbles are already unsigned (q = nibble - 8): the start
+ *     value is -8*sum(y); four blocks per register (their 16 packed bytes),
+ *     the activation stored as the matching low/high halves.
+ *   - Q4_K/Q5_K: two 32-byte chunks per register, the activation permuted to
+ *     match; sub-block scales as 16-bit lanes for vpdpwssd, built once per
+ *     block with vpermw; the mins term uses precomputed sums per 32.
+ *   - Q6_K: the -32 offset folded into the block's integer accumulator.
+ *   - Scales are converted as vectors (vpermw picks each block's f16 out of a
+ *     load of the blocks themselves), and every block ends in one vector FMA:
+ *     no horizontal sums until the end of the row.
+ * Two weight rows go through the loop together: they share the activation
+ * loads and give the core two independent accumulation chains. */
+#include <immintrin.h>
+
+#include "backends/cpu/gemv.h"
+#include "backends/cpu/kernels-internal.h"
+
+#define AI __attribute__((always_inline)) inline
+
+static AI float h2f(uint16_t h)
+{
+    return _cvtsh_ss(h);
+}
+
+static AI __m512i join256(__m256i lo, __m256i hi)
+{
+    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+
+static inline float hsum128(__m128 q)
+{
+    q = _mm_add_ps(q, _mm_movehl_ps(q, q));
+    q = _mm_add_ss(q, _mm_movehdup_ps(q));
+    return _mm_cvtss_f32(q);
+}
+
+/* ================================================================= Q8_0 */
+
+/* Two blocks: 64 int8 values, start values (-16*sum(y) in each of the 8 lanes
+ * of a block), the blocks' scales per lane. */
+typedef struct {
+    int8_t y[64];
+    int32_t bias[16];
+    float dy[16];
+} act_q8_pair;
+_Static_assert(sizeof(act_q8_pair) == 192, "act_q8_pair");
+
+static size_t q8_act_bytes(int64_t K)
+{
+    return (size_t)((K / 32 + 1) / 2) * sizeof(act_q8_pair);
+}
+
+static void q8_prep(const float *x, void *act, int64_t K)
+{
+    act_q8_pair *a = act;
+    const int64_t nb = K / 32;
+    for (int64_t b = 0; b < (nb + 1) / 2 * 2; b++) {
+        act_q8_pair *p = &a[b / 2];
+        int h = (int)(b & 1);
+        int32_t s = 0;
+        float d = 0.0f;
+        if (b < nb) {
+            blk_q8_0 q;
+            rlx_vec_ops_avx512.quantize_q8_0(x + 32 * b, &q, 32);
+            memcpy(p->y + 32 * h, q.qs, 32);
+            for (int j = 0; j < 32; j++)
+                s += q.qs[j];
+            d = h2f(q.d);
+        } else {
+            memset(p->y + 32 * h, 0, 32);
+        }
+        for (int j = 0; j < 8; j++) {
+            p->bias[8 * h + j] = -16 * s;
+            p->dy[8 * h + j] = d;
+        }
+    }
+}
+
+/* word 0 (block i's d) for lanes 0-7, word 17 (block i+1's d) for 8-15 */
+static const uint16_t q8_d_idx[32] = {0, 0, 0, 0, 0, 0, 0, 0, 17, 17, 17, 17, 17, 17, 17, 17,
+                                      0, 0, 0, 0, 0, 0, 0, 0, 0,  0,  0,  0,  0,  0,  0,  0};
+
+static AI void q8_rows_n(int R, int64_t nb, const uint8_t *w, size_t rb, const act_q8_pair *a,
+                         float *y)
+{
+    const __m512i idx = _mm512_loadu_si512(q8_d_idx);
+    const __m512i flip = _mm512_set1_epi8((char)0x80);
+    __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+    int64_t i = 0;
+    for (; i + 2 <= nb; i += 2) {
+        const act_q8_pair *p = &a[i / 2];
+        const __m512i yv = _mm512_load_si512(p->y);
+        const __m512i bias = _mm512_load_si512(p->bias);
+        const __m512 dy = _mm512_load_ps(p->dy);
+        for (int r = 0; r < R; r++) {
+            const uint8_t *b = w + (size_t)r * rb + (size_t)i * 34;
+            __m512i xv = join256(_mm256_loadu_si256((const __m256i *)(b + 2)),
+                                 _mm256_loadu_si256((const __m256i *)(b + 36)));
+            __m512i s = _mm512_dpbusd_epi32(bias, _mm512_xor_si512(xv, flip), yv);
+            __m512 d = _mm512_cvtph_ps(
+                _mm512_castsi512_si256(_mm512_permutexvar_epi16(idx, _mm512_loadu_si512(b))));
+            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(d, dy), acc[r]);
+        }
+    }
+    for (int r = 0; r < R; r++) {
+        float sum = _mm512_reduce_add_ps(acc[r]);
+        if (i < nb) { /* odd block count: the last block alone */
+            const act_q8_pair *p = &a[i / 2];
+            const blk_q8_0 *x = (const blk_q8_0 *)(const void *)(w + (size_t)r * rb) + i;
+            __m256i xv = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)x->qs),
+                                          _mm256_set1_epi8((char)0x80));
+            __m256i s = _mm256_dpbusd_epi32(_mm256_load_si256((const __m256i *)p->bias), xv,
+                                            _mm256_load_si256((const __m256i *)p->y));
+            __m256 f = _mm256_cvtepi32_ps(s);
+            __m128 q = _mm_add_ps(_mm256_castps256_ps128(f), _mm256_extractf128_ps(f, 1));
+            sum += h2f(x->d) * p->dy[0] * hsum128(q);
+        }
+        y[r] = sum;
+    }
+}
+
+static void q8_rows(int64_t K, const void *w, size_t rb, int64_t n, const void *act, float *y)
+{
+    const uint8_t *wb = w;
+    int64_t r = 0;
+    for (; r + 2 <= n; r += 2)
+        q8_rows_n(2, K / 32, wb + (size_t)r * rb, rb, act, y + r);
+    if (r < n)
+        q8_rows_n(1, K / 32, wb + (size_t)r * rb, rb, act, y + r);
+}
+
+/* ================================================================= Q4_0 */
+
+/* Four blocks: the low halves (elements 0-15) of each block's activation,
+ * then the high halves, matching the weights' low and high nibbles; start
+ * values -2*sum(y) in each of a block's 4 lanes; scales per lane. */
+typedef struct {
+    int8_t ylo[64];
+    int8_t yhi[64];
+    int32_t bias[16];
+    float dy[16];
+} act_q4_group;
+_Static_assert(sizeof(act_q4_group) == 256, "act_q4_group");
+
+static size_t q4_act_bytes(int64_t K)
+{
+    return (size_t)((K / 32 + 3) / 4) * sizeof(act_q4_group);
+}
+
+static void q4_prep(const float *x, void *act, int64_t K)
+{
+    act_q4_group *a = act;
+    const int64_t nb = K / 32;
+    for (int64_t b = 0; b < (nb + 3) / 4 * 4; b++) {
+        act_q4_group *g = &a[b / 4];
+        int k = (int)(b & 3);
+        int32_t s = 0;
+        float d = 0.0f;
+        if (b < nb) {
+            blk_q8_0 q;
+            rlx_vec_ops_avx512.quantize_q8_0(x + 32 * b, &q, 32);
+            memcpy(g->ylo + 16 * k, q.qs, 16);
+            memcpy(g->yhi + 16 * k, q.qs + 16, 16);
+            for (int j = 0; j < 32; j++)
+                s += q.qs[j];
+            d = h2f(q.d);
+        } else {
+            memset(g->ylo + 16 * k, 0, 16);
+            memset(g->yhi + 16 * k, 0, 16);
+        }
+        for (int j = 0; j < 4; j++) {
+            g->bias[4 * k + j] = -2 * s;
+            g->dy[4 * k + j] = d;
+        }
+    }
+}
+
+/* block b's d is word 9*b of the group (18-byte blocks) */
+static const uint16_t q4_d_idx[32] = {0, 0, 0, 0, 9, 9, 9, 9, 18, 18, 18, 18, 27, 27, 27, 27,
+                                      0, 0, 0, 0, 0, 0, 0, 0, 0,  0,  0,  0,  0,  0,  0,  0};
+
+static AI void q4_group(const uint8_t *b, int nvalid, const act_q4_group *g, __m512i idx,
+                        __m512 *acc)
+{
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    __m512i q, dv;
+    if (nvalid == 4) {
+        q = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(b + 2)));
+        q = _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)(b + 20)), 1);
+        q = _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)(b + 38)), 2);
+        q = _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)(b + 56)), 3);
+        dv = _mm512_loadu_si512(b);
+    } else {
+        /* the row's last 1-3 blocks: nothing past them is read */
+        q = _mm512_setzero_si512();
+        if (nvalid > 0)
+            q = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(b + 2)));
+        if (nvalid > 1)
+            q = _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)(b + 20)), 1);
+        if (nvalid > 2)
+            q = _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)(b + 38)), 2);
+        dv = _mm512_maskz_loadu_epi16((__mmask32)((1u << (9 * (nvalid - 1) + 1)) - 1u), b);
+    }
+    __m512i lo = _mm512_and_si512(q, m4);
+    __m512i hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+    __m512i s = _mm512_dpbusd_epi32(_mm512_load_si512(g->bias), lo, _mm512_load_si512(g->ylo));
+    s = _mm512_dpbusd_epi32(s, hi, _mm512_load_si512(g->yhi));
+    __m512 d = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(idx, dv)));
+    *acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(d, _mm512_load_ps(g->dy)), *acc);
+}
+
+static AI void q4_rows_n(int R, int64_t nb, const uint8_t *w, size_t rb, const act_q4_group *a,
+                         float *y)
+{
+    const __m512i idx = _mm512_loadu_si512(q4_d_idx);
+    __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+    int64_t i = 0;
+    for (; i + 4 <= nb; i += 4)
+        for (int r = 0; r < R; r++)
+            q4_group(w + (size_t)r * rb + (size_t)i * 18, 4, &a[i / 4], idx, &acc[r]);
+    if (i < nb)
+        for (int r = 0; r < R; r++)
+            q4_group(w + (size_t)r * rb + (size_t)i * 18, (int)(nb - i), &a[i / 4], idx, &acc[r]);
+    for (int r = 0; r < R; r++)
+        y[r] = _mm512_reduce_add_ps(acc[r]);
+}
+
+static void q4_rows(int64_t K, const void *w, size_t rb, int64_t n, const void *act, float *y)
+{
+    const uint8_t *wb = w;
+    int64_t r = 0;
+    for (; r + 2 <= n; r += 2)
+        q4_rows_n(2, K / 32, wb + (size_t)r * rb, rb, act, y + r);
+    if (r < n)
+        q4_rows_n(1, K / 32, wb + (size_t)r * rb, rb, act, y + r);
+}
+
+/* ========================================================== Q4_K / Q5_K */
+
+/* One 256-block: int8 values permuted so that register j holds the two
+ * sub-blocks a weight register's nibbles give (see kq_block), the sums per
+ * 32 for the mins, the scale. */
+typedef struct {
+    int8_t y[256];
+    int16_t ysum[8];
+    float d;
+    int32_t pad[11];
+} act_kq;
+_Static_assert(sizeof(act_kq) == 320, "act_kq");
+
+static size_t kq_act_bytes(int64_t K)
+{
+    return (size_t)(K / 256) * sizeof(act_kq);
+}
+
+static void kq_prep(const float *x, void *act, int64_t K)
+{
+    act_kq *a = act;
+    /* register j = [sub-block s0, sub-block s1] */
+    static const int order[8] = {0, 2, 1, 3, 4, 6, 5, 7};
+    for (int64_t i = 0; i < K / 256; i++) {
+        blk_q8_k q;
+        rlx_vec_ops_avx512.quantize_q8_k(x + 256 * i, &q, 256);
+        for (int j = 0; j < 8; j++) {
+            memcpy(a[i].y + 32 * j, q.qs + 32 * order[j], 32);
+            a[i].ysum[j] = (int16_t)(q.bsums[2 * j] + q.bsums[2 * j + 1]);
+        }
+        a[i].d = q.d;
+        memset(a[i].pad, 0, sizeof a[i].pad);
+    }
+}
+
+/* 16-bit scale lanes: register j's first 16 lanes take sub-block s0's scale,
+ * the next 16 s1's (sub-blocks as in kq_prep's order) */
+static const uint16_t kq_sc_idx[4][32] = {
+    {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+     2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2},
+    {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+     3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3},
+    {4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4,
+     6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6},
+    {5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5,
+     7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7},
+};
+
+/* Q5_K high bits: the bit of qh[l] for each byte of register j */
+static AI __m512i q5_bitsel(int lo_bit, int hi_bit)
+{
+    return join256(_mm256_set1_epi8((char)(1 << lo_bit)), _mm256_set1_epi8((char)(1 << hi_bit)));
+}
+
+/* One Q4_K (qh == NULL) or Q5_K block: acc += d*dy * sum(sc*q*y),
+ * accm += dmin*dy * sum(mn*ysum). */
+static AI void kq_block(const uint8_t *hdr, const uint8_t *qh, const uint8_t *qs, const act_kq *a,
+                        const __m512i Y[4], const __m512i idx[4], __m512 *acc, __m128 *accm)
+{
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    uint8_t sc[8], mn[8];
+    rlx_k4_unpack(hdr + 4, sc, mn);
+    __m512i sc16 = _mm512_castsi128_si512(
+        _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)(const void *)sc)));
+    __m512i A = _mm512_loadu_si512(qs), B = _mm512_loadu_si512(qs + 64);
+    __m512i q[4] = {_mm512_and_si512(A, m4), _mm512_and_si512(_mm512_srli_epi16(A, 4), m4),
+                    _mm512_and_si512(B, m4), _mm512_and_si512(_mm512_srli_epi16(B, 4), m4)};
+    if (qh) {
+        const __m512i H = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)qh));
+        const __m512i v16 = _mm512_set1_epi8(16);
+        static const int bits[4][2] = {{0, 2}, {1, 3}, {4, 6}, {5, 7}};
+        for (int j = 0; j < 4; j++) {
+            __mmask64 k = _mm512_test_epi8_mask(H, q5_bitsel(bits[j][0], bits[j][1]));
+            q[j] = _mm512_mask_add_epi8(q[j], k, q[j], v16);
+        }
+    }
+    __m512i s = _mm512_setzero_si512();
+    for (int j = 0; j < 4; j++)
+        s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(q[j], Y[j]),
+                                _mm512_permutexvar_epi16(idx[j], sc16));
+    uint32_t dd;
+    memcpy(&dd, hdr, 4);
+    __m128 dm = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)dd)), _mm_set1_ps(a->d));
+    *acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_broadcastss_ps(dm), *acc);
+    __m128i m =
+        _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)(const void *)mn)),
+                       _mm_load_si128((const __m128i *)(const void *)a->ysum));
+    *accm = _mm_fmadd_ps(_mm_cvtepi32_ps(m), _mm_shuffle_ps(dm, dm, 0x55), *accm);
+}
+
+static AI void kq_rows_n(int R, bool q5, int64_t nb, const uint8_t *w, size_t rb, const act_kq *a,
+                         float *y)
+{
+    __m512i idx[4];
+    for (int j = 0; j < 4; j++)
+        idx[j] = _mm512_loadu_si512(kq_sc_idx[j]);
+    __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+    __m128 accm[2] = {_mm_setzero_ps(), _mm_setzero_ps()};
+    const size_t bb = q5 ? sizeof(blk_q5_k) : sizeof(blk_q4_k);
+    for (int64_t i = 0; i < nb; i++) {
+        __m512i Y[4];
+        for (int j = 0; j < 4; j++)
+            Y[j] = _mm512_load_si512(a[i].y + 64 * j);
+        for (int r = 0; r < R; r++) {
+            const uint8_t *b = w + (size_t)r * rb + (size_t)i * bb;
+            if (q5)
+                kq_block(b, b + 16, b + 48, &a[i], Y, idx, &acc[r], &accm[r]);
+            else
+                kq_block(b, NULL, b + 16, &a[i], Y, idx, &acc[r], &accm[r]);
+        }
+    }
+    for (int r = 0; r < R; r++)
+        y[r] = _mm512_reduce_add_ps(acc[r]) - hsum128(accm[r]);
+}
+
+static void q4k_rows(int64_t K, const void *w, size_t rb, int64_t n, const void *act, float *y)
+{
+    const uint8_t *wb = w;
+    int64_t r = 0;
+    for (; r + 2 <= n; r += 2)
+        kq_rows_n(2, false, K / 256, wb + (size_t)r * rb, rb, act, y + r);
+    if (r < n)
+        kq_rows_n(1, false, K / 256, wb + (size_t)r * rb, rb, act, y + r);
+}
+
+static void q5k_rows(int64_t K, const void *w, size_t rb, int64_t n, const void *act, float *y)
+{
+    const uint8_t *wb = w;
+    int64_t r = 0;
+    for (; r + 2 <= n; r += 2)
+        kq_rows_n(2, true, K / 256, wb + (size_t)r * rb, rb, act, y + r);
+    if (r < n)
+        kq_rows_n(1, true, K / 256, wb + (size_t)r * rb, rb, act, y + r);
+}
+
+/* ================================================================= Q6_K */
+
+/* The plain Q8_K activation: its bsums give the -32 offset. */
+static size_t q8k_act_bytes(int64_t K)
+{
+    return (size_t)(K / 256) * sizeof(blk_q8_k);
+}
+
+static void q8k_prep(const float *x, void *act, int64_t K)
+{
+    rlx_vec_ops_avx512.quantize_q8_k(x, act, K);
+}
+
+/* int16 lane i takes scale i/8 (first 4 groups) or 4 + i/8 */
+static const uint16_t q6_sc_idx[2][32] = {
+    {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+     2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3},
+    {4, 4, 4, 4, 4, 4, 4, 4, 5, 5, 5, 5, 5, 5, 5, 5,
+     6, 6, 6, 6, 6, 6, 6, 6, 7, 7, 7, 7, 7, 7, 7, 7},
+};
+
+static AI void q6_block(const blk_q6_k *x, const blk_q8_k *y, const __m512i Y[4],
+                        const __m512i idx[2], __m512 *acc)
+{
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    const __m256i m2 = _mm256_set1_epi8(3);
+    /* the stored values are q + 32: start at -32 * sum(scale * bsum) */
+    __m256i off =
+        _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums),
+                          _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x->scales)));
+    __m512i s =
+        _mm512_zextsi256_si512(_mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(off, 5)));
+    for (int half = 0; half < 2; half++) {
+        __m512i l = _mm512_loadu_si512(x->ql + 64 * half);
+        __m256i qh = _mm256_loadu_si256((const __m256i *)(x->qh + 32 * half));
+        __m512i h12 =
+            join256(_mm256_and_si256(qh, m2), _mm256_and_si256(_mm256_srli_epi16(qh, 2), m2));
+        __m512i h34 = join256(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m2),
+                              _mm256_and_si256(_mm256_srli_epi16(qh, 6), m2));
+        __m512i q12 = _mm512_or_si512(_mm512_and_si512(l, m4), _mm512_slli_epi16(h12, 4));
+        __m512i q34 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), m4),
+                                      _mm512_slli_epi16(h34, 4));
+        __m512i sc16 = _mm512_castsi128_si512(
+            _mm_cvtepi8_epi16(_mm_loadl_epi64((const __m128i *)(x->scales + 8 * half))));
+        s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(q12, Y[2 * half]),
+                                _mm512_permutexvar_epi16(idx[0], sc16));
+        s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(q34, Y[2 * half + 1]),
+                                _mm512_permutexvar_epi16(idx[1], sc16));
+    }
+    *acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(h2f(x->d) * y->d), *acc);
+}
+
+static AI void q6_rows_n(int R, int64_t nb, const uint8_t *w, size_t rb, const blk_q8_k *a,
+                         float *y)
+{
+    const __m512i idx[2] = {_mm512_loadu_si512(q6_sc_idx[0]), _mm512_loadu_si512(q6_sc_idx[1])};
+    __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+    for (int64_t i = 0; i < nb; i++) {
+        __m512i Y[4];
+        for (int j = 0; j < 4; j++)
+            Y[j] = _mm512_loadu_si512(a[i].qs + 64 * j);
+        for (int r = 0; r < R; r++)
+            q6_block((const blk_q6_k *)(const void *)(w + (size_t)r * rb) + i, &a[i], Y, idx,
+                     &acc[r]);
+    }
+    for (int r = 0; r < R; r++)
+        y[r] = _mm512_reduce_add_ps(acc[r]);
+}
+
+static void q6k_rows(int64_t K, const void *w, size_t rb, int64_t n, const void *act, float *y)
+{
+    const uint8_t *wb = w;
+    int64_t r = 0;
+    for (; r + 2 <= n; r += 2)
+        q6_rows_n(2, K / 256, wb + (size_t)r * rb, rb, act, y + r);
+    if (r < n)
+        q6_rows_n(1, K / 256, wb + (size_t)r * rb, rb, act, y + r);
+}
+
+/* ================================================================== F16 */
+
+/* f32 activation read in place (no prep); 32 halves per row per pass */
+static AI void f16_rows_n(int R, int64_t K, const uint8_t *w, size_t rb, const float *x, float *y)
+{
+    __m512 acc[2][2] = {{_mm512_setzero_ps(), _mm512_setzero_ps()},
+                        {_mm512_setzero_ps(), _mm512_setzero_ps()}};
+    int64_t k = 0;
+    for (; k + 32 <= K; k += 32) {
+        const __m512 x0 = _mm512_loadu_ps(x + k), x1 = _mm512_loadu_ps(x + k + 16);
+        for (int r = 0; r < R; r++) {
+            const uint16_t *h = (const uint16_t *)(const void *)(w + (size_t)r * rb) + k;
+            acc[r][0] = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)h)), x0,
+                                        acc[r][0]);
+            acc[r][1] = _mm512_fmadd_ps(
+                _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(h + 16))), x1, acc[r][1]);
+        }
+    }
+    if (k < K) { /* masked tail: nothing past the row is read */
+        int64_t n = K - k;
+        __mmask16 m0 = (__mmask16)(n >= 16 ? 0xFFFF : (1u << n) - 1u);
+        __mmask16 m1 = (__mmask16)(n >= 32 ? 0xFFFF : n > 16 ? (1u << (n - 16)) - 1u : 0u);
+        const __m512 x0 = _mm512_maskz_loadu_ps(m0, x + k),
+                     x1 = _mm512_maskz_loadu_ps(m1, x + k + 16);
+        for (int r = 0; r < R; r++) {
+            const uint16_t *h = (const uint16_t *)(const void *)(w + (size_t)r * rb) + k;
+            acc[r][0] =
+                _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m0, h)), x0, acc[r][0]);
+            acc[r][1] = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m1, h + 16)), x1,
+                                        acc[r][1]);
+        }
+    }
+    for (int r = 0; r < R; r++)
+        y[r] = _mm512_reduce_add_ps(_mm512_add_ps(acc[r][0], acc[r][1]));
+}
+
+static void f16_rows(int64_t K, const void *w, size_t rb, int64_t n, const void *act, float *y)
+{
+    const uint8_t *wb = w;
+    int64_t r = 0;
+    for (; r + 2 <= n; r += 2)
+        f16_rows_n(2, K, wb + (size_t)r * rb, rb, act, y + r);
+    if (r < n)
+        f16_rows_n(1, K, wb + (size_t)r * rb, rb, act, y + r);
+}
+
+/* ============================================================ dispatch */
+
+static const rlx_gemv_kernel k_q8_0 = {q8_act_bytes, q8_prep, q8_rows};
+static const rlx_gemv_kernel k_q4_0 = {q4_act_bytes, q4_prep, q4_rows};
+static const rlx_gemv_kernel k_q4_k = {kq_act_bytes, kq_prep, q4k_rows};
+static const rlx_gemv_kernel k_q5_k = {kq_act_bytes, kq_prep, q5k_rows};
+static const rlx_gemv_kernel k_q6_k = {q8k_act_bytes, q8k_prep, q6k_rows};
+static const rlx_gemv_kernel k_f16 = {NULL, NULL, f16_rows};
+
+const rlx_gemv_kernel *rlx_cpu_gemv_avx512(rlx_dtype t)
+{
+    switch (t) {
+    case RLX_DTYPE_Q8_0:
+        return &k_q8_0;
+    case RLX_DTYPE_Q4_0:
+        return &k_q4_0;
+    case RLX_DTYPE_Q4_K:
+        return &k_q4_k;
+    case RLX_DTYPE_Q5_K:
+        return &k_q5_k;
+    case RLX_DTYPE_Q6_K:
+        return &k_q6_k;
+    case RLX_DTYPE_F16:
+        return &k_f16;
+    default:
+        return NULL;
+    }
+}
