@@ -32,6 +32,7 @@ static void build_table(rlx_cpu_isa isa, rlx_cpu_table *t)
         t->vec = rlx_vec_ops_avx512;
         rlx_cpu_fill_dots_avx512(t);
         rlx_cpu_fill_qgemm_avx512(t);
+        rlx_cpu_fill_attn_avx512(t);
     }
     t->dot[RLX_DTYPE_F32] = t->vec.dot_f32w;
     t->dot[RLX_DTYPE_F16] = t->vec.dot_f16w;

@@ -112,6 +112,8 @@ typedef struct {
     int64_t M, N, K;
     float alpha, beta;
     const float *A, *B;
+    const uint16_t *Bh; /* F16/BF16 rows of B (tb), widened while packing */
+    rlx_dtype bt;
     int64_t lda, ldb;
     float *C;
     int64_t ldc;
@@ -150,6 +152,23 @@ static void pack_b_task(void *vc, int64_t panel, int thread)
     int64_t j0 = g->jc + panel * NR;
     float *dst = g->Bp + panel * g->kc * NR;
     int64_t cols = g->jc + g->nc - j0 < NR ? g->jc + g->nc - j0 : NR;
+    if (g->Bh) { /* half rows: widen kc elements of a row, then scatter */
+        float row[KC];
+        for (int64_t j = 0; j < NR; j++) {
+            if (j < cols) {
+                const uint16_t *src = g->Bh + (j0 + j) * g->ldb + g->pc;
+                if (g->bt == RLX_DTYPE_F16)
+                    g->t->vec.f16_to_f32(src, row, g->kc);
+                else
+                    g->t->vec.bf16_to_f32(src, row, g->kc);
+            } else {
+                memset(row, 0, sizeof(float) * (size_t)g->kc);
+            }
+            for (int64_t k = 0; k < g->kc; k++)
+                dst[k * NR + j] = row[k];
+        }
+        return;
+    }
     for (int64_t k = 0; k < g->kc; k++) {
         int64_t kk = g->pc + k;
         float *d = dst + k * NR;
@@ -200,11 +219,14 @@ static void *alloc64(size_t bytes)
     return aligned_alloc(64, (bytes + 63) & ~(size_t)63);
 }
 
-static bool own_sgemm(rlx_threadpool *pool, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
-                      float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
-                      float beta, float *C, int64_t ldc)
+static bool own_sgemm_b(rlx_threadpool *pool, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
+                        float alpha, const float *A, int64_t lda, const float *B,
+                        const uint16_t *Bh, rlx_dtype bt, int64_t ldb, float beta, float *C,
+                        int64_t ldc)
 {
     gemm_ctx g = {
+        .Bh = Bh,
+        .bt = bt,
         .t = rlx_cpu_table_get(),
         .ta = ta,
         .tb = tb,
@@ -252,6 +274,23 @@ static bool own_sgemm(rlx_threadpool *pool, bool ta, bool tb, int64_t M, int64_t
     free(Ap);
     free(Bp);
     return true;
+}
+
+static bool own_sgemm(rlx_threadpool *pool, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
+                      float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
+                      float beta, float *C, int64_t ldc)
+{
+    return own_sgemm_b(pool, ta, tb, M, N, K, alpha, A, lda, B, NULL, RLX_DTYPE_F32, ldb, beta, C,
+                       ldc);
+}
+
+bool rlx_cpu_sgemm_half_b(rlx_threadpool *pool, rlx_dtype bt, int64_t M, int64_t N, int64_t K,
+                          const float *A, int64_t lda, const uint16_t *B, int64_t ldb, float *C,
+                          int64_t ldc)
+{
+    if (M <= 0 || N <= 0)
+        return true;
+    return own_sgemm_b(pool, false, true, M, N, K, 1.0f, A, lda, NULL, B, bt, ldb, 0.0f, C, ldc);
 }
 
 void rlx_cpu_sgemm(rlx_threadpool *pool, rlx_cpu_gemm_impl impl, bool trans_a, bool trans_b,

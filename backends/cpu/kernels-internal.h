@@ -172,7 +172,6 @@ extern const rlx_vec_ops rlx_vec_ops_scalar;
 extern const rlx_vec_ops rlx_vec_ops_avx2;
 extern const rlx_vec_ops rlx_vec_ops_avx512;
 
-
 /* ---- quantized GEMM for M > 1 (qgemm.c + qgemm-<isa>.c) ----
  * Activations are quantized once per call as for the dot products (Q8_0
  * blocks for Q4_0/Q8_0, Q8_K for the K-quants: the integer sums equal the
@@ -182,14 +181,14 @@ extern const rlx_vec_ops rlx_vec_ops_avx512;
 #define RLX_QG_NC 32 /* weight rows per panel */
 
 typedef struct rlx_qg_act {
-    const int8_t *q;   /* row m at q + m*ldq: K int8 */
-    int64_t ldq;       /* bytes */
-    const float *d;    /* row m at d + m*ldd: one scale per 32 (Q8_0 family) or 256 */
-    int64_t ldd;       /* floats */
+    const int8_t *q;    /* row m at q + m*ldq: K int8 */
+    int64_t ldq;        /* bytes */
+    const float *d;     /* row m at d + m*ldd: one scale per 32 (Q8_0 family) or 256 */
+    int64_t ldd;        /* floats */
     const int32_t *ofs; /* row m at ofs + m*ldo, per sub-block: -offset * sum(q)
                          * (Q8_0: 128 per 32, Q4_0: 8 per 32, Q6_K: 32 per 16) */
-    const float *msum; /* Q4_K/Q5_K: row m at msum + m*ldo, sum(q) per 32 */
-    int64_t ldo;       /* entries (K / 16) */
+    const float *msum;  /* Q4_K/Q5_K: row m at msum + m*ldo, sum(q) per 32 */
+    int64_t ldo;        /* entries (K / 16) */
 } rlx_qg_act;
 
 /* y[m*ldy + j] = row j of w (j < n_rows <= RLX_QG_NC) . activation row m, for
@@ -210,6 +209,13 @@ static inline size_t rlx_qg_panel_bytes(rlx_dtype t, int64_t K)
     return (size_t)(K / 32) * per32 + 64;
 }
 
+/* gemm.c: C (M x N, ldc) = A (M x K, lda) . B^T with B N rows of F16 or BF16
+ * (ldb halves apart), widened to f32 as B is packed, through our own kernel;
+ * false on allocation failure (nothing written). */
+bool rlx_cpu_sgemm_half_b(rlx_threadpool *pool, rlx_dtype bt, int64_t M, int64_t N, int64_t K,
+                          const float *A, int64_t lda, const uint16_t *B, int64_t ldb, float *C,
+                          int64_t ldc);
+
 /* qgemm.c: M > 1 products through t->qgemm (true when it ran; false: the
  * type has no panel kernel on this ISA, nothing was written). */
 struct rlx_cpu_table;
@@ -224,6 +230,9 @@ typedef struct rlx_cpu_table {
     rlx_vec_dot_fn dot[RLX_DTYPE_COUNT];
     rlx_vec_ops vec;
     rlx_qgemm_panel_fn qgemm[RLX_DTYPE_COUNT]; /* NULL: per-row dots for M > 1 */
+    /* n_q > 1 attention over F32/F16 K/V, no bias or softcap, head_dim % 16
+     * == 0 (attn-<isa>.c); NULL: vec.attn_tile */
+    rlx_attn_tile_fn attn_prefill;
 } rlx_cpu_table;
 
 /* The active table (set by rlx_cpu_kernels_init / set_isa). */
@@ -236,5 +245,7 @@ void rlx_cpu_fill_dots_avx2(rlx_cpu_table *t);
 void rlx_cpu_fill_dots_avx512(rlx_cpu_table *t);
 /* qgemm-avx512.c: the M > 1 panel kernels (AVX-512 VNNI). */
 void rlx_cpu_fill_qgemm_avx512(rlx_cpu_table *t);
+/* attn-avx512.c: the prompt-processing attention tile. */
+void rlx_cpu_fill_attn_avx512(rlx_cpu_table *t);
 
 #endif

@@ -185,6 +185,12 @@ rlx_status rlx_cpu_matmul(rlx_threadpool *pool, rlx_dtype wtype, const void *w, 
         return RLX_OK;
     }
 
+    /* half weights, several rows: widened panel by panel into our f32 GEMM */
+    if (M > 1 && (wtype == RLX_DTYPE_F16 || wtype == RLX_DTYPE_BF16) &&
+        t->isa == RLX_CPU_ISA_AVX512 && w_row_bytes % 2 == 0 &&
+        rlx_cpu_sgemm_half_b(pool, wtype, M, N, K, x, ldx, w, (int64_t)(w_row_bytes / 2), y, ldy))
+        return RLX_OK;
+
     size_t need = rlx_cpu_matmul_scratch_bytes(wtype, M, K, nth);
     void *owned = NULL;
     if (!scratch || scratch_bytes < need) {

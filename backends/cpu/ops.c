@@ -313,6 +313,11 @@ rlx_status rlx_cpu_attention(rlx_threadpool *pool, const rlx_cpu_attn_params *p,
         .per_thread = (rlx_attn_tile_scratch_floats(p->head_dim) + 15) & ~(size_t)15,
         .q_tiles = (p->n_q + RLX_ATTN_BQ - 1) / RLX_ATTN_BQ,
     };
+    const rlx_cpu_table *t = rlx_cpu_table_get();
+    if (t->attn_prefill && p->n_q > 1 && p->head_dim % 16 == 0 && p->softcap <= 0.0f &&
+        p->mask != RLX_CPU_ATTN_BIAS &&
+        (p->kv_type == RLX_DTYPE_F32 || p->kv_type == RLX_DTYPE_F16))
+        c.tile = t->attn_prefill;
     rlx_parallel_for(pool, (int64_t)p->n_heads * c.q_tiles, attn_task, &c);
     free(owned);
     return RLX_OK;
