@@ -308,6 +308,11 @@ static void emit_memory(rlx_worker *w, rlx_llm *m)
     if (rlx_session_device_info(s, &di, &err) == RLX_OK)
         info.device_total = di.total_memory;
     rlx_error_free(err);
+    rlx_llm_placement_info pl = rlx_llm_get_placement(m);
+    info.on_gpu = pl.on_gpu;
+    info.n_gpu_layers = pl.n_gpu_layers;
+    info.n_layers = pl.n_layers;
+    info.cpu_bytes = pl.cpu_bytes;
     rlx_worker_emit(w, RLX_WORKER_EVENT_MEMORY, &info, sizeof info);
 }
 
@@ -728,6 +733,7 @@ static void device_free(gpointer data)
     RlxDevice *d = data;
     g_free(d->id);
     g_free(d->label);
+    g_free(d->features);
     g_free(d);
 }
 
@@ -747,6 +753,7 @@ GPtrArray *rlx_engine_list_devices(void)
             RlxDevice *d = g_new0(RlxDevice, 1);
             d->id = g_strdup(di.id);
             d->total_memory = di.total_memory;
+            d->features = g_strdup(di.features);
             if (di.type == RLX_DEVICE_CPU && !strstr(di.name, "thread"))
                 /* Translators: CPU model name and the number of threads used */
                 d->label = g_strdup_printf(_("CPU — %s (%d threads)"), di.name, di.n_threads);

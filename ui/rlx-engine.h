@@ -66,6 +66,13 @@ typedef struct {
     uint64_t weights, kv_cache, activations;
     uint64_t budget;       /* 0: none set */
     uint64_t device_total; /* 0: unknown */
+    /* Where the model's decoder layers run: on a GPU device, n_gpu_layers of
+     * n_layers there (the embedding and output too) and, when that is not
+     * all of them (the budget is too small), the rest on the CPU, which then
+     * holds cpu_bytes of weights, KV cache and activations. */
+    gboolean on_gpu;
+    int n_gpu_layers, n_layers;
+    uint64_t cpu_bytes;
 } RlxMemoryInfo;
 
 typedef struct {
@@ -80,8 +87,9 @@ typedef struct {
 
 /* One device the backends report. */
 typedef struct {
-    char *id;    /* "cpu", "vulkan:0" */
-    char *label; /* what a person reads: "CPU — Xeon … (8 threads)" */
+    char *id;       /* "cpu", "vulkan:0" */
+    char *label;    /* what a person reads: "CPU — Xeon … (8 threads)" */
+    char *features; /* the backend's feature line: "vulkan 1.3 storage16 …, f16 kernels" */
     uint64_t total_memory;
 } RlxDevice;
 

@@ -23,6 +23,8 @@ struct _RlxWindow {
     GPtrArray *devices; /* RlxDevice */
     RlxMemoryInfo mem;
     GtkLabel *mem_labels[4];
+    GtkLabel *layers_label; /* "3 of 28 layers on the GPU…", GPU devices only */
+    char *device_id;        /* the device setting the window last applied */
 };
 
 G_DEFINE_FINAL_TYPE(RlxWindow, rlx_window, ADW_TYPE_APPLICATION_WINDOW)
@@ -171,6 +173,28 @@ static void update_memory_labels(RlxWindow *self)
     g_autofree char *tip = g_strdup_printf(_("Memory: %s of %s"), a, b);
     gtk_widget_set_tooltip_text(self->memory_button, tip);
     gtk_widget_queue_draw(GTK_WIDGET(self->memory_bar));
+
+    gboolean show = m->on_gpu && m->n_layers > 0;
+    gtk_widget_set_visible(GTK_WIDGET(self->layers_label), show);
+    if (!show)
+        return;
+    g_autofree char *text = NULL;
+    if (m->n_gpu_layers >= m->n_layers) {
+        /* Translators: where the model runs; %d is its number of layers */
+        text = g_strdup_printf(
+            ngettext("All %d layer on the GPU", "All %d layers on the GPU", m->n_layers),
+            m->n_layers);
+    } else {
+        char cpu[64];
+        fmt_bytes(m->cpu_bytes, cpu, sizeof cpu);
+        /* Translators: partial offload: "3 of 28 layers on the GPU", then the
+         * memory the other layers take on the CPU */
+        text = g_strdup_printf(ngettext("%d of %d layer on the GPU, the rest on the CPU (%s)",
+                                        "%d of %d layers on the GPU, the rest on the CPU (%s)",
+                                        m->n_layers),
+                               m->n_gpu_layers, m->n_layers, cpu);
+    }
+    gtk_label_set_text(self->layers_label, text);
 }
 
 static void on_memory(RlxEngine *e, const RlxMemoryInfo *m, RlxWindow *self)
@@ -203,6 +227,15 @@ static void build_memory_grid(RlxWindow *self)
         gtk_grid_attach(self->memory_grid, name, 1, i, 1, 1);
         gtk_grid_attach(self->memory_grid, value, 2, i, 1, 1);
     }
+    GtkWidget *layers = gtk_label_new(NULL);
+    gtk_label_set_xalign(GTK_LABEL(layers), 0);
+    gtk_label_set_wrap(GTK_LABEL(layers), TRUE);
+    gtk_label_set_max_width_chars(GTK_LABEL(layers), 32);
+    gtk_widget_add_css_class(layers, "dim-label");
+    gtk_widget_set_margin_top(layers, 6);
+    gtk_widget_set_visible(layers, FALSE);
+    self->layers_label = GTK_LABEL(layers);
+    gtk_grid_attach(self->memory_grid, layers, 0, 4, 3, 1);
 }
 
 static void device_selected(GtkDropDown *dd, GParamSpec *ps, RlxWindow *self)
@@ -215,23 +248,33 @@ static void device_selected(GtkDropDown *dd, GParamSpec *ps, RlxWindow *self)
     const char *cur = *old ? old : "cpu";
     if (g_strcmp0(cur, d->id) == 0)
         return;
+    /* the setting's "changed" reloads the model (device_setting_changed) */
     g_settings_set_string(self->settings, "device", d->id);
     update_memory_labels(self);
-    if (rlx_engine_get_model_info(self->engine)) {
-        rlx_chat_pane_reload_model(self->chat_pane);
-    }
 }
 
+/* The device setting changed, here or in Preferences: select it in the
+ * header bar and load the chat pane's model (if one was opened) again on it,
+ * with progress in the pane. */
 static void device_setting_changed(GSettings *s, const char *key, RlxWindow *self)
 {
     g_autofree char *id = g_settings_get_string(s, "device");
+    const char *dev = *id ? id : "cpu";
     for (guint i = 0; self->devices && i < self->devices->len; i++) {
         RlxDevice *d = g_ptr_array_index(self->devices, i);
-        if (g_strcmp0(d->id, *id ? id : "cpu") == 0) {
+        if (g_strcmp0(d->id, dev) == 0) {
             gtk_drop_down_set_selected(self->device_dropdown, i);
-            return;
+            break;
         }
     }
+    gboolean first = self->device_id == NULL;
+    if (!first && g_strcmp0(self->device_id, dev) == 0)
+        return;
+    g_free(self->device_id);
+    self->device_id = g_strdup(dev);
+    /* also after a failed load: the model may fit the new device */
+    if (!first)
+        rlx_chat_pane_reload_model(self->chat_pane);
 }
 
 static void setup_label_item(GtkSignalListItemFactory *f, GtkListItem *item, gpointer compact)
@@ -262,7 +305,10 @@ static void bind_short_item(GtkSignalListItemFactory *f, GtkListItem *item, gpoi
     RlxDevice *d = g_ptr_array_index(self->devices, i);
     const char *short_name = g_strcmp0(d->id, "cpu") == 0 ? _("CPU") : d->id;
     gtk_label_set_text(GTK_LABEL(gtk_list_item_get_child(item)), short_name);
-    gtk_widget_set_tooltip_text(GTK_WIDGET(self->device_dropdown), d->label);
+    g_autofree char *tip = d->features && *d->features
+                               ? g_strdup_printf("%s\n%s", d->label, d->features)
+                               : g_strdup(d->label);
+    gtk_widget_set_tooltip_text(GTK_WIDGET(self->device_dropdown), tip);
     /* Translators: the memory popover's title; %s is a device, "CPU" or "vulkan:0" */
     g_autofree char *title = g_strdup_printf(_("Memory on %s"), short_name);
     gtk_label_set_text(self->memory_title, title);
@@ -363,6 +409,7 @@ static void rlx_window_dispose(GObject *object)
         g_signal_handlers_disconnect_by_data(self->engine, self);
     g_clear_object(&self->engine);
     g_clear_pointer(&self->devices, g_ptr_array_unref);
+    g_clear_pointer(&self->device_id, g_free);
     g_clear_object(&self->settings);
     G_OBJECT_CLASS(rlx_window_parent_class)->dispose(object);
 }
