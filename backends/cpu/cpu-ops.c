@@ -140,6 +140,15 @@ static void copy_rows(const cpu_tensor *dst, const cpu_tensor *src, int64_t r0, 
             MOVE_ELEMS(uint64_t)
         } else if (same) {
             MOVE_ELEMS(uint8_t)
+        } else if ((sd == 1 || L == 1) && (ss == 1 || L == 1) && src->dt == RLX_DTYPE_F32 &&
+                   dst->dt == RLX_DTYPE_F16) {
+            /* the KV-cache store: vector RNE, the same halves as via f64 */
+            rlx_cpu_f32_to_f16_row((const float *)(const void *)(src->p + os * 4),
+                                   (uint16_t *)(void *)(dst->p + od * 2), L);
+        } else if ((sd == 1 || L == 1) && (ss == 1 || L == 1) && src->dt == RLX_DTYPE_F16 &&
+                   dst->dt == RLX_DTYPE_F32) {
+            rlx_cpu_f16_to_f32_row((const uint16_t *)(const void *)(src->p + os * 2),
+                                   (float *)(void *)(dst->p + od * 4), L);
         } else {
             for (int64_t j = 0; j < L; j++)
                 cpu_store_f64(dst->p, dst->dt, od + j * sd,
@@ -1398,8 +1407,26 @@ static bool fast_matmul(const cpu_op_ctx *c)
                           (const float *)b->p + bo, ldb, 0.0f, op, ldo);
         }
     } while (nd_next(idx, o->ne, nb));
-    /* epilogue: bias and activation over the whole output */
-    if (bias || p->matmul.act != RLX_ACT_NONE) {
+    /* epilogue: bias and activation over the whole output; a contiguous
+     * output without bias takes the vector activations over the pool */
+    rlx_cpu_act_kind vk = RLX_CPU_ACT_SILU;
+    bool vec_act = !bias && is_contig(o) && o->st[ro - 2] == N;
+    switch (p->matmul.act) {
+    case RLX_ACT_SILU:
+        vk = RLX_CPU_ACT_SILU;
+        break;
+    case RLX_ACT_GELU_ERF:
+        vk = RLX_CPU_ACT_GELU;
+        break;
+    case RLX_ACT_GELU_TANH:
+        vk = RLX_CPU_ACT_GELU_TANH;
+        break;
+    default:
+        vec_act = false;
+    }
+    if (vec_act) {
+        rlx_cpu_act_pool(c->pool, vk, (const float *)o->p, (float *)o->p, numel(o));
+    } else if (bias || p->matmul.act != RLX_ACT_NONE) {
         int64_t bst = bias ? (bias->ne[bias->rank - 1] == 1 ? 0 : bias->st[bias->rank - 1]) : 0;
         int64_t oidx[RLX_MAX_DIMS] = {0};
         do {
