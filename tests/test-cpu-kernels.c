@@ -252,6 +252,14 @@ static void attention_vs_naive(void **state)
                 check_attention((rlx_cpu_attn_mask)m, L, L, 8, 2, 64, f16, 0.0f, 5);
                 /* decode over a cache: one query at the end */
                 check_attention((rlx_cpu_attn_mask)m, 1, L, 4, 4, 32, !f16, 0.0f, 16);
+                /* decode with GQA: the heads of a KV head share one task
+                 * (group x queries <= 16 rows), and a chunk too big for it */
+                check_attention((rlx_cpu_attn_mask)m, 1, L, 8, 2, 64, f16, 0.0f, 16);
+                check_attention((rlx_cpu_attn_mask)m, 1, L, 16, 2, 32, !f16, 0.0f, 3);
+                if (L >= 3)
+                    check_attention((rlx_cpu_attn_mask)m, 3, L, 12, 3, 64, f16, 0.0f, 2);
+                if (L >= 9)
+                    check_attention((rlx_cpu_attn_mask)m, 9, L, 4, 2, 32, !f16, 0.0f, 4);
             }
             /* soft-capping (Gemma 2) and an odd head size */
             check_attention(RLX_CPU_ATTN_CAUSAL, L, L, 2, 1, 40, false, 1.5f, 0);

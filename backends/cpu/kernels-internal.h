@@ -139,7 +139,11 @@ typedef void (*rlx_gemm_ukernel_fn)(int64_t kc, const float *Ap, const float *Bp
 /* Attention work item: one head, query rows [q0, q0+nq). */
 typedef void (*rlx_attn_tile_fn)(const rlx_cpu_attn_params *p, int64_t head, int64_t q0, int64_t nq,
                                  float *scratch);
-/* floats of scratch one rlx_attn_tile_fn call needs */
+/* Heads [head, head+nh) sharing one KV head, query rows [q0, q0+nq), with
+ * nh * nq <= RLX_ATTN_BQ (decode with grouped-query attention). */
+typedef void (*rlx_attn_group_fn)(const rlx_cpu_attn_params *p, int64_t head, int64_t nh,
+                                  int64_t q0, int64_t nq, float *scratch);
+/* floats of scratch one rlx_attn_tile_fn / rlx_attn_group_fn call needs */
 #define RLX_ATTN_BQ 16
 #define RLX_ATTN_BK 64
 static inline size_t rlx_attn_tile_scratch_floats(int64_t head_dim)
@@ -164,6 +168,7 @@ typedef struct rlx_vec_ops {
     void (*act)(rlx_cpu_act_kind act, const float *x, float *y, int64_t n);
     void (*act_gated)(rlx_cpu_act_kind act, const float *g, const float *u, float *y, int64_t n);
     rlx_attn_tile_fn attn_tile;
+    rlx_attn_group_fn attn_group;
     rlx_gemm_ukernel_fn gemm_ukernel;
     rlx_vec_dot_fn dot_f32w, dot_f16w, dot_bf16w; /* weight rows vs f32 activations */
 } rlx_vec_ops;

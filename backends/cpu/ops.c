@@ -259,6 +259,7 @@ void rlx_cpu_rope(rlx_threadpool *pool, const rlx_cpu_rope_params *p, const floa
 typedef struct {
     const rlx_cpu_attn_params *p;
     rlx_attn_tile_fn tile;
+    rlx_attn_group_fn group; /* one task per KV head */
     float *scratch;
     size_t per_thread;
     int64_t q_tiles;
@@ -267,6 +268,11 @@ typedef struct {
 static void attn_task(void *vc, int64_t task, int thread)
 {
     const attn_ctx *c = vc;
+    if (c->group) {
+        int64_t g = c->p->n_heads / c->p->n_kv_heads;
+        c->group(c->p, task * g, g, 0, c->p->n_q, c->scratch + (size_t)thread * c->per_thread);
+        return;
+    }
     int64_t h = task / c->q_tiles, qt = task % c->q_tiles;
     int64_t q0 = qt * RLX_ATTN_BQ;
     int64_t nq = c->p->n_q - q0 < RLX_ATTN_BQ ? c->p->n_q - q0 : RLX_ATTN_BQ;
@@ -318,7 +324,16 @@ rlx_status rlx_cpu_attention(rlx_threadpool *pool, const rlx_cpu_attn_params *p,
         p->mask != RLX_CPU_ATTN_BIAS &&
         (p->kv_type == RLX_DTYPE_F32 || p->kv_type == RLX_DTYPE_F16))
         c.tile = t->attn_prefill;
-    rlx_parallel_for(pool, (int64_t)p->n_heads * c.q_tiles, attn_task, &c);
+    /* decode (a few queries) with grouped-query attention: the heads of a
+     * KV head in one task, each K/V row read and widened once */
+    const int64_t group = p->n_heads / p->n_kv_heads;
+    if (group > 1 && p->n_q * group <= RLX_ATTN_BQ && c.tile == t->vec.attn_tile &&
+        t->vec.attn_group) {
+        c.group = t->vec.attn_group;
+        rlx_parallel_for(pool, p->n_kv_heads, attn_task, &c);
+    } else {
+        rlx_parallel_for(pool, (int64_t)p->n_heads * c.q_tiles, attn_task, &c);
+    }
     free(owned);
     return RLX_OK;
 }

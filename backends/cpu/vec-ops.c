@@ -473,6 +473,24 @@ static void softmax_row(const float *x, float *y, int64_t n, float scale, const 
  * widened and Q8_0 rows (a quantized KV cache, offsets counting elements)
  * decoded once per tile into buf (row-major, D floats each), so no f32
  * copy of the cache ever exists. */
+/* f16_to_f32 inlined into the tile loop (a call per K/V row showed in
+ * decode profiles) */
+static inline __attribute__((always_inline)) void f16_row(const uint16_t *src, float *dst,
+                                                          int64_t n)
+{
+    int64_t i = 0;
+#if defined(__AVX512F__)
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(src + i))));
+#endif
+#if defined(__F16C__)
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + i))));
+#endif
+    for (; i < n; i++)
+        dst[i] = rlx_f16_to_f32(src[i]);
+}
+
 static void kv_tile_rows(const rlx_cpu_attn_params *p, const void *base, int64_t ld_tok,
                          int64_t ld_head, int64_t kvh, int64_t t0, int64_t kn, float *buf,
                          const float **rows)
@@ -481,7 +499,7 @@ static void kv_tile_rows(const rlx_cpu_attn_params *p, const void *base, int64_t
     for (int64_t j = 0; j < kn; j++) {
         int64_t off = (t0 + j) * ld_tok + kvh * ld_head;
         if (p->kv_type == RLX_DTYPE_F16) {
-            f16_to_f32((const uint16_t *)base + off, buf + j * D, D);
+            f16_row((const uint16_t *)base + off, buf + j * D, D);
             rows[j] = buf + j * D;
         } else if (p->kv_type == RLX_DTYPE_Q8_0) {
             /* element e sits in block e / 32 at e % 32; a row may start
@@ -504,12 +522,16 @@ static void kv_tile_rows(const rlx_cpu_attn_params *p, const void *base, int64_t
     }
 }
 
-static void attn_tile(const rlx_cpu_attn_params *p, int64_t h, int64_t q0, int64_t nq,
+/* Tile rows i < nh * nq: head h0 + i / nq, query q0 + i % nq. The nh heads
+ * share one KV head (grouped-query attention), so a decode step (nq == 1)
+ * widens and reads each K/V row once for the whole group. */
+static void attn_rows(const rlx_cpu_attn_params *p, int64_t h0, int64_t nh, int64_t q0, int64_t nq,
                       float *scratch)
 {
     const int64_t D = p->head_dim;
     const int64_t group = p->n_heads / p->n_kv_heads;
-    const int64_t kvh = h / group;
+    const int64_t kvh = h0 / group;
+    const int64_t nr = nh * nq;
     float *Qs = scratch;
     float *acc = Qs + RLX_ATTN_BQ * D;
     float *Kt = acc + RLX_ATTN_BQ * D;
@@ -519,8 +541,8 @@ static void attn_tile(const rlx_cpu_attn_params *p, int64_t h, int64_t q0, int64
     float *mrow = S + RLX_ATTN_BQ * RLX_ATTN_BK;
     float *lrow = mrow + RLX_ATTN_BQ;
 
-    for (int64_t i = 0; i < nq; i++) {
-        const float *q = p->q + (q0 + i) * p->q_ld_tok + h * p->q_ld_head;
+    for (int64_t i = 0; i < nr; i++) {
+        const float *q = p->q + (q0 + i % nq) * p->q_ld_tok + (h0 + i / nq) * p->q_ld_head;
         for (int64_t d = 0; d < D; d++)
             Qs[i * D + d] = q[d] * p->scale;
         memset(acc + i * D, 0, (size_t)D * sizeof(float));
@@ -546,7 +568,8 @@ static void attn_tile(const rlx_cpu_attn_params *p, int64_t h, int64_t q0, int64
         int64_t kn = hi - kt < RLX_ATTN_BK ? hi - kt : RLX_ATTN_BK;
         kv_tile_rows(p, p->k, p->k_ld_tok, p->k_ld_head, kvh, kt, kn, Kt, krow);
         bool v_loaded = false;
-        for (int64_t i = 0; i < nq; i++) {
+        for (int64_t i = 0; i < nr; i++) {
+            const int64_t h = h0 + i / nq, qrow = q0 + i % nq;
             float *s = S + i * RLX_ATTN_BK;
             const float *qi = Qs + i * D;
             int64_t jk = 0;
@@ -575,12 +598,12 @@ static void attn_tile(const rlx_cpu_attn_params *p, int64_t h, int64_t q0, int64
                 for (int j = 0; j < RLX_ATTN_BK; j++)
                     s[j] = cap * vtanh(s[j] * icap);
             if (bias) {
-                const float *br = p->bias + h * p->bias_ld_head + (q0 + i) * p->bias_ld_q + kt;
+                const float *br = p->bias + h * p->bias_ld_head + qrow * p->bias_ld_q + kt;
                 for (int64_t j = 0; j < kn; j++)
                     s[j] += br[j];
             }
             /* visible keys j in [jmin, jmax] (tile-relative) */
-            int64_t pos = p->q_pos0 + q0 + i;
+            int64_t pos = p->q_pos0 + qrow;
             int64_t jmax = causal ? pos - kt : kn - 1;
             if (jmax > kn - 1)
                 jmax = kn - 1;
@@ -632,12 +655,24 @@ static void attn_tile(const rlx_cpu_attn_params *p, int64_t h, int64_t q0, int64
         }
     }
 
-    for (int64_t i = 0; i < nq; i++) {
-        float *o = p->out + (q0 + i) * p->o_ld_tok + h * p->o_ld_head;
+    for (int64_t i = 0; i < nr; i++) {
+        float *o = p->out + (q0 + i % nq) * p->o_ld_tok + (h0 + i / nq) * p->o_ld_head;
         float il = lrow[i] > 0.0f ? 1.0f / lrow[i] : 0.0f;
         for (int64_t d = 0; d < D; d++)
             o[d] = acc[i * D + d] * il;
     }
+}
+
+static void attn_tile(const rlx_cpu_attn_params *p, int64_t h, int64_t q0, int64_t nq,
+                      float *scratch)
+{
+    attn_rows(p, h, 1, q0, nq, scratch);
+}
+
+static void attn_group(const rlx_cpu_attn_params *p, int64_t h0, int64_t nh, int64_t q0, int64_t nq,
+                       float *scratch)
+{
+    attn_rows(p, h0, nh, q0, nq, scratch);
 }
 
 /* ---------------------------------------------------- GEMM micro-kernel */
@@ -716,6 +751,7 @@ const rlx_vec_ops VEC_TABLE = {
     .act = act,
     .act_gated = act_gated,
     .attn_tile = attn_tile,
+    .attn_group = attn_group,
     .gemm_ukernel = gemm_ukernel,
     .dot_f32w = dot_f32w,
     .dot_f16w = dot_f16w,
