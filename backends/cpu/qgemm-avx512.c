@@ -24,7 +24,8 @@
 #include "backends/cpu/kernels-internal.h"
 
 #define NC     RLX_QG_NC
-#define MR     4
+#define MR     6 /* activation rows per Q8_0/Q4_0 tile */
+#define MRK    4 /* per K-quant tile (its superblock sums take 8 more registers) */
 #define INLINE static inline __attribute__((always_inline))
 
 static inline float h2f(uint16_t h)
@@ -204,6 +205,17 @@ INLINE void store_rows(float *y, int64_t ldy, int mr, __mmask16 k0, __mmask16 k1
     }
 }
 
+INLINE void store_rows_k(float *y, int64_t ldy, int mr, __mmask16 k0, __mmask16 k1,
+                         __m512 acc[MRK][2])
+{
+    for (int i = 0; i < MRK; i++) {
+        if (i >= mr)
+            break;
+        _mm512_mask_storeu_ps(y + i * ldy, k0, acc[i][0]);
+        _mm512_mask_storeu_ps(y + i * ldy + 16, k1, acc[i][1]);
+    }
+}
+
 INLINE __m512i bcast4(const int8_t *p)
 {
     int32_t v;
@@ -252,58 +264,58 @@ INLINE void tile_k(const uint8_t *panel, int64_t nb, const rows4 *r, float *y, i
 {
     const int nsub = 256 / bs;
     const size_t blk_bytes = 256 * NC + (size_t)nsub * NC * 4 * (mins ? 2 : 1);
-    __m512 acc[MR][2];
-    for (int i = 0; i < MR; i++)
+    __m512 acc[MRK][2];
+    for (int i = 0; i < MRK; i++)
         acc[i][0] = acc[i][1] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *qp = panel + (size_t)b * blk_bytes;
         const float *sc = (const float *)(const void *)(qp + 256 * NC);
         const float *mn = sc + nsub * NC;
-        __m512 sb[MR][2];
-        for (int i = 0; i < MR; i++)
+        __m512 sb[MRK][2];
+        for (int i = 0; i < MRK; i++)
             sb[i][0] = sb[i][1] = _mm512_setzero_ps();
         for (int s = 0; s < nsub; s++) {
-            __m512i is[MR][2];
-            for (int i = 0; i < MR; i++)
+            __m512i is[MRK][2];
+            for (int i = 0; i < MRK; i++)
                 is[i][0] = is[i][1] =
                     mins ? _mm512_setzero_si512() : _mm512_set1_epi32(r->o[i][b * nsub + s]);
             for (int g = 0; g < bs / 4; g++) {
                 const uint8_t *wp = qp + (size_t)(s * bs / 4 + g) * 128;
                 __m512i w0 = _mm512_load_si512(wp), w1 = _mm512_load_si512(wp + 64);
-                for (int i = 0; i < MR; i++) {
+                for (int i = 0; i < MRK; i++) {
                     __m512i a = bcast4(r->q[i] + b * 256 + s * bs + g * 4);
                     is[i][0] = _mm512_dpbusd_epi32(is[i][0], w0, a);
                     is[i][1] = _mm512_dpbusd_epi32(is[i][1], w1, a);
                 }
             }
             __m512 s0 = _mm512_load_ps(sc + s * NC), s1 = _mm512_load_ps(sc + s * NC + 16);
-            for (int i = 0; i < MR; i++) {
+            for (int i = 0; i < MRK; i++) {
                 sb[i][0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is[i][0]), s0, sb[i][0]);
                 sb[i][1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is[i][1]), s1, sb[i][1]);
             }
             if (mins) {
                 __m512 m0 = _mm512_load_ps(mn + s * NC), m1 = _mm512_load_ps(mn + s * NC + 16);
-                for (int i = 0; i < MR; i++) {
+                for (int i = 0; i < MRK; i++) {
                     __m512 ms = _mm512_set1_ps(r->ms[i][b * 8 + s]);
                     sb[i][0] = _mm512_fnmadd_ps(m0, ms, sb[i][0]);
                     sb[i][1] = _mm512_fnmadd_ps(m1, ms, sb[i][1]);
                 }
             }
         }
-        for (int i = 0; i < MR; i++) {
+        for (int i = 0; i < MRK; i++) {
             __m512 da = _mm512_set1_ps(r->d[i][b]);
             acc[i][0] = _mm512_fmadd_ps(sb[i][0], da, acc[i][0]);
             acc[i][1] = _mm512_fmadd_ps(sb[i][1], da, acc[i][1]);
         }
     }
-    store_rows(y, ldy, mr, k0, k1, acc);
+    store_rows_k(y, ldy, mr, k0, k1, acc);
 }
 
-/* Rows m..m+3 (clamped to M-1: surplus rows recompute the last one and are
+/* Rows m..m+n-1 (clamped to M-1: surplus rows recompute the last one and are
  * not stored). */
-INLINE void rows_at(const rlx_qg_act *a, int64_t m, int64_t M, rows4 *r)
+INLINE void rows_at(const rlx_qg_act *a, int64_t m, int64_t M, int n, rows4 *r)
 {
-    for (int i = 0; i < MR; i++) {
+    for (int i = 0; i < n; i++) {
         int64_t mm = m + i < M ? m + i : M - 1;
         r->q[i] = a->q + mm * a->ldq;
         r->d[i] = a->d + mm * a->ldd;
@@ -312,7 +324,7 @@ INLINE void rows_at(const rlx_qg_act *a, int64_t m, int64_t M, rows4 *r)
     }
 }
 
-#define PANEL_FN(name, qb, bb, nsub, mins, chunk, scales, TILE)                            \
+#define PANEL_FN(name, qb, bb, nsub, mins, chunk, scales, MRT, TILE)                       \
     static void name(const void *w, size_t rb, int n_rows, int64_t K, const rlx_qg_act *a, \
                      int64_t M, float *y, int64_t ldy, void *panel)                        \
     {                                                                                      \
@@ -321,23 +333,23 @@ INLINE void rows_at(const rlx_qg_act *a, int64_t m, int64_t M, rows4 *r)
         __mmask16 k1 = (__mmask16)(n_rows >= 32   ? 0xFFFF                                 \
                                    : n_rows <= 16 ? 0                                      \
                                                   : (1u << (n_rows - 16)) - 1);            \
-        for (int64_t m = 0; m < M; m += MR) {                                              \
+        for (int64_t m = 0; m < M; m += MRT) {                                             \
             rows4 r;                                                                       \
-            rows_at(a, m, M, &r);                                                          \
-            int mr = (int)(M - m < MR ? M - m : MR);                                       \
+            rows_at(a, m, M, MRT, &r);                                                     \
+            int mr = (int)(M - m < MRT ? M - m : MRT);                                     \
             TILE;                                                                          \
         }                                                                                  \
     }
 
-PANEL_FN(panel_q8_0, 32, sizeof(blk_q8_0), 1, 0, chunk_q8_0, scales_q8_0,
+PANEL_FN(panel_q8_0, 32, sizeof(blk_q8_0), 1, 0, chunk_q8_0, scales_q8_0, MR,
          tile_b32(panel, K / 32, &r, y + m * ldy, ldy, mr, k0, k1))
-PANEL_FN(panel_q4_0, 32, sizeof(blk_q4_0), 1, 0, chunk_q4_0, scales_q4_0,
+PANEL_FN(panel_q4_0, 32, sizeof(blk_q4_0), 1, 0, chunk_q4_0, scales_q4_0, MR,
          tile_b32(panel, K / 32, &r, y + m * ldy, ldy, mr, k0, k1))
-PANEL_FN(panel_q4_k, 256, sizeof(blk_q4_k), 8, 1, chunk_q4_k, scales_q4_k,
+PANEL_FN(panel_q4_k, 256, sizeof(blk_q4_k), 8, 1, chunk_q4_k, scales_q4_k, MRK,
          tile_k(panel, K / 256, &r, y + m * ldy, ldy, mr, k0, k1, 32, 1))
-PANEL_FN(panel_q5_k, 256, sizeof(blk_q5_k), 8, 1, chunk_q5_k, scales_q5_k,
+PANEL_FN(panel_q5_k, 256, sizeof(blk_q5_k), 8, 1, chunk_q5_k, scales_q5_k, MRK,
          tile_k(panel, K / 256, &r, y + m * ldy, ldy, mr, k0, k1, 32, 1))
-PANEL_FN(panel_q6_k, 256, sizeof(blk_q6_k), 16, 0, chunk_q6_k, scales_q6_k,
+PANEL_FN(panel_q6_k, 256, sizeof(blk_q6_k), 16, 0, chunk_q6_k, scales_q6_k, MRK,
          tile_k(panel, K / 256, &r, y + m * ldy, ldy, mr, k0, k1, 16, 0))
 
 void rlx_cpu_fill_qgemm_avx512(rlx_cpu_table *t)
