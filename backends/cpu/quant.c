@@ -9,6 +9,34 @@
 
 #include "backends/cpu/kernels-internal.h"
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+
+/* (l0 + l4 + l2 + l6) + (l1 + l5 + l3 + l7) of lanes a = l0..3, b = l4..7,
+ * in the order lanes8_sum uses */
+static inline float hsum8_sse(__m128 a, __m128 b)
+{
+    __m128 t = _mm_add_ps(a, b);                   /* l0+l4, l1+l5, l2+l6, l3+l7 */
+    __m128 u = _mm_add_ps(t, _mm_movehl_ps(t, t)); /* (l0+l4)+(l2+l6), (l1+l5)+(l3+l7) */
+    __m128 w = _mm_add_ss(u, _mm_shuffle_ps(u, u, 1));
+    return _mm_cvtss_f32(w);
+}
+#else
+static inline float lanes8_sum(const float l[8])
+{
+    return ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
+}
+#endif
+
+/* The lanes of a float sum that rounds (sum L * x) added in double. */
+static inline double lanes8_sum_d(const float l[8])
+{
+    double s = 0;
+    for (int k = 0; k < 8; k++)
+        s += l[k];
+    return s;
+}
+
 #define QK   32
 #define QK_K 256
 
@@ -421,13 +449,103 @@ static inline float round_f(float v)
     return (v + magic) - magic;
 }
 
+/* For fit_scale_min: with L = round(min(iscale * xs, lmax)) (half away from
+ * zero; xs >= 0), the sums of L, L^2 and L * x: eight lanes (lane k takes the
+ * elements i = k mod 8) added at the end, those of the exact integer sums in
+ * a fixed tree, those of L * x in double. n is a multiple
+ * of 8. SSE2 and the portable loop do the same float operations in the same
+ * order, so they give the same bits. */
+static inline void sums_asym(const float *xs, const float *x, int n, float iscale, float lmax,
+                             float *sl_out, float *sll_out, double *slx_out)
+{
+#if defined(__SSE2__)
+    const __m128 vi = _mm_set1_ps(iscale), vm = _mm_set1_ps(lmax), half = _mm_set1_ps(0.5f);
+    __m128 sl[2], sll[2], slx[2];
+    for (int h = 0; h < 2; h++)
+        sl[h] = sll[h] = slx[h] = _mm_setzero_ps();
+    for (int i = 0; i < n; i += 8)
+        for (int h = 0; h < 2; h++) {
+            __m128 v = _mm_min_ps(_mm_mul_ps(vi, _mm_loadu_ps(xs + i + 4 * h)), vm);
+            /* the extreme element often sits exactly on a half: it must
+             * round up, as the stored levels do */
+            __m128 l = _mm_cvtepi32_ps(_mm_cvttps_epi32(_mm_add_ps(v, half)));
+            sl[h] = _mm_add_ps(sl[h], l);
+            sll[h] = _mm_add_ps(sll[h], _mm_mul_ps(l, l));
+            slx[h] = _mm_add_ps(slx[h], _mm_mul_ps(l, _mm_loadu_ps(x + i + 4 * h)));
+        }
+    *sl_out = hsum8_sse(sl[0], sl[1]);
+    *sll_out = hsum8_sse(sll[0], sll[1]);
+    float slx8[8];
+    _mm_storeu_ps(slx8, slx[0]);
+    _mm_storeu_ps(slx8 + 4, slx[1]);
+    *slx_out = lanes8_sum_d(slx8);
+#else
+    float sl8[8], sll8[8], slx8[8];
+    for (int k = 0; k < 8; k++)
+        sl8[k] = sll8[k] = slx8[k] = 0.0f;
+    for (int i = 0; i < n; i += 8)
+        for (int k = 0; k < 8; k++) {
+            float v = iscale * xs[i + k];
+            v = v < lmax ? v : lmax;
+            float l = (float)(int32_t)(v + 0.5f);
+            sl8[k] += l;
+            sll8[k] += l * l;
+            slx8[k] += l * x[i + k];
+        }
+    *sl_out = lanes8_sum(sl8);
+    *sll_out = lanes8_sum(sll8);
+    *slx_out = lanes8_sum_d(slx8);
+#endif
+}
+
+/* For fit_scale_sym6: L = round_f(clamp(iscale * x, -32, 31)); lane sums of
+ * L^2 and L * x, lanes as in sums_asym. */
+static inline void sums_sym6(const float *x, int n, float iscale, float *sll_out, double *slx_out)
+{
+#if defined(__SSE2__)
+    const __m128 vi = _mm_set1_ps(iscale), lo = _mm_set1_ps(-32.0f), hi = _mm_set1_ps(31.0f);
+    const __m128 magic = _mm_set1_ps(12582912.0f);
+    __m128 sll[2], slx[2];
+    for (int h = 0; h < 2; h++)
+        sll[h] = slx[h] = _mm_setzero_ps();
+    for (int i = 0; i < n; i += 8)
+        for (int h = 0; h < 2; h++) {
+            __m128 xv = _mm_loadu_ps(x + i + 4 * h);
+            __m128 v = _mm_min_ps(_mm_max_ps(_mm_mul_ps(vi, xv), lo), hi);
+            __m128 l = _mm_sub_ps(_mm_add_ps(v, magic), magic);
+            sll[h] = _mm_add_ps(sll[h], _mm_mul_ps(l, l));
+            slx[h] = _mm_add_ps(slx[h], _mm_mul_ps(l, xv));
+        }
+    *sll_out = hsum8_sse(sll[0], sll[1]);
+    float slx8[8];
+    _mm_storeu_ps(slx8, slx[0]);
+    _mm_storeu_ps(slx8 + 4, slx[1]);
+    *slx_out = lanes8_sum_d(slx8);
+#else
+    float sll8[8], slx8[8];
+    for (int k = 0; k < 8; k++)
+        sll8[k] = slx8[k] = 0.0f;
+    for (int i = 0; i < n; i += 8)
+        for (int k = 0; k < 8; k++) {
+            float v = iscale * x[i + k];
+            v = v > -32.0f ? v : -32.0f;
+            v = v < 31.0f ? v : 31.0f;
+            float l = round_f(v);
+            slx8[k] += l * x[i + k];
+            sll8[k] += l * l;
+        }
+    *sll_out = lanes8_sum(sll8);
+    *slx_out = lanes8_sum_d(slx8);
+#endif
+}
+
 /* Fit x ~ a*L - m over n values (n = 32) with L in [0, nmax], m >= 0: try a
  * small grid of inverse scales around (nmax / range), solve the 2x2
  * least-squares problem for each rounding and keep the lowest squared error.
  * One pass per candidate, in 8 float lanes the compiler vectorizes: the
  * sums of L and L^2 are exact small integers
- * in float, and the error of the fit follows from the sums:
- *   sum (a L + b - x)^2 = a^2 sLL + 2ab sL + n b^2 - 2a sLx - 2b sx + sxx. */
+ * in float, and the error of the least-squares fit follows from the sums:
+ *   sum (a L + b - x)^2 = sxx - a sLx - b sx. */
 static void fit_scale_min(const float *x, int n, int nmax, float *out_a, float *out_m)
 {
     float mn, mx;
@@ -451,36 +569,25 @@ static void fit_scale_min(const float *x, int n, int nmax, float *out_a, float *
     double best_err = DBL_MAX;
     for (int step = -8; step <= 8; step++) {
         const float iscale = (fmax + 0.1f * (float)step) / range;
-        float sl8[8] = {0}, sll8[8] = {0}, slx8[8] = {0};
-        for (int i = 0; i < n; i += 8)
-            for (int k = 0; k < 8; k++) {
-                float v = iscale * xs[i + k];
-                v = v < fmax ? v : fmax;
-                /* half away from zero (v >= 0), as the levels are stored:
-                 * the extreme element often sits exactly on a half */
-                float l = (float)(int32_t)(v + 0.5f);
-                sl8[k] += l;
-                sll8[k] += l * l;
-                slx8[k] += l * x[i + k];
-            }
-        double sl = 0, sll = 0, slx = 0;
-        for (int k = 0; k < 8; k++) {
-            sl += sl8[k];
-            sll += sll8[k];
-            slx += slx8[k];
-        }
+        float slf, sllf;
+        double slx;
+        sums_asym(xs, x, n, iscale, fmax, &slf, &sllf, &slx);
+        const double sl = slf, sll = sllf;
         double det = n * sll - sl * sl;
         if (det <= 0)
             continue;
-        double a = (n * slx - sl * sx) / det;
-        double b = (sll * sx - sl * slx) / det;
+        /* least squares: the residual is orthogonal to L and 1, so its
+         * energy is sxx - a sLx - b sx */
+        double idet = 1.0 / det;
+        double a = (n * slx - sl * sx) * idet;
+        double b = (sll * sx - sl * slx) * idet;
         if (b > 0) { /* the stored min must be >= 0: refit with b = 0 */
             b = 0;
-            a = sll > 0 ? slx / sll : 0;
+            a = slx / sll; /* sll > 0 as det > 0 */
         }
         if (a <= 0)
             continue;
-        double err = a * a * sll + 2 * a * b * sl + n * b * b - 2 * a * slx - 2 * b * sx + sxx;
+        double err = sxx - a * slx - b * sx;
         if (err < best_err) {
             best_err = err;
             best_a = (float)a;
@@ -575,21 +682,10 @@ static float fit_scale_sym6(const float *x, int n)
     double best_err = DBL_MAX;
     for (int step = -6; step <= 6; step++) {
         const float iscale = (-32.0f + 0.25f * (float)step) / mx;
-        float slx8[8] = {0}, sll8[8] = {0};
-        for (int i = 0; i < n; i += 8)
-            for (int k = 0; k < 8; k++) {
-                float v = iscale * x[i + k];
-                v = v > -32.0f ? v : -32.0f;
-                v = v < 31.0f ? v : 31.0f;
-                float l = round_f(v);
-                slx8[k] += l * x[i + k];
-                sll8[k] += l * l;
-            }
-        double slx = 0, sll = 0;
-        for (int k = 0; k < 8; k++) {
-            slx += slx8[k];
-            sll += sll8[k];
-        }
+        float sllf;
+        double slx;
+        sums_sym6(x, n, iscale, &sllf, &slx);
+        const double sll = sllf;
         if (sll <= 0)
             continue;
         double err = -slx * slx / sll; /* + sxx, the same for every candidate */
