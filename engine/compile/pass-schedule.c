@@ -289,13 +289,18 @@ static int32_t source_value(sched *s, int32_t i)
 static int32_t view_value(sched *s, int32_t src, rlx_dtype dt, const rlx_shape *shape,
                           const rlx_dim *stride, uint64_t delta)
 {
+    /* callers may pass the source's own strides: copy them before
+     * new_value can move the values array */
+    rlx_dim st[RLX_MAX_DIMS];
+    for (int d = 0; d < RLX_MAX_DIMS; d++)
+        st[d] = d < shape->rank ? stride[d] : rlx_dim_const(0);
     int32_t v = new_value(s, dt, shape);
     if (v < 0)
         return -1;
     rlx_lir_value *val = &s->values[v];
     const rlx_lir_value *sv = &s->values[src];
     for (int d = 0; d < RLX_MAX_DIMS; d++)
-        val->stride[d] = d < shape->rank ? stride[d] : rlx_dim_const(0);
+        val->stride[d] = st[d];
     val->home = sv->home;
     val->index = sv->index;
     val->offset = sv->offset + delta;
