@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <cmocka.h>
 
@@ -481,6 +482,382 @@ static void test_qwen2_q4_0(void **state)
     free(logits[1]);
 }
 
+/* ---- Hugging Face checkpoints ------------------------------------------------
+ * The same models as Hugging Face folders: the GGUF written above is turned
+ * back into what transformers saves (the HF tensor names, Q/K rows of
+ * llama/mistral un-permuted to rotate_half order as llm_reference.py does,
+ * config.json), loaded by rlx_llm_load from the folder and compared with the
+ * same PyTorch reference logits at the F32 tolerance. */
+
+static void hf_name(const char *gguf, char *out, size_t cap)
+{
+    static const char *const map[][2] = {
+        {"attn_norm.weight", "input_layernorm.weight"},
+        {"ffn_norm.weight", "post_attention_layernorm.weight"},
+        {"attn_q.weight", "self_attn.q_proj.weight"},
+        {"attn_k.weight", "self_attn.k_proj.weight"},
+        {"attn_v.weight", "self_attn.v_proj.weight"},
+        {"attn_output.weight", "self_attn.o_proj.weight"},
+        {"attn_q.bias", "self_attn.q_proj.bias"},
+        {"attn_k.bias", "self_attn.k_proj.bias"},
+        {"attn_v.bias", "self_attn.v_proj.bias"},
+        {"attn_q_norm.weight", "self_attn.q_norm.weight"},
+        {"attn_k_norm.weight", "self_attn.k_norm.weight"},
+        {"ffn_gate.weight", "mlp.gate_proj.weight"},
+        {"ffn_up.weight", "mlp.up_proj.weight"},
+        {"ffn_down.weight", "mlp.down_proj.weight"},
+    };
+    int il, used = 0;
+    if (!strcmp(gguf, "token_embd.weight"))
+        snprintf(out, cap, "model.embed_tokens.weight");
+    else if (!strcmp(gguf, "output_norm.weight"))
+        snprintf(out, cap, "model.norm.weight");
+    else if (!strcmp(gguf, "output.weight"))
+        snprintf(out, cap, "lm_head.weight");
+    else if (sscanf(gguf, "blk.%d.%n", &il, &used) == 1 && used > 0) {
+        for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+            if (!strcmp(gguf + used, map[i][0])) {
+                snprintf(out, cap, "model.layers.%d.%s", il, map[i][1]);
+                return;
+            }
+        fail_msg("no HF name for %s", gguf);
+    } else
+        fail_msg("no HF name for %s", gguf);
+}
+
+typedef struct {
+    char name[96];
+    int rank;
+    int64_t dims[2];
+    float *v;
+} hf_t;
+
+/* A safetensors file: 8-byte header length, JSON header, F32 or BF16 data. */
+static void write_safetensors(const char *path, hf_t *t, int n, bool bf16)
+{
+    char *hdr = malloc(65536);
+    size_t at = 0, off = 0, es = bf16 ? 2 : 4;
+    at += (size_t)snprintf(hdr + at, 65536 - at, "{\"__metadata__\":{\"format\":\"pt\"}");
+    for (int i = 0; i < n; i++) {
+        size_t bytes = es * (size_t)(t[i].rank == 2 ? t[i].dims[0] * t[i].dims[1] : t[i].dims[0]);
+        at += (size_t)snprintf(hdr + at, 65536 - at, ",\"%s\":{\"dtype\":\"%s\",\"shape\":[%lld",
+                               t[i].name, bf16 ? "BF16" : "F32", (long long)t[i].dims[0]);
+        if (t[i].rank == 2)
+            at += (size_t)snprintf(hdr + at, 65536 - at, ",%lld", (long long)t[i].dims[1]);
+        at += (size_t)snprintf(hdr + at, 65536 - at, "],\"data_offsets\":[%zu,%zu]}", off,
+                               off + bytes);
+        off += bytes;
+    }
+    at += (size_t)snprintf(hdr + at, 65536 - at, "}");
+    while (at % 8)
+        hdr[at++] = ' ';
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    uint64_t hl = at;
+    fwrite(&hl, 8, 1, f);
+    fwrite(hdr, 1, at, f);
+    for (int i = 0; i < n; i++) {
+        int64_t ne = t[i].rank == 2 ? t[i].dims[0] * t[i].dims[1] : t[i].dims[0];
+        for (int64_t k = 0; k < ne; k++) {
+            if (bf16) {
+                uint16_t h = rlx_f32_to_bf16(t[i].v[k]);
+                fwrite(&h, 2, 1, f);
+            } else
+                fwrite(&t[i].v[k], 4, 1, f);
+        }
+    }
+    fclose(f);
+    free(hdr);
+}
+
+static void write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* The HF folder of case c: one model.safetensors, or two shards and an
+ * index when `sharded`. Returns the folder. */
+static const char *write_hf(const arch_case *c, bool sharded, bool bf16)
+{
+    const char *gpath = write_model(c);
+    rlx_gguf *g = NULL;
+    rlx_error *err = NULL;
+    if (rlx_gguf_open(gpath, &g, &err) != RLX_OK)
+        fail_msg("%s", rlx_error_message(err));
+    static char dir[512];
+    char rel[96];
+    snprintf(rel, sizeof rel, "hf-%s%s%s", c->name, sharded ? "-sharded" : "", bf16 ? "-bf16" : "");
+    snprintf(dir, sizeof dir, "%s", rlx_test_tmp(rel));
+    mkdir(dir, 0755);
+    int n = (int)rlx_gguf_n_tensors(g);
+    hf_t *t = calloc((size_t)n, sizeof *t);
+    int k = 0;
+    bool permuted = !strcmp(c->arch, "llama") || !strcmp(c->arch, "mistral");
+    for (int i = 0; i < n; i++) {
+        const rlx_gguf_tensor *gt = rlx_gguf_tensor_at(g, (uint64_t)i);
+        if (!strcmp(gt->name, "rope_freqs.weight"))
+            fail_msg("rope_freqs has no HF tensor");
+        assert_int_equal(gt->dtype, RLX_DTYPE_F32);
+        hf_name(gt->name, t[k].name, sizeof t[k].name);
+        t[k].rank = (int)gt->n_dims;
+        t[k].dims[0] = gt->n_dims == 2 ? (int64_t)gt->ne[1] : (int64_t)gt->ne[0];
+        t[k].dims[1] = gt->n_dims == 2 ? (int64_t)gt->ne[0] : 1;
+        int64_t rows = t[k].rank == 2 ? t[k].dims[0] : 1,
+                cols = t[k].rank == 2 ? t[k].dims[1] : t[k].dims[0];
+        t[k].v = malloc(sizeof(float) * (size_t)(rows * cols));
+        const float *src = rlx_gguf_tensor_data(g, gt);
+        const char *q = strstr(gt->name, "attn_q.weight"), *kk = strstr(gt->name, "attn_k.weight");
+        if (permuted && (q || kk)) {
+            /* llama.cpp's permute undone: GGUF row h*2*half + i*2 + j is
+             * HF row h*2*half + j*half + i */
+            int64_t nh = q ? c->n_head : c->n_head_kv, half = rows / nh / 2;
+            for (int64_t h = 0; h < nh; h++)
+                for (int64_t i2 = 0; i2 < half; i2++)
+                    for (int j = 0; j < 2; j++)
+                        memcpy(t[k].v + (h * 2 * half + j * half + i2) * cols,
+                               src + (h * 2 * half + i2 * 2 + j) * cols, sizeof(float) * cols);
+        } else
+            memcpy(t[k].v, src, sizeof(float) * (size_t)(rows * cols));
+        k++;
+    }
+    rlx_gguf_close(g);
+    char p[600];
+    if (sharded) {
+        int half = k / 2;
+        snprintf(p, sizeof p, "%s/model-00001-of-00002.safetensors", dir);
+        write_safetensors(p, t, half, bf16);
+        snprintf(p, sizeof p, "%s/model-00002-of-00002.safetensors", dir);
+        write_safetensors(p, t + half, k - half, bf16);
+        char *idx = malloc(65536);
+        size_t at = (size_t)snprintf(idx, 65536, "{\"metadata\":{},\"weight_map\":{");
+        for (int i = 0; i < k; i++)
+            at += (size_t)snprintf(idx + at, 65536 - at,
+                                   "%s\"%s\":\"model-0000%d-of-00002.safetensors\"", i ? "," : "",
+                                   t[i].name, i < half ? 1 : 2);
+        snprintf(idx + at, 65536 - at, "}}");
+        snprintf(p, sizeof p, "%s/model.safetensors.index.json", dir);
+        write_text(p, idx);
+        free(idx);
+    } else {
+        snprintf(p, sizeof p, "%s/model.safetensors", dir);
+        write_safetensors(p, t, k, bf16);
+    }
+    for (int i = 0; i < k; i++)
+        free(t[i].v);
+    free(t);
+
+    char cfg[2048], extra[512] = "";
+    size_t ea = 0;
+    if (c->llama3)
+        ea += (size_t)snprintf(extra + ea, sizeof extra - ea,
+                               ",\"rope_scaling\":{\"rope_type\":\"llama3\",\"factor\":8.0,"
+                               "\"low_freq_factor\":1.0,\"high_freq_factor\":4.0,"
+                               "\"original_max_position_embeddings\":64}");
+    if (c->window)
+        ea += (size_t)snprintf(extra + ea, sizeof extra - ea, ",\"sliding_window\":%d", c->window);
+    static const char *const cls[][2] = {{"llama", "LlamaForCausalLM"},
+                                         {"mistral", "MistralForCausalLM"},
+                                         {"qwen2", "Qwen2ForCausalLM"},
+                                         {"qwen3", "Qwen3ForCausalLM"}};
+    const char *cl = "?";
+    for (int i = 0; i < 4; i++)
+        if (!strcmp(cls[i][0], c->arch))
+            cl = cls[i][1];
+    snprintf(cfg, sizeof cfg,
+             "{\"architectures\":[\"%s\"],\"model_type\":\"%s\",\"hidden_size\":%d,"
+             "\"intermediate_size\":%d,\"num_hidden_layers\":%d,\"num_attention_heads\":%d,"
+             "\"num_key_value_heads\":%d,\"head_dim\":%d,\"max_position_embeddings\":64,"
+             "\"rms_norm_eps\":%.9g,\"rope_theta\":%.9g,\"tie_word_embeddings\":%s,"
+             "\"vocab_size\":%d,\"torch_dtype\":\"%s\"%s}\n",
+             cl, c->arch, c->n_embd, c->n_ff, c->n_layer, c->n_head, c->n_head_kv, c->head_dim,
+             (double)c->eps, (double)c->rope_base, c->tied ? "true" : "false", VOCAB,
+             bf16 ? "bfloat16" : "float32", extra);
+    snprintf(p, sizeof p, "%s/config.json", dir);
+    write_text(p, cfg);
+    return dir;
+}
+
+static void run_hf(const arch_case *c, bool sharded, bool bf16, double tol)
+{
+    char rel[128];
+    snprintf(rel, sizeof rel, "%s/tests/fixtures/llm-ref-%s.f32", RLX_TEST_SOURCE_DIR, c->name);
+    size_t size = 0;
+    float *ref = rlx_test_read_file(rel, &size);
+    if (!ref || size != sizeof(float) * N_TOK * VOCAB)
+        fail_msg("fixture %s missing or of the wrong size", rel);
+    const char *dir = write_hf(c, sharded, bf16);
+    rlx_llm_params p = rlx_llm_default_params();
+    p.kv_dtype = RLX_DTYPE_F32;
+    p.n_ctx = 64;
+    p.n_batch = 16;
+    p.n_threads = 1;
+    rlx_llm *m = NULL;
+    rlx_error *err = NULL;
+    if (rlx_llm_load(dir, &p, &m, &err) != RLX_OK)
+        fail_msg("%s: load %s: %s", c->name, dir, rlx_error_message(err));
+    const rlx_llm_config *cfg = rlx_llm_get_config(m);
+    assert_int_equal(cfg->n_vocab, VOCAB);
+    assert_int_equal(cfg->tied_output, c->tied);
+    assert_int_equal(cfg->rope_mode, RLX_ROPE_NEOX);
+    assert_null(rlx_llm_get_tokenizer(m));
+    tolerance = tol;
+    cur_device = "cpu (HF folder)";
+    float *all = malloc(sizeof(float) * N_TOK * VOCAB);
+    if (rlx_llm_eval_all(m, tokens, N_TOK, all, &err) != RLX_OK)
+        fail_msg("%s: eval_all: %s", c->name, rlx_error_message(err));
+    for (int r = 0; r < N_TOK; r++)
+        check("HF checkpoint, all positions", c->name, r, all + (size_t)r * VOCAB, ref, 1);
+    free(all);
+    free(ref);
+    rlx_llm_free(m);
+}
+
+/* llama (llama3 rope scaling, un-permuted Q/K, two shards and an index),
+ * qwen3 (q/k norms, tied head), qwen2 (biases) and mistral (sliding
+ * window) in F32 at 1e-4; qwen3 in BF16 too, where the weights' 8-bit
+ * mantissas alone move the logits (5e-3 at the first position; the bound
+ * is 4e-2). */
+static void test_hf_checkpoints(void **state)
+{
+    (void)state;
+    run_hf(&cases[1], true, false, REL_OK);
+    run_hf(&cases[4], false, false, REL_OK);
+    run_hf(&cases[3], false, false, REL_OK);
+    run_hf(&cases[2], false, false, REL_OK);
+    run_hf(&cases[4], false, true, 4e-2);
+
+    /* config.json errors name the file and the key */
+    const char *dir = write_hf(&cases[4], false, false);
+    char p[600];
+    snprintf(p, sizeof p, "%s/config.json", dir);
+    write_text(p, "{\"model_type\":\"gpt_neox\",\"hidden_size\":32}");
+    rlx_llm *m = NULL;
+    rlx_error *err = NULL;
+    assert_int_equal(rlx_llm_load(dir, NULL, &m, &err), RLX_ERR_UNSUPPORTED);
+    assert_non_null(strstr(rlx_error_message(err), "gpt_neox"));
+    rlx_error_free(err);
+    err = NULL;
+    write_text(p, "{\"model_type\":\"qwen3\",\"hidden_size\":32}");
+    assert_int_equal(rlx_llm_load(dir, NULL, &m, &err), RLX_ERR_FORMAT);
+    assert_non_null(strstr(rlx_error_message(err), "'num_hidden_layers' is missing"));
+    rlx_error_free(err);
+    err = NULL;
+    write_text(p, "{\"model_type\": ");
+    assert_true(rlx_llm_load(dir, NULL, &m, &err) != RLX_OK);
+    assert_null(m);
+    rlx_error_free(err);
+}
+
+/* A Hugging Face folder with the real Qwen3 tokenizer.json and
+ * tokenizer_config.json beside random weights (vocabulary 151936, width 32,
+ * BF16): the tokenizer and the chat template come from the folder, the chat
+ * prompt is ChatML, and greedy generation runs. */
+static void test_hf_with_tokenizer(void **state)
+{
+    (void)state;
+    const char *dir = rlx_test_tmp("hf-qwen3-tok");
+    mkdir(dir, 0755);
+    const int64_t V = 151936, D = 32, F = 64, H = 4, HKV = 2, DH = 16;
+    struct {
+        const char *name;
+        int64_t rows, cols;
+        float center, spread;
+    } spec[] = {
+        {"model.embed_tokens.weight", V, D, 0, 2},
+        {"model.norm.weight", 0, D, 1, 0.2f},
+        {"model.layers.0.input_layernorm.weight", 0, D, 1, 0.2f},
+        {"model.layers.0.post_attention_layernorm.weight", 0, D, 1, 0.2f},
+        {"model.layers.0.self_attn.q_proj.weight", H * DH, D, 0, 0.5f},
+        {"model.layers.0.self_attn.k_proj.weight", HKV * DH, D, 0, 0.5f},
+        {"model.layers.0.self_attn.v_proj.weight", HKV * DH, D, 0, 0.5f},
+        {"model.layers.0.self_attn.o_proj.weight", D, H * DH, 0, 0.5f},
+        {"model.layers.0.self_attn.q_norm.weight", 0, DH, 1, 0.2f},
+        {"model.layers.0.self_attn.k_norm.weight", 0, DH, 1, 0.2f},
+        {"model.layers.0.mlp.gate_proj.weight", F, D, 0, 0.5f},
+        {"model.layers.0.mlp.up_proj.weight", F, D, 0, 0.5f},
+        {"model.layers.0.mlp.down_proj.weight", D, F, 0, 0.5f},
+    };
+    int n = (int)(sizeof spec / sizeof spec[0]);
+    hf_t t[16];
+    uint32_t rs = 11;
+    for (int i = 0; i < n; i++) {
+        snprintf(t[i].name, sizeof t[i].name, "%s", spec[i].name);
+        t[i].rank = spec[i].rows ? 2 : 1;
+        t[i].dims[0] = spec[i].rows ? spec[i].rows : spec[i].cols;
+        t[i].dims[1] = spec[i].rows ? spec[i].cols : 1;
+        int64_t ne = spec[i].rows ? spec[i].rows * spec[i].cols : spec[i].cols;
+        t[i].v = malloc(sizeof(float) * (size_t)ne);
+        for (int64_t k = 0; k < ne; k++) {
+            rs = rs * 1664525u + 1013904223u;
+            t[i].v[k] = spec[i].center + spec[i].spread * ((float)(rs >> 8) / 16777216.f - 0.5f);
+        }
+    }
+    char p[600];
+    snprintf(p, sizeof p, "%s/model.safetensors", dir);
+    write_safetensors(p, t, n, true);
+    for (int i = 0; i < n; i++)
+        free(t[i].v);
+    snprintf(p, sizeof p, "%s/config.json", dir);
+    write_text(p, "{\"architectures\":[\"Qwen3ForCausalLM\"],\"model_type\":\"qwen3\","
+                  "\"hidden_size\":32,\"intermediate_size\":64,\"num_hidden_layers\":1,"
+                  "\"num_attention_heads\":4,\"num_key_value_heads\":2,\"head_dim\":16,"
+                  "\"max_position_embeddings\":40960,\"rms_norm_eps\":1e-06,"
+                  "\"rope_theta\":1000000,\"tie_word_embeddings\":true,\"vocab_size\":151936,"
+                  "\"torch_dtype\":\"bfloat16\",\"rope_scaling\":null,\"head_dim_unused\":null}");
+    const char *files[] = {"tokenizer.json", "tokenizer_config.json"};
+    for (int i = 0; i < 2; i++) {
+        char src[600];
+        snprintf(src, sizeof src, "%s", rlx_test_data("tokenizers/hf-qwen3"));
+        size_t len = strlen(src);
+        snprintf(src + len, sizeof src - len, "/%s", files[i]);
+        size_t sz = 0;
+        char *data = rlx_test_read_file(src, &sz);
+        assert_non_null(data);
+        snprintf(p, sizeof p, "%s/%s", dir, files[i]);
+        FILE *f = fopen(p, "wb");
+        assert_non_null(f);
+        fwrite(data, 1, sz, f);
+        fclose(f);
+        free(data);
+    }
+
+    rlx_llm_params lp = rlx_llm_default_params();
+    lp.n_ctx = 128;
+    lp.n_threads = 1;
+    rlx_llm *m = NULL;
+    rlx_error *err = NULL;
+    if (rlx_llm_load(dir, &lp, &m, &err) != RLX_OK)
+        fail_msg("load %s: %s", dir, rlx_error_message(err));
+    assert_int_equal(rlx_llm_n_ctx(m), 128);
+    const rlx_tokenizer *tok = rlx_llm_get_tokenizer(m);
+    assert_non_null(tok);
+    assert_non_null(rlx_llm_chat_template(m));
+    rlx_chat_message msg = {.role = "user", .content = "Hello there"};
+    rlx_token *ids = NULL;
+    size_t n_ids = 0;
+    if (rlx_llm_chat_prompt(m, &msg, 1, true, &ids, &n_ids, &err) != RLX_OK)
+        fail_msg("chat prompt: %s", rlx_error_message(err));
+    assert_int_equal(ids[0], rlx_tokenizer_find(tok, "<|im_start|>", 12));
+    rlx_llm_generate_params gp = rlx_llm_generate_default_params();
+    gp.sampler.temperature = 0;
+    gp.max_tokens = 5;
+    gp.ignore_eos = true;
+    rlx_llm_stats st;
+    rlx_token *gen = NULL;
+    size_t n_gen = 0;
+    assert_int_equal(rlx_llm_generate(m, ids, n_ids, &gp, NULL, NULL, &st, &gen, &n_gen, &err),
+                     RLX_OK);
+    assert_int_equal(n_gen, 5);
+    for (size_t i = 0; i < n_gen; i++)
+        assert_true(gen[i] >= 0 && gen[i] < 151936);
+    free(gen);
+    free(ids);
+    rlx_llm_free(m);
+}
+
 #define CASE_TEST(i, n)                         \
     static void test_##n(void **state)          \
     {                                           \
@@ -500,13 +877,21 @@ CASE_TEST(7, phi3)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_llama),           cmocka_unit_test(test_llama3),
-        cmocka_unit_test(test_mistral),         cmocka_unit_test(test_qwen2),
-        cmocka_unit_test(test_qwen3),           cmocka_unit_test(test_gemma2),
-        cmocka_unit_test(test_gemma3),          cmocka_unit_test(test_phi3),
-        cmocka_unit_test(test_llama_f16_cache), cmocka_unit_test(test_qwen3_f16_weights),
-        cmocka_unit_test(test_llama_q8_0),      cmocka_unit_test(test_qwen2_q4_0),
+        cmocka_unit_test(test_llama),
+        cmocka_unit_test(test_llama3),
+        cmocka_unit_test(test_mistral),
+        cmocka_unit_test(test_qwen2),
+        cmocka_unit_test(test_qwen3),
+        cmocka_unit_test(test_gemma2),
+        cmocka_unit_test(test_gemma3),
+        cmocka_unit_test(test_phi3),
+        cmocka_unit_test(test_llama_f16_cache),
+        cmocka_unit_test(test_qwen3_f16_weights),
+        cmocka_unit_test(test_llama_q8_0),
+        cmocka_unit_test(test_qwen2_q4_0),
         cmocka_unit_test(test_q8_0_cache),
+        cmocka_unit_test(test_hf_checkpoints),
+        cmocka_unit_test(test_hf_with_tokenizer),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -300,7 +300,7 @@ rlx_llm_graph_params rlx_llm_graph_default_params(void)
 
 typedef struct {
     rlx_graph *g;
-    const rlx_gguf *gguf;
+    const rlx_llm_weights *w;
     const rlx_llm_config *c;
     rlx_error **err;
     rlx_status st;
@@ -315,7 +315,7 @@ static rlx_status fail(builder *b, rlx_status code, const char *fmt, ...)
         char msg[512];
         vsnprintf(msg, sizeof msg, fmt, ap);
         va_end(ap);
-        b->st = rlx_error_set(b->err, code, "%s: %s", rlx_gguf_path(b->gguf), msg);
+        b->st = rlx_error_set(b->err, code, "%s: %s", b->w->path, msg);
     }
     return b->st;
 }
@@ -327,8 +327,8 @@ static rlx_node weight(builder *b, const char *name, int64_t rows, int64_t cols,
 {
     if (b->st != RLX_OK)
         return RLX_NODE_INVALID;
-    const rlx_gguf_tensor *t = rlx_gguf_find_tensor(b->gguf, name);
-    if (!t) {
+    rlx_llm_tensor_info ti, *t = &ti;
+    if (!b->w->find(b->w->user, name, &ti)) {
         if (!optional)
             fail(b, RLX_ERR_FORMAT, "the tensor '%s' is missing", name);
         return RLX_NODE_INVALID;
@@ -352,6 +352,28 @@ static rlx_node lw(builder *b, int il, const char *what, int64_t rows, int64_t c
     char name[96];
     snprintf(name, sizeof name, "blk.%d.%s", il, what);
     return weight(b, name, rows, cols, optional);
+}
+
+static bool gguf_find(const void *user, const char *name, rlx_llm_tensor_info *out)
+{
+    const rlx_gguf_tensor *t = rlx_gguf_find_tensor(user, name);
+    if (!t)
+        return false;
+    out->dtype = t->dtype;
+    out->n_dims = (int)t->n_dims;
+    for (int i = 0; i < 4; i++)
+        out->ne[i] = i < (int)t->n_dims ? t->ne[i] : 1;
+    return true;
+}
+
+rlx_llm_weights rlx_llm_weights_gguf(const rlx_gguf *g)
+{
+    return (rlx_llm_weights){.path = rlx_gguf_path(g), .find = gguf_find, .user = g};
+}
+
+void rlx_llm_rope_llama3(rlx_llm_config *c, float factor, float low, float high, float orig)
+{
+    llama3_factors(c, factor, low, high, orig);
 }
 
 static rlx_node reshape(builder *b, rlx_node x, int rank, const rlx_dim *dims)
@@ -391,6 +413,13 @@ static void kv_q8_0(builder *b, int il, rlx_node k, rlx_node v, int32_t n_ctx, i
 rlx_status rlx_llm_build_graph(const rlx_llm_config *c, const rlx_gguf *gguf,
                                const rlx_llm_graph_params *p, rlx_graph **out, rlx_error **err)
 {
+    rlx_llm_weights w = rlx_llm_weights_gguf(gguf);
+    return rlx_llm_build_graph_w(c, &w, p, out, err);
+}
+
+rlx_status rlx_llm_build_graph_w(const rlx_llm_config *c, const rlx_llm_weights *w,
+                                 const rlx_llm_graph_params *p, rlx_graph **out, rlx_error **err)
+{
     *out = NULL;
     if (p->n_ctx <= 0 || p->seq_max <= 0 || p->seq_max > p->n_ctx)
         return rlx_error_set(err, RLX_ERR_INVALID_ARG,
@@ -401,8 +430,8 @@ rlx_status rlx_llm_build_graph(const rlx_llm_config *c, const rlx_gguf *gguf,
         return rlx_error_set(err, RLX_ERR_UNSUPPORTED,
                              "llm graph: the KV cache can be F16, F32 or Q8_0, not %s",
                              rlx_dtype_name(p->kv_dtype));
-    if (p->kv_dtype == RLX_DTYPE_Q8_0 &&
-        (((int64_t)c->n_head_kv * c->head_dim) % 32 || ((int64_t)c->n_head_kv * c->head_dim_v) % 32))
+    if (p->kv_dtype == RLX_DTYPE_Q8_0 && (((int64_t)c->n_head_kv * c->head_dim) % 32 ||
+                                          ((int64_t)c->n_head_kv * c->head_dim_v) % 32))
         return rlx_error_set(err, RLX_ERR_UNSUPPORTED,
                              "a Q8_0 KV cache needs KV rows (kv heads x head size: %d x %d) that "
                              "are multiples of 32; use f16",
@@ -410,7 +439,7 @@ rlx_status rlx_llm_build_graph(const rlx_llm_config *c, const rlx_gguf *gguf,
     rlx_graph *g = rlx_graph_create();
     if (!g)
         return rlx_error_set(err, RLX_ERR_NO_MEMORY, "llm graph: out of memory");
-    builder bb = {.g = g, .gguf = gguf, .c = c, .err = err, .st = RLX_OK}, *b = &bb;
+    builder bb = {.g = g, .w = w, .c = c, .err = err, .st = RLX_OK}, *b = &bb;
 
     const int64_t D = c->n_embd, H = c->n_head, HKV = c->n_head_kv, DH = c->head_dim,
                   DV = c->head_dim_v, F = c->n_ff, V = c->n_vocab;

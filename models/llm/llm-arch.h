@@ -122,12 +122,36 @@ typedef struct rlx_llm_graph_params {
 
 RLX_API rlx_llm_graph_params rlx_llm_graph_default_params(void);
 
+/* Where the builder finds the weights (by their GGUF names): a GGUF, or a
+ * Hugging Face checkpoint's tensors renamed (llm-hf.h). */
+typedef struct rlx_llm_tensor_info {
+    rlx_dtype dtype;
+    int n_dims;
+    uint64_t ne[4]; /* GGUF order: ne[0] is the fastest dim */
+} rlx_llm_tensor_info;
+
+typedef struct rlx_llm_weights {
+    const char *path; /* named in error messages */
+    bool (*find)(const void *user, const char *name, rlx_llm_tensor_info *out);
+    const void *user;
+} rlx_llm_weights;
+
+RLX_API rlx_llm_weights rlx_llm_weights_gguf(const struct rlx_gguf *g);
+
+/* llama 3.x rope frequency factors into c (n_rot and rope_base set). */
+RLX_API void rlx_llm_rope_llama3(rlx_llm_config *c, float factor, float low, float high,
+                                 float orig_ctx);
+
 /* Build the decoder graph. Every weight is checked (name, dtype, shape)
  * against the GGUF's tensors: a missing or misshapen one is RLX_ERR_FORMAT
  * naming it. *out is set to NULL first; the caller frees the graph. */
 RLX_API rlx_status rlx_llm_build_graph(const rlx_llm_config *c, const struct rlx_gguf *g,
                                        const rlx_llm_graph_params *p, struct rlx_graph **out,
                                        rlx_error **err);
+/* The same from any weight source. */
+RLX_API rlx_status rlx_llm_build_graph_w(const rlx_llm_config *c, const rlx_llm_weights *w,
+                                         const rlx_llm_graph_params *p, struct rlx_graph **out,
+                                         rlx_error **err);
 
 #ifdef __cplusplus
 }

@@ -10,6 +10,7 @@
 
 #include "engine/compile/compile.h"
 #include "engine/formats/gguf.h"
+#include "models/llm/llm-hf.h"
 #include "engine/ir/graph.h"
 #include "engine/runtime/session.h"
 
@@ -45,7 +46,9 @@ typedef struct {
 } program;
 
 struct rlx_llm {
-    rlx_gguf *gguf;
+    rlx_gguf *gguf;    /* a GGUF file, or */
+    rlx_llm_hf *hf;    /* a Hugging Face checkpoint */
+    rlx_llm_weights w; /* the graph builder's view of either */
     rlx_llm_config cfg;
     rlx_tokenizer *tok;
     char *chat_template;
@@ -74,6 +77,11 @@ rlx_llm_generate_params rlx_llm_generate_default_params(void)
     return (rlx_llm_generate_params){.sampler = rlx_sampler_default_params(), .max_tokens = 256};
 }
 
+static rlx_status add_weights(rlx_llm *m, rlx_session *s, rlx_error **err)
+{
+    return m->hf ? rlx_llm_hf_add_to_session(m->hf, s, err) : rlx_session_add_gguf(s, m->gguf, err);
+}
+
 static double now_ms(void)
 {
     struct timespec ts;
@@ -91,7 +99,7 @@ static rlx_status build_graph(rlx_llm *m, int32_t seq_max, bool all_logits, int3
     gp.all_logits = all_logits;
     gp.split = split >= 0;
     gp.split_layer = split;
-    return rlx_llm_build_graph(&m->cfg, m->gguf, &gp, g, err);
+    return rlx_llm_build_graph_w(&m->cfg, &m->w, &gp, g, err);
 }
 
 static void program_free(program *pr)
@@ -426,7 +434,7 @@ static rlx_status plan(rlx_llm *m, const rlx_llm_params *p, rlx_error **err)
     if ((st = rlx_session_create(&sp, &m->cpu, err)) != RLX_OK)
         return st;
     rlx_session_set_cancel_flag(m->cpu, &m->cancel);
-    if ((st = rlx_session_add_gguf(m->cpu, m->gguf, err)) != RLX_OK)
+    if ((st = add_weights(m, m->cpu, err)) != RLX_OK)
         return st;
     for (;;) {
         uint64_t exact = 0;
@@ -463,13 +471,26 @@ rlx_status rlx_llm_load(const char *path, const rlx_llm_params *p, rlx_llm **out
     rlx_llm *m = calloc(1, sizeof *m);
     if (!m)
         return rlx_error_set(err, RLX_ERR_NO_MEMORY, "out of memory");
-    rlx_status st = rlx_gguf_open(path, &m->gguf, err);
-    if (st != RLX_OK)
-        goto fail;
-    if ((st = rlx_llm_config_from_gguf(m->gguf, &m->cfg, err)) != RLX_OK)
-        goto fail;
+    rlx_status st;
     rlx_error *terr = NULL;
-    st = rlx_tokenizer_from_gguf(m->gguf, &m->tok, &terr);
+    if (rlx_llm_hf_is_checkpoint(path)) {
+        /* a Hugging Face folder: config.json, safetensors, tokenizer.json */
+        if ((st = rlx_llm_hf_open(path, &m->hf, err)) != RLX_OK)
+            goto fail;
+        m->cfg = *rlx_llm_hf_config(m->hf);
+        m->w = rlx_llm_hf_weights(m->hf);
+        st = rlx_tokenizer_from_hf_json(rlx_llm_hf_dir(m->hf), &m->tok, &terr);
+        if (st == RLX_ERR_IO || st == RLX_ERR_NOT_FOUND) /* no tokenizer.json */
+            st = RLX_ERR_NOT_FOUND;
+        m->chat_template = rlx_llm_hf_chat_template(m->hf);
+    } else {
+        if ((st = rlx_gguf_open(path, &m->gguf, err)) != RLX_OK)
+            goto fail;
+        if ((st = rlx_llm_config_from_gguf(m->gguf, &m->cfg, err)) != RLX_OK)
+            goto fail;
+        m->w = rlx_llm_weights_gguf(m->gguf);
+        st = rlx_tokenizer_from_gguf(m->gguf, &m->tok, &terr);
+    }
     if (st != RLX_OK && st != RLX_ERR_NOT_FOUND) {
         if (err && !*err)
             *err = terr;
@@ -484,7 +505,7 @@ rlx_status rlx_llm_load(const char *path, const rlx_llm_params *p, rlx_llm **out
                            rlx_tokenizer_n_vocab(m->tok), m->cfg.n_vocab);
         goto fail;
     }
-    const rlx_gguf_value *tv = rlx_gguf_find(m->gguf, "tokenizer.chat_template");
+    const rlx_gguf_value *tv = m->gguf ? rlx_gguf_find(m->gguf, "tokenizer.chat_template") : NULL;
     if (tv && tv->type == RLX_GGUF_TYPE_STRING) {
         m->chat_template = malloc(tv->v.str.len + 1);
         if (!m->chat_template) {
@@ -527,7 +548,7 @@ rlx_status rlx_llm_load(const char *path, const rlx_llm_params *p, rlx_llm **out
     rlx_session_set_cancel_flag(m->s, &m->cancel);
     if (p->progress)
         rlx_session_set_progress(m->s, p->progress, p->progress_user);
-    if ((st = rlx_session_add_gguf(m->s, m->gguf, err)) != RLX_OK)
+    if ((st = add_weights(m, m->s, err)) != RLX_OK)
         goto fail;
     rlx_device_info di;
     if ((st = rlx_session_device_info(m->s, &di, err)) != RLX_OK)
@@ -578,6 +599,7 @@ void rlx_llm_free(rlx_llm *m)
     }
     rlx_tokenizer_free(m->tok);
     rlx_gguf_close(m->gguf);
+    rlx_llm_hf_close(m->hf);
     free(m->chat_template);
     rlx_chat_template_free(m->tmpl);
     free(m->bos_text);

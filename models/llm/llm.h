@@ -74,9 +74,11 @@ typedef struct rlx_llm_params {
 
 RLX_API rlx_llm_params rlx_llm_default_params(void);
 
-/* Open the GGUF, read its config and tokenizer (a file without a tokenizer
- * loads, but the text functions then fail), create the session, compile the
- * programs. *out is set to NULL first. */
+/* Open the GGUF, or a Hugging Face checkpoint folder (config.json,
+ * safetensors, tokenizer.json; see llm-hf.h; a .safetensors or index .json
+ * path inside one works too), read its config and tokenizer (a model without
+ * a tokenizer loads, but the text functions then fail), create the session,
+ * compile the programs. *out is set to NULL first. */
 RLX_API rlx_status rlx_llm_load(const char *path, const rlx_llm_params *p, rlx_llm **out,
                                 rlx_error **err);
 RLX_API void rlx_llm_free(rlx_llm *m);
