@@ -10,6 +10,10 @@
 /* Rows per task so one task handles at least ~8K elements. */
 static int64_t rows_per_task(int64_t n_rows, int64_t n_cols, int nth)
 {
+    /* a decode step's per-head norms (16 rows of 128) are less work than
+     * waking the pool and meeting at its barrier: one task, on the caller */
+    if (n_rows * n_cols <= 16384)
+        return n_rows > 0 ? n_rows : 1;
     int64_t r = 8192 / (n_cols > 0 ? n_cols : 1);
     if (r < 1)
         r = 1;
