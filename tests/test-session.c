@@ -229,6 +229,47 @@ static void test_state_persists(void **state)
     rlx_session_free(s);
 }
 
+/* Profiling: every program, also one loaded after it is enabled, adds its
+ * instructions to per-op totals; enabling again clears them, and nothing is
+ * counted while it is off. */
+static void test_profiling(void **state)
+{
+    (void)state;
+    rlx_session *s = new_session(0);
+    rlx_error *err = NULL;
+    int64_t n[1] = {4};
+    assert_int_equal(rlx_session_add_weight(s, "w", RLX_DTYPE_F32, 1, n, acc_w, 16, &err), RLX_OK);
+    acc_prog a, b;
+    make_acc(&a, "acc");
+    make_acc(&b, "acc");
+    rlx_session_program *pa = NULL, *pb = NULL;
+    assert_int_equal(rlx_session_load_lir(s, &a.lir, &pa, &err), RLX_OK);
+    float x[4] = {1, 1, 1, 1}, y[4];
+    const void *in[1] = {x};
+    void *out[1] = {y};
+    assert_int_equal(rlx_session_run(s, pa, NULL, in, out, &err), RLX_OK);
+    assert_int_equal(rlx_session_profile(s, NULL, 0), 0); /* off: nothing */
+    rlx_session_set_profiling(s, true);
+    assert_int_equal(rlx_session_load_lir(s, &b.lir, &pb, &err), RLX_OK);
+    for (int run = 0; run < 3; run++)
+        assert_int_equal(rlx_session_run(s, run == 1 ? pb : pa, NULL, in, out, &err), RLX_OK);
+    rlx_session_op_profile prof[RLX_OP_COUNT];
+    assert_int_equal(rlx_session_profile(s, prof, RLX_OP_COUNT), 2);
+    /* rlx_op order: ADD before MUL; one of each per run */
+    assert_int_equal(prof[0].op, RLX_OP_ADD);
+    assert_int_equal(prof[1].op, RLX_OP_MUL);
+    assert_int_equal(prof[0].count, 3);
+    assert_int_equal(prof[1].count, 3);
+    assert_true(prof[0].ms >= 0 && prof[1].ms >= 0);
+    assert_int_equal(rlx_session_profile(s, prof, 1), 2); /* the count, one copied */
+    rlx_session_set_profiling(s, true);
+    assert_int_equal(rlx_session_profile(s, prof, RLX_OP_COUNT), 0);
+    rlx_session_set_profiling(s, false);
+    assert_int_equal(rlx_session_run(s, pa, NULL, in, out, &err), RLX_OK);
+    assert_int_equal(rlx_session_profile(s, prof, RLX_OP_COUNT), 0);
+    rlx_session_free(s);
+}
+
 static void test_weight_errors(void **state)
 {
     (void)state;
@@ -881,12 +922,19 @@ static void test_worker_session_cancel(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_budget_message),         cmocka_unit_test(test_state_persists),
-        cmocka_unit_test(test_weight_errors),          cmocka_unit_test(test_cancel),
-        cmocka_unit_test(test_progress_abort),         cmocka_unit_test(test_compile),
-        cmocka_unit_test(test_compile_state),          cmocka_unit_test(test_weights_from_files),
-        cmocka_unit_test(test_weight_prefixes),        cmocka_unit_test(test_worker_order),
-        cmocka_unit_test(test_worker_cancel_shutdown), cmocka_unit_test(test_worker_session_cancel),
+        cmocka_unit_test(test_budget_message),
+        cmocka_unit_test(test_state_persists),
+        cmocka_unit_test(test_weight_errors),
+        cmocka_unit_test(test_cancel),
+        cmocka_unit_test(test_profiling),
+        cmocka_unit_test(test_progress_abort),
+        cmocka_unit_test(test_compile),
+        cmocka_unit_test(test_compile_state),
+        cmocka_unit_test(test_weights_from_files),
+        cmocka_unit_test(test_weight_prefixes),
+        cmocka_unit_test(test_worker_order),
+        cmocka_unit_test(test_worker_cancel_shutdown),
+        cmocka_unit_test(test_worker_session_cancel),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
