@@ -1,6 +1,7 @@
 #include "rlx-chat-pane.h"
 
 #include "rlx-markdown.h"
+#include "rlx-sampling-popover.h"
 
 #include <glib/gi18n.h>
 #include <glib/gstdio.h>
@@ -31,7 +32,7 @@ struct _RlxChatPane {
     GtkLabel *model_label, *model_details, *stats_label;
     GtkTextView *system_view;
     GtkPopover *system_popover;
-    GtkGrid *sampling_grid;
+    RlxSamplingPopover *sampling_popover;
     GtkMenuButton *sampling_button;
     GtkProgressBar *load_bar;
     GtkStack *content_stack, *send_stack;
@@ -264,44 +265,6 @@ static RlxLoadParams current_load_params(RlxChatPane *self)
     return p;
 }
 
-static void add_spin(RlxChatPane *self, int row, const char *label, const char *key, double lo,
-                     double hi, double step, int digits)
-{
-    GtkWidget *l = gtk_label_new(label);
-    gtk_label_set_xalign(GTK_LABEL(l), 0);
-    GtkWidget *spin = gtk_spin_button_new_with_range(lo, hi, step);
-    gtk_spin_button_set_digits(GTK_SPIN_BUTTON(spin), (guint)digits);
-    gtk_widget_set_hexpand(spin, TRUE);
-    gtk_grid_attach(self->sampling_grid, l, 0, row, 1, 1);
-    gtk_grid_attach(self->sampling_grid, spin, 1, row, 1, 1);
-    if (self->settings)
-        g_settings_bind(self->settings, key, spin, "value", G_SETTINGS_BIND_DEFAULT);
-}
-
-static void build_sampling_popover(RlxChatPane *self)
-{
-    GtkWidget *title = gtk_label_new(_("Sampling"));
-    gtk_widget_add_css_class(title, "heading");
-    gtk_label_set_xalign(GTK_LABEL(title), 0);
-    gtk_grid_attach(self->sampling_grid, title, 0, 0, 2, 1);
-    add_spin(self, 1, _("Temperature"), "temperature", 0, 5, 0.05, 2);
-    add_spin(self, 2, _("Top-k"), "top-k", 0, 1000, 1, 0);
-    add_spin(self, 3, _("Top-p"), "top-p", 0.01, 1, 0.01, 2);
-    add_spin(self, 4, _("Min-p"), "min-p", 0, 1, 0.01, 2);
-    add_spin(self, 5, _("Repetition penalty"), "repeat-penalty", 0.5, 2, 0.01, 2);
-    add_spin(self, 6, _("Seed (−1: random)"), "seed", -1, 4294967295.0, 1, 0);
-    add_spin(self, 7, _("Max tokens"), "max-tokens", 1, 131072, 16, 0);
-    add_spin(self, 8, _("Context length (0: model's)"), "context-length", 0, 262144, 256, 0);
-    GtkWidget *note = gtk_label_new(_("Temperature 0 is greedy. Context length applies on the "
-                                      "next load."));
-    gtk_widget_add_css_class(note, "dim-label");
-    gtk_widget_add_css_class(note, "caption");
-    gtk_label_set_wrap(GTK_LABEL(note), TRUE);
-    gtk_label_set_max_width_chars(GTK_LABEL(note), 36);
-    gtk_label_set_xalign(GTK_LABEL(note), 0);
-    gtk_grid_attach(self->sampling_grid, note, 0, 9, 2, 1);
-}
-
 /* ---- messages ------------------------------------------------------------- */
 
 static void update_state(RlxChatPane *self);
@@ -401,6 +364,11 @@ static void rebuild_messages(RlxChatPane *self)
 
 static void rebuild_sidebar(RlxChatPane *self)
 {
+    /* A row that had the focus is replaced: the focus goes to the new
+     * selected row, not back to the first button of the window. */
+    GtkRoot *root = gtk_widget_get_root(GTK_WIDGET(self));
+    GtkWidget *focus = root ? gtk_root_get_focus(root) : NULL;
+    gboolean had_focus = focus && gtk_widget_is_ancestor(focus, GTK_WIDGET(self->conv_list));
     GtkWidget *child;
     while ((child = gtk_widget_get_first_child(GTK_WIDGET(self->conv_list))))
         gtk_list_box_remove(self->conv_list, child);
@@ -416,6 +384,9 @@ static void rebuild_sidebar(RlxChatPane *self)
         if (c == self->current)
             gtk_list_box_select_row(self->conv_list, GTK_LIST_BOX_ROW(row));
     }
+    GtkListBoxRow *selected = gtk_list_box_get_selected_row(self->conv_list);
+    if (had_focus)
+        gtk_widget_grab_focus(selected ? GTK_WIDGET(selected) : GTK_WIDGET(self->input));
 }
 
 static void show_conversation(RlxChatPane *self, Conv *c)
@@ -467,6 +438,34 @@ static gboolean filter_row(GtkListBoxRow *row, gpointer user_data)
 static void search_changed(GtkSearchEntry *e, RlxChatPane *self)
 {
     gtk_list_box_invalidate_filter(self->conv_list);
+}
+
+/* Enter in the search: open the first conversation that matches, and move
+ * the focus to its row (Delete and F2 then act on it). */
+static void search_activated(GtkSearchEntry *e, RlxChatPane *self)
+{
+    for (GtkWidget *row = gtk_widget_get_first_child(GTK_WIDGET(self->conv_list)); row;
+         row = gtk_widget_get_next_sibling(row)) {
+        if (!GTK_IS_LIST_BOX_ROW(row) || !filter_row(GTK_LIST_BOX_ROW(row), self))
+            continue;
+        gtk_list_box_select_row(self->conv_list, GTK_LIST_BOX_ROW(row));
+        gtk_widget_grab_focus(row);
+        return;
+    }
+}
+
+/* Escape in the search: clear it and go back to the message entry. */
+static void search_stopped(GtkSearchEntry *e, RlxChatPane *self)
+{
+    gtk_editable_set_text(GTK_EDITABLE(e), "");
+    gtk_widget_grab_focus(GTK_WIDGET(self->input));
+}
+
+static void search_action(GtkWidget *w, const char *name, GVariant *param)
+{
+    RlxChatPane *self = RLX_CHAT_PANE(w);
+    adw_flap_set_reveal_flap(self->flap, TRUE);
+    gtk_widget_grab_focus(GTK_WIDGET(self->search));
 }
 
 /* ---- state ------------------------------------------------------------------ */
@@ -635,6 +634,7 @@ static void rename_action(GtkWidget *w, const char *name, GVariant *param)
     gtk_entry_set_activates_default(GTK_ENTRY(entry), TRUE);
     GtkWidget *d =
         adw_message_dialog_new(GTK_WINDOW(gtk_widget_get_root(w)), _("Rename Conversation"), NULL);
+    gtk_window_set_title(GTK_WINDOW(d), _("Rename Conversation")); /* for window lists */
     adw_message_dialog_add_responses(ADW_MESSAGE_DIALOG(d), "cancel", _("_Cancel"), "rename",
                                      _("_Rename"), NULL);
     adw_message_dialog_set_response_appearance(ADW_MESSAGE_DIALOG(d), "rename",
@@ -645,6 +645,7 @@ static void rename_action(GtkWidget *w, const char *name, GVariant *param)
     g_object_set_data(G_OBJECT(d), "conv", self->current);
     g_signal_connect_object(d, "response", G_CALLBACK(rename_response), self, 0);
     gtk_window_present(GTK_WINDOW(d));
+    gtk_widget_grab_focus(entry); /* selects the old title: typing replaces it */
 }
 
 static char *conv_markdown(const Conv *c)
@@ -904,13 +905,16 @@ void rlx_chat_pane_setup(RlxChatPane *self, RlxEngine *engine, GSettings *settin
     g_signal_connect_object(engine, "stats", G_CALLBACK(on_stats), self, 0);
     g_signal_connect_object(engine, "finished", G_CALLBACK(on_finished), self, 0);
     g_signal_connect_object(engine, "error", G_CALLBACK(on_error), self, 0);
-    build_sampling_popover(self);
+    rlx_sampling_popover_bind(self->sampling_popover, self->settings);
 
     load_conversations(self);
     if (!self->convs->len)
         g_ptr_array_add(self->convs, conv_new());
     show_conversation(self, g_ptr_array_index(self->convs, 0));
     rebuild_sidebar(self);
+    /* The window opens ready to type (and for the pane's shortcuts), not on
+     * the header bar's first button. */
+    gtk_widget_grab_focus(GTK_WIDGET(self->input));
 }
 
 static void entry_activated(GtkEntry *entry, RlxChatPane *self)
@@ -976,7 +980,7 @@ static void rlx_chat_pane_class_init(RlxChatPaneClass *klass)
     gtk_widget_class_bind_template_child(widget_class, RlxChatPane, stats_label);
     gtk_widget_class_bind_template_child(widget_class, RlxChatPane, system_view);
     gtk_widget_class_bind_template_child(widget_class, RlxChatPane, system_popover);
-    gtk_widget_class_bind_template_child(widget_class, RlxChatPane, sampling_grid);
+    gtk_widget_class_bind_template_child(widget_class, RlxChatPane, sampling_popover);
     gtk_widget_class_bind_template_child(widget_class, RlxChatPane, sampling_button);
     gtk_widget_class_bind_template_child(widget_class, RlxChatPane, load_bar);
     gtk_widget_class_bind_template_child(widget_class, RlxChatPane, content_stack);
@@ -993,6 +997,7 @@ static void rlx_chat_pane_class_init(RlxChatPaneClass *klass)
     gtk_widget_class_install_action(widget_class, "chat.rename", NULL, rename_action);
     gtk_widget_class_install_action(widget_class, "chat.delete", NULL, delete_action);
     gtk_widget_class_install_action(widget_class, "chat.export", "s", export_action);
+    gtk_widget_class_install_action(widget_class, "chat.search", NULL, search_action);
 
     gtk_widget_class_add_binding_action(widget_class, GDK_KEY_Escape, 0, "chat.stop", NULL);
     gtk_widget_class_add_binding_action(widget_class, GDK_KEY_n, GDK_CONTROL_MASK, "chat.new",
@@ -1001,10 +1006,18 @@ static void rlx_chat_pane_class_init(RlxChatPaneClass *klass)
                                         NULL);
     gtk_widget_class_add_binding_action(widget_class, GDK_KEY_r, GDK_CONTROL_MASK,
                                         "chat.regenerate", NULL);
+    gtk_widget_class_add_binding_action(widget_class, GDK_KEY_f, GDK_CONTROL_MASK, "chat.search",
+                                        NULL);
+    gtk_widget_class_add_binding_action(widget_class, GDK_KEY_F2, 0, "chat.rename", NULL);
+    gtk_widget_class_add_binding_action(widget_class, GDK_KEY_E, GDK_CONTROL_MASK | GDK_SHIFT_MASK,
+                                        "chat.export", "s", "md");
+    gtk_widget_class_add_binding_action(widget_class, GDK_KEY_J, GDK_CONTROL_MASK | GDK_SHIFT_MASK,
+                                        "chat.export", "s", "json");
 }
 
 static void rlx_chat_pane_init(RlxChatPane *self)
 {
+    g_type_ensure(RLX_TYPE_SAMPLING_POPOVER);
     gtk_widget_init_template(GTK_WIDGET(self));
     g_queue_init(&self->pending_toasts);
     /* The flap's state leads: it folds and unfolds itself with the width. */
@@ -1015,6 +1028,14 @@ static void rlx_chat_pane_init(RlxChatPane *self)
     gtk_list_box_set_filter_func(self->conv_list, filter_row, self, NULL);
     g_signal_connect(self->conv_list, "row-selected", G_CALLBACK(row_selected), self);
     g_signal_connect(self->search, "search-changed", G_CALLBACK(search_changed), self);
+    g_signal_connect(self->search, "activate", G_CALLBACK(search_activated), self);
+    g_signal_connect(self->search, "stop-search", G_CALLBACK(search_stopped), self);
+    /* Delete in the list of conversations (not in an entry) deletes the selected one. */
+    GtkEventController *keys = gtk_shortcut_controller_new();
+    gtk_shortcut_controller_add_shortcut(GTK_SHORTCUT_CONTROLLER(keys),
+                                         gtk_shortcut_new(gtk_keyval_trigger_new(GDK_KEY_Delete, 0),
+                                                          gtk_named_action_new("chat.delete")));
+    gtk_widget_add_controller(GTK_WIDGET(self->conv_list), keys);
     g_signal_connect(self->input, "activate", G_CALLBACK(entry_activated), self);
     g_signal_connect(self->system_popover, "closed", G_CALLBACK(system_popover_closed), self);
 }

@@ -7,8 +7,10 @@
  *   rlx_chat_pane_setup(pane, engine, settings);
  *   rlx_chat_pane_open_model(pane, file); // a GGUF: loads it on the engine
  *
- * Actions (group "chat"): new, open, send, stop (Escape), regenerate,
- * rename, delete, export (string: "md" or "json").
+ * Actions (group "chat"): new (Ctrl+N), open (Ctrl+O), send, stop (Escape),
+ * regenerate (Ctrl+R), search (Ctrl+F: the sidebar's filter; Enter opens the
+ * first match), rename (F2), delete (Delete in the list of conversations),
+ * export (string: "md" (Ctrl+Shift+E) or "json" (Ctrl+Shift+J)).
  *
  * A conversation is written atomically (temp file + rename) after every user
  * message, at least twice a second while a reply streams, and when it ends,
