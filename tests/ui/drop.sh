@@ -1,0 +1,243 @@
+#!/bin/sh
+# Drag and drop onto rlx-studio under Xvfb: a real XDND drag. DRAG_SOURCE
+# (drag-source.c) shows a small GTK window offering one file; xdotool presses
+# the mouse on it, moves onto the studio's window and releases, so the file
+# travels as text/uri-list between two processes exactly as from a file
+# manager. The drag is not timed: each step waits for what the source reports
+# (drag-begin, then the target's "action copy") before the next one.
+#
+#   1. a text file (not a GGUF): an error toast, and the window lives on.
+#                                                  (light, 1280x800)
+#   2. stories260K.gguf: the model loads (its name in the log's "is ready"),
+#      and a greedy reply to "Once upon a time" is the documented one.
+#                                                  (dark, 800x600)
+# A screenshot after each goes to ARTIFACT_DIR.
+#
+# usage: drop.sh RLX_STUDIO DRAG_SOURCE ARTIFACT_DIR MODEL.gguf
+set -u
+
+app=$1
+source_app=$2
+art=$3
+model=$4
+
+if [ -z "${RLX_DROP_IN_XVFB:-}" ]; then
+    for tool in xvfb-run xdotool import python3; do
+        if ! command -v "$tool" >/dev/null 2>&1; then
+            echo "SKIP: $tool not found"
+            exit 77
+        fi
+    done
+    [ -f "$model" ] || { echo "SKIP: no $model"; exit 77; }
+    mkdir -p "$art" || exit 1
+    bus=
+    if command -v dbus-run-session >/dev/null 2>&1; then
+        bus="dbus-run-session --"
+    else
+        DBUS_SESSION_BUS_ADDRESS=unix:path=/nonexistent
+        export DBUS_SESSION_BUS_ADDRESS
+    fi
+    RLX_DROP_IN_XVFB=1
+    export RLX_DROP_IN_XVFB
+    # shellcheck disable=SC2086
+    exec xvfb-run -a -s "-screen 0 1280x800x24 -nolisten tcp" $bus "$0" "$@"
+fi
+
+. "$(dirname "$0")/leaks.sh"
+
+work=$art/drop
+rm -rf "$work"
+mkdir -p "$work/config/glib-2.0/settings" "$work/data"
+XDG_CONFIG_HOME=$work/config
+XDG_DATA_HOME=$work/data
+GSETTINGS_BACKEND=keyfile
+GTK_A11Y=none
+NO_AT_BRIDGE=1
+GDK_BACKEND=x11
+G_DEBUG=fatal-criticals
+export XDG_CONFIG_HOME XDG_DATA_HOME GSETTINGS_BACKEND GTK_A11Y NO_AT_BRIDGE GDK_BACKEND G_DEBUG
+unset ADW_DEBUG_COLOR_SCHEME
+convs=$work/data/rlx-studio/conversations
+keyfile=$work/config/glib-2.0/settings/keyfile
+
+settings() {
+    printf '[org/rlx/Studio]\ntemperature=0.0\nmax-tokens=40\nwindow-width=%s\nwindow-height=%s\n' \
+        "$1" "$2" >"$keyfile"
+}
+
+pid=
+spid=
+name=
+fail() {
+    echo "FAIL: $*"
+    for p in "$pid" "$spid"; do
+        if [ -n "$p" ] && kill -0 "$p" 2>/dev/null; then
+            kill "$p"
+        fi
+    done
+    for log in "$art"/drop-*.log; do
+        [ -f "$log" ] && { echo "--- $log"; cat "$log"; }
+    done
+    exit 1
+}
+
+# wait_for WHAT COMMAND...: up to 30 s for COMMAND to succeed while the app lives.
+wait_for() {
+    what=$1
+    shift
+    i=0
+    until "$@"; do
+        [ $i -lt 150 ] || fail "$what (after 30 s)"
+        kill -0 "$pid" 2>/dev/null || fail "rlx-studio died waiting for: $what"
+        sleep 0.2
+        i=$((i + 1))
+    done
+}
+
+visible() {
+    xdotool search --onlyvisible --name "$1" 2>/dev/null | head -n 1
+}
+
+shown() {
+    [ -n "$(visible "$1")" ]
+}
+
+start() {
+    name=$1
+    "$app" >"$art/drop-$name.log" 2>&1 &
+    pid=$!
+    wait_for "no rlx-studio window ($name)" shown '^RLX Studio$'
+    wid=$(visible '^RLX Studio$')
+}
+
+wait_log() {
+    wait_for "no '$1' in the log of run $name" grep -q -e "$1" "$art/drop-$name.log"
+}
+
+shot() {
+    import -window root "$art/drop-$1.png" || fail "screenshot $1"
+    kill -0 "$pid" 2>/dev/null || fail "rlx-studio died while taking screenshot $1"
+    echo "screenshot: $art/drop-$1.png"
+}
+
+quit() {
+    xdotool windowfocus --sync "$wid" key --clearmodifiers ctrl+q
+    i=0
+    while kill -0 "$pid" 2>/dev/null && [ $i -lt 50 ]; do
+        sleep 0.2
+        i=$((i + 1))
+    done
+    kill -0 "$pid" 2>/dev/null && fail "rlx-studio still running 10 s after Ctrl+Q"
+    wait "$pid"
+    rc=$?
+    pid=
+    app_exit_ok "$rc" "$art/drop-$name.log" || fail "rlx-studio exited with status $rc"
+    if grep -E -e '-(CRITICAL|WARNING)' "$art/drop-$name.log"; then
+        fail "warnings in the log of run $name"
+    fi
+}
+
+# source_says WORDS: the drag source reported a line starting with WORDS.
+source_says() {
+    grep -q "^$1" "$slog"
+}
+
+# drag FILE X Y: drag FILE from a drag-source window onto the screen point
+# X,Y (inside the studio's window) and drop it there.
+drag() {
+    slog=$art/drop-source-$name-$(basename "$1").log
+    "$source_app" "$1" >"$slog" 2>&1 &
+    spid=$!
+    wait_for "the drag source shows no window" source_says ready
+    swid=$(visible '^rlx drag source$')
+    [ -n "$swid" ] || fail "no drag source window"
+    # No window manager: the source goes where we put it, above the studio
+    # (mapped last), clear of the drop point.
+    xdotool windowmove --sync "$swid" 1040 640 || fail "cannot move the drag source"
+    xdotool mousemove --sync 1140 700 mousedown 1
+    # Past GTK's drag threshold, a few pixels at a time.
+    x=1140
+    i=0
+    until source_says drag-begin; do
+        [ $i -lt 100 ] || fail "the drag did not begin"
+        x=$((x - 4))
+        xdotool mousemove --sync "$x" 700
+        sleep 0.1
+        i=$((i + 1))
+    done
+    # Over the studio's window, wiggling until its drop target answers.
+    xdotool mousemove --sync "$2" "$3"
+    i=0
+    until source_says "action copy"; do
+        [ $i -lt 150 ] || fail "the studio never accepted the drag ($(tr '\n' ' ' <"$slog"))"
+        xdotool mousemove --sync "$(($2 + i % 2))" "$3"
+        sleep 0.2
+        i=$((i + 1))
+    done
+    xdotool mouseup 1
+    wait_for "the drag did not end" source_says "drag-"'\(end\|cancel\)'
+    source_says drag-end || fail "the drop was refused: $(tr '\n' ' ' <"$slog")"
+    i=0
+    while kill -0 "$spid" 2>/dev/null && [ $i -lt 50 ]; do
+        sleep 0.2
+        i=$((i + 1))
+    done
+    kill -0 "$spid" 2>/dev/null && fail "the drag source did not exit"
+    wait "$spid" || fail "the drag source failed"
+    spid=
+}
+
+newest() {
+    ls -t "$convs"/*.json 2>/dev/null | head -n 1
+}
+
+reply() {
+    python3 - "$1" <<'EOF'
+import json, sys
+try:
+    c = json.load(open(sys.argv[1]))
+except Exception:
+    sys.exit(0)
+r = [m["content"] for m in c.get("messages", []) if m["role"] == "assistant"]
+sys.stdout.write(r[-1] if r else "")
+EOF
+}
+
+# 1. not a GGUF (light, 1280x800) --------------------------------------------
+settings 1280 760
+printf 'Shopping list: milk, eggs.\n' >"$work/notes.txt"
+start light
+drag "$work/notes.txt" 500 400
+wait_log "Cannot load the model: notes.txt: not a GGUF file"
+kill -0 "$pid" 2>/dev/null || fail "rlx-studio died on a dropped text file"
+xdotool search --onlyvisible --name '^RLX Studio$' >/dev/null || fail "the window is gone"
+shot light-not-gguf
+quit
+
+# 2. the model (dark, 800x600) -------------------------------------------------
+settings 800 600
+ADW_DEBUG_COLOR_SCHEME=prefer-dark
+export ADW_DEBUG_COLOR_SCHEME
+start dark
+unset ADW_DEBUG_COLOR_SCHEME
+drag "$model" 400 300
+wait_log "is ready"
+grep -q "is ready" "$art/drop-dark.log" || fail "the dropped model did not load"
+xdotool windowfocus --sync "$wid" type --delay 15 "Once upon a time"
+xdotool key --clearmodifiers Return
+expected=", there was a little girl named Lily. She loved to play outside in the park."
+check_reply() {
+    f=$(newest)
+    [ -n "$f" ] || return 1
+    r=$(reply "$f")
+    case "$r" in
+    "$expected"*) return 0 ;;
+    esac
+    return 1
+}
+wait_for "no reply '$expected' from the dropped model" check_reply
+echo "reply from the dropped model: $(reply "$(newest)")"
+shot dark-800x600-model
+quit
+
+echo "PASS"
