@@ -422,7 +422,10 @@ int rlx_bench_model_main(int argc, char **argv)
 
     /* the table, llama-bench's columns plus the type mix */
     char size[32], params[32], thr[16], tps[2][48];
-    snprintf(size, sizeof size, "%.2f MiB", mib(f.file_bytes));
+    if (f.file_bytes >= (1ull << 30))
+        snprintf(size, sizeof size, "%.2f GiB", (double)f.file_bytes / (1ull << 30));
+    else
+        snprintf(size, sizeof size, "%.2f MiB", mib(f.file_bytes));
     if (f.n_params >= 1000000000ull)
         snprintf(params, sizeof params, "%.2f B", (double)f.n_params / 1e9);
     else if (f.n_params >= 1000000ull)

@@ -27,7 +27,7 @@ table_ok() {
             gsub(/ /, "", f[8]); gsub(/ /, "", f[6]); gsub(/ /, "", f[2])
             split(f[9], t, "±")
             ok = ok && n == 10 && f[2] == "stories260K.gguf" && f[6] == dev && f[8] == want
-            ok = ok && (t[1] + 0) > 0 && (t[2] + 0) >= 0 && f[3] ~ /MiB/ && f[5] ~ /F32:48/
+            ok = ok && (t[1] + 0) > 0 && (t[2] + 0) >= 0 && f[3] ~ /[MG]iB/ && f[5] ~ /F32:48/
         }
         END { exit !(ok && NR >= 4) }'
 }
