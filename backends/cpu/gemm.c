@@ -4,6 +4,7 @@
  * (MC rows x NB columns) tiles of C. */
 #include <cblas.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -276,12 +277,99 @@ static bool own_sgemm_b(rlx_threadpool *pool, bool ta, bool tb, int64_t M, int64
     return true;
 }
 
+/* Each thread runs the whole blocked product serially on its own slice of
+ * C's rows or columns (packing its own panels): no barrier between the
+ * packing and compute phases, which at mid sizes (512^3) cost more than the
+ * B panels packed twice. */
+typedef struct {
+    bool ta, tb, by_rows;
+    int64_t M, N, K, lda, ldb, ldc, chunk;
+    float alpha, beta;
+    const float *A, *B;
+    const uint16_t *Bh;
+    rlx_dtype bt;
+    float *C;
+    atomic_bool failed;
+} slice_ctx;
+
+static void slice_task(void *vc, int64_t task, int thread)
+{
+    (void)thread;
+    slice_ctx *c = vc;
+    int64_t lo = task * c->chunk, len = c->by_rows ? c->M : c->N;
+    int64_t n = len - lo < c->chunk ? len - lo : c->chunk;
+    const float *A = c->A, *B = c->B;
+    const uint16_t *Bh = c->Bh;
+    float *C = c->C;
+    int64_t M = c->M, N = c->N;
+    if (c->by_rows) {
+        A += c->ta ? lo : lo * c->lda;
+        C += lo * c->ldc;
+        M = n;
+    } else {
+        if (Bh)
+            Bh += lo * c->ldb; /* half B is always N rows (trans_b) */
+        else
+            B += c->tb ? lo * c->ldb : lo;
+        C += lo;
+        N = n;
+    }
+    if (own_sgemm_b(NULL, c->ta, c->tb, M, N, c->K, c->alpha, A, c->lda, B, Bh, c->bt, c->ldb,
+                    c->beta, C, c->ldc))
+        return;
+    /* out of memory before anything was written: f32 slices take OpenBLAS,
+     * a half B reports it (the caller recomputes everything, beta 0) */
+    if (Bh) {
+        atomic_store(&c->failed, true);
+        return;
+    }
+    pthread_once(&g_blas_once, blas_single_thread);
+    cblas_sgemm(CblasRowMajor, c->ta ? CblasTrans : CblasNoTrans, c->tb ? CblasTrans : CblasNoTrans,
+                (int)M, (int)N, (int)c->K, c->alpha, A, (int)c->lda, B, (int)c->ldb, c->beta, C,
+                (int)c->ldc);
+}
+
+static bool own_sliced(rlx_threadpool *pool, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
+                       float alpha, const float *A, int64_t lda, const float *B, const uint16_t *Bh,
+                       rlx_dtype bt, int64_t ldb, float beta, float *C, int64_t ldc)
+{
+    int nth = rlx_threadpool_size(pool);
+    /* rows when there are enough MR-row panels per thread, else columns
+     * (half B: columns, so each thread widens only its own rows of B) */
+    bool by_rows = !Bh && M >= N && M >= (int64_t)nth * 4 * MR;
+    int64_t len = by_rows ? M : N, unit = by_rows ? MR : NR;
+    int64_t parts = len / (2 * unit) < nth ? len / (2 * unit) : nth;
+    if (parts <= 1 || K == 0 || alpha == 0.0f)
+        return own_sgemm_b(pool, ta, tb, M, N, K, alpha, A, lda, B, Bh, bt, ldb, beta, C, ldc);
+    slice_ctx c = {.ta = ta,
+                   .tb = tb,
+                   .by_rows = by_rows,
+                   .M = M,
+                   .N = N,
+                   .K = K,
+                   .lda = lda,
+                   .ldb = ldb,
+                   .ldc = ldc,
+                   .alpha = alpha,
+                   .beta = beta,
+                   .A = A,
+                   .B = B,
+                   .Bh = Bh,
+                   .bt = bt,
+                   .C = C};
+    atomic_init(&c.failed, false);
+    int64_t chunk = (len + parts - 1) / parts;
+    c.chunk = (chunk + unit - 1) / unit * unit;
+    rlx_parallel_for(pool, (len + c.chunk - 1) / c.chunk, slice_task, &c);
+    return !atomic_load(&c.failed);
+}
+
 static bool own_sgemm(rlx_threadpool *pool, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
                       float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
                       float beta, float *C, int64_t ldc)
 {
-    return own_sgemm_b(pool, ta, tb, M, N, K, alpha, A, lda, B, NULL, RLX_DTYPE_F32, ldb, beta, C,
-                       ldc);
+    return own_sliced(pool, ta, tb, M, N, K, alpha, A, lda, B, NULL, RLX_DTYPE_F32, ldb, beta, C,
+                      ldc);
 }
 
 bool rlx_cpu_sgemm_half_b(rlx_threadpool *pool, rlx_dtype bt, int64_t M, int64_t N, int64_t K,
@@ -290,7 +378,7 @@ bool rlx_cpu_sgemm_half_b(rlx_threadpool *pool, rlx_dtype bt, int64_t M, int64_t
 {
     if (M <= 0 || N <= 0)
         return true;
-    return own_sgemm_b(pool, false, true, M, N, K, 1.0f, A, lda, NULL, B, bt, ldb, 0.0f, C, ldc);
+    return own_sliced(pool, false, true, M, N, K, 1.0f, A, lda, NULL, B, bt, ldb, 0.0f, C, ldc);
 }
 
 void rlx_cpu_sgemm(rlx_threadpool *pool, rlx_cpu_gemm_impl impl, bool trans_a, bool trans_b,
