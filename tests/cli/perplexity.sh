@@ -47,6 +47,18 @@ ppl2=$(printf '%s\n' "$out" | sed -n 's/^Final estimate: PPL = \([0-9.]*\) .*/\1
 check "batches of 24 give the same PPL ($ppl2)" \
     awk -v a="$ppl2" -v b="$want_ppl" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a > 0 && d <= 1e-3 * b) }'
 
+# the same on the first Vulkan device, when there is one
+out=$("$rlx" perplexity -m "$stories" -f "$text" --ctx 64 --kv-type f32 --device vulkan:0 2>&1)
+if [ $? -eq 0 ]; then
+    ppl3=$(printf '%s\n' "$out" | sed -n 's/^Final estimate: PPL = \([0-9.]*\) .*/\1/p')
+    check "vulkan:0: PPL within 1e-3 relative of the reference ($ppl3)" \
+        awk -v a="$ppl3" -v b="$want_ppl" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a > 0 && d <= 1e-3 * b) }'
+elif printf '%s' "$out" | grep -Eqi "no vulkan|no device"; then
+    echo "# no Vulkan run: $(printf '%s' "$out" | tail -1)"
+else
+    check "vulkan:0 runs ($out)" false
+fi
+
 head -c 100 "$text" >"$errf.short"
 for args in "-m $stories -f $errf.short --ctx 64" "-m /nonexistent.gguf -f $text" \
     "-m $stories -f /nonexistent.txt" "-m $stories" "-f $text" "-m $stories -f $text --ctx x" \
