@@ -1,6 +1,10 @@
-/* `rlx bench ops`: micro-benchmarks of the CPU kernels. Not a test: it prints
+/* `rlx bench ops`: micro-benchmarks of the kernels. Not a test: it prints
  * figures for humans (memory bandwidth, GEMM GFLOP/s against OpenBLAS,
- * quantized matvec bandwidth, attention time). */
+ * quantized matvec bandwidth, attention time). With --device vulkan:N the
+ * GEMM, matvec and attention cases run on that device instead, as
+ * one-instruction programs through the backend interface, timed by the
+ * device's own timestamps around the kernel (and by the wall clock around
+ * the submit and wait). */
 #include "app/rlx-bench-ops.h"
 
 #include <cblas.h>
@@ -11,6 +15,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "backends/backend.h"
+#include "backends/base/lir.h"
+#include "backends/base/op.h"
 #include "backends/cpu/cpu-features.h"
 #include "backends/cpu/kernels.h"
 
@@ -228,16 +235,300 @@ static void bench_attention(rlx_threadpool *pool, int64_t n_q, int64_t n_kv, int
     free(scratch);
 }
 
+/* ---------------------------------------------------- a GPU device (--device) */
+
+typedef struct {
+    rlx_lir lir;
+    rlx_lir_value v[4];
+    rlx_lir_instr ins;
+    rlx_lir_binding in[3], out[1];
+    const rlx_backend_i *be;
+    rlx_device *dev;
+    rlx_buffer *buf[4];
+} gpu_op;
+
+static const char *const gpu_in_names[] = {"a", "b", "c"};
+
+/* Value i, contiguous row-major, INPUT i (or the OUTPUT when i == n_in). */
+static void gpu_value(gpu_op *o, int i, int n_in, rlx_dtype dt, int rank, const int64_t *ne)
+{
+    rlx_lir_value *v = &o->v[i];
+    memset(v, 0, sizeof *v);
+    v->dtype = dt;
+    v->shape.rank = rank;
+    int64_t st = 1;
+    for (int d = rank - 1; d >= 0; d--) {
+        v->shape.d[d] = rlx_dim_const(ne[d]);
+        v->stride[d] = rlx_dim_const(st);
+        st *= ne[d];
+    }
+    uint64_t rows = 1, rb = 0;
+    for (int d = 0; d < rank - 1; d++)
+        rows *= (uint64_t)ne[d];
+    rlx_dtype_row_bytes(dt, (uint64_t)ne[rank - 1], &rb);
+    v->max_bytes = rows * rb;
+    v->contiguous = true;
+    v->view_of = -1;
+    v->home = i < n_in ? RLX_HOME_INPUT : RLX_HOME_OUTPUT;
+    v->index = i < n_in ? i : 0;
+    rlx_lir_binding *b = i < n_in ? &o->in[i] : &o->out[0];
+    b->name = i < n_in ? gpu_in_names[i] : "out";
+    b->dtype = dt;
+    b->shape = v->shape;
+    b->max_bytes = v->max_bytes;
+}
+
+/* Random contents for value i: floats in [-1, 1) in its dtype. */
+static void gpu_fill(gpu_op *o, int i)
+{
+    const rlx_lir_value *v = &o->v[i];
+    int64_t K = v->shape.d[v->shape.rank - 1].k;
+    uint64_t rb = 0, bytes = v->max_bytes;
+    rlx_dtype_row_bytes(v->dtype, (uint64_t)K, &rb);
+    uint8_t *host = xalloc(bytes);
+    float *row = xalloc((size_t)K * 4);
+    for (uint64_t r = 0; r < bytes / rb; r++) {
+        for (int64_t k = 0; k < K; k++)
+            row[k] = frand();
+        uint8_t *dst = host + r * rb;
+        if (v->dtype == RLX_DTYPE_F32)
+            memcpy(dst, row, (size_t)K * 4);
+        else if (v->dtype == RLX_DTYPE_F16)
+            for (int64_t k = 0; k < K; k++)
+                ((uint16_t *)dst)[k] = rlx_f32_to_f16(row[k]);
+        else
+            rlx_cpu_quantize_row(v->dtype, row, dst, K);
+    }
+    rlx_error *err = NULL;
+    if (o->be->buffer_from_host(o->dev, host, bytes, &o->buf[i], &err) != RLX_OK) {
+        fprintf(stderr, "rlx bench ops: upload: %s\n", rlx_error_message(err));
+        exit(1);
+    }
+    free(host);
+    free(row);
+}
+
+/* Run the instruction (one warm-up, then `repeats` runs); the best device
+ * time by timestamps (ms, < 0 without timestamps) and the best wall time
+ * around submit + wait. NULL when it ran, else why not (declined, or the
+ * device's error, e.g. an operand larger than a storage buffer window);
+ * the message lives until the next call. */
+static const char *gpu_time(gpu_op *o, rlx_op op, const rlx_op_params *p, int n_in, int repeats,
+                            double *dev_ms, double *wall_ms)
+{
+    static char why[512];
+    o->ins.op = op;
+    o->ins.p = *p;
+    o->ins.n_in = n_in;
+    for (int i = 0; i < n_in; i++)
+        o->ins.in[i] = i;
+    o->ins.out = n_in;
+    o->ins.node = -1;
+    o->lir.n_values = n_in + 1;
+    o->lir.values = o->v;
+    o->lir.n_instrs = 1;
+    o->lir.instrs = &o->ins;
+    o->lir.n_inputs = n_in;
+    o->lir.inputs = o->in;
+    o->lir.n_outputs = 1;
+    o->lir.outputs = o->out;
+    if (!o->be->supports_op(o->dev, &o->lir, &o->ins))
+        return "declined by the device";
+    rlx_error *err = NULL;
+    rlx_program *prog = NULL;
+    const char *res = NULL;
+    if (o->be->program_create(o->dev, &o->lir, &prog, &err) != RLX_OK)
+        goto fail;
+    for (int i = 0; i < n_in; i++)
+        gpu_fill(o, i);
+    if (o->be->buffer_alloc(o->dev, o->v[n_in].max_bytes, &o->buf[n_in], &err) != RLX_OK)
+        goto fail;
+    rlx_buffer_ref in[3], out = {o->buf[n_in], 0};
+    for (int i = 0; i < n_in; i++)
+        in[i] = (rlx_buffer_ref){o->buf[i], 0};
+    rlx_program_bindings b = {.inputs = in, .outputs = &out};
+    o->be->program_set_timing(prog, true);
+    *dev_ms = *wall_ms = 1e30;
+    for (int r = 0; r < repeats + 1; r++) {
+        double t0 = now_s();
+        if (o->be->program_run(prog, &b, NULL, &err) != RLX_OK)
+            goto fail;
+        double t = (now_s() - t0) * 1e3, ms = -1;
+        if (o->be->program_timings(prog, &ms, 1, &err) != RLX_OK) {
+            rlx_error_clear(&err);
+            ms = -1;
+        }
+        if (r == 0) /* the warm-up records the command buffer */
+            continue;
+        if (t < *wall_ms)
+            *wall_ms = t;
+        if (ms < 0)
+            *dev_ms = -1;
+        else if (*dev_ms >= 0 && ms < *dev_ms)
+            *dev_ms = ms;
+    }
+    goto done;
+fail:
+    snprintf(why, sizeof why, "failed: %s", rlx_error_message(err));
+    rlx_error_free(err);
+    res = why;
+done:
+    for (int i = 0; i <= n_in; i++) {
+        if (o->buf[i])
+            o->be->buffer_free(o->buf[i]);
+        o->buf[i] = NULL;
+    }
+    if (prog)
+        o->be->program_free(prog);
+    return res;
+}
+
+static void gpu_print(const char *what, const char *why, double dev_ms, double wall_ms, double work,
+                      const char *unit)
+{
+    if (why) {
+        printf("  %-34s %s\n", what, why);
+        return;
+    }
+    double ms = dev_ms > 0 ? dev_ms : wall_ms;
+    printf("  %-34s %10.3f ms %10.3f ms  %9.3f %s\n", what, dev_ms > 0 ? dev_ms : NAN, wall_ms,
+           work / (ms * 1e-3) / 1e9, unit);
+}
+
+static int bench_gpu(const char *spec, bool force_f32, const char *section, int repeats)
+{
+    const rlx_backend_i *be = NULL;
+    int index = 0;
+    rlx_error *err = NULL;
+    if (rlx_device_parse(spec, &be, &index, &err) != RLX_OK) {
+        fprintf(stderr, "rlx bench ops: %s\n", rlx_error_message(err));
+        rlx_error_free(err);
+        return 1;
+    }
+    gpu_op o;
+    memset(&o, 0, sizeof o);
+    o.be = be;
+    rlx_device_opts opts = {.force_f32 = force_f32};
+    if (be->device_open(index, &opts, &o.dev, &err) != RLX_OK) {
+        fprintf(stderr, "rlx bench ops: %s: %s\n", spec, rlx_error_message(err));
+        rlx_error_free(err);
+        return 1;
+    }
+    rlx_device_info info;
+    if (be->device_query(o.dev, &info, &err) != RLX_OK) {
+        fprintf(stderr, "rlx bench ops: %s: %s\n", spec, rlx_error_message(err));
+        rlx_error_free(err);
+        be->device_close(o.dev);
+        return 1;
+    }
+    rlx_cpu_kernels_init(); /* quantizing the weights on the host */
+    /* a software device (lavapipe) gets the smaller cases only */
+    bool big = info.type != RLX_DEVICE_GPU_SOFTWARE;
+    printf("device: %s, %s (%.0f MiB), repeats: %d\n", info.id, info.name,
+           (double)info.total_memory / 1048576.0, repeats);
+    printf("features: %s\n", info.features);
+    printf("times: best of %d runs; 'device' from the GPU's timestamps around the kernel, "
+           "'wall' around submit and wait\n",
+           repeats);
+    bool all = !strcmp(section, "all");
+    rlx_op_params p;
+
+    if (all || !strcmp(section, "gemm")) {
+        printf("\nf32 GEMM (C = A.B, row-major)    %13s %13s  %11s\n", "device", "wall",
+               "throughput");
+        static const int64_t shapes[][3] = {{256, 256, 256},
+                                            {512, 512, 512},
+                                            {1024, 1024, 1024},
+                                            {2048, 2048, 2048},
+                                            {512, 4096, 4096}};
+        for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+            int64_t M = shapes[i][0], N = shapes[i][1], K = shapes[i][2];
+            if (!big && M * N * K > 1024ll * 1024 * 1024)
+                continue;
+            memset(&p, 0, sizeof p);
+            gpu_value(&o, 0, 2, RLX_DTYPE_F32, 2, (int64_t[]){M, K});
+            gpu_value(&o, 1, 2, RLX_DTYPE_F32, 2, (int64_t[]){K, N});
+            gpu_value(&o, 2, 2, RLX_DTYPE_F32, 2, (int64_t[]){M, N});
+            double dm = 0, wm = 0;
+            const char *ran = gpu_time(&o, RLX_OP_MATMUL, &p, 2, repeats, &dm, &wm);
+            char what[64];
+            snprintf(what, sizeof what, "%lld x %lld x %lld", (long long)M, (long long)N,
+                     (long long)K);
+            gpu_print(what, ran, dm, wm, 2.0 * (double)M * (double)N * (double)K, "GFLOP/s");
+        }
+    }
+
+    if (all || !strcmp(section, "matvec")) {
+        printf("\nmatvec (M = 1, weights [N, K])  %13s %13s  %11s\n", "device", "wall",
+               "weight GB/s");
+        static const rlx_dtype types[] = {RLX_DTYPE_Q4_0, RLX_DTYPE_Q8_0, RLX_DTYPE_Q4_K,
+                                          RLX_DTYPE_Q6_K, RLX_DTYPE_F16};
+        static const int64_t shapes[][2] = {{1024, 3072}, {4096, 4096}, {151936, 1024}};
+        for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++)
+            for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+                int64_t N = shapes[i][0], K = shapes[i][1];
+                if (!big && N * K > 4096 * 4096)
+                    continue;
+                memset(&p, 0, sizeof p);
+                p.matmul.trans_b = true;
+                gpu_value(&o, 0, 2, RLX_DTYPE_F32, 2, (int64_t[]){1, K});
+                gpu_value(&o, 1, 2, types[ti], 2, (int64_t[]){N, K});
+                gpu_value(&o, 2, 2, RLX_DTYPE_F32, 2, (int64_t[]){1, N});
+                double dm = 0, wm = 0;
+                const char *ran = gpu_time(&o, RLX_OP_MATMUL, &p, 2, repeats, &dm, &wm);
+                char what[64];
+                snprintf(what, sizeof what, "%-5s %6lld x %-5lld", rlx_dtype_name(types[ti]),
+                         (long long)N, (long long)K);
+                gpu_print(what, ran, dm, wm, (double)o.v[1].max_bytes, "GB/s");
+            }
+    }
+
+    if (all || !strcmp(section, "attn")) {
+        printf("\nattention (f16 KV, causal)       %13s %13s  %11s\n", "device", "wall",
+               "throughput");
+        static const int64_t cases[][2] = {
+            {1, 512}, {1, 2048}, {128, 128}, {512, 512}, {2048, 2048}};
+        static const int dims[] = {64, 128};
+        const int H = 16, HKV = 8;
+        for (int di = 0; di < 2; di++)
+            for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+                int64_t S = cases[i][0], T = cases[i][1], D = dims[di];
+                if (!big && S * T > 128 * 128 && S > 1)
+                    continue;
+                memset(&p, 0, sizeof p);
+                p.attn.mask = RLX_MASK_CAUSAL;
+                p.attn.scale = 1.0f / sqrtf((float)D);
+                gpu_value(&o, 0, 3, RLX_DTYPE_F32, 4, (int64_t[]){1, H, S, D});
+                gpu_value(&o, 1, 3, RLX_DTYPE_F16, 4, (int64_t[]){1, HKV, T, D});
+                gpu_value(&o, 2, 3, RLX_DTYPE_F16, 4, (int64_t[]){1, HKV, T, D});
+                gpu_value(&o, 3, 3, RLX_DTYPE_F32, 4, (int64_t[]){1, H, S, D});
+                double dm = 0, wm = 0;
+                const char *ran = gpu_time(&o, RLX_OP_ATTENTION, &p, 3, repeats, &dm, &wm);
+                double pairs = S == T ? 0.5 * (double)S * (double)(T + 1) : (double)S * T;
+                char what[64];
+                snprintf(what, sizeof what, "q %4lld kv %4lld heads %d/%d dim %lld", (long long)S,
+                         (long long)T, H, HKV, (long long)D);
+                gpu_print(what, ran, dm, wm, 4.0 * pairs * (double)D * H, "GFLOP/s");
+            }
+    }
+    be->device_close(o.dev);
+    return 0;
+}
+
 static void usage(void)
 {
-    printf("usage: rlx bench ops [-t THREADS] [-r REPEATS] [--section S]\n"
-           "  sections: all (default), bw, gemm, matvec, attn\n");
+    printf("usage: rlx bench ops [-t THREADS] [-r REPEATS] [--section S] [--device DEV [--f32]]\n"
+           "  sections: all (default), bw, gemm, matvec, attn\n"
+           "  --device vulkan:N  the GEMM, matvec and attention cases on that device, timed by\n"
+           "                     its timestamps (default: cpu, the CPU kernels)\n"
+           "  --f32              with a GPU device: its f32 kernels even where it has f16 ones\n");
 }
 
 int rlx_bench_ops_main(int argc, char **argv)
 {
     int threads = 0, repeats = 3;
-    const char *section = "all";
+    const char *section = "all", *device = "cpu";
+    bool force_f32 = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-t") && i + 1 < argc) {
             threads = atoi(argv[++i]);
@@ -245,6 +536,10 @@ int rlx_bench_ops_main(int argc, char **argv)
             repeats = atoi(argv[++i]);
         } else if (!strcmp(argv[i], "--section") && i + 1 < argc) {
             section = argv[++i];
+        } else if (!strcmp(argv[i], "--device") && i + 1 < argc) {
+            device = argv[++i];
+        } else if (!strcmp(argv[i], "--f32")) {
+            force_f32 = true;
         } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             usage();
             return 0;
@@ -255,6 +550,13 @@ int rlx_bench_ops_main(int argc, char **argv)
     }
     if (repeats < 1)
         repeats = 1;
+    if (strcmp(section, "all") && strcmp(section, "bw") && strcmp(section, "gemm") &&
+        strcmp(section, "matvec") && strcmp(section, "attn")) {
+        fprintf(stderr, "rlx bench ops: no section '%s' (all, bw, gemm, matvec, attn)\n", section);
+        return 1;
+    }
+    if (strcmp(device, "cpu") != 0)
+        return bench_gpu(device, force_f32, section, repeats);
     bool all = !strcmp(section, "all");
     rlx_cpu_kernels_init();
     rlx_threadpool *pool = NULL;
