@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "backends/backend.h"
 #include "engine/formats/gguf.h"
 #include "engine/formats/safetensors.h"
 #include "rlx-cli.h"
@@ -467,13 +468,53 @@ static int sniff(const char *path, char *kind, size_t cap)
     return 0;
 }
 
+/* rlx info --devices: every device of every compiled-in backend, with its
+ * memory and feature line (a Vulkan device's says which kernels it runs:
+ * "f16 kernels" with 16-bit storage and float16 arithmetic, else "f32"). */
+static int list_devices(bool as_json)
+{
+    json_object *arr = json_object_new_array();
+    for (int b = 0; b < rlx_backend_count(); b++) {
+        const rlx_backend_i *be = rlx_backend_at(b);
+        int n = be->device_count ? be->device_count() : 0;
+        for (int i = 0; i < n; i++) {
+            rlx_device_info di;
+            rlx_error *err = NULL;
+            if (be->device_info(i, &di, &err) != RLX_OK) {
+                fprintf(stderr, "rlx: info: %s device %d: %s\n", be->name, i,
+                        rlx_error_message(err));
+                rlx_error_free(err);
+                continue;
+            }
+            json_object *o = json_object_new_object();
+            json_object_object_add(o, "id", json_object_new_string(di.id));
+            json_object_object_add(o, "name", json_object_new_string(di.name));
+            json_object_object_add(o, "memory", json_object_new_int64((int64_t)di.total_memory));
+            json_object_object_add(o, "features", json_object_new_string(di.features));
+            json_object_array_add(arr, o);
+            if (!as_json) {
+                char mem[32];
+                human_bytes(di.total_memory, mem, sizeof mem);
+                printf("%-10s %s\n           memory %s; %s\n", di.id, di.name, mem, di.features);
+            }
+        }
+    }
+    if (as_json)
+        printf("%s\n", json_object_to_json_string_ext(arr, JSON_C_TO_STRING_PRETTY |
+                                                               JSON_C_TO_STRING_NOSLASHESCAPE));
+    json_object_put(arr);
+    return 0;
+}
+
 int rlx_cmd_info(int argc, char **argv)
 {
-    bool tensors = false, as_json = false;
+    bool tensors = false, as_json = false, devices = false;
     const char *path = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--tensors"))
             tensors = true;
+        else if (!strcmp(argv[i], "--devices"))
+            devices = true;
         else if (!strcmp(argv[i], "--json"))
             as_json = true;
         else if (argv[i][0] == '-' && argv[i][1])
@@ -483,8 +524,13 @@ int rlx_cmd_info(int argc, char **argv)
         else
             return rlx_cli_fail("info: more than one file given");
     }
+    if (devices && path)
+        return rlx_cli_fail("info: --devices takes no file");
+    if (devices)
+        return list_devices(as_json);
     if (!path)
-        return rlx_cli_fail("info: usage: rlx info FILE_OR_DIR [--tensors] [--json]");
+        return rlx_cli_fail("info: usage: rlx info FILE_OR_DIR [--tensors] [--json] | rlx info "
+                            "--devices [--json]");
     char kind[32];
     int rc = sniff(path, kind, sizeof kind);
     if (rc)

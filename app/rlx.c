@@ -33,7 +33,8 @@ static const struct {
     int (*fn)(int, char **);
     const char *help;
 } commands[] = {
-    {"info", rlx_cmd_info, "FILE_OR_DIR [--tensors] [--json]   describe a model file"},
+    {"info", rlx_cmd_info,
+     "FILE_OR_DIR [--tensors] [--json] | --devices   describe a model file, or the devices"},
     {"tokenize", rlx_cmd_tokenize, "-m FILE [--ids|--pieces] [--special] TEXT   show tokens"},
     {"generate", rlx_cmd_generate, "-m MODEL -p TEXT [-n N] [--temp T] ...   continue a text"},
     {"chat", rlx_cmd_chat, "-m MODEL [--ctx N] ...   chat over stdin with the model's template"},

@@ -32,6 +32,18 @@ assert sum(x["bytes"] for x in o["tensors"]) == o["weight_bytes"]
 ' "$json"
 out=$("$rlx" info "$data/vae/taef2_encoder.safetensors")
 check "safetensors: 79 F16 tensors" sh -c 'printf "%s\n" "$1" | grep -qE "F16 +79 tensors"' _ "$out"
+# devices: the CPU always; a Vulkan device's line names its kernel variant
+devs=$("$rlx" info --devices --json)
+check "info --devices lists the CPU" python3 -c '
+import json, sys
+d = json.loads(sys.argv[1])
+assert d[0]["id"] == "cpu" and d[0]["memory"] > 0
+for x in d:
+    if x["id"].startswith("vulkan:"):
+        f = x["features"]
+        assert f.endswith(", f16 kernels") == (" storage16" in f and " float16" in f), f
+        assert f.endswith(" kernels"), f
+' "$devs"
 for bad in /nonexistent-file "$data/whisper/for-tests-ggml-tiny.bin" "$data/README.md"; do
     err=$("$rlx" info "$bad" 2>&1 >/dev/null)
     rc=$?
