@@ -37,7 +37,7 @@ static const char bench_usage[] =
     "  -t THREADS       CPU threads (default: one per core)\n"
     "  --device DEV     cpu (default), vulkan:N, cuda:N\n"
     "  --ctx N          context length (default: max(p + 1, n))\n"
-    "  --kv-type f16|f32  KV cache type (default f16)\n"
+    "  --kv-type f16|f32|q8_0  KV cache type (default f16)\n"
     "  --ops            time every op kind (default on a GPU device)\n"
     "  --json           one JSON object instead of the table\n";
 
@@ -111,8 +111,10 @@ static int parse(int argc, char **argv, bench_opts *o)
                 o->kv = RLX_DTYPE_F16;
             else if (!strcmp(v, "f32"))
                 o->kv = RLX_DTYPE_F32;
+            else if (!strcmp(v, "q8_0"))
+                o->kv = RLX_DTYPE_Q8_0;
             else
-                return rlx_cli_fail("bench: --kv-type is f16 or f32, not '%s'", v);
+                return rlx_cli_fail("bench: --kv-type is f16, f32 or q8_0, not '%s'", v);
         } else
             return rlx_cli_fail("bench: unknown option '%s' (see rlx bench -m --help)", a);
     }

@@ -27,7 +27,7 @@ static const char ppl_usage[] =
     "  --batch N        tokens evaluated per run (default: the window)\n"
     "  -t THREADS       CPU threads (default: one per core)\n"
     "  --device DEV     cpu (default), vulkan:N, cuda:N\n"
-    "  --kv-type f16|f32  KV cache type (default f16)\n"
+    "  --kv-type f16|f32|q8_0  KV cache type (default f16)\n"
     "Running perplexity per window goes to stdout, then the final estimate.\n";
 
 static bool parse_long(const char *s, long lo, long hi, long *out)
@@ -136,8 +136,10 @@ int rlx_cmd_perplexity(int argc, char **argv)
                 lp.kv_dtype = RLX_DTYPE_F16;
             else if (!strcmp(v, "f32"))
                 lp.kv_dtype = RLX_DTYPE_F32;
+            else if (!strcmp(v, "q8_0"))
+                lp.kv_dtype = RLX_DTYPE_Q8_0;
             else
-                return rlx_cli_fail("perplexity: --kv-type is f16 or f32, not '%s'", v);
+                return rlx_cli_fail("perplexity: --kv-type is f16, f32 or q8_0, not '%s'", v);
         } else
             return rlx_cli_fail("perplexity: unknown option '%s' (see rlx perplexity --help)", a);
     }

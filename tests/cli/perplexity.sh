@@ -47,6 +47,13 @@ ppl2=$(printf '%s\n' "$out" | sed -n 's/^Final estimate: PPL = \([0-9.]*\) .*/\1
 check "batches of 24 give the same PPL ($ppl2)" \
     awk -v a="$ppl2" -v b="$want_ppl" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a > 0 && d <= 1e-3 * b) }'
 
+# a Q8_0 KV cache (8-bit blocks, ~0.4% relative error per K/V value) moves
+# the figure a little: within 1%
+out=$("$rlx" perplexity -m "$stories" -f "$text" --ctx 64 --kv-type q8_0 -t 2 2>/dev/null)
+ppl4=$(printf '%s\n' "$out" | sed -n 's/^Final estimate: PPL = \([0-9.]*\) .*/\1/p')
+check "--kv-type q8_0: PPL within 1% of the reference ($ppl4)" \
+    awk -v a="$ppl4" -v b="$want_ppl" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a > 0 && d <= 1e-2 * b) }'
+
 # the same on the first Vulkan device, when there is one
 out=$("$rlx" perplexity -m "$stories" -f "$text" --ctx 64 --kv-type f32 --device vulkan:0 2>&1)
 if [ $? -eq 0 ]; then
