@@ -1,7 +1,10 @@
 /* y = x . W^T over packed weight rows: quantize x once, then each task runs
- * integer dot products over a contiguous range of W's rows. For M > 1 a task
- * walks its rows in small tiles and sweeps every row of x over a tile while
- * the tile is hot in L1/L2, so weights stream from memory once per call. */
+ * integer dot products over a contiguous range of W's rows. For M > 1:
+ * Q8_0/Q4_0/Q4_K/Q5_K/Q6_K go to the quantized GEMM (qgemm.c) and F16/BF16
+ * to our f32 GEMM (widened while packing) where the ISA has them; otherwise a
+ * task walks its rows in small tiles and sweeps every row of x over a tile
+ * while the tile is hot in L1/L2, so weights stream from memory once per
+ * call. */
 #include <stdint.h>
 #include <stdlib.h>
 
