@@ -252,10 +252,26 @@ static rlx_status run_tg(rlx_llm *m, const rlx_token *toks, int n, float *logits
     return RLX_OK;
 }
 
+/* One op kind's total on one device (a split model has two). */
+typedef struct {
+    rlx_session_op_profile p;
+    const char *device;
+} op_row;
+
 static int cmp_prof(const void *a, const void *b)
 {
-    double x = ((const rlx_session_op_profile *)a)->ms, y = ((const rlx_session_op_profile *)b)->ms;
+    double x = ((const op_row *)a)->p.ms, y = ((const op_row *)b)->p.ms;
     return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* Append a session's profile to rows, labelled with its device. */
+static int32_t add_profile(const rlx_session *s, const char *device, op_row *rows, int32_t n)
+{
+    rlx_session_op_profile p[RLX_OP_COUNT];
+    int32_t k = rlx_session_profile(s, p, RLX_OP_COUNT);
+    for (int32_t i = 0; i < k && i < RLX_OP_COUNT; i++)
+        rows[n++] = (op_row){.p = p[i], .device = device};
+    return n;
 }
 
 static double mib(uint64_t b)
@@ -340,11 +356,16 @@ int rlx_bench_model_main(int argc, char **argv)
     uint64_t peak_rss = (uint64_t)ru.ru_maxrss * 1024;
     rlx_session_memory_info mem = rlx_session_memory(s);
 
-    /* per-op times: one more pp and tg run with profiling on */
-    rlx_session_op_profile prof[RLX_OP_COUNT];
+    /* per-op times: one more pp and tg run with profiling on, in the
+     * device's session and, for a model split across it and the CPU, in the
+     * CPU part's */
+    rlx_session *cpu_part = rlx_llm_cpu_session(m);
+    op_row prof[2 * RLX_OP_COUNT];
     int32_t n_prof = 0;
     if (o.ops || !on_cpu) {
         rlx_session_set_profiling(s, true);
+        if (cpu_part)
+            rlx_session_set_profiling(cpu_part, true);
         double secs;
         rlx_status st = run_pp(m, prompt, (int)o.p, logits, &secs, &err);
         if (st == RLX_OK)
@@ -354,10 +375,13 @@ int rlx_bench_model_main(int argc, char **argv)
             rlx_error_free(err);
             goto done;
         }
-        n_prof = rlx_session_profile(s, prof, RLX_OP_COUNT);
+        n_prof = add_profile(s, di.id, prof, 0);
         rlx_session_set_profiling(s, false);
-        qsort(prof, (size_t)(n_prof < RLX_OP_COUNT ? n_prof : RLX_OP_COUNT), sizeof *prof,
-              cmp_prof);
+        if (cpu_part) {
+            n_prof = add_profile(cpu_part, "cpu", prof, n_prof);
+            rlx_session_set_profiling(cpu_part, false);
+        }
+        qsort(prof, (size_t)n_prof, sizeof *prof, cmp_prof);
     }
 
     /* host streaming-read bandwidth with the same thread count */
@@ -407,12 +431,12 @@ int rlx_bench_model_main(int argc, char **argv)
         json_object_object_add(j, "arena_bytes", json_object_new_int64((int64_t)mem.arena_bytes));
         if (n_prof > 0) {
             json_object *ops = json_object_new_array();
-            for (int32_t i = 0; i < n_prof && i < RLX_OP_COUNT; i++) {
+            for (int32_t i = 0; i < n_prof; i++) {
                 json_object *e = json_object_new_object();
-                json_object_object_add(e, "op", json_object_new_string(rlx_op_name(prof[i].op)));
-                json_object_object_add(e, "count", json_object_new_int64(prof[i].count));
-                json_object_object_add(e, "ms", json_object_new_double(prof[i].ms));
-                json_object_object_add(e, "device", json_object_new_string(di.id));
+                json_object_object_add(e, "op", json_object_new_string(rlx_op_name(prof[i].p.op)));
+                json_object_object_add(e, "count", json_object_new_int64(prof[i].p.count));
+                json_object_object_add(e, "ms", json_object_new_double(prof[i].p.ms));
+                json_object_object_add(e, "device", json_object_new_string(prof[i].device));
                 json_object_array_add(ops, e);
             }
             json_object_object_add(j, "ops", ops);
@@ -434,7 +458,10 @@ int rlx_bench_model_main(int argc, char **argv)
         snprintf(params, sizeof params, "%.2f M", (double)f.n_params / 1e6);
     else
         snprintf(params, sizeof params, "%.2f K", (double)f.n_params / 1e3);
-    snprintf(thr, sizeof thr, "%d", threads);
+    if (threads > 0)
+        snprintf(thr, sizeof thr, "%d", threads);
+    else
+        snprintf(thr, sizeof thr, "-");
     for (int t = 0; t < 2; t++)
         snprintf(tps[t], sizeof tps[t], "%.2f ± %.2f", tests[t].mean, tests[t].sd);
     int wm = (int)strlen(f.name), wt = (int)strlen(f.types), wd = (int)strlen(di.id);
@@ -460,6 +487,12 @@ int rlx_bench_model_main(int argc, char **argv)
     printf("\n");
     printf("device: %s (%s), context %d, KV cache %s, runs: %ld after a warm-up\n", di.id, di.name,
            rlx_llm_n_ctx(m), rlx_dtype_name(o.kv), o.r);
+    if (!on_cpu) {
+        int32_t n_gpu = 0, n_layers = 0;
+        rlx_llm_placement(m, &n_gpu, &n_layers);
+        printf("placement: %d of %d decoder layers on %s%s\n", n_gpu, n_layers, di.id,
+               n_gpu < n_layers ? ", the others on the CPU" : "");
+    }
     if (bw > 0)
         printf("%s is %.0f%% of the bandwidth floor (%.3f GB/token, %.2f GB/s; floor %.2f t/s)\n",
                tests[1].name, 100.0 * tests[1].mean / floor_tps, (double)f.token_bytes / 1e9, bw,
@@ -476,14 +509,15 @@ int rlx_bench_model_main(int argc, char **argv)
            rlx_format_bytes(mem.arena_bytes, actb, sizeof actb));
     if (n_prof > 0) {
         double total = 0;
-        for (int32_t i = 0; i < n_prof && i < RLX_OP_COUNT; i++)
-            total += prof[i].ms;
+        for (int32_t i = 0; i < n_prof; i++)
+            total += prof[i].p.ms;
         printf("\nop times over one %s and one %s run (device each ran on):\n", tests[0].name,
                tests[1].name);
         printf("  %-16s %9s %12s %7s  %s\n", "op", "count", "total ms", "share", "device");
-        for (int32_t i = 0; i < n_prof && i < RLX_OP_COUNT; i++)
-            printf("  %-16s %9" PRId64 " %12.3f %6.1f%%  %s\n", rlx_op_name(prof[i].op),
-                   prof[i].count, prof[i].ms, total > 0 ? 100.0 * prof[i].ms / total : 0.0, di.id);
+        for (int32_t i = 0; i < n_prof; i++)
+            printf("  %-16s %9" PRId64 " %12.3f %6.1f%%  %s\n", rlx_op_name(prof[i].p.op),
+                   prof[i].p.count, prof[i].p.ms, total > 0 ? 100.0 * prof[i].p.ms / total : 0.0,
+                   prof[i].device);
         printf("  %-16s %9s %12.3f\n", "total", "", total);
     }
 

@@ -77,6 +77,8 @@ if [ $rc -ne 0 ] && printf '%s' "$out" | grep -Eqi "no vulkan|no device"; then
 fi
 check "vulkan: exit 0" [ $rc -eq 0 ]
 check "vulkan: the table" table_ok "$out" vulkan:0
+check "vulkan: all 5 decoder layers placed on the device" \
+    sh -c 'printf "%s\n" "$1" | grep -q "^placement: 5 of 5 decoder layers on vulkan:0$"' _ "$out"
 ops=$(printf '%s\n' "$out" | sed -n '/^op times/,$p' | sed '1,2d' | grep -v '^  total')
 check "vulkan: per-op times listed" [ -n "$ops" ]
 check "vulkan: matmul and attention among them" \
