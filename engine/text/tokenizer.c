@@ -1386,7 +1386,7 @@ size_t rlx_tokenizer_token_to_piece(const rlx_tokenizer *t, rlx_token id, bool r
         free(o.p);
         return 0;
     }
-    if (buf && cap)
+    if (buf && cap && o.n) /* an empty piece has no buffer at all */
         memcpy(buf, o.p, o.n < cap ? o.n : cap);
     size_t n = o.n;
     free(o.p);
