@@ -11,7 +11,8 @@
  * - a tiny random llama written with the project's GGUF writer, split at
  *   every layer count: the logits of a chunked prefill, single-token decode
  *   steps and all-position evaluation match the CPU-only run to 1e-4 of
- *   their range (F32 cache: only float32 rounding differs).
+ *   their range (F32 cache: only float32 rounding differs), with the
+ *   device's default kernels and once with its f32 kernels.
  *
  * Exits 77 (skipped) without a Vulkan device; on lavapipe the models are
  * tiny and the runs short. */
@@ -75,10 +76,13 @@ static void sizes_of(const char *path, int32_t n_ctx, file_sizes *fs)
     rlx_gguf_close(g);
 }
 
+static bool force_f32 = false;
+
 static rlx_llm *load(const char *path, const char *device, uint64_t budget, int32_t gpu_layers,
                      int32_t n_ctx, rlx_dtype kv, int32_t n_batch)
 {
     rlx_llm_params p = rlx_llm_default_params();
+    p.force_f32 = force_f32;
     p.device = device;
     p.memory_budget = budget;
     p.gpu_layers = gpu_layers;
@@ -310,10 +314,16 @@ static void test_tiny_every_split(void **state)
         range = fmaxf(range, fabsf(want[i]));
     assert_true(range > 0.1f);
 
-    /* gpu_layers < 0: none; 1..3: a split; 4: all (no CPU part) */
-    const int32_t splits[] = {-1, 1, 2, 3, 4};
+    /* gpu_layers < 0: none; 1..3: a split; 4: all (no CPU part); the last
+     * run again with the device's f32 kernels */
+    const int32_t splits[] = {-1, 1, 2, 3, 4, 2};
     for (size_t s = 0; s < sizeof splits / sizeof splits[0]; s++) {
+        force_f32 = s == sizeof splits / sizeof splits[0] - 1;
         rlx_llm *m = load(path, DEVICE, 0, splits[s], 32, RLX_DTYPE_F32, 3);
+        rlx_device_info di;
+        assert_int_equal(rlx_session_device_info(rlx_llm_session(m), &di, NULL), RLX_OK);
+        if (force_f32)
+            assert_non_null(strstr(di.features, "f32 kernels"));
         int32_t n_gpu, n_total;
         rlx_llm_placement(m, &n_gpu, &n_total);
         assert_int_equal(n_gpu, splits[s] < 0 ? 0 : splits[s]);
@@ -324,10 +334,11 @@ static void test_tiny_every_split(void **state)
         for (int i = 0; i < T_TOK * T_VOCAB; i++)
             worst = fmax(worst, fabs((double)got[i] - want[i]) / range);
         if (worst > 1e-4)
-            fail_msg("%d GPU layers: logits differ from the CPU by %.3g of their range", (int)n_gpu,
-                     worst);
+            fail_msg("%d GPU layers (%s): logits differ from the CPU by %.3g of their range",
+                     (int)n_gpu, di.features, worst);
         rlx_llm_free(m);
     }
+    force_f32 = false;
     free(want);
     free(got);
 }

@@ -75,6 +75,7 @@ typedef struct rlx_session_params {
     const char *device;     /* "cpu", "vulkan:0", "cuda:1"; NULL = "cpu" */
     int n_threads;          /* CPU threads; 0 = one per core */
     uint64_t memory_budget; /* bytes; 0 = the device's total memory */
+    bool force_f32;         /* GPU: its f32 kernels (rlx_device_opts.force_f32) */
 } rlx_session_params;
 
 RLX_API rlx_session_params rlx_session_default_params(void);

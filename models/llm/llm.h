@@ -68,6 +68,7 @@ typedef struct rlx_llm_params {
      * CPU, see rlx_llm_get_placement); > 0 = at most that many (an error
      * when they do not fit); < 0 = none (only the embedding and output). */
     int32_t gpu_layers;
+    bool force_f32; /* a GPU device's f32 kernels even where it has f16 ones */
     rlx_llm_progress_fn progress;
     void *progress_user;
 } rlx_llm_params;
