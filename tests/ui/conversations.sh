@@ -13,6 +13,7 @@
 #      path typed, Enter: the Markdown export holds the title and every
 #      message.                               (dark, 800x600)
 #   4. Ctrl+Shift+J: the JSON export parses and equals the persisted file.
+#   5. Restart: the rename and the delete were kept. (light, 800x600)
 # A screenshot after each goes to ARTIFACT_DIR.
 #
 # usage: conversations.sh RLX_STUDIO ARTIFACT_DIR
@@ -39,7 +40,9 @@ if [ -z "${RLX_CONV_IN_XVFB:-}" ]; then
     RLX_CONV_IN_XVFB=1
     export RLX_CONV_IN_XVFB
     # shellcheck disable=SC2086
-    exec xvfb-run -a -s "-screen 0 1280x800x24 -nolisten tcp" $bus "$0" "$@"
+    # -a alone starts at :99 for every caller, and two test runs starting at
+    # once can pick the same number; start the search at a number of our own.
+    exec xvfb-run -a -n $((100 + $$ % 800)) -s "-screen 0 1280x800x24 -nolisten tcp" $bus "$0" "$@"
 fi
 
 . "$(dirname "$0")/leaks.sh"
@@ -85,10 +88,10 @@ park_pointer() {
     xdotool mousemove 1279 799
 }
 
-# start NAME: run rlx-studio, wait for its window, set $wid.
+# start NAME [ASAN_OPTIONS]: run rlx-studio, wait for its window, set $wid.
 start() {
     name=$1
-    "$app" >"$art/conversations-$name.log" 2>&1 &
+    ASAN_OPTIONS=${2:-${ASAN_OPTIONS:-}} "$app" >"$art/conversations-$name.log" 2>&1 &
     pid=$!
     wid=$(wait_window '^RLX Studio$') || fail "no rlx-studio window after 30 s ($name)"
     xdotool windowfocus --sync "$wid" || fail "cannot focus the window"
@@ -233,10 +236,18 @@ shot light-delete
 quit
 
 # 3. restart (dark, 800x600): export the renamed one as Markdown --------------
+# This run opens GTK's file chooser, which leaks at exit in GTK 4.8 itself:
+# its places sidebar's libcloudproviders (a GString of g_build_filename, a
+# GError, GDBus proxies), GtkTreeView paths, a GDateTime. valgrind
+# --leak-check=full on the release build names those libraries with no frame
+# of ours; under ASan the stacks stop in GLib/GIO (no frame pointers there),
+# so neither tests/lsan.supp nor leaks.sh can tell them from ours. So this
+# run alone is not leak-checked (ASan still checks memory errors); the runs
+# before and after it (1-2, 5), chat.sh and drop.sh are.
 settings 800 600
 ADW_DEBUG_COLOR_SCHEME=prefer-dark
 export ADW_DEBUG_COLOR_SCHEME
-start dark
+start dark "${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
 unset ADW_DEBUG_COLOR_SCHEME
 [ ! -e "$convs/conv-c.json" ] || fail "the deleted conversation came back"
 [ "$(title conv-b)" = "Sailing notes" ] || fail "the new title was not kept: $(title conv-b)"
@@ -289,6 +300,15 @@ assert '"close-hauled"' in e["messages"][1]["content"], e
 EOF
 echo "JSON export equals the saved conversation"
 shot dark-800x600-export-json
+quit
+
+# 5. restart (light, 800x600): what the first runs did is still there ----------
+start light-800x600
+[ "$(title conv-b)" = "Sailing notes" ] || fail "conv-b's title after a restart: $(title conv-b)"
+[ "$(title conv-a)" = "Apples and pears" ] || fail "conv-a's title after a restart: $(title conv-a)"
+[ ! -e "$convs/conv-c.json" ] || fail "the deleted conversation came back"
+ls "$convs"/*.json | wc -l | grep -qx 2 || fail "not 2 conversations: $(ls "$convs")"
+shot light-800x600-restart
 quit
 
 echo "PASS"
