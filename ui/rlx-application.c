@@ -1,6 +1,7 @@
 #include "rlx-application.h"
 
 #include "rlx-config.h"
+#include "rlx-engine.h"
 #include "rlx-preferences.h"
 #include "rlx-window.h"
 
@@ -41,7 +42,18 @@ static char *rlx_application_debug_info(RlxApplication *self, GtkWindow *parent)
         g_string_append(s, ", Vulkan");
     if (RLX_HAVE_CUDA)
         g_string_append(s, ", CUDA");
-    g_string_append(s, "\n\n");
+    g_string_append(s, "\n");
+    /* every device the backends report, with its feature line (the CPU's
+     * names its model, threads and the SIMD path the kernels took) */
+    g_autoptr(GPtrArray) devices = rlx_engine_list_devices();
+    g_string_append_printf(s, "Devices (%u):\n", devices->len);
+    for (guint i = 0; i < devices->len; i++) {
+        const RlxDevice *d = g_ptr_array_index(devices, i);
+        g_autofree char *mem = g_format_size(d->total_memory);
+        g_string_append_printf(s, "  %s: %s; memory %s; %s\n", d->id, d->label,
+                               d->total_memory ? mem : "unknown", d->features ? d->features : "");
+    }
+    g_string_append(s, "\n");
 
     g_string_append_printf(s, "GTK %u.%u.%u (built against %d.%d.%d)\n", gtk_get_major_version(),
                            gtk_get_minor_version(), gtk_get_micro_version(), GTK_MAJOR_VERSION,
