@@ -16,8 +16,10 @@
  *   - Scales are converted as vectors (vpermw picks each block's f16 out of a
  *     load of the blocks themselves), and every block ends in one vector FMA:
  *     no horizontal sums until the end of the row.
- * Two weight rows go through the loop together: they share the activation
- * loads and give the core two independent accumulation chains. */
+ * The row loops take R rows at once (sharing the activation loads), but
+ * call them with R = 1: two interleaved weight streams per thread measured
+ * about half the DRAM throughput of one (in cache they were faster), so a
+ * thread walks its rows one after another. */
 #include <immintrin.h>
 
 #include "backends/cpu/gemv.h"
@@ -130,10 +132,7 @@ static AI void q8_rows_n(int R, int64_t nb, const uint8_t *w, size_t rb, const a
 static void q8_rows(int64_t K, const void *w, size_t rb, int64_t n, const void *act, float *y)
 {
     const uint8_t *wb = w;
-    int64_t r = 0;
-    for (; r + 2 <= n; r += 2)
-        q8_rows_n(2, K / 32, wb + (size_t)r * rb, rb, act, y + r);
-    if (r < n)
+    for (int64_t r = 0; r < n; r++)
         q8_rows_n(1, K / 32, wb + (size_t)r * rb, rb, act, y + r);
 }
 
@@ -236,10 +235,7 @@ static AI void q4_rows_n(int R, int64_t nb, const uint8_t *w, size_t rb, const a
 static void q4_rows(int64_t K, const void *w, size_t rb, int64_t n, const void *act, float *y)
 {
     const uint8_t *wb = w;
-    int64_t r = 0;
-    for (; r + 2 <= n; r += 2)
-        q4_rows_n(2, K / 32, wb + (size_t)r * rb, rb, act, y + r);
-    if (r < n)
+    for (int64_t r = 0; r < n; r++)
         q4_rows_n(1, K / 32, wb + (size_t)r * rb, rb, act, y + r);
 }
 
@@ -361,20 +357,14 @@ static AI void kq_rows_n(int R, bool q5, int64_t nb, const uint8_t *w, size_t rb
 static void q4k_rows(int64_t K, const void *w, size_t rb, int64_t n, const void *act, float *y)
 {
     const uint8_t *wb = w;
-    int64_t r = 0;
-    for (; r + 2 <= n; r += 2)
-        kq_rows_n(2, false, K / 256, wb + (size_t)r * rb, rb, act, y + r);
-    if (r < n)
+    for (int64_t r = 0; r < n; r++)
         kq_rows_n(1, false, K / 256, wb + (size_t)r * rb, rb, act, y + r);
 }
 
 static void q5k_rows(int64_t K, const void *w, size_t rb, int64_t n, const void *act, float *y)
 {
     const uint8_t *wb = w;
-    int64_t r = 0;
-    for (; r + 2 <= n; r += 2)
-        kq_rows_n(2, true, K / 256, wb + (size_t)r * rb, rb, act, y + r);
-    if (r < n)
+    for (int64_t r = 0; r < n; r++)
         kq_rows_n(1, true, K / 256, wb + (size_t)r * rb, rb, act, y + r);
 }
 
@@ -450,10 +440,7 @@ static AI void q6_rows_n(int R, int64_t nb, const uint8_t *w, size_t rb, const b
 static void q6k_rows(int64_t K, const void *w, size_t rb, int64_t n, const void *act, float *y)
 {
     const uint8_t *wb = w;
-    int64_t r = 0;
-    for (; r + 2 <= n; r += 2)
-        q6_rows_n(2, K / 256, wb + (size_t)r * rb, rb, act, y + r);
-    if (r < n)
+    for (int64_t r = 0; r < n; r++)
         q6_rows_n(1, K / 256, wb + (size_t)r * rb, rb, act, y + r);
 }
 
@@ -496,10 +483,7 @@ static AI void f16_rows_n(int R, int64_t K, const uint8_t *w, size_t rb, const f
 static void f16_rows(int64_t K, const void *w, size_t rb, int64_t n, const void *act, float *y)
 {
     const uint8_t *wb = w;
-    int64_t r = 0;
-    for (; r + 2 <= n; r += 2)
-        f16_rows_n(2, K, wb + (size_t)r * rb, rb, act, y + r);
-    if (r < n)
+    for (int64_t r = 0; r < n; r++)
         f16_rows_n(1, K, wb + (size_t)r * rb, rb, act, y + r);
 }
 
