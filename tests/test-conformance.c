@@ -503,6 +503,10 @@ static void make_lir(one_lir *L, rlx_op op, const rlx_op_params *p, tt **in, int
  * (which has one kind) skipped. */
 static bool pass_f32 = false;
 
+/* Cases every backend must take (the Q8_0 KV cache ops: the CPU and
+ * Vulkan have kernels for them), so a decline fails instead of skipping. */
+static bool every_backend = false;
+
 /* Run on backend `be`; false when the backend declines the op (allowed
  * for backends other than the CPU, which must take everything here). */
 static bool run_on(const rlx_backend_i *be, rlx_op op, const rlx_op_params *p, tt **in, int n_in,
@@ -520,8 +524,9 @@ static bool run_on(const rlx_backend_i *be, rlx_op op, const rlx_op_params *p, t
     }
     if (!be->supports_op(dev, &L.lir, &L.instr)) {
         be->device_close(dev);
-        if (strcmp(be->name, "cpu") == 0)
-            fail_msg("cpu does not support op %d", (int)op);
+        if (strcmp(be->name, "cpu") == 0 || every_backend)
+            fail_msg("%s does not support op %s (%s)", be->name, rlx_op_name(op),
+                     rlx_dtype_name(in[n_in > 1 ? 1 : 0]->dt));
         print_message("  %s declines %s (%s)\n", be->name, rlx_op_name(op),
                       rlx_dtype_name(out->dt));
         return false;
@@ -1742,8 +1747,10 @@ static void attn_q8_case(int64_t Hq, int64_t Hkv, int64_t S, int64_t T, int64_t 
              (long long)Hq, (long long)Hkv, (long long)S, (long long)T, (long long)D);
     /* the blocks hold |v| <= 127 * 0.05: the f32 error bound of the float
      * cases scaled by that range */
+    every_backend = true;
     run_all(what, RLX_OP_ATTENTION, &pr, in, 3, y, ref, 7 * (2e-5 + 1e-6 * sqrt((double)T)), 0,
             NULL);
+    every_backend = false;
     free(ref);
     free(sc);
     kv[0]->raw = kv[1]->raw = NULL;
@@ -1812,7 +1819,9 @@ static void scatter_q8_case(int64_t cap, int64_t W, int64_t S, int64_t off)
     char what[96];
     snprintf(what, sizeof what, "scatter into Q8_0 [%lld, %lld] at %lld", (long long)cap,
              (long long)W, (long long)off);
+    every_backend = true;
     run_all(what, RLX_OP_SCATTER, &p, in, 2, y, ref, 0, 0, tol);
+    every_backend = false;
     free(ref);
     free(tol);
     tt_free(state);

@@ -418,20 +418,22 @@ static void test_llama_q8_0(void **state)
     run_case_as(&cases[0], RLX_DTYPE_Q8_0, RLX_DTYPE_F16, 3e-2);
 }
 
-/* A Q8_0 KV cache (CPU): K and V are rounded per block of 32 to an f16
- * scale d = max|x| / 127 and int8 steps, an error of at most d / 2 =
- * max|x| / 254 (0.4% of the block's largest entry) per element, seen
- * through softmax and the value sum and then the rest of the network.
- * That step is 8x the F16 cache's (2^-11 relative, bounded by 2e-3 above),
- * so 8 x 2e-3 = 1.6e-2, rounded to 2e-2; measured up to 6e-3 here. qwen3 (qk norms) and gemma2
- * (sliding window, soft-capping) have 2 kv heads x 16 = 32-entry rows: one
- * block per token spanning both heads. A model whose rows are not a
- * multiple of 32 (llama here: 2 x 8) is refused at load, naming the sizes. */
+/* A Q8_0 KV cache (on every backend: Vulkan's append quantizes on the
+ * device and its attention decodes the blocks): K and V are rounded per
+ * block of 32 to an f16 scale d = max|x| / 127 and int8 steps, an error of
+ * at most d / 2 = max|x| / 254 (0.4% of the block's largest entry) per
+ * element, seen through softmax and the value sum and then the rest of the
+ * network. That step is 8x the F16 cache's (2^-11 relative, bounded by 2e-3
+ * above), so 8 x 2e-3 = 1.6e-2, rounded to 2e-2; measured up to 6e-3 here.
+ * qwen3 (qk norms) and gemma2 (sliding window, soft-capping) have 2 kv
+ * heads x 16 = 32-entry rows: one block per token spanning both heads. A
+ * model whose rows are not a multiple of 32 (llama here: 2 x 8) is refused
+ * at load, naming the sizes. */
 static void test_q8_0_cache(void **state)
 {
     (void)state;
-    run_on("cpu", &cases[4], RLX_DTYPE_F32, RLX_DTYPE_Q8_0, Q8_KV_TOL);
-    run_on("cpu", &cases[5], RLX_DTYPE_F32, RLX_DTYPE_Q8_0, Q8_KV_TOL);
+    run_case_as(&cases[4], RLX_DTYPE_F32, RLX_DTYPE_Q8_0, Q8_KV_TOL);
+    run_case_as(&cases[5], RLX_DTYPE_F32, RLX_DTYPE_Q8_0, Q8_KV_TOL);
     const char *path = write_model(&cases[0]);
     rlx_llm_params p = rlx_llm_default_params();
     p.kv_dtype = RLX_DTYPE_Q8_0;

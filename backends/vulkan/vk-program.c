@@ -259,6 +259,27 @@ static int vk_check(const rlx_lir *lir, const rlx_lir_instr *ins, char *why, siz
     if (o->shape.rank > RLX_MAX_DIMS)
         return NO("rank %d", o->shape.rank);
     rlx_op op = ins->op;
+    if (op == RLX_OP_SCATTER && o->dtype == RLX_DTYPE_Q8_0) {
+        /* the append into a Q8_0 KV cache: float rows quantized in place
+         * (gather.comp's Q8_0 mode), whole blocks of contiguous rows */
+        int r = o->shape.rank, ax = norm_axis(ins->p.scatter.axis, r);
+        const rlx_lir_value *src = in[1];
+        if (in[0]->dtype != RLX_DTYPE_Q8_0 || !ld_ok(src->dtype) ||
+            (src->dtype != RLX_DTYPE_F32 && src->dtype != RLX_DTYPE_F16 &&
+             src->dtype != RLX_DTYPE_BF16))
+            return NO("a Q8_0 state takes float rows");
+        if (r < 2 || src->shape.rank != r || ax < 0 || ax >= r - 1 ||
+            !rlx_dim_is_const(o->shape.d[r - 1]) || o->shape.d[r - 1].k % 32 ||
+            !rlx_dim_is_const(o->stride[r - 1]) || o->stride[r - 1].k != 1 ||
+            !rlx_dim_equal(src->shape.d[r - 1], o->shape.d[r - 1]))
+            return NO("a Q8_0 append needs whole contiguous rows of 32s along an outer axis");
+        return VK_K_GATHER;
+    }
+    /* a Q8_0 KV cache's slices, reshapes and permutes: the scheduler makes
+     * them views (no-ops above); were one copied, fill_ew refuses it */
+    if (o->dtype == RLX_DTYPE_Q8_0 && in[0]->dtype == RLX_DTYPE_Q8_0 &&
+        (op == RLX_OP_SLICE || op == RLX_OP_RESHAPE || op == RLX_OP_PERMUTE))
+        return VK_K_EW;
     if (is_elementwise(op) || op == RLX_OP_COPY || op == RLX_OP_RESHAPE || op == RLX_OP_PERMUTE ||
         op == RLX_OP_SLICE || op == RLX_OP_CONCAT || op == RLX_OP_PAD || op == RLX_OP_SCATTER) {
         if (op == RLX_OP_CONCAT && ins->n_in > MAX_DISP)
@@ -349,8 +370,10 @@ static int vk_check(const rlx_lir *lir, const rlx_lir_instr *ins, char *why, siz
             return NO("rope ranks");
         return VK_K_ROPE;
     case RLX_OP_ATTENTION: {
+        /* k and v may be a Q8_0 KV cache (a view of the state: elements by
+         * their flat index in its blocks) */
         for (int k = 0; k < ins->n_in; k++)
-            if (!ld_ok(in[k]->dtype))
+            if (!ld_ok(in[k]->dtype) && !((k == 1 || k == 2) && in[k]->dtype == RLX_DTYPE_Q8_0))
                 return NO("input %d is %s", k, rlx_dtype_name(in[k]->dtype));
         int rq = in[0]->shape.rank, rk = in[1]->shape.rank, rv = in[2]->shape.rank;
         if (rq < 3 || rq > 4 || rk < 3 || rk > 4 || rv < 3 || rv > 4 || o->shape.rank < 3 ||
@@ -549,6 +572,8 @@ static bool fill_ew(fill_ctx *c, const rlx_lir_instr *ins)
     vk_program *P = c->P;
     vt o = vt_of(P, ins->out, c->sv);
     rlx_op op = ins->op;
+    if (rlx_dtype_get(o.dt)->quantized)
+        return fail(c, "a view of a Q8_0 KV cache was not made a view (a copy would requantize)");
     vt in[RLX_MAX_INPUTS];
     for (int k = 0; k < ins->n_in; k++)
         in[k] = vt_of(P, ins->in[k], c->sv);
@@ -1116,9 +1141,50 @@ static bool fill_spatial(fill_ctx *c, const rlx_lir_instr *ins)
     return true;
 }
 
+/* The append into a Q8_0 state: the state copied first when the output is
+ * another buffer (as halves: a Q8_0 buffer is 34 bytes a block), then one
+ * thread per 32-value block of src quantizes it into place. */
+static bool fill_scatter_q8(fill_ctx *c, const rlx_lir_instr *ins)
+{
+    vk_program *P = c->P;
+    vt o = vt_of(P, ins->out, c->sv), st = vt_of(P, ins->in[0], c->sv),
+       src = vt_of(P, ins->in[1], c->sv);
+    int r = o.rank, ax = norm_axis(ins->p.scatter.axis, r);
+    int64_t off = dim_eval(ins->p.scatter.offset, c->sv), D = o.ne[r - 1];
+    bool bad = src.rank != r || ax < 0 || ax >= r - 1 || off < 0 || off + src.ne[ax] > o.ne[ax] ||
+               D % 32 || src.ne[r - 1] != D;
+    if (!ins->in_place && ins->in[0] != ins->out) {
+        int64_t n = numel(&o), bytes = n / 32 * 34;
+        if (numel(&st) != n)
+            bad = true;
+        vt ob = o, ib = st;
+        ob.dt = ib.dt = RLX_DTYPE_I16;
+        ob.rank = ib.rank = 1;
+        ob.ne[0] = ib.ne[0] = bad ? 0 : bytes / 2;
+        ob.st[0] = ib.st[0] = 1;
+        int32_t *w = new_disp(c, VK_K_EW, false, ob.ne[0]);
+        put_desc(c, w, VK_OUT_SLOT, &ob);
+        put_desc(c, w, 0, &ib);
+        w[PRM(1)] = 1;
+        w[PRM(3)] = 1;
+    }
+    int64_t blocks = bad ? 0 : numel(&src) / 32;
+    int32_t *w = new_disp(c, VK_K_GATHER, false, blocks);
+    put_desc(c, w, 0, &src);
+    put_desc(c, w, VK_OUT_SLOT, &o);
+    w[PRM(0)] = (int32_t)(D > 0 ? D : 32);
+    w[PRM(3)] = 1;
+    w[PRM(4)] = (int32_t)src.st[r - 1];
+    w[PRM(5)] = (int32_t)off;
+    w[PRM(6)] = ax;
+    return bad ? fail(c, "the Q8_0 append is out of range for this run") : true;
+}
+
 static bool fill_gather(fill_ctx *c, const rlx_lir_instr *ins)
 {
     vk_program *P = c->P;
+    if (ins->op == RLX_OP_SCATTER)
+        return fill_scatter_q8(c, ins);
     vt t = vt_of(P, ins->in[0], c->sv), ids = vt_of(P, ins->in[1], c->sv),
        o = vt_of(P, ins->out, c->sv);
     int rt = t.rank;

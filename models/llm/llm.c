@@ -580,11 +580,12 @@ rlx_status rlx_llm_load(const char *path, const rlx_llm_params *p, rlx_llm **out
     *out = m;
     return RLX_OK;
 fail:
-    /* the GPU backends have no Q8_0 cache kernels: their supports_op refuses
-     * the append and the attention read, and legalize says which op */
+    /* a GPU backend without Q8_0 cache kernels for this model (Vulkan has
+     * the append and the attention read) refuses them in supports_op, and
+     * legalize says which op */
     if (m->kv_dtype == RLX_DTYPE_Q8_0 && m->place.on_gpu && st == RLX_ERR_UNSUPPORTED)
-        rlx_error_prefix(err, "the Q8_0 KV cache runs on the CPU only (use --kv-type f16 on %s): ",
-                         m->place.device);
+        rlx_error_prefix(
+            err, "the Q8_0 KV cache does not run on %s (use --kv-type f16): ", m->place.device);
     rlx_error_prefix(err, "%s: ", path);
     rlx_llm_free(m);
     return st;

@@ -43,4 +43,23 @@ err=$("$rlx" generate -m "$stories" 2>&1 >/dev/null)
 check "no prompt: exit 1" [ $? -eq 1 ]
 err=$("$rlx" generate -m "$stories" -p x --temp abc 2>&1 >/dev/null)
 check "bad --temp: exit 1" [ $? -eq 1 ]
+# a Q8_0 KV cache on the first Vulkan device (its append quantizes on the
+# GPU, attention decodes the blocks) gives the CPU's greedy text
+cpu=$("$rlx" generate -m "$stories" -p "Once upon a time" -n 32 --temp 0 -t 1 --kv-type q8_0 2>/dev/null)
+case "$want" in
+"$cpu"*) check "--kv-type q8_0 on the CPU: greedy continuation" [ -n "$cpu" ] ;;
+*) echo "# got: $cpu"; check "--kv-type q8_0 on the CPU: greedy continuation" false ;;
+esac
+out=$("$rlx" generate -m "$stories" -p "Once upon a time" -n 32 --temp 0 -t 1 --kv-type q8_0 --device vulkan:0 2>&1 >"${TMPDIR:-/tmp}/rlx-gen-vk.$$")
+rc=$?
+vk=$(cat "${TMPDIR:-/tmp}/rlx-gen-vk.$$")
+rm -f "${TMPDIR:-/tmp}/rlx-gen-vk.$$"
+if [ $rc -ne 0 ] && printf '%s' "$out" | grep -Eqi "no vulkan|no device"; then
+    echo "# no Vulkan device: $out"
+    [ $fail -eq 0 ] && exit 77
+    exit 1
+fi
+check "--kv-type q8_0 --device vulkan:0: exit 0" [ $rc -eq 0 ]
+[ "$vk" = "$cpu" ] || echo "# vulkan:0: $vk"
+check "--kv-type q8_0 --device vulkan:0: the CPU's text" [ "$vk" = "$cpu" ]
 exit $fail

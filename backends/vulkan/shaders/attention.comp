@@ -6,7 +6,16 @@
 // PF(8) softcap, P(9) mask, P(10) window, P(11) bias; batch strides
 // q,k,v,o P(12..15); bias strides P(16..19); (h, s, d) strides of
 // q P(20..22), k P(23..25), v P(26..28), o P(29..31).
+// K and V may be a Q8_0 KV cache (element e in block e / 32 at entry e % 32
+// from the operand's block-aligned byte offset, so a head's row may start
+// inside a block), decoded per element in f32.
 #include "common.glsl"
+
+float ldkv(int s, int dt, uint off, int e)
+{
+    if (dt == DT_Q8_0) return deq(s, DT_Q8_0, off + uint(e / 32) * 34u, e % 32);
+    return ldf(s, dt, off, e);
+}
 
 #define MAXD 256
 #define MAXU 8
@@ -41,7 +50,7 @@ void main()
         if (key < tend) {
             int kb = ko + key * P(24);
             float dot_ = 0.0;
-            for (int d = 0; d < D; d++) dot_ += qv[d] * ldf(1, kdt, koff, kb + d * P(25));
+            for (int d = 0; d < D; d++) dot_ += qv[d] * ldkv(1, kdt, koff, kb + d * P(25));
             x = dot_ * scale;
             if (cap != 0.0) x = cap * tanh_s(x / cap);
             if (P(11) != 0)
@@ -64,7 +73,7 @@ void main()
                 int vb = vo + (t0 + j) * P(27);
                 for (int u = 0; u < MAXU; u++) {
                     int d = int(t) + u * int(LS);
-                    if (d < Dv) acc[u] += p * ldf(2, vdt, voff, vb + d * P(28));
+                    if (d < Dv) acc[u] += p * ldkv(2, vdt, voff, vb + d * P(28));
                 }
             }
             m = nm;
