@@ -215,9 +215,58 @@ static void scale_c_task(void *vc, int64_t i, int thread)
 }
 
 /* C11 aligned_alloc wants the size to be a multiple of the alignment */
-static void *alloc64(size_t bytes)
+static size_t round64(size_t bytes)
 {
-    return aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+    return (bytes + 63) & ~(size_t)63;
+}
+
+/* Packing buffers are kept per thread between calls (freed when the thread
+ * exits): a fresh multi-megabyte allocation per product came back from mmap
+ * every time, and its page faults cost as much as a 512^3 product. */
+typedef struct {
+    void *p;
+    size_t cap;
+} pack_buf;
+
+static pthread_key_t g_pack_key;
+static pthread_once_t g_pack_once = PTHREAD_ONCE_INIT;
+static bool g_pack_key_ok;
+
+static void pack_buf_free(void *v)
+{
+    pack_buf *b = v;
+    free(b->p);
+    free(b);
+}
+
+static void pack_key_init(void)
+{
+    g_pack_key_ok = pthread_key_create(&g_pack_key, pack_buf_free) == 0;
+}
+
+/* The calling thread's buffer of at least `bytes` (64-aligned); NULL when
+ * out of memory. */
+static void *pack_scratch(size_t bytes)
+{
+    pthread_once(&g_pack_once, pack_key_init);
+    if (!g_pack_key_ok)
+        return NULL;
+    pack_buf *b = pthread_getspecific(g_pack_key);
+    if (!b) {
+        b = calloc(1, sizeof *b);
+        if (!b)
+            return NULL;
+        if (pthread_setspecific(g_pack_key, b) != 0) {
+            free(b);
+            return NULL;
+        }
+    }
+    if (b->cap < bytes) {
+        free(b->p);
+        b->p = aligned_alloc(64, round64(bytes));
+        b->cap = b->p ? round64(bytes) : 0;
+    }
+    return b->p;
 }
 
 static bool own_sgemm_b(rlx_threadpool *pool, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
@@ -250,13 +299,12 @@ static bool own_sgemm_b(rlx_threadpool *pool, bool ta, bool tb, int64_t M, int64
     int64_t m_panels = (M + MR - 1) / MR;
     int64_t ncap = N < NC ? N : NC;
     int64_t kcap = K < KC ? K : KC;
-    float *Ap = alloc64((size_t)(m_panels * MR * kcap) * sizeof(float));
-    float *Bp = alloc64((size_t)(((ncap + NR - 1) / NR) * NR * kcap) * sizeof(float));
-    if (!Ap || !Bp) {
-        free(Ap);
-        free(Bp);
+    size_t a_bytes = round64((size_t)(m_panels * MR * kcap) * sizeof(float));
+    size_t b_bytes = round64((size_t)(((ncap + NR - 1) / NR) * NR * kcap) * sizeof(float));
+    char *buf = pack_scratch(a_bytes + b_bytes);
+    if (!buf)
         return false;
-    }
+    float *Ap = (float *)(void *)buf, *Bp = (float *)(void *)(buf + a_bytes);
     g.Ap = Ap;
     g.Bp = Bp;
     g.m_blocks = (M + MC - 1) / MC;
@@ -272,8 +320,6 @@ static bool own_sgemm_b(rlx_threadpool *pool, bool ta, bool tb, int64_t M, int64
             rlx_parallel_for(pool, g.m_blocks * g.n_blocks, compute_task, &g);
         }
     }
-    free(Ap);
-    free(Bp);
     return true;
 }
 
