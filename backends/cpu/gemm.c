@@ -3,6 +3,12 @@
  * register-blocked MR x NR micro-kernel), threaded over a 2-D grid of
  * (MC rows x NB columns) tiles of C. */
 #include <cblas.h>
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define RLX_GEMM_X86 1
+#else
+#define RLX_GEMM_X86 0
+#endif
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -115,6 +121,7 @@ typedef struct {
     const float *A, *B;
     const uint16_t *Bh; /* F16/BF16 rows of B (tb), widened while packing */
     rlx_dtype bt;
+    bool avx512; /* panels packed by pack_half_avx512 / pack_a_avx512 */
     int64_t lda, ldb;
     float *C;
     int64_t ldc;
@@ -125,12 +132,66 @@ typedef struct {
     int64_t m_blocks, n_blocks;
 } gemm_ctx;
 
+#if RLX_GEMM_X86
+/* r[j] lane i <- r[i] lane j */
+__attribute__((target("avx512f,avx512dq"))) static inline void transpose16(__m512 *r)
+{
+    __m512 t[16];
+    for (int j = 0; j < 16; j += 2) {
+        t[j] = _mm512_unpacklo_ps(r[j], r[j + 1]);
+        t[j + 1] = _mm512_unpackhi_ps(r[j], r[j + 1]);
+    }
+    for (int j = 0; j < 16; j += 4) {
+        __m512d a = _mm512_castps_pd(t[j]), b = _mm512_castps_pd(t[j + 1]);
+        __m512d c = _mm512_castps_pd(t[j + 2]), d = _mm512_castps_pd(t[j + 3]);
+        r[j] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
+        r[j + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
+        r[j + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
+        r[j + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
+    }
+    for (int g = 0; g < 16; g += 8)
+        for (int j = 0; j < 4; j++) {
+            t[g + j] = _mm512_shuffle_f32x4(r[g + j], r[g + j + 4], 0x88);
+            t[g + j + 4] = _mm512_shuffle_f32x4(r[g + j], r[g + j + 4], 0xdd);
+        }
+    for (int j = 0; j < 8; j++) {
+        r[j] = _mm512_shuffle_f32x4(t[j], t[j + 8], 0x88);
+        r[j + 8] = _mm512_shuffle_f32x4(t[j], t[j + 8], 0xdd);
+    }
+}
+
+/* MR rows of a row-major A, 16 columns at a time transposed in registers
+ * into the panel's k-rows of MR (rows past `rows` are zeros). */
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) static void
+pack_a_avx512(const float *A, int64_t lda, int64_t rows, int64_t kc, float *dst)
+{
+    __m512 r[16];
+    _Static_assert(MR <= 16, "an A panel row is one masked vector");
+    const __mmask16 mr_mask = (__mmask16)((1u << MR) - 1u);
+    for (int64_t k0 = 0; k0 < kc; k0 += 16) {
+        int64_t rem = kc - k0 < 16 ? kc - k0 : 16;
+        __mmask16 km = (__mmask16)(rem >= 16 ? 0xFFFFu : (1u << rem) - 1u);
+        for (int j = 0; j < 16; j++)
+            r[j] = j < rows ? _mm512_maskz_loadu_ps(km, A + j * lda + k0) : _mm512_setzero_ps();
+        transpose16(r);
+        for (int j = 0; j < rem; j++)
+            _mm512_mask_storeu_ps(dst + (k0 + j) * MR, mr_mask, r[j]);
+    }
+}
+#endif
+
 static void pack_a_task(void *vc, int64_t panel, int thread)
 {
     const gemm_ctx *g = vc;
     int64_t i0 = panel * MR;
     float *dst = g->Ap + panel * g->kc * MR;
     int64_t rows = g->M - i0 < MR ? g->M - i0 : MR;
+#if RLX_GEMM_X86
+    if (g->avx512 && !g->ta) {
+        pack_a_avx512(g->A + i0 * g->lda + g->pc, g->lda, rows, g->kc, dst);
+        return;
+    }
+#endif
     for (int64_t k = 0; k < g->kc; k++) {
         int64_t kk = g->pc + k;
         int64_t r = 0;
@@ -147,12 +208,62 @@ static void pack_a_task(void *vc, int64_t panel, int thread)
     }
 }
 
+#if RLX_GEMM_X86
+/* Half B panel with AVX-512: 16 rows x 16 halves widened into 16 registers
+ * and transposed there, stored as 16 k-rows of the panel (no row buffer and
+ * no scalar scatter); the same rows of the next panel are prefetched, as
+ * these short stretches of rows far apart leave the hardware prefetchers
+ * to memory latency. */
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,f16c,fma"))) static void
+pack_half_avx512(const uint16_t *B, int64_t ldb, int64_t rows, int64_t kc, bool bf16,
+                 bool prefetch_next, float *dst)
+{
+    _Static_assert(NR % 16 == 0, "a B panel is 16-column halves");
+    for (int h = 0; h < NR / 16; h++) {
+        __m512 r[16];
+        const uint16_t *src[16];
+        for (int j = 0; j < 16; j++) /* rows past `rows` are not read */
+            src[j] = B + (h * 16 + j < rows ? h * 16 + j : 0) * ldb;
+        if (prefetch_next)
+            for (int j = 0; j < 16; j++) {
+                const char *nx = (const char *)(src[j] + NR * ldb);
+                for (int64_t o = 0; o < kc * 2; o += 64)
+                    _mm_prefetch(nx + o, _MM_HINT_T0);
+            }
+        for (int64_t k0 = 0; k0 < kc; k0 += 16) {
+            int64_t rem = kc - k0 < 16 ? kc - k0 : 16;
+            __mmask16 km = (__mmask16)(rem >= 16 ? 0xFFFFu : (1u << rem) - 1u);
+            for (int j = 0; j < 16; j++) {
+                if (h * 16 + j < rows) {
+                    __m256i v = _mm256_maskz_loadu_epi16(km, src[j] + k0);
+                    r[j] =
+                        bf16 ? _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(v), 16))
+                             : _mm512_cvtph_ps(v);
+                } else {
+                    r[j] = _mm512_setzero_ps();
+                }
+            }
+            transpose16(r);
+            for (int j = 0; j < rem; j++)
+                _mm512_storeu_ps(dst + (k0 + j) * NR + h * 16, r[j]);
+        }
+    }
+}
+#endif
+
 static void pack_b_task(void *vc, int64_t panel, int thread)
 {
     const gemm_ctx *g = vc;
     int64_t j0 = g->jc + panel * NR;
     float *dst = g->Bp + panel * g->kc * NR;
     int64_t cols = g->jc + g->nc - j0 < NR ? g->jc + g->nc - j0 : NR;
+#if RLX_GEMM_X86
+    if (g->Bh && g->avx512) {
+        pack_half_avx512(g->Bh + j0 * g->ldb + g->pc, g->ldb, cols, g->kc, g->bt != RLX_DTYPE_F16,
+                         j0 + 2 * NR <= g->jc + g->nc, dst);
+        return;
+    }
+#endif
     if (g->Bh) { /* half rows: widen kc elements of a row, then scatter */
         float row[KC];
         for (int64_t j = 0; j < NR; j++) {
@@ -277,6 +388,7 @@ static bool own_sgemm_b(rlx_threadpool *pool, bool ta, bool tb, int64_t M, int64
     gemm_ctx g = {
         .Bh = Bh,
         .bt = bt,
+        .avx512 = rlx_cpu_kernels_isa() == RLX_CPU_ISA_AVX512,
         .t = rlx_cpu_table_get(),
         .ta = ta,
         .tb = tb,
