@@ -34,7 +34,7 @@ if [ -z "${RLX_SMOKE_IN_XVFB:-}" ]; then
     # shellcheck disable=SC2086
     # -a alone starts at :99 for every caller, and two test runs starting at
     # once can pick the same number; start the search at a number of our own.
-    exec xvfb-run -a -n $((100 + $$ % 800)) -s "-screen 0 1280x800x24 -nolisten tcp" $bus "$0" "$@"
+    exec xvfb-run -a -n $((100 + $$ % 800)) -s "-screen 0 1280x800x24 -nolisten tcp -noreset" $bus "$0" "$@"
 fi
 
 # Settings go to a keyfile under the artifacts (the person's dconf stays
