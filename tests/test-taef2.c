@@ -247,6 +247,41 @@ static void test_encoder_matches_reference(void **state)
     }
 }
 
+/* (b2) every device's encoder agrees with the first device's (the CPU,
+ * checked against the reference in (b)) on the image's top-left 64x64, small
+ * enough for a software device: the 256x256 encode above skips those. Same
+ * bound as the reference comparisons: both sides are f32 kernels that differ
+ * only in summation order. */
+#define ENC_SIDE 64
+static void test_encoder_devices_agree(void **state)
+{
+    fixture *f = *state;
+    size_t n = (size_t)LC * (ENC_SIDE / 8) * (ENC_SIDE / 8);
+    float *img = crop(f->image, 3, IMG, ENC_SIDE);
+    float *lat[2] = {malloc(sizeof(float) * n), malloc(sizeof(float) * n)};
+    assert_non_null(lat[0]);
+    assert_non_null(lat[1]);
+    for (int d = 0; d < f->n; d++) {
+        rlx_error *err = NULL;
+        double t0 = now_s();
+        float *out = lat[d == 0 ? 0 : 1];
+        if (rlx_taef2_encode(f->t[d], img, ENC_SIDE, ENC_SIDE, out, &err) != RLX_OK)
+            fail_msg("%s: encode %dx%d: %s", f->dev[d], ENC_SIDE, ENC_SIDE, rlx_error_message(err));
+        printf("[ %s ] encode %dx%d: %.2f s (compile included)\n", f->dev[d], ENC_SIDE, ENC_SIDE,
+               now_s() - t0);
+        if (d == 0)
+            continue;
+        double mx, r = rel_err(lat[1], lat[0], n, &mx);
+        printf("[ %s ] %dx%d encoder vs %s: relative error %.3g, max abs error %.3g\n", f->dev[d],
+               ENC_SIDE, ENC_SIDE, f->dev[0], r, mx);
+        if (!(r <= REL_OK))
+            fail_msg("%s: encoder differs from %s by %.3g > %g", f->dev[d], f->dev[0], r, REL_OK);
+    }
+    free(img);
+    free(lat[0]);
+    free(lat[1]);
+}
+
 /* (c) the decoder on the top-left 16x16 of the reference latent. */
 static void test_decoder_matches_reference(void **state)
 {
@@ -438,6 +473,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_weight_names),
         cmocka_unit_test(test_encoder_matches_reference),
+        cmocka_unit_test(test_encoder_devices_agree),
         cmocka_unit_test(test_decoder_matches_reference),
         cmocka_unit_test(test_roundtrip_psnr),
         cmocka_unit_test(test_random_latents_low_psnr),
