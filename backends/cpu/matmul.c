@@ -89,6 +89,9 @@ size_t rlx_cpu_matmul_scratch_bytes(rlx_dtype wtype, int64_t M, int64_t K, int n
     return bytes;
 }
 
+/* fewest rows of a matrix-vector task (see rlx_cpu_matmul) */
+#define MV_MIN_ROWS 8
+
 typedef struct {
     const rlx_cpu_table *t;
     const rlx_gemv_kernel *gv; /* M == 1 with a matrix-vector kernel */
@@ -104,6 +107,9 @@ typedef struct {
     int64_t rows_per_task;
     float *conv; /* per-thread f32 tiles (F16/BF16 with M > 1) */
     size_t conv_stride;
+    /* M == 1: n_big tasks of `big` rows up to big_end, then tasks of
+     * `small` rows (see rlx_cpu_matmul) */
+    int64_t n_big, big, big_end, small;
 } mm_ctx;
 
 static void mm_task(void *vc, int64_t task, int thread)
@@ -111,6 +117,12 @@ static void mm_task(void *vc, int64_t task, int thread)
     const mm_ctx *c = vc;
     int64_t n0 = task * c->rows_per_task;
     int64_t n1 = n0 + c->rows_per_task < c->N ? n0 + c->rows_per_task : c->N;
+    if (c->small) {
+        n0 = task < c->n_big ? task * c->big : c->big_end + (task - c->n_big) * c->small;
+        n1 = task < c->n_big ? n0 + c->big : n0 + c->small;
+        n1 = n1 < c->N ? n1 : c->N;
+        n1 = task < c->n_big && n1 > c->big_end ? c->big_end : n1;
+    }
     if (c->M == 1 && c->gv) {
         c->gv->rows(c->K, c->w + (size_t)n0 * c->w_row_bytes, c->w_row_bytes, n1 - n0, c->act,
                     c->y + n0);
@@ -252,6 +264,28 @@ rlx_status rlx_cpu_matmul(rlx_threadpool *pool, rlx_dtype wtype, const void *w, 
     if ((wtype == RLX_DTYPE_F16 || wtype == RLX_DTYPE_BF16) && M > 1) {
         c.conv = (float *)(void *)sp;
         c.conv_stride = align64((size_t)TILE_ROWS * (size_t)K * sizeof(float));
+    }
+
+    if (M == 1) {
+        /* Two sizes of task: three quarters of the rows in two long runs
+         * per thread (long streams for the prefetchers), the rest in four
+         * short ones per thread taken by whichever thread is free, which
+         * keeps the threads' finishing times close (with equal tasks the
+         * last one left a thread idle for a quarter of its share on a
+         * decode step's 1-3 MB products) */
+        int64_t n_big = 2 * (int64_t)nth;
+        int64_t big = (N * 3 / 4 + n_big - 1) / n_big;
+        big = big < MV_MIN_ROWS ? MV_MIN_ROWS : big;
+        int64_t big_end = big * n_big < N ? big * n_big : N;
+        n_big = (big_end + big - 1) / big;
+        int64_t small = (N - big_end + 4 * nth - 1) / (4 * (int64_t)nth);
+        c.small = small < MV_MIN_ROWS ? MV_MIN_ROWS : small;
+        c.big = big;
+        c.big_end = big_end;
+        c.n_big = n_big;
+        rlx_parallel_for(pool, n_big + (N - big_end + c.small - 1) / c.small, mm_task, &c);
+        free(owned);
+        return RLX_OK;
     }
 
     /* ~4 tasks per thread balances uneven progress; rows stay contiguous per
