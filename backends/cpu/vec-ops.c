@@ -682,6 +682,13 @@ static void gemm_ukernel(int64_t kc, const float *Ap, const float *Bp, float *C,
                          int mr, int nr, float alpha, float beta)
 {
     __m512 c0[RLX_GEMM_MR], c1[RLX_GEMM_MR];
+    /* the C tile is read (beta) or written only after the kc loop: asked for
+     * now, its lines arrive while the loop runs instead of stalling the end
+     * (C of a large product lives in L3 or DRAM) */
+    for (int r = 0; r < mr; r++) {
+        _mm_prefetch((const char *)(C + r * ldc), _MM_HINT_T0);
+        _mm_prefetch((const char *)(C + r * ldc + 16), _MM_HINT_T0);
+    }
 #pragma GCC unroll 12
     for (int r = 0; r < RLX_GEMM_MR; r++)
         c0[r] = c1[r] = _mm512_setzero_ps();
