@@ -69,71 +69,135 @@ static void tile_rows(const rlx_cpu_attn_params *p, const void *base, int64_t ld
         rows[j] = rows[kn - 1];
 }
 
-/* St[jj] = sum_d K[jj][d] * Qt[d] for 16 keys, K rows ks floats apart */
-static inline void scores16(const float *Qt, const float *k, int64_t ks, int64_t D, float *St)
+/* St[g][jj] = sum_d K[jj][d] * Qt[g][d] for 16 keys and G heads (1 or 2),
+ * K rows ks floats apart; with two heads each broadcast key value feeds two
+ * FMAs (8 keys at a time, 16 accumulators) */
+static inline __attribute__((always_inline)) void
+scores16(int G, const float *const *Qt, const float *k, int64_t ks, int64_t D, float *const *St)
 {
-    __m512 c[16];
-    for (int jj = 0; jj < 16; jj++)
-        c[jj] = _mm512_setzero_ps();
-    const float *k4 = k + 4 * ks, *k8 = k + 8 * ks, *k12 = k + 12 * ks;
-    for (int64_t d = 0; d < D; d++) {
-        __m512 q = _mm512_load_ps(Qt + d * BQ);
-        for (int jj = 0; jj < 4; jj++) {
-            c[jj] = _mm512_fmadd_ps(_mm512_set1_ps(k[jj * ks + d]), q, c[jj]);
-            c[jj + 4] = _mm512_fmadd_ps(_mm512_set1_ps(k4[jj * ks + d]), q, c[jj + 4]);
-            c[jj + 8] = _mm512_fmadd_ps(_mm512_set1_ps(k8[jj * ks + d]), q, c[jj + 8]);
-            c[jj + 12] = _mm512_fmadd_ps(_mm512_set1_ps(k12[jj * ks + d]), q, c[jj + 12]);
+    if (G == 1) {
+        __m512 c[16];
+        for (int jj = 0; jj < 16; jj++)
+            c[jj] = _mm512_setzero_ps();
+        const float *k4 = k + 4 * ks, *k8 = k + 8 * ks, *k12 = k + 12 * ks;
+        for (int64_t d = 0; d < D; d++) {
+            __m512 q = _mm512_load_ps(Qt[0] + d * BQ);
+            for (int jj = 0; jj < 4; jj++) {
+                c[jj] = _mm512_fmadd_ps(_mm512_set1_ps(k[jj * ks + d]), q, c[jj]);
+                c[jj + 4] = _mm512_fmadd_ps(_mm512_set1_ps(k4[jj * ks + d]), q, c[jj + 4]);
+                c[jj + 8] = _mm512_fmadd_ps(_mm512_set1_ps(k8[jj * ks + d]), q, c[jj + 8]);
+                c[jj + 12] = _mm512_fmadd_ps(_mm512_set1_ps(k12[jj * ks + d]), q, c[jj + 12]);
+            }
+        }
+        for (int jj = 0; jj < 16; jj++)
+            _mm512_store_ps(St[0] + jj * BQ, c[jj]);
+        return;
+    }
+    for (int half = 0; half < 2; half++) {
+        const float *kh = k + half * 8 * ks;
+        __m512 a[8], b[8];
+        for (int jj = 0; jj < 8; jj++)
+            a[jj] = b[jj] = _mm512_setzero_ps();
+        for (int64_t d = 0; d < D; d++) {
+            __m512 qa = _mm512_load_ps(Qt[0] + d * BQ), qb = _mm512_load_ps(Qt[1] + d * BQ);
+            for (int jj = 0; jj < 8; jj++) {
+                __m512 kv = _mm512_set1_ps(kh[jj * ks + d]);
+                a[jj] = _mm512_fmadd_ps(kv, qa, a[jj]);
+                b[jj] = _mm512_fmadd_ps(kv, qb, b[jj]);
+            }
+        }
+        for (int jj = 0; jj < 8; jj++) {
+            _mm512_store_ps(St[0] + (half * 8 + jj) * BQ, a[jj]);
+            _mm512_store_ps(St[1] + (half * 8 + jj) * BQ, b[jj]);
         }
     }
-    for (int jj = 0; jj < 16; jj++)
-        _mm512_store_ps(St + jj * BQ, c[jj]);
 }
 
-/* St[0] = sum_d K[d] * Qt[d] for one key */
-static inline void scores16_one(const float *Qt, const float *k, int64_t D, float *St)
+/* St[g][0] = sum_d K[d] * Qt[g][d] for one key */
+static inline void scores16_one(int G, const float *const *Qt, const float *k, int64_t D,
+                                float *const *St)
 {
-    __m512 c = _mm512_setzero_ps();
-    for (int64_t d = 0; d < D; d++)
-        c = _mm512_fmadd_ps(_mm512_set1_ps(k[d]), _mm512_load_ps(Qt + d * BQ), c);
-    _mm512_store_ps(St, c);
-}
-
-/* Ot[d0 + dd] = Ot[d0 + dd] * corr + sum_j V[j][d0 + dd] * Pt[j], 16 dims */
-static inline void values16(float *Ot, const float *Pt, const float *const *vrow, int64_t kn,
-                            int64_t d0, __m512 corr)
-{
-    __m512 c[16];
-    for (int dd = 0; dd < 16; dd++)
-        c[dd] = _mm512_mul_ps(_mm512_load_ps(Ot + (d0 + dd) * BQ), corr);
-    for (int64_t j = 0; j < kn; j++) {
-        __m512 pj = _mm512_load_ps(Pt + j * BQ);
-        const float *v = vrow[j] + d0;
-        for (int dd = 0; dd < 16; dd++)
-            c[dd] = _mm512_fmadd_ps(_mm512_set1_ps(v[dd]), pj, c[dd]);
+    for (int g = 0; g < G; g++) {
+        __m512 c = _mm512_setzero_ps();
+        for (int64_t d = 0; d < D; d++)
+            c = _mm512_fmadd_ps(_mm512_set1_ps(k[d]), _mm512_load_ps(Qt[g] + d * BQ), c);
+        _mm512_store_ps(St[g], c);
     }
-    for (int dd = 0; dd < 16; dd++)
-        _mm512_store_ps(Ot + (d0 + dd) * BQ, c[dd]);
 }
 
-static void attn_tile_pf(const rlx_cpu_attn_params *p, int64_t h, int64_t q0, int64_t nq,
-                         float *scratch)
+/* Ot[g][d0 + dd] = Ot[g][d0 + dd] * corr[g] + sum_j V[j][d0 + dd] * Pt[g][j]:
+ * one head 16 dims at a time, two heads 8 (each broadcast feeds both) */
+static inline __attribute__((always_inline)) void values16(int G, float *const *Ot,
+                                                           float *const *Pt,
+                                                           const float *const *vrow, int64_t kn,
+                                                           int64_t d0, const __m512 *corr)
+{
+    if (G == 1) {
+        __m512 c[16];
+        for (int dd = 0; dd < 16; dd++)
+            c[dd] = _mm512_mul_ps(_mm512_load_ps(Ot[0] + (d0 + dd) * BQ), corr[0]);
+        for (int64_t j = 0; j < kn; j++) {
+            __m512 pj = _mm512_load_ps(Pt[0] + j * BQ);
+            const float *v = vrow[j] + d0;
+            for (int dd = 0; dd < 16; dd++)
+                c[dd] = _mm512_fmadd_ps(_mm512_set1_ps(v[dd]), pj, c[dd]);
+        }
+        for (int dd = 0; dd < 16; dd++)
+            _mm512_store_ps(Ot[0] + (d0 + dd) * BQ, c[dd]);
+        return;
+    }
+    for (int64_t d8 = d0; d8 < d0 + 16; d8 += 8) {
+        __m512 a[8], b[8];
+        for (int dd = 0; dd < 8; dd++) {
+            a[dd] = _mm512_mul_ps(_mm512_load_ps(Ot[0] + (d8 + dd) * BQ), corr[0]);
+            b[dd] = _mm512_mul_ps(_mm512_load_ps(Ot[1] + (d8 + dd) * BQ), corr[1]);
+        }
+        for (int64_t j = 0; j < kn; j++) {
+            __m512 pa = _mm512_load_ps(Pt[0] + j * BQ), pb = _mm512_load_ps(Pt[1] + j * BQ);
+            const float *v = vrow[j] + d8;
+            for (int dd = 0; dd < 8; dd++) {
+                __m512 vv = _mm512_set1_ps(v[dd]);
+                a[dd] = _mm512_fmadd_ps(vv, pa, a[dd]);
+                b[dd] = _mm512_fmadd_ps(vv, pb, b[dd]);
+            }
+        }
+        for (int dd = 0; dd < 8; dd++) {
+            _mm512_store_ps(Ot[0] + (d8 + dd) * BQ, a[dd]);
+            _mm512_store_ps(Ot[1] + (d8 + dd) * BQ, b[dd]);
+        }
+    }
+}
+
+/* G heads [h0, h0 + G) of one KV head (G = 1 or 2), queries [q0, q0 + nq):
+ * the K/V tiles are widened once for all of them, and their positions, so
+ * their masks, are the same. */
+static inline __attribute__((always_inline)) void attn_tile_heads(int G,
+                                                                  const rlx_cpu_attn_params *p,
+                                                                  int64_t h0, int64_t q0,
+                                                                  int64_t nq, float *scratch)
 {
     const int64_t D = p->head_dim;
-    const int64_t kvh = h / (p->n_heads / p->n_kv_heads);
+    const int64_t kvh = h0 / (p->n_heads / p->n_kv_heads);
     float *base = (float *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
-    float *Qt = base;         /* D x 16 */
-    float *Ot = Qt + D * BQ;  /* D x 16 */
-    float *St = Ot + D * BQ;  /* BK x 16: scores, then probabilities */
-    float *Kt = St + BK * BQ; /* BK x D widened rows */
-    float *Vt = Kt + BK * D;  /* BK x D */
+    float *Qt[2], *Ot[2], *St[2];
+    for (int g = 0; g < 2; g++) {
+        Qt[g] = base + g * 2 * D * BQ; /* D x 16 */
+        Ot[g] = Qt[g] + D * BQ;        /* D x 16 */
+    }
+    St[0] = base + 4 * D * BQ; /* BK x 16: scores, then probabilities */
+    St[1] = St[0] + BK * BQ;
+    float *Kt = St[1] + BK * BQ; /* BK x D widened rows */
+    float *Vt = Kt + BK * D;     /* BK x D */
     const float *krow[BK], *vrow[BK];
 
-    for (int64_t i = 0; i < BQ; i++) {
-        const float *q = p->q + (q0 + (i < nq ? i : 0)) * p->q_ld_tok + h * p->q_ld_head;
-        for (int64_t d = 0; d < D; d++)
-            Qt[d * BQ + i] = i < nq ? q[d] * p->scale : 0.0f;
+    for (int g = 0; g < G; g++) {
+        for (int64_t i = 0; i < BQ; i++) {
+            const float *q = p->q + (q0 + (i < nq ? i : 0)) * p->q_ld_tok + (h0 + g) * p->q_ld_head;
+            for (int64_t d = 0; d < D; d++)
+                Qt[g][d * BQ + i] = i < nq ? q[d] * p->scale : 0.0f;
+        }
+        memset(Ot[g], 0, sizeof(float) * (size_t)(D * BQ));
     }
-    memset(Ot, 0, sizeof(float) * (size_t)(D * BQ));
 
     const bool causal = p->mask == RLX_CPU_ATTN_CAUSAL || p->mask == RLX_CPU_ATTN_SLIDING;
     const bool sliding = p->mask == RLX_CPU_ATTN_SLIDING;
@@ -150,7 +214,11 @@ static void attn_tile_pf(const rlx_cpu_attn_params *p, int64_t h, int64_t q0, in
     const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     const __mmask16 live = (__mmask16)(nq >= 16 ? 0xFFFF : (1u << nq) - 1u);
     const __m512i pos = _mm512_add_epi32(lane, _mm512_set1_epi32((int)(p->q_pos0 + q0)));
-    __m512 m = _mm512_set1_ps(-INFINITY), l = _mm512_setzero_ps();
+    __m512 m[2], l[2];
+    for (int g = 0; g < 2; g++) {
+        m[g] = _mm512_set1_ps(-INFINITY);
+        l[g] = _mm512_setzero_ps();
+    }
 
     for (int64_t kt = lo; kt < hi; kt += BK) {
         int64_t kn = hi - kt < BK ? hi - kt : BK;
@@ -159,14 +227,17 @@ static void attn_tile_pf(const rlx_cpu_attn_params *p, int64_t h, int64_t q0, in
          * a last partial block reads the tile buffer's spare rows */
         int64_t ks = p->kv_type == RLX_DTYPE_F16 ? D : p->k_ld_tok;
         for (int64_t j0 = 0; j0 < kn; j0 += 16) {
-            if (j0 + 16 <= kn || p->kv_type == RLX_DTYPE_F16)
-                scores16(Qt, krow[j0], ks, D, St + j0 * BQ);
-            else
-                for (int64_t j = j0; j < j0 + 16; j++) /* f32 rows past the cache's end */
-                    scores16_one(Qt, krow[j], D, St + j * BQ);
+            float *Sj[2] = {St[0] + j0 * BQ, St[1] + j0 * BQ};
+            if (j0 + 16 <= kn || p->kv_type == RLX_DTYPE_F16) {
+                scores16(G, (const float *const *)Qt, krow[j0], ks, D, Sj);
+            } else {
+                for (int64_t j = j0; j < j0 + 16; j++) { /* f32 rows past the cache's end */
+                    float *Sjj[2] = {St[0] + j * BQ, St[1] + j * BQ};
+                    scores16_one(G, (const float *const *)Qt, krow[j], D, Sjj);
+                }
+            }
         }
-        /* mask and tile max per query */
-        __m512 tmax = _mm512_set1_ps(-INFINITY);
+        /* visibility per key (the same for every head of the tile) */
         __mmask16 vis[BK];
         for (int64_t j = 0; j < kn; j++) {
             __m512i key = _mm512_set1_epi32((int)(kt + j));
@@ -177,39 +248,66 @@ static void attn_tile_pf(const rlx_cpu_attn_params *p, int64_t h, int64_t q0, in
                 v &= _mm512_cmp_epi32_mask(
                     key, _mm512_sub_epi32(pos, _mm512_set1_epi32((int)p->window)), _MM_CMPINT_NLE);
             vis[j] = v;
-            tmax = _mm512_mask_max_ps(tmax, v, tmax, _mm512_load_ps(St + j * BQ));
         }
-        __mmask16 any = _mm512_cmp_ps_mask(tmax, _mm512_set1_ps(-INFINITY), _CMP_NEQ_OQ);
-        if (!any)
+        __m512 corr[2];
+        bool none = true;
+        for (int g = 0; g < G; g++) {
+            __m512 tmax = _mm512_set1_ps(-INFINITY);
+            for (int64_t j = 0; j < kn; j++)
+                tmax = _mm512_mask_max_ps(tmax, vis[j], tmax, _mm512_load_ps(St[g] + j * BQ));
+            __mmask16 any = _mm512_cmp_ps_mask(tmax, _mm512_set1_ps(-INFINITY), _CMP_NEQ_OQ);
+            if (!any) {
+                corr[g] = _mm512_set1_ps(1.0f);
+                for (int64_t j = 0; j < kn; j++)
+                    _mm512_store_ps(St[g] + j * BQ, _mm512_setzero_ps());
+                continue;
+            }
+            none = false;
+            __m512 mnew = _mm512_mask_max_ps(m[g], any, m[g], tmax);
+            /* lanes with no visible key yet keep m = -inf: corr 1, p 0 */
+            __m512 c =
+                _mm512_mask_blend_ps(any, _mm512_set1_ps(1.0f), exp512(_mm512_sub_ps(m[g], mnew)));
+            corr[g] = _mm512_mask_blend_ps(
+                _mm512_cmp_ps_mask(m[g], _mm512_set1_ps(-INFINITY), _CMP_EQ_OQ), c,
+                _mm512_set1_ps(1.0f));
+            __m512 lsum = _mm512_setzero_ps();
+            for (int64_t j = 0; j < kn; j++) {
+                __m512 pj = _mm512_maskz_mov_ps(
+                    vis[j] & any, exp512(_mm512_sub_ps(_mm512_load_ps(St[g] + j * BQ), mnew)));
+                _mm512_store_ps(St[g] + j * BQ, pj);
+                lsum = _mm512_add_ps(lsum, pj);
+            }
+            m[g] = mnew;
+            l[g] = _mm512_fmadd_ps(l[g], corr[g], lsum);
+        }
+        if (none)
             continue;
-        __m512 mnew = _mm512_mask_max_ps(m, any, m, tmax);
-        /* lanes with no visible key yet keep m = -inf: corr 1, p 0 */
-        __m512 corr =
-            _mm512_mask_blend_ps(any, _mm512_set1_ps(1.0f), exp512(_mm512_sub_ps(m, mnew)));
-        corr = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(m, _mm512_set1_ps(-INFINITY), _CMP_EQ_OQ),
-                                    corr, _mm512_set1_ps(1.0f));
-        __m512 lsum = _mm512_setzero_ps();
-        for (int64_t j = 0; j < kn; j++) {
-            __m512 pj = _mm512_maskz_mov_ps(
-                vis[j] & any, exp512(_mm512_sub_ps(_mm512_load_ps(St + j * BQ), mnew)));
-            _mm512_store_ps(St + j * BQ, pj);
-            lsum = _mm512_add_ps(lsum, pj);
-        }
-        m = mnew;
-        l = _mm512_fmadd_ps(l, corr, lsum);
         tile_rows(p, p->v, p->v_ld_tok, p->v_ld_head, kvh, kt, kn, Vt, vrow);
         for (int64_t d0 = 0; d0 < D; d0 += 16)
-            values16(Ot, St, vrow, kn, d0, corr);
+            values16(G, Ot, St, vrow, kn, d0, corr);
     }
 
-    float il[BQ];
-    _mm512_storeu_ps(il, _mm512_maskz_div_ps(_mm512_cmp_ps_mask(l, _mm512_setzero_ps(), _CMP_GT_OQ),
-                                             _mm512_set1_ps(1.0f), l));
-    for (int64_t i = 0; i < nq; i++) {
-        float *o = p->out + (q0 + i) * p->o_ld_tok + h * p->o_ld_head;
-        for (int64_t d = 0; d < D; d++)
-            o[d] = Ot[d * BQ + i] * il[i];
+    for (int g = 0; g < G; g++) {
+        float il[BQ];
+        _mm512_storeu_ps(
+            il, _mm512_maskz_div_ps(_mm512_cmp_ps_mask(l[g], _mm512_setzero_ps(), _CMP_GT_OQ),
+                                    _mm512_set1_ps(1.0f), l[g]));
+        for (int64_t i = 0; i < nq; i++) {
+            float *o = p->out + (q0 + i) * p->o_ld_tok + (h0 + g) * p->o_ld_head;
+            for (int64_t d = 0; d < D; d++)
+                o[d] = Ot[g][d * BQ + i] * il[i];
+        }
     }
+}
+
+/* heads [h0, h0 + nh), nh 1 or 2, of one KV head */
+static void attn_tile_pf(const rlx_cpu_attn_params *p, int64_t h0, int64_t nh, int64_t q0,
+                         int64_t nq, float *scratch)
+{
+    if (nh == 2)
+        attn_tile_heads(2, p, h0, q0, nq, scratch);
+    else
+        attn_tile_heads(1, p, h0, q0, nq, scratch);
 }
 
 void rlx_cpu_fill_attn_avx512(rlx_cpu_table *t)

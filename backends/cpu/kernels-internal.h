@@ -148,8 +148,10 @@ typedef void (*rlx_attn_group_fn)(const rlx_cpu_attn_params *p, int64_t head, in
 #define RLX_ATTN_BK 64
 static inline size_t rlx_attn_tile_scratch_floats(int64_t head_dim)
 {
-    return (size_t)RLX_ATTN_BQ * (size_t)head_dim * 2 + (size_t)RLX_ATTN_BK * 2 * (size_t)head_dim +
-           (size_t)RLX_ATTN_BQ * RLX_ATTN_BK + 4 * RLX_ATTN_BQ + 64;
+    /* Q and O tiles and scores of up to two heads (the AVX-512 prefill tile
+     * pairs the heads of a KV head), K and V tiles */
+    return (size_t)RLX_ATTN_BQ * (size_t)head_dim * 4 + (size_t)RLX_ATTN_BK * 2 * (size_t)head_dim +
+           (size_t)RLX_ATTN_BQ * RLX_ATTN_BK * 2 + 4 * RLX_ATTN_BQ + 64;
 }
 
 typedef struct rlx_vec_ops {
@@ -237,7 +239,7 @@ typedef struct rlx_cpu_table {
     rlx_qgemm_panel_fn qgemm[RLX_DTYPE_COUNT]; /* NULL: per-row dots for M > 1 */
     /* n_q > 1 attention over F32/F16 K/V, no bias or softcap, head_dim % 16
      * == 0 (attn-<isa>.c); NULL: vec.attn_tile */
-    rlx_attn_tile_fn attn_prefill;
+    rlx_attn_group_fn attn_prefill; /* nh = 1 or 2 heads of one KV head */
 } rlx_cpu_table;
 
 /* The active table (set by rlx_cpu_kernels_init / set_isa). */

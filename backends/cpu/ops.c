@@ -263,7 +263,9 @@ void rlx_cpu_rope(rlx_threadpool *pool, const rlx_cpu_rope_params *p, const floa
 typedef struct {
     const rlx_cpu_attn_params *p;
     rlx_attn_tile_fn tile;
-    rlx_attn_group_fn group; /* one task per KV head */
+    rlx_attn_group_fn group;   /* one task per KV head */
+    rlx_attn_group_fn prefill; /* tasks of pf_heads heads x one query tile */
+    int64_t pf_heads;
     float *scratch;
     size_t per_thread;
     int64_t q_tiles;
@@ -280,7 +282,11 @@ static void attn_task(void *vc, int64_t task, int thread)
     int64_t h = task / c->q_tiles, qt = task % c->q_tiles;
     int64_t q0 = qt * RLX_ATTN_BQ;
     int64_t nq = c->p->n_q - q0 < RLX_ATTN_BQ ? c->p->n_q - q0 : RLX_ATTN_BQ;
-    c->tile(c->p, h, q0, nq, c->scratch + (size_t)thread * c->per_thread);
+    float *scratch = c->scratch + (size_t)thread * c->per_thread;
+    if (c->prefill)
+        c->prefill(c->p, h * c->pf_heads, c->pf_heads, q0, nq, scratch);
+    else
+        c->tile(c->p, h, q0, nq, scratch);
 }
 
 size_t rlx_cpu_attention_scratch_bytes(const rlx_cpu_attn_params *p, int n_threads)
@@ -324,15 +330,21 @@ rlx_status rlx_cpu_attention(rlx_threadpool *pool, const rlx_cpu_attn_params *p,
         .q_tiles = (p->n_q + RLX_ATTN_BQ - 1) / RLX_ATTN_BQ,
     };
     const rlx_cpu_table *t = rlx_cpu_table_get();
+    const int64_t group = p->n_heads / p->n_kv_heads;
     if (t->attn_prefill && p->n_q > 1 && p->head_dim % 16 == 0 && p->softcap <= 0.0f &&
         p->mask != RLX_CPU_ATTN_BIAS &&
-        (p->kv_type == RLX_DTYPE_F32 || p->kv_type == RLX_DTYPE_F16))
-        c.tile = t->attn_prefill;
+        (p->kv_type == RLX_DTYPE_F32 || p->kv_type == RLX_DTYPE_F16)) {
+        /* two heads of a KV head per task where the group pairs up: each
+         * K/V tile widened once for both, each broadcast feeding two FMAs */
+        c.prefill = t->attn_prefill;
+        c.pf_heads = group % 2 == 0 ? 2 : 1;
+        rlx_parallel_for(pool, p->n_heads / c.pf_heads * c.q_tiles, attn_task, &c);
+        free(owned);
+        return RLX_OK;
+    }
     /* decode (a few queries) with grouped-query attention: the heads of a
      * KV head in one task, each K/V row read and widened once */
-    const int64_t group = p->n_heads / p->n_kv_heads;
-    if (group > 1 && p->n_q * group <= RLX_ATTN_BQ && c.tile == t->vec.attn_tile &&
-        t->vec.attn_group) {
+    if (group > 1 && p->n_q * group <= RLX_ATTN_BQ && t->vec.attn_group) {
         c.group = t->vec.attn_group;
         rlx_parallel_for(pool, p->n_kv_heads, attn_task, &c);
     } else {
