@@ -46,14 +46,16 @@ static inline float hsum128(__m128 q)
 
 /* ============================================================ prefetch */
 
-/* Software prefetch PF_DIST bytes ahead of the row being read. The hardware
- * prefetchers restart at every 4 KiB page and ramp up slowly at the start of
- * a stream, which on a decode step's 1-3 MB products left a quarter of the
- * memory bandwidth unused; requests kept this far ahead cover the memory
- * latency at every page boundary. The task's first PF_DIST bytes are
- * requested at once. Never past the task's last row (no fault either way:
- * prefetches do not fault, but bytes past the end are not ours to spend
- * bandwidth on). */
+/* Software prefetch PF_DIST bytes ahead of the weights being read. The
+ * hardware prefetchers restart at every 4 KiB page and ramp up slowly at the
+ * start of a stream, which on a decode step's 1-3 MB products left a quarter
+ * of the memory bandwidth unused. A task asks for its first PF_DIST bytes at
+ * once; then every block step asks for the lines PF_DIST past the bytes it
+ * reads, one request per line as the data is consumed (a whole row's worth
+ * at once, as first tried, filled the miss buffers in bursts on long rows and
+ * stalled the loads behind them). Requests past a task's last row touch the
+ * next task's rows or, once per product, bytes past the matrix: prefetches
+ * never fault. */
 #define PF_DIST 8192
 
 static AI void pf_range(const uint8_t *p, const uint8_t *e)
@@ -67,13 +69,21 @@ static AI const uint8_t *pf_min(const uint8_t *a, const uint8_t *b)
     return a < b ? a : b;
 }
 
-#define ROWS_WITH_PREFETCH(CALL)                                               \
-    const uint8_t *wb = w, *end = wb + (size_t)n * rb;                         \
-    pf_range(wb, pf_min(wb + PF_DIST, end));                                   \
-    for (int64_t r = 0; r < n; r++) {                                          \
-        const uint8_t *row = wb + (size_t)r * rb;                              \
-        pf_range(pf_min(row + PF_DIST, end), pf_min(row + PF_DIST + rb, end)); \
-        CALL;                                                                  \
+/* the lines of [p + PF_DIST, p + PF_DIST + bytes) */
+#define PF_AHEAD(p, bytes)                             \
+    do {                                               \
+        const char *pf_ = (const char *)(p) + PF_DIST; \
+        for (int pfo_ = 0; pfo_ < (bytes); pfo_ += 64) \
+            _mm_prefetch(pf_ + pfo_, _MM_HINT_T0);     \
+        _mm_prefetch(pf_ + (bytes)-1, _MM_HINT_T0);    \
+    } while (0)
+
+#define ROWS_WITH_PREFETCH(CALL)                       \
+    const uint8_t *wb = w, *end = wb + (size_t)n * rb; \
+    pf_range(wb, pf_min(wb + PF_DIST, end));           \
+    for (int64_t r = 0; r < n; r++) {                  \
+        const uint8_t *row = wb + (size_t)r * rb;      \
+        CALL;                                          \
     }
 
 /* ================================================================= Q8_0 */
@@ -136,6 +146,7 @@ static AI void q8_rows_n(int R, int64_t nb, const uint8_t *w, size_t rb, const a
         const __m512 dy = _mm512_load_ps(p->dy);
         for (int r = 0; r < R; r++) {
             const uint8_t *b = w + (size_t)r * rb + (size_t)i * 34;
+            PF_AHEAD(b, 68);
             __m512i xv = join256(_mm256_loadu_si256((const __m256i *)(b + 2)),
                                  _mm256_loadu_si256((const __m256i *)(b + 36)));
             __m512i s = _mm512_dpbusd_epi32(bias, _mm512_xor_si512(xv, flip), yv);
@@ -253,8 +264,10 @@ static AI void q4_rows_n(int R, int64_t nb, const uint8_t *w, size_t rb, const a
     __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
     int64_t i = 0;
     for (; i + 4 <= nb; i += 4)
-        for (int r = 0; r < R; r++)
+        for (int r = 0; r < R; r++) {
+            PF_AHEAD(w + (size_t)r * rb + (size_t)i * 18, 72);
             q4_group(w + (size_t)r * rb + (size_t)i * 18, 4, &a[i / 4], idx, &acc[r]);
+        }
     if (i < nb)
         for (int r = 0; r < R; r++)
             q4_group(w + (size_t)r * rb + (size_t)i * 18, (int)(nb - i), &a[i / 4], idx, &acc[r]);
@@ -373,6 +386,10 @@ static AI void kq_rows_n(int R, bool q5, int64_t nb, const uint8_t *w, size_t rb
         for (int r = 0; r < R; r++) {
             const uint8_t *b = w + (size_t)r * rb + (size_t)i * bb;
             if (q5)
+                PF_AHEAD(b, 176);
+            else
+                PF_AHEAD(b, 144);
+            if (q5)
                 kq_block(b, b + 16, b + 48, &a[i], Y, idx, &acc[r], &accm[r]);
             else
                 kq_block(b, NULL, b + 16, &a[i], Y, idx, &acc[r], &accm[r]);
@@ -453,9 +470,11 @@ static AI void q6_rows_n(int R, int64_t nb, const uint8_t *w, size_t rb, const b
         __m512i Y[4];
         for (int j = 0; j < 4; j++)
             Y[j] = _mm512_loadu_si512(a[i].qs + 64 * j);
-        for (int r = 0; r < R; r++)
+        for (int r = 0; r < R; r++) {
+            PF_AHEAD(w + (size_t)r * rb + (size_t)i * sizeof(blk_q6_k), (int)sizeof(blk_q6_k));
             q6_block((const blk_q6_k *)(const void *)(w + (size_t)r * rb) + i, &a[i], Y, idx,
                      &acc[r]);
+        }
     }
     for (int r = 0; r < R; r++)
         y[r] = _mm512_reduce_add_ps(acc[r]);
@@ -478,6 +497,7 @@ static AI void f16_rows_n(int R, int64_t K, const uint8_t *w, size_t rb, const f
         const __m512 x0 = _mm512_loadu_ps(x + k), x1 = _mm512_loadu_ps(x + k + 16);
         for (int r = 0; r < R; r++) {
             const uint16_t *h = (const uint16_t *)(const void *)(w + (size_t)r * rb) + k;
+            PF_AHEAD(h, 64);
             acc[r][0] = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)h)), x0,
                                         acc[r][0]);
             acc[r][1] = _mm512_fmadd_ps(
