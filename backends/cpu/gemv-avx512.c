@@ -102,6 +102,31 @@ static size_t q8_act_bytes(int64_t K)
     return (size_t)((K / 32 + 1) / 2) * sizeof(act_q8_pair);
 }
 
+/* One Q8_0 activation block, as quantize_q8_0 makes it (the same amax, the
+ * same id = 1/(amax/127), v*id rounded half away from zero, d kept as the
+ * f16 it is stored as), all in registers: values 0-15 to lo, 16-31 to hi;
+ * returns their sum. The layouts below only place the bytes differently. */
+static AI int32_t q8_block(const float *x, int8_t *lo, int8_t *hi, float *d_out)
+{
+    const __m512 v0 = _mm512_loadu_ps(x), v1 = _mm512_loadu_ps(x + 16);
+    const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
+    const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+    *d_out = _cvtsh_ss(_cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    const __m512 vid = _mm512_set1_ps(id);
+    const __m512i sign = _mm512_set1_epi32((int)0x80000000u);
+    const __m512i half = _mm512_castps_si512(_mm512_set1_ps(0.5f));
+    __m512 a = _mm512_mul_ps(v0, vid), b = _mm512_mul_ps(v1, vid);
+    __m512i qa = _mm512_cvttps_epi32(
+        _mm512_add_ps(a, _mm512_castsi512_ps(_mm512_or_si512(
+                             half, _mm512_and_si512(_mm512_castps_si512(a), sign)))));
+    __m512i qb = _mm512_cvttps_epi32(
+        _mm512_add_ps(b, _mm512_castsi512_ps(_mm512_or_si512(
+                             half, _mm512_and_si512(_mm512_castps_si512(b), sign)))));
+    _mm_storeu_si128((__m128i *)(void *)lo, _mm512_cvtepi32_epi8(qa));
+    _mm_storeu_si128((__m128i *)(void *)hi, _mm512_cvtepi32_epi8(qb));
+    return _mm512_reduce_add_epi32(_mm512_add_epi32(qa, qb));
+}
+
 static void q8_prep(const float *x, void *act, int64_t K)
 {
     act_q8_pair *a = act;
@@ -111,20 +136,12 @@ static void q8_prep(const float *x, void *act, int64_t K)
         int h = (int)(b & 1);
         int32_t s = 0;
         float d = 0.0f;
-        if (b < nb) {
-            blk_q8_0 q;
-            rlx_vec_ops_avx512.quantize_q8_0(x + 32 * b, &q, 32);
-            memcpy(p->y + 32 * h, q.qs, 32);
-            for (int j = 0; j < 32; j++)
-                s += q.qs[j];
-            d = h2f(q.d);
-        } else {
+        if (b < nb)
+            s = q8_block(x + 32 * b, p->y + 32 * h, p->y + 32 * h + 16, &d);
+        else
             memset(p->y + 32 * h, 0, 32);
-        }
-        for (int j = 0; j < 8; j++) {
-            p->bias[8 * h + j] = -16 * s;
-            p->dy[8 * h + j] = d;
-        }
+        _mm256_storeu_si256((__m256i *)(void *)(p->bias + 8 * h), _mm256_set1_epi32(-16 * s));
+        _mm256_storeu_ps(p->dy + 8 * h, _mm256_set1_ps(d));
     }
 }
 
@@ -205,21 +222,13 @@ static void q4_prep(const float *x, void *act, int64_t K)
         int32_t s = 0;
         float d = 0.0f;
         if (b < nb) {
-            blk_q8_0 q;
-            rlx_vec_ops_avx512.quantize_q8_0(x + 32 * b, &q, 32);
-            memcpy(g->ylo + 16 * k, q.qs, 16);
-            memcpy(g->yhi + 16 * k, q.qs + 16, 16);
-            for (int j = 0; j < 32; j++)
-                s += q.qs[j];
-            d = h2f(q.d);
+            s = q8_block(x + 32 * b, g->ylo + 16 * k, g->yhi + 16 * k, &d);
         } else {
             memset(g->ylo + 16 * k, 0, 16);
             memset(g->yhi + 16 * k, 0, 16);
         }
-        for (int j = 0; j < 4; j++) {
-            g->bias[4 * k + j] = -2 * s;
-            g->dy[4 * k + j] = d;
-        }
+        _mm_storeu_si128((__m128i *)(void *)(g->bias + 4 * k), _mm_set1_epi32(-2 * s));
+        _mm_storeu_ps(g->dy + 4 * k, _mm_set1_ps(d));
     }
 }
 
