@@ -506,7 +506,6 @@ static AI void f16_rows_n(int R, int64_t K, const uint8_t *w, size_t rb, const f
         const __m512 x0 = _mm512_loadu_ps(x + k), x1 = _mm512_loadu_ps(x + k + 16);
         for (int r = 0; r < R; r++) {
             const uint16_t *h = (const uint16_t *)(const void *)(w + (size_t)r * rb) + k;
-            PF_AHEAD(h, 64);
             acc[r][0] = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)h)), x0,
                                         acc[r][0]);
             acc[r][1] = _mm512_fmadd_ps(
@@ -533,7 +532,12 @@ static AI void f16_rows_n(int R, int64_t K, const uint8_t *w, size_t rb, const f
 
 static void f16_rows(int64_t K, const void *w, size_t rb, int64_t n, const void *act, float *y)
 {
-    ROWS_WITH_PREFETCH(f16_rows_n(1, K, row, rb, act, y + r))
+    /* F16 rows (2 B per weight) are long and the loop is light: requests
+     * for a whole row PF_DIST ahead at each row's start measured 10-15%
+     * faster here than one per line inside the loop (1024 x 3072, 2
+     * threads, interleaved runs) */
+    ROWS_WITH_PREFETCH(pf_range(pf_min(row + PF_DIST, end), pf_min(row + PF_DIST + rb, end));
+                       f16_rows_n(1, K, row, rb, act, y + r))
 }
 
 /* ============================================================ dispatch */
