@@ -69,13 +69,16 @@ static AI const uint8_t *pf_min(const uint8_t *a, const uint8_t *b)
     return a < b ? a : b;
 }
 
-/* the lines of [p + PF_DIST, p + PF_DIST + bytes) */
-#define PF_AHEAD(p, bytes)                             \
-    do {                                               \
-        const char *pf_ = (const char *)(p) + PF_DIST; \
-        for (int pfo_ = 0; pfo_ < (bytes); pfo_ += 64) \
-            _mm_prefetch(pf_ + pfo_, _MM_HINT_T0);     \
-        _mm_prefetch(pf_ + (bytes)-1, _MM_HINT_T0);    \
+/* the lines of [p + PF_DIST, p + PF_DIST + bytes): one request per 64
+ * bytes, and one for the last byte where a step is not a whole number of
+ * lines (steps of whole lines meet each line once at any alignment) */
+#define PF_AHEAD(p, bytes)                              \
+    do {                                                \
+        const char *pf_ = (const char *)(p) + PF_DIST;  \
+        for (int pfo_ = 0; pfo_ < (bytes); pfo_ += 64)  \
+            _mm_prefetch(pf_ + pfo_, _MM_HINT_T0);      \
+        if ((bytes) % 64)                               \
+            _mm_prefetch(pf_ + (bytes)-1, _MM_HINT_T0); \
     } while (0)
 
 #define ROWS_WITH_PREFETCH(CALL)                       \
