@@ -288,17 +288,13 @@ rlx_status rlx_cpu_matmul(rlx_threadpool *pool, rlx_dtype wtype, const void *w, 
         return RLX_OK;
     }
 
-    /* ~4 tasks per thread balances uneven progress; rows stay contiguous per
-     * task so the hardware prefetcher sees long streams (16 or 32 per thread
-     * measured 10-40% slower on a decode step's 1-6 MB matrix-vector
-     * products: more tasks, more shared-counter traffic and shorter streams) */
+    /* M > 1 (per-row dots, no quantized GEMM for this type or ISA): ~4
+     * tasks per thread of whole tiles, rows contiguous per task */
     int64_t tasks = (int64_t)nth * 4;
     int64_t rpt = (N + tasks - 1) / tasks;
-    int64_t min_rows = M > 1 ? TILE_ROWS : 8;
-    if (rpt < min_rows)
-        rpt = min_rows;
-    if (M > 1)
-        rpt = (rpt + TILE_ROWS - 1) / TILE_ROWS * TILE_ROWS;
+    if (rpt < TILE_ROWS)
+        rpt = TILE_ROWS;
+    rpt = (rpt + TILE_ROWS - 1) / TILE_ROWS * TILE_ROWS;
     c.rows_per_task = rpt;
     rlx_parallel_for(pool, (N + rpt - 1) / rpt, mm_task, &c);
     free(owned);
