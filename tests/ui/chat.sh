@@ -19,46 +19,16 @@ app=$1
 art=$2
 model=$3
 
+ui_log=chat
+. "$(dirname "$0")/lib.sh"
+
 if [ -z "${RLX_CHAT_IN_XVFB:-}" ]; then
-    for tool in xvfb-run xdotool import python3; do
-        if ! command -v "$tool" >/dev/null 2>&1; then
-            echo "SKIP: $tool not found"
-            exit 77
-        fi
-    done
+    ui_need xvfb-run xdotool import python3
     [ -f "$model" ] || { echo "SKIP: no $model"; exit 77; }
-    mkdir -p "$art" || exit 1
-    bus=
-    if command -v dbus-run-session >/dev/null 2>&1; then
-        bus="dbus-run-session --"
-    else
-        DBUS_SESSION_BUS_ADDRESS=unix:path=/nonexistent
-        export DBUS_SESSION_BUS_ADDRESS
-    fi
-    RLX_CHAT_IN_XVFB=1
-    export RLX_CHAT_IN_XVFB
-    # shellcheck disable=SC2086
-    # -a alone starts at :99 for every caller, and two test runs starting at
-    # once can pick the same number; start the search at a number of our own.
-    exec xvfb-run -a -n $((100 + $$ % 800)) -s "-screen 0 1280x800x24 -nolisten tcp -noreset" $bus "$0" "$@"
+    ui_enter_xvfb RLX_CHAT_IN_XVFB "$@"
 fi
 
-. "$(dirname "$0")/leaks.sh"
-
-work=$art/chat
-rm -rf "$work"
-mkdir -p "$work/config/glib-2.0/settings" "$work/data"
-XDG_CONFIG_HOME=$work/config
-XDG_DATA_HOME=$work/data
-GSETTINGS_BACKEND=keyfile
-GTK_A11Y=none
-NO_AT_BRIDGE=1
-GDK_BACKEND=x11
-G_DEBUG=fatal-criticals
-export XDG_CONFIG_HOME XDG_DATA_HOME GSETTINGS_BACKEND GTK_A11Y NO_AT_BRIDGE GDK_BACKEND G_DEBUG
-unset ADW_DEBUG_COLOR_SCHEME
-convs=$work/data/rlx-studio/conversations
-keyfile=$work/config/glib-2.0/settings/keyfile
+ui_env "$art/chat"
 
 # settings MAX_TOKENS: greedy sampling, at most MAX_TOKENS per reply.
 # $extra: more key=value lines.
@@ -68,101 +38,14 @@ settings() {
         "$1" "${2:-1280}" "${3:-760}" "$extra" >"$keyfile"
 }
 
-pid=
-fail() {
-    echo "FAIL: $*"
-    if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
-        kill "$pid"
-    fi
-    for log in "$art"/chat-*.log; do
-        [ -f "$log" ] && { echo "--- $log"; cat "$log"; }
-    done
-    exit 1
-}
-
 # start NAME [ARGS...]: run rlx-studio, wait for its window, set $wid.
-# In the ASan build leaks are checked too: quit() accepts only GLib's quark
-# block, which GLib drops by design (see leaks.sh).
 start() {
     name=$1
     shift
     "$app" "$@" >"$art/chat-$name.log" 2>&1 &
     pid=$!
-    wid=
-    i=0
-    while [ $i -lt 150 ]; do
-        wid=$(xdotool search --onlyvisible --name '^RLX Studio$' 2>/dev/null | head -n 1)
-        [ -n "$wid" ] && break
-        kill -0 "$pid" 2>/dev/null || fail "rlx-studio ($name) exited before showing a window"
-        sleep 0.2
-        i=$((i + 1))
-    done
-    [ -n "$wid" ] || fail "no rlx-studio window after 30 s ($name)"
+    wid=$(wait_window '^RLX Studio$') || fail "no rlx-studio window after 30 s ($name)"
     xdotool windowfocus --sync "$wid" || fail "cannot focus the window"
-}
-
-# wait_log NAME PATTERN: up to 20 s for PATTERN in the log of run NAME.
-wait_log() {
-    i=0
-    while ! grep -q -e "$2" "$art/chat-$1.log"; do
-        [ $i -lt 100 ] || fail "no '$2' in the log of run $1"
-        kill -0 "$pid" 2>/dev/null || fail "rlx-studio died in run $1"
-        sleep 0.2
-        i=$((i + 1))
-    done
-}
-
-shot() {
-    import -window root "$art/chat-$1.png" || fail "screenshot $1"
-    kill -0 "$pid" 2>/dev/null || fail "rlx-studio died while taking screenshot $1"
-    echo "screenshot: $art/chat-$1.png"
-}
-
-quit() {
-    xdotool windowfocus --sync "$wid" key --clearmodifiers ctrl+q
-    i=0
-    while kill -0 "$pid" 2>/dev/null && [ $i -lt 50 ]; do
-        sleep 0.2
-        i=$((i + 1))
-    done
-    kill -0 "$pid" 2>/dev/null && fail "rlx-studio still running 10 s after Ctrl+Q"
-    wait "$pid"
-    rc=$?
-    pid=
-    app_exit_ok "$rc" "$art/chat-$name.log" || fail "rlx-studio exited with status $rc"
-}
-
-check_log() {
-    if grep -E -e '-(CRITICAL|WARNING)' "$art/chat-$1.log"; then
-        fail "warnings in the log of run $1"
-    fi
-}
-
-# newest: the most recently written conversation file.
-newest() {
-    ls -t "$convs"/*.json 2>/dev/null | head -n 1
-}
-
-# field FILE WHAT: reply (last assistant text), nmsg, title, or all (every text).
-field() {
-    python3 - "$1" "$2" <<'EOF'
-import json, sys
-try:
-    c = json.load(open(sys.argv[1]))
-except Exception:
-    sys.exit(0)
-m = c.get("messages", [])
-w = sys.argv[2]
-if w == "reply":
-    r = [x["content"] for x in m if x["role"] == "assistant"]
-    sys.stdout.write(r[-1] if r else "")
-elif w == "nmsg":
-    print(len(m))
-elif w == "title":
-    sys.stdout.write(c.get("title", ""))
-else:
-    sys.stdout.write("\x1e".join(x["role"] + ":" + x["content"] for x in m))
-EOF
 }
 
 count() {
@@ -213,7 +96,7 @@ expected=", there was a little girl named Lily. She loved to play outside in the
 # 1. the documented greedy continuation ------------------------------------
 settings 40
 start reply --model "$model"
-wait_log reply "is ready"
+wait_log "is ready"
 say "Once upon a time"
 wait_reply ${#expected}
 sleep 1.5 # the reply ends at 40 tokens; the final save follows
@@ -246,7 +129,7 @@ ADW_DEBUG_COLOR_SCHEME=prefer-dark
 export ADW_DEBUG_COLOR_SCHEME
 start stop --model "$model"
 unset ADW_DEBUG_COLOR_SCHEME
-wait_log stop "is ready"
+wait_log "is ready"
 [ "$(field "$first" all)" = "$first_all" ] || fail "the first conversation changed on restart"
 if command -v gdbus >/dev/null 2>&1 && [ "${DBUS_SESSION_BUS_ADDRESS#unix:path=/nonexistent}" = "$DBUS_SESSION_BUS_ADDRESS" ]; then
     activate show-memory
@@ -285,7 +168,7 @@ check_log stop
 
 # 4. kill -9 mid-reply; nothing saved is lost ---------------------------------
 start kill --model "$model"
-wait_log kill "is ready"
+wait_log "is ready"
 new_conversation "Once upon a time"
 wait_reply 200
 saved_file=$file
@@ -329,7 +212,7 @@ json.dump({"version": 1, "id": "markdown-sample", "title": "Markdown sample", "s
                         {"role": "assistant", "content": md}]}, open(sys.argv[1], "w"))
 EOF
 start bad --model "$work/notes.gguf"
-wait_log bad "Cannot load the model"
+wait_log "Cannot load the model"
 sleep 1.2
 shot light-800x600-not-gguf
 kill -0 "$pid" 2>/dev/null || fail "rlx-studio died on a file that is not a GGUF"
@@ -340,7 +223,7 @@ check_log bad
 extra='memory-budget-mib=1'
 settings 40
 start budget --model "$model"
-wait_log budget "Cannot load the model"
+wait_log "Cannot load the model"
 grep -q "but the budget is 1.0 MiB" "$art/chat-budget.log" || fail "the budget error does not give the figures"
 sleep 1.2
 shot budget

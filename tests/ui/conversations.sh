@@ -22,65 +22,22 @@ set -u
 app=$1
 art=$2
 
+ui_log=conversations
+. "$(dirname "$0")/lib.sh"
+
 if [ -z "${RLX_CONV_IN_XVFB:-}" ]; then
-    for tool in xvfb-run xdotool import python3; do
-        if ! command -v "$tool" >/dev/null 2>&1; then
-            echo "SKIP: $tool not found"
-            exit 77
-        fi
-    done
-    mkdir -p "$art" || exit 1
-    bus=
-    if command -v dbus-run-session >/dev/null 2>&1; then
-        bus="dbus-run-session --"
-    else
-        DBUS_SESSION_BUS_ADDRESS=unix:path=/nonexistent
-        export DBUS_SESSION_BUS_ADDRESS
-    fi
-    RLX_CONV_IN_XVFB=1
-    export RLX_CONV_IN_XVFB
-    # shellcheck disable=SC2086
-    # -a alone starts at :99 for every caller, and two test runs starting at
-    # once can pick the same number; start the search at a number of our own.
-    exec xvfb-run -a -n $((100 + $$ % 800)) -s "-screen 0 1280x800x24 -nolisten tcp -noreset" $bus "$0" "$@"
+    ui_need xvfb-run xdotool import python3
+    ui_enter_xvfb RLX_CONV_IN_XVFB "$@"
 fi
 
-. "$(dirname "$0")/leaks.sh"
-
-work=$art/conversations
-rm -rf "$work"
-mkdir -p "$work/config/glib-2.0/settings" "$work/data" "$work/export"
-XDG_CONFIG_HOME=$work/config
-XDG_DATA_HOME=$work/data
-GSETTINGS_BACKEND=keyfile
-GTK_A11Y=none
-NO_AT_BRIDGE=1
-GDK_BACKEND=x11
-G_DEBUG=fatal-criticals
+ui_env "$art/conversations"
+mkdir -p "$work/export" "$convs"
 # GTK's own file chooser, not a portal's (none runs under this private bus).
 GTK_USE_PORTAL=0
-export XDG_CONFIG_HOME XDG_DATA_HOME GSETTINGS_BACKEND GTK_A11Y NO_AT_BRIDGE GDK_BACKEND G_DEBUG
 export GTK_USE_PORTAL
-unset ADW_DEBUG_COLOR_SCHEME
-convs=$work/data/rlx-studio/conversations
-keyfile=$work/config/glib-2.0/settings/keyfile
-mkdir -p "$convs"
 
 settings() {
     printf '[org/rlx/Studio]\nwindow-width=%s\nwindow-height=%s\n' "$1" "$2" >"$keyfile"
-}
-
-pid=
-name=
-fail() {
-    echo "FAIL: $*"
-    if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
-        kill "$pid"
-    fi
-    for log in "$art"/conversations-*.log; do
-        [ -f "$log" ] && { echo "--- $log"; cat "$log"; }
-    done
-    exit 1
 }
 
 # Keep the pointer off the windows: no tooltip pops up over what is typed.
@@ -97,20 +54,6 @@ start() {
     xdotool windowfocus --sync "$wid" || fail "cannot focus the window"
 }
 
-# wait_window REGEX: up to 30 s for a visible window of rlx-studio so named;
-# prints its id.
-wait_window() {
-    i=0
-    while [ $i -lt 150 ]; do
-        w=$(xdotool search --onlyvisible --name "$1" 2>/dev/null | head -n 1)
-        [ -n "$w" ] && { echo "$w"; return 0; }
-        kill -0 "$pid" 2>/dev/null || return 1
-        sleep 0.2
-        i=$((i + 1))
-    done
-    return 1
-}
-
 # wait_gone REGEX: up to 30 s for no visible window so named.
 wait_gone() {
     i=0
@@ -121,50 +64,9 @@ wait_gone() {
     done
 }
 
-# wait_for WHAT COMMAND...: up to 30 s for COMMAND to succeed.
-wait_for() {
-    what=$1
-    shift
-    i=0
-    until "$@"; do
-        [ $i -lt 150 ] || fail "$what (after 30 s)"
-        kill -0 "$pid" 2>/dev/null || fail "rlx-studio died waiting for: $what"
-        sleep 0.2
-        i=$((i + 1))
-    done
-}
-
-# wait_log PATTERN: up to 30 s for PATTERN in this run's log.
-wait_log() {
-    wait_for "no '$1' in the log of run $name" grep -q -e "$1" "$art/conversations-$name.log"
-}
-
-shot() {
-    import -window root "$art/conversations-$1.png" || fail "screenshot $1"
-    kill -0 "$pid" 2>/dev/null || fail "rlx-studio died while taking screenshot $1"
-    echo "screenshot: $art/conversations-$1.png"
-}
-
-quit() {
-    xdotool windowfocus --sync "$wid" key --clearmodifiers ctrl+q
-    i=0
-    while kill -0 "$pid" 2>/dev/null && [ $i -lt 50 ]; do
-        sleep 0.2
-        i=$((i + 1))
-    done
-    kill -0 "$pid" 2>/dev/null && fail "rlx-studio still running 10 s after Ctrl+Q"
-    wait "$pid"
-    rc=$?
-    pid=
-    app_exit_ok "$rc" "$art/conversations-$name.log" || fail "rlx-studio exited with status $rc"
-    if grep -E -e '-(CRITICAL|WARNING)' "$art/conversations-$name.log"; then
-        fail "warnings in the log of run $name"
-    fi
-}
-
 # title ID: the persisted title of conversation ID.
 title() {
-    python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["title"])' "$convs/$1.json"
+    field "$convs/$1.json" title
 }
 
 # keys KEY...: keystrokes to the focused window.
@@ -234,6 +136,7 @@ wait_log "Conversation deleted"
 echo "deleted the conversation found by 'clouds'"
 shot light-delete
 quit
+check_log light
 
 # 3. restart (dark, 800x600): export the renamed one as Markdown --------------
 # This run opens GTK's file chooser, which leaks at exit in GTK 4.8 itself:
@@ -301,6 +204,7 @@ EOF
 echo "JSON export equals the saved conversation"
 shot dark-800x600-export-json
 quit
+check_log dark
 
 # 5. restart (light, 800x600): what the first runs did is still there ----------
 start light-800x600
@@ -310,5 +214,6 @@ start light-800x600
 ls "$convs"/*.json | wc -l | grep -qx 2 || fail "not 2 conversations: $(ls "$convs")"
 shot light-800x600-restart
 quit
+check_log light-800x600
 
 echo "PASS"

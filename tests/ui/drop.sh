@@ -21,122 +21,31 @@ source_app=$2
 art=$3
 model=$4
 
+ui_log=drop
+. "$(dirname "$0")/lib.sh"
+
 if [ -z "${RLX_DROP_IN_XVFB:-}" ]; then
-    for tool in xvfb-run xdotool import python3; do
-        if ! command -v "$tool" >/dev/null 2>&1; then
-            echo "SKIP: $tool not found"
-            exit 77
-        fi
-    done
+    ui_need xvfb-run xdotool import python3
     [ -f "$model" ] || { echo "SKIP: no $model"; exit 77; }
-    mkdir -p "$art" || exit 1
-    bus=
-    if command -v dbus-run-session >/dev/null 2>&1; then
-        bus="dbus-run-session --"
-    else
-        DBUS_SESSION_BUS_ADDRESS=unix:path=/nonexistent
-        export DBUS_SESSION_BUS_ADDRESS
-    fi
-    RLX_DROP_IN_XVFB=1
-    export RLX_DROP_IN_XVFB
-    # shellcheck disable=SC2086
-    # -a alone starts at :99 for every caller, and two test runs starting at
-    # once can pick the same number; start the search at a number of our own.
-    exec xvfb-run -a -n $((100 + $$ % 800)) -s "-screen 0 1280x800x24 -nolisten tcp -noreset" $bus "$0" "$@"
+    ui_enter_xvfb RLX_DROP_IN_XVFB "$@"
 fi
 
-. "$(dirname "$0")/leaks.sh"
-
-work=$art/drop
-rm -rf "$work"
-mkdir -p "$work/config/glib-2.0/settings" "$work/data"
-XDG_CONFIG_HOME=$work/config
-XDG_DATA_HOME=$work/data
-GSETTINGS_BACKEND=keyfile
-GTK_A11Y=none
-NO_AT_BRIDGE=1
-GDK_BACKEND=x11
-G_DEBUG=fatal-criticals
-export XDG_CONFIG_HOME XDG_DATA_HOME GSETTINGS_BACKEND GTK_A11Y NO_AT_BRIDGE GDK_BACKEND G_DEBUG
-unset ADW_DEBUG_COLOR_SCHEME
-convs=$work/data/rlx-studio/conversations
-keyfile=$work/config/glib-2.0/settings/keyfile
+ui_env "$art/drop"
 
 settings() {
     printf '[org/rlx/Studio]\ntemperature=0.0\nmax-tokens=40\nwindow-width=%s\nwindow-height=%s\n' \
         "$1" "$2" >"$keyfile"
 }
 
-pid=
-spid=
-name=
-fail() {
-    echo "FAIL: $*"
-    for p in "$pid" "$spid"; do
-        if [ -n "$p" ] && kill -0 "$p" 2>/dev/null; then
-            kill "$p"
-        fi
-    done
-    for log in "$art"/drop-*.log; do
-        [ -f "$log" ] && { echo "--- $log"; cat "$log"; }
-    done
-    exit 1
-}
-
-# wait_for WHAT COMMAND...: up to 30 s for COMMAND to succeed while the app lives.
-wait_for() {
-    what=$1
-    shift
-    i=0
-    until "$@"; do
-        [ $i -lt 150 ] || fail "$what (after 30 s)"
-        kill -0 "$pid" 2>/dev/null || fail "rlx-studio died waiting for: $what"
-        sleep 0.2
-        i=$((i + 1))
-    done
-}
-
 visible() {
     xdotool search --onlyvisible --name "$1" 2>/dev/null | head -n 1
-}
-
-shown() {
-    [ -n "$(visible "$1")" ]
 }
 
 start() {
     name=$1
     "$app" >"$art/drop-$name.log" 2>&1 &
     pid=$!
-    wait_for "no rlx-studio window ($name)" shown '^RLX Studio$'
-    wid=$(visible '^RLX Studio$')
-}
-
-wait_log() {
-    wait_for "no '$1' in the log of run $name" grep -q -e "$1" "$art/drop-$name.log"
-}
-
-shot() {
-    import -window root "$art/drop-$1.png" || fail "screenshot $1"
-    kill -0 "$pid" 2>/dev/null || fail "rlx-studio died while taking screenshot $1"
-    echo "screenshot: $art/drop-$1.png"
-}
-
-quit() {
-    xdotool windowfocus --sync "$wid" key --clearmodifiers ctrl+q
-    i=0
-    while kill -0 "$pid" 2>/dev/null && [ $i -lt 50 ]; do
-        sleep 0.2
-        i=$((i + 1))
-    done
-    kill -0 "$pid" 2>/dev/null && fail "rlx-studio still running 10 s after Ctrl+Q"
-    wait "$pid"
-    rc=$?
-    pid=
-    app_exit_ok "$rc" "$art/drop-$name.log" || fail "rlx-studio exited with status $rc"
-    if grep -E -e '-(CRITICAL|WARNING)' "$art/drop-$name.log"; then
-        fail "warnings in the log of run $name"
-    fi
+    wid=$(wait_window '^RLX Studio$') || fail "no rlx-studio window ($name)"
 }
 
 # source_says WORDS: the drag source reported a line starting with WORDS.
@@ -189,22 +98,6 @@ drag() {
     spid=
 }
 
-newest() {
-    ls -t "$convs"/*.json 2>/dev/null | head -n 1
-}
-
-reply() {
-    python3 - "$1" <<'EOF'
-import json, sys
-try:
-    c = json.load(open(sys.argv[1]))
-except Exception:
-    sys.exit(0)
-r = [m["content"] for m in c.get("messages", []) if m["role"] == "assistant"]
-sys.stdout.write(r[-1] if r else "")
-EOF
-}
-
 # 1. not a GGUF (light, 1280x800) --------------------------------------------
 settings 1280 760
 printf 'Shopping list: milk, eggs.\n' >"$work/notes.txt"
@@ -215,6 +108,7 @@ kill -0 "$pid" 2>/dev/null || fail "rlx-studio died on a dropped text file"
 xdotool search --onlyvisible --name '^RLX Studio$' >/dev/null || fail "the window is gone"
 shot light-not-gguf
 quit
+check_log light
 
 # 2. the model (dark, 800x600) -------------------------------------------------
 settings 800 600
@@ -231,15 +125,16 @@ expected=", there was a little girl named Lily. She loved to play outside in the
 check_reply() {
     f=$(newest)
     [ -n "$f" ] || return 1
-    r=$(reply "$f")
+    r=$(field "$f" reply)
     case "$r" in
     "$expected"*) return 0 ;;
     esac
     return 1
 }
 wait_for "no reply '$expected' from the dropped model" check_reply
-echo "reply from the dropped model: $(reply "$(newest)")"
+echo "reply from the dropped model: $(field "$(newest)" reply)"
 shot dark-800x600-model
 quit
+check_log dark
 
 echo "PASS"

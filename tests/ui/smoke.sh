@@ -12,29 +12,12 @@ set -u
 app=$1
 art=$2
 
+ui_log=rlx-studio
+. "$(dirname "$0")/lib.sh"
+
 if [ -z "${RLX_SMOKE_IN_XVFB:-}" ]; then
-    for tool in xvfb-run xdotool import; do
-        if ! command -v "$tool" >/dev/null 2>&1; then
-            echo "SKIP: $tool not found (Debian: xvfb xdotool imagemagick)"
-            exit 77
-        fi
-    done
-    mkdir -p "$art" || exit 1
-    # A private session bus: the app must not reach a running rlx-studio of the
-    # person running the tests (GApplication would hand over to it and exit).
-    bus=
-    if command -v dbus-run-session >/dev/null 2>&1; then
-        bus="dbus-run-session --"
-    else
-        DBUS_SESSION_BUS_ADDRESS=unix:path=/nonexistent
-        export DBUS_SESSION_BUS_ADDRESS
-    fi
-    RLX_SMOKE_IN_XVFB=1
-    export RLX_SMOKE_IN_XVFB
-    # shellcheck disable=SC2086
-    # -a alone starts at :99 for every caller, and two test runs starting at
-    # once can pick the same number; start the search at a number of our own.
-    exec xvfb-run -a -n $((100 + $$ % 800)) -s "-screen 0 1280x800x24 -nolisten tcp -noreset" $bus "$0" "$@"
+    ui_need xvfb-run xdotool import
+    ui_enter_xvfb RLX_SMOKE_IN_XVFB "$@"
 fi
 
 # Settings go to a keyfile under the artifacts (the person's dconf stays
@@ -51,63 +34,15 @@ G_DEBUG=fatal-criticals
 export GSETTINGS_BACKEND GTK_A11Y NO_AT_BRIDGE GDK_BACKEND G_DEBUG
 unset ADW_DEBUG_COLOR_SCHEME
 
-pid=
-fail() {
-    echo "FAIL: $*"
-    if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
-        kill "$pid"
-    fi
-    for log in "$art"/rlx-studio-*.log; do
-        [ -f "$log" ] && { echo "--- $log"; cat "$log"; }
-    done
-    exit 1
-}
-
 # start NAME [VAR=value...]: run rlx-studio, wait for its window, set $wid.
 start() {
     name=$1
     shift
     env "$@" "$app" >"$art/rlx-studio-$name.log" 2>&1 &
     pid=$!
-    wid=
-    i=0
-    while [ $i -lt 150 ]; do
-        wid=$(xdotool search --onlyvisible --name '^RLX Studio$' 2>/dev/null | head -n 1)
-        [ -n "$wid" ] && break
-        kill -0 "$pid" 2>/dev/null || fail "rlx-studio ($name) exited before showing a window"
-        sleep 0.2
-        i=$((i + 1))
-    done
-    [ -n "$wid" ] || fail "no rlx-studio window after 30 s ($name)"
+    wid=$(wait_window '^RLX Studio$') || fail "no rlx-studio window after 30 s ($name)"
     xdotool windowfocus --sync "$wid" || fail "cannot focus the window"
     sleep 2 # first frames, icons
-}
-
-shot() {
-    import -window root "$art/rlx-studio-$1.png" || fail "screenshot $1"
-    kill -0 "$pid" 2>/dev/null || fail "rlx-studio died while taking screenshot $1"
-    echo "screenshot: $art/rlx-studio-$1.png"
-}
-
-# quit: Ctrl+Q on the main window, then expect a clean exit.
-quit() {
-    xdotool windowfocus --sync "$wid" key --clearmodifiers ctrl+q
-    i=0
-    while kill -0 "$pid" 2>/dev/null && [ $i -lt 50 ]; do
-        sleep 0.2
-        i=$((i + 1))
-    done
-    kill -0 "$pid" 2>/dev/null && fail "rlx-studio still running 10 s after Ctrl+Q"
-    wait "$pid"
-    rc=$?
-    pid=
-    [ "$rc" -eq 0 ] || fail "rlx-studio exited with status $rc"
-}
-
-check_log() {
-    if grep -E -e '-(CRITICAL|WARNING)' "$art/rlx-studio-$1.log"; then
-        fail "warnings in the log of run $1"
-    fi
 }
 
 start light
