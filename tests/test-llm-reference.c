@@ -473,19 +473,15 @@ static void test_q8_0_cache(void **state)
     rlx_error_free(err);
 }
 
-/* Q4_0 weights stay packed too. Their own rounding (1/16 of a block's
- * range) is far above what the reference comparison could resolve, so the
- * packed model is compared with the same model written with the dequantized
- * values as F32 (itself verified above): what remains is the Q8_0
- * quantization of the activations inside the quantized matmuls, ~1e-2. */
-static void test_qwen2_q4_0(void **state)
+/* The model of case c written with its matrices packed as t, against the
+ * same model written with the dequantized values as F32: logits within tol. */
+static void packed_vs_dequantized(rlx_dtype t, const arch_case *c, double tol, const char *what)
 {
-    (void)state;
     float *logits[2];
     for (int k = 0; k < 2; k++) {
-        store_as = RLX_DTYPE_Q4_0;
+        store_as = t;
         q4_dequantized = k == 1;
-        const char *path = write_model(&cases[3]);
+        const char *path = write_model(c);
         store_as = RLX_DTYPE_F32;
         q4_dequantized = false;
         rlx_llm_params p = rlx_llm_default_params();
@@ -496,19 +492,29 @@ static void test_qwen2_q4_0(void **state)
         rlx_llm *m = NULL;
         rlx_error *err = NULL;
         if (rlx_llm_load(path, &p, &m, &err) != RLX_OK)
-            fail_msg("q4_0: load: %s", rlx_error_message(err));
+            fail_msg("%s: load: %s", what, rlx_error_message(err));
         logits[k] = malloc(sizeof(float) * N_TOK * VOCAB);
         if (rlx_llm_eval_all(m, tokens, N_TOK, logits[k], &err) != RLX_OK)
-            fail_msg("q4_0: eval_all: %s", rlx_error_message(err));
+            fail_msg("%s: eval_all: %s", what, rlx_error_message(err));
         rlx_llm_free(m);
     }
-    tolerance = 2e-2;
+    tolerance = tol;
     cur_device = "cpu";
     for (int r = 0; r < N_TOK; r++)
-        check("Q4_0 vs its dequantized F32", "qwen2", r, logits[0] + (size_t)r * VOCAB, logits[1],
-              1);
+        check(what, c->name, r, logits[0] + (size_t)r * VOCAB, logits[1], 1);
     free(logits[0]);
     free(logits[1]);
+}
+
+/* Q4_0 weights stay packed too. Their own rounding (1/16 of a block's
+ * range) is far above what the reference comparison could resolve, so the
+ * packed model is compared with the same model written with the dequantized
+ * values as F32 (itself verified above): what remains is the Q8_0
+ * quantization of the activations inside the quantized matmuls, ~1e-2. */
+static void test_qwen2_q4_0(void **state)
+{
+    (void)state;
+    packed_vs_dequantized(RLX_DTYPE_Q4_0, &cases[3], 2e-2, "Q4_0 vs its dequantized F32");
 }
 
 /* Q4_K (and Q6_K) weights, packed, against the same model written with the
@@ -526,42 +532,11 @@ static const arch_case qwen2_256[] = {
      .n_ff = 512, .rope_base = 1e6f, .eps = 1e-6f, .qkv_bias = true},
 };
 
-static void kquant_vs_dequantized(rlx_dtype t)
-{
-    float *logits[2];
-    for (int k = 0; k < 2; k++) {
-        store_as = t;
-        q4_dequantized = k == 1;
-        const char *path = write_model(&qwen2_256[0]);
-        store_as = RLX_DTYPE_F32;
-        q4_dequantized = false;
-        rlx_llm_params p = rlx_llm_default_params();
-        p.kv_dtype = RLX_DTYPE_F32;
-        p.n_ctx = 64;
-        p.n_batch = 16;
-        p.n_threads = 1;
-        rlx_llm *m = NULL;
-        rlx_error *err = NULL;
-        if (rlx_llm_load(path, &p, &m, &err) != RLX_OK)
-            fail_msg("%s: load: %s", rlx_dtype_get(t)->name, rlx_error_message(err));
-        logits[k] = malloc(sizeof(float) * N_TOK * VOCAB);
-        if (rlx_llm_eval_all(m, tokens, N_TOK, logits[k], &err) != RLX_OK)
-            fail_msg("%s: eval_all: %s", rlx_dtype_get(t)->name, rlx_error_message(err));
-        rlx_llm_free(m);
-    }
-    tolerance = KQ_TOL;
-    cur_device = "cpu";
-    for (int r = 0; r < N_TOK; r++)
-        check(rlx_dtype_get(t)->name, "qwen2-256", r, logits[0] + (size_t)r * VOCAB, logits[1], 1);
-    free(logits[0]);
-    free(logits[1]);
-}
-
 static void test_qwen2_q4_k(void **state)
 {
     (void)state;
-    kquant_vs_dequantized(RLX_DTYPE_Q4_K);
-    kquant_vs_dequantized(RLX_DTYPE_Q6_K);
+    packed_vs_dequantized(RLX_DTYPE_Q4_K, &qwen2_256[0], KQ_TOL, "Q4_K");
+    packed_vs_dequantized(RLX_DTYPE_Q6_K, &qwen2_256[0], KQ_TOL, "Q6_K");
 }
 
 /* ---- Hugging Face checkpoints ------------------------------------------------
