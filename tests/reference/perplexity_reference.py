@@ -6,7 +6,7 @@ of stories260K on tests/fixtures/perplexity-story.txt with a 64-token window.
 
 writes tests/fixtures/perplexity-stories260K-ctx64.txt. Nothing here comes
 from librlx:
-  - the GGUF (metadata and F32 tensors) is read by the small parser below;
+  - the GGUF (metadata and F32 tensors) is read by gguf_reader.py;
   - the text is tokenized by tests/reference/spm-tokenize.py (SentencePiece
     BPE from the published algorithm), with BOS first as the model's
     tokenizer.ggml.add_bos_token says (SentencePiece's default: yes);
@@ -21,7 +21,6 @@ from librlx:
 import importlib.util
 import math
 import os
-import struct
 import sys
 
 import numpy as np
@@ -31,6 +30,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 TESTS = os.path.dirname(HERE)
 REPO = os.path.dirname(TESTS)
 sys.path.insert(0, HERE)
+import gguf_reader  # noqa: E402
 import llm_reference  # noqa: E402
 
 N_CTX = 64
@@ -45,58 +45,10 @@ def load_module(name, path):
 
 def read_gguf(path):
     """(metadata dict, {name: float64 torch tensor [ne1, ne0] or [ne0]})."""
-    with open(path, 'rb') as f:
-        data = f.read()
-    pos = 0
-
-    def take(fmt):
-        nonlocal pos
-        vals = struct.unpack_from('<' + fmt, data, pos)
-        pos += struct.calcsize('<' + fmt)
-        return vals
-
-    def string():
-        nonlocal pos
-        (n,) = take('Q')
-        s = data[pos:pos + n]
-        pos += n
-        return s
-
-    scalar = {0: 'B', 1: 'b', 2: 'H', 3: 'h', 4: 'I', 5: 'i', 6: 'f', 7: '?',
-              10: 'Q', 11: 'q', 12: 'd'}
-
-    def value(t):
-        if t in scalar:
-            return take(scalar[t])[0]
-        if t == 8:
-            return string()
-        if t == 9:
-            et, n = take('IQ')
-            return [value(et) for _ in range(n)]
-        raise ValueError('bad type %d' % t)
-
-    assert data[:4] == b'GGUF'
-    pos = 4
-    (version,) = take('I')
-    assert version in (2, 3)
-    n_tensors, n_kv = take('QQ')
-    kv = {}
-    for _ in range(n_kv):
-        k = string().decode()
-        (t,) = take('I')
-        kv[k] = value(t)
-    infos = []
-    for _ in range(n_tensors):
-        name = string().decode()
-        (n_dims,) = take('I')
-        ne = take('Q' * n_dims)
-        gtype, offset = take('IQ')
-        assert gtype == 0, '%s: only F32 tensors are read here' % name
-        infos.append((name, ne, offset))
-    align = kv.get('general.alignment', 32)
-    base = (pos + align - 1) // align * align
+    kv, infos, data, base = gguf_reader.read(path)
     tensors = {}
-    for name, ne, offset in infos:
+    for name, ne, gtype, offset in infos:
+        assert gtype == 0, '%s: only F32 tensors are read here' % name
         n = int(np.prod(ne))
         a = np.frombuffer(data, dtype='<f4', count=n, offset=base + offset)
         t = torch.from_numpy(a.astype(np.float64))

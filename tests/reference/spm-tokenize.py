@@ -2,7 +2,7 @@
 """Independent SentencePiece-BPE reference for tests/test-tokenizer.c.
 
 Reads tokenizer.ggml.tokens / scores / token_type straight from a GGUF file
-(its own little parser, not librlx) and tokenizes a text the way
+(tests/reference/gguf_reader.py, not librlx) and tokenizes a text the way
 SentencePiece's BPE model does with llama.cpp's conventions:
   1. put one space before the text and write every space as U+2581;
   2. start from single characters; repeatedly merge the adjacent pair whose
@@ -14,52 +14,15 @@ This is a plain O(n^2) loop: slow, but obviously right.
     python3 tests/reference/spm-tokenize.py FILE.gguf "Once upon a time"
 prints the ids (without BOS) and the pieces.
 """
-import struct
+import os
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import gguf_reader  # noqa: E402
 
 
 def read_gguf_kv(path):
-    with open(path, 'rb') as f:
-        data = f.read()
-    pos = 0
-
-    def take(fmt):
-        nonlocal pos
-        size = struct.calcsize('<' + fmt)
-        vals = struct.unpack_from('<' + fmt, data, pos)
-        pos += size
-        return vals
-
-    def string():
-        nonlocal pos
-        (n,) = take('Q')
-        s = data[pos:pos + n]
-        pos += n
-        return s
-
-    scalar = {0: 'B', 1: 'b', 2: 'H', 3: 'h', 4: 'I', 5: 'i', 6: 'f', 7: '?',
-              10: 'Q', 11: 'q', 12: 'd'}
-
-    def value(t):
-        if t in scalar:
-            return take(scalar[t])[0]
-        if t == 8:
-            return string()
-        if t == 9:
-            et, n = take('IQ')
-            return [value(et) for _ in range(n)]
-        raise ValueError('bad type %d' % t)
-
-    assert data[:4] == b'GGUF'
-    pos = 4
-    take('I')
-    _, n_kv = take('QQ')
-    kv = {}
-    for _ in range(n_kv):
-        k = string().decode()
-        (t,) = take('I')
-        kv[k] = value(t)
-    return kv
+    return gguf_reader.read(path)[0]
 
 
 def tokenize(kv, text):
