@@ -2503,34 +2503,43 @@ static void test_symbolic_offsets(void **state)
     be->device_close(dev);
 }
 
+/* the op tests, run with the default kernels and again with the GPU
+ * backends' f32 kernels */
+// clang-format off
+#define OP_TESTS \
+    cmocka_unit_test(test_unary), \
+    cmocka_unit_test(test_unary_large), \
+    cmocka_unit_test(test_binary), \
+    cmocka_unit_test(test_where), \
+    cmocka_unit_test(test_cast_copy), \
+    cmocka_unit_test(test_fused), \
+    cmocka_unit_test(test_matmul_float), \
+    cmocka_unit_test(test_matmul_quant), \
+    cmocka_unit_test(test_reduce), \
+    cmocka_unit_test(test_softmax), \
+    cmocka_unit_test(test_norms), \
+    cmocka_unit_test(test_group_norm), \
+    cmocka_unit_test(test_rope), \
+    cmocka_unit_test(test_attention), \
+    cmocka_unit_test(test_conv), \
+    cmocka_unit_test(test_resize), \
+    cmocka_unit_test(test_pool), \
+    cmocka_unit_test(test_reshape_permute), \
+    cmocka_unit_test(test_slice_concat_pad), \
+    cmocka_unit_test(test_gather), \
+    cmocka_unit_test(test_scatter), \
+    cmocka_unit_test(test_scatter_q8_0),
+// clang-format on
+
 int main(void)
 {
+    // clang-format off
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_unary),
-        cmocka_unit_test(test_unary_large),
-        cmocka_unit_test(test_binary),
-        cmocka_unit_test(test_where),
-        cmocka_unit_test(test_cast_copy),
-        cmocka_unit_test(test_fused),
-        cmocka_unit_test(test_matmul_float),
-        cmocka_unit_test(test_matmul_quant),
-        cmocka_unit_test(test_reduce),
-        cmocka_unit_test(test_softmax),
-        cmocka_unit_test(test_norms),
-        cmocka_unit_test(test_group_norm),
-        cmocka_unit_test(test_rope),
-        cmocka_unit_test(test_attention),
-        cmocka_unit_test(test_conv),
-        cmocka_unit_test(test_resize),
-        cmocka_unit_test(test_pool),
-        cmocka_unit_test(test_reshape_permute),
-        cmocka_unit_test(test_slice_concat_pad),
-        cmocka_unit_test(test_gather),
-        cmocka_unit_test(test_scatter),
-        cmocka_unit_test(test_scatter_q8_0),
+        OP_TESTS
         cmocka_unit_test(test_symbolic),
         cmocka_unit_test(test_symbolic_offsets),
     };
+    // clang-format on
     int rc = cmocka_run_group_tests_name("default kernels", tests, NULL, NULL);
     /* again on the GPU backends with their f32 kernels */
     bool gpu = false;
@@ -2539,29 +2548,6 @@ int main(void)
     if (!gpu)
         return rc;
     pass_f32 = true;
-    const struct CMUnitTest gpu_tests[] = {
-        cmocka_unit_test(test_unary),
-        cmocka_unit_test(test_unary_large),
-        cmocka_unit_test(test_binary),
-        cmocka_unit_test(test_where),
-        cmocka_unit_test(test_cast_copy),
-        cmocka_unit_test(test_fused),
-        cmocka_unit_test(test_matmul_float),
-        cmocka_unit_test(test_matmul_quant),
-        cmocka_unit_test(test_reduce),
-        cmocka_unit_test(test_softmax),
-        cmocka_unit_test(test_norms),
-        cmocka_unit_test(test_group_norm),
-        cmocka_unit_test(test_rope),
-        cmocka_unit_test(test_attention),
-        cmocka_unit_test(test_conv),
-        cmocka_unit_test(test_resize),
-        cmocka_unit_test(test_pool),
-        cmocka_unit_test(test_reshape_permute),
-        cmocka_unit_test(test_slice_concat_pad),
-        cmocka_unit_test(test_gather),
-        cmocka_unit_test(test_scatter),
-        cmocka_unit_test(test_scatter_q8_0),
-    };
+    const struct CMUnitTest gpu_tests[] = {OP_TESTS};
     return rc | cmocka_run_group_tests_name("GPU f32 kernels", gpu_tests, NULL, NULL);
 }
