@@ -20,7 +20,6 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
-#include <time.h>
 
 #include "app/rlx-bench-ops.h"
 #include "backends/base/op.h"
@@ -48,24 +47,6 @@ typedef struct {
     bool json, ops;
 } bench_opts;
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static bool parse_long(const char *s, long lo, long hi, long *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi)
-        return false;
-    *out = v;
-    return true;
-}
-
 /* Returns 0, -1 for --help, or the exit code after printing the error. */
 static int parse(int argc, char **argv, bench_opts *o)
 {
@@ -90,21 +71,21 @@ static int parse(int argc, char **argv, bench_opts *o)
         if (!strcmp(a, "-m") || !strcmp(a, "--model"))
             o->model = v;
         else if (!strcmp(a, "-p") || !strcmp(a, "--n-prompt")) {
-            if (!parse_long(v, 1, 1 << 20, &o->p))
+            if (!rlx_cli_parse_long(v, 1, 1 << 20, &o->p))
                 return rlx_cli_fail("bench: -p wants a number of prompt tokens >= 1, not '%s'", v);
         } else if (!strcmp(a, "-n") || !strcmp(a, "--n-gen")) {
-            if (!parse_long(v, 1, 1 << 20, &o->n))
+            if (!rlx_cli_parse_long(v, 1, 1 << 20, &o->n))
                 return rlx_cli_fail("bench: -n wants a number of tokens >= 1, not '%s'", v);
         } else if (!strcmp(a, "-r") || !strcmp(a, "--repetitions")) {
-            if (!parse_long(v, 1, 1000, &o->r))
+            if (!rlx_cli_parse_long(v, 1, 1000, &o->r))
                 return rlx_cli_fail("bench: -r wants a repetition count >= 1, not '%s'", v);
         } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
-            if (!parse_long(v, 0, 4096, &o->threads))
+            if (!rlx_cli_parse_long(v, 0, 4096, &o->threads))
                 return rlx_cli_fail("bench: -t wants a thread count, not '%s'", v);
         } else if (!strcmp(a, "--device"))
             o->device = v;
         else if (!strcmp(a, "--ctx") || !strcmp(a, "-c")) {
-            if (!parse_long(v, 2, INT32_MAX, &o->ctx))
+            if (!rlx_cli_parse_long(v, 2, INT32_MAX, &o->ctx))
                 return rlx_cli_fail("bench: --ctx wants a number of tokens (>= 2), not '%s'", v);
         } else if (!strcmp(a, "--kv-type")) {
             if (!strcmp(v, "f16"))
@@ -231,9 +212,9 @@ static rlx_status run_pp(rlx_llm *m, const rlx_token *toks, int n, float *logits
                          rlx_error **err)
 {
     rlx_llm_reset(m);
-    double t0 = now_s();
+    double t0 = rlx_cli_now();
     rlx_status s = rlx_llm_eval(m, toks, (size_t)n, logits, err);
-    *secs = now_s() - t0;
+    *secs = rlx_cli_now() - t0;
     return s;
 }
 
@@ -242,13 +223,13 @@ static rlx_status run_tg(rlx_llm *m, const rlx_token *toks, int n, float *logits
                          rlx_error **err)
 {
     rlx_llm_reset(m);
-    double t0 = now_s();
+    double t0 = rlx_cli_now();
     for (int i = 0; i < n; i++) {
         rlx_status s = rlx_llm_eval(m, toks + i, 1, logits, err);
         if (s != RLX_OK)
             return s;
     }
-    *secs = now_s() - t0;
+    *secs = rlx_cli_now() - t0;
     return RLX_OK;
 }
 

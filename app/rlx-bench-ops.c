@@ -20,13 +20,7 @@
 #include "backends/base/op.h"
 #include "backends/cpu/cpu-features.h"
 #include "backends/cpu/kernels.h"
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+#include "rlx-cli.h"
 
 static uint64_t g_rng = 0x853c49e6748fea9bull;
 
@@ -80,9 +74,9 @@ double rlx_bench_measure_bandwidth(rlx_threadpool *pool, int repeats, size_t byt
     bw_ctx c = {.buf = buf, .words_per_task = bytes / 8 / (size_t)tasks};
     double best = 0;
     for (int r = 0; r < repeats + 1; r++) {
-        double t0 = now_s();
+        double t0 = rlx_cli_now();
         rlx_parallel_for(pool, tasks, bw_task, &c);
-        double t = now_s() - t0;
+        double t = rlx_cli_now() - t0;
         double gbs = (double)(c.words_per_task * 8 * (size_t)tasks) / t / 1e9;
         if (r > 0 && gbs > best)
             best = gbs;
@@ -109,14 +103,14 @@ static void time_gemm(rlx_threadpool *pool, int64_t M, int64_t N, int64_t K, int
     openblas_set_num_threads(rlx_threadpool_size(pool));
     for (int r = 0; r < repeats + 1; r++) {
         for (int impl = 0; impl < 3; impl++) {
-            double t0 = now_s();
+            double t0 = rlx_cli_now();
             if (impl == 1)
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)M, (int)N, (int)K, 1.0f,
                             A, (int)K, B, (int)N, 0.0f, C, (int)N);
             else
                 rlx_cpu_sgemm(pool, impl == 0 ? RLX_CPU_GEMM_OWN : RLX_CPU_GEMM_AUTO, false, false,
                               M, N, K, 1.0f, A, K, B, N, 0.0f, C, N);
-            double t = now_s() - t0;
+            double t = rlx_cli_now() - t0;
             if (r > 0 && t < best[impl]) /* round 0 warms caches and threads */
                 best[impl] = t;
         }
@@ -160,11 +154,11 @@ static void bench_matvec(rlx_threadpool *pool, rlx_dtype t, int64_t N, int64_t K
     /* warm-up pass over every copy (page faults, pool spin-up) */
     for (int c = 0; c < copies; c++)
         rlx_cpu_matmul(pool, t, w + (size_t)c * bytes, rb, N, K, row, K, 1, y, N, scratch, sb);
-    double t0 = now_s();
+    double t0 = rlx_cli_now();
     for (int i = 0; i < iters; i++)
         rlx_cpu_matmul(pool, t, w + (size_t)(i % copies) * bytes, rb, N, K, row, K, 1, y, N,
                        scratch, sb);
-    double dt = (now_s() - t0) / iters;
+    double dt = (rlx_cli_now() - t0) / iters;
     double gbs = (double)bytes / dt / 1e9;
     /* bandwidth again, right after: on a shared machine the figure drifts */
     double bw = rlx_bench_measure_bandwidth(pool, 1, (size_t)256 << 20);
@@ -217,9 +211,9 @@ static void bench_attention(rlx_threadpool *pool, int64_t n_q, int64_t n_kv, int
     void *scratch = xalloc(sb);
     double best = 1e30;
     for (int r = 0; r < repeats + 1; r++) {
-        double t0 = now_s();
+        double t0 = rlx_cli_now();
         rlx_cpu_attention(pool, &p, scratch, sb);
-        double t = now_s() - t0;
+        double t = rlx_cli_now() - t0;
         if (r > 0 || repeats == 0)
             best = t < best ? t : best;
     }
@@ -350,10 +344,10 @@ static const char *gpu_time(gpu_op *o, rlx_op op, const rlx_op_params *p, int n_
     o->be->program_set_timing(prog, true);
     *dev_ms = *wall_ms = 1e30;
     for (int r = 0; r < repeats + 1; r++) {
-        double t0 = now_s();
+        double t0 = rlx_cli_now();
         if (o->be->program_run(prog, &b, NULL, &err) != RLX_OK)
             goto fail;
-        double t = (now_s() - t0) * 1e3, ms = -1;
+        double t = (rlx_cli_now() - t0) * 1e3, ms = -1;
         if (o->be->program_timings(prog, &ms, 1, &err) != RLX_OK) {
             rlx_error_clear(&err);
             ms = -1;

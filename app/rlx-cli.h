@@ -3,6 +3,8 @@
 #ifndef RLX_APP_RLX_CLI_H
 #define RLX_APP_RLX_CLI_H
 
+#include <stdbool.h>
+
 int rlx_cmd_info(int argc, char **argv);
 int rlx_cmd_tokenize(int argc, char **argv);
 int rlx_cmd_generate(int argc, char **argv);
@@ -13,5 +15,11 @@ int rlx_cmd_perplexity(int argc, char **argv);
 
 /* Print a one-line error "rlx: <message>" to stderr and return 1. */
 int rlx_cli_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* A whole decimal number in [lo, hi] (nothing else in s) into *out. */
+bool rlx_cli_parse_long(const char *s, long lo, long hi, long *out);
+
+/* Seconds on the monotonic clock. */
+double rlx_cli_now(void);
 
 #endif

@@ -87,17 +87,6 @@ static bool parse_size(const char *s, uint64_t *out)
     return true;
 }
 
-static bool parse_int(const char *s, long lo, long hi, long *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi)
-        return false;
-    *out = v;
-    return true;
-}
-
 static bool parse_float(const char *s, float *out)
 {
     char *end;
@@ -140,7 +129,7 @@ static int parse_args(const char *cmd, int argc, char **argv, options *o)
         else if (!strcmp(a, "-p") || !strcmp(a, "--prompt"))
             o->prompt = v;
         else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) {
-            if (!parse_int(v, -1, INT32_MAX, &n))
+            if (!rlx_cli_parse_long(v, -1, INT32_MAX, &n))
                 return rlx_cli_fail("%s: -n wants a number of tokens, not '%s'", cmd, v);
             o->gp.max_tokens = (int32_t)n;
             o->n_given = true;
@@ -149,7 +138,7 @@ static int parse_args(const char *cmd, int argc, char **argv, options *o)
                 return rlx_cli_fail("%s: --temp wants a number, not '%s'", cmd, v);
             o->gp.sampler.temperature = f;
         } else if (!strcmp(a, "--top-k")) {
-            if (!parse_int(v, 0, INT32_MAX, &n))
+            if (!rlx_cli_parse_long(v, 0, INT32_MAX, &n))
                 return rlx_cli_fail("%s: --top-k wants a count, not '%s'", cmd, v);
             o->gp.sampler.top_k = (int32_t)n;
         } else if (!strcmp(a, "--top-p")) {
@@ -176,7 +165,7 @@ static int parse_args(const char *cmd, int argc, char **argv, options *o)
                 return rlx_cli_fail("%s: at most %d --stop strings", cmd, MAX_STOP);
             o->stop[o->gp.n_stop++] = v;
         } else if (!strcmp(a, "--keep")) {
-            if (!parse_int(v, 0, INT32_MAX, &n))
+            if (!rlx_cli_parse_long(v, 0, INT32_MAX, &n))
                 return rlx_cli_fail("%s: --keep wants a number of tokens, not '%s'", cmd, v);
             o->gp.n_keep = (int32_t)n;
         } else if (!strcmp(a, "--dry-multiplier")) {
@@ -188,12 +177,12 @@ static int parse_args(const char *cmd, int argc, char **argv, options *o)
                 return rlx_cli_fail("%s: --dry-base wants a number, not '%s'", cmd, v);
             o->gp.sampler.dry_base = f;
         } else if (!strcmp(a, "--dry-allowed-length")) {
-            if (!parse_int(v, 1, INT32_MAX, &n))
+            if (!rlx_cli_parse_long(v, 1, INT32_MAX, &n))
                 return rlx_cli_fail("%s: --dry-allowed-length wants a count >= 1, not '%s'", cmd,
                                     v);
             o->gp.sampler.dry_allowed_length = (int32_t)n;
         } else if (!strcmp(a, "--dry-penalty-last-n")) {
-            if (!parse_int(v, -1, INT32_MAX, &n))
+            if (!rlx_cli_parse_long(v, -1, INT32_MAX, &n))
                 return rlx_cli_fail("%s: --dry-penalty-last-n wants a count (-1 = all), not '%s'",
                                     cmd, v);
             o->gp.sampler.dry_penalty_last_n = (int32_t)n;
@@ -204,16 +193,16 @@ static int parse_args(const char *cmd, int argc, char **argv, options *o)
         } else if (!strcmp(a, "--device"))
             o->lp.device = v;
         else if (!strcmp(a, "--gpu-layers")) {
-            if (!parse_int(v, -1, INT32_MAX, &n))
+            if (!rlx_cli_parse_long(v, -1, INT32_MAX, &n))
                 return rlx_cli_fail("%s: --gpu-layers wants a layer count (-1 = none), not '%s'",
                                     cmd, v);
             o->lp.gpu_layers = n == 0 ? -1 : (int32_t)n;
         } else if (!strcmp(a, "--ctx") || !strcmp(a, "-c")) {
-            if (!parse_int(v, 2, INT32_MAX, &n))
+            if (!rlx_cli_parse_long(v, 2, INT32_MAX, &n))
                 return rlx_cli_fail("%s: --ctx wants a number of tokens (>= 2), not '%s'", cmd, v);
             o->lp.n_ctx = (int32_t)n;
         } else if (!strcmp(a, "--batch") || !strcmp(a, "-b")) {
-            if (!parse_int(v, 1, 65536, &n))
+            if (!rlx_cli_parse_long(v, 1, 65536, &n))
                 return rlx_cli_fail("%s: --batch wants a number of tokens, not '%s'", cmd, v);
             o->lp.n_batch = (int32_t)n;
         } else if (!strcmp(a, "--kv-type")) {
@@ -230,7 +219,7 @@ static int parse_args(const char *cmd, int argc, char **argv, options *o)
                 return rlx_cli_fail("%s: --memory-budget wants a size like 6G, not '%s'", cmd, v);
             o->lp.memory_budget = sz;
         } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
-            if (!parse_int(v, 0, 4096, &n))
+            if (!rlx_cli_parse_long(v, 0, 4096, &n))
                 return rlx_cli_fail("%s: -t wants a thread count, not '%s'", cmd, v);
             o->lp.n_threads = (int)n;
         } else

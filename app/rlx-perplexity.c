@@ -16,7 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "models/llm/llm.h"
 #include "rlx-cli.h"
@@ -29,24 +28,6 @@ static const char ppl_usage[] =
     "  --device DEV     cpu (default), vulkan:N, cuda:N\n"
     "  --kv-type f16|f32|q8_0  KV cache type (default f16)\n"
     "Running perplexity per window goes to stdout, then the final estimate.\n";
-
-static bool parse_long(const char *s, long lo, long hi, long *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi)
-        return false;
-    *out = v;
-    return true;
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* The whole file, NUL-terminated; NULL with errno set on failure. */
 static char *read_file(const char *path, size_t *len)
@@ -119,14 +100,14 @@ int rlx_cmd_perplexity(int argc, char **argv)
         else if (!strcmp(a, "-f") || !strcmp(a, "--file"))
             text_path = v;
         else if (!strcmp(a, "--ctx") || !strcmp(a, "-c")) {
-            if (!parse_long(v, 4, INT32_MAX, &ctx))
+            if (!rlx_cli_parse_long(v, 4, INT32_MAX, &ctx))
                 return rlx_cli_fail("perplexity: --ctx wants a number of tokens (>= 4), not '%s'",
                                     v);
         } else if (!strcmp(a, "--batch") || !strcmp(a, "-b")) {
-            if (!parse_long(v, 1, 65536, &batch))
+            if (!rlx_cli_parse_long(v, 1, 65536, &batch))
                 return rlx_cli_fail("perplexity: --batch wants a number of tokens, not '%s'", v);
         } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
-            if (!parse_long(v, 0, 4096, &n))
+            if (!rlx_cli_parse_long(v, 0, 4096, &n))
                 return rlx_cli_fail("perplexity: -t wants a thread count, not '%s'", v);
             lp.n_threads = (int)n;
         } else if (!strcmp(a, "--device"))
@@ -206,7 +187,7 @@ int rlx_cmd_perplexity(int argc, char **argv)
     fprintf(stderr,
             "perplexity: %zu tokens, %ld windows of %ld (batch %ld), scoring %ld tokens each\n",
             n_tok, n_chunk, ctx, batch, ctx - 1 - first);
-    double nll = 0, nll2 = 0, t0 = now_s();
+    double nll = 0, nll2 = 0, t0 = rlx_cli_now();
     long count = 0;
     for (long c = 0; c < n_chunk; c++) {
         memcpy(window, toks + (size_t)c * (size_t)ctx, (size_t)ctx * sizeof *window);
@@ -238,7 +219,7 @@ int rlx_cmd_perplexity(int argc, char **argv)
     double ppl = exp(mean);
     double unc = var > 0 && count > 1 ? ppl * sqrt(var / (double)(count - 1)) : 0.0;
     printf("\nFinal estimate: PPL = %.6f +/- %.6f\n", ppl, unc);
-    fprintf(stderr, "perplexity: %ld tokens scored in %.2f s\n", count, now_s() - t0);
+    fprintf(stderr, "perplexity: %ld tokens scored in %.2f s\n", count, rlx_cli_now() - t0);
 
 done:
     rlx_error_free(err);

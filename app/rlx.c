@@ -1,7 +1,10 @@
 /* rlx: the command-line tool over librlx, for scripting, tests and benchmarks. */
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "rlx-config.h"
 #include "rlx-bench-ops.h"
@@ -16,6 +19,24 @@ int rlx_cli_fail(const char *fmt, ...)
     fputc('\n', stderr);
     va_end(ap);
     return 1;
+}
+
+bool rlx_cli_parse_long(const char *s, long lo, long hi, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi)
+        return false;
+    *out = v;
+    return true;
+}
+
+double rlx_cli_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 static int cmd_bench(int argc, char **argv)
