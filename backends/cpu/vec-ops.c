@@ -161,7 +161,10 @@ static float dot_f32(const float *a, const float *b, int64_t n)
 
 /* ------------------------------------------------------ half conversion */
 
-static void f16_to_f32(const uint16_t *src, float *dst, int64_t n)
+/* always inlined where called directly (kv_tile_rows: a call per K/V row
+ * showed in decode profiles); the table takes its address as well */
+static inline __attribute__((always_inline)) void f16_to_f32(const uint16_t *src, float *dst,
+                                                             int64_t n)
 {
     int64_t i = 0;
 #if defined(__AVX512F__)
@@ -473,24 +476,6 @@ static void softmax_row(const float *x, float *y, int64_t n, float scale, const 
  * widened and Q8_0 rows (a quantized KV cache, offsets counting elements)
  * decoded once per tile into buf (row-major, D floats each), so no f32
  * copy of the cache ever exists. */
-/* f16_to_f32 inlined into the tile loop (a call per K/V row showed in
- * decode profiles) */
-static inline __attribute__((always_inline)) void f16_row(const uint16_t *src, float *dst,
-                                                          int64_t n)
-{
-    int64_t i = 0;
-#if defined(__AVX512F__)
-    for (; i + 16 <= n; i += 16)
-        _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(src + i))));
-#endif
-#if defined(__F16C__)
-    for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + i))));
-#endif
-    for (; i < n; i++)
-        dst[i] = rlx_f16_to_f32(src[i]);
-}
-
 static void kv_tile_rows(const rlx_cpu_attn_params *p, const void *base, int64_t ld_tok,
                          int64_t ld_head, int64_t kvh, int64_t t0, int64_t kn, float *buf,
                          const float **rows)
@@ -499,7 +484,7 @@ static void kv_tile_rows(const rlx_cpu_attn_params *p, const void *base, int64_t
     for (int64_t j = 0; j < kn; j++) {
         int64_t off = (t0 + j) * ld_tok + kvh * ld_head;
         if (p->kv_type == RLX_DTYPE_F16) {
-            f16_row((const uint16_t *)base + off, buf + j * D, D);
+            f16_to_f32((const uint16_t *)base + off, buf + j * D, D);
             rows[j] = buf + j * D;
         } else if (p->kv_type == RLX_DTYPE_Q8_0) {
             /* element e sits in block e / 32 at e % 32; a row may start
