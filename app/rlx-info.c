@@ -420,7 +420,8 @@ static void print_human(json_object *o)
         {
             human_bytes((uint64_t)json_object_get_int64(json_object_object_get(v, "bytes")), b,
                         sizeof b);
-            printf("  %-8s %6s tensors  %s\n", k, jstr(v, "tensors"), b);
+            const char *nt = jstr(v, "tensors");
+            printf("  %-8s %6s tensors  %s\n", k, nt ? nt : "?", b);
         }
     }
     json_object *list;

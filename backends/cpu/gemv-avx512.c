@@ -24,6 +24,7 @@
 
 #include "backends/cpu/gemv.h"
 #include "backends/cpu/kernels-internal.h"
+#include "backends/cpu/q6k-avx512.h"
 
 #define AI __attribute__((always_inline)) inline
 
@@ -445,8 +446,6 @@ static const uint16_t q6_sc_idx[2][32] = {
 static AI void q6_block(const blk_q6_k *x, const blk_q8_k *y, const __m512i Y[4],
                         const __m512i idx[2], __m512 *acc)
 {
-    const __m512i m4 = _mm512_set1_epi8(0x0F);
-    const __m256i m2 = _mm256_set1_epi8(3);
     /* the stored values are q + 32: start at -32 * sum(scale * bsum) */
     __m256i off =
         _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums),
@@ -454,15 +453,8 @@ static AI void q6_block(const blk_q6_k *x, const blk_q8_k *y, const __m512i Y[4]
     __m512i s =
         _mm512_zextsi256_si512(_mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(off, 5)));
     for (int half = 0; half < 2; half++) {
-        __m512i l = _mm512_loadu_si512(x->ql + 64 * half);
-        __m256i qh = _mm256_loadu_si256((const __m256i *)(x->qh + 32 * half));
-        __m512i h12 =
-            join256(_mm256_and_si256(qh, m2), _mm256_and_si256(_mm256_srli_epi16(qh, 2), m2));
-        __m512i h34 = join256(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m2),
-                              _mm256_and_si256(_mm256_srli_epi16(qh, 6), m2));
-        __m512i q12 = _mm512_or_si512(_mm512_and_si512(l, m4), _mm512_slli_epi16(h12, 4));
-        __m512i q34 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), m4),
-                                      _mm512_slli_epi16(h34, 4));
+        __m512i q12, q34;
+        rlx_q6k_half_avx512(x->ql, x->qh, half, &q12, &q34);
         __m512i sc16 = _mm512_castsi128_si512(
             _mm_cvtepi8_epi16(_mm_loadl_epi64((const __m128i *)(x->scales + 8 * half))));
         s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(q12, Y[2 * half]),

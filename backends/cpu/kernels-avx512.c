@@ -13,6 +13,7 @@
 #include <immintrin.h>
 
 #include "backends/cpu/kernels-internal.h"
+#include "backends/cpu/q6k-avx512.h"
 
 static inline float h2f(uint16_t h)
 {
@@ -150,8 +151,6 @@ static void dot_q6_k(int64_t n, float *s, const void *w, const void *a)
 {
     const blk_q6_k *x = w;
     const blk_q8_k *y = a;
-    const __m512i m4 = _mm512_set1_epi8(0x0F);
-    const __m256i m2 = _mm256_set1_epi8(3);
     /* int16 lane i takes scale i/8 (first 4 groups) or 4 + i/8 */
     const __m512i idx_a = _mm512_set_epi16(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2, 1, 1, 1,
                                            1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
@@ -167,15 +166,8 @@ static void dot_q6_k(int64_t n, float *s, const void *w, const void *a)
         int off = _mm_cvtsi128_si32(o);
         __m512i acc = _mm512_setzero_si512();
         for (int half = 0; half < 2; half++) {
-            __m512i l = _mm512_loadu_si512(x[i].ql + 64 * half);
-            __m256i qh = _mm256_loadu_si256((const __m256i *)(x[i].qh + 32 * half));
-            __m512i h12 =
-                join256(_mm256_and_si256(qh, m2), _mm256_and_si256(_mm256_srli_epi16(qh, 2), m2));
-            __m512i h34 = join256(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m2),
-                                  _mm256_and_si256(_mm256_srli_epi16(qh, 6), m2));
-            __m512i q12 = _mm512_or_si512(_mm512_and_si512(l, m4), _mm512_slli_epi16(h12, 4));
-            __m512i q34 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), m4),
-                                          _mm512_slli_epi16(h34, 4));
+            __m512i q12, q34;
+            rlx_q6k_half_avx512(x[i].ql, x[i].qh, half, &q12, &q34);
             const int8_t *q8 = y[i].qs + 128 * half;
             __m512i p12 = _mm512_maddubs_epi16(q12, _mm512_loadu_si512(q8));
             __m512i p34 = _mm512_maddubs_epi16(q34, _mm512_loadu_si512(q8 + 64));

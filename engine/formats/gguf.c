@@ -1022,8 +1022,8 @@ static rlx_status get_int(const rlx_gguf *g, const char *key, int64_t lo, uint64
 
 rlx_status rlx_gguf_get_u32(const rlx_gguf *g, const char *key, uint32_t *out, rlx_error **err)
 {
-    uint64_t u;
-    int64_t i;
+    uint64_t u = 0;
+    int64_t i = 0;
     rlx_status s = get_int(g, key, 0, UINT32_MAX, "uint32", &u, &i, err);
     if (s == RLX_OK)
         *out = (uint32_t)u;
@@ -1032,8 +1032,8 @@ rlx_status rlx_gguf_get_u32(const rlx_gguf *g, const char *key, uint32_t *out, r
 
 rlx_status rlx_gguf_get_u64(const rlx_gguf *g, const char *key, uint64_t *out, rlx_error **err)
 {
-    uint64_t u;
-    int64_t i;
+    uint64_t u = 0;
+    int64_t i = 0;
     rlx_status s = get_int(g, key, 0, UINT64_MAX, "uint64", &u, &i, err);
     if (s == RLX_OK)
         *out = u;
@@ -1042,8 +1042,8 @@ rlx_status rlx_gguf_get_u64(const rlx_gguf *g, const char *key, uint64_t *out, r
 
 rlx_status rlx_gguf_get_i64(const rlx_gguf *g, const char *key, int64_t *out, rlx_error **err)
 {
-    uint64_t u;
-    int64_t i;
+    uint64_t u = 0;
+    int64_t i = 0;
     rlx_status s = get_int(g, key, INT64_MIN, INT64_MAX, "int64", &u, &i, err);
     if (s == RLX_OK)
         *out = i;
