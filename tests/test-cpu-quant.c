@@ -378,9 +378,10 @@ static void matmul_all_types(void **state)
     rlx_threadpool_free(pool3);
 }
 
-/* M == 1 takes the matrix-vector kernels (two weight rows per pass on
- * AVX-512, a private activation layout): even and odd row counts, one row,
- * block counts that leave every tail (Q4_0 groups of 4 blocks, Q8_0 pairs),
+/* M == 1 takes the matrix-vector kernels (on AVX-512 a private activation
+ * layout, two accumulators per row): even and odd row counts, one row,
+ * block counts that leave every tail (Q4_0 steps of 8 blocks in groups of 4,
+ * Q8_0 steps of 4 in pairs),
  * all compared with the scalar path and float64 inside check_matmul. */
 static void matvec_shapes(void **state)
 {
@@ -398,8 +399,8 @@ static void matvec_shapes(void **state)
         check_matmul(pool2, t, 64, bs * 4, 1);
         check_matmul(pool2, t, 33, bs * (is_k_quant(t) ? 6 : 45), 1);
     }
-    /* F16 rows of any length: the kernel's masked tail (K % 32 != 0) */
-    for (int64_t K = 1; K <= 70; K += 23) {
+    /* F16 rows of any length: steps of 64, then of 16, then the masked tail */
+    for (int64_t K = 1; K <= 140; K += 23) {
         const int64_t N = 5;
         float *wf = malloc((size_t)(N * K) * sizeof(float)), *x = malloc((size_t)K * 4);
         uint16_t *wh = malloc((size_t)(N * K) * 2);

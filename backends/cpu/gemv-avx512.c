@@ -7,19 +7,24 @@
  *     the signed activation gives sum(x*y) + 128*sum(y); the activation's
  *     -128*sum(y) per block is the accumulator's starting value.
  *   - Q4_0: the nibbles are already unsigned (q = nibble - 8): the start
- *     value is -8*sum(y); four blocks per register (their 16 packed bytes),
- *     the activation stored as the matching low/high halves.
+ *     value is -8*sum(y); four blocks per register (their 16 packed bytes,
+ *     gathered by one vpermt2w from two loads), the activation stored as
+ *     the matching low/high halves.
  *   - Q4_K/Q5_K: two 32-byte chunks per register, the activation permuted to
- *     match; sub-block scales as 16-bit lanes for vpdpwssd, built once per
- *     block with vpermw; the mins term uses precomputed sums per 32.
+ *     match; the mins term uses precomputed sums per 32.
  *   - Q6_K: the -32 offset folded into the block's integer accumulator.
  *   - Scales are converted as vectors (vpermw picks each block's f16 out of a
  *     load of the blocks themselves), and every block ends in one vector FMA:
  *     no horizontal sums until the end of the row.
- * The row loops take R rows at once (sharing the activation loads), but
- * call them with R = 1: two interleaved weight streams per thread measured
- * about half the DRAM throughput of one (in cache they were faster), so a
- * thread walks its rows one after another. */
+ *   - Q4_K/Q5_K/Q6_K: vpdpbusd sums of four products, packed to 16 bits
+ *     (exact: below 2^15), so one vpdpwssd applies the sub-block scales
+ *     (16-bit lanes built once per block with vpermw) of two registers.
+ *   - Q8_0, Q4_0 and F16 rows alternate between two (F16: four) accumulators:
+ *     one chain of 4-cycle FMAs set the pace in cache.
+ * A thread walks its rows one after another: two interleaved weight streams
+ * per thread measured about half the DRAM throughput of one (in cache they
+ * were faster); the K-quant loops keep an R parameter from those trials and
+ * are called with R = 1. */
 #include <immintrin.h>
 
 #include "backends/cpu/gemv.h"
@@ -71,15 +76,13 @@ static AI const uint8_t *pf_min(const uint8_t *a, const uint8_t *b)
 }
 
 /* the lines of [p + PF_DIST, p + PF_DIST + bytes): one request per 64
- * bytes, and one for the last byte where a step is not a whole number of
- * lines (steps of whole lines meet each line once at any alignment) */
-#define PF_AHEAD(p, bytes)                              \
-    do {                                                \
-        const char *pf_ = (const char *)(p) + PF_DIST;  \
-        for (int pfo_ = 0; pfo_ < (bytes); pfo_ += 64)  \
-            _mm_prefetch(pf_ + pfo_, _MM_HINT_T0);      \
-        if ((bytes) % 64)                               \
-            _mm_prefetch(pf_ + (bytes)-1, _MM_HINT_T0); \
+ * bytes. Steps follow each other through contiguous rows, so requests never
+ * more than 64 bytes apart meet every line at any alignment. */
+#define PF_AHEAD(p, bytes)                             \
+    do {                                               \
+        const char *pf_ = (const char *)(p) + PF_DIST; \
+        for (int pfo_ = 0; pfo_ < (bytes); pfo_ += 64) \
+            _mm_prefetch(pf_ + pfo_, _MM_HINT_T0);     \
     } while (0)
 
 #define ROWS_WITH_PREFETCH(CALL)                       \
@@ -153,49 +156,54 @@ static void q8_prep(const float *x, void *act, int64_t K)
 static const uint16_t q8_d_idx[32] = {0, 0, 0, 0, 0, 0, 0, 0, 17, 17, 17, 17, 17, 17, 17, 17,
                                       0, 0, 0, 0, 0, 0, 0, 0, 0,  0,  0,  0,  0,  0,  0,  0};
 
-static AI void q8_rows_n(int R, int64_t nb, const uint8_t *w, size_t rb, const act_q8_pair *a,
-                         float *y)
+/* one pair of blocks (68 bytes) into acc */
+static AI void q8_pair(const uint8_t *b, const act_q8_pair *p, __m512i idx, __m512 *acc)
+{
+    const __m512i flip = _mm512_set1_epi8((char)0x80);
+    __m512i xv = join256(_mm256_loadu_si256((const __m256i *)(b + 2)),
+                         _mm256_loadu_si256((const __m256i *)(b + 36)));
+    __m512i s = _mm512_dpbusd_epi32(_mm512_load_si512(p->bias), _mm512_xor_si512(xv, flip),
+                                    _mm512_load_si512(p->y));
+    __m512 d = _mm512_cvtph_ps(
+        _mm512_castsi512_si256(_mm512_permutexvar_epi16(idx, _mm512_loadu_si512(b))));
+    *acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(d, _mm512_load_ps(p->dy)), *acc);
+}
+
+/* Two accumulators, alternating pairs: one chain of FMAs (4 cycles each)
+ * was the in-cache limit. */
+static AI void q8_row(int64_t nb, const uint8_t *w, const act_q8_pair *a, float *y)
 {
     const __m512i idx = _mm512_loadu_si512(q8_d_idx);
-    const __m512i flip = _mm512_set1_epi8((char)0x80);
-    __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
     int64_t i = 0;
-    for (; i + 2 <= nb; i += 2) {
+    for (; i + 4 <= nb; i += 4) {
+        PF_AHEAD(w + (size_t)i * 34, 136);
+        q8_pair(w + (size_t)i * 34, &a[i / 2], idx, &acc0);
+        q8_pair(w + (size_t)(i + 2) * 34, &a[i / 2 + 1], idx, &acc1);
+    }
+    if (i + 2 <= nb) {
+        PF_AHEAD(w + (size_t)i * 34, 68);
+        q8_pair(w + (size_t)i * 34, &a[i / 2], idx, &acc0);
+        i += 2;
+    }
+    float sum = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+    if (i < nb) { /* odd block count: the last block alone */
         const act_q8_pair *p = &a[i / 2];
-        const __m512i yv = _mm512_load_si512(p->y);
-        const __m512i bias = _mm512_load_si512(p->bias);
-        const __m512 dy = _mm512_load_ps(p->dy);
-        for (int r = 0; r < R; r++) {
-            const uint8_t *b = w + (size_t)r * rb + (size_t)i * 34;
-            PF_AHEAD(b, 68);
-            __m512i xv = join256(_mm256_loadu_si256((const __m256i *)(b + 2)),
-                                 _mm256_loadu_si256((const __m256i *)(b + 36)));
-            __m512i s = _mm512_dpbusd_epi32(bias, _mm512_xor_si512(xv, flip), yv);
-            __m512 d = _mm512_cvtph_ps(
-                _mm512_castsi512_si256(_mm512_permutexvar_epi16(idx, _mm512_loadu_si512(b))));
-            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(d, dy), acc[r]);
-        }
+        const blk_q8_0 *x = (const blk_q8_0 *)(const void *)w + i;
+        __m256i xv = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)x->qs),
+                                      _mm256_set1_epi8((char)0x80));
+        __m256i s = _mm256_dpbusd_epi32(_mm256_load_si256((const __m256i *)p->bias), xv,
+                                        _mm256_load_si256((const __m256i *)p->y));
+        __m256 f = _mm256_cvtepi32_ps(s);
+        __m128 q = _mm_add_ps(_mm256_castps256_ps128(f), _mm256_extractf128_ps(f, 1));
+        sum += h2f(x->d) * p->dy[0] * hsum128(q);
     }
-    for (int r = 0; r < R; r++) {
-        float sum = _mm512_reduce_add_ps(acc[r]);
-        if (i < nb) { /* odd block count: the last block alone */
-            const act_q8_pair *p = &a[i / 2];
-            const blk_q8_0 *x = (const blk_q8_0 *)(const void *)(w + (size_t)r * rb) + i;
-            __m256i xv = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)x->qs),
-                                          _mm256_set1_epi8((char)0x80));
-            __m256i s = _mm256_dpbusd_epi32(_mm256_load_si256((const __m256i *)p->bias), xv,
-                                            _mm256_load_si256((const __m256i *)p->y));
-            __m256 f = _mm256_cvtepi32_ps(s);
-            __m128 q = _mm_add_ps(_mm256_castps256_ps128(f), _mm256_extractf128_ps(f, 1));
-            sum += h2f(x->d) * p->dy[0] * hsum128(q);
-        }
-        y[r] = sum;
-    }
+    *y = sum;
 }
 
 static void q8_rows(int64_t K, const void *w, size_t rb, int64_t n, const void *act, float *y)
 {
-    ROWS_WITH_PREFETCH(q8_rows_n(1, K / 32, row, rb, act, y + r))
+    ROWS_WITH_PREFETCH(q8_row(K / 32, row, act, y + r))
 }
 
 /* ================================================================= Q4_0 */
@@ -240,28 +248,18 @@ static void q4_prep(const float *x, void *act, int64_t K)
 static const uint16_t q4_d_idx[32] = {0, 0, 0, 0, 9, 9, 9, 9, 18, 18, 18, 18, 27, 27, 27, 27,
                                       0, 0, 0, 0, 0, 0, 0, 0, 0,  0,  0,  0,  0,  0,  0,  0};
 
-static AI void q4_group(const uint8_t *b, int nvalid, const act_q4_group *g, __m512i idx,
-                        __m512 *acc)
+/* 16-bit word j of a group's nibble register: block j/8's word j%8, at word
+ * 9*(j/8) + 1 + j%8 of the group's 72 bytes (every block's nibbles start at
+ * an even byte; vpermt2w: 32 and up pick from the second register) */
+static const uint16_t q4_q_idx[32] = {1,  2,  3,  4,  5,  6,  7,  8,  10, 11, 12,
+                                      13, 14, 15, 16, 17, 19, 20, 21, 22, 23, 24,
+                                      25, 26, 28, 29, 30, 31, 32, 33, 34, 35};
+
+/* q: the group's 64 nibble bytes, dv: its first 64 bytes (the four d's at
+ * words 0, 9, 18, 27) */
+static AI void q4_dot(__m512i q, __m512i dv, const act_q4_group *g, __m512i idx, __m512 *acc)
 {
     const __m512i m4 = _mm512_set1_epi8(0x0F);
-    __m512i q, dv;
-    if (nvalid == 4) {
-        q = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(b + 2)));
-        q = _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)(b + 20)), 1);
-        q = _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)(b + 38)), 2);
-        q = _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)(b + 56)), 3);
-        dv = _mm512_loadu_si512(b);
-    } else {
-        /* the row's last 1-3 blocks: nothing past them is read */
-        q = _mm512_setzero_si512();
-        if (nvalid > 0)
-            q = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(b + 2)));
-        if (nvalid > 1)
-            q = _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)(b + 20)), 1);
-        if (nvalid > 2)
-            q = _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)(b + 38)), 2);
-        dv = _mm512_maskz_loadu_epi16((__mmask32)((1u << (9 * (nvalid - 1) + 1)) - 1u), b);
-    }
     __m512i lo = _mm512_and_si512(q, m4);
     __m512i hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
     __m512i s = _mm512_dpbusd_epi32(_mm512_load_si512(g->bias), lo, _mm512_load_si512(g->ylo));
@@ -270,27 +268,55 @@ static AI void q4_group(const uint8_t *b, int nvalid, const act_q4_group *g, __m
     *acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(d, _mm512_load_ps(g->dy)), *acc);
 }
 
-static AI void q4_rows_n(int R, int64_t nb, const uint8_t *w, size_t rb, const act_q4_group *a,
-                         float *y)
+/* four whole blocks: two loads (the second masked to the group's last 8
+ * bytes, nothing past them is read) and one word permute */
+static AI void q4_group(const uint8_t *b, const act_q4_group *g, __m512i idx, __m512i qidx,
+                        __m512 *acc)
+{
+    const __m512i l0 = _mm512_loadu_si512(b);
+    const __m512i l1 = _mm512_maskz_loadu_epi8((__mmask64)0xFF, b + 64);
+    q4_dot(_mm512_permutex2var_epi16(l0, qidx, l1), l0, g, idx, acc);
+}
+
+/* the row's last 1-3 blocks: nothing past them is read */
+static AI void q4_tail(const uint8_t *b, int nvalid, const act_q4_group *g, __m512i idx,
+                       __m512 *acc)
+{
+    __m512i q = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(b + 2)));
+    if (nvalid > 1)
+        q = _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)(b + 20)), 1);
+    if (nvalid > 2)
+        q = _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)(b + 38)), 2);
+    __m512i dv = _mm512_maskz_loadu_epi16((__mmask32)((1u << (9 * (nvalid - 1) + 1)) - 1u), b);
+    q = _mm512_maskz_mov_epi32((__mmask16)((1u << (4 * nvalid)) - 1u), q);
+    q4_dot(q, dv, g, idx, acc);
+}
+
+/* two accumulators, alternating groups (one FMA chain was the limit) */
+static AI void q4_row(int64_t nb, const uint8_t *w, const act_q4_group *a, float *y)
 {
     const __m512i idx = _mm512_loadu_si512(q4_d_idx);
-    __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+    const __m512i qidx = _mm512_loadu_si512(q4_q_idx);
+    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
     int64_t i = 0;
-    for (; i + 4 <= nb; i += 4)
-        for (int r = 0; r < R; r++) {
-            PF_AHEAD(w + (size_t)r * rb + (size_t)i * 18, 72);
-            q4_group(w + (size_t)r * rb + (size_t)i * 18, 4, &a[i / 4], idx, &acc[r]);
-        }
+    for (; i + 8 <= nb; i += 8) {
+        PF_AHEAD(w + (size_t)i * 18, 144);
+        q4_group(w + (size_t)i * 18, &a[i / 4], idx, qidx, &acc0);
+        q4_group(w + (size_t)(i + 4) * 18, &a[i / 4 + 1], idx, qidx, &acc1);
+    }
+    if (i + 4 <= nb) {
+        PF_AHEAD(w + (size_t)i * 18, 72);
+        q4_group(w + (size_t)i * 18, &a[i / 4], idx, qidx, &acc0);
+        i += 4;
+    }
     if (i < nb)
-        for (int r = 0; r < R; r++)
-            q4_group(w + (size_t)r * rb + (size_t)i * 18, (int)(nb - i), &a[i / 4], idx, &acc[r]);
-    for (int r = 0; r < R; r++)
-        y[r] = _mm512_reduce_add_ps(acc[r]);
+        q4_tail(w + (size_t)i * 18, (int)(nb - i), &a[i / 4], idx, &acc1);
+    *y = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
 }
 
 static void q4_rows(int64_t K, const void *w, size_t rb, int64_t n, const void *act, float *y)
 {
-    ROWS_WITH_PREFETCH(q4_rows_n(1, K / 32, row, rb, act, y + r))
+    ROWS_WITH_PREFETCH(q4_row(K / 32, row, act, y + r))
 }
 
 /* ========================================================== Q4_K / Q5_K */
@@ -328,17 +354,17 @@ static void kq_prep(const float *x, void *act, int64_t K)
     }
 }
 
-/* 16-bit scale lanes: register j's first 16 lanes take sub-block s0's scale,
- * the next 16 s1's (sub-blocks as in kq_prep's order) */
-static const uint16_t kq_sc_idx[4][32] = {
-    {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-     2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2},
-    {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
-     3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3},
-    {4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4,
-     6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6},
-    {5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5,
-     7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7},
+/* Sub-block scales in the order kq_block's packed sums take them: vpdpbusd
+ * gives register j's 32-bit sums of four products (below 2^15, so vpackssdw
+ * keeps them exact); packing registers 2p and 2p+1 puts, in each 128-bit
+ * lane, four sums of the first then four of the second, and a register's
+ * lanes 0-1 hold its sub-block s0, lanes 2-3 its s1 (kq_prep's order), so
+ * one vpdpwssd applies the scales of two registers. */
+static const uint16_t kq_sc_idx[2][32] = {
+    {0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1,
+     2, 2, 2, 2, 3, 3, 3, 3, 2, 2, 2, 2, 3, 3, 3, 3},
+    {4, 4, 4, 4, 5, 5, 5, 5, 4, 4, 4, 4, 5, 5, 5, 5,
+     6, 6, 6, 6, 7, 7, 7, 7, 6, 6, 6, 6, 7, 7, 7, 7},
 };
 
 /* Q5_K high bits: the bit of qh[l] for each byte of register j */
@@ -350,7 +376,7 @@ static AI __m512i q5_bitsel(int lo_bit, int hi_bit)
 /* One Q4_K (qh == NULL) or Q5_K block: acc += d*dy * sum(sc*q*y),
  * accm += dmin*dy * sum(mn*ysum). */
 static AI void kq_block(const uint8_t *hdr, const uint8_t *qh, const uint8_t *qs, const act_kq *a,
-                        const __m512i Y[4], const __m512i idx[4], __m512 *acc, __m128 *accm)
+                        const __m512i Y[4], const __m512i idx[2], __m512 *acc, __m128 *accm)
 {
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     uint8_t sc[8], mn[8];
@@ -369,10 +395,14 @@ static AI void kq_block(const uint8_t *hdr, const uint8_t *qh, const uint8_t *qs
             q[j] = _mm512_mask_add_epi8(q[j], k, q[j], v16);
         }
     }
-    __m512i s = _mm512_setzero_si512();
+    const __m512i z = _mm512_setzero_si512();
+    __m512i r[4];
     for (int j = 0; j < 4; j++)
-        s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(q[j], Y[j]),
-                                _mm512_permutexvar_epi16(idx[j], sc16));
+        r[j] = _mm512_dpbusd_epi32(z, q[j], Y[j]);
+    __m512i s = _mm512_dpwssd_epi32(z, _mm512_packs_epi32(r[0], r[1]),
+                                    _mm512_permutexvar_epi16(idx[0], sc16));
+    s = _mm512_dpwssd_epi32(s, _mm512_packs_epi32(r[2], r[3]),
+                            _mm512_permutexvar_epi16(idx[1], sc16));
     uint32_t dd;
     memcpy(&dd, hdr, 4);
     __m128 dm = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)dd)), _mm_set1_ps(a->d));
@@ -386,9 +416,7 @@ static AI void kq_block(const uint8_t *hdr, const uint8_t *qh, const uint8_t *qs
 static AI void kq_rows_n(int R, bool q5, int64_t nb, const uint8_t *w, size_t rb, const act_kq *a,
                          float *y)
 {
-    __m512i idx[4];
-    for (int j = 0; j < 4; j++)
-        idx[j] = _mm512_loadu_si512(kq_sc_idx[j]);
+    const __m512i idx[2] = {_mm512_loadu_si512(kq_sc_idx[0]), _mm512_loadu_si512(kq_sc_idx[1])};
     __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
     __m128 accm[2] = {_mm_setzero_ps(), _mm_setzero_ps()};
     const size_t bb = q5 ? sizeof(blk_q5_k) : sizeof(blk_q4_k);
@@ -435,16 +463,15 @@ static void q8k_prep(const float *x, void *act, int64_t K)
     rlx_vec_ops_avx512.quantize_q8_k(x, act, K);
 }
 
-/* int16 lane i takes scale i/8 (first 4 groups) or 4 + i/8 */
-static const uint16_t q6_sc_idx[2][32] = {
-    {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
-     2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3},
-    {4, 4, 4, 4, 4, 4, 4, 4, 5, 5, 5, 5, 5, 5, 5, 5,
-     6, 6, 6, 6, 6, 6, 6, 6, 7, 7, 7, 7, 7, 7, 7, 7},
-};
+/* vpdpbusd's 32-bit lane m of q12 (or q34) sums four products of scale
+ * m/4 (or 4 + m/4), below 2^15 even for q + 32 = 63 against -128;
+ * vpackssdw of the two puts in 128-bit lane L four sums of scale L, then
+ * four of scale 4 + L */
+static const uint16_t q6_sc_idx[32] = {0, 0, 0, 0, 4, 4, 4, 4, 1, 1, 1, 1, 5, 5, 5, 5,
+                                       2, 2, 2, 2, 6, 6, 6, 6, 3, 3, 3, 3, 7, 7, 7, 7};
 
-static AI void q6_block(const blk_q6_k *x, const blk_q8_k *y, const __m512i Y[4],
-                        const __m512i idx[2], __m512 *acc)
+static AI void q6_block(const blk_q6_k *x, const blk_q8_k *y, const __m512i Y[4], __m512i idx,
+                        __m512 *acc)
 {
     /* the stored values are q + 32: start at -32 * sum(scale * bsum) */
     __m256i off =
@@ -457,10 +484,10 @@ static AI void q6_block(const blk_q6_k *x, const blk_q8_k *y, const __m512i Y[4]
         rlx_q6k_half_avx512(x->ql, x->qh, half, &q12, &q34);
         __m512i sc16 = _mm512_castsi128_si512(
             _mm_cvtepi8_epi16(_mm_loadl_epi64((const __m128i *)(x->scales + 8 * half))));
-        s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(q12, Y[2 * half]),
-                                _mm512_permutexvar_epi16(idx[0], sc16));
-        s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(q34, Y[2 * half + 1]),
-                                _mm512_permutexvar_epi16(idx[1], sc16));
+        const __m512i z = _mm512_setzero_si512();
+        __m512i p = _mm512_packs_epi32(_mm512_dpbusd_epi32(z, q12, Y[2 * half]),
+                                       _mm512_dpbusd_epi32(z, q34, Y[2 * half + 1]));
+        s = _mm512_dpwssd_epi32(s, p, _mm512_permutexvar_epi16(idx, sc16));
     }
     *acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(h2f(x->d) * y->d), *acc);
 }
@@ -468,7 +495,7 @@ static AI void q6_block(const blk_q6_k *x, const blk_q8_k *y, const __m512i Y[4]
 static AI void q6_rows_n(int R, int64_t nb, const uint8_t *w, size_t rb, const blk_q8_k *a,
                          float *y)
 {
-    const __m512i idx[2] = {_mm512_loadu_si512(q6_sc_idx[0]), _mm512_loadu_si512(q6_sc_idx[1])};
+    const __m512i idx = _mm512_loadu_si512(q6_sc_idx);
     __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
     for (int64_t i = 0; i < nb; i++) {
         __m512i Y[4];
@@ -491,38 +518,32 @@ static void q6k_rows(int64_t K, const void *w, size_t rb, int64_t n, const void 
 
 /* ================================================================== F16 */
 
-/* f32 activation read in place (no prep); 32 halves per row per pass */
-static AI void f16_rows_n(int R, int64_t K, const uint8_t *w, size_t rb, const float *x, float *y)
+static AI __m512 f16_fma(const uint16_t *h, const float *x, __m512 acc)
 {
-    __m512 acc[2][2] = {{_mm512_setzero_ps(), _mm512_setzero_ps()},
-                        {_mm512_setzero_ps(), _mm512_setzero_ps()}};
+    return _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)h)),
+                           _mm512_loadu_ps(x), acc);
+}
+
+/* f32 activation read in place (no prep); 64 halves per pass into four
+ * accumulators (two chains of FMAs held the loop to 4 cycles per 64 bytes) */
+static AI void f16_row(int64_t K, const uint8_t *w, const float *x, float *y)
+{
+    const uint16_t *h = (const uint16_t *)(const void *)w;
+    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
+                     _mm512_setzero_ps()};
     int64_t k = 0;
-    for (; k + 32 <= K; k += 32) {
-        const __m512 x0 = _mm512_loadu_ps(x + k), x1 = _mm512_loadu_ps(x + k + 16);
-        for (int r = 0; r < R; r++) {
-            const uint16_t *h = (const uint16_t *)(const void *)(w + (size_t)r * rb) + k;
-            acc[r][0] = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)h)), x0,
-                                        acc[r][0]);
-            acc[r][1] = _mm512_fmadd_ps(
-                _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(h + 16))), x1, acc[r][1]);
-        }
-    }
+    for (; k + 64 <= K; k += 64)
+        for (int j = 0; j < 4; j++)
+            acc[j] = f16_fma(h + k + 16 * j, x + k + 16 * j, acc[j]);
+    for (; k + 16 <= K; k += 16)
+        acc[0] = f16_fma(h + k, x + k, acc[0]);
     if (k < K) { /* masked tail: nothing past the row is read */
-        int64_t n = K - k;
-        __mmask16 m0 = (__mmask16)(n >= 16 ? 0xFFFF : (1u << n) - 1u);
-        __mmask16 m1 = (__mmask16)(n >= 32 ? 0xFFFF : n > 16 ? (1u << (n - 16)) - 1u : 0u);
-        const __m512 x0 = _mm512_maskz_loadu_ps(m0, x + k),
-                     x1 = _mm512_maskz_loadu_ps(m1, x + k + 16);
-        for (int r = 0; r < R; r++) {
-            const uint16_t *h = (const uint16_t *)(const void *)(w + (size_t)r * rb) + k;
-            acc[r][0] =
-                _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m0, h)), x0, acc[r][0]);
-            acc[r][1] = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m1, h + 16)), x1,
-                                        acc[r][1]);
-        }
+        __mmask16 m = (__mmask16)((1u << (K - k)) - 1u);
+        acc[1] = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, h + k)),
+                                 _mm512_maskz_loadu_ps(m, x + k), acc[1]);
     }
-    for (int r = 0; r < R; r++)
-        y[r] = _mm512_reduce_add_ps(_mm512_add_ps(acc[r][0], acc[r][1]));
+    *y = _mm512_reduce_add_ps(
+        _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3])));
 }
 
 static void f16_rows(int64_t K, const void *w, size_t rb, int64_t n, const void *act, float *y)
@@ -532,7 +553,7 @@ static void f16_rows(int64_t K, const void *w, size_t rb, int64_t n, const void 
      * faster here than one per line inside the loop (1024 x 3072, 2
      * threads, interleaved runs) */
     ROWS_WITH_PREFETCH(pf_range(pf_min(row + PF_DIST, end), pf_min(row + PF_DIST + rb, end));
-                       f16_rows_n(1, K, row, rb, act, y + r))
+                       f16_row(K, row, act, y + r))
 }
 
 /* ============================================================ dispatch */
