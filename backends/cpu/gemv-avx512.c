@@ -250,10 +250,11 @@ static const uint16_t q4_d_idx[32] = {0, 0, 0, 0, 9, 9, 9, 9, 18, 18, 18, 18, 27
 
 /* 16-bit word j of a group's nibble register: block j/8's word j%8, at word
  * 9*(j/8) + 1 + j%8 of the group's 72 bytes (every block's nibbles start at
- * an even byte; vpermt2w: 32 and up pick from the second register) */
+ * an even byte). Words 0-31 come from a load of bytes 0-63, words 32-35 from
+ * a 16-byte load of bytes 56-71 (its words 4-7: vpermt2w index 36-39). */
 static const uint16_t q4_q_idx[32] = {1,  2,  3,  4,  5,  6,  7,  8,  10, 11, 12,
                                       13, 14, 15, 16, 17, 19, 20, 21, 22, 23, 24,
-                                      25, 26, 28, 29, 30, 31, 32, 33, 34, 35};
+                                      25, 26, 28, 29, 30, 31, 36, 37, 38, 39};
 
 /* q: the group's 64 nibble bytes, dv: its first 64 bytes (the four d's at
  * words 0, 9, 18, 27) */
@@ -268,13 +269,14 @@ static AI void q4_dot(__m512i q, __m512i dv, const act_q4_group *g, __m512i idx,
     *acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(d, _mm512_load_ps(g->dy)), *acc);
 }
 
-/* four whole blocks: two loads (the second masked to the group's last 8
- * bytes, nothing past them is read) and one word permute */
+/* four whole blocks: two loads (nothing past the group is read; a masked
+ * load of its last 8 bytes ran at half speed from DRAM) and one word
+ * permute */
 static AI void q4_group(const uint8_t *b, const act_q4_group *g, __m512i idx, __m512i qidx,
                         __m512 *acc)
 {
     const __m512i l0 = _mm512_loadu_si512(b);
-    const __m512i l1 = _mm512_maskz_loadu_epi8((__mmask64)0xFF, b + 64);
+    const __m512i l1 = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(b + 56)));
     q4_dot(_mm512_permutex2var_epi16(l0, qidx, l1), l0, g, idx, acc);
 }
 
@@ -373,16 +375,31 @@ static AI __m512i q5_bitsel(int lo_bit, int hi_bit)
     return join256(_mm256_set1_epi8((char)(1 << lo_bit)), _mm256_set1_epi8((char)(1 << hi_bit)));
 }
 
+/* rlx_k4_unpack in registers: the 12 scale bytes a, b, c (4 each) after
+ * the block's d and dmin become the 8 scales then the 8 mins, as bytes:
+ * sc = [a & 63, (c & 15) | (a >> 2 & 48)], mn = [b & 63, (c >> 4) | (b >> 2 & 48)].
+ * The 16-byte load ends inside the block's quants. */
+static AI __m128i k4_scales(const uint8_t *hdr)
+{
+    const __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(hdr + 4));
+    const __m128i m6 = _mm_set1_epi8(0x3F), m4 = _mm_set1_epi8(0x0F), m2 = _mm_set1_epi8(0x30);
+    const __m128i c = _mm_shuffle_epi32(v, 0xAA); /* c in every dword */
+    const __m128i chi =
+        _mm_unpacklo_epi32(_mm_and_si128(c, m4), _mm_and_si128(_mm_srli_epi16(c, 4), m4));
+    const __m128i hi =
+        _mm_or_si128(chi, _mm_and_si128(_mm_srli_epi16(v, 2), m2)); /* sc4-7, mn4-7 */
+    const __m128i lo = _mm_and_si128(v, m6);                        /* sc0-3, mn0-3 */
+    return _mm_unpacklo_epi32(lo, hi);                              /* sc0-7, mn0-7 */
+}
+
 /* One Q4_K (qh == NULL) or Q5_K block: acc += d*dy * sum(sc*q*y),
  * accm += dmin*dy * sum(mn*ysum). */
 static AI void kq_block(const uint8_t *hdr, const uint8_t *qh, const uint8_t *qs, const act_kq *a,
                         const __m512i Y[4], const __m512i idx[2], __m512 *acc, __m128 *accm)
 {
     const __m512i m4 = _mm512_set1_epi8(0x0F);
-    uint8_t sc[8], mn[8];
-    rlx_k4_unpack(hdr + 4, sc, mn);
-    __m512i sc16 = _mm512_castsi128_si512(
-        _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)(const void *)sc)));
+    const __m128i scmn = k4_scales(hdr);
+    __m512i sc16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(scmn));
     __m512i A = _mm512_loadu_si512(qs), B = _mm512_loadu_si512(qs + 64);
     __m512i q[4] = {_mm512_and_si512(A, m4), _mm512_and_si512(_mm512_srli_epi16(A, 4), m4),
                     _mm512_and_si512(B, m4), _mm512_and_si512(_mm512_srli_epi16(B, 4), m4)};
@@ -407,9 +424,8 @@ static AI void kq_block(const uint8_t *hdr, const uint8_t *qh, const uint8_t *qs
     memcpy(&dd, hdr, 4);
     __m128 dm = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)dd)), _mm_set1_ps(a->d));
     *acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_broadcastss_ps(dm), *acc);
-    __m128i m =
-        _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)(const void *)mn)),
-                       _mm_load_si128((const __m128i *)(const void *)a->ysum));
+    __m128i m = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_srli_si128(scmn, 8)),
+                               _mm_load_si128((const __m128i *)(const void *)a->ysum));
     *accm = _mm_fmadd_ps(_mm_cvtepi32_ps(m), _mm_shuffle_ps(dm, dm, 0x55), *accm);
 }
 
