@@ -69,6 +69,69 @@ static void pool_runs_every_task_once(void **state)
     assert_true(rlx_cpu_features_get()->physical_cores >= 1);
 }
 
+static void count_task2(void *ctx, int64_t t, int thread)
+{
+    atomic_int *hits = ctx;
+    assert_true(thread == 0 || thread == 1);
+    atomic_fetch_add(&hits[t], 1);
+}
+
+/* tasks of the first thread's share are slow, so the others take them over
+ * from the back of its range */
+typedef struct {
+    atomic_int *hits;
+    atomic_int by_other; /* tasks of share 0 run by another thread */
+    int64_t share0;
+} steal_ctx;
+
+static void slow_task(void *vc, int64_t t, int thread)
+{
+    steal_ctx *c = vc;
+    if (t < c->share0) {
+        volatile double x = 1.0;
+        for (int i = 0; i < 20000; i++)
+            x = x * 1.0000001 + 1e-9;
+        if (thread != 0)
+            atomic_fetch_add(&c->by_other, 1);
+    }
+    atomic_fetch_add(&c->hits[t], 1);
+}
+
+static void pool_balances_and_survives_wraparound(void **state)
+{
+    (void)state;
+    enum { N = 96 };
+    static atomic_int hits[N];
+    const int nth = rlx_threadpool_size(g_pool);
+    steal_ctx c = {.hits = hits, .share0 = N / nth};
+    int stolen = 0;
+    for (int round = 0; round < 20; round++) {
+        for (int i = 0; i < N; i++)
+            atomic_store(&hits[i], 0);
+        atomic_store(&c.by_other, 0);
+        rlx_parallel_for(g_pool, N, slow_task, &c);
+        for (int i = 0; i < N; i++)
+            assert_int_equal(atomic_load(&hits[i]), 1);
+        stolen += atomic_load(&c.by_other);
+    }
+    /* the other threads' shares take no time: they must have helped */
+    if (nth > 1)
+        assert_true(stolen > 0);
+    /* more jobs than the 16-bit generation tag of the task ranges counts
+     * (a pool of 2: the suite's pool of 3 may outnumber the cores) */
+    rlx_threadpool *p2 = NULL;
+    assert_int_equal(rlx_threadpool_create(2, &p2), RLX_OK);
+    for (int round = 0; round < 70000; round++) {
+        int n = 2 + round % 6;
+        for (int i = 0; i < n; i++)
+            atomic_store(&hits[i], 0);
+        rlx_parallel_for(p2, n, count_task2, hits);
+        for (int i = 0; i < n; i++)
+            assert_int_equal(atomic_load(&hits[i]), 1);
+    }
+    rlx_threadpool_free(p2);
+}
+
 /* ---------------------------------------------------------------- gemm */
 
 static void check_gemm(rlx_cpu_gemm_impl impl, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
@@ -595,6 +658,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(pool_runs_every_task_once),
+        cmocka_unit_test(pool_balances_and_survives_wraparound),
         cmocka_unit_test(gemm_vs_naive),
         cmocka_unit_test(attention_vs_naive),
         cmocka_unit_test(norms_vs_naive),

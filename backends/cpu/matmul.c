@@ -89,8 +89,9 @@ size_t rlx_cpu_matmul_scratch_bytes(rlx_dtype wtype, int64_t M, int64_t K, int n
     return bytes;
 }
 
-/* fewest rows of a matrix-vector task (see rlx_cpu_matmul) */
+/* fewest rows of a matrix-vector task, tasks per thread (see rlx_cpu_matmul) */
 #define MV_MIN_ROWS 8
+#define MV_TASKS    6
 
 typedef struct {
     const rlx_cpu_table *t;
@@ -107,9 +108,9 @@ typedef struct {
     int64_t rows_per_task;
     float *conv; /* per-thread f32 tiles (F16/BF16 with M > 1) */
     size_t conv_stride;
-    /* M == 1: n_big tasks of `big` rows up to big_end, then tasks of
-     * `small` rows (see rlx_cpu_matmul) */
-    int64_t n_big, big, big_end, small;
+    /* M == 1: MV_TASKS tasks per thread's share of the rows (see
+     * rlx_cpu_matmul); 0 for M > 1 */
+    int nth;
 } mm_ctx;
 
 static void mm_task(void *vc, int64_t task, int thread)
@@ -117,11 +118,22 @@ static void mm_task(void *vc, int64_t task, int thread)
     const mm_ctx *c = vc;
     int64_t n0 = task * c->rows_per_task;
     int64_t n1 = n0 + c->rows_per_task < c->N ? n0 + c->rows_per_task : c->N;
-    if (c->small) {
-        n0 = task < c->n_big ? task * c->big : c->big_end + (task - c->n_big) * c->small;
-        n1 = task < c->n_big ? n0 + c->big : n0 + c->small;
-        n1 = n1 < c->N ? n1 : c->N;
-        n1 = task < c->n_big && n1 > c->big_end ? c->big_end : n1;
+    if (c->nth) {
+        /* share r of the rows: two long runs of 3/8 each, then four short
+         * ones of the rest; the pool starts thread r on share r's tasks in
+         * this order and lets an idle thread take them from the back */
+        int64_t r = task / MV_TASKS, k = task % MV_TASKS;
+        int64_t s0 = c->N * r / c->nth, s1 = c->N * (r + 1) / c->nth, len = s1 - s0;
+        int64_t big = (3 * len + 7) / 8;
+        big = big < MV_MIN_ROWS ? MV_MIN_ROWS : big;
+        int64_t rest = len - 2 * big > 0 ? len - 2 * big : 0;
+        int64_t small = (rest + 3) / 4;
+        small = small < MV_MIN_ROWS ? MV_MIN_ROWS : small;
+        n0 = k < 2 ? s0 + k * big : s0 + 2 * big + (k - 2) * small;
+        n1 = k < 2 ? n0 + big : n0 + small;
+        n1 = n1 < s1 ? n1 : s1;
+        if (n0 >= n1)
+            return;
     }
     if (c->M == 1 && c->gv) {
         c->gv->rows(c->K, c->w + (size_t)n0 * c->w_row_bytes, c->w_row_bytes, n1 - n0, c->act,
@@ -267,23 +279,14 @@ rlx_status rlx_cpu_matmul(rlx_threadpool *pool, rlx_dtype wtype, const void *w, 
     }
 
     if (M == 1) {
-        /* Two sizes of task: three quarters of the rows in two long runs
-         * per thread (long streams for the prefetchers), the rest in four
-         * short ones per thread taken by whichever thread is free, which
-         * keeps the threads' finishing times close (with equal tasks the
-         * last one left a thread idle for a quarter of its share on a
-         * decode step's 1-3 MB products) */
-        int64_t n_big = 2 * (int64_t)nth;
-        int64_t big = (N * 3 / 4 + n_big - 1) / n_big;
-        big = big < MV_MIN_ROWS ? MV_MIN_ROWS : big;
-        int64_t big_end = big * n_big < N ? big * n_big : N;
-        n_big = (big_end + big - 1) / big;
-        int64_t small = (N - big_end + 4 * nth - 1) / (4 * (int64_t)nth);
-        c.small = small < MV_MIN_ROWS ? MV_MIN_ROWS : small;
-        c.big = big;
-        c.big_end = big_end;
-        c.n_big = n_big;
-        rlx_parallel_for(pool, n_big + (N - big_end + c.small - 1) / c.small, mm_task, &c);
+        /* Each thread's share of the rows in two sizes of task: three
+         * quarters in two long runs (long streams for the prefetchers), the
+         * rest in four short ones, which a thread that finishes its share
+         * first takes over from the back, keeping the finishing times close
+         * (with equal tasks the last one left a thread idle for a quarter of
+         * its share on a decode step's 1-3 MB products) */
+        c.nth = nth;
+        rlx_parallel_for(pool, (int64_t)nth * MV_TASKS, mm_task, &c);
         free(owned);
         return RLX_OK;
     }

@@ -6,9 +6,12 @@
  *     rlx_parallel_for(pool, n_rows, row_fn, &ctx);         // blocks until done
  *     rlx_threadpool_free(pool);
  *
- * rlx_parallel_for() runs fn(ctx, task, thread) for every task in [0, n_tasks),
- * handing tasks out dynamically (an atomic counter) to the pool's workers and
- * to the calling thread, which always takes part. `thread` is in
+ * rlx_parallel_for() runs fn(ctx, task, thread) for every task in [0, n_tasks)
+ * on the pool's workers and the calling thread, which always takes part.
+ * Thread i (the caller is 0) starts on the tasks [i*n/nth, (i+1)*n/nth) in
+ * order, and a thread that runs out takes the others' remaining tasks one at
+ * a time from the back of their ranges, so a caller can place its longest
+ * tasks first in each thread's share. `thread` is in
  * [0, rlx_threadpool_size(pool)) and is stable for one call, so a kernel can
  * index per-thread scratch with it. A dispatch allocates nothing; idle workers
  * spin briefly on the job counter and then sleep on a futex.
