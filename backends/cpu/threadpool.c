@@ -40,7 +40,7 @@
 #include <immintrin.h>
 #define cpu_relax() _mm_pause()
 #else
-#define cpu_relax() _mm_pause()
+#define cpu_relax() ((void)0)
 #endif
 
 /* About 50-100 us of pause instructions: long enough to cover the gap between
