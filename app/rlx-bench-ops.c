@@ -55,7 +55,11 @@ static void bw_task(void *vc, int64_t task, int thread)
     bw_ctx *c = vc;
     const uint64_t *p = c->buf + (size_t)task * c->words_per_task;
     uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+    /* the same help the matrix-vector kernels give themselves: a request
+     * 8 KiB ahead per line, so the read is the most this code can get */
     for (size_t i = 0; i + 4 <= c->words_per_task; i += 4) {
+        if (i % 8 == 0)
+            __builtin_prefetch(p + i + 1024);
         a0 += p[i];
         a1 += p[i + 1];
         a2 += p[i + 2];
@@ -64,25 +68,43 @@ static void bw_task(void *vc, int64_t task, int thread)
     c->sums[thread & 255] += a0 ^ a1 ^ a2 ^ a3;
 }
 
-double rlx_bench_measure_bandwidth(rlx_threadpool *pool, int repeats, size_t bytes)
+/* one streaming read of buf[0..bytes) over the pool, GB/s */
+static double bw_pass(rlx_threadpool *pool, const uint64_t *buf, size_t bytes)
 {
-    uint64_t *buf = xalloc(bytes);
-    memset(buf, 1, bytes);
     int nth = rlx_threadpool_size(pool);
     /* 16 tasks per thread: dynamic balancing, long sequential streams */
     int64_t tasks = (int64_t)nth * 16;
     bw_ctx c = {.buf = buf, .words_per_task = bytes / 8 / (size_t)tasks};
+    double t0 = rlx_cli_now();
+    rlx_parallel_for(pool, tasks, bw_task, &c);
+    double t = rlx_cli_now() - t0;
+    return (double)(c.words_per_task * 8 * (size_t)tasks) / t / 1e9;
+}
+
+double rlx_bench_measure_bandwidth(rlx_threadpool *pool, int repeats, size_t bytes)
+{
+    uint64_t *buf = xalloc(bytes);
+    memset(buf, 1, bytes);
     double best = 0;
     for (int r = 0; r < repeats + 1; r++) {
-        double t0 = rlx_cli_now();
-        rlx_parallel_for(pool, tasks, bw_task, &c);
-        double t = rlx_cli_now() - t0;
-        double gbs = (double)(c.words_per_task * 8 * (size_t)tasks) / t / 1e9;
+        double gbs = bw_pass(pool, buf, bytes);
         if (r > 0 && gbs > best)
             best = gbs;
     }
     free(buf);
     return best;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 /* ---------------------------------------------------------------- gemm */
@@ -124,7 +146,8 @@ static void time_gemm(rlx_threadpool *pool, int64_t M, int64_t N, int64_t K, int
 
 /* --------------------------------------------------------------- matvec */
 
-static void bench_matvec(rlx_threadpool *pool, rlx_dtype t, int64_t N, int64_t K, int repeats)
+static void bench_matvec(rlx_threadpool *pool, rlx_dtype t, int64_t N, int64_t K,
+                         const uint64_t *bwbuf)
 {
     uint64_t rb64;
     if (rlx_dtype_row_bytes(t, (uint64_t)K, &rb64) != RLX_OK)
@@ -151,26 +174,30 @@ static void bench_matvec(rlx_threadpool *pool, rlx_dtype t, int64_t N, int64_t K
     /* warm-up pass over every copy (page faults, pool spin-up) */
     for (int c = 0; c < copies; c++)
         rlx_cpu_matmul(pool, t, w + (size_t)c * bytes, rb, N, K, row, K, 1, y, N, scratch, sb);
-    /* rounds of (a pass over the copies, then the streaming read), best of
-     * each: the machine's bandwidth drifts when neighbours share it, and
-     * interleaving lets a busy spell penalize both figures alike */
-    int rounds = repeats > 3 ? repeats : 3;
+    /* Rounds of (a pass over the copies, then a streaming read of as many
+     * bytes): the machine's bandwidth drifts by tens of percent within a
+     * minute when neighbours share it, so each product is compared with
+     * the read measured right beside it, and the median of those ratios is
+     * reported (with the median time and bandwidth) */
+    enum { ROUNDS = 15 };
     int iters = copies < 8 ? 8 : copies;
-    double dt = 1e30, bw = 0;
-    for (int round = 0; round < rounds; round++) {
+    size_t bw_bytes = (size_t)iters * bytes;
+    bw_bytes = bw_bytes < ((size_t)256 << 20) ? bw_bytes : ((size_t)256 << 20);
+    double dts[ROUNDS], bws[ROUNDS], ratios[ROUNDS];
+    for (int round = 0; round < ROUNDS; round++) {
         double t0 = rlx_cli_now();
         for (int i = 0; i < iters; i++)
             rlx_cpu_matmul(pool, t, w + (size_t)(i % copies) * bytes, rb, N, K, row, K, 1, y, N,
                            scratch, sb);
-        double d = (rlx_cli_now() - t0) / iters;
-        dt = d < dt ? d : dt;
-        double b = rlx_bench_measure_bandwidth(pool, 1, (size_t)256 << 20);
-        bw = b > bw ? b : bw;
+        dts[round] = (rlx_cli_now() - t0) / iters;
+        bws[round] = bw_pass(pool, bwbuf, bw_bytes);
+        ratios[round] = (double)bytes / dts[round] / 1e9 / bws[round];
     }
+    double dt = median(dts, ROUNDS), bw = median(bws, ROUNDS), ratio = median(ratios, ROUNDS);
     double gbs = (double)bytes / dt / 1e9;
     printf("  %-5s %7lld x %-5lld %8.1f MB %9.1f us %7.2f GB/s  (read bw %5.2f) %5.1f%%\n",
            rlx_dtype_name(t), (long long)N, (long long)K, (double)bytes / 1e6, dt * 1e6, gbs, bw,
-           100.0 * gbs / bw);
+           100.0 * ratio);
     free(w);
     free(row);
     free(y);
@@ -595,14 +622,18 @@ int rlx_bench_ops_main(int argc, char **argv)
 
     if (all || !strcmp(section, "matvec")) {
         printf("\nquantized matvec (M = 1), weights streamed from DRAM; GB/s = weight bytes / "
-               "time,\n  %% of a streaming read; best of each over rounds interleaving the two\n");
+               "time,\n  %% of a streaming read taken beside each pass (medians of 15 rounds)\n");
         static const rlx_dtype types[] = {RLX_DTYPE_Q4_0, RLX_DTYPE_Q8_0, RLX_DTYPE_Q4_K,
                                           RLX_DTYPE_Q5_K, RLX_DTYPE_Q6_K, RLX_DTYPE_F16};
         static const int64_t shapes[][2] = {
             {1024, 3072}, {2048, 8192}, {4096, 4096}, {151936, 1024}};
+        /* the streaming reads beside the passes share one buffer */
+        uint64_t *bwbuf = xalloc((size_t)256 << 20);
+        memset(bwbuf, 1, (size_t)256 << 20);
         for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++)
             for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
-                bench_matvec(pool, types[ti], shapes[s][0], shapes[s][1], repeats);
+                bench_matvec(pool, types[ti], shapes[s][0], shapes[s][1], bwbuf);
+        free(bwbuf);
     }
 
     if (all || !strcmp(section, "attn")) {
