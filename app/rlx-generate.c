@@ -1,6 +1,8 @@
 /* rlx generate / rlx chat: run a GGUF language model from the terminal. */
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,7 +16,13 @@ static const char generate_usage[] =
     "       rlx chat -m MODEL [options]\n"
     "  -n N                 tokens to generate (default 256; chat: 1024)\n"
     "  --temp T             temperature (0 = greedy; default 0.8)\n"
-    "  --top-k K --top-p P --min-p P --repeat-penalty R --seed S\n"
+    "  --top-k K --top-p P --min-p P --typical P --top-nsigma N --seed S\n"
+    "  --repeat-penalty R --repeat-last-n N (-1 = all) --frequency-penalty F\n"
+    "  --presence-penalty P --dynatemp-range R --dynatemp-exp E\n"
+    "  --xtc-probability P --xtc-threshold T\n"
+    "  --mirostat 0|1|2 --mirostat-ent TAU --mirostat-lr ETA\n"
+    "  --logit-bias ID+B    add B to token ID's logit (ID-B subtracts; ID-inf bans it;\n"
+    "                       repeatable)\n"
     "  --stop TEXT          stop when TEXT is generated (repeatable)\n"
     "  --device DEV         cpu (default), vulkan:N, cuda:N\n"
     "  --ctx N              context length (default min(model, 4096))\n"
@@ -35,6 +43,7 @@ static const char generate_usage[] =
 
 #define MAX_STOP 16
 #define MAX_DRY  16
+#define MAX_BIAS 64
 
 typedef struct {
     const char *model, *prompt, *device;
@@ -42,6 +51,7 @@ typedef struct {
     rlx_llm_generate_params gp;
     const char *stop[MAX_STOP];
     const char *dry[MAX_DRY];
+    rlx_sampler_logit_bias bias[MAX_BIAS];
     bool no_bos, n_given;
 } options;
 
@@ -98,6 +108,84 @@ static bool parse_float(const char *s, float *out)
     return true;
 }
 
+/* The sampler's numeric fields, by llama.cpp's flag names. Ranges beyond
+ * "a number" are checked by rlx_sampler_create, whose message names the field. */
+static const struct {
+    const char *flag;
+    size_t offset;
+    bool is_int;
+    long lo; /* int fields only */
+} sampler_flags[] = {
+#define F(flag, field)        {flag, offsetof(rlx_sampler_params, field), false, 0}
+#define I(flag, field, lo)    {flag, offsetof(rlx_sampler_params, field), true, lo}
+    F("--temp", temperature),
+    F("--dynatemp-range", dynatemp_range),
+    F("--dynatemp-exp", dynatemp_exponent),
+    I("--top-k", top_k, 0),
+    F("--typical", typical_p),
+    F("--top-p", top_p),
+    F("--min-p", min_p),
+    F("--top-nsigma", top_n_sigma),
+    F("--xtc-probability", xtc_probability),
+    F("--xtc-threshold", xtc_threshold),
+    I("--repeat-last-n", penalty_last_n, -1),
+    F("--repeat-penalty", repeat_penalty),
+    F("--frequency-penalty", frequency_penalty),
+    F("--presence-penalty", presence_penalty),
+    F("--dry-multiplier", dry_multiplier),
+    F("--dry-base", dry_base),
+    I("--dry-allowed-length", dry_allowed_length, 1),
+    I("--dry-penalty-last-n", dry_penalty_last_n, -1),
+    I("--mirostat", mirostat, 0),
+    F("--mirostat-ent", mirostat_tau),
+    F("--mirostat-lr", mirostat_eta),
+#undef F
+#undef I
+};
+
+/* -1 when flag is not a sampler field, 0 when v was stored, else the exit
+ * code after printing the error. */
+static int parse_sampler_flag(const char *cmd, const char *flag, const char *v,
+                              rlx_sampler_params *sp)
+{
+    for (size_t i = 0; i < sizeof sampler_flags / sizeof *sampler_flags; i++) {
+        if (strcmp(flag, sampler_flags[i].flag))
+            continue;
+        char *field = (char *)sp + sampler_flags[i].offset;
+        if (sampler_flags[i].is_int) {
+            long n;
+            if (!rlx_cli_parse_long(v, sampler_flags[i].lo, INT32_MAX, &n))
+                return rlx_cli_fail("%s: %s wants a whole number >= %ld, not '%s'", cmd, flag,
+                                    sampler_flags[i].lo, v);
+            int32_t n32 = (int32_t)n;
+            memcpy(field, &n32, sizeof n32);
+        } else {
+            float f;
+            if (!parse_float(v, &f))
+                return rlx_cli_fail("%s: %s wants a number, not '%s'", cmd, flag, v);
+            memcpy(field, &f, sizeof f);
+        }
+        return 0;
+    }
+    return -1;
+}
+
+/* "ID+BIAS" or "ID-BIAS" (llama.cpp's --logit-bias form; "ID-inf" bans). */
+static bool parse_logit_bias(const char *v, rlx_sampler_logit_bias *out)
+{
+    char *end;
+    errno = 0;
+    long id = strtol(v, &end, 10);
+    if (errno || end == v || id < 0 || id > INT32_MAX || (*end != '+' && *end != '-'))
+        return false;
+    float b;
+    if (!parse_float(end, &b) || isnan(b) || b == INFINITY)
+        return false;
+    out->token = (int32_t)id;
+    out->bias = b;
+    return true;
+}
+
 /* Returns 0 on success, else the exit code (after printing the error). */
 static int parse_args(const char *cmd, int argc, char **argv, options *o)
 {
@@ -122,7 +210,7 @@ static int parse_args(const char *cmd, int argc, char **argv, options *o)
             return rlx_cli_fail("%s: %s needs a value (see rlx %s --help)", cmd, a, cmd);
         const char *v = argv[++i];
         long n;
-        float f;
+        int rc;
         uint64_t sz;
         if (!strcmp(a, "-m") || !strcmp(a, "--model"))
             o->model = v;
@@ -133,26 +221,9 @@ static int parse_args(const char *cmd, int argc, char **argv, options *o)
                 return rlx_cli_fail("%s: -n wants a number of tokens, not '%s'", cmd, v);
             o->gp.max_tokens = (int32_t)n;
             o->n_given = true;
-        } else if (!strcmp(a, "--temp")) {
-            if (!parse_float(v, &f))
-                return rlx_cli_fail("%s: --temp wants a number, not '%s'", cmd, v);
-            o->gp.sampler.temperature = f;
-        } else if (!strcmp(a, "--top-k")) {
-            if (!rlx_cli_parse_long(v, 0, INT32_MAX, &n))
-                return rlx_cli_fail("%s: --top-k wants a count, not '%s'", cmd, v);
-            o->gp.sampler.top_k = (int32_t)n;
-        } else if (!strcmp(a, "--top-p")) {
-            if (!parse_float(v, &f))
-                return rlx_cli_fail("%s: --top-p wants a number, not '%s'", cmd, v);
-            o->gp.sampler.top_p = f;
-        } else if (!strcmp(a, "--min-p")) {
-            if (!parse_float(v, &f))
-                return rlx_cli_fail("%s: --min-p wants a number, not '%s'", cmd, v);
-            o->gp.sampler.min_p = f;
-        } else if (!strcmp(a, "--repeat-penalty")) {
-            if (!parse_float(v, &f))
-                return rlx_cli_fail("%s: --repeat-penalty wants a number, not '%s'", cmd, v);
-            o->gp.sampler.repeat_penalty = f;
+        } else if ((rc = parse_sampler_flag(cmd, a, v, &o->gp.sampler)) >= 0) {
+            if (rc)
+                return rc;
         } else if (!strcmp(a, "--seed")) {
             char *end;
             errno = 0;
@@ -168,24 +239,14 @@ static int parse_args(const char *cmd, int argc, char **argv, options *o)
             if (!rlx_cli_parse_long(v, 0, INT32_MAX, &n))
                 return rlx_cli_fail("%s: --keep wants a number of tokens, not '%s'", cmd, v);
             o->gp.n_keep = (int32_t)n;
-        } else if (!strcmp(a, "--dry-multiplier")) {
-            if (!parse_float(v, &f))
-                return rlx_cli_fail("%s: --dry-multiplier wants a number, not '%s'", cmd, v);
-            o->gp.sampler.dry_multiplier = f;
-        } else if (!strcmp(a, "--dry-base")) {
-            if (!parse_float(v, &f))
-                return rlx_cli_fail("%s: --dry-base wants a number, not '%s'", cmd, v);
-            o->gp.sampler.dry_base = f;
-        } else if (!strcmp(a, "--dry-allowed-length")) {
-            if (!rlx_cli_parse_long(v, 1, INT32_MAX, &n))
-                return rlx_cli_fail("%s: --dry-allowed-length wants a count >= 1, not '%s'", cmd,
-                                    v);
-            o->gp.sampler.dry_allowed_length = (int32_t)n;
-        } else if (!strcmp(a, "--dry-penalty-last-n")) {
-            if (!rlx_cli_parse_long(v, -1, INT32_MAX, &n))
-                return rlx_cli_fail("%s: --dry-penalty-last-n wants a count (-1 = all), not '%s'",
+        } else if (!strcmp(a, "--logit-bias")) {
+            if (o->gp.sampler.n_logit_bias >= MAX_BIAS)
+                return rlx_cli_fail("%s: at most %d --logit-bias values", cmd, MAX_BIAS);
+            if (!parse_logit_bias(v, &o->bias[o->gp.sampler.n_logit_bias]))
+                return rlx_cli_fail("%s: --logit-bias wants TOKEN_ID+BIAS or TOKEN_ID-BIAS (e.g. "
+                                    "15043+1, 2-inf), not '%s'",
                                     cmd, v);
-            o->gp.sampler.dry_penalty_last_n = (int32_t)n;
+            o->gp.sampler.n_logit_bias++;
         } else if (!strcmp(a, "--dry-breaker")) {
             if (o->gp.n_dry_breakers >= MAX_DRY)
                 return rlx_cli_fail("%s: at most %d --dry-breaker strings", cmd, MAX_DRY);
@@ -226,6 +287,8 @@ static int parse_args(const char *cmd, int argc, char **argv, options *o)
             return rlx_cli_fail("%s: unknown option '%s' (see rlx %s --help)", cmd, a, cmd);
     }
     o->gp.stop = o->stop;
+    if (o->gp.sampler.n_logit_bias)
+        o->gp.sampler.logit_bias = o->bias;
     if (o->gp.n_dry_breakers)
         o->gp.dry_breakers = o->dry;
     if (!o->model)
