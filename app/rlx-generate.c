@@ -116,8 +116,14 @@ static const struct {
     bool is_int;
     long lo; /* int fields only */
 } sampler_flags[] = {
-#define F(flag, field)        {flag, offsetof(rlx_sampler_params, field), false, 0}
-#define I(flag, field, lo)    {flag, offsetof(rlx_sampler_params, field), true, lo}
+#define F(flag, field)                                      \
+    {                                                       \
+        flag, offsetof(rlx_sampler_params, field), false, 0 \
+    }
+#define I(flag, field, lo)                                  \
+    {                                                       \
+        flag, offsetof(rlx_sampler_params, field), true, lo \
+    }
     F("--temp", temperature),
     F("--dynatemp-range", dynatemp_range),
     F("--dynatemp-exp", dynatemp_exponent),
