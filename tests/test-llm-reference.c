@@ -46,6 +46,7 @@ typedef struct {
     int window;
     float attn_softcap, final_softcap, rope_linear;
     bool llama3; /* rope.scaling.type llama3, factor 8, low 1, high 4, original context 64 */
+    bool yarn;   /* rope.scaling.type yarn, factor 4, original context 64 */
     bool rope_freqs, qkv_bias, qk_norm, post_norms, fused_qkv, fused_up, tied;
 } arch_case;
 
@@ -64,6 +65,8 @@ static const arch_case cases[] = {
      .rope_linear = 2.f, .qk_norm = true, .post_norms = true, .tied = true},
     {"phi3", "phi3", BASE(2, 8), .rope_base = 10000, .eps = 1e-5f, .fused_qkv = true,
      .fused_up = true},
+    {"qwen3-yarn", "qwen3", BASE(2, 16), .rope_base = 10000, .eps = 1e-6f, .qk_norm = true,
+     .tied = true, .yarn = true},
 };
 
 static uint64_t fnv1a(const char *s)
@@ -278,6 +281,13 @@ static const char *write_model(const arch_case *c)
         kv_f32(w, a, "rope.scaling.factor", 8.f);
         kv_f32(w, a, "rope.scaling.low_freq_factor", 1.f);
         kv_f32(w, a, "rope.scaling.high_freq_factor", 4.f);
+        kv_u32(w, a, "rope.scaling.original_context_length", 64);
+    }
+    if (c->yarn) {
+        char k[128];
+        snprintf(k, sizeof k, "%s.rope.scaling.type", a);
+        rlx_gguf_writer_set_str(w, k, "yarn");
+        kv_f32(w, a, "rope.scaling.factor", 4.f);
         kv_u32(w, a, "rope.scaling.original_context_length", 64);
     }
 
@@ -713,6 +723,10 @@ static const char *write_hf(const arch_case *c, bool sharded, bool bf16)
                                ",\"rope_scaling\":{\"rope_type\":\"llama3\",\"factor\":8.0,"
                                "\"low_freq_factor\":1.0,\"high_freq_factor\":4.0,"
                                "\"original_max_position_embeddings\":64}");
+    if (c->yarn)
+        ea += (size_t)snprintf(extra + ea, sizeof extra - ea,
+                               ",\"rope_scaling\":{\"rope_type\":\"yarn\",\"factor\":4.0,"
+                               "\"original_max_position_embeddings\":64}");
     if (c->window)
         ea += (size_t)snprintf(extra + ea, sizeof extra - ea, ",\"sliding_window\":%d", c->window);
     static const char *const cls[][2] = {{"llama", "LlamaForCausalLM"},
@@ -785,6 +799,7 @@ static void test_hf_checkpoints(void **state)
     run_hf(&cases[3], false, false, REL_OK);
     run_hf(&cases[2], false, false, REL_OK);
     run_hf(&cases[4], false, true, 4e-2);
+    run_hf(&cases[8], false, false, REL_OK); /* YaRN from rope_scaling */
 
     /* config.json errors name the file and the key */
     const char *dir = write_hf(&cases[4], false, false);
@@ -931,12 +946,20 @@ CASE_TEST(5, gemma2)
 CASE_TEST(6, gemma3)
 CASE_TEST(7, phi3)
 
+static void test_qwen3_yarn(void **state)
+{
+    (void)state;
+    assert_string_equal(cases[8].name, "qwen3-yarn");
+    run_case(&cases[8]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_llama),
         cmocka_unit_test(test_llama3),
         cmocka_unit_test(test_mistral),
+        cmocka_unit_test(test_qwen3_yarn),
         cmocka_unit_test(test_qwen2),
         cmocka_unit_test(test_qwen3),
         cmocka_unit_test(test_gemma2),

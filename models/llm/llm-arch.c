@@ -205,8 +205,16 @@ rlx_status rlx_llm_config_from_gguf(const rlx_gguf *g, rlx_llm_config *out, rlx_
             (st = get_f32(g, a, "rope.scaling.high_freq_factor", &high, err)))
             return st;
         llama3_factors(c, factor, low, high, orig_ctx > 0 ? (float)orig_ctx : 8192.f);
-    } else if (!strcmp(type, "yarn") && orig_ctx > 0 && orig_ctx < c->n_ctx_train)
-        c->n_ctx_train = orig_ctx; /* no YaRN: stay within the unscaled context */
+    } else if (!strcmp(type, "yarn") && factor > 1) {
+        float attn_factor = 1, beta_fast = 32, beta_slow = 1;
+        if ((st = get_f32(g, a, "rope.scaling.attn_factor", &attn_factor, err)) ||
+            (st = get_f32(g, a, "rope.scaling.yarn_beta_fast", &beta_fast, err)) ||
+            (st = get_f32(g, a, "rope.scaling.yarn_beta_slow", &beta_slow, err)))
+            return st;
+        rlx_llm_rope_yarn(c, factor, (float)(orig_ctx > 0 ? orig_ctx : c->n_ctx_train), beta_fast,
+                          beta_slow, attn_factor);
+    } else if (type[0] && strcmp(type, "none") && orig_ctx > 0 && orig_ctx < c->n_ctx_train)
+        c->n_ctx_train = orig_ctx; /* an unknown scaling: stay within the unscaled context */
     if (rlx_gguf_find_tensor(g, "rope_freqs.weight"))
         snprintf(c->rope_factors_tensor, sizeof c->rope_factors_tensor, "rope_freqs.weight");
 
@@ -376,6 +384,35 @@ void rlx_llm_rope_llama3(rlx_llm_config *c, float factor, float low, float high,
     llama3_factors(c, factor, low, high, orig);
 }
 
+/* YaRN (Peng et al. 2023, as HF's _compute_yarn_parameters and ggml's
+ * rope_yarn): frequencies that turn fewer than beta_slow times over the
+ * original context are interpolated (divided by the factor), those that turn
+ * more than beta_fast times are kept, a linear ramp over the dimension index
+ * between; q and k are scaled by attn_factor * (0.1 ln(factor) + 1). */
+void rlx_llm_rope_yarn(rlx_llm_config *c, float factor, float orig_ctx, float beta_fast,
+                       float beta_slow, float attn_factor)
+{
+    int n = c->n_rot / 2;
+    double d = c->n_rot, base = c->rope_base;
+    /* the dimension index where a frequency turns r times over orig_ctx */
+#define CORR_DIM(r) (d * log(orig_ctx / ((r)*2 * M_PI)) / (2 * log(base)))
+    double lo = floor(CORR_DIM(beta_fast)), hi = ceil(CORR_DIM(beta_slow));
+#undef CORR_DIM
+    if (lo < 0)
+        lo = 0;
+    if (hi > d - 1)
+        hi = d - 1;
+    if (hi == lo)
+        hi += 0.001;
+    for (int i = 0; i < n; i++) {
+        double ramp = (i - lo) / (hi - lo);
+        double keep = 1 - (ramp < 0 ? 0 : ramp > 1 ? 1 : ramp); /* 1: extrapolate */
+        c->rope_factors[i] = (float)(1.0 / ((1 - keep) / factor + keep));
+    }
+    c->n_rope_factors = n;
+    c->rope_attn_factor = attn_factor * (factor > 1 ? 0.1f * logf(factor) + 1.f : 1.f);
+}
+
 static rlx_node reshape(builder *b, rlx_node x, int rank, const rlx_dim *dims)
 {
     return rlx_graph_reshape(b->g, NULL, x, rlx_shape_make_dims(rank, dims));
@@ -467,6 +504,14 @@ rlx_status rlx_llm_build_graph_w(const rlx_llm_config *c, const rlx_llm_weights 
         freq = rlx_graph_const_f32(g, "rope.factors", rlx_shape_make(1, &n), c->rope_factors);
     }
 
+    /* YaRN scales q and k, so the scores by its square */
+    float attn_scale = c->attn_scale;
+    if (c->rope_attn_factor > 0 && c->rope_attn_factor != 1.f) {
+        if (attn_scale == 0)
+            attn_scale = 1.f / sqrtf((float)c->head_dim);
+        attn_scale *= c->rope_attn_factor * c->rope_attn_factor;
+    }
+
     if (p->split && (p->split_layer < 0 || p->split_layer > c->n_layer)) {
         rlx_graph_free(g);
         return rlx_error_set(err, RLX_ERR_INVALID_ARG, "llm graph: split at layer %d of %d",
@@ -542,7 +587,7 @@ rlx_status rlx_llm_build_graph_w(const rlx_llm_config *c, const rlx_llm_weights 
         }
         rlx_attention_params ap = {.mask = swa ? RLX_MASK_WINDOW : RLX_MASK_CAUSAL,
                                    .window = swa ? c->sliding_window : 0,
-                                   .scale = c->attn_scale,
+                                   .scale = attn_scale,
                                    .softcap = c->attn_softcap};
         rlx_node att = rlx_graph_attention(g, NULL, q, ka, va, RLX_NODE_INVALID, ap);
         att = reshape(b, att, 3, (rlx_dim[]){rlx_dim_const(H), S, rlx_dim_const(DV)});

@@ -88,6 +88,8 @@ typedef struct rlx_llm_config {
      * layer when swa_pattern is 1. */
     int32_t sliding_window, swa_pattern;
     float attn_scale; /* 0 = 1/sqrt(head_dim) */
+    /* YaRN's magnitude scale on q and k (the scores get its square); 0 = 1 */
+    float rope_attn_factor;
     float attn_softcap, final_softcap;
     bool embd_scale;    /* x *= sqrt(n_embd) after the lookup */
     bool qkv_bias;      /* attn_q/k/v.bias */
@@ -141,6 +143,12 @@ RLX_API rlx_llm_weights rlx_llm_weights_gguf(const struct rlx_gguf *g);
 /* llama 3.x rope frequency factors into c (n_rot and rope_base set). */
 RLX_API void rlx_llm_rope_llama3(rlx_llm_config *c, float factor, float low, float high,
                                  float orig_ctx);
+
+/* YaRN rope scaling into c (n_rot and rope_base set): per-frequency divisors
+ * and rope_attn_factor. beta_fast 32, beta_slow 1 and attn_factor 1 are the
+ * usual values. */
+RLX_API void rlx_llm_rope_yarn(rlx_llm_config *c, float factor, float orig_ctx, float beta_fast,
+                               float beta_slow, float attn_factor);
 
 /* Build the decoder graph. Every weight is checked (name, dtype, shape)
  * against the GGUF's tensors: a missing or misshapen one is RLX_ERR_FORMAT

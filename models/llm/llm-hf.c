@@ -263,7 +263,19 @@ static rlx_status read_config(rlx_llm_hf *h, json_object *o, rlx_error **err)
         jnum(rs, "original_max_position_embeddings", &orig);
         if (type && !strcmp(type, "llama3") && factor > 0)
             rlx_llm_rope_llama3(c, (float)factor, (float)low, (float)high, (float)orig);
-        else if (type && !strcmp(type, "linear") && factor > 0)
+        else if (type && !strcmp(type, "yarn") && factor > 1) {
+            double beta_fast = 32, beta_slow = 1, attn = 0;
+            jnum(rs, "beta_fast", &beta_fast);
+            jnum(rs, "beta_slow", &beta_slow);
+            jnum(rs, "attention_factor", &attn);
+            if (!jget(rs, "original_max_position_embeddings"))
+                orig = c->n_ctx_train;
+            /* attention_factor given is the whole scale; else 0.1 ln(factor) + 1 */
+            rlx_llm_rope_yarn(c, (float)factor, (float)orig, (float)beta_fast, (float)beta_slow,
+                              1.f);
+            if (attn > 0)
+                c->rope_attn_factor = (float)attn;
+        } else if (type && !strcmp(type, "linear") && factor > 0)
             c->rope_scale = (float)(1.0 / factor);
         else if (type && strcmp(type, "default") && jget(rs, "original_max_position_embeddings") &&
                  orig > 0 && orig < c->n_ctx_train)

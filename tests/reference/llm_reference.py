@@ -21,7 +21,10 @@ tensors back:
     rotate_half;
   - gemma2/gemma3: every RMSNorm weight is stored as 1 + w (HF computes
     x * (1 + w)); we subtract 1 and apply HF's formula;
-  - rope_freqs.weight holds per-frequency divisors (llama 3 scaling).
+  - rope_freqs.weight holds per-frequency divisors (llama 3 scaling);
+  - YaRN comes from rope.scaling.type/factor/original_context_length, as
+    HF's _compute_yarn_parameters (beta_fast 32, beta_slow 1, truncated
+    correction range, attention factor 0.1 ln(factor) + 1 on cos and sin).
 
 Keep the CASES table in sync with test-llm-reference.c.
 """
@@ -39,7 +42,7 @@ TOKENS = [1, 17, 5, 42, 63, 8, 8, 30, 2, 55, 11, 40]
 
 BASE = dict(n_layer=2, n_embd=32, n_head=4, n_head_kv=2, head_dim=8, n_ff=48,
             rope_base=10000.0, eps=1e-5, window=0, swa_pattern=0,
-            attn_softcap=0.0, final_softcap=0.0, rope_linear=0.0, rope_freqs=False, llama3=None,
+            attn_softcap=0.0, final_softcap=0.0, rope_linear=0.0, rope_freqs=False, llama3=None, yarn=None,
             qkv_bias=False, qk_norm=False, post_norms=False, fused_qkv=False,
             fused_up=False, tied=False, gemma=False)
 
@@ -50,6 +53,10 @@ CASES = {
     # cover the kept, smoothed and divided bands)
     'llama3': dict(BASE, arch='llama', llama3=(8.0, 1.0, 4.0, 64.0)),
     'mistral': dict(BASE, arch='mistral', window=4, swa_pattern=1),
+    # YaRN: factor 4 over an original context of 64 (with head_dim 16 the
+    # correction range is dims 0..3: kept, two ramped, the rest interpolated)
+    'qwen3-yarn': dict(BASE, arch='qwen3', head_dim=16, qk_norm=True, tied=True, eps=1e-6,
+                       yarn=(4.0, 64.0)),
     'qwen2': dict(BASE, arch='qwen2', qkv_bias=True, rope_base=1000000.0, eps=1e-6),
     'qwen3': dict(BASE, arch='qwen3', head_dim=16, qk_norm=True, tied=True, eps=1e-6),
     'gemma2': dict(BASE, arch='gemma2', head_dim=16, gemma=True, post_norms=True, tied=True,
@@ -128,7 +135,24 @@ def llama3_inv_freq(inv, factor, low, high, old_ctx):
     return torch.where(medium, smoothed, out)
 
 
-def rope(x, pos, base, d, linear, freq_div, llama3=None):
+def yarn_inv_freq(base, d, factor, orig_ctx, beta_fast=32.0, beta_slow=1.0):
+    # HF _compute_yarn_parameters (truncate=True); returns inv_freq and the
+    # attention factor applied to cos and sin
+    def corr_dim(rot):
+        return (d * math.log(orig_ctx / (rot * 2 * math.pi))) / (2 * math.log(base))
+    low = max(math.floor(corr_dim(beta_fast)), 0)
+    high = min(math.ceil(corr_dim(beta_slow)), d - 1)
+    if low == high:
+        high += 0.001
+    pos_freqs = base ** (torch.arange(0, d, 2, dtype=torch.float64) / d)
+    extra, inter = 1.0 / pos_freqs, 1.0 / (factor * pos_freqs)
+    ramp = torch.clamp((torch.arange(d // 2, dtype=torch.float64) - low) / (high - low), 0, 1)
+    extra_factor = 1 - ramp
+    inv = inter * (1 - extra_factor) + extra * extra_factor
+    return inv, 0.1 * math.log(factor) + 1.0
+
+
+def rope(x, pos, base, d, linear, freq_div, llama3=None, yarn=None):
     # HF: inv_freq = 1 / base^(2i/d); linear scaling divides it by the factor;
     # rope_freqs.weight divides by per-frequency factors
     inv = 1.0 / (base ** (torch.arange(0, d, 2, dtype=torch.float64) / d))
@@ -138,9 +162,12 @@ def rope(x, pos, base, d, linear, freq_div, llama3=None):
         inv = inv / freq_div
     if llama3:
         inv = llama3_inv_freq(inv, *llama3)
+    mscale = 1.0
+    if yarn:
+        inv, mscale = yarn_inv_freq(base, d, *yarn)
     ang = pos[:, None].double() * inv[None, :]
     emb = torch.cat((ang, ang), dim=-1)
-    cos, sin = emb.cos()[:, None, :], emb.sin()[:, None, :]
+    cos, sin = emb.cos()[:, None, :] * mscale, emb.sin()[:, None, :] * mscale
     return x * cos + rotate_half(x) * sin
 
 
@@ -191,8 +218,8 @@ def forward(c, tokens):
         base, linear = c['rope_base'], c['rope_linear']
         if c['arch'] == 'gemma3' and swa:
             base, linear = 10000.0, 0.0  # rope_local_base_freq, unscaled
-        q = rope(q, pos, base, DH, linear, freq_div, c['llama3'])
-        k = rope(k, pos, base, DH, linear, freq_div, c['llama3'])
+        q = rope(q, pos, base, DH, linear, freq_div, c['llama3'], c['yarn'])
+        k = rope(k, pos, base, DH, linear, freq_div, c['llama3'], c['yarn'])
         # repeat_kv: query head h reads kv head h // (H / HKV)
         rep = H // HKV
         k = k.repeat_interleave(rep, dim=1)
