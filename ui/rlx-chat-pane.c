@@ -71,11 +71,30 @@ static void show_pending_toasts(RlxChatPane *self)
         adw_toast_overlay_add_toast(ADW_TOAST_OVERLAY(overlay), t);
 }
 
+static void toast_details(AdwToast *t, RlxChatPane *self)
+{
+    GtkRoot *root = gtk_widget_get_root(GTK_WIDGET(self));
+    AdwMessageDialog *d = ADW_MESSAGE_DIALOG(
+        adw_message_dialog_new(GTK_IS_WINDOW(root) ? GTK_WINDOW(root) : NULL, NULL,
+                               g_object_get_data(G_OBJECT(t), "rlx-details")));
+    adw_message_dialog_add_response(d, "close", _("_Close"));
+    gtk_window_present(GTK_WINDOW(d));
+}
+
+/* Toasts have one line: at 800 px about 70 characters show. A longer one (an
+ * engine error with its figures) gets a Details button with the whole text. */
+#define TOAST_CHARS 64
+
 static void toast(RlxChatPane *self, const char *text)
 {
     g_message("%s", text); /* also for whoever reads the log (and the UI tests) */
     AdwToast *t = adw_toast_new(text);
     adw_toast_set_timeout(t, 6);
+    if (g_utf8_strlen(text, -1) > TOAST_CHARS) {
+        adw_toast_set_button_label(t, _("Details"));
+        g_object_set_data_full(G_OBJECT(t), "rlx-details", g_strdup(text), g_free);
+        g_signal_connect_object(t, "button-clicked", G_CALLBACK(toast_details), self, 0);
+    }
     /* A toast given to an overlay that is not on screen yet would never show. */
     g_queue_push_tail(&self->pending_toasts, t);
     show_pending_toasts(self);
