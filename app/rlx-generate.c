@@ -302,11 +302,10 @@ static int parse_args(const char *cmd, int argc, char **argv, options *o)
     return 0;
 }
 
-static bool print_piece(void *user, rlx_token token, const char *piece, size_t len)
+static bool print_piece(void *user, const rlx_llm_piece *p)
 {
-    (void)token;
     FILE *f = user;
-    fwrite(piece, 1, len, f);
+    fwrite(p->text, 1, p->len, f);
     fflush(f);
     return true;
 }
@@ -382,10 +381,11 @@ typedef struct {
     size_t len, cap;
 } strbuf;
 
-static bool collect(void *user, rlx_token token, const char *piece, size_t len)
+static bool collect(void *user, const rlx_llm_piece *pc)
 {
-    (void)token;
     strbuf *b = user;
+    const char *piece = pc->text;
+    size_t len = pc->len;
     fwrite(piece, 1, len, stdout);
     fflush(stdout);
     if (b->len + len + 1 > b->cap) {

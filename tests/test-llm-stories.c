@@ -27,12 +27,17 @@ typedef struct {
     int n_calls;
     rlx_llm *cancel_after_model;
     int cancel_after;
+    /* with n_prompt set: each piece's figures are checked (without stop
+     * strings every token's text comes at its own token) */
+    int32_t n_prompt, n_ctx, last_generated;
+    char bad[160];
 } collected;
 
-static bool collect(void *user, rlx_token token, const char *piece, size_t len)
+static bool collect(void *user, const rlx_llm_piece *p)
 {
-    (void)token;
     collected *c = user;
+    const char *piece = p->text;
+    size_t len = p->len;
     if (c->len + len < sizeof c->text) {
         memcpy(c->text + c->len, piece, len);
         c->len += len;
@@ -40,6 +45,14 @@ static bool collect(void *user, rlx_token token, const char *piece, size_t len)
     }
     if (++c->n_calls == c->cancel_after && c->cancel_after_model)
         rlx_llm_cancel(c->cancel_after_model);
+    if (c->n_prompt && !c->bad[0]) {
+        if (p->n_generated != c->last_generated + 1 ||
+            p->n_past != c->n_prompt + p->n_generated - 1 || p->n_ctx != c->n_ctx ||
+            !(p->tps >= 0) || (p->n_generated == 1 && p->tps != 0))
+            snprintf(c->bad, sizeof c->bad, "piece %d: n_generated %d n_past %d n_ctx %d tps %g",
+                     c->n_calls, p->n_generated, p->n_past, p->n_ctx, p->tps);
+        c->last_generated = p->n_generated;
+    }
     return true;
 }
 
@@ -87,11 +100,14 @@ static void check_greedy_on(const char *device, rlx_dtype kv, int32_t n_batch)
     assert_int_equal(n, 5);
     assert_int_equal(ids[0], 1); /* BOS */
     rlx_llm_generate_params gp = greedy(60);
-    collected c = {0};
+    collected c = {.n_prompt = 5, .n_ctx = 256};
     rlx_llm_stats st;
     rlx_error *err = NULL;
     if (rlx_llm_generate(m, ids, n, &gp, collect, &c, &st, NULL, NULL, &err) != RLX_OK)
         fail_msg("generate: %s", rlx_error_message(err));
+    if (c.bad[0])
+        fail_msg("streamed figures on %s: %s", device ? device : "cpu", c.bad);
+    assert_int_equal(c.last_generated, 60);
     if (strncmp(c.text, expected, strlen(expected)))
         fail_msg("generated on %s:\n%s\nexpected it to start with:\n%s", device ? device : "cpu",
                  c.text, expected);

@@ -480,34 +480,22 @@ static void chat_job_free(void *data)
 typedef struct {
     rlx_worker *w;
     rlx_llm *m;
-    gint64 start, last_report;
-    int n;
+    gint64 last_report;
 } StreamCtx;
 
-static void report_stats(StreamCtx *c)
-{
-    double secs = (double)(g_get_monotonic_time() - c->start) / 1e6;
-    Event s = {.tps = secs > 0 ? c->n / secs : 0,
-               .n_past = rlx_llm_n_past(c->m),
-               .n_ctx = rlx_llm_n_ctx(c->m)};
-    rlx_worker_emit(c->w, WEV_STATS, &s, sizeof s);
-}
-
-static bool stream_piece(void *user, rlx_token token, const char *piece, size_t len)
+static bool stream_piece(void *user, const rlx_llm_piece *p)
 {
     StreamCtx *c = user;
     /* The worker's flag, checked every token: Stop takes effect within one. */
     if (rlx_worker_cancelled(c->w))
         return false;
-    if (c->n == 0)
-        c->start = g_get_monotonic_time();
-    c->n++;
-    if (len)
-        rlx_worker_emit(c->w, RLX_WORKER_EVENT_TOKEN, piece, len);
+    if (p->len)
+        rlx_worker_emit(c->w, RLX_WORKER_EVENT_TOKEN, p->text, p->len);
     gint64 now = g_get_monotonic_time();
     if (now - c->last_report > 250 * 1000) {
         c->last_report = now;
-        report_stats(c);
+        Event s = {.tps = p->tps, .n_past = p->n_past, .n_ctx = p->n_ctx};
+        rlx_worker_emit(c->w, WEV_STATS, &s, sizeof s);
         emit_memory(c->w, c->m);
     }
     return true;
@@ -605,7 +593,7 @@ static rlx_status chat_job(rlx_worker *w, void *data, rlx_error **err)
     gp.sampler.seed = j->s.seed >= 0 ? (uint64_t)j->s.seed : g_random_int();
     gp.max_tokens = j->s.max_tokens;
 
-    StreamCtx c = {.w = w, .m = m, .start = g_get_monotonic_time()};
+    StreamCtx c = {.w = w, .m = m};
     rlx_llm_stats stats = {0};
     st = rlx_llm_generate(m, ids, n, &gp, stream_piece, &c, &stats, NULL, NULL, err);
     free(ids);

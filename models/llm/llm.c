@@ -996,22 +996,38 @@ static size_t shift_tokens(const rlx_token *t, size_t n, size_t keep, size_t lim
 typedef struct {
     rlx_llm_token_fn cb;
     void *user;
+    const rlx_llm *m;
     const char *const *stop;
     size_t n_stop;
     char *pend; /* text held back because it may begin a stop string */
     size_t n_pend, cap_pend;
+    size_t n_gen;   /* tokens generated so far */
+    double t_first; /* when the first one was sampled (ms) */
     bool stopped_by_string, stopped_by_cb;
 } emitter;
 
-static bool emit(emitter *e, rlx_token tok, const char *s, size_t n)
+static bool call_cb(emitter *e, rlx_token tok, const char *s, size_t n)
 {
-    if (n == 0)
+    if (!e->cb)
         return true;
-    if (e->cb && !e->cb(e->user, tok, s, n)) {
+    double dt = now_ms() - e->t_first;
+    rlx_llm_piece p = {.token = tok,
+                       .text = s,
+                       .len = n,
+                       .n_generated = (int32_t)e->n_gen,
+                       .n_past = e->m->n_past,
+                       .n_ctx = e->m->n_ctx,
+                       .tps = e->n_gen > 1 && dt > 0 ? (double)(e->n_gen - 1) * 1e3 / dt : 0};
+    if (!e->cb(e->user, &p)) {
         e->stopped_by_cb = true;
         return false;
     }
     return true;
+}
+
+static bool emit(emitter *e, rlx_token tok, const char *s, size_t n)
+{
+    return n == 0 || call_cb(e, tok, s, n);
 }
 
 /* Add text; emit what can no longer be part of a stop string. Returns false
@@ -1092,7 +1108,7 @@ rlx_status rlx_llm_generate(rlx_llm *m, const rlx_token *prompt, size_t n_prompt
     int32_t *breakers = NULL;
     rlx_sampler *smp = NULL;
     rlx_detokenizer *dt = NULL;
-    emitter em = {.cb = cb, .user = user, .stop = gp->stop, .n_stop = gp->n_stop};
+    emitter em = {.cb = cb, .user = user, .m = m, .stop = gp->stop, .n_stop = gp->n_stop};
     size_t n_gen = 0;
     rlx_status st = RLX_OK;
     if (!logits || !gen) {
@@ -1183,6 +1199,9 @@ rlx_status rlx_llm_generate(rlx_llm *m, const rlx_token *prompt, size_t n_prompt
             cap_gen *= 2;
         }
         gen[n_gen++] = tok;
+        em.n_gen = n_gen;
+        if (n_gen == 1)
+            em.t_first = now_ms();
         if (dt) {
             const char *piece;
             size_t len;
@@ -1192,7 +1211,7 @@ rlx_status rlx_llm_generate(rlx_llm *m, const rlx_token *prompt, size_t n_prompt
                 stats->stop = em.stopped_by_string ? RLX_LLM_STOP_STRING : RLX_LLM_STOP_CALLBACK;
                 break;
             }
-        } else if (cb && !cb(user, tok, "", 0)) {
+        } else if (!call_cb(&em, tok, "", 0)) {
             stats->stop = RLX_LLM_STOP_CALLBACK;
             break;
         }

@@ -160,9 +160,20 @@ RLX_API rlx_status rlx_llm_eval_all(rlx_llm *m, const rlx_token *tokens, size_t 
  * stats.cancelled). The flag is cleared when the next call starts. */
 RLX_API void rlx_llm_cancel(rlx_llm *m);
 
-/* Called with each piece of text as it becomes complete UTF-8 (never a split
- * character); `token` is the token that completed it. Return false to stop. */
-typedef bool (*rlx_llm_token_fn)(void *user, rlx_token token, const char *piece, size_t len);
+/* One piece of streamed text and where generation stands. */
+typedef struct rlx_llm_piece {
+    rlx_token token;     /* the token that completed the text */
+    const char *text;    /* complete UTF-8 (never a split character), not NUL-terminated */
+    size_t len;          /* 0 only for a model without a tokenizer (one call per token) */
+    int32_t n_generated; /* tokens generated so far by this call, this one included */
+    int32_t n_past;      /* context used: tokens in the KV cache before this one */
+    int32_t n_ctx;       /* the context's size */
+    double tps;          /* decode speed so far, tokens/s (0 until the second token) */
+} rlx_llm_piece;
+
+/* Called with each piece of text as it becomes complete. The piece is valid
+ * during the call only. Return false to stop. */
+typedef bool (*rlx_llm_token_fn)(void *user, const rlx_llm_piece *piece);
 
 typedef struct rlx_llm_generate_params {
     rlx_sampler_params sampler;
