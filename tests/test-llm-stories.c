@@ -249,6 +249,89 @@ static void test_prompt_too_long(void **state)
     rlx_llm_free(m);
 }
 
+/* stories260K rewritten by the GGUF writer: every key (or all but the
+ * tokenizer's) and every tensor, token_embd cut to emb_rows rows. */
+static const char *rewrite_stories(const char *name, bool tokenizer, uint64_t emb_rows)
+{
+    rlx_error *err = NULL;
+    rlx_gguf *g = NULL;
+    assert_int_equal(rlx_gguf_open(rlx_test_data("llm/stories260K.gguf"), &g, &err), RLX_OK);
+    rlx_gguf_writer *w = rlx_gguf_writer_create();
+    for (uint64_t i = 0; i < rlx_gguf_n_kv(g); i++) {
+        const rlx_gguf_kv *kv = rlx_gguf_kv_at(g, i);
+        char key[256];
+        snprintf(key, sizeof key, "%.*s", (int)kv->key.len, kv->key.ptr);
+        if (!tokenizer && !strncmp(key, "tokenizer.", 10))
+            continue;
+        assert_int_equal(rlx_gguf_writer_set_value(w, key, &kv->value), RLX_OK);
+    }
+    for (uint64_t i = 0; i < rlx_gguf_n_tensors(g); i++) {
+        const rlx_gguf_tensor *t = rlx_gguf_tensor_at(g, i);
+        uint64_t ne[RLX_GGUF_MAX_DIMS];
+        memcpy(ne, t->ne, sizeof ne);
+        uint64_t bytes = t->n_bytes;
+        if (!strcmp(t->name, "token_embd.weight")) {
+            bytes = bytes / ne[1] * emb_rows;
+            ne[1] = emb_rows;
+        }
+        assert_int_equal(rlx_gguf_writer_add_tensor_ref(w, t->name, t->dtype, t->n_dims, ne,
+                                                        rlx_gguf_tensor_data(g, t), bytes),
+                         RLX_OK);
+    }
+    const char *path = rlx_test_tmp(name);
+    assert_int_equal(rlx_gguf_writer_write(w, path, &err), RLX_OK);
+    rlx_gguf_writer_free(w);
+    rlx_gguf_close(g);
+    return path;
+}
+
+/* Bad input gets a sentence, never a crash: token ids outside the
+ * vocabulary, a tokenizer larger than the embedding, no tokenizer at all. */
+static void test_bad_input(void **state)
+{
+    (void)state;
+    rlx_llm *m = load(64, RLX_DTYPE_F16, 8);
+    rlx_llm_generate_params gp = greedy(2);
+    rlx_error *err = NULL;
+    const rlx_token past_end[] = {1, 512}, negative[] = {1, -3};
+    assert_int_equal(rlx_llm_generate(m, past_end, 2, &gp, NULL, NULL, NULL, NULL, NULL, &err),
+                     RLX_ERR_INVALID_ARG);
+    assert_non_null(strstr(rlx_error_message(err), "token 512 is outside the vocabulary of 512"));
+    rlx_error_clear(&err);
+    assert_int_equal(rlx_llm_generate(m, negative, 2, &gp, NULL, NULL, NULL, NULL, NULL, &err),
+                     RLX_ERR_INVALID_ARG);
+    assert_non_null(strstr(rlx_error_message(err), "token -3"));
+    rlx_error_clear(&err);
+    rlx_llm_free(m);
+
+    /* 512 tokens, 500 embedding rows */
+    const char *path = rewrite_stories("stories-short-embd.gguf", true, 500);
+    m = NULL;
+    assert_int_equal(rlx_llm_load(path, NULL, &m, &err), RLX_ERR_FORMAT);
+    assert_null(m);
+    assert_non_null(strstr(rlx_error_message(err), "the tokenizer has 512 tokens but the "
+                                                   "embedding only 500 rows"));
+    rlx_error_clear(&err);
+
+    /* no tokenizer: it loads (token ids work), text does not */
+    path = rewrite_stories("stories-no-tokenizer.gguf", false, 512);
+    assert_int_equal(rlx_llm_load(path, NULL, &m, &err), RLX_OK);
+    rlx_token *ids = NULL;
+    size_t n = 0;
+    assert_int_equal(rlx_llm_tokenize(m, "Once", true, false, &ids, &n, &err), RLX_ERR_NOT_FOUND);
+    assert_null(ids);
+    assert_non_null(strstr(rlx_error_message(err), "no tokenizer"));
+    rlx_error_clear(&err);
+    rlx_token *gen = NULL;
+    size_t n_gen = 0;
+    const rlx_token once[] = {1, 403};
+    assert_int_equal(rlx_llm_generate(m, once, 2, &gp, NULL, NULL, NULL, &gen, &n_gen, &err),
+                     RLX_OK);
+    assert_int_equal(n_gen, 2);
+    free(gen);
+    rlx_llm_free(m);
+}
+
 static void test_cancel_and_stop(void **state)
 {
     (void)state;
@@ -563,12 +646,12 @@ static void test_dry_breakers(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_greedy_f16),        cmocka_unit_test(test_greedy_f32_chunked),
-        cmocka_unit_test(test_prefix_reuse),      cmocka_unit_test(test_prompt_too_long),
-        cmocka_unit_test(test_cancel_and_stop),   cmocka_unit_test(test_unsupported_arch),
-        cmocka_unit_test(test_chat_prefix_reuse), cmocka_unit_test(test_load_progress),
-        cmocka_unit_test(test_context_shift),     cmocka_unit_test(test_dry_breakers),
-        cmocka_unit_test(test_greedy_q8_0),
+        cmocka_unit_test(test_greedy_f16),      cmocka_unit_test(test_greedy_f32_chunked),
+        cmocka_unit_test(test_prefix_reuse),    cmocka_unit_test(test_prompt_too_long),
+        cmocka_unit_test(test_cancel_and_stop), cmocka_unit_test(test_unsupported_arch),
+        cmocka_unit_test(test_bad_input),       cmocka_unit_test(test_chat_prefix_reuse),
+        cmocka_unit_test(test_load_progress),   cmocka_unit_test(test_context_shift),
+        cmocka_unit_test(test_dry_breakers),    cmocka_unit_test(test_greedy_q8_0),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

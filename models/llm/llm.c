@@ -666,13 +666,20 @@ static bool cancelled(rlx_llm *m)
     return __atomic_load_n(&m->cancel, __ATOMIC_RELAXED) != 0;
 }
 
+static rlx_status no_tokenizer(rlx_error **err)
+{
+    return rlx_error_set(err, RLX_ERR_NOT_FOUND,
+                         "this model has no tokenizer (a GGUF without tokenizer.ggml.* metadata, "
+                         "or a folder without tokenizer.json)");
+}
+
 rlx_status rlx_llm_tokenize(const rlx_llm *m, const char *text, bool add_bos, bool parse_special,
                             rlx_token **out, size_t *n_out, rlx_error **err)
 {
     *out = NULL;
     *n_out = 0;
     if (!m->tok)
-        return rlx_error_set(err, RLX_ERR_NOT_FOUND, "this model file has no tokenizer");
+        return no_tokenizer(err);
     rlx_tokenizer_encode_params ep = rlx_tokenizer_encode_default_params();
     ep.add_bos = add_bos ? -1 : 0;
     ep.add_eos = 0;
@@ -723,7 +730,7 @@ rlx_status rlx_llm_chat_prompt(rlx_llm *m, const rlx_chat_message *msgs, size_t 
     *out = NULL;
     *n_out = 0;
     if (!m->tok)
-        return rlx_error_set(err, RLX_ERR_NOT_FOUND, "this model file has no tokenizer");
+        return no_tokenizer(err);
     rlx_status st;
     if (m->chat_template && !m->tmpl) {
         if ((st = rlx_chat_template_create(m->chat_template, &m->tmpl, err)) != RLX_OK) {
@@ -911,7 +918,7 @@ rlx_status rlx_llm_dry_breaker_ids(const rlx_llm *m, const char *const *strs, si
     *out = NULL;
     *n_out = 0;
     if (!m->tok)
-        return rlx_error_set(err, RLX_ERR_NOT_FOUND, "this model file has no tokenizer");
+        return no_tokenizer(err);
     if (!strs) {
         strs = default_dry_breakers;
         n = sizeof default_dry_breakers / sizeof default_dry_breakers[0];
