@@ -93,6 +93,15 @@ typedef struct rlx_program_bindings {
     volatile const int *cancel; /* optional: checked between instructions */
 } rlx_program_bindings;
 
+/* What a program has done so far (program_stats). */
+typedef struct rlx_program_stats {
+    uint64_t runs; /* program_run calls that completed */
+    /* command buffers recorded (a GPU backend records once and replays;
+     * it records again only when the bound buffers or timing change).
+     * 0 on backends that record nothing (the CPU). */
+    uint64_t recordings;
+} rlx_program_stats;
+
 typedef struct rlx_backend_i {
     const char *name;
 
@@ -131,6 +140,8 @@ typedef struct rlx_backend_i {
      * Timing is collected only when enabled, so runs stay cheap otherwise. */
     void (*program_set_timing)(rlx_program *prog, bool enabled);
     rlx_status (*program_timings)(rlx_program *prog, double *ms, int32_t n, rlx_error **err);
+    /* Optional (NULL: the figures are unknown). */
+    void (*program_stats)(const rlx_program *prog, rlx_program_stats *out);
 } rlx_backend_i;
 
 /* The registry of compiled-in backends ("cpu" always; "vulkan", "cuda" when

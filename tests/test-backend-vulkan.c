@@ -17,6 +17,7 @@
 
 #include "backends/backend.h"
 #include "backends/base/dtype.h"
+#include "engine/runtime/session.h"
 #include "test-util.h"
 
 static const rlx_backend_i *vk;
@@ -532,6 +533,81 @@ static void test_gather_range(void **state)
     vk->device_close(d);
 }
 
+/* ---- through rlx_session ----------------------------------------------------- */
+
+static rlx_session *vk_session(uint64_t budget, bool force_f32)
+{
+    rlx_session_params sp = rlx_session_default_params();
+    sp.device = "vulkan:0";
+    sp.memory_budget = budget;
+    sp.force_f32 = force_f32;
+    rlx_session *s = NULL;
+    rlx_error *err = NULL;
+    if (rlx_session_create(&sp, &s, &err) != RLX_OK)
+        fail_msg("session: %s", rlx_error_message(err));
+    return s;
+}
+
+static void session_sub(rlx_session *s, rlx_session_program *p, const float *a, const float *b,
+                        int64_t seq, int n)
+{
+    float got[8 * 19];
+    for (int i = 0; i < 8 * 19; i++)
+        got[i] = -777.0f;
+    rlx_sym_values sv = {{seq}};
+    const void *in[2] = {a, b};
+    void *out[1] = {got};
+    rlx_error *err = NULL;
+    if (rlx_session_run(s, p, &sv, in, out, &err) != RLX_OK)
+        fail_msg("rlx_session_run: %s", rlx_error_message(err));
+    for (int i = 0; i < 8 * 19; i++)
+        assert_true(got[i] == (i < seq * n ? a[i] - b[i] : -777.0f));
+}
+
+/* A decode step through the session records its command buffer once and
+ * then replays it: the session keeps the program's input and output buffers
+ * from run to run (fresh ones per run made every step record again). A
+ * longer run than any before grows them (a recording), shorter ones reuse. */
+static void test_session_replays(void **state)
+{
+    (void)state;
+    enum { N = 19 };
+    float a[8 * N], b[8 * N];
+    for (int i = 0; i < 8 * N; i++) {
+        a[i] = (float)i * 0.25f;
+        b[i] = (float)(3 * i % 17);
+    }
+    rlx_session *s = vk_session(0, false);
+    prog_def ps;
+    make_binary(&ps, RLX_OP_SUB, 0, N, true);
+    rlx_session_program *p = NULL;
+    rlx_error *err = NULL;
+    assert_int_equal(rlx_session_load_lir(s, &ps.lir, &p, &err), RLX_OK);
+    rlx_program_stats st;
+    for (int step = 0; step < 6; step++)
+        session_sub(s, p, a, b, 1, N);
+    assert_int_equal(rlx_session_program_stats(p, &st, &err), RLX_OK);
+    assert_int_equal(st.runs, 6);
+    assert_int_equal(st.recordings, 1);
+    /* a prefill of 5, then decode steps again */
+    session_sub(s, p, a, b, 5, N);
+    for (int step = 0; step < 4; step++)
+        session_sub(s, p, a, b, 1 + step % 3, N);
+    session_sub(s, p, a, b, 8, N);
+    session_sub(s, p, a, b, 0, N);
+    for (int step = 0; step < 4; step++)
+        session_sub(s, p, a, b, 1, N);
+    assert_int_equal(rlx_session_program_stats(p, &st, &err), RLX_OK);
+    assert_int_equal(st.runs, 17);
+    assert_true(st.recordings <= 3);
+    uint64_t rec = st.recordings;
+    for (int step = 0; step < 5; step++)
+        session_sub(s, p, a, b, 1 + step, N);
+    assert_int_equal(rlx_session_program_stats(p, &st, &err), RLX_OK);
+    assert_int_equal(st.recordings, rec);
+    rlx_session_free(s);
+}
+
 int main(void)
 {
     vk = rlx_backend_find("vulkan");
@@ -549,6 +625,7 @@ int main(void)
         cmocka_unit_test(test_gather_range),
         cmocka_unit_test(test_rebind_new_buffer),
         cmocka_unit_test(test_kernel_variants),
+        cmocka_unit_test(test_session_replays),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

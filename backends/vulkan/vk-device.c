@@ -942,4 +942,5 @@ const rlx_backend_i rlx_vulkan_backend = {
     .synchronize = vk_synchronize,
     .program_set_timing = vk_program_set_timing,
     .program_timings = vk_program_timings,
+    .program_stats = vk_program_stats,
 };

@@ -90,5 +90,6 @@ rlx_status vk_program_run(rlx_program *prog, const rlx_program_bindings *b,
 void vk_program_free(rlx_program *prog);
 void vk_program_set_timing(rlx_program *prog, bool enabled);
 rlx_status vk_program_timings(rlx_program *prog, double *ms, int32_t n, rlx_error **err);
+void vk_program_stats(const rlx_program *prog, rlx_program_stats *out);
 
 #endif

@@ -91,6 +91,7 @@ typedef struct vk_program {
     VkFence fence;
     VkQueryPool qpool;
     bool recorded, rec_timing, timing, have_times;
+    uint64_t n_runs, n_recordings; /* program_stats */
     vloc *loc;
     uint64_t *rem; /* per value: bytes from its descriptor's aligned start */
     double *ms;
@@ -1630,6 +1631,7 @@ static void record(vk_program *P)
     vkEndCommandBuffer(P->cb);
     P->recorded = true;
     P->rec_timing = timing;
+    P->n_recordings++;
 }
 
 rlx_status vk_program_run(rlx_program *prog, const rlx_program_bindings *b,
@@ -1657,8 +1659,10 @@ rlx_status vk_program_run(rlx_program *prog, const rlx_program_bindings *b,
     rlx_status st = locate(P, b, err);
     if (st != RLX_OK)
         return st;
-    if (P->n_disp == 0)
+    if (P->n_disp == 0) {
+        P->n_runs++;
         return RLX_OK;
+    }
 
     /* bind: descriptor windows start at aligned offsets; what is left over
      * goes into the records */
@@ -1808,7 +1812,20 @@ rlx_status vk_program_run(rlx_program *prog, const rlx_program_bindings *b,
                 P->instrs[i].op == RLX_OP_GATHER ? "a token id is out of the table's range"
                                                  : "invalid values for this run");
         }
+    P->n_runs++;
     return RLX_OK;
+}
+
+void vk_program_stats(const rlx_program *prog, rlx_program_stats *out)
+{
+    const vk_program *P = (const vk_program *)prog;
+    if (!out)
+        return;
+    *out = (rlx_program_stats){0};
+    if (P) {
+        out->runs = P->n_runs;
+        out->recordings = P->n_recordings;
+    }
 }
 
 void vk_program_set_timing(rlx_program *prog, bool enabled)

@@ -39,6 +39,16 @@ struct rlx_session_program {
     uint64_t key;
     rlx_program *prog;
     rlx_buffer_ref *params, *states;
+    /* per run: inputs then outputs (n_inputs + n_outputs of each) */
+    rlx_buffer_ref *io_refs;
+    uint64_t *io_sizes;
+    /* Where the backend cannot read host memory in place: device buffers
+     * for the inputs and outputs, kept from run to run so that a GPU
+     * program binds the same buffers every step and replays the commands
+     * it recorded once (a fresh buffer per run would make it record again).
+     * io_bound: each one's bytes at the symbols' bounds. */
+    rlx_buffer **io;
+    uint64_t *io_bound;
     rlx_session_program *next;
 };
 
@@ -141,10 +151,18 @@ static void free_program(rlx_session_program *p)
     rlx_session *s = p->s;
     if (p->prog)
         s->be->program_free(p->prog);
+    int32_t n_io = p->lir->n_inputs + p->lir->n_outputs;
+    for (int32_t i = 0; p->io && i < n_io; i++)
+        if (p->io[i])
+            s->be->buffer_free(p->io[i]);
     if (p->owned && p->lir_free)
         p->lir_free(p->owned);
     free(p->params);
     free(p->states);
+    free(p->io_refs);
+    free(p->io_sizes);
+    free(p->io);
+    free(p->io_bound);
     free(p);
 }
 
@@ -715,7 +733,12 @@ rlx_status rlx_session_load_internal(rlx_session *s, rlx_lir *lir, void (*lir_fr
     p->key = key;
     p->params = calloc((size_t)(lir->n_params ? lir->n_params : 1), sizeof *p->params);
     p->states = calloc((size_t)(lir->n_states ? lir->n_states : 1), sizeof *p->states);
-    if (!p->params || !p->states) {
+    size_t n_io = (size_t)(lir->n_inputs + lir->n_outputs) + 1;
+    p->io_refs = calloc(n_io, sizeof *p->io_refs);
+    p->io_sizes = calloc(n_io, sizeof *p->io_sizes);
+    p->io = calloc(n_io, sizeof *p->io);
+    p->io_bound = calloc(n_io, sizeof *p->io_bound);
+    if (!p->params || !p->states || !p->io_refs || !p->io_sizes || !p->io || !p->io_bound) {
         free_program(p);
         return rlx_error_set(err, RLX_ERR_NO_MEMORY, "out of memory loading a program");
     }
@@ -737,6 +760,13 @@ rlx_status rlx_session_load_internal(rlx_session *s, rlx_lir *lir, void (*lir_fr
         }
         p->states[i].buf = nb->buf;
     }
+    rlx_sym_values bounds = {{0}};
+    for (int i = 0; i < lir->n_symbols && i < RLX_MAX_SYMBOLS; i++)
+        bounds.v[i] = lir->symbols[i].max;
+    for (int32_t i = 0; i < lir->n_inputs; i++)
+        p->io_bound[i] = home_bytes(lir, RLX_HOME_INPUT, i, &bounds);
+    for (int32_t i = 0; i < lir->n_outputs; i++)
+        p->io_bound[lir->n_inputs + i] = home_bytes(lir, RLX_HOME_OUTPUT, i, &bounds);
     st = s->be->program_create(s->dev, lir, &p->prog, err);
     if (st != RLX_OK) {
         free_program(p);
@@ -818,6 +848,48 @@ uint64_t rlx_session_program_output_bytes(const rlx_session_program *p, int i,
     return home_bytes(p->lir, RLX_HOME_OUTPUT, i, sv);
 }
 
+/* p's device buffer for input/output k (inputs first), at least `need`
+ * bytes. A bigger need than the buffer holds replaces it with one of twice
+ * the size (at most the size at the symbols' bounds), so a run of growing
+ * lengths reallocates, and re-records, a few times rather than every run. */
+static rlx_status io_buffer(rlx_session *s, rlx_session_program *p, int32_t k, uint64_t need,
+                            rlx_error **err)
+{
+    rlx_buffer *b = p->io[k];
+    if (b && b->size >= need)
+        return RLX_OK;
+    uint64_t cap = b && b->size <= UINT64_MAX / 2 ? b->size * 2 : need;
+    if (cap > p->io_bound[k])
+        cap = p->io_bound[k];
+    if (cap < need)
+        cap = need;
+    if (b)
+        s->be->buffer_free(b);
+    p->io[k] = NULL;
+    rlx_status st = s->be->buffer_alloc(s->dev, cap, &p->io[k], err);
+    if (st != RLX_OK) {
+        const rlx_lir *lir = p->lir;
+        const rlx_lir_binding *bd =
+            k < lir->n_inputs ? &lir->inputs[k] : &lir->outputs[k - lir->n_inputs];
+        rlx_error_prefix(err, "the buffer for %s '%s': ", k < lir->n_inputs ? "input" : "output",
+                         bd->name ? bd->name : "?");
+    }
+    return st;
+}
+
+rlx_status rlx_session_program_stats(const rlx_session_program *p, rlx_program_stats *out,
+                                     rlx_error **err)
+{
+    if (!p || !out)
+        return rlx_error_set(err, RLX_ERR_INVALID_ARG, "rlx_session_program_stats: no program");
+    *out = (rlx_program_stats){0};
+    if (!p->s->be->program_stats)
+        return rlx_error_set(err, RLX_ERR_UNSUPPORTED,
+                             "the %s backend does not count its program runs", p->s->be->name);
+    p->s->be->program_stats(p->prog, out);
+    return RLX_OK;
+}
+
 /* Add the last run's per-instruction times to the per-op totals. */
 static rlx_status profile_add(rlx_session *s, rlx_session_program *p, rlx_error **err)
 {
@@ -868,30 +940,31 @@ rlx_status rlx_session_run(rlx_session *s, rlx_session_program *p, const rlx_sym
                 lir->symbols[i].name ? lir->symbols[i].name : "?", (long long)sv->v[i],
                 lir->symbols[i].name ? lir->symbols[i].name : "?", (long long)lir->symbols[i].max);
 
+    /* The CPU reads and writes the caller's memory in place (a wrapper per
+     * run, no copy); elsewhere the program's own device buffers are filled,
+     * run and read back. */
     int32_t n_io = lir->n_inputs + lir->n_outputs;
-    rlx_buffer_ref *refs = calloc((size_t)(n_io ? n_io : 1), sizeof *refs);
-    uint64_t *sizes = calloc((size_t)(n_io ? n_io : 1), sizeof *sizes);
+    rlx_buffer_ref *refs = p->io_refs;
+    uint64_t *sizes = p->io_sizes;
     rlx_status st = RLX_OK;
-    if (!refs || !sizes)
-        st = rlx_error_set(err, RLX_ERR_NO_MEMORY, "out of memory running a program");
-    for (int32_t i = 0; i < lir->n_inputs && st == RLX_OK; i++) {
-        sizes[i] = home_bytes(lir, RLX_HOME_INPUT, i, sv);
-        if (!inputs[i] && sizes[i])
-            st = rlx_error_set(err, RLX_ERR_INVALID_ARG, "input '%s' was not given",
-                               lir->inputs[i].name ? lir->inputs[i].name : "?");
-        else
-            st = s->be->buffer_from_host(s->dev, inputs[i], sizes[i], &refs[i].buf, err);
-    }
-    for (int32_t i = 0; i < lir->n_outputs && st == RLX_OK; i++) {
-        int32_t k = lir->n_inputs + i;
-        sizes[k] = home_bytes(lir, RLX_HOME_OUTPUT, i, sv);
-        if (!outputs[i] && sizes[k])
-            st = rlx_error_set(err, RLX_ERR_INVALID_ARG, "output '%s' was not given",
-                               lir->outputs[i].name ? lir->outputs[i].name : "?");
-        else if (s->zero_copy)
-            st = s->be->buffer_from_host(s->dev, outputs[i], sizes[k], &refs[k].buf, err);
-        else
-            st = s->be->buffer_alloc(s->dev, sizes[k], &refs[k].buf, err);
+    for (int32_t k = 0; k < n_io && st == RLX_OK; k++) {
+        bool is_in = k < lir->n_inputs;
+        int32_t i = is_in ? k : k - lir->n_inputs;
+        const void *host = is_in ? inputs[i] : outputs[i];
+        sizes[k] = home_bytes(lir, is_in ? RLX_HOME_INPUT : RLX_HOME_OUTPUT, i, sv);
+        refs[k] = (rlx_buffer_ref){0};
+        if (!host && sizes[k]) {
+            const rlx_lir_binding *bd = is_in ? &lir->inputs[i] : &lir->outputs[i];
+            st = rlx_error_set(err, RLX_ERR_INVALID_ARG, "%s '%s' was not given",
+                               is_in ? "input" : "output", bd->name ? bd->name : "?");
+        } else if (s->zero_copy) {
+            st = s->be->buffer_from_host(s->dev, host, sizes[k], &refs[k].buf, err);
+        } else {
+            st = io_buffer(s, p, k, sizes[k], err);
+            if (st == RLX_OK && is_in)
+                st = s->be->buffer_write(p->io[k], 0, host, sizes[k], err);
+            refs[k].buf = p->io[k];
+        }
     }
     if (st == RLX_OK) {
         rlx_program_bindings bind = {
@@ -910,11 +983,9 @@ rlx_status rlx_session_run(rlx_session *s, rlx_session_program *p, const rlx_sym
                                         sizes[lir->n_inputs + i], err);
         }
     }
-    for (int32_t i = 0; refs && i < n_io; i++)
-        if (refs[i].buf)
-            s->be->buffer_free(refs[i].buf);
-    free(refs);
-    free(sizes);
+    for (int32_t k = 0; s->zero_copy && k < n_io; k++)
+        if (refs[k].buf)
+            s->be->buffer_free(refs[k].buf);
     if (st == RLX_OK && s->profiling)
         st = profile_add(s, p, err);
     return st;

@@ -37,7 +37,10 @@
  *
  * Inputs and outputs of rlx_session_run are host pointers, indexed like the
  * program's LIR inputs/outputs, holding the tensor contiguous row-major at
- * this run's symbol values.
+ * this run's symbol values. The CPU reads and writes them in place; a GPU
+ * session copies them into and out of device buffers that each program
+ * keeps from run to run (grown when a run needs more, freed with the
+ * program), so a decode step only copies, submits and reads back.
  *
  * Ownership: the session borrows the GGUF / safetensors readers and weight
  * memory handed to it (they must outlive it) and owns programs, states and
@@ -146,6 +149,12 @@ RLX_API uint64_t rlx_session_program_output_bytes(const rlx_session_program *p, 
 RLX_API rlx_status rlx_session_run(rlx_session *s, rlx_session_program *p, const rlx_sym_values *sv,
                                    const void *const *inputs, void *const *outputs,
                                    rlx_error **err);
+
+/* What the backend's program has done: runs and command-buffer recordings
+ * (a GPU program records once and replays; rlx_program_stats). Fails with
+ * RLX_ERR_UNSUPPORTED where the backend does not count (the CPU). */
+RLX_API rlx_status rlx_session_program_stats(const rlx_session_program *p, rlx_program_stats *out,
+                                             rlx_error **err);
 
 /* Per-instruction timing of the last run (ms), when enabled on the program. */
 RLX_API void rlx_session_program_set_timing(rlx_session_program *p, bool enabled);
