@@ -9,6 +9,9 @@
  * 1, odd sizes, non-multiples of 8/16 and one large case per op family;
  * layouts cover contiguous, padded rows and transposed views.
  *
+ * Every backend present must take every case: a decline fails, unless the
+ * case is marked CPU-only (cpu_only) with the reason.
+ *
  * The GPU backends run twice: with their default kernels (Vulkan: the f16
  * variant on a device with 16-bit storage and float16 arithmetic), then
  * forced to their f32 kernels (rlx_device_opts.force_f32).
@@ -503,12 +506,14 @@ static void make_lir(one_lir *L, rlx_op op, const rlx_op_params *p, tt **in, int
  * (which has one kind) skipped. */
 static bool pass_f32 = false;
 
-/* Cases every backend must take (the Q8_0 KV cache ops: the CPU and
- * Vulkan have kernels for them), so a decline fails instead of skipping. */
-static bool every_backend = false;
+/* Every backend must take every case the CPU runs: a GPU backend that
+ * declines one fails the suite (legalize would otherwise have to move that
+ * op to another device). A case that is the CPU's alone sets cpu_only to
+ * the reason, which is printed where another backend declines it. */
+static const char *cpu_only = NULL;
 
-/* Run on backend `be`; false when the backend declines the op (allowed
- * for backends other than the CPU, which must take everything here). */
+/* Run on backend `be`; false when the backend has no device here, or
+ * declines a case marked cpu_only. */
 static bool run_on(const rlx_backend_i *be, rlx_op op, const rlx_op_params *p, tt **in, int n_in,
                    tt *out)
 {
@@ -524,11 +529,11 @@ static bool run_on(const rlx_backend_i *be, rlx_op op, const rlx_op_params *p, t
     }
     if (!be->supports_op(dev, &L.lir, &L.instr)) {
         be->device_close(dev);
-        if (strcmp(be->name, "cpu") == 0 || every_backend)
+        if (strcmp(be->name, "cpu") == 0 || !cpu_only)
             fail_msg("%s does not support op %s (%s)", be->name, rlx_op_name(op),
                      rlx_dtype_name(in[n_in > 1 ? 1 : 0]->dt));
-        print_message("  %s declines %s (%s)\n", be->name, rlx_op_name(op),
-                      rlx_dtype_name(out->dt));
+        print_message("  %s declines %s (%s): CPU only, %s\n", be->name, rlx_op_name(op),
+                      rlx_dtype_name(out->dt), cpu_only ? cpu_only : "");
         return false;
     }
     rlx_program *prog = NULL;
@@ -1747,10 +1752,8 @@ static void attn_q8_case(int64_t Hq, int64_t Hkv, int64_t S, int64_t T, int64_t 
              (long long)Hq, (long long)Hkv, (long long)S, (long long)T, (long long)D);
     /* the blocks hold |v| <= 127 * 0.05: the f32 error bound of the float
      * cases scaled by that range */
-    every_backend = true;
     run_all(what, RLX_OP_ATTENTION, &pr, in, 3, y, ref, 7 * (2e-5 + 1e-6 * sqrt((double)T)), 0,
             NULL);
-    every_backend = false;
     free(ref);
     free(sc);
     kv[0]->raw = kv[1]->raw = NULL;
@@ -1819,9 +1822,7 @@ static void scatter_q8_case(int64_t cap, int64_t W, int64_t S, int64_t off)
     char what[96];
     snprintf(what, sizeof what, "scatter into Q8_0 [%lld, %lld] at %lld", (long long)cap,
              (long long)W, (long long)off);
-    every_backend = true;
     run_all(what, RLX_OP_SCATTER, &p, in, 2, y, ref, 0, 0, tol);
-    every_backend = false;
     free(ref);
     free(tol);
     tt_free(state);
@@ -1954,10 +1955,18 @@ static void test_conv(void **state)
     conv_case(false, false, 1, 8, 16, 16, 8, 3, 3, 1, 1, 1, 8, 0, false, RLX_DTYPE_F32);
     /* patch embedding (SAM: 16x16, stride 16) */
     conv_case(false, false, 1, 3, 64, 48, 32, 16, 16, 16, 0, 1, 1, 0, true, RLX_DTYPE_F32);
+    conv_case(false, false, 2, 3, 32, 32, 9, 16, 16, 16, 0, 1, 1, 0, false, RLX_DTYPE_F16);
+    /* kernels past 49 taps (the Vulkan kernel stages them in chunks): 9x9
+     * padded and dilated, a depthwise 11x11, a long 1-D kernel */
+    conv_case(false, false, 1, 5, 13, 17, 10, 9, 9, 1, 4, 1, 1, 0, true, RLX_DTYPE_F32);
+    conv_case(false, false, 1, 6, 12, 12, 6, 7, 8, 2, 3, 2, 1, 0, false, RLX_DTYPE_F16);
+    conv_case(false, false, 1, 8, 15, 14, 8, 11, 11, 1, 5, 1, 8, 0, true, RLX_DTYPE_F32);
+    conv_case(true, false, 1, 3, 1, 100, 4, 1, 60, 3, 2, 1, 1, 0, true, RLX_DTYPE_F32);
     /* transposed conv (SAM's mask upscaling: k2 s2) */
     conv_case(false, true, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 0, false, RLX_DTYPE_F32);
     conv_case(false, true, 1, 4, 5, 7, 3, 2, 2, 2, 0, 1, 1, 0, true, RLX_DTYPE_F32);
     conv_case(false, true, 2, 6, 4, 3, 4, 3, 3, 2, 1, 1, 2, 1, true, RLX_DTYPE_F16);
+    conv_case(false, true, 1, 4, 5, 6, 3, 8, 8, 4, 2, 1, 1, 0, true, RLX_DTYPE_F32);
 }
 
 static void resize_case(int64_t N, int64_t C, int64_t IH, int64_t IW, int64_t OH, int64_t OW,

@@ -401,12 +401,6 @@ static int vk_check(const rlx_lir *lir, const rlx_lir_instr *ins, char *why, siz
                 return NO("input %d is %s", k, rlx_dtype_name(in[k]->dtype));
         if (!st_ok(o->dtype))
             return NO("output is %s", rlx_dtype_name(o->dtype));
-        const rlx_lir_value *wv = in[1];
-        int64_t kk = 1;
-        for (int d = 2; d < wv->shape.rank; d++)
-            kk *= rlx_dim_is_const(wv->shape.d[d]) ? wv->shape.d[d].k : 1000;
-        if (kk > 49)
-            return NO("kernels larger than 7x7 (49 taps)");
         return VK_K_CONV;
     }
     case RLX_OP_RESIZE:

@@ -6,10 +6,10 @@
 #include "common.glsl"
 
 // Workgroup = 64 output pixels x 8 output channels of one image: the 8
-// channels' weights for one input channel are staged in shared memory and
-// each x value is loaded once for all 8 (P(18) = 1 when x and w are F32,
-// read straight from the words). Kernels up to 7x7 (bigger ones use P(19) = 0:
-// one channel per pass, weights read directly).
+// channels' weights for one input channel are staged in shared memory, up to
+// 49 taps at a time (a bigger kernel, e.g. a 16x16 patch embedding, runs its
+// taps in chunks of 49), and each x value is loaded once for all 8 (P(18) = 1
+// when x and w are F32, read straight from the words).
 #define OCT 8
 #define MAXK 49
 shared float wsh[OCT * MAXK];
@@ -44,46 +44,51 @@ void main()
     int g0 = oc0 / ocg;
     int icbeg = same_group ? g0 * icg : 0, icend = same_group ? (g0 + 1) * icg : IC;
     for (int ic = icbeg; ic < icend; ic++) {
-        // stage weights of (oc0..oc0+7, ic)
-        barrier();
-        for (int i = t; i < OCT * KK; i += int(LS)) {
-            int j = i / KK, kk = i % KK, oc = oc0 + j;
-            float wv = 0.0;
-            if (oc < OC && ic / icg == oc / ocg) {
-                int icl = ic - (oc / ocg) * icg;
-                int wo = tr ? ic * ws0 + (oc - (oc / ocg) * ocg) * ws1 : oc * ws0 + icl * ws1;
-                wo += (kk / KW) * ws2 + (kk % KW) * ws3;
-                wv = f32 ? uintBitsToFloat(B1.d[ww + uint(wo)]) : ldf(1, wdt, woff, wo);
-            }
-            wsh[i] = wv;
-        }
-        barrier();
-        if (!live) continue;
         int xb = n * xs0 + ic * xs1;
-        for (int ky = 0; ky < KH; ky++) {
-            int iy;
-            if (!tr) {
-                iy = oy * sh - ph + ky * dh;
-            } else {
-                int q = oy + ph - ky * dh;
-                if (q < 0 || q % sh != 0) continue;
-                iy = q / sh;
-            }
-            if (iy < 0 || iy >= IH) continue;
-            for (int kx = 0; kx < KW; kx++) {
-                int ix;
-                if (!tr) {
-                    ix = ox * sw - pw + kx * dw;
-                } else {
-                    int q = ox + pw - kx * dw;
-                    if (q < 0 || q % sw != 0) continue;
-                    ix = q / sw;
+        for (int k0 = 0; k0 < KK; k0 += MAXK) {
+            int nk = min(KK - k0, MAXK);
+            // stage weights of (oc0..oc0+7, ic) for taps k0..k0+nk-1
+            barrier();
+            for (int i = t; i < OCT * nk; i += int(LS)) {
+                int j = i / nk, kk = k0 + i % nk, oc = oc0 + j;
+                float wv = 0.0;
+                if (oc < OC && ic / icg == oc / ocg) {
+                    int icl = ic - (oc / ocg) * icg;
+                    int wo = tr ? ic * ws0 + (oc - (oc / ocg) * ocg) * ws1 : oc * ws0 + icl * ws1;
+                    wo += (kk / KW) * ws2 + (kk % KW) * ws3;
+                    wv = f32 ? uintBitsToFloat(B1.d[ww + uint(wo)]) : ldf(1, wdt, woff, wo);
                 }
-                if (ix < 0 || ix >= IW) continue;
-                int xo = xb + iy * xs2 + ix * xs3;
-                float xv = f32 ? uintBitsToFloat(B0.d[xw + uint(xo)]) : ldf(0, xdt, xoff, xo);
-                int kk = ky * KW + kx;
-                [[unroll]] for (int j = 0; j < OCT; j++) acc[j] += xv * wsh[j * KK + kk];
+                wsh[i] = wv;
+            }
+            barrier();
+            if (!live) continue;
+            int k1 = k0 + nk;
+            for (int ky = k0 / KW; ky * KW < k1; ky++) {
+                int iy;
+                if (!tr) {
+                    iy = oy * sh - ph + ky * dh;
+                } else {
+                    int q = oy + ph - ky * dh;
+                    if (q < 0 || q % sh != 0) continue;
+                    iy = q / sh;
+                }
+                if (iy < 0 || iy >= IH) continue;
+                int kx0 = max(k0 - ky * KW, 0), kx1 = min(k1 - ky * KW, KW);
+                for (int kx = kx0; kx < kx1; kx++) {
+                    int ix;
+                    if (!tr) {
+                        ix = ox * sw - pw + kx * dw;
+                    } else {
+                        int q = ox + pw - kx * dw;
+                        if (q < 0 || q % sw != 0) continue;
+                        ix = q / sw;
+                    }
+                    if (ix < 0 || ix >= IW) continue;
+                    int xo = xb + iy * xs2 + ix * xs3;
+                    float xv = f32 ? uintBitsToFloat(B0.d[xw + uint(xo)]) : ldf(0, xdt, xoff, xo);
+                    int kk = ky * KW + kx - k0;
+                    [[unroll]] for (int j = 0; j < OCT; j++) acc[j] += xv * wsh[j * nk + kk];
+                }
             }
         }
     }
