@@ -12,11 +12,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 
 #include "backends/backend.h"
 #include "backends/base/dtype.h"
+#include "backends/vulkan/vk-internal.h" /* vk_test_lose_device */
 #include "engine/runtime/session.h"
 #include "test-util.h"
 
@@ -608,6 +610,217 @@ static void test_session_replays(void **state)
     rlx_session_free(s);
 }
 
+/* A program with a weight and a state: acc (state) += x; y = acc * w. */
+typedef struct acc_prog {
+    rlx_lir lir;
+    rlx_lir_value v[5];
+    rlx_lir_instr ins[2];
+    rlx_lir_binding pb, sb, ib, ob;
+} acc_prog;
+
+static rlx_lir_value vec4(rlx_home home)
+{
+    rlx_lir_value v;
+    memset(&v, 0, sizeof v);
+    v.dtype = RLX_DTYPE_F32;
+    v.shape.rank = 1;
+    v.shape.d[0] = rlx_dim_const(4);
+    v.stride[0] = rlx_dim_const(1);
+    v.home = home;
+    v.view_of = -1;
+    v.max_bytes = 16;
+    v.contiguous = true;
+    return v;
+}
+
+static rlx_lir_binding bind4(const char *name)
+{
+    rlx_lir_binding b;
+    memset(&b, 0, sizeof b);
+    b.name = name;
+    b.dtype = RLX_DTYPE_F32;
+    b.shape.rank = 1;
+    b.shape.d[0] = rlx_dim_const(4);
+    b.max_bytes = 16;
+    return b;
+}
+
+static void make_acc(acc_prog *a)
+{
+    memset(a, 0, sizeof *a);
+    a->v[0] = vec4(RLX_HOME_STATE);
+    a->v[1] = vec4(RLX_HOME_INPUT);
+    a->v[2] = vec4(RLX_HOME_STATE); /* acc + x, in place */
+    a->v[3] = vec4(RLX_HOME_PARAM);
+    a->v[4] = vec4(RLX_HOME_OUTPUT);
+    a->ins[0].op = RLX_OP_ADD;
+    a->ins[0].n_in = 2;
+    a->ins[0].in[0] = 0;
+    a->ins[0].in[1] = 1;
+    a->ins[0].out = 2;
+    a->ins[0].in_place = true;
+    a->ins[1].op = RLX_OP_MUL;
+    a->ins[1].n_in = 2;
+    a->ins[1].in[0] = 2;
+    a->ins[1].in[1] = 3;
+    a->ins[1].out = 4;
+    a->pb = bind4("w");
+    a->sb = bind4("acc");
+    a->ib = bind4("x");
+    a->ob = bind4("y");
+    a->lir.n_values = 5;
+    a->lir.values = a->v;
+    a->lir.n_instrs = 2;
+    a->lir.instrs = a->ins;
+    a->lir.n_params = a->lir.n_states = a->lir.n_inputs = a->lir.n_outputs = 1;
+    a->lir.params = &a->pb;
+    a->lir.states = &a->sb;
+    a->lir.inputs = &a->ib;
+    a->lir.outputs = &a->ob;
+}
+
+/* A session on vulkan:0 with weight w and the acc program loaded. */
+static rlx_session *acc_session(const float *w, acc_prog *a, rlx_session_program **p)
+{
+    rlx_session *s = vk_session(0, false);
+    rlx_error *err = NULL;
+    int64_t n[1] = {4};
+    assert_int_equal(rlx_session_add_weight(s, "w", RLX_DTYPE_F32, 1, n, w, 16, &err), RLX_OK);
+    make_acc(a);
+    if (rlx_session_load_lir(s, &a->lir, p, &err) != RLX_OK)
+        fail_msg("load: %s", rlx_error_message(err));
+    return s;
+}
+
+/* Run acc once with x = 1s; y should be run * w. */
+static rlx_status acc_run(rlx_session *s, rlx_session_program *p, const float *w, int run,
+                          rlx_error **err)
+{
+    float x[4] = {1, 1, 1, 1}, y[4] = {0};
+    const void *in[1] = {x};
+    void *out[1] = {y};
+    rlx_status st = rlx_session_run(s, p, NULL, in, out, err);
+    if (st == RLX_OK)
+        for (int i = 0; i < 4; i++)
+            assert_true(y[i] == (float)run * w[i]);
+    return st;
+}
+
+/* A program bigger than the device: refused at load with the figures, by
+ * the default budget (the device's memory) before anything is allocated,
+ * and with a budget past the device's memory by the allocation itself;
+ * the session stays usable. */
+static void test_session_too_large(void **state)
+{
+    (void)state;
+    rlx_session *s = vk_session(0, false);
+    rlx_device_info info;
+    rlx_error *err = NULL;
+    assert_int_equal(rlx_session_device_info(s, &info, &err), RLX_OK);
+    prog_def big;
+    make_binary(&big, RLX_OP_ADD, 1, 4, false);
+    big.lir.arena_bytes = info.total_memory * 2 + (64ull << 20);
+    char want[32], buf[160];
+    rlx_format_bytes(big.lir.arena_bytes, want, sizeof want);
+    rlx_session_program *p = NULL;
+    assert_int_equal(rlx_session_load_lir(s, &big.lir, &p, &err), RLX_ERR_BUDGET);
+    assert_null(p);
+    print_message("  %s\n", rlx_error_message(err));
+    snprintf(buf, sizeof buf, "%s of activations", want);
+    assert_non_null(strstr(rlx_error_message(err), buf));
+    assert_non_null(strstr(rlx_error_message(err), "but the budget is"));
+    rlx_error_clear(&err);
+    assert_int_equal(rlx_session_memory(s).arena_bytes, 0);
+    rlx_session_free(s);
+
+    s = vk_session(UINT64_MAX / 4, false);
+    static const float w[4] = {1, 2, 3, 4};
+    int64_t n[1] = {4};
+    assert_int_equal(rlx_session_add_weight(s, "w", RLX_DTYPE_F32, 1, n, w, 16, &err), RLX_OK);
+    acc_prog a;
+    make_acc(&a);
+    a.lir.arena_bytes = 4096;
+    assert_int_equal(rlx_session_load_lir(s, &a.lir, &p, &err), RLX_OK);
+    assert_int_equal(acc_run(s, p, w, 1, &err), RLX_OK);
+    rlx_session_program *q = NULL;
+    assert_int_equal(rlx_session_load_lir(s, &big.lir, &q, &err), RLX_ERR_NO_MEMORY);
+    assert_null(q);
+    print_message("  %s\n", rlx_error_message(err));
+    snprintf(buf, sizeof buf, "allocating %s of activations", want);
+    assert_non_null(strstr(rlx_error_message(err), buf));
+    assert_non_null(strstr(rlx_error_message(err), "does not fit"));
+    rlx_error_clear(&err);
+    /* the program loaded before still has its arena */
+    assert_int_equal(rlx_session_memory(s).arena_bytes, 4096);
+    assert_int_equal(acc_run(s, p, w, 2, &err), RLX_OK);
+    rlx_session_free(s);
+}
+
+/* Two sessions on one device at once, each with its own weights, state and
+ * programs; freeing one leaves the other working. */
+static void test_two_sessions(void **state)
+{
+    (void)state;
+    static const float w1[4] = {1, 2, 3, 4}, w2[4] = {-10, 0.5f, 20, 7};
+    acc_prog a1, a2;
+    rlx_session_program *p1 = NULL, *p2 = NULL;
+    rlx_session *s1 = acc_session(w1, &a1, &p1), *s2 = acc_session(w2, &a2, &p2);
+    rlx_error *err = NULL;
+    for (int run = 1; run <= 3; run++) {
+        assert_int_equal(acc_run(s1, p1, w1, run, &err), RLX_OK);
+        assert_int_equal(acc_run(s2, p2, w2, 2 * run - 1, &err), RLX_OK);
+        assert_int_equal(acc_run(s2, p2, w2, 2 * run, &err), RLX_OK);
+    }
+    rlx_session_free(s1);
+    for (int run = 7; run <= 9; run++)
+        assert_int_equal(acc_run(s2, p2, w2, run, &err), RLX_OK);
+    rlx_session_free(s2);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* A lost device (injected: the next wait reports VK_ERROR_DEVICE_LOST) is
+ * RLX_ERR_DEVICE with a sentence at once, for this session and for another
+ * one on the same VkDevice; a session made afterwards gets a fresh device
+ * and works. */
+static void test_device_lost(void **state)
+{
+    (void)state;
+    static const float w[4] = {1, 2, 3, 4};
+    acc_prog a, b;
+    rlx_session_program *p = NULL, *q = NULL;
+    rlx_session *s = acc_session(w, &a, &p), *other = acc_session(w, &b, &q);
+    rlx_error *err = NULL;
+    assert_int_equal(acc_run(s, p, w, 1, &err), RLX_OK);
+    assert_int_equal(acc_run(other, q, w, 1, &err), RLX_OK);
+    vk_test_lose_device(rlx_session_device(s));
+    double t0 = now_s();
+    assert_int_equal(acc_run(s, p, w, 2, &err), RLX_ERR_DEVICE);
+    print_message("  %s\n", rlx_error_message(err));
+    assert_non_null(strstr(rlx_error_message(err), "lost"));
+    rlx_error_clear(&err);
+    assert_int_equal(acc_run(s, p, w, 2, &err), RLX_ERR_DEVICE);
+    rlx_error_clear(&err);
+    assert_int_equal(acc_run(other, q, w, 2, &err), RLX_ERR_DEVICE);
+    assert_non_null(strstr(rlx_error_message(err), "lost"));
+    rlx_error_clear(&err);
+    assert_true(now_s() - t0 < 10);
+    rlx_session_free(s);
+    rlx_session_free(other);
+
+    rlx_session_program *r = NULL;
+    acc_prog c;
+    rlx_session *fresh = acc_session(w, &c, &r);
+    for (int run = 1; run <= 3; run++)
+        assert_int_equal(acc_run(fresh, r, w, run, &err), RLX_OK);
+    rlx_session_free(fresh);
+}
+
 int main(void)
 {
     vk = rlx_backend_find("vulkan");
@@ -626,6 +839,9 @@ int main(void)
         cmocka_unit_test(test_rebind_new_buffer),
         cmocka_unit_test(test_kernel_variants),
         cmocka_unit_test(test_session_replays),
+        cmocka_unit_test(test_session_too_large),
+        cmocka_unit_test(test_two_sessions),
+        cmocka_unit_test(test_device_lost),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

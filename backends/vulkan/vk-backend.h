@@ -14,9 +14,12 @@
  * this run's dims, strides and dispatch sizes are written into a small
  * host-visible "meta" buffer that the shaders read and that feeds indirect
  * dispatches, so a new sequence length does not re-record. It re-records
- * only when the bound buffers change or timing is switched. program_run
- * waits for the run to finish (fence waits with a timeout; a lost device
- * is RLX_ERR_DEVICE).
+ * only when the bound buffers change or timing is switched (program_stats
+ * counts runs and recordings). program_run waits for the run to finish:
+ * a wait longer than 60 s on a hardware GPU (300 s on a software one)
+ * counts as a hung device, which is then treated as lost; a lost device is
+ * RLX_ERR_DEVICE for every open of it, and the next open makes a fresh
+ * VkDevice.
  *
  * What it takes (supports_op): see vk-program.c's vk_check(). Compute is
  * f32; F16/BF16/I32/I16/I8/U8/BOOL operands are read and written in their

@@ -92,8 +92,15 @@ static const struct {
 /* Staging for uploads and reads on devices whose memory the host cannot
  * map: a weight file goes up through this window, never copied whole. */
 #define STAGING_BYTES (16u << 20)
-/* Longest a single wait may take before the device counts as hung. */
-#define FENCE_TIMEOUT_S 600
+/* Longest a single wait may take before the device counts as hung and is
+ * treated as lost. A hardware GPU's kernel driver resets a hung job and
+ * reports VK_ERROR_DEVICE_LOST well before this (amdgpu's compute timeout,
+ * the longest of the common drivers, is 60 s; i915 and NVIDIA reset after a
+ * few seconds), so a wait past 60 s means the driver did not notice. A
+ * software device (lavapipe) has no watchdog and runs a whole program on
+ * the CPU, where one large run may legitimately take minutes: 300 s. */
+#define FENCE_TIMEOUT_HW_S 60
+#define FENCE_TIMEOUT_SW_S 300
 
 /* ---- instance (one per process, made on first use) -------------------------- */
 
@@ -172,7 +179,11 @@ static struct shared_dev {
     VkPipelineLayout layout;
     VkPipeline pipes[2][VK_K_COUNT]; /* per kernel variant (f32, f16) */
     bool has_f16;                    /* the device was made with the f16 features */
-    bool lost;                       /* the next open makes a fresh VkDevice */
+    /* bumped when the VkDevice is lost (atomic): an open of the device
+     * made before (its vk_device.gen is older) is lost too, though it did
+     * not see the error itself, and the next open makes a fresh VkDevice */
+    uint32_t gen;
+    uint32_t dev_gen; /* gen when dev was made */
 } shared_devs[MAX_PDEVS] = {
 #define SD                                                                   \
     {                                                                        \
@@ -318,6 +329,30 @@ static rlx_status vk_device_info(int index, rlx_device_info *out, rlx_error **er
 
 /* ---- errors and waits ---------------------------------------------------- */
 
+void vk_mark_lost(vk_device *d)
+{
+    struct shared_dev *sd = &shared_devs[d->index];
+    d->lost = true;
+    /* a lost VkDevice stays lost: later opens get a new one (the old one is
+     * abandoned, not destroyed, as other opens may hold it). No lock: this
+     * may be reached from under sd->lock (a failed pipeline build). */
+    uint32_t g = d->gen;
+    __atomic_compare_exchange_n(&sd->gen, &g, g + 1, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+}
+
+bool vk_is_lost(vk_device *d)
+{
+    if (!d->lost && d->gen != __atomic_load_n(&shared_devs[d->index].gen, __ATOMIC_ACQUIRE))
+        d->lost = true;
+    return d->lost;
+}
+
+void vk_test_lose_device(rlx_device *dev)
+{
+    if (dev)
+        ((vk_device *)dev)->inject_lost = true;
+}
+
 rlx_status vk_check_result(vk_device *d, VkResult r, const char *what, rlx_error **err)
 {
     switch (r) {
@@ -325,10 +360,7 @@ rlx_status vk_check_result(vk_device *d, VkResult r, const char *what, rlx_error
         return RLX_OK;
     case VK_ERROR_DEVICE_LOST:
         if (d) {
-            d->lost = true;
-            /* a lost VkDevice stays lost: later opens get a new one (the old
-             * one is abandoned, not destroyed, as other opens may hold it) */
-            shared_devs[d->index].lost = true;
+            vk_mark_lost(d);
         }
         return rlx_error_set(err, RLX_ERR_DEVICE,
                              "%s: the Vulkan device was lost (a driver reset or GPU fault); close "
@@ -352,9 +384,17 @@ static double now_s(void)
 
 rlx_status vk_wait_fence(vk_device *d, VkFence f, volatile const int *cancel, rlx_error **err)
 {
+    int timeout_s = d->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU ? FENCE_TIMEOUT_SW_S
+                                                                       : FENCE_TIMEOUT_HW_S;
     double t0 = now_s();
     for (;;) {
         VkResult r = vkWaitForFences(d->dev, 1, &f, VK_TRUE, 100ull * 1000 * 1000);
+        if (r == VK_SUCCESS && d->inject_lost) {
+            /* vk_test_lose_device: the work is done, but report what a
+             * driver reset would */
+            d->inject_lost = false;
+            r = VK_ERROR_DEVICE_LOST;
+        }
         if (r == VK_SUCCESS)
             return RLX_OK;
         if (r != VK_TIMEOUT)
@@ -362,11 +402,14 @@ rlx_status vk_wait_fence(vk_device *d, VkFence f, volatile const int *cancel, rl
         /* A cancelled run still has to drain (its buffers are in use), so
          * cancel only shortens nothing here; it is honoured between runs. */
         (void)cancel;
-        if (now_s() - t0 > FENCE_TIMEOUT_S)
+        if (now_s() - t0 > timeout_s) {
+            /* its buffers may still be in use: nothing more may run on it */
+            vk_mark_lost(d);
             return rlx_error_set(err, RLX_ERR_DEVICE,
-                                 "the Vulkan device did not finish its work within %d s; it may "
-                                 "be hung",
-                                 FENCE_TIMEOUT_S);
+                                 "the Vulkan device %s did not finish its work within %d s, so it "
+                                 "is treated as lost (hung); close and reopen the device",
+                                 d->props.deviceName, timeout_s);
+        }
     }
 }
 
@@ -452,10 +495,10 @@ static rlx_status shared_open(vk_device *d, bool force_f32, rlx_error **err)
     struct shared_dev *sd = &shared_devs[d->index];
     rlx_status s = RLX_OK;
     pthread_mutex_lock(&sd->lock);
-    if (sd->dev && sd->lost) {
+    uint32_t gen = __atomic_load_n(&sd->gen, __ATOMIC_ACQUIRE);
+    if (sd->dev && sd->dev_gen != gen) {
         sd->dev = VK_NULL_HANDLE;
         memset(sd->pipes, 0, sizeof sd->pipes);
-        sd->lost = false;
     }
     if (!sd->dev) {
         sd->has_budget = has_device_ext(d->pd, VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
@@ -525,6 +568,7 @@ static rlx_status shared_open(vk_device *d, bool force_f32, rlx_error **err)
                                 "creating a pipeline layout", err);
         if (s == RLX_OK) {
             sd->dev = dev;
+            sd->dev_gen = gen;
             vkGetDeviceQueue(dev, d->qfam, 0, &sd->queue);
             sd->dsl = dsl;
             sd->layout = layout;
@@ -535,6 +579,7 @@ static rlx_status shared_open(vk_device *d, bool force_f32, rlx_error **err)
         }
     }
     if (s == RLX_OK) {
+        d->gen = sd->dev_gen;
         d->dev = sd->dev;
         d->queue = sd->queue;
         d->dsl = sd->dsl;
@@ -725,7 +770,7 @@ static rlx_status vk_buffer_alloc(rlx_device *dev, uint64_t size, rlx_buffer **o
     if (!dev || !out)
         return rlx_error_set(err, RLX_ERR_INVALID_ARG, "buffer_alloc: no device or output");
     vk_device *d = (vk_device *)dev;
-    if (d->lost)
+    if (vk_is_lost(d))
         return rlx_error_set(err, RLX_ERR_DEVICE, "the Vulkan device was lost; reopen it");
     uint64_t alloc = size < 16 ? 16 : (size + 15) / 16 * 16;
     if (size > UINT64_MAX - 16 || alloc > d->heap_size || alloc > d->max_alloc)
@@ -835,7 +880,7 @@ static rlx_status vk_buffer_write(rlx_buffer *buf, uint64_t offset, const void *
         return s;
     vk_buffer *b = (vk_buffer *)buf;
     vk_device *d = b->dev;
-    if (d->lost)
+    if (vk_is_lost(d))
         return rlx_error_set(err, RLX_ERR_DEVICE, "the Vulkan device was lost; reopen it");
     if (b->map) {
         memcpy((uint8_t *)b->map + offset, src, (size_t)size);
@@ -860,7 +905,7 @@ static rlx_status vk_buffer_read(rlx_buffer *buf, uint64_t offset, void *dst, ui
         return s;
     vk_buffer *b = (vk_buffer *)buf;
     vk_device *d = b->dev;
-    if (d->lost)
+    if (vk_is_lost(d))
         return rlx_error_set(err, RLX_ERR_DEVICE, "the Vulkan device was lost; reopen it");
     if (b->map) {
         memcpy(dst, (const uint8_t *)b->map + offset, (size_t)size);
@@ -917,7 +962,7 @@ static rlx_status vk_synchronize(rlx_device *dev, rlx_error **err)
     vk_device *d = (vk_device *)dev;
     if (!d)
         return rlx_error_set(err, RLX_ERR_INVALID_ARG, "synchronize: no device");
-    if (d->lost)
+    if (vk_is_lost(d))
         return rlx_error_set(err, RLX_ERR_DEVICE, "the Vulkan device was lost; reopen it");
     /* every submission is waited for before the call that made it returns */
     return RLX_OK;

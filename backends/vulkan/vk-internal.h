@@ -55,6 +55,8 @@ typedef struct vk_device {
     VkPipeline *pipes; /* VK_K_COUNT of this open's variant, built on first use */
     bool f16;          /* the f16 kernels (16-bit storage + float16 arithmetic) */
     bool lost;
+    uint32_t gen;     /* of the shared VkDevice when opened (vk_is_lost) */
+    bool inject_lost; /* vk_test_lose_device */
     uint32_t ts_bits;
     uint64_t allocated; /* bytes of our live buffers */
 } vk_device;
@@ -74,7 +76,19 @@ typedef struct vk_buffer {
 extern const rlx_backend_i rlx_vulkan_backend;
 
 rlx_status vk_check_result(vk_device *d, VkResult r, const char *what, rlx_error **err);
-/* Wait for a fence with a timeout; a lost device or a timeout is an error. */
+/* Mark the device lost for this open and every other open of the same
+ * VkDevice; the next open makes a fresh one. */
+void vk_mark_lost(vk_device *d);
+/* This open, or another open of its VkDevice, saw the device lost. */
+bool vk_is_lost(vk_device *d);
+/* Test-only fault injection: the next fence wait of this open (a program
+ * run, a transfer) lets the work finish and then reports
+ * VK_ERROR_DEVICE_LOST, as a driver reset would. Not in the backend
+ * interface and not reachable from the environment. */
+void vk_test_lose_device(rlx_device *dev);
+/* Wait for a fence with a timeout (60 s on hardware, 300 s on a software
+ * device: vk-device.c); a lost device is an error, and a timeout marks the
+ * device lost. */
 rlx_status vk_wait_fence(vk_device *d, VkFence f, volatile const int *cancel, rlx_error **err);
 /* vkQueueSubmit on the queue that every open of the device shares. */
 VkResult vk_submit(vk_device *d, const VkSubmitInfo *si, VkFence fence);

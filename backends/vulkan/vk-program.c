@@ -1315,7 +1315,7 @@ rlx_status vk_program_create(rlx_device *dev, const rlx_lir *lir, rlx_program **
     if (!dev || !lir || !out)
         return rlx_error_set(err, RLX_ERR_INVALID_ARG, "program_create: missing argument");
     vk_device *d = (vk_device *)dev;
-    if (d->lost)
+    if (vk_is_lost(d))
         return rlx_error_set(err, RLX_ERR_DEVICE, "the Vulkan device was lost; reopen it");
     rlx_status s = validate(lir, err);
     if (s != RLX_OK)
@@ -1635,7 +1635,7 @@ rlx_status vk_program_run(rlx_program *prog, const rlx_program_bindings *b,
     if (!P || !b)
         return rlx_error_set(err, RLX_ERR_INVALID_ARG, "program_run: missing argument");
     vk_device *d = P->dev;
-    if (d->lost)
+    if (vk_is_lost(d))
         return rlx_error_set(err, RLX_ERR_DEVICE, "the Vulkan device was lost; reopen it");
     if (b->cancel && __atomic_load_n(b->cancel, __ATOMIC_RELAXED))
         return rlx_error_set(err, RLX_ERR_CANCELLED, "cancelled");

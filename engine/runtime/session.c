@@ -703,6 +703,7 @@ rlx_status rlx_session_load_internal(rlx_session *s, rlx_lir *lir, void (*lir_fr
         pthread_mutex_unlock(&s->mu);
     }
     if (st == RLX_OK && lir->arena_bytes > s->arena_bytes) {
+        uint64_t old = s->arena_bytes;
         if (s->arena)
             s->be->buffer_free(s->arena);
         s->arena = NULL;
@@ -710,11 +711,16 @@ rlx_status rlx_session_load_internal(rlx_session *s, rlx_lir *lir, void (*lir_fr
         s->arena_bytes = 0;
         pthread_mutex_unlock(&s->mu);
         st = s->be->buffer_alloc(s->dev, lir->arena_bytes, &s->arena, err);
-        if (st == RLX_OK) {
-            pthread_mutex_lock(&s->mu);
-            s->arena_bytes = lir->arena_bytes;
-            pthread_mutex_unlock(&s->mu);
+        if (st != RLX_OK) {
+            rlx_error_prefix(err, "allocating %s of activations: ",
+                             rlx_format_bytes(lir->arena_bytes, a, sizeof a));
+            /* the programs loaded before keep an arena of the old size */
+            if (old && s->be->buffer_alloc(s->dev, old, &s->arena, NULL) != RLX_OK)
+                s->arena = NULL;
         }
+        pthread_mutex_lock(&s->mu);
+        s->arena_bytes = s->arena ? s->arena->size : 0;
+        pthread_mutex_unlock(&s->mu);
     }
     if (st != RLX_OK)
         return load_fail(lir, lir_free, st);
