@@ -1,5 +1,16 @@
-/* rlx generate / rlx chat: run a GGUF language model from the terminal. */
+/* rlx generate / rlx chat: run a GGUF language model from the terminal.
+ *
+ * Generation runs as a job on the engine's worker thread (engine/runtime/
+ * worker.h, as in the app); this thread waits for it with SIGINT unblocked
+ * only while it waits, so Ctrl+C cancels the reply within a token: rlx chat
+ * goes back to its prompt, rlx generate prints its figures and exits 130.
+ * Ctrl+C at the chat prompt ends the chat. */
 #include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <unistd.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stddef.h>
@@ -7,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/runtime/worker.h"
 #include "engine/template/chat-template.h"
 #include "models/llm/llm.h"
 #include "rlx-cli.h"
@@ -310,6 +322,130 @@ static bool print_piece(void *user, const rlx_llm_piece *p)
     return true;
 }
 
+/* ---- generation on the worker thread, Ctrl+C to stop ------------------- */
+
+static volatile sig_atomic_t interrupted;
+
+static void on_sigint(int sig)
+{
+    (void)sig;
+    interrupted = 1;
+}
+
+typedef struct {
+    rlx_worker *w;
+    int done_pipe[2]; /* on_done writes a byte: the waiting thread wakes */
+    rlx_status status;
+    char *message;
+    sigset_t sigint;
+} runner;
+
+typedef struct {
+    rlx_llm *m;
+    const rlx_token *ids;
+    size_t n;
+    const rlx_llm_generate_params *gp;
+    rlx_llm_token_fn cb;
+    void *user;
+    rlx_llm_stats *stats;
+} gen_job;
+
+static rlx_status gen_job_run(rlx_worker *w, void *data, rlx_error **err)
+{
+    (void)w;
+    gen_job *j = data;
+    return rlx_llm_generate(j->m, j->ids, j->n, j->gp, j->cb, j->user, j->stats, NULL, NULL, err);
+}
+
+static void runner_done(void *user, uint64_t job, rlx_status status, const char *message)
+{
+    (void)job;
+    runner *r = user;
+    r->status = status;
+    r->message = message ? strdup(message) : NULL;
+    ssize_t k;
+    do
+        k = write(r->done_pipe[1], "", 1);
+    while (k < 0 && errno == EINTR);
+}
+
+/* SIGINT goes to our handler (no SA_RESTART, so a read at the chat prompt
+ * returns) and is blocked in this thread, and so in the worker it starts,
+ * except while waiting. */
+static int runner_start(runner *r)
+{
+    memset(r, 0, sizeof *r);
+    if (pipe(r->done_pipe))
+        return rlx_cli_fail("cannot create a pipe: %s", strerror(errno));
+    struct sigaction sa = {.sa_handler = on_sigint};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigemptyset(&r->sigint);
+    sigaddset(&r->sigint, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &r->sigint, NULL);
+    rlx_worker_callbacks cb = {.on_done = runner_done, .user = r};
+    rlx_error *err = NULL;
+    if (rlx_worker_create(NULL, &cb, &r->w, &err) != RLX_OK) {
+        int rc = rlx_cli_fail("%s", rlx_error_message(err));
+        rlx_error_free(err);
+        return rc;
+    }
+    return 0;
+}
+
+static void runner_stop(runner *r)
+{
+    rlx_worker_free(r->w);
+    close(r->done_pipe[0]);
+    close(r->done_pipe[1]);
+    pthread_sigmask(SIG_UNBLOCK, &r->sigint, NULL);
+    signal(SIGINT, SIG_DFL);
+}
+
+/* Runs the job and waits for it; a Ctrl+C meanwhile cancels it (the reply
+ * ends early with stats->stop RLX_LLM_STOP_CANCELLED) and sets *stopped. */
+static rlx_status runner_generate(runner *r, gen_job *j, bool *stopped, rlx_error **err)
+{
+    *stopped = false;
+    interrupted = 0;
+    uint64_t id = rlx_worker_submit(r->w, gen_job_run, j, NULL);
+    if (!id)
+        return rlx_error_set(err, RLX_ERR_NO_MEMORY, "cannot queue the generation");
+    sigset_t waiting;
+    pthread_sigmask(SIG_BLOCK, NULL, &waiting);
+    sigdelset(&waiting, SIGINT);
+    struct pollfd pf = {.fd = r->done_pipe[0], .events = POLLIN};
+    for (;;) {
+        int k = ppoll(&pf, 1, NULL, &waiting);
+        if (k > 0 || (k < 0 && errno != EINTR))
+            break; /* done (or ppoll failed: the read below waits) */
+        if (interrupted && !*stopped) {
+            *stopped = true;
+            rlx_llm_cancel(j->m);
+            rlx_worker_cancel(r->w, id);
+        }
+    }
+    char byte;
+    while (read(r->done_pipe[0], &byte, 1) < 0 && errno == EINTR)
+        ;
+    interrupted = 0; /* this Ctrl+C was for the reply, not for the prompt after it */
+    rlx_status st = r->status;
+    if (st != RLX_OK)
+        rlx_error_set(err, st, "%s", r->message ? r->message : "generation failed");
+    free(r->message);
+    r->message = NULL;
+    return st;
+}
+
+/* fgets with SIGINT let through: NULL at end of input or on Ctrl+C. */
+static char *read_line(runner *r, char *line, int cap)
+{
+    pthread_sigmask(SIG_UNBLOCK, &r->sigint, NULL);
+    char *got = interrupted ? NULL : fgets(line, cap, stdin);
+    pthread_sigmask(SIG_BLOCK, &r->sigint, NULL);
+    return interrupted ? NULL : got;
+}
+
 static int load(const char *cmd, options *o, rlx_llm **m)
 {
     rlx_error *err = NULL;
@@ -359,14 +495,25 @@ int rlx_cmd_generate(int argc, char **argv)
         goto out;
     }
     rlx_llm_stats st;
-    if (rlx_llm_generate(m, ids, n, &o.gp, print_piece, stdout, &st, NULL, NULL, &err) != RLX_OK) {
-        fputc('\n', stdout);
+    runner r;
+    if ((rc = runner_start(&r)))
+        goto out;
+    gen_job j = {
+        .m = m, .ids = ids, .n = n, .gp = &o.gp, .cb = print_piece, .user = stdout, .stats = &st};
+    bool stopped;
+    rlx_status gs = runner_generate(&r, &j, &stopped, &err);
+    runner_stop(&r);
+    fputc('\n', stdout);
+    fflush(stdout);
+    if (gs != RLX_OK) {
         rc = rlx_cli_fail("generate: %s", rlx_error_message(err));
         goto out;
     }
-    fputc('\n', stdout);
-    fflush(stdout);
     print_stats(m, &st);
+    if (stopped) {
+        fprintf(stderr, "(stopped by Ctrl+C)\n");
+        rc = 130;
+    }
 out:
     rlx_error_free(err);
     free(ids);
@@ -479,17 +626,26 @@ int rlx_cmd_chat(int argc, char **argv)
     size_t n_msgs = 0;
     rlx_llm_stats last = {0};
     char line[16384];
+    runner r;
+    bool running = false;
     if (!msgs) {
         rc = rlx_cli_fail("chat: out of memory");
         goto out;
     }
-    fprintf(stderr, "%s loaded; context %d tokens. /reset, /system TEXT, /stats, /quit\n", o.model,
-            rlx_llm_n_ctx(m));
+    if ((rc = runner_start(&r)))
+        goto out;
+    running = true;
+    fprintf(stderr,
+            "%s loaded; context %d tokens. /reset, /system TEXT, /stats, /quit; Ctrl+C stops a "
+            "reply\n",
+            o.model, rlx_llm_n_ctx(m));
     for (;;) {
         fputs("> ", stderr);
         fflush(stderr);
-        if (!fgets(line, sizeof line, stdin))
+        if (!read_line(&r, line, sizeof line)) {
+            fputc('\n', stderr);
             break;
+        }
         size_t L = strlen(line);
         while (L && (line[L - 1] == '\n' || line[L - 1] == '\r'))
             line[--L] = 0;
@@ -527,11 +683,22 @@ int rlx_cmd_chat(int argc, char **argv)
         size_t n = 0;
         rlx_status st = chat_fit(m, &o, system, msgs, &n_msgs, &ids, &n, &err);
         strbuf reply = {0};
-        if (st == RLX_OK)
-            st = rlx_llm_generate(m, ids, n, &o.gp, collect, &reply, &last, NULL, NULL, &err);
+        bool stopped = false;
+        if (st == RLX_OK) {
+            gen_job j = {.m = m,
+                         .ids = ids,
+                         .n = n,
+                         .gp = &o.gp,
+                         .cb = collect,
+                         .user = &reply,
+                         .stats = &last};
+            st = runner_generate(&r, &j, &stopped, &err);
+        }
         free(ids);
         fputc('\n', stdout);
         fflush(stdout);
+        if (stopped)
+            fprintf(stderr, "(reply stopped; what was written stays in the conversation)\n");
         if (st != RLX_OK) {
             fprintf(stderr, "rlx: chat: %s\n", rlx_error_message(err));
             rlx_error_clear(&err);
@@ -544,6 +711,8 @@ int rlx_cmd_chat(int argc, char **argv)
         n_msgs++;
     }
 out:
+    if (running)
+        runner_stop(&r);
     for (size_t i = 0; msgs && i < n_msgs; i++)
         free((char *)msgs[i].content);
     free(msgs);

@@ -31,4 +31,31 @@ used=$(printf '%s\n' "$err" | sed -n 's/.*context \([0-9]*\)\/48.*/\1/p' | tail 
 check "--context-shift: context used <= 48" [ "${used:-99}" -le 48 ]
 err=$("$rlx" chat 2>&1 </dev/null)
 check "no model: exit 1" [ $? -eq 1 ]
+
+# Ctrl+C (SIGINT) during an endless reply (EOS banned, context shifts) stops
+# the reply, not the chat: the next commands still run and it exits 0. The
+# signal is sent once the reply has started streaming; the waits are bounds
+# on a hang, not timings.
+tmp=${TMPDIR:-/tmp}/rlx-chat-int.$$
+mkfifo "$tmp.in"
+: >"$tmp.out"
+: >"$tmp.err"
+"$rlx" chat -m "$stories" -n 1000000 --context-shift --logit-bias 2-inf --temp 0 -t 1 \
+    <"$tmp.in" >"$tmp.out" 2>"$tmp.err" &
+pid=$!
+exec 3>"$tmp.in"
+printf 'Once upon a time\n' >&3
+i=0
+while [ "$(wc -c <"$tmp.out")" -lt 200 ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+kill -INT $pid
+i=0
+while ! grep -q "reply stopped" "$tmp.err" && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+printf '/stats\n/quit\n' >&3
+exec 3>&-
+wait $pid
+rc=$?
+check "Ctrl+C: the chat goes on and exits 0" [ $rc -eq 0 ]
+case "$(cat "$tmp.err")" in *"reply stopped"*"generated "*" tokens"*) check "Ctrl+C: reply stopped, /stats after it" true ;;
+*) cat "$tmp.err" | sed 's/^/# /'; check "Ctrl+C: reply stopped, /stats after it" false ;; esac
+rm -f "$tmp.in" "$tmp.out" "$tmp.err"
 exit $fail

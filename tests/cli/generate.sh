@@ -73,6 +73,22 @@ for bad in "--typical 2" "--mirostat 3" "--logit-bias 99999+1" "--logit-bias 5" 
     rc=$?
     check "$bad: exit 1, one line" [ $rc -eq 1 ] && [ "$(printf '%s\n' "$err" | wc -l)" -eq 1 ]
 done
+# Ctrl+C during an endless generation (EOS banned, context shifts): the
+# text so far and the figures are printed, exit 130. Sent once output
+# streams; the loops bound a hang, they time nothing.
+tmp=${TMPDIR:-/tmp}/rlx-gen-int.$$
+"$rlx" generate -m "$stories" -p "Once upon a time" -n 1000000 --context-shift --logit-bias 2-inf \
+    --temp 0 -t 1 >"$tmp.out" 2>"$tmp.err" &
+pid=$!
+i=0
+while [ "$(wc -c <"$tmp.out")" -lt 200 ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+kill -INT $pid
+wait $pid
+check "Ctrl+C: exit 130" [ $? -eq 130 ]
+case "$(cat "$tmp.err")" in *"generated "*" tokens"*"stopped by Ctrl+C"*) check "Ctrl+C: figures printed" true ;;
+*) sed 's/^/# /' "$tmp.err"; check "Ctrl+C: figures printed" false ;; esac
+case "$(cat "$tmp.out")" in "$want"*) check "Ctrl+C: the text so far" true ;; *) check "Ctrl+C: the text so far" false ;; esac
+rm -f "$tmp.out" "$tmp.err"
 # a Q8_0 KV cache on the first Vulkan device (its append quantizes on the
 # GPU, attention decodes the blocks) gives the CPU's greedy text
 cpu=$("$rlx" generate -m "$stories" -p "Once upon a time" -n 32 --temp 0 -t 1 --kv-type q8_0 2>/dev/null)
