@@ -3,6 +3,9 @@
 #include "rlx-markdown.h"
 #include "rlx-sampling-popover.h"
 
+#include <errno.h>
+#include <string.h>
+
 #include <glib/gi18n.h>
 #include <glib/gstdio.h>
 #include <json-c/json.h>
@@ -11,6 +14,11 @@ typedef struct {
     char *role;
     char *content;
     GtkWidget *body; /* while shown */
+    guint64 serial;  /* names it to a save that completes later */
+    /* Bytes of content known to be on disk, while content may be ahead of the
+     * file (a streaming reply, until its last save completes); -1 otherwise.
+     * Only that much is ever shown, so a crash loses nothing seen. */
+    gssize saved;
 } Msg;
 
 typedef struct {
@@ -50,15 +58,20 @@ struct _RlxChatPane {
     Conv *stream_conv; /* the conversation a reply streams into */
     Msg *stream_msg;
     GCancellable *stop;
-    gint64 last_save;
-    guint render_source;
+    guint save_source; /* the streaming reply's next save */
     gboolean loading;
     GQueue pending_toasts; /* AdwToast *, until the window is mapped */
+
+    /* Conversation files are written by one worker at a time, in order. */
+    struct Saver *saver;
+    GQueue saves; /* SaveJob *, not started yet */
+    gboolean save_running, save_failed;
 };
 
 G_DEFINE_FINAL_TYPE(RlxChatPane, rlx_chat_pane, GTK_TYPE_WIDGET)
 
-#define SAVE_INTERVAL_US (400 * 1000)
+/* A streaming reply is saved at most this often, and shown when saved. */
+#define SAVE_INTERVAL_MS 80
 
 /* ---- helpers ---------------------------------------------------------------- */
 
@@ -114,7 +127,10 @@ static void msg_free(Msg *m)
 
 static Msg *msg_new(const char *role, const char *content)
 {
+    static guint64 serials;
     Msg *m = g_new0(Msg, 1);
+    m->serial = ++serials;
+    m->saved = -1;
     m->role = g_strdup(role);
     m->content = g_strdup(content ? content : "");
     return m;
@@ -204,27 +220,236 @@ static char *conv_path(const Conv *c)
     return g_build_filename(dir, name, NULL);
 }
 
-static void conv_save(RlxChatPane *self, Conv *c)
+/* ---- saving ------------------------------------------------------------- */
+
+/* Conversations are serialized on the main thread and written (temp file +
+ * rename, by g_file_set_contents) by a GTask worker, one write at a time in
+ * the order asked; a write waiting for its turn takes in a newer text of the
+ * same file. A streaming reply is shown only as far as a completed write
+ * holds it, so kill -9 never loses text that was on screen. */
+
+typedef struct Saver {
+    gatomicrefcount ref;
+    GMutex lock;
+    GCond cond;
+    gboolean busy;     /* a worker is writing; under lock */
+    RlxChatPane *pane; /* main thread only; NULL once the pane is gone */
+} Saver;
+
+typedef struct {
+    guint64 serial; /* a message that may be ahead of the file */
+    gsize len;      /* bytes of it this write holds */
+} SavedPart;
+
+typedef struct {
+    Saver *saver;
+    char *path;
+    char *text; /* NULL: delete the file */
+    char *conv_id;
+    GArray *parts; /* SavedPart */
+    GError *error;
+} SaveJob;
+
+static Saver *saver_ref(Saver *s)
 {
-    g_autofree char *dir = conversations_dir();
-    g_autofree char *path = conv_path(c);
+    g_atomic_ref_count_inc(&s->ref);
+    return s;
+}
+
+static void saver_unref(Saver *s)
+{
+    if (!g_atomic_ref_count_dec(&s->ref))
+        return;
+    g_mutex_clear(&s->lock);
+    g_cond_clear(&s->cond);
+    g_free(s);
+}
+
+static void save_job_free(SaveJob *j)
+{
+    g_free(j->path);
+    g_free(j->text);
+    g_free(j->conv_id);
+    g_array_unref(j->parts);
+    g_clear_error(&j->error);
+    g_free(j);
+}
+
+static gboolean save_job_write(SaveJob *j, GError **error)
+{
+    if (!j->text) {
+        if (g_unlink(j->path) != 0 && errno != ENOENT) {
+            int e = errno;
+            g_set_error(error, G_FILE_ERROR, g_file_error_from_errno(e), "%s: %s", j->path,
+                        g_strerror(e));
+            return FALSE;
+        }
+        return TRUE;
+    }
+    g_autofree char *dir = g_path_get_dirname(j->path);
     if (g_mkdir_with_parents(dir, 0700) != 0) {
-        toast(self, _("Cannot create the folder for conversations"));
+        int e = errno;
+        g_set_error(error, G_FILE_ERROR, g_file_error_from_errno(e), "%s: %s", dir, g_strerror(e));
+        return FALSE;
+    }
+    /* g_file_set_contents writes a temporary file and renames it over the old one. */
+    return g_file_set_contents(j->path, j->text, -1, error);
+}
+
+static void save_thread(GTask *task, gpointer source, gpointer data, GCancellable *cancellable)
+{
+    SaveJob *j = data;
+    save_job_write(j, &j->error);
+    Saver *s = j->saver;
+    g_mutex_lock(&s->lock);
+    s->busy = FALSE;
+    g_cond_broadcast(&s->cond);
+    g_mutex_unlock(&s->lock);
+    g_task_return_boolean(task, TRUE);
+}
+
+static void msg_render(RlxChatPane *self, Msg *m);
+static void saves_next(RlxChatPane *self);
+static gboolean scroll_idle(gpointer data);
+
+static Msg *find_msg(RlxChatPane *self, const char *conv_id, guint64 serial)
+{
+    for (guint i = 0; i < self->convs->len; i++) {
+        Conv *c = g_ptr_array_index(self->convs, i);
+        if (strcmp(c->id, conv_id) != 0)
+            continue;
+        for (guint k = c->msgs->len; k-- > 0;) {
+            Msg *m = g_ptr_array_index(c->msgs, k);
+            if (m->serial == serial)
+                return m;
+        }
+        return NULL;
+    }
+    return NULL;
+}
+
+static void save_done(RlxChatPane *self, SaveJob *j)
+{
+    if (j->error) {
+        /* Once per run of failures, not every 80 ms. */
+        if (!self->save_failed) {
+            g_autofree char *msg =
+                g_strdup_printf(_("Cannot save the conversation: %s"), j->error->message);
+            toast(self, msg);
+        }
+        self->save_failed = TRUE;
+    } else {
+        self->save_failed = FALSE;
+    }
+    /* A failed write shows the text all the same: hiding it would not save it. */
+    gboolean shown = FALSE;
+    for (guint i = 0; i < j->parts->len; i++) {
+        const SavedPart *p = &g_array_index(j->parts, SavedPart, i);
+        Msg *m = find_msg(self, j->conv_id, p->serial);
+        if (!m || m->saved < 0)
+            continue;
+        gboolean more = (gsize)m->saved < p->len;
+        if (more)
+            m->saved = (gssize)p->len;
+        if (m != self->stream_msg && (gsize)m->saved == strlen(m->content))
+            m->saved = -1; /* finished and all on disk */
+        if (more && m->body) {
+            msg_render(self, m);
+            shown = TRUE;
+        }
+    }
+    if (shown)
+        g_idle_add_full(G_PRIORITY_LOW, scroll_idle, g_object_ref(self), g_object_unref);
+}
+
+static void save_task_done(GObject *source, GAsyncResult *res, gpointer data)
+{
+    Saver *s = data;
+    RlxChatPane *self = s->pane;
+    if (self) {
+        self->save_running = FALSE;
+        save_done(self, g_task_get_task_data(G_TASK(res)));
+        saves_next(self);
+    }
+    saver_unref(s);
+}
+
+static void saves_next(RlxChatPane *self)
+{
+    if (self->save_running || g_queue_is_empty(&self->saves))
+        return;
+    SaveJob *j = g_queue_pop_head(&self->saves);
+    self->save_running = TRUE;
+    g_mutex_lock(&self->saver->lock);
+    self->saver->busy = TRUE;
+    g_mutex_unlock(&self->saver->lock);
+    GTask *t = g_task_new(NULL, NULL, save_task_done, saver_ref(self->saver));
+    g_task_set_task_data(t, j, (GDestroyNotify)save_job_free);
+    g_task_run_in_thread(t, save_thread);
+    g_object_unref(t);
+}
+
+static void queue_save(RlxChatPane *self, SaveJob *j)
+{
+    j->saver = self->saver;
+    for (GList *l = self->saves.head; l; l = l->next) {
+        SaveJob *q = l->data;
+        if (strcmp(q->path, j->path) != 0)
+            continue;
+        /* Not started yet: the newer text takes its place in the line. */
+        l->data = j;
+        save_job_free(q);
+        saves_next(self);
         return;
     }
-    json_object *o = conv_to_json(c);
-    const char *text =
-        json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE);
-    g_autoptr(GError) error = NULL;
-    /* g_file_set_contents writes a temporary file and renames it over the old one. */
-    if (!g_file_set_contents(path, text, -1, &error)) {
-        g_autofree char *msg =
-            g_strdup_printf(_("Cannot save the conversation: %s"), error->message);
-        toast(self, msg);
+    g_queue_push_tail(&self->saves, j);
+    saves_next(self);
+}
+
+/* Waits for the write under way and writes what is left here (the pane goes). */
+static void saves_flush(RlxChatPane *self)
+{
+    if (!self->saver)
+        return;
+    g_mutex_lock(&self->saver->lock);
+    while (self->saver->busy)
+        g_cond_wait(&self->saver->cond, &self->saver->lock);
+    g_mutex_unlock(&self->saver->lock);
+    for (SaveJob *j; (j = g_queue_pop_head(&self->saves));) {
+        g_autoptr(GError) error = NULL;
+        if (!save_job_write(j, &error))
+            g_warning("Cannot save the conversation: %s", error->message);
+        save_job_free(j);
     }
+}
+
+static void conv_save(RlxChatPane *self, Conv *c)
+{
+    json_object *o = conv_to_json(c);
+    SaveJob *j = g_new0(SaveJob, 1);
+    j->path = conv_path(c);
+    j->text = g_strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY |
+                                                             JSON_C_TO_STRING_NOSLASHESCAPE));
     json_object_put(o);
-    if (c == self->stream_conv)
-        self->last_save = g_get_monotonic_time();
+    j->conv_id = g_strdup(c->id);
+    j->parts = g_array_new(FALSE, FALSE, sizeof(SavedPart));
+    for (guint i = 0; i < c->msgs->len; i++) {
+        const Msg *m = g_ptr_array_index(c->msgs, i);
+        if (m->saved >= 0) {
+            SavedPart p = {.serial = m->serial, .len = strlen(m->content)};
+            g_array_append_val(j->parts, p);
+        }
+    }
+    queue_save(self, j);
+}
+
+static void conv_delete_file(RlxChatPane *self, Conv *c)
+{
+    SaveJob *j = g_new0(SaveJob, 1);
+    j->path = conv_path(c);
+    j->conv_id = g_strdup(c->id);
+    j->parts = g_array_new(FALSE, FALSE, sizeof(SavedPart));
+    queue_save(self, j);
 }
 
 static gint conv_newest_first(gconstpointer a, gconstpointer b)
@@ -320,6 +545,23 @@ static void edit_message(GtkButton *b, RlxChatPane *self)
     gtk_editable_set_position(GTK_EDITABLE(self->input), -1);
 }
 
+/* A reply still ahead of its file shows only what the file holds. */
+static void msg_render(RlxChatPane *self, Msg *m)
+{
+    if (!m->body)
+        return;
+    if (m->saved < 0) {
+        rlx_markdown_render(GTK_BOX(m->body), m->content);
+        return;
+    }
+    g_autofree char *shown = g_strndup(m->content, (gsize)m->saved);
+    rlx_markdown_render(GTK_BOX(m->body), shown);
+    /* For the UI tests (G_MESSAGES_DEBUG=RlxStudio): what is on screen. */
+    gsize n = strlen(shown);
+    g_autofree char *tail = g_strescape(shown + (n > 32 ? n - 32 : 0), NULL);
+    g_debug("reply shown: %" G_GSIZE_FORMAT " bytes ending \"%s\"", n, tail);
+}
+
 static void add_message_widget(RlxChatPane *self, Msg *m)
 {
     gboolean user = g_strcmp0(m->role, "user") == 0;
@@ -350,7 +592,7 @@ static void add_message_widget(RlxChatPane *self, Msg *m)
 
     GtkWidget *body = gtk_box_new(GTK_ORIENTATION_VERTICAL, 8);
     m->body = body;
-    rlx_markdown_render(GTK_BOX(body), m->content);
+    msg_render(self, m);
     gtk_box_append(GTK_BOX(card), header);
     gtk_box_append(GTK_BOX(card), body);
     gtk_box_append(self->messages, card);
@@ -528,6 +770,7 @@ static void start_reply(RlxChatPane *self)
     g_free(c->model);
     c->model = g_strdup(info->name);
     Msg *reply = msg_new("assistant", "");
+    reply->saved = 0;
     g_ptr_array_add(c->msgs, reply);
     add_message_widget(self, reply);
     self->stream_conv = c;
@@ -617,8 +860,7 @@ static void delete_action(GtkWidget *w, const char *name, GVariant *param)
     Conv *c = self->current;
     if (!c || c == self->stream_conv)
         return;
-    g_autofree char *path = conv_path(c);
-    g_unlink(path);
+    conv_delete_file(self, c);
     self->current = NULL;
     g_ptr_array_remove(self->convs, c); /* frees it */
     if (!self->convs->len)
@@ -811,14 +1053,12 @@ static void on_model_loaded(RlxEngine *e, RlxChatPane *self)
     gtk_widget_grab_focus(GTK_WIDGET(self->input));
 }
 
-static gboolean render_stream(gpointer data)
+static gboolean save_stream(gpointer data)
 {
     RlxChatPane *self = data;
-    self->render_source = 0;
-    if (self->stream_msg && self->stream_msg->body) {
-        rlx_markdown_render(GTK_BOX(self->stream_msg->body), self->stream_msg->content);
-        g_idle_add_full(G_PRIORITY_LOW, scroll_idle, g_object_ref(self), g_object_unref);
-    }
+    self->save_source = 0;
+    if (self->stream_conv)
+        conv_save(self, self->stream_conv); /* shown when written */
     return G_SOURCE_REMOVE;
 }
 
@@ -830,10 +1070,8 @@ static void on_tokens(RlxEngine *e, const char *text, RlxChatPane *self)
     char *joined = g_strconcat(m->content, text, NULL);
     g_free(m->content);
     m->content = joined;
-    if (!self->render_source)
-        self->render_source = g_timeout_add(80, render_stream, self);
-    if (g_get_monotonic_time() - self->last_save > SAVE_INTERVAL_US)
-        conv_save(self, self->stream_conv);
+    if (!self->save_source)
+        self->save_source = g_timeout_add(SAVE_INTERVAL_MS, save_stream, self);
 }
 
 static void on_stats(RlxEngine *e, double tps, int used, int size, RlxChatPane *self)
@@ -856,16 +1094,14 @@ static void on_finished(RlxEngine *e, int kind, const char *stop, RlxChatPane *s
     Msg *m = self->stream_msg;
     self->stream_msg = NULL;
     self->stream_conv = NULL;
-    g_clear_handle_id(&self->render_source, g_source_remove);
+    g_clear_handle_id(&self->save_source, g_source_remove);
     if (!*m->content && g_strcmp0(stop, "error") == 0) {
         /* Nothing came: the error toast says why, the empty bubble would not. */
         g_ptr_array_remove(c->msgs, m);
         if (c == self->current)
             rebuild_messages(self);
-    } else if (m->body) {
-        rlx_markdown_render(GTK_BOX(m->body), m->content);
     }
-    conv_save(self, c);
+    conv_save(self, c); /* the rest of the reply shows once written */
     if (g_strcmp0(stop, "context") == 0)
         toast(self, _("The context is full. Start a new conversation or raise the context "
                       "length in Preferences."));
@@ -955,10 +1191,15 @@ static void rlx_chat_pane_dispose(GObject *object)
         conv_save(self, self->stream_conv);
     self->stream_msg = NULL;
     self->stream_conv = NULL;
+    saves_flush(self);
+    if (self->saver) {
+        self->saver->pane = NULL; /* a write that completes later finds no pane */
+        g_clear_pointer(&self->saver, saver_unref);
+    }
     if (self->stop)
         g_cancellable_cancel(self->stop);
     g_clear_object(&self->stop);
-    g_clear_handle_id(&self->render_source, g_source_remove);
+    g_clear_handle_id(&self->save_source, g_source_remove);
     g_clear_object(&self->engine);
     g_clear_object(&self->settings);
     gtk_widget_dispose_template(GTK_WIDGET(object), RLX_TYPE_CHAT_PANE);
@@ -1039,6 +1280,12 @@ static void rlx_chat_pane_init(RlxChatPane *self)
     g_type_ensure(RLX_TYPE_SAMPLING_POPOVER);
     gtk_widget_init_template(GTK_WIDGET(self));
     g_queue_init(&self->pending_toasts);
+    g_queue_init(&self->saves);
+    self->saver = g_new0(Saver, 1);
+    g_atomic_ref_count_init(&self->saver->ref);
+    g_mutex_init(&self->saver->lock);
+    g_cond_init(&self->saver->cond);
+    self->saver->pane = self;
     /* The flap's state leads: it folds and unfolds itself with the width. */
     g_object_bind_property(self->flap, "reveal-flap", self->sidebar_button, "active",
                            G_BINDING_BIDIRECTIONAL | G_BINDING_SYNC_CREATE);

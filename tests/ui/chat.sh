@@ -8,7 +8,8 @@
 #   2. Restart: the conversation is still there. A long reply, Escape (Stop):
 #      the saved reply stops growing within a second.
 #   3. Ctrl+Q while a reply streams: a clean exit (status 0).
-#   4. kill -9 mid-reply, restart: everything saved before the kill is kept.
+#   4. kill -9 mid-reply, restart: everything shown or saved before the
+#      kill is kept.
 #   5. --model on a file that is not a GGUF: an error toast, a live window.
 # A screenshot after each (light 1280x800, dark 800x600) goes to ARTIFACT_DIR.
 #
@@ -166,8 +167,14 @@ quit
 [ "$(field "$file" nmsg)" = 2 ] || fail "the reply interrupted by Ctrl+Q was not saved"
 check_log stop
 
-# 4. kill -9 mid-reply; nothing saved is lost ---------------------------------
+# 4. kill -9 mid-reply; nothing shown or saved is lost ---------------------------
+# With G_MESSAGES_DEBUG the app logs each text it puts on screen for a reply
+# ("reply shown: N bytes ending \"...\"", before it is drawn); the last one
+# before the kill must be a prefix of the reply on disk after it.
+G_MESSAGES_DEBUG=RlxStudio
+export G_MESSAGES_DEBUG
 start kill --model "$model"
+unset G_MESSAGES_DEBUG
 wait_log "is ready"
 new_conversation "Once upon a time"
 wait_reply 200
@@ -181,6 +188,29 @@ case "$after" in
 "$saved"*) ;;
 *) fail "the reply saved before kill -9 was not kept intact" ;;
 esac
+shown=$(python3 - "$art/chat-kill.log" "$saved_file" <<'EOF'
+import codecs, json, re, sys
+def fail(why):
+    print(why)
+    sys.exit(1)
+lines = [l for l in open(sys.argv[1], encoding="utf-8", errors="replace")
+         if "reply shown: " in l]
+if not lines:
+    fail("no 'reply shown' line in the log")
+m = re.search(r'reply shown: (\d+) bytes ending "(.*)"$', lines[-1].rstrip("\n"))
+if not m:
+    fail("cannot read: " + lines[-1])
+n = int(m.group(1))
+tail = codecs.escape_decode(m.group(2).encode())[0]
+c = json.load(open(sys.argv[2]))
+reply = [x["content"] for x in c["messages"] if x["role"] == "assistant"][-1].encode()
+if len(reply) < n or not reply[:n].endswith(tail):
+    fail("%d bytes ending %r were on screen, the file keeps %d bytes ending %r"
+             % (n, tail, len(reply), reply[max(0, n - len(tail)):n]))
+print(n)
+EOF
+) || fail "text shown before kill -9 was lost: $shown"
+echo "the $shown bytes on screen at kill -9 are in the file"
 settings 40 800 600
 ADW_DEBUG_COLOR_SCHEME=prefer-dark
 export ADW_DEBUG_COLOR_SCHEME
