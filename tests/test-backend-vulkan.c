@@ -821,6 +821,30 @@ static void test_device_lost(void **state)
     rlx_session_free(fresh);
 }
 
+/* The default budget is what the device reports free when that is below
+ * its total (VK_EXT_memory_budget), else its total; a given one is kept. */
+static void test_default_budget(void **state)
+{
+    (void)state;
+    rlx_session *s = vk_session(0, false);
+    rlx_device_info info;
+    assert_int_equal(rlx_session_device_info(s, &info, NULL), RLX_OK);
+    uint64_t got = rlx_session_memory(s).budget_bytes;
+    print_message("  total %llu, free %llu, budget %llu (%s)\n",
+                  (unsigned long long)info.total_memory, (unsigned long long)info.free_memory,
+                  (unsigned long long)got, info.features);
+    assert_true(got > 0 && got <= info.total_memory);
+    /* without the extension free memory is the total less this open's
+     * buffers (none at creation); with it, it moves with other processes
+     * between the two reads */
+    if (!strstr(info.features, "memory-budget"))
+        assert_int_equal(got, info.total_memory);
+    rlx_session_free(s);
+    s = vk_session(123456789, false);
+    assert_int_equal(rlx_session_memory(s).budget_bytes, 123456789);
+    rlx_session_free(s);
+}
+
 int main(void)
 {
     vk = rlx_backend_find("vulkan");
@@ -842,6 +866,7 @@ int main(void)
         cmocka_unit_test(test_session_too_large),
         cmocka_unit_test(test_two_sessions),
         cmocka_unit_test(test_device_lost),
+        cmocka_unit_test(test_default_budget),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -137,8 +137,14 @@ rlx_status rlx_session_create(const rlx_session_params *p, rlx_session **out, rl
     s->budget = p->memory_budget;
     if (!s->budget) {
         rlx_device_info info;
+        /* A GPU: what is free now (VK_EXT_memory_budget: other programs'
+         * use taken off) where it reports less than its total. The CPU
+         * keeps its total: mapped weights are page cache the kernel can
+         * reclaim, which "available" does not promise. */
         if (be->device_query(s->dev, &info, NULL) == RLX_OK)
-            s->budget = info.total_memory;
+            s->budget = !s->zero_copy && info.free_memory && info.free_memory < info.total_memory
+                            ? info.free_memory
+                            : info.total_memory;
         if (!s->budget)
             s->budget = UINT64_MAX;
     }

@@ -18,10 +18,11 @@
  *     rlx_session_run(s, prog, &sv, in, out, &err);
  *     rlx_session_free(s);
  *
- * Budget: loading a program checks weights + state + activations (the one
- * arena every program of the session shares, sized for the largest) against
- * the budget before anything is allocated, and fails with RLX_ERR_BUDGET and
- * the three figures otherwise.
+ * Budget (rlx_session_params.memory_budget; by default a GPU's free memory
+ * when the session is made): loading a program checks weights + state +
+ * activations (the one arena every program of the session shares, sized for
+ * the largest) against the budget before anything is allocated, and fails
+ * with RLX_ERR_BUDGET and the three figures otherwise.
  *
  * Weights: a PARAM binding is resolved by its full name among the weights
  * added with rlx_session_add_weight and the added GGUF / safetensors files.
@@ -75,10 +76,14 @@ struct rlx_safetensors;
 typedef bool (*rlx_progress_fn)(void *user, const char *stage, double fraction);
 
 typedef struct rlx_session_params {
-    const char *device;     /* "cpu", "vulkan:0", "cuda:1"; NULL = "cpu" */
-    int n_threads;          /* CPU threads; 0 = one per core */
-    uint64_t memory_budget; /* bytes; 0 = the device's total memory */
-    bool force_f32;         /* GPU: its f32 kernels (rlx_device_opts.force_f32) */
+    const char *device; /* "cpu", "vulkan:0", "cuda:1"; NULL = "cpu" */
+    int n_threads;      /* CPU threads; 0 = one per core */
+    /* bytes, kept as given; 0 = on a GPU, its free memory when it reports
+     * less free than its total (VK_EXT_memory_budget: the heap's budget
+     * minus what every process already uses there), else its total memory;
+     * on the CPU, its total memory. Read once, when the session is made. */
+    uint64_t memory_budget;
+    bool force_f32; /* GPU: its f32 kernels (rlx_device_opts.force_f32) */
 } rlx_session_params;
 
 RLX_API rlx_session_params rlx_session_default_params(void);
