@@ -98,11 +98,12 @@ static void toast_details(AdwToast *t, RlxChatPane *self)
  * engine error with its figures) gets a Details button with the whole text. */
 #define TOAST_CHARS 64
 
-static void toast(RlxChatPane *self, const char *text)
+static void toast_full(RlxChatPane *self, const char *text, AdwToastPriority priority)
 {
     g_message("%s", text); /* also for whoever reads the log (and the UI tests) */
     AdwToast *t = adw_toast_new(text);
     adw_toast_set_timeout(t, 6);
+    adw_toast_set_priority(t, priority);
     if (g_utf8_strlen(text, -1) > TOAST_CHARS) {
         adw_toast_set_button_label(t, _("Details"));
         g_object_set_data_full(G_OBJECT(t), "rlx-details", g_strdup(text), g_free);
@@ -111,6 +112,17 @@ static void toast(RlxChatPane *self, const char *text)
     /* A toast given to an overlay that is not on screen yet would never show. */
     g_queue_push_tail(&self->pending_toasts, t);
     show_pending_toasts(self);
+}
+
+static void toast(RlxChatPane *self, const char *text)
+{
+    toast_full(self, text, ADW_TOAST_PRIORITY_NORMAL);
+}
+
+/* An error shows at once, ahead of a notice such as "… is ready". */
+static void toast_error(RlxChatPane *self, const char *text)
+{
+    toast_full(self, text, ADW_TOAST_PRIORITY_HIGH);
 }
 
 static char *conversations_dir(void)
@@ -335,7 +347,7 @@ static void save_done(RlxChatPane *self, SaveJob *j)
         if (!self->save_failed) {
             g_autofree char *msg =
                 g_strdup_printf(_("Cannot save the conversation: %s"), j->error->message);
-            toast(self, msg);
+            toast_error(self, msg);
         }
         self->save_failed = TRUE;
     } else {
@@ -942,7 +954,7 @@ static void export_response(GtkNativeDialog *d, int response, RlxChatPane *self)
         if (!path || !g_file_set_contents(path, text, -1, &error)) {
             g_autofree char *msg = g_strdup_printf(_("Cannot export: %s"),
                                                    error ? error->message : _("not a local file"));
-            toast(self, msg);
+            toast_error(self, msg);
         } else {
             toast(self, _("Conversation exported"));
         }
@@ -975,7 +987,7 @@ void rlx_chat_pane_open_model(RlxChatPane *self, GFile *file)
     g_return_if_fail(RLX_IS_CHAT_PANE(self));
     g_autofree char *path = g_file_get_path(file);
     if (!path) {
-        toast(self, _("Only local files can be opened"));
+        toast_error(self, _("Only local files can be opened"));
         return;
     }
     if (self->stream_msg && self->stop)
@@ -1080,6 +1092,13 @@ static void on_stats(RlxEngine *e, double tps, int used, int size, RlxChatPane *
     gtk_label_set_text(self->stats_label, t);
 }
 
+/* "Thinking…" stays only while a reply is on its way. */
+static void clear_thinking(RlxChatPane *self)
+{
+    if (g_strcmp0(gtk_label_get_text(self->stats_label), _("Thinking…")) == 0)
+        gtk_label_set_text(self->stats_label, "");
+}
+
 static void on_finished(RlxEngine *e, int kind, const char *stop, RlxChatPane *self)
 {
     if (kind == RLX_JOB_LOAD) {
@@ -1103,11 +1122,28 @@ static void on_finished(RlxEngine *e, int kind, const char *stop, RlxChatPane *s
     }
     conv_save(self, c); /* the rest of the reply shows once written */
     if (g_strcmp0(stop, "context") == 0)
-        toast(self, _("The context is full. Start a new conversation or raise the context "
-                      "length in Preferences."));
-    else if (g_strcmp0(stop, "cancelled") == 0)
+        toast_error(self, _("The context is full. Start a new conversation or raise the context "
+                            "length in Preferences."));
+    if (g_strcmp0(stop, "cancelled") == 0)
         gtk_label_set_text(self->stats_label, _("Stopped"));
+    else
+        clear_thinking(self);
     update_state(self);
+}
+
+/* The engine's sentence names the file by its full path, sometimes more than
+ * once ("/a/x.gguf: /a/x.gguf: architecture 'llamx' is …"); the toast has
+ * room for less: the leading copies go and any other becomes the base name. */
+static char *without_path(const char *message, const char *path)
+{
+    if (!path || !*path)
+        return g_strdup(message);
+    g_autofree char *prefix = g_strconcat(path, ": ", NULL);
+    while (g_str_has_prefix(message, prefix))
+        message += strlen(prefix);
+    g_autofree char *base = g_path_get_basename(path);
+    g_auto(GStrv) parts = g_strsplit(message, path, -1);
+    return g_strjoinv(base, parts);
 }
 
 static void on_error(RlxEngine *e, int kind, const GError *error, RlxChatPane *self)
@@ -1115,16 +1151,12 @@ static void on_error(RlxEngine *e, int kind, const GError *error, RlxChatPane *s
     if (kind == RLX_JOB_LOAD) {
         self->loading = FALSE;
         gtk_widget_set_visible(GTK_WIDGET(self->load_bar), FALSE);
-        /* The engine's sentence starts with the full path; the toast has room for less. */
-        const char *why = error->message;
-        g_autofree char *prefix =
-            self->model_path ? g_strconcat(self->model_path, ": ", NULL) : NULL;
-        if (prefix && g_str_has_prefix(why, prefix))
-            why += strlen(prefix);
+        g_autofree char *why = without_path(error->message, self->model_path);
         g_autofree char *msg = g_strdup_printf(_("Cannot load the model: %s"), why);
-        toast(self, msg);
+        toast_error(self, msg);
     } else {
-        toast(self, error->message);
+        clear_thinking(self);
+        toast_error(self, error->message);
     }
     update_state(self);
 }

@@ -11,6 +11,9 @@
 #   4. kill -9 mid-reply, restart: everything shown or saved before the
 #      kill is kept.
 #   5. --model on a file that is not a GGUF: an error toast, a live window.
+#   6. A memory budget the model does not fit: the toast gives the figures.
+#   7. A context the reply fills: the context-full toast.
+#   8. An unsupported architecture: named once, without the file's path.
 # A screenshot after each (light 1280x800, dark 800x600) goes to ARTIFACT_DIR.
 #
 # usage: chat.sh RLX_STUDIO ARTIFACT_DIR MODEL.gguf
@@ -259,5 +262,40 @@ sleep 1.2
 shot budget
 quit
 check_log budget
+
+# 7. a context of 32 tokens: the reply fills it; an error toast, at once ---------
+extra='context-length=32'
+settings 1500
+start context --model "$model"
+wait_log "is ready"
+# A conversation of its own: the newest one (Markdown sample) is longer than
+# 32 tokens already, which the engine refuses before any reply.
+new_conversation "Once upon a time"
+wait_log "The context is full. Start"
+sleep 0.5
+shot context-full # the error, not the "is ready" notice still due
+quit
+check_log context
+
+# 8. an architecture the engine does not know: named once, the path not at all ----
+extra=
+settings 40
+python3 - "$model" "$work/llamx.gguf" <<'EOF'
+import sys
+d = open(sys.argv[1], "rb").read()
+i = d.index(b"general.architecture")
+j = d.index(b"llama", i)
+open(sys.argv[2], "wb").write(d[:j] + b"llamx" + d[j + 5:])
+EOF
+start arch --model "$work/llamx.gguf"
+wait_log "Cannot load the model"
+line=$(grep "Cannot load the model" "$art/chat-arch.log")
+echo "$line"
+[ "$(printf '%s' "$line" | grep -o "'llamx'" | wc -l)" = 1 ] || fail "the toast does not name 'llamx' once: $line"
+case "$line" in
+*"$work/llamx.gguf"*) fail "the toast shows the full path: $line" ;;
+esac
+quit
+check_log arch
 
 echo "PASS"
