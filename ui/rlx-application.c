@@ -90,7 +90,7 @@ static void rlx_application_about(GSimpleAction *action, GVariant *param, gpoint
         _("Chat with language models, segment images, transcribe recordings and imagine "
           "pictures, on your own computer."),
         "website", RLX_HOMEPAGE, "issue-url", RLX_ISSUE_URL, "copyright",
-        "© 2026 The RLX Studio developers", "license-type", GTK_LICENSE_MIT_X11, "debug-info",
+        _("© 2026 The RLX Studio developers"), "license-type", GTK_LICENSE_MIT_X11, "debug-info",
         debug_info, "debug-info-filename", "rlx-studio-debug-info.txt", NULL);
 
     /* Translators: your names, one per line, shown in the About window. */

@@ -926,7 +926,8 @@ static char *conv_markdown(const Conv *c)
     GString *s = g_string_new(NULL);
     g_string_append_printf(s, "# %s\n\n", c->title);
     if (c->system && *c->system)
-        g_string_append_printf(s, "**System:** %s\n\n", c->system);
+        /* Translators: in a conversation exported as Markdown, before the system prompt */
+        g_string_append_printf(s, "**%s** %s\n\n", _("System:"), c->system);
     for (guint i = 0; i < c->msgs->len; i++) {
         const Msg *m = g_ptr_array_index(c->msgs, i);
         g_string_append_printf(s, "## %s\n\n%s\n\n",

@@ -429,7 +429,7 @@ static rlx_status load_job(rlx_worker *w, void *data, rlx_error **err)
     if (!rlx_llm_get_tokenizer(m)) {
         rlx_llm_free(m);
         return rlx_error_set(err, RLX_ERR_UNSUPPORTED,
-                             "%s has no tokenizer, so it cannot be used for chat", j->path);
+                             _("%s has no tokenizer, so it cannot be used for chat"), j->path);
     }
     if (rlx_llm_chat_template(m)) {
         rlx_error *terr = NULL;

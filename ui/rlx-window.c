@@ -219,7 +219,9 @@ static void build_memory_grid(RlxWindow *self)
         GtkWidget *name = gtk_label_new(names[i]);
         gtk_label_set_xalign(GTK_LABEL(name), 0);
         gtk_widget_set_hexpand(name, TRUE);
-        GtkWidget *value = gtk_label_new("0 bytes");
+        char zero[64];
+        fmt_bytes(0, zero, sizeof zero);
+        GtkWidget *value = gtk_label_new(zero);
         gtk_label_set_xalign(GTK_LABEL(value), 1);
         gtk_widget_add_css_class(value, "numeric");
         self->mem_labels[i] = GTK_LABEL(value);
