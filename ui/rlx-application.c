@@ -12,7 +12,6 @@ struct _RlxApplication {
 
     GSettingsSchema *schema; /* nullable */
     GSettings *settings;     /* nullable */
-    char *model_path;        /* --model, until the window opens it */
 };
 
 G_DEFINE_FINAL_TYPE(RlxApplication, rlx_application, ADW_TYPE_APPLICATION)
@@ -130,16 +129,22 @@ static void color_scheme_changed(GSettings *settings, const char *key, gpointer 
     rlx_preferences_apply_color_scheme(settings);
 }
 
+/* --model FILE is the same as a FILE argument: "open" in whichever process is
+ * the primary instance, this one or one already running. */
 static gint rlx_application_handle_local_options(GApplication *app, GVariantDict *options)
 {
-    RlxApplication *self = RLX_APPLICATION(app);
     g_autofree char *model = NULL;
-    if (g_variant_dict_lookup(options, "model", "^ay", &model)) {
-        g_autoptr(GFile) f = g_file_new_for_commandline_arg(model);
-        g_free(self->model_path);
-        self->model_path = g_file_get_path(f);
+    if (!g_variant_dict_lookup(options, "model", "^ay", &model))
+        return -1;
+    g_autoptr(GError) error = NULL;
+    if (!g_application_register(app, NULL, &error)) {
+        g_printerr("rlx-studio: %s\n", error->message);
+        return 1;
     }
-    return -1;
+    g_autoptr(GFile) f = g_file_new_for_commandline_arg(model);
+    g_application_open(app, &f, 1, "");
+    /* Here the window is open: go on into the main loop (activate presents it). */
+    return g_application_get_is_remote(app) ? 0 : -1;
 }
 
 static const GActionEntry app_actions[] = {
@@ -171,18 +176,33 @@ static void rlx_application_startup(GApplication *app)
     }
 }
 
+/* The main window (the active window may be Preferences or About), made if need be. */
+static RlxWindow *rlx_application_window(RlxApplication *self)
+{
+    RlxWindow *window = NULL;
+    for (GList *l = gtk_application_get_windows(GTK_APPLICATION(self)); l && !window; l = l->next)
+        if (RLX_IS_WINDOW(l->data))
+            window = l->data;
+    if (!window)
+        window = rlx_window_new(self, self->settings);
+    gtk_window_present(GTK_WINDOW(window));
+    return window;
+}
+
 static void rlx_application_activate(GApplication *app)
 {
-    RlxApplication *self = RLX_APPLICATION(app);
-    GtkWindow *window = gtk_application_get_active_window(GTK_APPLICATION(app));
-    if (!window)
-        window = GTK_WINDOW(rlx_window_new(self, self->settings));
-    gtk_window_present(window);
-    if (self->model_path) {
-        g_autoptr(GFile) f = g_file_new_for_path(self->model_path);
-        rlx_window_open_model(RLX_WINDOW(window), f);
-        g_clear_pointer(&self->model_path, g_free);
-    }
+    rlx_application_window(RLX_APPLICATION(app));
+}
+
+/* rlx-studio FILE, --model FILE, or the file manager; also from a second
+ * launch, over D-Bus. One model at a time: the first file. */
+static void rlx_application_open(GApplication *app, GFile **files, gint n_files, const char *hint)
+{
+    RlxWindow *window = rlx_application_window(RLX_APPLICATION(app));
+    if (n_files > 1)
+        g_message("%d files given; a model is opened one at a time, so only the first", n_files);
+    if (n_files > 0)
+        rlx_window_open_model(window, files[0]);
 }
 
 static void rlx_application_constructed(GObject *object)
@@ -228,7 +248,6 @@ static void rlx_application_finalize(GObject *object)
     RlxApplication *self = RLX_APPLICATION(object);
     g_clear_object(&self->settings);
     g_clear_pointer(&self->schema, g_settings_schema_unref);
-    g_free(self->model_path);
     G_OBJECT_CLASS(rlx_application_parent_class)->finalize(object);
 }
 
@@ -243,6 +262,7 @@ static void rlx_application_class_init(RlxApplicationClass *klass)
     object_class->finalize = rlx_application_finalize;
     app_class->startup = rlx_application_startup;
     app_class->activate = rlx_application_activate;
+    app_class->open = rlx_application_open;
     app_class->handle_local_options = rlx_application_handle_local_options;
 
     properties[PROP_SETTINGS_SCHEMA] =
@@ -264,7 +284,7 @@ static void rlx_application_init(RlxApplication *self)
 RlxApplication *rlx_application_new(GSettingsSchema *schema)
 {
     return g_object_new(RLX_TYPE_APPLICATION, "application-id", RLX_APP_ID, "flags",
-                        G_APPLICATION_DEFAULT_FLAGS, "resource-base-path", "/org/rlx/Studio",
+                        G_APPLICATION_HANDLES_OPEN, "resource-base-path", "/org/rlx/Studio",
                         "settings-schema", schema, NULL);
 }
 

@@ -10,7 +10,9 @@
 #   3. Ctrl+Q while a reply streams: a clean exit (status 0).
 #   4. kill -9 mid-reply, restart: everything shown or saved before the
 #      kill is kept.
-#   5. --model on a file that is not a GGUF: an error toast, a live window.
+#   5. --model on a file that is not a GGUF: an error toast, a live window;
+#      then a second launch with --model FILE and with FILE: the running
+#      instance opens them.
 #   6. A memory budget the model does not fit: the toast gives the figures.
 #   7. A context the reply fills: the context-full toast.
 #   8. An unsupported architecture: named once, without the file's path.
@@ -249,6 +251,13 @@ wait_log "Cannot load the model"
 sleep 1.2
 shot light-800x600-not-gguf
 kill -0 "$pid" 2>/dev/null || fail "rlx-studio died on a file that is not a GGUF"
+# A second launch hands its file to this one (and exits): --model FILE, then FILE.
+timeout 20 "$app" --model "$model" >>"$art/chat-second.log" 2>&1 || fail "rlx-studio --model FILE as a second instance failed"
+wait_log "is ready"
+timeout 20 "$app" "$work/notes.gguf" >>"$art/chat-second.log" 2>&1 || fail "rlx-studio FILE as a second instance failed"
+wait_for "the second instance's FILE was not opened" \
+    test "$(grep -c "Cannot load the model" "$art/chat-bad.log")" -ge 2
+kill -0 "$pid" 2>/dev/null || fail "rlx-studio died opening a second instance's files"
 quit
 check_log bad
 
