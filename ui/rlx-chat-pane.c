@@ -26,6 +26,7 @@ typedef struct {
     char *title;
     char *system;
     char *model;
+    gboolean title_set; /* renamed by the user: no longer taken from the first message */
     gint64 created, updated;
     GPtrArray *msgs; /* Msg * */
 } Conv;
@@ -175,6 +176,7 @@ static json_object *conv_to_json(const Conv *c)
     json_object_object_add(o, "version", json_object_new_int(1));
     json_object_object_add(o, "id", json_object_new_string(c->id));
     json_object_object_add(o, "title", json_object_new_string(c->title));
+    json_object_object_add(o, "title_set", json_object_new_boolean(c->title_set));
     json_object_object_add(o, "system", json_object_new_string(c->system ? c->system : ""));
     if (c->model)
         json_object_object_add(o, "model", json_object_new_string(c->model));
@@ -210,6 +212,9 @@ static Conv *conv_from_json(json_object *o)
     c->system = g_strdup(jstr(o, "system") ? jstr(o, "system") : "");
     c->model = g_strdup(jstr(o, "model"));
     json_object *v = NULL;
+    /* Absent in files written before the flag: a title taken from the first message. */
+    if (json_object_object_get_ex(o, "title_set", &v) && json_object_is_type(v, json_type_boolean))
+        c->title_set = json_object_get_boolean(v);
     if (json_object_object_get_ex(o, "created", &v))
         c->created = json_object_get_int64(v);
     if (json_object_object_get_ex(o, "updated", &v))
@@ -815,7 +820,7 @@ static void send_action(GtkWidget *w, const char *name, GVariant *param)
         return;
     }
     Conv *c = self->current;
-    if (c->msgs->len == 0) {
+    if (c->msgs->len == 0 && !c->title_set) {
         g_autofree char *one_line = g_strdup(text);
         g_strdelimit(one_line, "\n\r\t", ' ');
         g_free(c->title);
@@ -893,6 +898,7 @@ static void rename_response(AdwMessageDialog *d, const char *response, RlxChatPa
         return;
     g_free(c->title);
     c->title = g_strdup(text);
+    c->title_set = TRUE;
     conv_save(self, c);
     rebuild_sidebar(self);
 }

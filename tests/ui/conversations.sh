@@ -123,6 +123,9 @@ xdotool windowfocus --sync "$wid"
 wait_for "conv-b not renamed: '$(title conv-b)'" test "$(title conv-b)" = "Sailing notes"
 [ "$(title conv-a)" = "Apples and pears" ] || fail "conv-a renamed too: $(title conv-a)"
 [ "$(title conv-c)" = "Clouds" ] || fail "conv-c renamed too: $(title conv-c)"
+# A title the user gave is flagged, so that editing the first message keeps it.
+python3 -c 'import json, sys; sys.exit(json.load(open(sys.argv[1])).get("title_set") is not True)' \
+    "$convs/conv-b.json" || fail "conv-b's new title is not flagged title_set"
 echo "renamed the conversation found by 'keel'"
 shot light-search-rename
 
