@@ -2,7 +2,8 @@
 # Every file of rlx-studio with translatable strings (_( ), N_( ), C_( ),
 # ngettext( ) in C; translatable="yes" in .ui; the .desktop.in, metainfo
 # and GSettings schema) is listed in po/POTFILES, and every file listed
-# there exists: a file missing from the list would ship untranslated.
+# there exists (and is well-formed, if XML): a file missing from the list
+# would ship untranslated.
 #
 # usage: check-potfiles.sh SOURCE_ROOT
 set -u
@@ -25,5 +26,13 @@ for f in app/*.c ui/*.c ui/*.ui resources/gtk/*.ui resources/*.desktop.in \
         status=1
     fi
 done
+# xgettext reads the XML ones as XML; msgfmt merges a broken one without a word.
+if command -v xmllint >/dev/null 2>&1; then
+    for f in $listed; do
+        case "$f" in
+        *.ui | *.xml | *.xml.in) xmllint --noout "$f" || { echo "$f is not well-formed XML"; status=1; } ;;
+        esac
+    done
+fi
 [ $status = 0 ] && echo "po/POTFILES lists every file with translatable strings"
 exit $status
