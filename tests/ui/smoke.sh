@@ -68,6 +68,25 @@ shot shortcuts
 xdotool key --clearmodifiers Escape
 sleep 0.5
 
+# The other application-wide shortcuts the Shortcuts window lists (the Chat
+# ones are driven by chat.sh and conversations.sh).
+xdotool key --clearmodifiers ctrl+comma
+w=$(wait_window '^Preferences$') || fail "Ctrl+, opened no Preferences window"
+xdotool key --clearmodifiers Escape
+sleep 0.5
+xdotool search --onlyvisible --name '^Preferences$' >/dev/null 2>&1 && fail "Escape left Preferences open"
+xdotool windowfocus --sync "$wid"
+xdotool key --clearmodifiers ctrl+o
+w=$(wait_window '^Open a Model$') || fail "Ctrl+O opened no file chooser"
+xdotool key --clearmodifiers Escape
+sleep 0.5
+xdotool windowfocus --sync "$wid"
+xdotool key --clearmodifiers F10
+sleep 1
+shot main-menu
+xdotool key --clearmodifiers Escape
+sleep 0.5
+
 if command -v gdbus >/dev/null 2>&1 && [ "${DBUS_SESSION_BUS_ADDRESS#unix:path=/nonexistent}" = "$DBUS_SESSION_BUS_ADDRESS" ]; then
     gdbus call --session --dest org.rlx.Studio --object-path /org/rlx/Studio \
         --method org.gtk.Actions.Activate about '[]' '{}' >/dev/null || fail "app.about over D-Bus"
