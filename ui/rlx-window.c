@@ -349,6 +349,14 @@ static void setup_devices(RlxWindow *self)
     g_signal_connect(self->device_dropdown, "notify::selected", G_CALLBACK(device_selected), self);
 }
 
+/* The popover opens with the keyboard focus on itself, not in the budget's
+ * spin button (GTK's first focusable child), where the first digit typed
+ * would replace the selected budget. Tab still reaches the spin button. */
+static void memory_popover_shown(GtkWidget *popover, RlxWindow *self)
+{
+    gtk_widget_grab_focus(popover);
+}
+
 /* ---- drag and drop -------------------------------------------------------- */
 
 static gboolean on_drop(GtkDropTarget *target, const GValue *value, double x, double y,
@@ -455,6 +463,9 @@ static void rlx_window_init(RlxWindow *self)
     g_signal_connect(self->engine, "memory", G_CALLBACK(on_memory), self);
     gtk_drawing_area_set_draw_func(self->memory_bar, draw_memory, self, NULL);
     build_memory_grid(self);
+    GtkPopover *memory_popover = gtk_menu_button_get_popover(GTK_MENU_BUTTON(self->memory_button));
+    gtk_widget_set_focusable(GTK_WIDGET(memory_popover), TRUE);
+    g_signal_connect_after(memory_popover, "show", G_CALLBACK(memory_popover_shown), self);
 
     g_action_map_add_action_entries(G_ACTION_MAP(self), win_actions, G_N_ELEMENTS(win_actions),
                                     self);

@@ -140,8 +140,15 @@ wait_log "is ready"
 if command -v gdbus >/dev/null 2>&1 && [ "${DBUS_SESSION_BUS_ADDRESS#unix:path=/nonexistent}" = "$DBUS_SESSION_BUS_ADDRESS" ]; then
     activate show-memory
     sleep 1
+    # The focus is not in the budget: a digit typed does not change it.
+    xdotool key --clearmodifiers 7
+    sleep 0.3
     shot dark-memory
     xdotool key --clearmodifiers Escape
+    sleep 0.3
+    if grep -q '^memory-budget-mib' "$keyfile"; then
+        fail "typing in the memory popover changed the budget: $(grep '^memory-budget-mib' "$keyfile")"
+    fi
     activate show-sampling
     sleep 1
     shot dark-sampling
