@@ -262,8 +262,10 @@ kill -0 "$pid" 2>/dev/null || fail "rlx-studio died on a file that is not a GGUF
 timeout 20 "$app" --model "$model" >>"$art/chat-second.log" 2>&1 || fail "rlx-studio --model FILE as a second instance failed"
 wait_log "is ready"
 timeout 20 "$app" "$work/notes.gguf" >>"$art/chat-second.log" 2>&1 || fail "rlx-studio FILE as a second instance failed"
-wait_for "the second instance's FILE was not opened" \
-    test "$(grep -c "Cannot load the model" "$art/chat-bad.log")" -ge 2
+loaded_twice() {
+    [ "$(grep -c "Cannot load the model" "$art/chat-bad.log")" -ge 2 ]
+}
+wait_for "the second instance's FILE was not opened" loaded_twice
 kill -0 "$pid" 2>/dev/null || fail "rlx-studio died opening a second instance's files"
 quit
 check_log bad
