@@ -182,6 +182,11 @@ rlx_status rlx_llm_config_from_gguf(const rlx_gguf *g, rlx_llm_config *out, rlx_
         return st;
 
     const rlx_gguf_tensor *emb = rlx_gguf_find_tensor(g, "token_embd.weight");
+    if (!emb && rlx_gguf_n_tensors(g) == 0)
+        return rlx_error_set(err, RLX_ERR_FORMAT,
+                             "%s holds no weights (a vocabulary-only file?); open the model's "
+                             "GGUF with its tensors",
+                             path);
     if (!emb || emb->n_dims != 2)
         return rlx_error_set(err, RLX_ERR_FORMAT, "%s: no 2-D tensor 'token_embd.weight'", path);
     c->n_vocab = (int32_t)emb->ne[1];

@@ -457,6 +457,21 @@ static rlx_status plan(rlx_llm *m, const rlx_llm_params *p, rlx_error **err)
     return RLX_OK;
 }
 
+/* Names the file once: the readers' messages often start with it already
+ * (its path or base name) or quote it. */
+static void name_file(rlx_error **err, const char *path)
+{
+    const char *msg = err && *err ? rlx_error_message(*err) : NULL;
+    if (!msg)
+        return;
+    const char *base = strrchr(path, '/');
+    base = base && base[1] ? base + 1 : path;
+    size_t lb = strlen(base);
+    if (strstr(msg, path) || (!strncmp(msg, base, lb) && msg[lb] == ':'))
+        return;
+    rlx_error_prefix(err, "%s: ", path);
+}
+
 rlx_status rlx_llm_load(const char *path, const rlx_llm_params *p, rlx_llm **out, rlx_error **err)
 {
     *out = NULL;
@@ -586,7 +601,7 @@ fail:
     if (m->kv_dtype == RLX_DTYPE_Q8_0 && m->place.on_gpu && st == RLX_ERR_UNSUPPORTED)
         rlx_error_prefix(
             err, "the Q8_0 KV cache does not run on %s (use --kv-type f16): ", m->place.device);
-    rlx_error_prefix(err, "%s: ", path);
+    name_file(err, path);
     rlx_llm_free(m);
     return st;
 }

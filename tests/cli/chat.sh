@@ -52,6 +52,9 @@ i=0
 while ! grep -q "reply stopped" "$tmp.err" && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
 printf '/stats\n/quit\n' >&3
 exec 3>&-
+i=0
+while kill -0 $pid 2>/dev/null && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+kill -9 $pid 2>/dev/null
 wait $pid
 rc=$?
 check "Ctrl+C: the chat goes on and exits 0" [ $rc -eq 0 ]

@@ -39,6 +39,15 @@ err=$("$rlx" generate -m "$stories" -p x --kv-type q4 2>&1 >/dev/null)
 check "bad --kv-type: exit 1" [ $? -eq 1 ]
 err=$("$rlx" generate -m "$data/tokenizers/ggml-vocab-qwen2.gguf" -p hi 2>&1 >/dev/null)
 check "a vocab-only file: exit 1" [ $? -eq 1 ]
+case "$err" in *"holds no weights"*) check "a vocab-only file: says so" true ;; *) echo "# $err"; check "a vocab-only file: says so" false ;; esac
+# a file that is not a GGUF: the error names it once
+tmp=${TMPDIR:-/tmp}/rlx-notes.$$.gguf
+echo "These are notes" >"$tmp"
+err=$("$rlx" generate -m "$tmp" -p hi 2>&1 >/dev/null)
+check "not a GGUF: exit 1" [ $? -eq 1 ]
+n=$(printf '%s\n' "$err" | grep -o "rlx-notes.$$.gguf" | wc -l)
+case "$err" in *"not a GGUF file"*) check "not a GGUF: says so, naming the file once" [ "$n" -eq 1 ] ;; *) echo "# $err"; check "not a GGUF: says so, naming the file once" false ;; esac
+rm -f "$tmp"
 err=$("$rlx" generate -m "$stories" 2>&1 >/dev/null)
 check "no prompt: exit 1" [ $? -eq 1 ]
 err=$("$rlx" generate -m "$stories" -p x --temp abc 2>&1 >/dev/null)
@@ -75,14 +84,20 @@ for bad in "--typical 2" "--mirostat 3" "--logit-bias 99999+1" "--logit-bias 5" 
 done
 # Ctrl+C during an endless generation (EOS banned, context shifts): the
 # text so far and the figures are printed, exit 130. Sent once output
-# streams; the loops bound a hang, they time nothing.
+# streams (sh starts a background job with SIGINT ignored until rlx sets its
+# handler, before generating); the loops bound a hang, they time nothing.
 tmp=${TMPDIR:-/tmp}/rlx-gen-int.$$
+: >"$tmp.out"
 "$rlx" generate -m "$stories" -p "Once upon a time" -n 1000000 --context-shift --logit-bias 2-inf \
     --temp 0 -t 1 >"$tmp.out" 2>"$tmp.err" &
 pid=$!
 i=0
 while [ "$(wc -c <"$tmp.out")" -lt 200 ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
 kill -INT $pid
+# a lost signal must fail the test, not hang it
+i=0
+while kill -0 $pid 2>/dev/null && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+kill -9 $pid 2>/dev/null
 wait $pid
 check "Ctrl+C: exit 130" [ $? -eq 130 ]
 case "$(cat "$tmp.err")" in *"generated "*" tokens"*"stopped by Ctrl+C"*) check "Ctrl+C: figures printed" true ;;
