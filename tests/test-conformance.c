@@ -217,6 +217,11 @@ static void put(uint8_t *p, rlx_dtype dt, double x)
         memcpy(p, &i, 8);
         break;
     }
+    case RLX_DTYPE_I8: {
+        int8_t i = (int8_t)x;
+        memcpy(p, &i, 1);
+        break;
+    }
     case RLX_DTYPE_U8:
     case RLX_DTYPE_BOOL:
         *p = (uint8_t)x;
@@ -252,6 +257,11 @@ static double get(const uint8_t *p, rlx_dtype dt)
     case RLX_DTYPE_I32: {
         int32_t i;
         memcpy(&i, p, 4);
+        return i;
+    }
+    case RLX_DTYPE_I8: {
+        int8_t i;
+        memcpy(&i, p, 1);
         return i;
     }
     case RLX_DTYPE_I64: {
@@ -948,7 +958,8 @@ static void test_cast_copy(void **state)
         {RLX_DTYPE_F16, RLX_DTYPE_F32}, {RLX_DTYPE_BF16, RLX_DTYPE_F32},
         {RLX_DTYPE_F32, RLX_DTYPE_I32}, {RLX_DTYPE_I32, RLX_DTYPE_F32},
         {RLX_DTYPE_U8, RLX_DTYPE_F32},  {RLX_DTYPE_I32, RLX_DTYPE_I64},
-        {RLX_DTYPE_F32, RLX_DTYPE_F32},
+        {RLX_DTYPE_F32, RLX_DTYPE_F32}, {RLX_DTYPE_I8, RLX_DTYPE_F32},
+        {RLX_DTYPE_F32, RLX_DTYPE_I8},  {RLX_DTYPE_I8, RLX_DTYPE_I32},
     };
     for (size_t k = 0; k < sizeof pairs / sizeof pairs[0]; k++)
         for (int layout = 0; layout < 3; layout++)
@@ -959,12 +970,13 @@ static void test_cast_copy(void **state)
                 double *ref = dalloc(y->n);
                 for (int64_t i = 0; i < y->n; i++) {
                     double v = x->v[i];
-                    /* float -> int truncates toward zero */
-                    if (pairs[k].to == RLX_DTYPE_I32 || pairs[k].to == RLX_DTYPE_I64)
+                    /* float -> int truncates toward zero (the values, in
+                     * [-100, 100), fit every integer type here) */
+                    bool to_int = pairs[k].to == RLX_DTYPE_I32 || pairs[k].to == RLX_DTYPE_I64 ||
+                                  pairs[k].to == RLX_DTYPE_I8;
+                    if (to_int)
                         v = trunc(v);
-                    ref[i] = round_to(pairs[k].to, v);
-                    if (pairs[k].to == RLX_DTYPE_I32 || pairs[k].to == RLX_DTYPE_I64)
-                        ref[i] = v;
+                    ref[i] = to_int ? v : round_to(pairs[k].to, v);
                 }
                 char what[96];
                 snprintf(what, sizeof what, "%s %s->%s layout %d", op ? "copy" : "cast",
@@ -1223,7 +1235,7 @@ static void reduce_case(rlx_op op, int rank, const int64_t *ne, int axis, bool k
         }
         idx[ax] = 0;
         /* the output element(s): out index = idx with the axis removed/kept */
-        int64_t oidx[MAXD];
+        int64_t oidx[MAXD] = {0};
         int od = 0;
         for (int d = 0; d < rank; d++)
             if (d != ax || op == RLX_OP_TOPK || keepdim)
