@@ -207,15 +207,33 @@ static void schedule_locked(RlxEngine *self)
     g_source_attach(self->source, self->main);
 }
 
+/* The queued event of this kind that a new one can merge into: the stream's
+ * events (text, figures, progress) between the last boundary (loaded,
+ * finished, error) and the tail, so one dispatch emits one batch of text and
+ * the latest of each figure, however they interleaved. Called locked. */
+static Event *mergeable_locked(RlxEngine *self, int kind)
+{
+    for (GList *l = g_queue_peek_tail_link(&self->events); l; l = l->prev) {
+        Event *q = l->data;
+        if (q->kind == kind)
+            return q;
+        if (q->kind != EV_TOKENS && q->kind != EV_PROGRESS && q->kind != EV_MEMORY &&
+            q->kind != EV_STATS)
+            return NULL;
+    }
+    return NULL;
+}
+
 static void post(RlxEngine *self, Event *e)
 {
     g_mutex_lock(&self->lock);
-    Event *tail = g_queue_peek_tail(&self->events);
-    if (tail && tail->kind == e->kind &&
-        (e->kind == EV_PROGRESS || e->kind == EV_MEMORY || e->kind == EV_STATS)) {
+    Event *prev = e->kind == EV_PROGRESS || e->kind == EV_MEMORY || e->kind == EV_STATS
+                      ? mergeable_locked(self, e->kind)
+                      : NULL;
+    if (prev) {
         /* Only the latest figure matters. */
-        g_free(tail->stage);
-        *tail = *e;
+        g_free(prev->stage);
+        *prev = *e;
         g_free(e);
     } else {
         g_queue_push_tail(&self->events, e);
@@ -240,9 +258,9 @@ static void on_event(void *user, uint64_t job, int kind, const void *data, size_
     RlxEngine *self = user;
     if (kind == RLX_WORKER_EVENT_TOKEN) {
         g_mutex_lock(&self->lock);
-        Event *tail = g_queue_peek_tail(&self->events);
-        if (tail && tail->kind == EV_TOKENS) {
-            g_string_append_len(tail->text, data, (gssize)size);
+        Event *prev = mergeable_locked(self, EV_TOKENS);
+        if (prev) {
+            g_string_append_len(prev->text, data, (gssize)size);
         } else {
             Event *e = g_new0(Event, 1);
             e->kind = EV_TOKENS;

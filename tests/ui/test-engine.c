@@ -136,6 +136,31 @@ static void test_greedy(void)
     rec_clear(&r);
 }
 
+/* While the main loop is busy (not iterated), the tokens queue up behind one
+ * idle source: the next iteration delivers everything streamed so far in
+ * one signal. With a source per piece, that one iteration would dispatch
+ * every ready source, one signal each. The sleep only lets the reply get
+ * ahead of the main loop; stories260K makes hundreds of tokens a second. */
+static void test_batching(void)
+{
+    Rec r;
+    RlxEngine *e = engine_new(&r);
+    load(e, &r);
+    chat(e, 40, NULL);
+    g_usleep(2 * G_USEC_PER_SEC);
+    g_main_context_iteration(NULL, FALSE);
+    g_assert_cmpint(r.n_token_signals, ==, 1);
+    g_assert_true(g_str_has_prefix(r.text->str, ", there was a little"));
+    if (!r.finished) /* 40 tokens usually all came in that one dispatch */
+        wait_finished(&r);
+    g_assert_cmpint(r.n_token_signals, <=, 2);
+    g_assert_true(g_str_has_prefix(
+        r.text->str,
+        ", there was a little girl named Lily. She loved to play outside in the park."));
+    g_object_unref(e);
+    rec_clear(&r);
+}
+
 static void test_stop(void)
 {
     Rec r;
@@ -217,6 +242,7 @@ int main(int argc, char **argv)
     g_test_add_func("/engine/not-gguf", test_not_gguf);
     if (model_path && g_file_test(model_path, G_FILE_TEST_EXISTS)) {
         g_test_add_func("/engine/greedy", test_greedy);
+        g_test_add_func("/engine/batching", test_batching);
         g_test_add_func("/engine/stop", test_stop);
         g_test_add_func("/engine/dispose-mid-reply", test_dispose_mid_reply);
     }
