@@ -49,6 +49,7 @@ struct rlx_session_program {
      * io_bound: each one's bytes at the symbols' bounds. */
     rlx_buffer **io;
     uint64_t *io_bound;
+    uint64_t io_total; /* the sum of io_bound, counted in the session's activations */
     rlx_session_program *next;
 };
 
@@ -76,6 +77,7 @@ struct rlx_session {
 
     pthread_mutex_t mu; /* guards the figures below for rlx_session_memory */
     uint64_t weights_bytes, state_bytes, arena_bytes;
+    uint64_t io_bytes; /* the programs' kept input/output buffers, at their bounds */
 
     /* rlx_session_set_profiling: per-op-kind totals over every run */
     bool profiling;
@@ -161,6 +163,11 @@ static void free_program(rlx_session_program *p)
     for (int32_t i = 0; p->io && i < n_io; i++)
         if (p->io[i])
             s->be->buffer_free(p->io[i]);
+    if (p->io_total) {
+        pthread_mutex_lock(&s->mu);
+        s->io_bytes -= p->io_total;
+        pthread_mutex_unlock(&s->mu);
+    }
     if (p->owned && p->lir_free)
         p->lir_free(p->owned);
     free(p->params);
@@ -614,9 +621,17 @@ rlx_status rlx_session_load_internal(rlx_session *s, rlx_lir *lir, void (*lir_fr
         return load_fail(lir, lir_free, st);
     }
 
-    /* 2. the budget, before allocating anything */
+    /* 2. the budget, before allocating anything. Activations: the shared
+     * arena, and where the device cannot use host memory in place, every
+     * program's input/output buffers at the symbols' bounds (kept between
+     * runs, see io_buffer). */
+    rlx_sym_values bounds = {{0}};
+    for (int i = 0; i < lir->n_symbols && i < RLX_MAX_SYMBOLS; i++)
+        bounds.v[i] = lir->symbols[i].max;
+    uint64_t new_io = rlx_session_io_bytes(s, lir);
     uint64_t w_total = s->weights_bytes + new_w, s_total = s->state_bytes + new_s;
     uint64_t a_total = lir->arena_bytes > s->arena_bytes ? lir->arena_bytes : s->arena_bytes;
+    a_total += s->io_bytes + new_io;
     uint64_t total = w_total + s_total + a_total;
     if (total > s->budget || total < w_total) {
         char fw_[32], fs_[32], fa_[32], ft_[32], fb_[32];
@@ -772,9 +787,6 @@ rlx_status rlx_session_load_internal(rlx_session *s, rlx_lir *lir, void (*lir_fr
         }
         p->states[i].buf = nb->buf;
     }
-    rlx_sym_values bounds = {{0}};
-    for (int i = 0; i < lir->n_symbols && i < RLX_MAX_SYMBOLS; i++)
-        bounds.v[i] = lir->symbols[i].max;
     for (int32_t i = 0; i < lir->n_inputs; i++)
         p->io_bound[i] = home_bytes(lir, RLX_HOME_INPUT, i, &bounds);
     for (int32_t i = 0; i < lir->n_outputs; i++)
@@ -784,6 +796,10 @@ rlx_status rlx_session_load_internal(rlx_session *s, rlx_lir *lir, void (*lir_fr
         free_program(p);
         return st;
     }
+    p->io_total = new_io;
+    pthread_mutex_lock(&s->mu);
+    s->io_bytes += new_io;
+    pthread_mutex_unlock(&s->mu);
     p->next = s->programs;
     s->programs = p;
     if (s->profiling && s->be->program_set_timing)
@@ -1097,6 +1113,21 @@ rlx_status rlx_session_state_write(rlx_session *s, const char *name, uint64_t of
     return s->be->buffer_write(nb->buf, offset, src, size, err);
 }
 
+uint64_t rlx_session_io_bytes(const rlx_session *s, const rlx_lir *lir)
+{
+    if (!s || !lir || s->zero_copy)
+        return 0;
+    rlx_sym_values bounds = {{0}};
+    for (int i = 0; i < lir->n_symbols && i < RLX_MAX_SYMBOLS; i++)
+        bounds.v[i] = lir->symbols[i].max;
+    uint64_t n = 0;
+    for (int32_t i = 0; i < lir->n_inputs; i++)
+        n += home_bytes(lir, RLX_HOME_INPUT, i, &bounds);
+    for (int32_t i = 0; i < lir->n_outputs; i++)
+        n += home_bytes(lir, RLX_HOME_OUTPUT, i, &bounds);
+    return n;
+}
+
 rlx_session_memory_info rlx_session_memory(const rlx_session *s)
 {
     rlx_session_memory_info m = {0};
@@ -1106,7 +1137,7 @@ rlx_session_memory_info rlx_session_memory(const rlx_session *s)
     pthread_mutex_lock(&ms->mu);
     m.weights_bytes = s->weights_bytes;
     m.state_bytes = s->state_bytes;
-    m.arena_bytes = s->arena_bytes;
+    m.arena_bytes = s->arena_bytes + s->io_bytes;
     m.budget_bytes = s->budget;
     pthread_mutex_unlock(&ms->mu);
     return m;

@@ -195,11 +195,16 @@ RLX_API rlx_status rlx_session_state_write(rlx_session *s, const char *name, uin
 typedef struct rlx_session_memory_info {
     uint64_t weights_bytes; /* weights bound by loaded programs */
     uint64_t state_bytes;   /* state tensors (KV caches) */
-    uint64_t arena_bytes;   /* the shared activation arena */
+    uint64_t arena_bytes;   /* activations: the shared arena, plus (on a GPU) the programs' kept
+                             * input/output buffers at their bounds */
     uint64_t budget_bytes;
 } rlx_session_memory_info;
 
 RLX_API rlx_session_memory_info rlx_session_memory(const rlx_session *s);
+/* The device buffers a program of this LIR keeps for its inputs and outputs
+ * (at the symbols' bounds) on this session's device, counted in its
+ * activations; 0 where the device uses host memory in place (the CPU). */
+RLX_API uint64_t rlx_session_io_bytes(const rlx_session *s, const rlx_lir *lir);
 
 /* "1.2 GiB", "256 MiB", "12 KiB", "100 bytes" into buf; returns buf. */
 RLX_API char *rlx_format_bytes(uint64_t bytes, char *buf, size_t cap);

@@ -291,10 +291,13 @@ static bool seen_before(rlx_lir *const *lirs, int32_t n, int32_t li, int32_t bi,
     return false;
 }
 
-/* Sum what a set of programs needs on one device, as the session counts it:
- * each weight and state once, the largest arena. */
-static void add_figures(rlx_lir *const *lirs, int32_t n, const rlx_llm_config *c, figures *f)
+/* Sum what a set of programs needs on one device, as the session s counts
+ * it: each weight and state once, the largest arena plus each program's
+ * kept input/output buffers. */
+static void add_figures(const rlx_session *s, rlx_lir *const *lirs, int32_t n,
+                        const rlx_llm_config *c, figures *f)
 {
+    uint64_t io = 0;
     for (int32_t l = 0; l < n; l++) {
         const rlx_lir *lir = lirs[l];
         for (int k = 0; k < 2; k++) {
@@ -313,7 +316,9 @@ static void add_figures(rlx_lir *const *lirs, int32_t n, const rlx_llm_config *c
         }
         if (lir->arena_bytes > f->arena)
             f->arena = lir->arena_bytes;
+        io += rlx_session_io_bytes(s, lir);
     }
+    f->arena += io;
 }
 
 /* The device's figures with every layer on it, from the decode and
@@ -335,7 +340,7 @@ static rlx_status measure(rlx_llm *m, figures *f, rlx_error **err)
         rlx_graph_free(g);
     }
     if (st == RLX_OK)
-        add_figures(lirs, n, &m->cfg, f);
+        add_figures(m->s, lirs, n, &m->cfg, f);
     for (int i = 0; i < 2; i++)
         rlx_lir_free(lirs[i]);
     return st;
@@ -369,7 +374,7 @@ static rlx_status split_need(rlx_llm *m, int32_t k, uint64_t *need, rlx_error **
                 dev_lirs[n_dev++] = all[i][s];
     }
     if (st == RLX_OK) {
-        add_figures(dev_lirs, n_dev, &m->cfg, &f);
+        add_figures(m->s, dev_lirs, n_dev, &m->cfg, &f);
         *need = f.fixed + f.arena;
         for (int32_t i = 0; i < m->cfg.n_layer; i++)
             *need += f.layer[i];
