@@ -610,83 +610,14 @@ static void test_session_replays(void **state)
     rlx_session_free(s);
 }
 
-/* A program with a weight and a state: acc (state) += x; y = acc * w. */
-typedef struct acc_prog {
-    rlx_lir lir;
-    rlx_lir_value v[5];
-    rlx_lir_instr ins[2];
-    rlx_lir_binding pb, sb, ib, ob;
-} acc_prog;
-
-static rlx_lir_value vec4(rlx_home home)
-{
-    rlx_lir_value v;
-    memset(&v, 0, sizeof v);
-    v.dtype = RLX_DTYPE_F32;
-    v.shape.rank = 1;
-    v.shape.d[0] = rlx_dim_const(4);
-    v.stride[0] = rlx_dim_const(1);
-    v.home = home;
-    v.view_of = -1;
-    v.max_bytes = 16;
-    v.contiguous = true;
-    return v;
-}
-
-static rlx_lir_binding bind4(const char *name)
-{
-    rlx_lir_binding b;
-    memset(&b, 0, sizeof b);
-    b.name = name;
-    b.dtype = RLX_DTYPE_F32;
-    b.shape.rank = 1;
-    b.shape.d[0] = rlx_dim_const(4);
-    b.max_bytes = 16;
-    return b;
-}
-
-static void make_acc(acc_prog *a)
-{
-    memset(a, 0, sizeof *a);
-    a->v[0] = vec4(RLX_HOME_STATE);
-    a->v[1] = vec4(RLX_HOME_INPUT);
-    a->v[2] = vec4(RLX_HOME_STATE); /* acc + x, in place */
-    a->v[3] = vec4(RLX_HOME_PARAM);
-    a->v[4] = vec4(RLX_HOME_OUTPUT);
-    a->ins[0].op = RLX_OP_ADD;
-    a->ins[0].n_in = 2;
-    a->ins[0].in[0] = 0;
-    a->ins[0].in[1] = 1;
-    a->ins[0].out = 2;
-    a->ins[0].in_place = true;
-    a->ins[1].op = RLX_OP_MUL;
-    a->ins[1].n_in = 2;
-    a->ins[1].in[0] = 2;
-    a->ins[1].in[1] = 3;
-    a->ins[1].out = 4;
-    a->pb = bind4("w");
-    a->sb = bind4("acc");
-    a->ib = bind4("x");
-    a->ob = bind4("y");
-    a->lir.n_values = 5;
-    a->lir.values = a->v;
-    a->lir.n_instrs = 2;
-    a->lir.instrs = a->ins;
-    a->lir.n_params = a->lir.n_states = a->lir.n_inputs = a->lir.n_outputs = 1;
-    a->lir.params = &a->pb;
-    a->lir.states = &a->sb;
-    a->lir.inputs = &a->ib;
-    a->lir.outputs = &a->ob;
-}
-
 /* A session on vulkan:0 with weight w and the acc program loaded. */
-static rlx_session *acc_session(const float *w, acc_prog *a, rlx_session_program **p)
+static rlx_session *acc_session(const float *w, rlx_test_acc_prog *a, rlx_session_program **p)
 {
     rlx_session *s = vk_session(0, false);
     rlx_error *err = NULL;
     int64_t n[1] = {4};
     assert_int_equal(rlx_session_add_weight(s, "w", RLX_DTYPE_F32, 1, n, w, 16, &err), RLX_OK);
-    make_acc(a);
+    rlx_test_make_acc(a, "acc");
     if (rlx_session_load_lir(s, &a->lir, p, &err) != RLX_OK)
         fail_msg("load: %s", rlx_error_message(err));
     return s;
@@ -737,8 +668,8 @@ static void test_session_too_large(void **state)
     static const float w[4] = {1, 2, 3, 4};
     int64_t n[1] = {4};
     assert_int_equal(rlx_session_add_weight(s, "w", RLX_DTYPE_F32, 1, n, w, 16, &err), RLX_OK);
-    acc_prog a;
-    make_acc(&a);
+    rlx_test_acc_prog a;
+    rlx_test_make_acc(&a, "acc");
     a.lir.arena_bytes = 4096;
     assert_int_equal(rlx_session_load_lir(s, &a.lir, &p, &err), RLX_OK);
     assert_int_equal(acc_run(s, p, w, 1, &err), RLX_OK);
@@ -764,7 +695,7 @@ static void test_two_sessions(void **state)
 {
     (void)state;
     static const float w1[4] = {1, 2, 3, 4}, w2[4] = {-10, 0.5f, 20, 7};
-    acc_prog a1, a2;
+    rlx_test_acc_prog a1, a2;
     rlx_session_program *p1 = NULL, *p2 = NULL;
     rlx_session *s1 = acc_session(w1, &a1, &p1), *s2 = acc_session(w2, &a2, &p2);
     rlx_error *err = NULL;
@@ -794,7 +725,7 @@ static void test_device_lost(void **state)
 {
     (void)state;
     static const float w[4] = {1, 2, 3, 4};
-    acc_prog a, b;
+    rlx_test_acc_prog a, b;
     rlx_session_program *p = NULL, *q = NULL;
     rlx_session *s = acc_session(w, &a, &p), *other = acc_session(w, &b, &q);
     rlx_error *err = NULL;
@@ -816,7 +747,7 @@ static void test_device_lost(void **state)
     rlx_session_free(other);
 
     rlx_session_program *r = NULL;
-    acc_prog c;
+    rlx_test_acc_prog c;
     rlx_session *fresh = acc_session(w, &c, &r);
     for (int run = 1; run <= 3; run++)
         assert_int_equal(acc_run(fresh, r, w, run, &err), RLX_OK);

@@ -33,42 +33,6 @@ static rlx_session *new_session(uint64_t budget)
     return s;
 }
 
-static rlx_lir_value val(rlx_dtype dt, int rank, const int64_t *ne, rlx_home home, int index,
-                         uint64_t offset)
-{
-    rlx_lir_value v;
-    memset(&v, 0, sizeof v);
-    v.dtype = dt;
-    v.shape.rank = rank;
-    int64_t s = 1;
-    for (int d = rank - 1; d >= 0; d--) {
-        v.shape.d[d] = rlx_dim_const(ne[d]);
-        v.stride[d] = rlx_dim_const(s);
-        s *= ne[d];
-    }
-    v.home = home;
-    v.index = index;
-    v.view_of = -1;
-    v.offset = offset;
-    v.max_bytes = (uint64_t)s * (dt == RLX_DTYPE_F32 ? 4 : 2);
-    v.contiguous = true;
-    return v;
-}
-
-static rlx_lir_binding bind(const char *name, rlx_dtype dt, int rank, const int64_t *ne,
-                            uint64_t bytes)
-{
-    rlx_lir_binding b;
-    memset(&b, 0, sizeof b);
-    b.name = name;
-    b.dtype = dt;
-    b.shape.rank = rank;
-    for (int d = 0; d < rank; d++)
-        b.shape.d[d] = rlx_dim_const(ne[d]);
-    b.max_bytes = bytes;
-    return b;
-}
-
 static void test_budget_message(void **state)
 {
     (void)state;
@@ -82,10 +46,10 @@ static void test_budget_message(void **state)
     assert_int_equal(rlx_session_add_weight(s, "w", RLX_DTYPE_F32, 2, wn, tiny, wbytes, &err),
                      RLX_OK);
     rlx_lir_value v[4] = {
-        val(RLX_DTYPE_F32, 2, wn, RLX_HOME_PARAM, 0, 0),
-        val(RLX_DTYPE_F32, 1, sn, RLX_HOME_STATE, 0, 0),
-        val(RLX_DTYPE_F32, 1, an, RLX_HOME_ARENA, 0, 0),
-        val(RLX_DTYPE_F32, 1, on, RLX_HOME_OUTPUT, 0, 0),
+        rlx_test_val(RLX_DTYPE_F32, 2, wn, RLX_HOME_PARAM, 0, 0),
+        rlx_test_val(RLX_DTYPE_F32, 1, sn, RLX_HOME_STATE, 0, 0),
+        rlx_test_val(RLX_DTYPE_F32, 1, an, RLX_HOME_ARENA, 0, 0),
+        rlx_test_val(RLX_DTYPE_F32, 1, on, RLX_HOME_OUTPUT, 0, 0),
     };
     rlx_lir_instr ins;
     memset(&ins, 0, sizeof ins);
@@ -93,9 +57,9 @@ static void test_budget_message(void **state)
     ins.n_in = 1;
     ins.in[0] = 2;
     ins.out = 2;
-    rlx_lir_binding pb = bind("w", RLX_DTYPE_F32, 2, wn, wbytes);
-    rlx_lir_binding sb = bind("kv", RLX_DTYPE_F32, 1, sn, 256ull << 20);
-    rlx_lir_binding ob = bind("y", RLX_DTYPE_F32, 1, on, 16);
+    rlx_lir_binding pb = rlx_test_bind("w", RLX_DTYPE_F32, 2, wn, wbytes);
+    rlx_lir_binding sb = rlx_test_bind("kv", RLX_DTYPE_F32, 1, sn, 256ull << 20);
+    rlx_lir_binding ob = rlx_test_bind("y", RLX_DTYPE_F32, 1, on, 16);
     rlx_lir lir;
     memset(&lir, 0, sizeof lir);
     lir.n_values = 4;
@@ -128,49 +92,6 @@ static void test_budget_message(void **state)
     assert_string_equal(rlx_format_bytes(2048, buf, sizeof buf), "2 KiB");
 }
 
-/* A program: acc (state) += x; y = acc * w (param, elementwise). */
-typedef struct acc_prog {
-    rlx_lir lir;
-    rlx_lir_value v[6];
-    rlx_lir_instr ins[2];
-    rlx_lir_binding pb, sb, ib, ob;
-} acc_prog;
-
-static void make_acc(acc_prog *a, const char *state_name)
-{
-    memset(a, 0, sizeof *a);
-    int64_t n[1] = {4};
-    a->v[0] = val(RLX_DTYPE_F32, 1, n, RLX_HOME_STATE, 0, 0);
-    a->v[1] = val(RLX_DTYPE_F32, 1, n, RLX_HOME_INPUT, 0, 0);
-    a->v[2] = val(RLX_DTYPE_F32, 1, n, RLX_HOME_STATE, 0, 0); /* acc + x, in place */
-    a->v[3] = val(RLX_DTYPE_F32, 1, n, RLX_HOME_PARAM, 0, 0);
-    a->v[4] = val(RLX_DTYPE_F32, 1, n, RLX_HOME_OUTPUT, 0, 0);
-    a->ins[0].op = RLX_OP_ADD;
-    a->ins[0].n_in = 2;
-    a->ins[0].in[0] = 0;
-    a->ins[0].in[1] = 1;
-    a->ins[0].out = 2;
-    a->ins[0].in_place = true;
-    a->ins[1].op = RLX_OP_MUL;
-    a->ins[1].n_in = 2;
-    a->ins[1].in[0] = 2;
-    a->ins[1].in[1] = 3;
-    a->ins[1].out = 4;
-    a->pb = bind("w", RLX_DTYPE_F32, 1, n, 16);
-    a->sb = bind(state_name, RLX_DTYPE_F32, 1, n, 16);
-    a->ib = bind("x", RLX_DTYPE_F32, 1, n, 16);
-    a->ob = bind("y", RLX_DTYPE_F32, 1, n, 16);
-    a->lir.n_values = 5;
-    a->lir.values = a->v;
-    a->lir.n_instrs = 2;
-    a->lir.instrs = a->ins;
-    a->lir.n_params = a->lir.n_states = a->lir.n_inputs = a->lir.n_outputs = 1;
-    a->lir.params = &a->pb;
-    a->lir.states = &a->sb;
-    a->lir.inputs = &a->ib;
-    a->lir.outputs = &a->ob;
-}
-
 static const float acc_w[4] = {1, 2, 3, 4};
 
 static void test_state_persists(void **state)
@@ -180,9 +101,9 @@ static void test_state_persists(void **state)
     rlx_error *err = NULL;
     int64_t n[1] = {4};
     assert_int_equal(rlx_session_add_weight(s, "w", RLX_DTYPE_F32, 1, n, acc_w, 16, &err), RLX_OK);
-    acc_prog a, b;
-    make_acc(&a, "acc");
-    make_acc(&b, "acc");
+    rlx_test_acc_prog a, b;
+    rlx_test_make_acc(&a, "acc");
+    rlx_test_make_acc(&b, "acc");
     rlx_session_program *pa = NULL, *pb = NULL;
     assert_int_equal(rlx_session_load_lir(s, &a.lir, &pa, &err), RLX_OK);
     assert_int_equal(rlx_session_load_lir(s, &b.lir, &pb, &err), RLX_OK);
@@ -239,9 +160,9 @@ static void test_profiling(void **state)
     rlx_error *err = NULL;
     int64_t n[1] = {4};
     assert_int_equal(rlx_session_add_weight(s, "w", RLX_DTYPE_F32, 1, n, acc_w, 16, &err), RLX_OK);
-    acc_prog a, b;
-    make_acc(&a, "acc");
-    make_acc(&b, "acc");
+    rlx_test_acc_prog a, b;
+    rlx_test_make_acc(&a, "acc");
+    rlx_test_make_acc(&b, "acc");
     rlx_session_program *pa = NULL, *pb = NULL;
     assert_int_equal(rlx_session_load_lir(s, &a.lir, &pa, &err), RLX_OK);
     float x[4] = {1, 1, 1, 1}, y[4];
@@ -275,8 +196,8 @@ static void test_weight_errors(void **state)
     (void)state;
     rlx_session *s = new_session(0);
     rlx_error *err = NULL;
-    acc_prog a;
-    make_acc(&a, "acc");
+    rlx_test_acc_prog a;
+    rlx_test_make_acc(&a, "acc");
     rlx_session_program *p = NULL;
     assert_int_equal(rlx_session_load_lir(s, &a.lir, &p, &err), RLX_ERR_NOT_FOUND);
     assert_non_null(strstr(rlx_error_message(err), "'w'"));
@@ -312,8 +233,8 @@ static void test_cancel(void **state)
     rlx_error *err = NULL;
     int64_t n[1] = {4};
     assert_int_equal(rlx_session_add_weight(s, "w", RLX_DTYPE_F32, 1, n, acc_w, 16, &err), RLX_OK);
-    acc_prog a;
-    make_acc(&a, "acc");
+    rlx_test_acc_prog a;
+    rlx_test_make_acc(&a, "acc");
     rlx_session_program *p = NULL;
     assert_int_equal(rlx_session_load_lir(s, &a.lir, &p, &err), RLX_OK);
     float x[4] = {1, 1, 1, 1}, y[4];
@@ -352,8 +273,8 @@ static void test_progress_abort(void **state)
     assert_int_equal(rlx_session_add_weight(s, "w", RLX_DTYPE_F32, 1, n, acc_w, 16, &err), RLX_OK);
     int calls = 0;
     rlx_session_set_progress(s, stop_progress, &calls);
-    acc_prog a;
-    make_acc(&a, "acc");
+    rlx_test_acc_prog a;
+    rlx_test_make_acc(&a, "acc");
     rlx_session_program *p = NULL;
     assert_int_equal(rlx_session_load_lir(s, &a.lir, &p, &err), RLX_ERR_CANCELLED);
     assert_true(calls >= 1);
@@ -428,22 +349,22 @@ static void test_compile(void **state)
 
 /* y[1, 3] = x[1, 4] . w^T with w [3, 4] from a file: GGUF ne {4, 3} is the
  * row-major shape [3, 4]; safetensors stores [3, 4] as is. */
-static void mm_lir(acc_prog *a, rlx_dtype wdt)
+static void mm_lir(rlx_test_acc_prog *a, rlx_dtype wdt)
 {
     memset(a, 0, sizeof *a);
     int64_t xn[2] = {1, 4}, wn[2] = {3, 4}, yn[2] = {1, 3};
-    a->v[0] = val(RLX_DTYPE_F32, 2, xn, RLX_HOME_INPUT, 0, 0);
-    a->v[1] = val(wdt, 2, wn, RLX_HOME_PARAM, 0, 0);
-    a->v[2] = val(RLX_DTYPE_F32, 2, yn, RLX_HOME_OUTPUT, 0, 0);
+    a->v[0] = rlx_test_val(RLX_DTYPE_F32, 2, xn, RLX_HOME_INPUT, 0, 0);
+    a->v[1] = rlx_test_val(wdt, 2, wn, RLX_HOME_PARAM, 0, 0);
+    a->v[2] = rlx_test_val(RLX_DTYPE_F32, 2, yn, RLX_HOME_OUTPUT, 0, 0);
     a->ins[0].op = RLX_OP_MATMUL;
     a->ins[0].p.matmul.trans_b = true;
     a->ins[0].n_in = 2;
     a->ins[0].in[0] = 0;
     a->ins[0].in[1] = 1;
     a->ins[0].out = 2;
-    a->pb = bind("blk.0.w", wdt, 2, wn, 12 * (wdt == RLX_DTYPE_F32 ? 4 : 2));
-    a->ib = bind("x", RLX_DTYPE_F32, 2, xn, 16);
-    a->ob = bind("y", RLX_DTYPE_F32, 2, yn, 12);
+    a->pb = rlx_test_bind("blk.0.w", wdt, 2, wn, 12 * (wdt == RLX_DTYPE_F32 ? 4 : 2));
+    a->ib = rlx_test_bind("x", RLX_DTYPE_F32, 2, xn, 16);
+    a->ob = rlx_test_bind("y", RLX_DTYPE_F32, 2, yn, 12);
     a->lir.n_values = 3;
     a->lir.values = a->v;
     a->lir.n_instrs = 1;
@@ -454,7 +375,7 @@ static void mm_lir(acc_prog *a, rlx_dtype wdt)
     a->lir.outputs = &a->ob;
 }
 
-static void check_mm(rlx_session *s, acc_prog *a)
+static void check_mm(rlx_session *s, rlx_test_acc_prog *a)
 {
     rlx_error *err = NULL;
     rlx_session_program *p = NULL;
@@ -499,7 +420,7 @@ static void test_weights_from_files(void **state)
     assert_int_equal(rlx_gguf_open_memory(img, size, "mem.gguf", &g, &err), RLX_OK);
     rlx_session *s = new_session(0);
     assert_int_equal(rlx_session_add_gguf(s, g, &err), RLX_OK);
-    acc_prog a;
+    rlx_test_acc_prog a;
     mm_lir(&a, RLX_DTYPE_F32);
     check_mm(s, &a);
     rlx_session_free(s);
@@ -575,7 +496,7 @@ static void test_weight_prefixes(void **state)
     assert_int_equal(rlx_session_add_safetensors_prefixed(s, enc, "enc.", &err), RLX_OK);
     assert_int_equal(rlx_session_add_safetensors_prefixed(s, dec, "dec.", &err), RLX_OK);
     /* the decoder's values although the encoder was added first */
-    acc_prog a;
+    rlx_test_acc_prog a;
     mm_lir(&a, RLX_DTYPE_F16);
     a.pb.name = "dec.blk.0.w";
     check_mm(s, &a);
@@ -897,8 +818,8 @@ static void test_worker_session_cancel(void **state)
     rlx_error *err = NULL;
     int64_t n[1] = {4};
     assert_int_equal(rlx_session_add_weight(s, "w", RLX_DTYPE_F32, 1, n, acc_w, 16, &err), RLX_OK);
-    acc_prog a;
-    make_acc(&a, "acc");
+    rlx_test_acc_prog a;
+    rlx_test_make_acc(&a, "acc");
     run_arg ra = {0};
     assert_int_equal(rlx_session_load_lir(s, &a.lir, &ra.p, &err), RLX_OK);
     rlx_worker_callbacks cb = {

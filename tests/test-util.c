@@ -51,3 +51,74 @@ int rlx_test_write_file(const char *path, const void *data, size_t size)
     int rc = fclose(f);
     return (w == size && rc == 0) ? 0 : -1;
 }
+
+rlx_lir_value rlx_test_val(rlx_dtype dt, int rank, const int64_t *ne, rlx_home home, int index,
+                           uint64_t offset)
+{
+    rlx_lir_value v;
+    memset(&v, 0, sizeof v);
+    v.dtype = dt;
+    v.shape.rank = rank;
+    int64_t s = 1;
+    for (int d = rank - 1; d >= 0; d--) {
+        v.shape.d[d] = rlx_dim_const(ne[d]);
+        v.stride[d] = rlx_dim_const(s);
+        s *= ne[d];
+    }
+    v.home = home;
+    v.index = index;
+    v.view_of = -1;
+    v.offset = offset;
+    v.max_bytes = (uint64_t)s * (dt == RLX_DTYPE_F32 ? 4 : 2);
+    v.contiguous = true;
+    return v;
+}
+
+rlx_lir_binding rlx_test_bind(const char *name, rlx_dtype dt, int rank, const int64_t *ne,
+                              uint64_t bytes)
+{
+    rlx_lir_binding b;
+    memset(&b, 0, sizeof b);
+    b.name = name;
+    b.dtype = dt;
+    b.shape.rank = rank;
+    for (int d = 0; d < rank; d++)
+        b.shape.d[d] = rlx_dim_const(ne[d]);
+    b.max_bytes = bytes;
+    return b;
+}
+
+void rlx_test_make_acc(rlx_test_acc_prog *a, const char *state_name)
+{
+    memset(a, 0, sizeof *a);
+    int64_t n[1] = {4};
+    a->v[0] = rlx_test_val(RLX_DTYPE_F32, 1, n, RLX_HOME_STATE, 0, 0);
+    a->v[1] = rlx_test_val(RLX_DTYPE_F32, 1, n, RLX_HOME_INPUT, 0, 0);
+    a->v[2] = rlx_test_val(RLX_DTYPE_F32, 1, n, RLX_HOME_STATE, 0, 0); /* acc + x, in place */
+    a->v[3] = rlx_test_val(RLX_DTYPE_F32, 1, n, RLX_HOME_PARAM, 0, 0);
+    a->v[4] = rlx_test_val(RLX_DTYPE_F32, 1, n, RLX_HOME_OUTPUT, 0, 0);
+    a->ins[0].op = RLX_OP_ADD;
+    a->ins[0].n_in = 2;
+    a->ins[0].in[0] = 0;
+    a->ins[0].in[1] = 1;
+    a->ins[0].out = 2;
+    a->ins[0].in_place = true;
+    a->ins[1].op = RLX_OP_MUL;
+    a->ins[1].n_in = 2;
+    a->ins[1].in[0] = 2;
+    a->ins[1].in[1] = 3;
+    a->ins[1].out = 4;
+    a->pb = rlx_test_bind("w", RLX_DTYPE_F32, 1, n, 16);
+    a->sb = rlx_test_bind(state_name, RLX_DTYPE_F32, 1, n, 16);
+    a->ib = rlx_test_bind("x", RLX_DTYPE_F32, 1, n, 16);
+    a->ob = rlx_test_bind("y", RLX_DTYPE_F32, 1, n, 16);
+    a->lir.n_values = 5;
+    a->lir.values = a->v;
+    a->lir.n_instrs = 2;
+    a->lir.instrs = a->ins;
+    a->lir.n_params = a->lir.n_states = a->lir.n_inputs = a->lir.n_outputs = 1;
+    a->lir.params = &a->pb;
+    a->lir.states = &a->sb;
+    a->lir.inputs = &a->ib;
+    a->lir.outputs = &a->ob;
+}

@@ -5,6 +5,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "backends/base/lir.h"
+
 /* Path of a file under ../shared/data (static buffer, valid until next call). */
 const char *rlx_test_data(const char *rel);
 /* A fresh path in the build tree's scratch folder for this test program. */
@@ -13,5 +15,22 @@ const char *rlx_test_tmp(const char *name);
 void *rlx_test_read_file(const char *path, size_t *size);
 /* Write bytes to a file; 0 on success. */
 int rlx_test_write_file(const char *path, const void *data, size_t size);
+
+/* A dense row-major LIR value (F32: 4 bytes an element, else 2) and a
+ * binding of that shape, for tests that write LIR by hand. */
+rlx_lir_value rlx_test_val(rlx_dtype dt, int rank, const int64_t *ne, rlx_home home, int index,
+                           uint64_t offset);
+rlx_lir_binding rlx_test_bind(const char *name, rlx_dtype dt, int rank, const int64_t *ne,
+                              uint64_t bytes);
+
+/* A program with a weight and a state, four floats each: acc (the state
+ * state_name) += x (input); y (output) = acc * w (param "w"). */
+typedef struct rlx_test_acc_prog {
+    rlx_lir lir;
+    rlx_lir_value v[5];
+    rlx_lir_instr ins[2];
+    rlx_lir_binding pb, sb, ib, ob;
+} rlx_test_acc_prog;
+void rlx_test_make_acc(rlx_test_acc_prog *a, const char *state_name);
 
 #endif
