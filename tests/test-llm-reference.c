@@ -267,29 +267,26 @@ static const char *write_model(const arch_case *c)
         kv_f32(w, a, "attn_logit_softcapping", c->attn_softcap);
     if (c->final_softcap > 0)
         kv_f32(w, a, "final_logit_softcapping", c->final_softcap);
-    if (c->rope_linear > 0) {
+    /* rope scaling: the type, its factor, then the type's own keys */
+    const char *scaling = c->rope_linear > 0 ? "linear"
+                          : c->llama3        ? "llama3"
+                          : c->yarn          ? "yarn"
+                                             : NULL;
+    if (scaling) {
         char k[128];
         snprintf(k, sizeof k, "%s.rope.scaling.type", a);
-        rlx_gguf_writer_set_str(w, k, "linear");
-        kv_f32(w, a, "rope.scaling.factor", c->rope_linear);
+        rlx_gguf_writer_set_str(w, k, scaling);
+        kv_f32(w, a, "rope.scaling.factor",
+               c->rope_linear > 0 ? c->rope_linear
+               : c->llama3        ? 8.f
+                                  : 4.f);
     }
-
     if (c->llama3) {
-        char k[128];
-        snprintf(k, sizeof k, "%s.rope.scaling.type", a);
-        rlx_gguf_writer_set_str(w, k, "llama3");
-        kv_f32(w, a, "rope.scaling.factor", 8.f);
         kv_f32(w, a, "rope.scaling.low_freq_factor", 1.f);
         kv_f32(w, a, "rope.scaling.high_freq_factor", 4.f);
-        kv_u32(w, a, "rope.scaling.original_context_length", 64);
     }
-    if (c->yarn) {
-        char k[128];
-        snprintf(k, sizeof k, "%s.rope.scaling.type", a);
-        rlx_gguf_writer_set_str(w, k, "yarn");
-        kv_f32(w, a, "rope.scaling.factor", 4.f);
+    if (c->llama3 || c->yarn)
         kv_u32(w, a, "rope.scaling.original_context_length", 64);
-    }
 
     add(w, "token_embd.weight", VOCAB, D, EMB);
     if (c->rope_freqs)
