@@ -75,11 +75,8 @@ w=$(wait_window '^Preferences$') || fail "Ctrl+, opened no Preferences window"
 xdotool key --clearmodifiers Escape
 sleep 0.5
 xdotool search --onlyvisible --name '^Preferences$' >/dev/null 2>&1 && fail "Escape left Preferences open"
-xdotool windowfocus --sync "$wid"
-xdotool key --clearmodifiers ctrl+o
-w=$(wait_window '^Open a Model$') || fail "Ctrl+O opened no file chooser"
-xdotool key --clearmodifiers Escape
-sleep 0.5
+# (Ctrl+O, GTK's file chooser, is checked in conversations.sh's run that is
+# not leak-checked: the chooser leaks at exit in GTK 4.8 itself.)
 xdotool windowfocus --sync "$wid"
 xdotool key --clearmodifiers F10
 sleep 1
