@@ -6,17 +6,16 @@
  * goes back to its prompt, rlx generate prints its figures and exits 130.
  * Ctrl+C at the chat prompt ends the chat. */
 #include <errno.h>
+#include <inttypes.h>
+#include <math.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
-#include <stdatomic.h>
-#include <unistd.h>
-#include <inttypes.h>
-#include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "engine/runtime/worker.h"
 #include "engine/template/chat-template.h"
