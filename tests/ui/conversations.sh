@@ -174,14 +174,6 @@ export_as() {
     wait_for "no $4 after the '$3' dialog" test -s "$4"
 }
 
-# Ctrl+O opens GTK's file chooser for a model (listed in the Shortcuts
-# window; checked here, in the run without the leak check)
-keys ctrl+o
-wait_window '^Open a Model$' >/dev/null || fail "Ctrl+O opened no file chooser"
-keys Escape
-wait_gone '^Open a Model$'
-xdotool windowfocus --sync "$wid"
-
 search sailing
 export_as md ctrl+shift+e "Export as Markdown" "$work/export/sailing.md"
 wait_log "Conversation exported"

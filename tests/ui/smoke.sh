@@ -75,8 +75,9 @@ w=$(wait_window '^Preferences$') || fail "Ctrl+, opened no Preferences window"
 xdotool key --clearmodifiers Escape
 sleep 0.5
 xdotool search --onlyvisible --name '^Preferences$' >/dev/null 2>&1 && fail "Escape left Preferences open"
-# (Ctrl+O, GTK's file chooser, is checked in conversations.sh's run that is
-# not leak-checked: the chooser leaks at exit in GTK 4.8 itself.)
+# (Not Ctrl+O: each opening of GTK 4.8's file chooser leaks at exit, and
+# under ASan its GIO thread has crashed in g_content_type_guess; the
+# chooser is opened only where conversations.sh exports, twice.)
 xdotool windowfocus --sync "$wid"
 xdotool key --clearmodifiers F10
 sleep 1
