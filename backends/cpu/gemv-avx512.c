@@ -19,12 +19,10 @@
  *   - Q4_K/Q5_K/Q6_K: vpdpbusd sums of four products, packed to 16 bits
  *     (exact: below 2^15), so one vpdpwssd applies the sub-block scales
  *     (16-bit lanes built once per block with vpermw) of two registers.
- *   - Q8_0, Q4_0 and F16 rows alternate between two (F16: four) accumulators:
- *     one chain of 4-cycle FMAs set the pace in cache.
- * A thread walks its rows one after another: two interleaved weight streams
- * per thread measured about half the DRAM throughput of one (in cache they
- * were faster); the K-quant loops keep an R parameter from those trials and
- * are called with R = 1. */
+ *   - Four rows go through each loop together (see ROWS4), sharing the
+ *     activation loads, each with its own accumulator; a row alone (the
+ *     last n % 4) alternates two (F16: four) accumulators, as one chain of
+ *     4-cycle FMAs set the pace in cache. */
 #include <immintrin.h>
 
 #include "backends/cpu/gemv.h"
@@ -50,47 +48,50 @@ static inline float hsum128(__m128 q)
     return _mm_cvtss_f32(q);
 }
 
-/* ============================================================ prefetch */
+/* ========================================================= row streams */
 
-/* Software prefetch PF_DIST bytes ahead of the weights being read. The
- * hardware prefetchers restart at every 4 KiB page and ramp up slowly at the
- * start of a stream, which on a decode step's 1-3 MB products left a quarter
- * of the memory bandwidth unused. A task asks for its first PF_DIST bytes at
- * once; then every block step asks for the lines PF_DIST past the bytes it
- * reads, one request per line as the data is consumed (a whole row's worth
- * at once, as first tried, filled the miss buffers in bursts on long rows and
- * stalled the loads behind them). Requests past a task's last row touch the
- * next task's rows or, once per product, bytes past the matrix: prefetches
- * never fault. */
-#define PF_DIST 8192
+/* A task's rows in four streams: rows r, q + r, 2q + r, 3q + r (q = n / 4)
+ * go through one call of the type's four-row kernel, which loads each
+ * activation block once for the four. The activation is read once per
+ * weight row, two to three times the weight bytes (K = 8192: 16-48 KiB, as
+ * much as L1 holds), and one row at a time its refills held the weight
+ * stream to 70-80% of a plain read. Four adjacent rows instead gave the
+ * prefetchers four short streams that restart every row (50-60%); a
+ * quarter each keeps four long sequential streams, which the hardware
+ * prefetchers follow at the full rate (96-107% of a plain 512-bit read of
+ * the same bytes on a Zen 5 machine, 2 threads). Software prefetches in the
+ * loop only cost: each asked for lines the hardware was already fetching
+ * and, four streams at 8 KiB ahead, evicted the activation from L1. A task
+ * asks for the first lines of its four streams at once, which the
+ * prefetchers take a few hundred ns to ramp up to. The last n % 4 rows go
+ * one at a time. */
+#define START_LINES 16
 
-static AI void pf_range(const uint8_t *p, const uint8_t *e)
+static AI void pf_start(const uint8_t *p, const uint8_t *end)
 {
-    for (; p < e; p += 64)
-        _mm_prefetch((const char *)p, _MM_HINT_T0);
+    for (int i = 0; i < START_LINES && p + 64 * i < end; i++)
+        _mm_prefetch((const char *)(p + 64 * i), _MM_HINT_T0);
 }
 
-static AI const uint8_t *pf_min(const uint8_t *a, const uint8_t *b)
-{
-    return a < b ? a : b;
-}
+/* rows [q0, q1) of four streams q rows apart: CALL4 sees row (stream 0's
+ * row r), qs (bytes between the streams), yr and ys (the same for y) */
+#define STREAMS4(CALL4)                                                                           \
+    const uint8_t *wb = w;                                                                        \
+    const int64_t ys = q;                                                                         \
+    const size_t qs = (size_t)q * rb;                                                             \
+    for (int st = 0; st < 4; st++)                                                                \
+        pf_start(wb + (size_t)st * qs + (size_t)q0 * rb, wb + (size_t)st * qs + (size_t)q1 * rb); \
+    for (int64_t r = q0; r < q1; r++) {                                                           \
+        const uint8_t *row = wb + (size_t)r * rb;                                                 \
+        float *yr = y + r;                                                                        \
+        CALL4;                                                                                    \
+    }
 
-/* the lines of [p + PF_DIST, p + PF_DIST + bytes): one request per 64
- * bytes. Steps follow each other through contiguous rows, so requests never
- * more than 64 bytes apart meet every line at any alignment. */
-#define PF_AHEAD(p, bytes)                             \
-    do {                                               \
-        const char *pf_ = (const char *)(p) + PF_DIST; \
-        for (int pfo_ = 0; pfo_ < (bytes); pfo_ += 64) \
-            _mm_prefetch(pf_ + pfo_, _MM_HINT_T0);     \
-    } while (0)
-
-#define ROWS_WITH_PREFETCH(CALL)                       \
-    const uint8_t *wb = w, *end = wb + (size_t)n * rb; \
-    pf_range(wb, pf_min(wb + PF_DIST, end));           \
-    for (int64_t r = 0; r < n; r++) {                  \
-        const uint8_t *row = wb + (size_t)r * rb;      \
-        CALL;                                          \
+/* rows [0, n) one at a time: CALL1 sees row and r */
+#define ROWS1(CALL1)                                              \
+    for (int64_t r = 0; r < n; r++) {                             \
+        const uint8_t *row = (const uint8_t *)w + (size_t)r * rb; \
+        CALL1;                                                    \
     }
 
 /* ================================================================= Q8_0 */
@@ -169,6 +170,20 @@ static AI void q8_pair(const uint8_t *b, const act_q8_pair *p, __m512i idx, __m5
     *acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(d, _mm512_load_ps(p->dy)), *acc);
 }
 
+/* block i (the last of an odd count) of a row alone */
+static AI float q8_last(const uint8_t *w, int64_t i, const act_q8_pair *a)
+{
+    const act_q8_pair *p = &a[i / 2];
+    const blk_q8_0 *x = (const blk_q8_0 *)(const void *)w + i;
+    __m256i xv =
+        _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)x->qs), _mm256_set1_epi8((char)0x80));
+    __m256i s = _mm256_dpbusd_epi32(_mm256_load_si256((const __m256i *)p->bias), xv,
+                                    _mm256_load_si256((const __m256i *)p->y));
+    __m256 f = _mm256_cvtepi32_ps(s);
+    __m128 q = _mm_add_ps(_mm256_castps256_ps128(f), _mm256_extractf128_ps(f, 1));
+    return h2f(x->d) * p->dy[0] * hsum128(q);
+}
+
 /* Two accumulators, alternating pairs: one chain of FMAs (4 cycles each)
  * was the in-cache limit. */
 static AI void q8_row(int64_t nb, const uint8_t *w, const act_q8_pair *a, float *y)
@@ -177,33 +192,56 @@ static AI void q8_row(int64_t nb, const uint8_t *w, const act_q8_pair *a, float 
     __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
     int64_t i = 0;
     for (; i + 4 <= nb; i += 4) {
-        PF_AHEAD(w + (size_t)i * 34, 136);
         q8_pair(w + (size_t)i * 34, &a[i / 2], idx, &acc0);
         q8_pair(w + (size_t)(i + 2) * 34, &a[i / 2 + 1], idx, &acc1);
     }
     if (i + 2 <= nb) {
-        PF_AHEAD(w + (size_t)i * 34, 68);
         q8_pair(w + (size_t)i * 34, &a[i / 2], idx, &acc0);
         i += 2;
     }
     float sum = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
-    if (i < nb) { /* odd block count: the last block alone */
-        const act_q8_pair *p = &a[i / 2];
-        const blk_q8_0 *x = (const blk_q8_0 *)(const void *)w + i;
-        __m256i xv = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)x->qs),
-                                      _mm256_set1_epi8((char)0x80));
-        __m256i s = _mm256_dpbusd_epi32(_mm256_load_si256((const __m256i *)p->bias), xv,
-                                        _mm256_load_si256((const __m256i *)p->y));
-        __m256 f = _mm256_cvtepi32_ps(s);
-        __m128 q = _mm_add_ps(_mm256_castps256_ps128(f), _mm256_extractf128_ps(f, 1));
-        sum += h2f(x->d) * p->dy[0] * hsum128(q);
-    }
+    if (i < nb) /* odd block count: the last block alone */
+        sum += q8_last(w, i, a);
     *y = sum;
+}
+
+/* four rows rb bytes apart, sharing each pair's activation loads */
+static AI void q8_rows4(int64_t nb, const uint8_t *w, size_t rb, const act_q8_pair *a, float *y,
+                        int64_t ys)
+{
+    const __m512i idx = _mm512_loadu_si512(q8_d_idx);
+    const __m512i flip = _mm512_set1_epi8((char)0x80);
+    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
+                     _mm512_setzero_ps()};
+    int64_t i = 0;
+    for (; i + 2 <= nb; i += 2) {
+        const act_q8_pair *p = &a[i / 2];
+        const __m512i Y = _mm512_load_si512(p->y), B = _mm512_load_si512(p->bias);
+        const __m512 DY = _mm512_load_ps(p->dy);
+        for (int r = 0; r < 4; r++) {
+            const uint8_t *b = w + (size_t)r * rb + (size_t)i * 34;
+            __m512i xv = join256(_mm256_loadu_si256((const __m256i *)(b + 2)),
+                                 _mm256_loadu_si256((const __m256i *)(b + 36)));
+            __m512i s = _mm512_dpbusd_epi32(B, _mm512_xor_si512(xv, flip), Y);
+            __m512 d = _mm512_cvtph_ps(
+                _mm512_castsi512_si256(_mm512_permutexvar_epi16(idx, _mm512_loadu_si512(b))));
+            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(d, DY), acc[r]);
+        }
+    }
+    for (int r = 0; r < 4; r++)
+        y[r * ys] =
+            _mm512_reduce_add_ps(acc[r]) + (i < nb ? q8_last(w + (size_t)r * rb, i, a) : 0.0f);
+}
+
+static void q8_streams(int64_t K, const void *w, size_t rb, int64_t q, int64_t q0, int64_t q1,
+                       const void *act, float *y)
+{
+    STREAMS4(q8_rows4(K / 32, row, qs, act, yr, ys))
 }
 
 static void q8_rows(int64_t K, const void *w, size_t rb, int64_t n, const void *act, float *y)
 {
-    ROWS_WITH_PREFETCH(q8_row(K / 32, row, act, y + r))
+    ROWS1(q8_row(K / 32, row, act, y + r))
 }
 
 /* ================================================================= Q4_0 */
@@ -258,15 +296,22 @@ static const uint16_t q4_q_idx[32] = {1,  2,  3,  4,  5,  6,  7,  8,  10, 11, 12
 
 /* q: the group's 64 nibble bytes, dv: its first 64 bytes (the four d's at
  * words 0, 9, 18, 27) */
-static AI void q4_dot(__m512i q, __m512i dv, const act_q4_group *g, __m512i idx, __m512 *acc)
+static AI void q4_dot_v(__m512i q, __m512i dv, __m512i bias, __m512i ylo, __m512i yhi, __m512 dy,
+                        __m512i idx, __m512 *acc)
 {
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     __m512i lo = _mm512_and_si512(q, m4);
     __m512i hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
-    __m512i s = _mm512_dpbusd_epi32(_mm512_load_si512(g->bias), lo, _mm512_load_si512(g->ylo));
-    s = _mm512_dpbusd_epi32(s, hi, _mm512_load_si512(g->yhi));
+    __m512i s = _mm512_dpbusd_epi32(bias, lo, ylo);
+    s = _mm512_dpbusd_epi32(s, hi, yhi);
     __m512 d = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(idx, dv)));
-    *acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(d, _mm512_load_ps(g->dy)), *acc);
+    *acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(d, dy), *acc);
+}
+
+static AI void q4_dot(__m512i q, __m512i dv, const act_q4_group *g, __m512i idx, __m512 *acc)
+{
+    q4_dot_v(q, dv, _mm512_load_si512(g->bias), _mm512_load_si512(g->ylo),
+             _mm512_load_si512(g->yhi), _mm512_load_ps(g->dy), idx, acc);
 }
 
 /* four whole blocks: two loads (nothing past the group is read; a masked
@@ -302,12 +347,10 @@ static AI void q4_row(int64_t nb, const uint8_t *w, const act_q4_group *a, float
     __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
     int64_t i = 0;
     for (; i + 8 <= nb; i += 8) {
-        PF_AHEAD(w + (size_t)i * 18, 144);
         q4_group(w + (size_t)i * 18, &a[i / 4], idx, qidx, &acc0);
         q4_group(w + (size_t)(i + 4) * 18, &a[i / 4 + 1], idx, qidx, &acc1);
     }
     if (i + 4 <= nb) {
-        PF_AHEAD(w + (size_t)i * 18, 72);
         q4_group(w + (size_t)i * 18, &a[i / 4], idx, qidx, &acc0);
         i += 4;
     }
@@ -316,9 +359,43 @@ static AI void q4_row(int64_t nb, const uint8_t *w, const act_q4_group *a, float
     *y = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
 }
 
+/* four rows rb bytes apart, sharing each group's activation loads */
+static AI void q4_rows4(int64_t nb, const uint8_t *w, size_t rb, const act_q4_group *a, float *y,
+                        int64_t ys)
+{
+    const __m512i idx = _mm512_loadu_si512(q4_d_idx);
+    const __m512i qidx = _mm512_loadu_si512(q4_q_idx);
+    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
+                     _mm512_setzero_ps()};
+    int64_t i = 0;
+    for (; i + 4 <= nb; i += 4) {
+        const act_q4_group *g = &a[i / 4];
+        const __m512i B = _mm512_load_si512(g->bias), YL = _mm512_load_si512(g->ylo),
+                      YH = _mm512_load_si512(g->yhi);
+        const __m512 DY = _mm512_load_ps(g->dy);
+        for (int r = 0; r < 4; r++) {
+            const uint8_t *b = w + (size_t)r * rb + (size_t)i * 18;
+            const __m512i l0 = _mm512_loadu_si512(b);
+            const __m512i l1 = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(b + 56)));
+            q4_dot_v(_mm512_permutex2var_epi16(l0, qidx, l1), l0, B, YL, YH, DY, idx, &acc[r]);
+        }
+    }
+    if (i < nb)
+        for (int r = 0; r < 4; r++)
+            q4_tail(w + (size_t)r * rb + (size_t)i * 18, (int)(nb - i), &a[i / 4], idx, &acc[r]);
+    for (int r = 0; r < 4; r++)
+        y[r * ys] = _mm512_reduce_add_ps(acc[r]);
+}
+
+static void q4_streams(int64_t K, const void *w, size_t rb, int64_t q, int64_t q0, int64_t q1,
+                       const void *act, float *y)
+{
+    STREAMS4(q4_rows4(K / 32, row, qs, act, yr, ys))
+}
+
 static void q4_rows(int64_t K, const void *w, size_t rb, int64_t n, const void *act, float *y)
 {
-    ROWS_WITH_PREFETCH(q4_row(K / 32, row, act, y + r))
+    ROWS1(q4_row(K / 32, row, act, y + r))
 }
 
 /* ========================================================== Q4_K / Q5_K */
@@ -430,11 +507,12 @@ static AI void kq_block(const uint8_t *hdr, const uint8_t *qh, const uint8_t *qs
 }
 
 static AI void kq_rows_n(int R, bool q5, int64_t nb, const uint8_t *w, size_t rb, const act_kq *a,
-                         float *y)
+                         float *y, int64_t ys)
 {
     const __m512i idx[2] = {_mm512_loadu_si512(kq_sc_idx[0]), _mm512_loadu_si512(kq_sc_idx[1])};
-    __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
-    __m128 accm[2] = {_mm_setzero_ps(), _mm_setzero_ps()};
+    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
+                     _mm512_setzero_ps()};
+    __m128 accm[4] = {_mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps()};
     const size_t bb = q5 ? sizeof(blk_q5_k) : sizeof(blk_q4_k);
     for (int64_t i = 0; i < nb; i++) {
         __m512i Y[4];
@@ -443,27 +521,35 @@ static AI void kq_rows_n(int R, bool q5, int64_t nb, const uint8_t *w, size_t rb
         for (int r = 0; r < R; r++) {
             const uint8_t *b = w + (size_t)r * rb + (size_t)i * bb;
             if (q5)
-                PF_AHEAD(b, 176);
-            else
-                PF_AHEAD(b, 144);
-            if (q5)
                 kq_block(b, b + 16, b + 48, &a[i], Y, idx, &acc[r], &accm[r]);
             else
                 kq_block(b, NULL, b + 16, &a[i], Y, idx, &acc[r], &accm[r]);
         }
     }
     for (int r = 0; r < R; r++)
-        y[r] = _mm512_reduce_add_ps(acc[r]) - hsum128(accm[r]);
+        y[r * ys] = _mm512_reduce_add_ps(acc[r]) - hsum128(accm[r]);
+}
+
+static void q4k_streams(int64_t K, const void *w, size_t rb, int64_t q, int64_t q0, int64_t q1,
+                        const void *act, float *y)
+{
+    STREAMS4(kq_rows_n(4, false, K / 256, row, qs, act, yr, ys))
 }
 
 static void q4k_rows(int64_t K, const void *w, size_t rb, int64_t n, const void *act, float *y)
 {
-    ROWS_WITH_PREFETCH(kq_rows_n(1, false, K / 256, row, rb, act, y + r))
+    ROWS1(kq_rows_n(1, false, K / 256, row, rb, act, y + r, 1))
+}
+
+static void q5k_streams(int64_t K, const void *w, size_t rb, int64_t q, int64_t q0, int64_t q1,
+                        const void *act, float *y)
+{
+    STREAMS4(kq_rows_n(4, true, K / 256, row, qs, act, yr, ys))
 }
 
 static void q5k_rows(int64_t K, const void *w, size_t rb, int64_t n, const void *act, float *y)
 {
-    ROWS_WITH_PREFETCH(kq_rows_n(1, true, K / 256, row, rb, act, y + r))
+    ROWS1(kq_rows_n(1, true, K / 256, row, rb, act, y + r, 1))
 }
 
 /* ================================================================= Q6_K */
@@ -509,27 +595,33 @@ static AI void q6_block(const blk_q6_k *x, const blk_q8_k *y, const __m512i Y[4]
 }
 
 static AI void q6_rows_n(int R, int64_t nb, const uint8_t *w, size_t rb, const blk_q8_k *a,
-                         float *y)
+                         float *y, int64_t ys)
 {
     const __m512i idx = _mm512_loadu_si512(q6_sc_idx);
-    __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
+                     _mm512_setzero_ps()};
     for (int64_t i = 0; i < nb; i++) {
         __m512i Y[4];
         for (int j = 0; j < 4; j++)
             Y[j] = _mm512_loadu_si512(a[i].qs + 64 * j);
         for (int r = 0; r < R; r++) {
-            PF_AHEAD(w + (size_t)r * rb + (size_t)i * sizeof(blk_q6_k), (int)sizeof(blk_q6_k));
             q6_block((const blk_q6_k *)(const void *)(w + (size_t)r * rb) + i, &a[i], Y, idx,
                      &acc[r]);
         }
     }
     for (int r = 0; r < R; r++)
-        y[r] = _mm512_reduce_add_ps(acc[r]);
+        y[r * ys] = _mm512_reduce_add_ps(acc[r]);
+}
+
+static void q6k_streams(int64_t K, const void *w, size_t rb, int64_t q, int64_t q0, int64_t q1,
+                        const void *act, float *y)
+{
+    STREAMS4(q6_rows_n(4, K / 256, row, qs, act, yr, ys))
 }
 
 static void q6k_rows(int64_t K, const void *w, size_t rb, int64_t n, const void *act, float *y)
 {
-    ROWS_WITH_PREFETCH(q6_rows_n(1, K / 256, row, rb, act, y + r))
+    ROWS1(q6_rows_n(1, K / 256, row, rb, act, y + r, 1))
 }
 
 /* ================================================================== F16 */
@@ -549,7 +641,6 @@ static AI void f16_row(int64_t K, const uint8_t *w, const float *x, float *y)
                      _mm512_setzero_ps()};
     int64_t k = 0;
     for (; k + 64 <= K; k += 64) {
-        PF_AHEAD(h + k, 128);
         for (int j = 0; j < 4; j++)
             acc[j] = f16_fma(h + k + 16 * j, x + k + 16 * j, acc[j]);
     }
@@ -564,23 +655,56 @@ static AI void f16_row(int64_t K, const uint8_t *w, const float *x, float *y)
         _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3])));
 }
 
+/* four rows rb bytes apart, sharing the activation loads */
+static AI void f16_rows4(int64_t K, const uint8_t *w, size_t rb, const float *x, float *y,
+                         int64_t ys)
+{
+    __m512 acc[4][2];
+    for (int r = 0; r < 4; r++)
+        acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+    int64_t k = 0;
+    for (; k + 32 <= K; k += 32) {
+        const __m512 x0 = _mm512_loadu_ps(x + k), x1 = _mm512_loadu_ps(x + k + 16);
+        for (int r = 0; r < 4; r++) {
+            const uint16_t *h = (const uint16_t *)(const void *)(w + (size_t)r * rb) + k;
+            acc[r][0] = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)h)), x0,
+                                        acc[r][0]);
+            acc[r][1] = _mm512_fmadd_ps(
+                _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(h + 16))), x1, acc[r][1]);
+        }
+    }
+    for (; k < K; k += 16) { /* masked tail: nothing past the row is read */
+        __mmask16 m = K - k >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (K - k)) - 1u);
+        const __m512 xv = _mm512_maskz_loadu_ps(m, x + k);
+        for (int r = 0; r < 4; r++) {
+            const uint16_t *h = (const uint16_t *)(const void *)(w + (size_t)r * rb) + k;
+            acc[r][0] =
+                _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, h)), xv, acc[r][0]);
+        }
+    }
+    for (int r = 0; r < 4; r++)
+        y[r * ys] = _mm512_reduce_add_ps(_mm512_add_ps(acc[r][0], acc[r][1]));
+}
+
+static void f16_streams(int64_t K, const void *w, size_t rb, int64_t q, int64_t q0, int64_t q1,
+                        const void *act, float *y)
+{
+    STREAMS4(f16_rows4(K, row, qs, act, yr, ys))
+}
+
 static void f16_rows(int64_t K, const void *w, size_t rb, int64_t n, const void *act, float *y)
 {
-    /* one request per line inside the loop, like the other types: requests
-     * for a whole row at each row's start (tried first) were level at
-     * 1024 x 3072 but 10-15% slower on 8-16 KiB rows (4096 x 4096,
-     * 2048 x 8192), where the bursts filled the miss buffers */
-    ROWS_WITH_PREFETCH(f16_row(K, row, act, y + r))
+    ROWS1(f16_row(K, row, act, y + r))
 }
 
 /* ============================================================ dispatch */
 
-static const rlx_gemv_kernel k_q8_0 = {q8_act_bytes, q8_prep, q8_rows};
-static const rlx_gemv_kernel k_q4_0 = {q4_act_bytes, q4_prep, q4_rows};
-static const rlx_gemv_kernel k_q4_k = {kq_act_bytes, kq_prep, q4k_rows};
-static const rlx_gemv_kernel k_q5_k = {kq_act_bytes, kq_prep, q5k_rows};
-static const rlx_gemv_kernel k_q6_k = {q8k_act_bytes, q8k_prep, q6k_rows};
-static const rlx_gemv_kernel k_f16 = {NULL, NULL, f16_rows};
+static const rlx_gemv_kernel k_q8_0 = {q8_act_bytes, q8_prep, q8_streams, q8_rows};
+static const rlx_gemv_kernel k_q4_0 = {q4_act_bytes, q4_prep, q4_streams, q4_rows};
+static const rlx_gemv_kernel k_q4_k = {kq_act_bytes, kq_prep, q4k_streams, q4k_rows};
+static const rlx_gemv_kernel k_q5_k = {kq_act_bytes, kq_prep, q5k_streams, q5k_rows};
+static const rlx_gemv_kernel k_q6_k = {q8k_act_bytes, q8k_prep, q6k_streams, q6k_rows};
+static const rlx_gemv_kernel k_f16 = {NULL, NULL, f16_streams, f16_rows};
 
 const rlx_gemv_kernel *rlx_cpu_gemv_avx512(rlx_dtype t)
 {

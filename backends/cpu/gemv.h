@@ -27,7 +27,14 @@ typedef struct rlx_gemv_kernel {
     size_t (*act_bytes)(int64_t K);
     /* quantize/lay out x[0..K) into act */
     void (*prep)(const float *x, void *act, int64_t K);
-    /* y[r] = row r of w . x for r < n_rows (rows w_row_bytes apart) */
+    /* Four streams q rows apart, which the kernel reads side by side
+     * sharing the activation loads: y[s*q + r] = row (s*q + r) of w . x for
+     * s < 4 and q0 <= r < q1 (rows w_row_bytes apart). Successive calls over
+     * [0, q1), [q1, q2)... continue the same four sequential streams. */
+    void (*streams)(int64_t K, const void *w, size_t w_row_bytes, int64_t q, int64_t q0, int64_t q1,
+                    const void *act, float *y);
+    /* y[r] = row r of w . x for r < n_rows, one row at a time (the rows
+     * left over from the streams) */
     void (*rows)(int64_t K, const void *w, size_t w_row_bytes, int64_t n_rows, const void *act,
                  float *y);
 } rlx_gemv_kernel;

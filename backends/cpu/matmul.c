@@ -113,32 +113,57 @@ typedef struct {
     int nth;
 } mm_ctx;
 
+/* slice k < MV_TASKS of len rows: two long runs of 3/8 each, then four
+ * short ones of the rest (none shorter than MV_MIN_ROWS; the last ones may
+ * be empty) */
+static void mv_slice(int64_t len, int64_t k, int64_t *r0, int64_t *r1)
+{
+    int64_t big = (3 * len + 7) / 8;
+    big = big < MV_MIN_ROWS ? MV_MIN_ROWS : big;
+    int64_t rest = len - 2 * big > 0 ? len - 2 * big : 0;
+    int64_t small = (rest + 3) / 4;
+    small = small < MV_MIN_ROWS ? MV_MIN_ROWS : small;
+    int64_t a = k < 2 ? k * big : 2 * big + (k - 2) * small;
+    int64_t b = k < 2 ? a + big : a + small;
+    *r0 = a < len ? a : len;
+    *r1 = b < len ? b : len;
+}
+
 static void mm_task(void *vc, int64_t task, int thread)
 {
     const mm_ctx *c = vc;
     int64_t n0 = task * c->rows_per_task;
     int64_t n1 = n0 + c->rows_per_task < c->N ? n0 + c->rows_per_task : c->N;
-    if (c->nth) {
-        /* share r of the rows: two long runs of 3/8 each, then four short
-         * ones of the rest; the pool starts thread r on share r's tasks in
-         * this order and lets an idle thread take them from the back */
+    if (c->nth && c->gv) {
+        /* Share r of the rows is read as four streams, one per quarter (see
+         * gemv.h); task k takes the next slice of all four: two long ones
+         * of 3/8 of a quarter, then four short ones of the rest, which the
+         * pool lets an idle thread take from the back, keeping the finishing
+         * times close. Slices follow each other in each stream, so the
+         * hardware prefetchers keep four long sequential streams per
+         * thread. The last task also does the share's len % 4 rows. */
         int64_t r = task / MV_TASKS, k = task % MV_TASKS;
-        int64_t s0 = c->N * r / c->nth, s1 = c->N * (r + 1) / c->nth, len = s1 - s0;
-        int64_t big = (3 * len + 7) / 8;
-        big = big < MV_MIN_ROWS ? MV_MIN_ROWS : big;
-        int64_t rest = len - 2 * big > 0 ? len - 2 * big : 0;
-        int64_t small = (rest + 3) / 4;
-        small = small < MV_MIN_ROWS ? MV_MIN_ROWS : small;
-        n0 = k < 2 ? s0 + k * big : s0 + 2 * big + (k - 2) * small;
-        n1 = k < 2 ? n0 + big : n0 + small;
-        n1 = n1 < s1 ? n1 : s1;
+        int64_t s0 = c->N * r / c->nth, s1 = c->N * (r + 1) / c->nth;
+        int64_t q = (s1 - s0) / 4, q0, q1;
+        mv_slice(q, k, &q0, &q1);
+        const char *w = c->w + (size_t)s0 * c->w_row_bytes;
+        if (q0 < q1)
+            c->gv->streams(c->K, w, c->w_row_bytes, q, q0, q1, c->act, c->y + s0);
+        if (k == MV_TASKS - 1 && s0 + 4 * q < s1)
+            c->gv->rows(c->K, w + (size_t)(4 * q) * c->w_row_bytes, c->w_row_bytes, s1 - s0 - 4 * q,
+                        c->act, c->y + s0 + 4 * q);
+        return;
+    }
+    if (c->nth) {
+        /* share r of the rows (the dot-product path): the same sizes of
+         * task over the share's rows, in one run */
+        int64_t r = task / MV_TASKS, k = task % MV_TASKS;
+        int64_t s0 = c->N * r / c->nth, s1 = c->N * (r + 1) / c->nth;
+        mv_slice(s1 - s0, k, &n0, &n1);
+        n0 += s0;
+        n1 += s0;
         if (n0 >= n1)
             return;
-    }
-    if (c->M == 1 && c->gv) {
-        c->gv->rows(c->K, c->w + (size_t)n0 * c->w_row_bytes, c->w_row_bytes, n1 - n0, c->act,
-                    c->y + n0);
-        return;
     }
     if (c->M == 1) {
         for (int64_t n = n0; n < n1; n++)
