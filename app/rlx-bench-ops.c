@@ -95,6 +95,11 @@ static double bw_pass(rlx_threadpool *pool, const uint64_t *buf, size_t bytes)
     return (double)(read * (size_t)tasks) / t / 1e9;
 }
 
+double rlx_bench_read_bandwidth(rlx_threadpool *pool, const void *buf, size_t bytes)
+{
+    return bw_pass(pool, buf, bytes);
+}
+
 double rlx_bench_measure_bandwidth(rlx_threadpool *pool, int repeats, size_t bytes)
 {
     uint64_t *buf = xalloc(bytes);

@@ -23,6 +23,10 @@ int rlx_bench_ops_main(int argc, char **argv);
  * buffer is allocated and freed here. Exits on out of memory. */
 double rlx_bench_measure_bandwidth(rlx_threadpool *pool, int repeats, size_t bytes);
 
+/* One streaming read of buf[0..bytes) (8-byte aligned, filled by the
+ * caller) over the pool, in GB/s: for reads taken beside other work. */
+double rlx_bench_read_bandwidth(rlx_threadpool *pool, const void *buf, size_t bytes);
+
 /* `rlx bench -m MODEL ...`: llama-bench's pp/tg test on a GGUF model;
  * argv[0] is "bench". */
 int rlx_bench_model_main(int argc, char **argv);
