@@ -389,7 +389,7 @@ int rlx_bench_model_main(int argc, char **argv)
     if (on_cpu) {
         rlx_threadpool *pool = NULL;
         const size_t bw_bytes = (size_t)256 << 20;
-        uint64_t *bw_buf = aligned_alloc(64, bw_bytes);
+        uint64_t *bw_buf = rlx_bench_big_alloc(bw_bytes);
         double *bws = calloc((size_t)o.r, sizeof(double));
         double *fracs = calloc((size_t)o.r, sizeof(double));
         if (bw_buf && bws && fracs && rlx_threadpool_create(threads, &pool) == RLX_OK) {

@@ -23,6 +23,11 @@ int rlx_bench_ops_main(int argc, char **argv);
  * buffer is allocated and freed here. Exits on out of memory. */
 double rlx_bench_measure_bandwidth(rlx_threadpool *pool, int repeats, size_t bytes);
 
+/* A buffer of `bytes` for streaming reads: 2 MiB aligned, huge pages
+ * asked for (see rlx-bench-ops.c); release with free(). Exits on out of
+ * memory. */
+void *rlx_bench_big_alloc(size_t bytes);
+
 /* One streaming read of buf[0..bytes) (8-byte aligned, filled by the
  * caller) over the pool, in GB/s: for reads taken beside other work. */
 double rlx_bench_read_bandwidth(rlx_threadpool *pool, const void *buf, size_t bytes);

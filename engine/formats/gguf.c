@@ -13,6 +13,7 @@
  */
 #include "engine/formats/gguf.h"
 #include "engine/formats/gguf-internal.h"
+#include "engine/formats/mapfile.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -873,7 +874,7 @@ rlx_status rlx_gguf_open(const char *path, rlx_gguf **out, rlx_error **err)
     g->base = empty;
     g->size = (uint64_t)st.st_size;
     if (st.st_size > 0) {
-        void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+        void *m = rlx_map_file(fd, (size_t)st.st_size);
         if (m == MAP_FAILED) {
             int e = errno;
             close(fd);

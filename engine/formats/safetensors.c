@@ -1,4 +1,5 @@
 #include "engine/formats/safetensors.h"
+#include "engine/formats/mapfile.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -626,7 +627,7 @@ static rlx_status map_file(st_shard *sh, rlx_error **err)
                              "%s: file is %zu bytes, too short for the 8-byte header length",
                              sh->label, size);
     }
-    void *p = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    void *p = rlx_map_file(fd, size);
     int e = errno;
     close(fd);
     if (p == MAP_FAILED)
