@@ -716,10 +716,67 @@ static AI void q6_rows_n(int R, int64_t nb, const uint8_t *w, size_t rb, const b
         y[r * ys] = _mm512_reduce_add_ps(acc[r]);
 }
 
+/* q6_sc_idx for row r of a pair and half h: row r's 16 scales are words
+ * 16r..16r+15 of its pair's register, the half's eight from word 8h */
+#define Q6_IDX(o)                                                                                  \
+    {                                                                                              \
+        0 + o, 0 + o, 0 + o, 0 + o, 4 + o, 4 + o, 4 + o, 4 + o, 1 + o, 1 + o, 1 + o, 1 + o, 5 + o, \
+            5 + o, 5 + o, 5 + o, 2 + o, 2 + o, 2 + o, 2 + o, 6 + o, 6 + o, 6 + o, 6 + o, 3 + o,    \
+            3 + o, 3 + o, 3 + o, 7 + o, 7 + o, 7 + o, 7 + o                                        \
+    }
+static const uint16_t q6_sc_idx4[2][2][32] = {{Q6_IDX(0), Q6_IDX(8)}, {Q6_IDX(16), Q6_IDX(24)}};
+#undef Q6_IDX
+
+/* Four rows' blocks i at once: the rows' scales widened and their -32
+ * offsets (q6_block's start values, the same integers) computed two rows
+ * per register. */
+static AI void q6_rows4(int64_t nb, const uint8_t *w, size_t rb, const blk_q8_k *a, float *y,
+                        int64_t ys)
+{
+    const __m512i z = _mm512_setzero_si512();
+    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
+                     _mm512_setzero_ps()};
+    for (int64_t i = 0; i < nb; i++) {
+        __m512i Y[4];
+        for (int j = 0; j < 4; j++)
+            Y[j] = _mm512_loadu_si512(a[i].qs + 64 * j);
+        const __m512i BS =
+            _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(const void *)a[i].bsums));
+        const blk_q6_k *x[4];
+        for (int r = 0; r < 4; r++)
+            x[r] = (const blk_q6_k *)(const void *)(w + (size_t)r * rb) + i;
+        __m512i S16[2], NEG[2];
+        for (int p = 0; p < 2; p++) {
+            S16[p] = join256(
+                _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x[2 * p]->scales)),
+                _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)x[2 * p + 1]->scales)));
+            NEG[p] = _mm512_sub_epi32(z, _mm512_slli_epi32(_mm512_madd_epi16(S16[p], BS), 5));
+        }
+        for (int r = 0; r < 4; r++) {
+            const int p = r >> 1, o = r & 1;
+            __m512i sv = _mm512_zextsi256_si512(o ? _mm512_extracti64x4_epi64(NEG[p], 1)
+                                                  : _mm512_castsi512_si256(NEG[p]));
+            for (int half = 0; half < 2; half++) {
+                __m512i q12, q34;
+                rlx_q6k_half_avx512(x[r]->ql, x[r]->qh, half, &q12, &q34);
+                __m512i pk = _mm512_packs_epi32(_mm512_dpbusd_epi32(z, q12, Y[2 * half]),
+                                                _mm512_dpbusd_epi32(z, q34, Y[2 * half + 1]));
+                sv = _mm512_dpwssd_epi32(
+                    sv, pk,
+                    _mm512_permutexvar_epi16(_mm512_loadu_si512(q6_sc_idx4[o][half]), S16[p]));
+            }
+            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sv), _mm512_set1_ps(h2f(x[r]->d) * a[i].d),
+                                     acc[r]);
+        }
+    }
+    for (int r = 0; r < 4; r++)
+        y[r * ys] = _mm512_reduce_add_ps(acc[r]);
+}
+
 static void q6k_streams(int64_t K, const void *w, size_t rb, int64_t q, int64_t q0, int64_t q1,
                         const void *act, float *y)
 {
-    STREAMS4(q6_rows_n(4, K / 256, row, qs, act, yr, ys))
+    STREAMS4(q6_rows4(K / 256, row, qs, act, yr, ys))
 }
 
 static void q6k_rows(int64_t K, const void *w, size_t rb, int64_t n, const void *act, float *y)

@@ -14,18 +14,22 @@
 static inline __attribute__((always_inline)) void
 rlx_q6k_half_avx512(const uint8_t *ql, const uint8_t *qh, int half, __m512i *q12, __m512i *q34)
 {
-    const __m512i m4 = _mm512_set1_epi8(0x0F);
-    const __m256i m2 = _mm256_set1_epi8(3);
-    __m512i l = _mm512_loadu_si512(ql + 64 * half);
-    __m256i h = _mm256_loadu_si256((const __m256i *)(const void *)(qh + 32 * half));
-    __m512i h12 = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_and_si256(h, m2)),
-                                     _mm256_and_si256(_mm256_srli_epi16(h, 2), m2), 1);
-    __m512i h34 =
-        _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_and_si256(_mm256_srli_epi16(h, 4), m2)),
-                           _mm256_and_si256(_mm256_srli_epi16(h, 6), m2), 1);
-    *q12 = _mm512_or_si512(_mm512_and_si512(l, m4), _mm512_slli_epi16(h12, 4));
-    *q34 =
-        _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), m4), _mm512_slli_epi16(h34, 4));
+    /* The 2-bit fields of qh, already at bits 4-5 of each byte: (h & 3) << 4
+     * and ((h >> 2) & 3) << 4 for q12's halves, ((h >> 4) & 3) << 4 and
+     * ((h >> 6) & 3) << 4 for q34's, from one broadcast of qh shifted by a
+     * different count in each 256-bit half (a 16-bit shift only moves bits
+     * between the bytes of a word where the mask drops them); then one
+     * ternary op each: (l & 15) | hi. */
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+    const __m512i cnt12 = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);
+    const __m512i cnt34 = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
+    const __m512i l = _mm512_loadu_si512(ql + 64 * half);
+    const __m512i h =
+        _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(const void *)(qh + 32 * half)));
+    const __m512i h12 = _mm512_and_si512(_mm512_sllv_epi16(h, cnt12), m30);
+    const __m512i h34 = _mm512_and_si512(_mm512_srlv_epi16(h, cnt34), m30);
+    *q12 = _mm512_ternarylogic_epi32(l, m4, h12, 0xEA);                       /* (a & b) | c */
+    *q34 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(l, 4), m4, h34, 0xEA); /* (a & b) | c */
 }
 
 #endif
