@@ -96,18 +96,36 @@ static AI void pf_start(const uint8_t *p, const uint8_t *end)
 
 /* ================================================================= Q8_0 */
 
-/* Two blocks: 64 int8 values, start values (-16*sum(y) in each of the 8 lanes
- * of a block), the blocks' scales per lane. */
+/* The activation in two arrays: the int8 values of each pair of blocks
+ * (64 bytes), then per pair its two blocks' start values (-16*sum(y), one
+ * lane's share of -128*sum(y)) and scales. Broadcasting those per lane
+ * costs two permutes per pair, shared by the four rows of a stream step;
+ * stored per lane (192 bytes a pair, as first done) the activation of an
+ * 8192-long row took 24 KiB, half of L1 beside four weight streams. */
 typedef struct {
-    int8_t y[64];
-    int32_t bias[16];
-    float dy[16];
-} act_q8_pair;
-_Static_assert(sizeof(act_q8_pair) == 192, "act_q8_pair");
+    int32_t bias[2];
+    float dy[2];
+} act_q8_meta;
+
+typedef struct {
+    const int8_t *y;      /* 64 per pair */
+    const act_q8_meta *m; /* one per pair */
+} q8_act;
+
+static int64_t q8_pairs(int64_t K)
+{
+    return (K / 32 + 1) / 2;
+}
 
 static size_t q8_act_bytes(int64_t K)
 {
-    return (size_t)((K / 32 + 1) / 2) * sizeof(act_q8_pair);
+    return (size_t)q8_pairs(K) * (64 + sizeof(act_q8_meta));
+}
+
+static AI q8_act q8_view(const void *act, int64_t K)
+{
+    const int8_t *y = act;
+    return (q8_act){y, (const act_q8_meta *)(const void *)(y + 64 * q8_pairs(K))};
 }
 
 /* One Q8_0 activation block, as quantize_q8_0 makes it (the same amax, the
@@ -137,20 +155,33 @@ static AI int32_t q8_block(const float *x, int8_t *lo, int8_t *hi, float *d_out)
 
 static void q8_prep(const float *x, void *act, int64_t K)
 {
-    act_q8_pair *a = act;
+    int8_t *y = act;
+    act_q8_meta *m = (act_q8_meta *)(void *)(y + 64 * q8_pairs(K));
     const int64_t nb = K / 32;
-    for (int64_t b = 0; b < (nb + 1) / 2 * 2; b++) {
-        act_q8_pair *p = &a[b / 2];
-        int h = (int)(b & 1);
+    for (int64_t b = 0; b < q8_pairs(K) * 2; b++) {
+        int8_t *yb = y + 32 * b;
         int32_t s = 0;
         float d = 0.0f;
         if (b < nb)
-            s = q8_block(x + 32 * b, p->y + 32 * h, p->y + 32 * h + 16, &d);
+            s = q8_block(x + 32 * b, yb, yb + 16, &d);
         else
-            memset(p->y + 32 * h, 0, 32);
-        _mm256_storeu_si256((__m256i *)(void *)(p->bias + 8 * h), _mm256_set1_epi32(-16 * s));
-        _mm256_storeu_ps(p->dy + 8 * h, _mm256_set1_ps(d));
+            memset(yb, 0, 32);
+        m[b / 2].bias[b & 1] = -16 * s;
+        m[b / 2].dy[b & 1] = d;
     }
+}
+
+/* lanes 0-7 from element 0 of a pair's meta, 8-15 from element 1 (bias),
+ * or from elements 2 and 3 (dy) */
+static const int32_t q8_b_idx[16] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1};
+static const int32_t q8_dy_idx[16] = {2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3};
+
+/* a pair's start values and scales per lane */
+static AI void q8_meta(const act_q8_meta *m, __m512i bidx, __m512i didx, __m512i *B, __m512 *DY)
+{
+    const __m512i v = _mm512_zextsi128_si512(_mm_loadu_si128((const __m128i *)(const void *)m));
+    *B = _mm512_permutexvar_epi32(bidx, v);
+    *DY = _mm512_permutexvar_ps(didx, _mm512_castsi512_ps(v));
 }
 
 /* word 0 (block i's d) for lanes 0-7, word 17 (block i+1's d) for 8-15 */
@@ -158,77 +189,51 @@ static const uint16_t q8_d_idx[32] = {0, 0, 0, 0, 0, 0, 0, 0, 17, 17, 17, 17, 17
                                       0, 0, 0, 0, 0, 0, 0, 0, 0,  0,  0,  0,  0,  0,  0,  0};
 
 /* one pair of blocks (68 bytes) into acc */
-static AI void q8_pair(const uint8_t *b, const act_q8_pair *p, __m512i idx, __m512 *acc)
+static AI void q8_pair(const uint8_t *b, __m512i Y, __m512i B, __m512 DY, __m512i idx, __m512 *acc)
 {
     const __m512i flip = _mm512_set1_epi8((char)0x80);
     __m512i xv = join256(_mm256_loadu_si256((const __m256i *)(b + 2)),
                          _mm256_loadu_si256((const __m256i *)(b + 36)));
-    __m512i s = _mm512_dpbusd_epi32(_mm512_load_si512(p->bias), _mm512_xor_si512(xv, flip),
-                                    _mm512_load_si512(p->y));
+    __m512i s = _mm512_dpbusd_epi32(B, _mm512_xor_si512(xv, flip), Y);
     __m512 d = _mm512_cvtph_ps(
         _mm512_castsi512_si256(_mm512_permutexvar_epi16(idx, _mm512_loadu_si512(b))));
-    *acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(d, _mm512_load_ps(p->dy)), *acc);
+    *acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(d, DY), *acc);
 }
 
 /* block i (the last of an odd count) of a row alone */
-static AI float q8_last(const uint8_t *w, int64_t i, const act_q8_pair *a)
+static AI float q8_last(const uint8_t *w, int64_t i, q8_act a)
 {
-    const act_q8_pair *p = &a[i / 2];
+    const act_q8_meta *m = &a.m[i / 2];
     const blk_q8_0 *x = (const blk_q8_0 *)(const void *)w + i;
     __m256i xv =
         _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)x->qs), _mm256_set1_epi8((char)0x80));
-    __m256i s = _mm256_dpbusd_epi32(_mm256_load_si256((const __m256i *)p->bias), xv,
-                                    _mm256_load_si256((const __m256i *)p->y));
+    __m256i s = _mm256_dpbusd_epi32(_mm256_set1_epi32(m->bias[0]), xv,
+                                    _mm256_load_si256((const __m256i *)(a.y + 32 * i)));
     __m256 f = _mm256_cvtepi32_ps(s);
     __m128 q = _mm_add_ps(_mm256_castps256_ps128(f), _mm256_extractf128_ps(f, 1));
-    return h2f(x->d) * p->dy[0] * hsum128(q);
+    return h2f(x->d) * m->dy[0] * hsum128(q);
 }
 
-/* Two accumulators, alternating pairs: one chain of FMAs (4 cycles each)
- * was the in-cache limit. */
-static AI void q8_row(int64_t nb, const uint8_t *w, const act_q8_pair *a, float *y)
+/* R (4 or 1) rows rb bytes apart, sharing each pair's activation loads; one
+ * accumulator per row whichever R, so a row's result is the same bits on
+ * either path (and for any thread count) */
+static AI void q8_rows_n(int R, int64_t nb, const uint8_t *w, size_t rb, q8_act a, float *y,
+                         int64_t ys)
 {
     const __m512i idx = _mm512_loadu_si512(q8_d_idx);
-    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
-    int64_t i = 0;
-    for (; i + 4 <= nb; i += 4) {
-        q8_pair(w + (size_t)i * 34, &a[i / 2], idx, &acc0);
-        q8_pair(w + (size_t)(i + 2) * 34, &a[i / 2 + 1], idx, &acc1);
-    }
-    if (i + 2 <= nb) {
-        q8_pair(w + (size_t)i * 34, &a[i / 2], idx, &acc0);
-        i += 2;
-    }
-    float sum = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
-    if (i < nb) /* odd block count: the last block alone */
-        sum += q8_last(w, i, a);
-    *y = sum;
-}
-
-/* four rows rb bytes apart, sharing each pair's activation loads */
-static AI void q8_rows4(int64_t nb, const uint8_t *w, size_t rb, const act_q8_pair *a, float *y,
-                        int64_t ys)
-{
-    const __m512i idx = _mm512_loadu_si512(q8_d_idx);
-    const __m512i flip = _mm512_set1_epi8((char)0x80);
+    const __m512i bidx = _mm512_loadu_si512(q8_b_idx), didx = _mm512_loadu_si512(q8_dy_idx);
     __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
                      _mm512_setzero_ps()};
     int64_t i = 0;
     for (; i + 2 <= nb; i += 2) {
-        const act_q8_pair *p = &a[i / 2];
-        const __m512i Y = _mm512_load_si512(p->y), B = _mm512_load_si512(p->bias);
-        const __m512 DY = _mm512_load_ps(p->dy);
-        for (int r = 0; r < 4; r++) {
-            const uint8_t *b = w + (size_t)r * rb + (size_t)i * 34;
-            __m512i xv = join256(_mm256_loadu_si256((const __m256i *)(b + 2)),
-                                 _mm256_loadu_si256((const __m256i *)(b + 36)));
-            __m512i s = _mm512_dpbusd_epi32(B, _mm512_xor_si512(xv, flip), Y);
-            __m512 d = _mm512_cvtph_ps(
-                _mm512_castsi512_si256(_mm512_permutexvar_epi16(idx, _mm512_loadu_si512(b))));
-            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(d, DY), acc[r]);
-        }
+        const __m512i Y = _mm512_load_si512(a.y + 32 * i);
+        __m512i B;
+        __m512 DY;
+        q8_meta(&a.m[i / 2], bidx, didx, &B, &DY);
+        for (int r = 0; r < R; r++)
+            q8_pair(w + (size_t)r * rb + (size_t)i * 34, Y, B, DY, idx, &acc[r]);
     }
-    for (int r = 0; r < 4; r++)
+    for (int r = 0; r < R; r++)
         y[r * ys] =
             _mm512_reduce_add_ps(acc[r]) + (i < nb ? q8_last(w + (size_t)r * rb, i, a) : 0.0f);
 }
@@ -236,49 +241,66 @@ static AI void q8_rows4(int64_t nb, const uint8_t *w, size_t rb, const act_q8_pa
 static void q8_streams(int64_t K, const void *w, size_t rb, int64_t q, int64_t q0, int64_t q1,
                        const void *act, float *y)
 {
-    STREAMS4(q8_rows4(K / 32, row, qs, act, yr, ys))
+    const q8_act a = q8_view(act, K);
+    STREAMS4(q8_rows_n(4, K / 32, row, qs, a, yr, ys))
 }
 
 static void q8_rows(int64_t K, const void *w, size_t rb, int64_t n, const void *act, float *y)
 {
-    ROWS1(q8_row(K / 32, row, act, y + r))
+    const q8_act a = q8_view(act, K);
+    ROWS1(q8_rows_n(1, K / 32, row, rb, a, y + r, 1))
 }
 
 /* ================================================================= Q4_0 */
 
-/* Four blocks: the low halves (elements 0-15) of each block's activation,
- * then the high halves, matching the weights' low and high nibbles; start
- * values -2*sum(y) in each of a block's 4 lanes; scales per lane. */
+/* The activation in two arrays, like Q8_0's: per group of four blocks the
+ * low halves (elements 0-15) of each block's int8 values, then the high
+ * halves, matching the weights' low and high nibbles (128 bytes); then per
+ * group the blocks' start values (-2*sum(y), one lane's share of
+ * -8*sum(y)) and scales. */
 typedef struct {
-    int8_t ylo[64];
-    int8_t yhi[64];
-    int32_t bias[16];
-    float dy[16];
-} act_q4_group;
-_Static_assert(sizeof(act_q4_group) == 256, "act_q4_group");
+    int32_t bias[4];
+    float dy[4];
+} act_q4_meta;
+
+typedef struct {
+    const int8_t *y;      /* 128 per group: ylo[64], yhi[64] */
+    const act_q4_meta *m; /* one per group */
+} q4_act;
+
+static int64_t q4_groups(int64_t K)
+{
+    return (K / 32 + 3) / 4;
+}
 
 static size_t q4_act_bytes(int64_t K)
 {
-    return (size_t)((K / 32 + 3) / 4) * sizeof(act_q4_group);
+    return (size_t)q4_groups(K) * (128 + sizeof(act_q4_meta));
+}
+
+static AI q4_act q4_view(const void *act, int64_t K)
+{
+    const int8_t *y = act;
+    return (q4_act){y, (const act_q4_meta *)(const void *)(y + 128 * q4_groups(K))};
 }
 
 static void q4_prep(const float *x, void *act, int64_t K)
 {
-    act_q4_group *a = act;
+    int8_t *y = act;
+    act_q4_meta *m = (act_q4_meta *)(void *)(y + 128 * q4_groups(K));
     const int64_t nb = K / 32;
-    for (int64_t b = 0; b < (nb + 3) / 4 * 4; b++) {
-        act_q4_group *g = &a[b / 4];
-        int k = (int)(b & 3);
+    for (int64_t b = 0; b < q4_groups(K) * 4; b++) {
+        int8_t *lo = y + 128 * (b / 4) + 16 * (b & 3), *hi = lo + 64;
         int32_t s = 0;
         float d = 0.0f;
         if (b < nb) {
-            s = q8_block(x + 32 * b, g->ylo + 16 * k, g->yhi + 16 * k, &d);
+            s = q8_block(x + 32 * b, lo, hi, &d);
         } else {
-            memset(g->ylo + 16 * k, 0, 16);
-            memset(g->yhi + 16 * k, 0, 16);
+            memset(lo, 0, 16);
+            memset(hi, 0, 16);
         }
-        _mm_storeu_si128((__m128i *)(void *)(g->bias + 4 * k), _mm_set1_epi32(-2 * s));
-        _mm_storeu_ps(g->dy + 4 * k, _mm_set1_ps(d));
+        m[b / 4].bias[b & 3] = -2 * s;
+        m[b / 4].dy[b & 3] = d;
     }
 }
 
@@ -294,6 +316,10 @@ static const uint16_t q4_q_idx[32] = {1,  2,  3,  4,  5,  6,  7,  8,  10, 11, 12
                                       13, 14, 15, 16, 17, 19, 20, 21, 22, 23, 24,
                                       25, 26, 28, 29, 30, 31, 36, 37, 38, 39};
 
+/* lane l from element l / 4 of a group's meta (bias), or 4 + l / 4 (dy) */
+static const int32_t q4_b_idx[16] = {0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3};
+static const int32_t q4_dy_idx[16] = {4, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7};
+
 /* q: the group's 64 nibble bytes, dv: its first 64 bytes (the four d's at
  * words 0, 9, 18, 27) */
 static AI void q4_dot_v(__m512i q, __m512i dv, __m512i bias, __m512i ylo, __m512i yhi, __m512 dy,
@@ -308,26 +334,9 @@ static AI void q4_dot_v(__m512i q, __m512i dv, __m512i bias, __m512i ylo, __m512
     *acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(d, dy), *acc);
 }
 
-static AI void q4_dot(__m512i q, __m512i dv, const act_q4_group *g, __m512i idx, __m512 *acc)
-{
-    q4_dot_v(q, dv, _mm512_load_si512(g->bias), _mm512_load_si512(g->ylo),
-             _mm512_load_si512(g->yhi), _mm512_load_ps(g->dy), idx, acc);
-}
-
-/* four whole blocks: two loads (nothing past the group is read; a masked
- * load of its last 8 bytes ran at half speed from DRAM) and one word
- * permute */
-static AI void q4_group(const uint8_t *b, const act_q4_group *g, __m512i idx, __m512i qidx,
-                        __m512 *acc)
-{
-    const __m512i l0 = _mm512_loadu_si512(b);
-    const __m512i l1 = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(b + 56)));
-    q4_dot(_mm512_permutex2var_epi16(l0, qidx, l1), l0, g, idx, acc);
-}
-
 /* the row's last 1-3 blocks: nothing past them is read */
-static AI void q4_tail(const uint8_t *b, int nvalid, const act_q4_group *g, __m512i idx,
-                       __m512 *acc)
+static AI void q4_tail(const uint8_t *b, int nvalid, __m512i B, __m512i YL, __m512i YH, __m512 DY,
+                       __m512i idx, __m512 *acc)
 {
     __m512i q = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(b + 2)));
     if (nvalid > 1)
@@ -336,66 +345,67 @@ static AI void q4_tail(const uint8_t *b, int nvalid, const act_q4_group *g, __m5
         q = _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)(b + 38)), 2);
     __m512i dv = _mm512_maskz_loadu_epi16((__mmask32)((1u << (9 * (nvalid - 1) + 1)) - 1u), b);
     q = _mm512_maskz_mov_epi32((__mmask16)((1u << (4 * nvalid)) - 1u), q);
-    q4_dot(q, dv, g, idx, acc);
+    q4_dot_v(q, dv, B, YL, YH, DY, idx, acc);
 }
 
-/* two accumulators, alternating groups (one FMA chain was the limit) */
-static AI void q4_row(int64_t nb, const uint8_t *w, const act_q4_group *a, float *y)
+/* group g's activation registers */
+static AI void q4_act_regs(q4_act a, int64_t g, __m512i bidx, __m512i didx, __m512i *B, __m512i *YL,
+                           __m512i *YH, __m512 *DY)
+{
+    const __m512i v =
+        _mm512_zextsi256_si512(_mm256_loadu_si256((const __m256i *)(const void *)&a.m[g]));
+    *B = _mm512_permutexvar_epi32(bidx, v);
+    *DY = _mm512_permutexvar_ps(didx, _mm512_castsi512_ps(v));
+    *YL = _mm512_load_si512(a.y + 128 * g);
+    *YH = _mm512_load_si512(a.y + 128 * g + 64);
+}
+
+/* R (4 or 1) rows rb bytes apart, sharing each group's activation loads;
+ * one accumulator per row whichever R (the same bits on either path). Four
+ * whole blocks take two loads (nothing past the group is read; a masked
+ * load of its last 8 bytes ran at half speed from DRAM) and one word
+ * permute. */
+static AI void q4_rows_n(int R, int64_t nb, const uint8_t *w, size_t rb, q4_act a, float *y,
+                         int64_t ys)
 {
     const __m512i idx = _mm512_loadu_si512(q4_d_idx);
     const __m512i qidx = _mm512_loadu_si512(q4_q_idx);
-    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
-    int64_t i = 0;
-    for (; i + 8 <= nb; i += 8) {
-        q4_group(w + (size_t)i * 18, &a[i / 4], idx, qidx, &acc0);
-        q4_group(w + (size_t)(i + 4) * 18, &a[i / 4 + 1], idx, qidx, &acc1);
-    }
-    if (i + 4 <= nb) {
-        q4_group(w + (size_t)i * 18, &a[i / 4], idx, qidx, &acc0);
-        i += 4;
-    }
-    if (i < nb)
-        q4_tail(w + (size_t)i * 18, (int)(nb - i), &a[i / 4], idx, &acc1);
-    *y = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
-}
-
-/* four rows rb bytes apart, sharing each group's activation loads */
-static AI void q4_rows4(int64_t nb, const uint8_t *w, size_t rb, const act_q4_group *a, float *y,
-                        int64_t ys)
-{
-    const __m512i idx = _mm512_loadu_si512(q4_d_idx);
-    const __m512i qidx = _mm512_loadu_si512(q4_q_idx);
+    const __m512i bidx = _mm512_loadu_si512(q4_b_idx), didx = _mm512_loadu_si512(q4_dy_idx);
     __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
                      _mm512_setzero_ps()};
+    __m512i B, YL, YH;
+    __m512 DY;
     int64_t i = 0;
     for (; i + 4 <= nb; i += 4) {
-        const act_q4_group *g = &a[i / 4];
-        const __m512i B = _mm512_load_si512(g->bias), YL = _mm512_load_si512(g->ylo),
-                      YH = _mm512_load_si512(g->yhi);
-        const __m512 DY = _mm512_load_ps(g->dy);
-        for (int r = 0; r < 4; r++) {
+        q4_act_regs(a, i / 4, bidx, didx, &B, &YL, &YH, &DY);
+        for (int r = 0; r < R; r++) {
             const uint8_t *b = w + (size_t)r * rb + (size_t)i * 18;
             const __m512i l0 = _mm512_loadu_si512(b);
             const __m512i l1 = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(b + 56)));
             q4_dot_v(_mm512_permutex2var_epi16(l0, qidx, l1), l0, B, YL, YH, DY, idx, &acc[r]);
         }
     }
-    if (i < nb)
-        for (int r = 0; r < 4; r++)
-            q4_tail(w + (size_t)r * rb + (size_t)i * 18, (int)(nb - i), &a[i / 4], idx, &acc[r]);
-    for (int r = 0; r < 4; r++)
+    if (i < nb) {
+        q4_act_regs(a, i / 4, bidx, didx, &B, &YL, &YH, &DY);
+        for (int r = 0; r < R; r++)
+            q4_tail(w + (size_t)r * rb + (size_t)i * 18, (int)(nb - i), B, YL, YH, DY, idx,
+                    &acc[r]);
+    }
+    for (int r = 0; r < R; r++)
         y[r * ys] = _mm512_reduce_add_ps(acc[r]);
 }
 
 static void q4_streams(int64_t K, const void *w, size_t rb, int64_t q, int64_t q0, int64_t q1,
                        const void *act, float *y)
 {
-    STREAMS4(q4_rows4(K / 32, row, qs, act, yr, ys))
+    const q4_act a = q4_view(act, K);
+    STREAMS4(q4_rows_n(4, K / 32, row, qs, a, yr, ys))
 }
 
 static void q4_rows(int64_t K, const void *w, size_t rb, int64_t n, const void *act, float *y)
 {
-    ROWS1(q4_row(K / 32, row, act, y + r))
+    const q4_act a = q4_view(act, K);
+    ROWS1(q4_rows_n(1, K / 32, row, rb, a, y + r, 1))
 }
 
 /* ========================================================== Q4_K / Q5_K */
@@ -786,38 +796,11 @@ static void q6k_rows(int64_t K, const void *w, size_t rb, int64_t n, const void 
 
 /* ================================================================== F16 */
 
-static AI __m512 f16_fma(const uint16_t *h, const float *x, __m512 acc)
-{
-    return _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)h)),
-                           _mm512_loadu_ps(x), acc);
-}
-
-/* f32 activation read in place (no prep); 64 halves per pass into four
- * accumulators (two chains of FMAs held the loop to 4 cycles per 64 bytes) */
-static AI void f16_row(int64_t K, const uint8_t *w, const float *x, float *y)
-{
-    const uint16_t *h = (const uint16_t *)(const void *)w;
-    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
-                     _mm512_setzero_ps()};
-    int64_t k = 0;
-    for (; k + 64 <= K; k += 64) {
-        for (int j = 0; j < 4; j++)
-            acc[j] = f16_fma(h + k + 16 * j, x + k + 16 * j, acc[j]);
-    }
-    for (; k + 16 <= K; k += 16)
-        acc[0] = f16_fma(h + k, x + k, acc[0]);
-    if (k < K) { /* masked tail: nothing past the row is read */
-        __mmask16 m = (__mmask16)((1u << (K - k)) - 1u);
-        acc[1] = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, h + k)),
-                                 _mm512_maskz_loadu_ps(m, x + k), acc[1]);
-    }
-    *y = _mm512_reduce_add_ps(
-        _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3])));
-}
-
-/* four rows rb bytes apart, sharing the activation loads */
-static AI void f16_rows4(int64_t K, const uint8_t *w, size_t rb, const float *x, float *y,
-                         int64_t ys)
+/* R (4 or 1) rows rb bytes apart, sharing the activation loads (the f32
+ * row x, read in place: no prep); two accumulators per row whichever R, so
+ * a row's result is the same bits on either path */
+static AI void f16_rows_n(int R, int64_t K, const uint8_t *w, size_t rb, const float *x, float *y,
+                          int64_t ys)
 {
     __m512 acc[4][2];
     for (int r = 0; r < 4; r++)
@@ -825,7 +808,7 @@ static AI void f16_rows4(int64_t K, const uint8_t *w, size_t rb, const float *x,
     int64_t k = 0;
     for (; k + 32 <= K; k += 32) {
         const __m512 x0 = _mm512_loadu_ps(x + k), x1 = _mm512_loadu_ps(x + k + 16);
-        for (int r = 0; r < 4; r++) {
+        for (int r = 0; r < R; r++) {
             const uint16_t *h = (const uint16_t *)(const void *)(w + (size_t)r * rb) + k;
             acc[r][0] = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)h)), x0,
                                         acc[r][0]);
@@ -836,25 +819,25 @@ static AI void f16_rows4(int64_t K, const uint8_t *w, size_t rb, const float *x,
     for (; k < K; k += 16) { /* masked tail: nothing past the row is read */
         __mmask16 m = K - k >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (K - k)) - 1u);
         const __m512 xv = _mm512_maskz_loadu_ps(m, x + k);
-        for (int r = 0; r < 4; r++) {
+        for (int r = 0; r < R; r++) {
             const uint16_t *h = (const uint16_t *)(const void *)(w + (size_t)r * rb) + k;
             acc[r][0] =
                 _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, h)), xv, acc[r][0]);
         }
     }
-    for (int r = 0; r < 4; r++)
+    for (int r = 0; r < R; r++)
         y[r * ys] = _mm512_reduce_add_ps(_mm512_add_ps(acc[r][0], acc[r][1]));
 }
 
 static void f16_streams(int64_t K, const void *w, size_t rb, int64_t q, int64_t q0, int64_t q1,
                         const void *act, float *y)
 {
-    STREAMS4(f16_rows4(K, row, qs, act, yr, ys))
+    STREAMS4(f16_rows_n(4, K, row, qs, act, yr, ys))
 }
 
 static void f16_rows(int64_t K, const void *w, size_t rb, int64_t n, const void *act, float *y)
 {
-    ROWS1(f16_row(K, row, act, y + r))
+    ROWS1(f16_rows_n(1, K, row, rb, act, y + r, 1))
 }
 
 /* ============================================================ dispatch */
