@@ -318,6 +318,9 @@ static void test_hash_and_dump(void **state)
     assert_non_null(strstr(text, "digraph rlx"));
     assert_non_null(strstr(text, "=== lir"));
     assert_non_null(strstr(text, "scatter"));
+    /* the scheduled LIR as dot too, naming the state the scatter writes */
+    assert_non_null(strstr(text, "digraph lir"));
+    assert_non_null(strstr(text, "state#0"));
     free(text);
     rlx_lir_free(lir);
 
@@ -331,8 +334,9 @@ static void test_hash_and_dump(void **state)
     assert_int_equal(rlx_compile(g1, &o, &lir, NULL), RLX_OK);
     rlx_lir_free(lir);
     char p[4096];
-    const char *files[] = {"00-verify.txt", "07-fusion.txt", "07-fusion.dot", "99-lir.txt"};
-    for (int i = 0; i < 4; i++) {
+    const char *files[] = {"00-verify.txt", "07-fusion.txt", "07-fusion.dot", "99-lir.txt",
+                           "99-lir.dot"};
+    for (int i = 0; i < 5; i++) {
         snprintf(p, sizeof p, "%s/%s", dir, files[i]);
         size_t n = 0;
         void *d = rlx_test_read_file(p, &n);

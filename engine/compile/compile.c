@@ -80,17 +80,26 @@ static void dump_lir(const rlx_lir *lir, const rlx_compile_opts *opts, int step,
     if (opts->dump_file) {
         fprintf(opts->dump_file, "=== lir (segment %d) ===\n", segment);
         rlx_lir_dump(lir, opts->dump_file);
+        if (opts->dump_dot)
+            rlx_lir_dump_dot(lir, opts->dump_file);
     }
     if (opts->dump_dir) {
-        char path[4096];
-        if (segment < 0)
-            snprintf(path, sizeof path, "%s/%02d-lir.txt", opts->dump_dir, step);
-        else
-            snprintf(path, sizeof path, "%s/%02d-lir-seg%d.txt", opts->dump_dir, step, segment);
-        FILE *f = fopen(path, "w");
-        if (f) {
-            rlx_lir_dump(lir, f);
-            fclose(f);
+        for (int dot = 0; dot < (opts->dump_dot ? 2 : 1); dot++) {
+            char path[4096];
+            const char *ext = dot ? "dot" : "txt";
+            if (segment < 0)
+                snprintf(path, sizeof path, "%s/%02d-lir.%s", opts->dump_dir, step, ext);
+            else
+                snprintf(path, sizeof path, "%s/%02d-lir-seg%d.%s", opts->dump_dir, step, segment,
+                         ext);
+            FILE *f = fopen(path, "w");
+            if (f) {
+                if (dot)
+                    rlx_lir_dump_dot(lir, f);
+                else
+                    rlx_lir_dump(lir, f);
+                fclose(f);
+            }
         }
     }
 }
@@ -507,6 +516,61 @@ static void fmt_dim(const rlx_lir *lir, rlx_dim d, char *buf, size_t size)
             const char *sn = d.sym[t] < lir->n_symbols ? lir->symbols[d.sym[t]].name : "?";
             len += (size_t)snprintf(buf + len, size - len, "%+d*%s", d.mul[t], sn);
         }
+}
+
+void rlx_lir_dump_dot(const rlx_lir *lir, FILE *f)
+{
+    fprintf(f, "digraph lir {\n  node [shape=box, fontname=\"monospace\"];\n");
+    /* the instruction writing each value, or -1 (a value it reads from
+     * outside: a binding, a constant, or a view of one) */
+    int32_t *producer = malloc((size_t)(lir->n_values > 0 ? lir->n_values : 1) * sizeof *producer);
+    if (!producer) {
+        fprintf(f, "}\n");
+        return;
+    }
+    for (int32_t v = 0; v < lir->n_values; v++)
+        producer[v] = -1;
+    for (int32_t i = 0; i < lir->n_instrs; i++)
+        if (lir->instrs[i].out >= 0 && lir->instrs[i].out < lir->n_values)
+            producer[lir->instrs[i].out] = i;
+    for (int32_t v = 0; v < lir->n_values; v++) {
+        if (producer[v] >= 0)
+            continue;
+        const rlx_lir_value *val = &lir->values[v];
+        if (val->view_of >= 0 && val->view_of < lir->n_values) {
+            /* a view no instruction writes: dashed, from what it views */
+            fprintf(f, "  v%d [label=\"v%d view\\n%s\", style=dashed];\n", v, v,
+                    rlx_dtype_name(val->dtype));
+            if (producer[val->view_of] >= 0)
+                fprintf(f, "  i%d -> v%d [style=dashed];\n", producer[val->view_of], v);
+            else
+                fprintf(f, "  v%d -> v%d [style=dashed];\n", val->view_of, v);
+            continue;
+        }
+        fprintf(f, "  v%d [label=\"v%d %s#%d\\n%s\", style=filled, fillcolor=lightgrey];\n", v, v,
+                home_name(val->home), val->index, rlx_dtype_name(val->dtype));
+    }
+    for (int32_t i = 0; i < lir->n_instrs; i++) {
+        const rlx_lir_instr *ins = &lir->instrs[i];
+        const rlx_lir_value *o = &lir->values[ins->out];
+        fprintf(f, "  i%d [label=\"%d: %s\\nv%d %s %s", i, i, rlx_op_name(ins->op), ins->out,
+                rlx_dtype_name(o->dtype), home_name(o->home));
+        if (o->home != RLX_HOME_ARENA && o->home != RLX_HOME_CONST)
+            fprintf(f, "#%d", o->index);
+        fprintf(f, "%s\"%s];\n", ins->in_place ? " in-place" : "",
+                o->home == RLX_HOME_OUTPUT ? ", shape=ellipse" : "");
+        for (int k = 0; k < ins->n_in; k++) {
+            int32_t v = ins->in[k];
+            if (v < 0 || v >= lir->n_values)
+                continue;
+            if (producer[v] >= 0)
+                fprintf(f, "  i%d -> i%d [label=\"v%d\"];\n", producer[v], i, v);
+            else
+                fprintf(f, "  v%d -> i%d;\n", v, i);
+        }
+    }
+    free(producer);
+    fprintf(f, "}\n");
 }
 
 void rlx_lir_dump(const rlx_lir *lir, FILE *f)

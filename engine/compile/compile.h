@@ -80,7 +80,9 @@ typedef struct rlx_compile_opts {
 
     /* Dumps after the passes in dump_after (bits): text to dump_file
      * (with a header per pass), and/or one file per pass in dump_dir named
-     * "<nn>-<pass>.txt" and, with dump_dot, "<nn>-<pass>.dot". */
+     * "<nn>-<pass>.txt" and, with dump_dot, "<nn>-<pass>.dot" (the
+     * scheduled LIR: "<nn>-lir.txt" / "<nn>-lir.dot", per segment
+     * "<nn>-lir-seg<i>.*"). */
     uint32_t dump_after;
     FILE *dump_file;
     const char *dump_dir;
@@ -116,6 +118,13 @@ RLX_API uint64_t rlx_graph_hash(const rlx_graph *g);
 
 /* Text dump of an LIR (one line per instruction and value). */
 RLX_API void rlx_lir_dump(const rlx_lir *lir, FILE *f);
+
+/* Graphviz dot of an LIR: one box per instruction in schedule order (op,
+ * output value, dtype, where it lives), grey boxes for the params, states,
+ * inputs and constants it reads, dashed boxes for views no instruction
+ * writes, edges from each value's producer to its readers; instructions
+ * writing an output are ellipses. */
+RLX_API void rlx_lir_dump_dot(const rlx_lir *lir, FILE *f);
 
 #ifdef __cplusplus
 }
