@@ -39,12 +39,32 @@ sys.exit(0 if ok else 1)
 PYEOF
 }
 
+# lsan_tracer_crashed LOG: true when LeakSanitizer itself crashed at exit
+# ("Tracer caught signal 11" then "LeakSanitizer has encountered a fatal
+# error"), with no ASan/UBSan report and no leak report. Its tracer thread
+# stops the others with ptrace to read their registers; on this project's CI
+# machines (GCC 12's libasan, Linux 6.18) it died that way twice in about ten
+# ASan runs of the UI tests, always at the same instruction in libasan, in
+# runs that had failed to load a model and in one that had replied. Such a run
+# did not check for leaks; the other runs of the same test still do.
+lsan_tracer_crashed() {
+    grep -q "Tracer caught signal" "$1" &&
+        grep -q "LeakSanitizer has encountered a fatal error" "$1" &&
+        ! grep -q -e "ERROR: AddressSanitizer" -e "runtime error:" \
+            -e "ERROR: LeakSanitizer: detected memory leaks" "$1"
+}
+
 # app_exit_ok RC LOG: rlx-studio's exit status RC is a pass (0, or only GLib's
-# quark block reported by LeakSanitizer, see above).
+# quark block reported by LeakSanitizer, or LeakSanitizer's own crash at
+# exit, see above).
 app_exit_ok() {
     [ "$1" -eq 0 ] && return 0
     if only_glib_quark_leak "$2"; then
         echo "LeakSanitizer: only GLib's quark block (16 KiB, see tests/ui/leaks.sh) in $2"
+        return 0
+    fi
+    if lsan_tracer_crashed "$2"; then
+        echo "LeakSanitizer crashed at exit, no leak check for this run (see tests/ui/leaks.sh): $2"
         return 0
     fi
     return 1
