@@ -207,19 +207,6 @@ static void summarize(test_result *t, int r)
     t->sd = r > 1 ? sqrt(sq / (r - 1)) : 0.0;
 }
 
-static int cmp_dbl(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* the median of v[0..n) (sorts v) */
-static double median_of(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_dbl);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 /* One pp run: reset, then the whole prompt as one batch. */
 static rlx_status run_pp(rlx_llm *m, const rlx_token *toks, int n, float *logits, double *secs,
                          rlx_error **err)
@@ -409,8 +396,8 @@ int rlx_bench_model_main(int argc, char **argv)
                 done_runs++;
             }
             if (done_runs == o.r) {
-                bw = median_of(bws, (int)o.r);
-                floor_frac = median_of(fracs, (int)o.r);
+                bw = rlx_bench_median(bws, (int)o.r);
+                floor_frac = rlx_bench_median(fracs, (int)o.r);
             }
         }
         rlx_threadpool_free(pool);

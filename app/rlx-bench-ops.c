@@ -142,7 +142,7 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-static double median(double *v, int n)
+double rlx_bench_median(double *v, int n)
 {
     qsort(v, (size_t)n, sizeof *v, cmp_double);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
@@ -234,7 +234,8 @@ static void bench_matvec(rlx_threadpool *pool, rlx_dtype t, int64_t N, int64_t K
         bws[round] = bw_pass(pool, bwbuf, bw_bytes);
         ratios[round] = (double)bytes / dts[round] / 1e9 / bws[round];
     }
-    double dt = median(dts, ROUNDS), bw = median(bws, ROUNDS), ratio = median(ratios, ROUNDS);
+    double dt = rlx_bench_median(dts, ROUNDS), bw = rlx_bench_median(bws, ROUNDS),
+           ratio = rlx_bench_median(ratios, ROUNDS);
     double gbs = (double)bytes / dt / 1e9;
     printf("  %-5s %7lld x %-5lld %8.1f MB %9.1f us %7.2f GB/s  (read bw %5.2f) %5.1f%%\n",
            rlx_dtype_name(t), (long long)N, (long long)K, (double)bytes / 1e6, dt * 1e6, gbs, bw,

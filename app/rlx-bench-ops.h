@@ -28,6 +28,9 @@ double rlx_bench_measure_bandwidth(rlx_threadpool *pool, int repeats, size_t byt
  * memory. */
 void *rlx_bench_big_alloc(size_t bytes);
 
+/* The median of v[0..n), n >= 1 (sorts v). */
+double rlx_bench_median(double *v, int n);
+
 /* One streaming read of buf[0..bytes) (8-byte aligned, filled by the
  * caller) over the pool, in GB/s: for reads taken beside other work. */
 double rlx_bench_read_bandwidth(rlx_threadpool *pool, const void *buf, size_t bytes);

@@ -516,28 +516,24 @@ static AI void kq_block(const uint8_t *hdr, const uint8_t *qh, const uint8_t *qs
     *accm = _mm_fmadd_ps(_mm_cvtepi32_ps(m), _mm_shuffle_ps(dm, dm, 0x55), *accm);
 }
 
-static AI void kq_rows_n(int R, bool q5, int64_t nb, const uint8_t *w, size_t rb, const act_kq *a,
-                         float *y, int64_t ys)
+/* one row (the last n % 4 of a share; kq_rows4 takes the others) */
+static AI void kq_row(bool q5, int64_t nb, const uint8_t *w, const act_kq *a, float *y)
 {
     const __m512i idx[2] = {_mm512_loadu_si512(kq_sc_idx[0]), _mm512_loadu_si512(kq_sc_idx[1])};
-    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
-                     _mm512_setzero_ps()};
-    __m128 accm[4] = {_mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps()};
+    __m512 acc = _mm512_setzero_ps();
+    __m128 accm = _mm_setzero_ps();
     const size_t bb = q5 ? sizeof(blk_q5_k) : sizeof(blk_q4_k);
     for (int64_t i = 0; i < nb; i++) {
         __m512i Y[4];
         for (int j = 0; j < 4; j++)
             Y[j] = _mm512_load_si512(a[i].y + 64 * j);
-        for (int r = 0; r < R; r++) {
-            const uint8_t *b = w + (size_t)r * rb + (size_t)i * bb;
-            if (q5)
-                kq_block(b, b + 16, b + 48, &a[i], Y, idx, &acc[r], &accm[r]);
-            else
-                kq_block(b, NULL, b + 16, &a[i], Y, idx, &acc[r], &accm[r]);
-        }
+        const uint8_t *b = w + (size_t)i * bb;
+        if (q5)
+            kq_block(b, b + 16, b + 48, &a[i], Y, idx, &acc, &accm);
+        else
+            kq_block(b, NULL, b + 16, &a[i], Y, idx, &acc, &accm);
     }
-    for (int r = 0; r < R; r++)
-        y[r * ys] = _mm512_reduce_add_ps(acc[r]) - hsum128(accm[r]);
+    *y = _mm512_reduce_add_ps(acc) - hsum128(accm);
 }
 
 /* Four rows' blocks i at once: the 16-byte headers (d, dmin, 12 scale
@@ -634,7 +630,7 @@ static AI void kq_rows4(bool q5, int64_t nb, const uint8_t *w, size_t rb, const 
                                      _mm512_permutexvar_ps(_mm512_set1_epi32(2 * r), DD), acc[r]);
         }
     }
-    /* the same additions as kq_rows_n's hsum128, so a row's result does
+    /* the same additions as kq_row's hsum128, so a row's result does
      * not depend on which path it took */
     float m[16];
     _mm512_storeu_ps(m, accm);
@@ -651,7 +647,7 @@ static void q4k_streams(int64_t K, const void *w, size_t rb, int64_t q, int64_t 
 
 static void q4k_rows(int64_t K, const void *w, size_t rb, int64_t n, const void *act, float *y)
 {
-    ROWS1(kq_rows_n(1, false, K / 256, row, rb, act, y + r, 1))
+    ROWS1(kq_row(false, K / 256, row, act, y + r))
 }
 
 static void q5k_streams(int64_t K, const void *w, size_t rb, int64_t q, int64_t q0, int64_t q1,
@@ -662,7 +658,7 @@ static void q5k_streams(int64_t K, const void *w, size_t rb, int64_t q, int64_t 
 
 static void q5k_rows(int64_t K, const void *w, size_t rb, int64_t n, const void *act, float *y)
 {
-    ROWS1(kq_rows_n(1, true, K / 256, row, rb, act, y + r, 1))
+    ROWS1(kq_row(true, K / 256, row, act, y + r))
 }
 
 /* ================================================================= Q6_K */
@@ -707,23 +703,18 @@ static AI void q6_block(const blk_q6_k *x, const blk_q8_k *y, const __m512i Y[4]
     *acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(h2f(x->d) * y->d), *acc);
 }
 
-static AI void q6_rows_n(int R, int64_t nb, const uint8_t *w, size_t rb, const blk_q8_k *a,
-                         float *y, int64_t ys)
+/* one row (the last n % 4 of a share; q6_rows4 takes the others) */
+static AI void q6_row(int64_t nb, const uint8_t *w, const blk_q8_k *a, float *y)
 {
     const __m512i idx = _mm512_loadu_si512(q6_sc_idx);
-    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
-                     _mm512_setzero_ps()};
+    __m512 acc = _mm512_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
         __m512i Y[4];
         for (int j = 0; j < 4; j++)
             Y[j] = _mm512_loadu_si512(a[i].qs + 64 * j);
-        for (int r = 0; r < R; r++) {
-            q6_block((const blk_q6_k *)(const void *)(w + (size_t)r * rb) + i, &a[i], Y, idx,
-                     &acc[r]);
-        }
+        q6_block((const blk_q6_k *)(const void *)w + i, &a[i], Y, idx, &acc);
     }
-    for (int r = 0; r < R; r++)
-        y[r * ys] = _mm512_reduce_add_ps(acc[r]);
+    *y = _mm512_reduce_add_ps(acc);
 }
 
 /* q6_sc_idx for row r of a pair and half h: row r's 16 scales are words
@@ -791,7 +782,7 @@ static void q6k_streams(int64_t K, const void *w, size_t rb, int64_t q, int64_t 
 
 static void q6k_rows(int64_t K, const void *w, size_t rb, int64_t n, const void *act, float *y)
 {
-    ROWS1(q6_rows_n(1, K / 256, row, rb, act, y + r, 1))
+    ROWS1(q6_row(K / 256, row, act, y + r))
 }
 
 /* ================================================================== F16 */
