@@ -110,6 +110,11 @@ static rlx_graph *attn(void)
     a = rlx_graph_reshape(g, "attn.m", a,
                           rlx_shape_make_dims(2, (rlx_dim[]){S, rlx_dim_const(16)}));
     rlx_node o = rlx_graph_add(g, "res", x, rlx_graph_linear(g, "o", a, wo, RLX_NODE_INVALID));
+    /* a second pre-norm block on the residual stream: the fusion pass turns
+     * res + norm2 into one add_rms_norm that keeps the sum for res2 */
+    rlx_node h2 = rlx_graph_rms_norm(g, "norm2", o, RLX_NODE_INVALID, 1e-6f);
+    h2 = rlx_graph_mul(g, "norm2.scale", h2, nw);
+    o = rlx_graph_add(g, "res2", o, rlx_graph_linear(g, "o2", h2, wo, RLX_NODE_INVALID));
     rlx_graph_output(g, "y", o);
     return g;
 }
@@ -377,9 +382,16 @@ static void compare_variants(builder build, const rlx_test_run *run)
             free(got[k]);
         }
     }
-    /* the optimizations never make the program longer or larger */
+    /* the optimizations never make the program longer, nor its arena larger
+     * but by one trade: an add_rms_norm that keeps its sum holds both halves
+     * in one block, so its norm half lives as long as the sum (at most half
+     * the block's bytes each) */
     assert_true(lir_all->n_instrs <= lir_none->n_instrs);
-    assert_true(lir_all->arena_bytes <= lir_none->arena_bytes);
+    uint64_t kept = 0;
+    for (int32_t i = 0; i < lir_all->n_instrs; i++)
+        if (lir_all->instrs[i].op == RLX_OP_ADD_RMS_NORM && lir_all->instrs[i].p.norm.keep_sum)
+            kept += lir_all->values[lir_all->instrs[i].out].max_bytes / 2;
+    assert_true(lir_all->arena_bytes <= lir_none->arena_bytes + kept);
     rlx_lir_free(lir_none);
     rlx_lir_free(lir_all);
     for (int k = 0; k < n_out; k++)

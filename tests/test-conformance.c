@@ -1405,18 +1405,27 @@ static void test_softmax(void **state)
     softmax_case(2, DIMS(8, 32003), L_CONTIG, 1, 0, false, RLX_DTYPE_F32);
 }
 
-enum { N_LAYER, N_RMS, N_ADD_RMS };
+enum { N_LAYER, N_RMS, N_ADD_RMS, N_ADD_RMS_KEEP };
 
 static void norm_case(int kind, int rank, const int64_t *ne, int layout, bool w, bool b,
                       rlx_dtype wdt)
 {
     int64_t L = ne[rank - 1];
     tt *x = tt_rand(RLX_DTYPE_F32, rank, ne, layout, -3, 5);
-    tt *x2 = kind == N_ADD_RMS ? tt_rand(RLX_DTYPE_F32, rank, ne, L_CONTIG, -1, 1) : NULL;
+    bool keep = kind == N_ADD_RMS_KEEP;
+    tt *x2 = kind >= N_ADD_RMS ? tt_rand(RLX_DTYPE_F32, rank, ne, L_CONTIG, -1, 1) : NULL;
     tt *wt = w ? tt_rand(wdt, 1, &L, L_CONTIG, 0.5, 1.5) : NULL;
     tt *bt = b ? tt_rand(wdt, 1, &L, L_CONTIG, -1, 1) : NULL;
-    tt *y = tt_new(RLX_DTYPE_F32, rank, ne, L_CONTIG);
+    /* keep_sum: [..., 2, L]: per row the sum a + b, then the norm */
+    int64_t kne[RLX_MAX_DIMS];
+    for (int d = 0; d + 1 < rank; d++)
+        kne[d] = ne[d];
+    kne[rank - 1] = 2;
+    kne[rank] = L;
+    tt *y = keep ? tt_new(RLX_DTYPE_F32, rank + 1, kne, L_CONTIG)
+                 : tt_new(RLX_DTYPE_F32, rank, ne, L_CONTIG);
     double *ref = dalloc(y->n);
+    int64_t rs = keep ? 2 * L : L, nrm = keep ? L : 0; /* ref row stride, norm offset */
     float eps = 1e-5f;
     for (int64_t r = 0; r < x->n / L; r++) {
         double s = 0, s2 = 0;
@@ -1430,7 +1439,9 @@ static void norm_case(int kind, int rank, const int64_t *ne, int layout, bool w,
         double inv = 1 / sqrt(var + eps);
         for (int64_t j = 0; j < L; j++) {
             double v = x->v[r * L + j] + (x2 ? x2->v[r * L + j] : 0);
-            ref[r * L + j] = (v - mean) * inv * (wt ? wt->v[j] : 1) + (bt ? bt->v[j] : 0);
+            ref[r * rs + nrm + j] = (v - mean) * inv * (wt ? wt->v[j] : 1) + (bt ? bt->v[j] : 0);
+            if (keep)
+                ref[r * rs + j] = v;
         }
     }
     rlx_op_params p;
@@ -1438,6 +1449,7 @@ static void norm_case(int kind, int rank, const int64_t *ne, int layout, bool w,
     p.norm.eps = eps;
     p.norm.has_weight = w;
     p.norm.has_bias = b;
+    p.norm.keep_sum = keep;
     tt *in[4];
     int n = 0;
     in[n++] = x;
@@ -1466,14 +1478,14 @@ static void test_norms(void **state)
 {
     (void)state;
     rng_seed(11);
-    for (int kind = 0; kind < 3; kind++) {
+    for (int kind = 0; kind < 4; kind++) {
         bool hasb = kind == N_LAYER;
         norm_case(kind, 1, DIMS(1), L_CONTIG, true, hasb, RLX_DTYPE_F32);
         norm_case(kind, 2, DIMS(3, 17), L_PADDED, true, hasb, RLX_DTYPE_F16);
         norm_case(kind, 3, DIMS(2, 5, 33), L_CONTIG, true, false, RLX_DTYPE_F32);
         norm_case(kind, 2, DIMS(4, 64), L_TRANSPOSED, true, hasb, RLX_DTYPE_F32);
         norm_case(kind, 2, DIMS(32, 4096), L_CONTIG, true, hasb, RLX_DTYPE_F32);
-        if (kind != N_ADD_RMS)
+        if (kind < N_ADD_RMS)
             norm_case(kind, 2, DIMS(3, 17), L_CONTIG, false, false, RLX_DTYPE_F32);
     }
 }

@@ -49,6 +49,61 @@ static void test_norms(void **state)
     rlx_graph_free(g);
 }
 
+/* A pre-norm block's residual stream: the sum feeds the norm and is read
+ * again, so the fused op keeps it ([..., 2, D]: sum, norm) and both readers
+ * take views of its halves. */
+static void test_add_rms_keep_sum(void **state)
+{
+    (void)state;
+    rlx_graph *g = rlx_graph_create();
+    rlx_compile_opts o = rlx_compile_default_opts();
+    rlx_node x = rlx_graph_input(g, "x", RLX_DTYPE_F32, pt_c2(4, 8));
+    rlx_node r = rlx_graph_input(g, "r", RLX_DTYPE_F32, pt_c2(4, 8));
+    rlx_node w = rlx_graph_param(g, "w", RLX_DTYPE_F32, pt_c1(8));
+    rlx_node m = rlx_graph_param(g, "m", RLX_DTYPE_F32, pt_c2(8, 8));
+    rlx_node s = rlx_graph_add(g, "sum", x, r);
+    rlx_node n = rlx_graph_mul(g, "n.w", rlx_graph_rms_norm(g, "n", s, RLX_NODE_INVALID, 1e-6f), w);
+    rlx_node y = rlx_graph_add(g, "res", s, rlx_graph_matmul(g, "mm", n, m, false, true));
+    rlx_graph_output(g, "y", y);
+    pt_run(rlx_pass_fusion, g, &o);
+    assert_int_equal(pt_find(g, "sum"), RLX_NODE_INVALID);
+    rlx_node f = pt_find(g, "n");
+    assert_true(f != RLX_NODE_INVALID);
+    assert_int_equal(rlx_graph_node_op(g, f), RLX_OP_ADD_RMS_NORM);
+    assert_true(g->nodes[f].p.norm.keep_sum);
+    assert_int_equal(g->nodes[f].shape.rank, 3); /* [4, 2, 8] */
+    assert_int_equal(g->nodes[f].shape.d[1].k, 2);
+    assert_int_equal(g->nodes[f].shape.d[2].k, 8);
+    /* the residual add reads the sum half, the matmul the norm half */
+    rlx_node sum = pt_find(g, "n.sum"), norm = pt_find(g, "n.norm");
+    assert_true(sum != RLX_NODE_INVALID && norm != RLX_NODE_INVALID);
+    assert_int_equal(rlx_graph_node_op(g, sum), RLX_OP_RESHAPE);
+    assert_int_equal(rlx_graph_node_op(g, g->nodes[sum].in[0]), RLX_OP_SLICE);
+    assert_int_equal(g->nodes[g->nodes[sum].in[0]].in[0], f);
+    assert_int_equal(g->nodes[g->nodes[norm].in[0]].p.slice.start.k, 1);
+    rlx_node res = g->outputs[0].node;
+    bool reads_sum = false;
+    for (int k = 0; k < g->nodes[res].n_in; k++)
+        reads_sum |= g->nodes[res].in[k] == sum;
+    assert_true(reads_sum);
+    rlx_node mm = pt_find(g, "mm");
+    assert_int_equal(g->nodes[mm].in[0], norm);
+
+    /* the sum as a graph output stays a plain add */
+    rlx_graph *g2 = rlx_graph_create();
+    x = rlx_graph_input(g2, "x", RLX_DTYPE_F32, pt_c2(4, 8));
+    r = rlx_graph_input(g2, "r", RLX_DTYPE_F32, pt_c2(4, 8));
+    w = rlx_graph_param(g2, "w", RLX_DTYPE_F32, pt_c1(8));
+    s = rlx_graph_add(g2, "sum", x, r);
+    rlx_graph_output(g2, "s", s);
+    rlx_graph_output(g2, "n", rlx_graph_rms_norm(g2, "n", s, w, 1e-6f));
+    pt_run(rlx_pass_fusion, g2, &o);
+    assert_int_equal(rlx_graph_node_op(g2, g2->outputs[0].node), RLX_OP_ADD);
+    assert_int_equal(rlx_graph_node_op(g2, g2->outputs[1].node), RLX_OP_RMS_NORM);
+    rlx_graph_free(g2);
+    rlx_graph_free(g);
+}
+
 static void test_elementwise_tree(void **state)
 {
     (void)state;
@@ -128,9 +183,8 @@ static void test_limits(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_matmul_epilogue),
-        cmocka_unit_test(test_norms),
-        cmocka_unit_test(test_elementwise_tree),
+        cmocka_unit_test(test_matmul_epilogue),  cmocka_unit_test(test_norms),
+        cmocka_unit_test(test_add_rms_keep_sum), cmocka_unit_test(test_elementwise_tree),
         cmocka_unit_test(test_limits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -24,8 +24,12 @@
  * - LAYER_NORM / RMS_NORM over the last axis, then * weight (+ bias);
  *   GROUP_NORM over (C/groups x spatial) of x [N, C, ...], weight/bias [C].
  *   Inputs after x are present per has_weight / has_bias.
- * - ADD_RMS_NORM (a, b, weight): rms_norm(a + b) * weight (the sum itself is
- *   not an output, so the fusion pass forms it only when nothing else uses it).
+ * - ADD_RMS_NORM (a, b, weight): rms_norm(a + b) * weight. With
+ *   norm.keep_sum the output is a's shape with a dim of 2 inserted before the
+ *   last ([..., 2, D]): index 0 the sum a + b, index 1 the norm. A pre-norm
+ *   transformer's residual stream (the sum, read again by the next residual
+ *   add) and the next block's input come from one pass; the fusion pass hands
+ *   them on as views (rows D apart, whatever the symbolic dims before them).
  * - ROPE (x, pos I32 [S][, freq_factors F32 [n_rot/2]]): for pair i < n_rot/2,
  *   theta = pos * freq_scale * freq_base^(-2i/n_rot) / freq_factors[i];
  *   NORMAL rotates (2i, 2i+1), NEOX rotates (i, i + n_rot/2); dims >= n_rot
@@ -235,6 +239,7 @@ typedef union rlx_op_params {
         float eps;
         int32_t groups;
         bool has_weight, has_bias;
+        bool keep_sum; /* ADD_RMS_NORM only: output [..., 2, D]: sum, norm */
     } norm;
     struct {
         rlx_rope_mode mode;

@@ -29,6 +29,9 @@ static bool fast_rope(const cpu_op_ctx *c);
 static bool fast_attention(const cpu_op_ctx *c);
 static bool fast_conv(const cpu_op_ctx *c, bool transpose);
 static bool fast_act(const cpu_op_ctx *c, rlx_op op);
+static bool as_rows(const cpu_tensor *t, int64_t *n_rows, int64_t *ld);
+static bool same_dims(const cpu_tensor *a, const cpu_tensor *b);
+static const float *f32_vec(const cpu_tensor *t, int64_t n);
 
 /* ---- small helpers ----------------------------------------------------- */
 
@@ -861,7 +864,69 @@ static rlx_status op_rms_norm(const cpu_op_ctx *c)
 }
 static rlx_status op_add_rms_norm(const cpu_op_ctx *c)
 {
-    return norm_run(c, NORM_ADD_RMS);
+    if (!c->p->norm.keep_sum)
+        return norm_run(c, NORM_ADD_RMS);
+    /* out [..., 2, D]: the sum into index 0, then it normalized into index 1
+     * (the same f32 sums and the same norm as without keep_sum) */
+    const cpu_tensor *o = c->out, *a = c->in[0], *b = c->in[1];
+    int ax = o->rank - 2; /* the axis of the two halves */
+    if (o->dt != RLX_DTYPE_F32 || o->rank != a->rank + 1 || ax < 0 || o->ne[ax] != 2)
+        return RLX_ERR_INVALID_ARG;
+    cpu_tensor half[2];
+    for (int k = 0; k < 2; k++) {
+        half[k].dt = o->dt;
+        half[k].rank = o->rank - 1;
+        half[k].p = o->p + (size_t)(k * o->st[ax]) * sizeof(float);
+        for (int d = 0, j = 0; d < o->rank; d++)
+            if (d != ax) {
+                half[k].ne[j] = o->ne[d];
+                half[k].st[j++] = o->st[d];
+            }
+    }
+    const cpu_tensor *sum = &half[0];
+    int r = sum->rank;
+    int64_t L = sum->ne[r - 1], na, lda, nb, ldb, ns, lds, ny, ldy;
+    const float *wp = f32_vec(c->in[2], L);
+    if (a->dt == RLX_DTYPE_F32 && b->dt == RLX_DTYPE_F32 && wp && same_dims(a, sum) &&
+        same_dims(b, sum) && as_rows(a, &na, &lda) && as_rows(b, &nb, &ldb) &&
+        as_rows(sum, &ns, &lds) && as_rows(&half[1], &ny, &ldy) && na == ns && nb == ns &&
+        ny == ns) {
+        if (L > 0)
+            rlx_cpu_add_rms_norm(c->pool, (const float *)(const void *)a->p, lda,
+                                 (const float *)(const void *)b->p, ldb, (float *)(void *)sum->p,
+                                 lds, (float *)(void *)half[1].p, ldy, ns, L, wp, c->p->norm.eps);
+        return RLX_OK;
+    }
+    if (numel(sum) > 0) {
+        int64_t ast[RLX_MAX_DIMS], bst[RLX_MAX_DIMS];
+        bcast_strides(a, sum, ast);
+        bcast_strides(b, sum, bst);
+        int64_t idx[RLX_MAX_DIMS] = {0};
+        do {
+            int64_t ao = nd_off(idx, ast, r - 1), bo = nd_off(idx, bst, r - 1);
+            float *y = (float *)(void *)sum->p + nd_off(idx, sum->st, r - 1);
+            if (a->dt == RLX_DTYPE_F32 && b->dt == RLX_DTYPE_F32 && ast[r - 1] == 1 &&
+                bst[r - 1] == 1 && sum->st[r - 1] == 1) {
+                const float *ap = (const float *)(const void *)a->p + ao;
+                const float *bp = (const float *)(const void *)b->p + bo;
+                for (int64_t j = 0; j < L; j++)
+                    y[j] = ap[j] + bp[j];
+            } else {
+                for (int64_t j = 0; j < L; j++)
+                    y[j * sum->st[r - 1]] =
+                        ldf(a, ao + j * ast[r - 1]) + ldf(b, bo + j * bst[r - 1]);
+            }
+        } while (nd_next(idx, sum->ne, r - 1));
+    }
+    rlx_op_params p = *c->p;
+    p.norm.keep_sum = false;
+    cpu_op_ctx rc = *c;
+    rc.p = &p;
+    rc.in[0] = sum;
+    rc.in[1] = c->in[2];
+    rc.n_in = 2;
+    rc.out = &half[1];
+    return norm_run(&rc, NORM_RMS);
 }
 
 /* x [N, C, *spatial]; statistics per (n, group). */
@@ -1497,13 +1562,8 @@ static bool fast_norm(const cpu_op_ctx *c, int kind, const cpu_tensor *w, const 
         int64_t n2, ld2;
         if (x2->dt != RLX_DTYPE_F32 || !same_dims(x2, o) || !as_rows(x2, &n2, &ld2))
             return false;
-        for (int64_t i = 0; i < no; i++) {
-            const float *a = (const float *)x->p + i * ldx, *b = (const float *)x2->p + i * ld2;
-            float *y = (float *)o->p + i * ldo;
-            for (int64_t j = 0; j < L; j++)
-                y[j] = a[j] + b[j];
-        }
-        rlx_cpu_rms_norm(c->pool, (const float *)o->p, ldo, (float *)o->p, ldo, no, L, wp, eps);
+        rlx_cpu_add_rms_norm(c->pool, (const float *)x->p, ldx, (const float *)x2->p, ld2, NULL, 0,
+                             (float *)o->p, ldo, no, L, wp, eps);
     } else if (kind == 1) {
         rlx_cpu_rms_norm(c->pool, (const float *)x->p, ldx, (float *)o->p, ldo, no, L, wp, eps);
     } else {

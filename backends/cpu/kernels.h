@@ -135,6 +135,11 @@ void rlx_cpu_sgemm(rlx_threadpool *pool, rlx_cpu_gemm_impl impl, bool trans_a, b
 
 /* Per row r < n_rows of n_cols: y = x / sqrt(mean(x^2) + eps) * (w ? w : 1).
  * x and y may be the same array (in place). */
+/* Rows of rms_norm(a + b) * w, the sum also stored in `sum` when that is
+ * not NULL (f32 a + b rounded once, then normalized as rlx_cpu_rms_norm). */
+void rlx_cpu_add_rms_norm(rlx_threadpool *pool, const float *a, int64_t lda, const float *b,
+                          int64_t ldb, float *sum, int64_t lds, float *y, int64_t ldy,
+                          int64_t n_rows, int64_t n_cols, const float *w, float eps);
 void rlx_cpu_rms_norm(rlx_threadpool *pool, const float *x, int64_t ldx, float *y, int64_t ldy,
                       int64_t n_rows, int64_t n_cols, const float *w, float eps);
 /* y = (x - mean) / sqrt(var + eps) * (w ? w : 1) + (b ? b : 0). In place ok. */

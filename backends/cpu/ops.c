@@ -33,10 +33,13 @@ typedef struct {
     float eps, scale, softcap;
     const float *mask;
     int64_t ld_mask;
+    const float *x2; /* ROWS_ADD_RMS: the second addend */
+    float *s;        /* ROWS_ADD_RMS: where the sum goes (NULL: into y) */
+    int64_t ldx2, lds;
     int kind;
 } rows_ctx;
 
-enum { ROWS_RMS, ROWS_LN, ROWS_SOFTMAX };
+enum { ROWS_RMS, ROWS_LN, ROWS_SOFTMAX, ROWS_ADD_RMS };
 
 static void rows_task(void *vc, int64_t task, int thread)
 {
@@ -46,6 +49,14 @@ static void rows_task(void *vc, int64_t task, int thread)
         const float *x = c->x + r * c->ldx;
         float *y = c->y + r * c->ldy;
         switch (c->kind) {
+        case ROWS_ADD_RMS: {
+            const float *b = c->x2 + r * c->ldx2;
+            float *s = c->s ? c->s + r * c->lds : y;
+            for (int64_t j = 0; j < c->n_cols; j++)
+                s[j] = x[j] + b[j];
+            c->t->vec.rms_norm_row(s, y, c->n_cols, c->w, c->eps);
+            break;
+        }
         case ROWS_RMS:
             c->t->vec.rms_norm_row(x, y, c->n_cols, c->w, c->eps);
             break;
@@ -81,6 +92,26 @@ void rlx_cpu_rms_norm(rlx_threadpool *pool, const float *x, int64_t ldx, float *
                   .w = w,
                   .eps = eps,
                   .kind = ROWS_RMS};
+    run_rows(pool, &c);
+}
+
+void rlx_cpu_add_rms_norm(rlx_threadpool *pool, const float *a, int64_t lda, const float *b,
+                          int64_t ldb, float *sum, int64_t lds, float *y, int64_t ldy,
+                          int64_t n_rows, int64_t n_cols, const float *w, float eps)
+{
+    rows_ctx c = {.x = a,
+                  .ldx = lda,
+                  .x2 = b,
+                  .ldx2 = ldb,
+                  .s = sum,
+                  .lds = lds,
+                  .y = y,
+                  .ldy = ldy,
+                  .n_rows = n_rows,
+                  .n_cols = n_cols,
+                  .w = w,
+                  .eps = eps,
+                  .kind = ROWS_ADD_RMS};
     run_rows(pool, &c);
 }
 

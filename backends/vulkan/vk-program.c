@@ -863,6 +863,20 @@ static bool fill_rowop(fill_ctx *c, const rlx_lir_instr *ins)
         return true;
     }
 
+    /* keep_sum: out [..., 2, D] is written as its sum half (the output
+     * operand) and its norm half, P(5) bytes further on in the same buffer */
+    int64_t norm_delta = 0;
+    if (op == RLX_OP_ADD_RMS_NORM && ins->p.norm.keep_sum) {
+        int ax = r - 1;
+        if (o.rank != r + 1 || o.ne[ax] != 2 || o.st[ax] <= 0)
+            return fail(c, "add_rms_norm keep_sum wants out [..., 2, D]");
+        norm_delta = o.st[ax] * (int64_t)rlx_dtype_get(o.dt)->type_size;
+        if (norm_delta > INT32_MAX)
+            return fail(c, "add_rms_norm keep_sum: the halves are over 2 GiB apart");
+        o.ne[ax] = o.ne[ax + 1];
+        o.st[ax] = o.st[ax + 1];
+        o.rank = r;
+    }
     int axis = r - 1;
     if (op == RLX_OP_REDUCE_SUM || op == RLX_OP_REDUCE_MEAN || op == RLX_OP_REDUCE_MAX ||
         op == RLX_OP_ARGMAX)
@@ -932,6 +946,7 @@ static bool fill_rowop(fill_ctx *c, const rlx_lir_instr *ins)
         bool add = op == RLX_OP_ADD_RMS_NORM;
         w[PRM(1)] = op == RLX_OP_LAYER_NORM ? RM_LN : op == RLX_OP_RMS_NORM ? RM_RMS : RM_ADDRMS;
         w[PRM(2)] = fbits(ins->p.norm.eps);
+        w[PRM(5)] = (int32_t)norm_delta;
         int wi = -1, bi = -1;
         if (add) {
             vt b = bcast(vt_of(P, ins->in[1], c->sv), r, x.ne);

@@ -4,6 +4,9 @@
  *       bias, act epilogue)
  *   rms_norm/layer_norm(x) * w [D] (+ b [D])        => the norm's weight/bias
  *   rms_norm(a + b, w), the sum used only there     => ADD_RMS_NORM(a, b, w)
+ *   rms_norm(a + b, w), the sum read again (the residual stream of a pre-norm
+ *       transformer)                                 => ADD_RMS_NORM(a, b, w) with
+ *       keep_sum, [..., 2, D], its sum and norm halves as views
  *   trees of elementwise ops (same shape, single use) => FUSED_ELEMENTWISE,
  *       e.g. SwiGLU silu(g) * u, GeGLU, residual + scale chains
  */
@@ -197,6 +200,54 @@ static void fuse_add_rms(fz *f, int32_t i)
     f->changed = true;
 }
 
+/* rms_norm(a + b, w) whose sum has other readers too: one keep_sum node
+ * writes both, and the sum's readers take its sum half (a view). Runs
+ * before the elementwise trees claim the add, on the nodes there were when
+ * the pass started (f's arrays are not extended to the new ones). */
+static void fuse_add_rms_keep(fz *f, int32_t i)
+{
+    rlx_graph *g = f->g;
+    const rlx_gnode *n = &g->nodes[i];
+    if (!n->p.norm.has_weight || n->n_in != 2 || f->is_output[i])
+        return;
+    int32_t a = n->in[0];
+    const rlx_gnode *an = &g->nodes[a];
+    if (an->op != RLX_OP_ADD || f->uses[a] < 2 || f->is_output[a])
+        return;
+    const rlx_gnode *x = &g->nodes[an->in[0]], *y = &g->nodes[an->in[1]];
+    if (!rlx_shape_equal(&x->shape, &n->shape) || !rlx_shape_equal(&y->shape, &n->shape) ||
+        !rlx_dtype_get(x->dtype)->is_float || !rlx_dtype_get(y->dtype)->is_float ||
+        an->dtype != RLX_DTYPE_F32 || n->shape.rank + 1 > RLX_MAX_DIMS)
+        return;
+    rlx_op_params p;
+    memset(&p, 0, sizeof p);
+    p.norm.eps = n->p.norm.eps;
+    p.norm.has_weight = true;
+    p.norm.keep_sum = true;
+    rlx_node in[3] = {an->in[0], an->in[1], n->in[1]};
+    rlx_shape both = n->shape;
+    both.rank = n->shape.rank + 1;
+    both.d[n->shape.rank - 1] = rlx_dim_const(2);
+    both.d[n->shape.rank] = n->shape.d[n->shape.rank - 1];
+    if (!rlx_compile_supports_desc(f->opts, g, n->segment, RLX_OP_ADD_RMS_NORM, &p, 3, in,
+                                   RLX_DTYPE_F32, &both))
+        return;
+    int32_t seg = g->cur_segment;
+    g->cur_segment = n->segment;
+    char name[160];
+    snprintf(name, sizeof name, "%s", n->name);
+    rlx_node sum = RLX_NODE_INVALID;
+    rlx_node norm = rlx_graph_add_rms_norm_sum(g, name, in[0], in[1], in[2], p.norm.eps, &sum);
+    g->cur_segment = seg;
+    if (norm == RLX_NODE_INVALID) /* the graph's status says why */
+        return;
+    rlx_graph_replace_uses(g, a, sum);
+    rlx_graph_replace_uses(g, i, norm);
+    g->nodes[a].op = RLX_OP_NONE;
+    g->nodes[i].op = RLX_OP_NONE;
+    f->changed = true;
+}
+
 /* ---- elementwise trees ---- */
 
 static bool chainable(const rlx_gnode *n)
@@ -336,25 +387,43 @@ static void fuse_tree(fz *f, int32_t r)
     f->changed = true;
 }
 
+static void fz_free(fz *f)
+{
+    free(f->uses);
+    free(f->user);
+    free(f->is_output);
+    f->uses = f->user = NULL;
+    f->is_output = NULL;
+}
+
+/* (Re)count uses, single consumers and outputs over the graph as it is. */
+static bool fz_index(fz *f)
+{
+    rlx_graph *g = f->g;
+    fz_free(f);
+    f->uses = rlx_graph_use_counts(g);
+    f->user = malloc(sizeof *f->user * (size_t)(g->n_nodes + 1));
+    f->is_output = calloc((size_t)g->n_nodes + 1, sizeof *f->is_output);
+    if (!f->uses || !f->user || !f->is_output) {
+        fz_free(f);
+        return false;
+    }
+    for (int32_t i = 0; i < g->n_nodes; i++)
+        f->user[i] = -1;
+    for (int32_t i = 0; i < g->n_nodes; i++)
+        if (g->nodes[i].op != RLX_OP_NONE)
+            for (int k = 0; k < g->nodes[i].n_in; k++)
+                f->user[g->nodes[i].in[k]] = i;
+    for (int32_t o = 0; o < g->n_outputs; o++)
+        f->is_output[g->outputs[o].node] = true;
+    return true;
+}
+
 rlx_status rlx_pass_fusion(rlx_graph *g, const rlx_compile_opts *opts, rlx_error **err)
 {
     fz f = {.g = g, .opts = opts};
-    f.uses = rlx_graph_use_counts(g);
-    f.user = malloc(sizeof *f.user * (size_t)(g->n_nodes + 1));
-    f.is_output = calloc((size_t)g->n_nodes + 1, sizeof *f.is_output);
-    if (!f.uses || !f.user || !f.is_output) {
-        free(f.uses);
-        free(f.user);
-        free(f.is_output);
+    if (!fz_index(&f))
         return rlx_error_set(err, RLX_ERR_NO_MEMORY, "fusion: out of memory");
-    }
-    for (int32_t i = 0; i < g->n_nodes; i++)
-        f.user[i] = -1;
-    for (int32_t i = 0; i < g->n_nodes; i++)
-        for (int k = 0; k < g->nodes[i].n_in; k++)
-            f.user[g->nodes[i].in[k]] = i;
-    for (int32_t o = 0; o < g->n_outputs; o++)
-        f.is_output[g->outputs[o].node] = true;
     for (int32_t i = 0; i < g->n_nodes; i++) {
         rlx_op op = g->nodes[i].op;
         if (op == RLX_OP_MATMUL)
@@ -365,12 +434,20 @@ rlx_status rlx_pass_fusion(rlx_graph *g, const rlx_compile_opts *opts, rlx_error
     for (int32_t i = 0; i < g->n_nodes; i++)
         if (g->nodes[i].op == RLX_OP_RMS_NORM)
             fuse_add_rms(&f, i);
+    int32_t n0 = g->n_nodes;
+    for (int32_t i = 0; i < n0; i++)
+        if (g->nodes[i].op == RLX_OP_RMS_NORM)
+            fuse_add_rms_keep(&f, i);
+    if (g->status != RLX_OK) {
+        fz_free(&f);
+        return rlx_compile_graph_error(g, err);
+    }
+    if (g->n_nodes != n0 && !fz_index(&f))
+        return rlx_error_set(err, RLX_ERR_NO_MEMORY, "fusion: out of memory");
     /* roots last-first, so a tree is seen whole before its members */
     for (int32_t i = g->n_nodes - 1; i >= 0; i--)
         if (g->nodes[i].op != RLX_OP_NONE)
             fuse_tree(&f, i);
-    free(f.uses);
-    free(f.user);
-    free(f.is_output);
+    fz_free(&f);
     return f.changed ? rlx_compile_compact(g, err) : RLX_OK;
 }

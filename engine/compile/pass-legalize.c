@@ -291,8 +291,18 @@ static rlx_node rewrite(lz *z, int32_t i, const rlx_gnode *n, char *why, size_t 
         p.norm.eps = n->p.norm.eps;
         p.norm.has_weight = true;
         rlx_node in[2] = {op2(z, RLX_OP_ADD, n->in[0], n->in[1]), n->in[2]};
-        return rlx_graph_node_new(g, nm(z, "rms_norm"), RLX_OP_RMS_NORM, &p, 2, in,
-                                  RLX_DTYPE_INVALID, NULL);
+        rlx_node y = rlx_graph_node_new(g, nm(z, "rms_norm"), RLX_OP_RMS_NORM, &p, 2, in,
+                                        RLX_DTYPE_INVALID, NULL);
+        if (!n->p.norm.keep_sum || y == RLX_NODE_INVALID)
+            return y;
+        /* [..., 2, D]: the sum, then the norm */
+        rlx_shape unit = g->nodes[y].shape;
+        int r = unit.rank;
+        unit.rank = r + 1;
+        unit.d[r] = unit.d[r - 1];
+        unit.d[r - 1] = rlx_dim_const(1);
+        rlx_node parts[2] = {reshape(z, in[0], unit), reshape(z, y, unit)};
+        return rlx_graph_concat(g, nm(z, "stack"), 2, parts, r - 1);
     }
     case RLX_OP_LAYER_NORM: {
         rlx_node y = mean_sq_norm(z, x, n->p.norm.eps, true);

@@ -753,6 +753,17 @@ rlx_status rlx_graph_infer(const rlx_graph *g, const rlx_gnode *n, rlx_dtype *dt
             TRY(need_vec(g, n, i, len, i == first ? "weight" : "bias", msg, msg_size));
         *dt = RLX_DTYPE_F32;
         *shape = x->shape;
+        if (n->p.norm.keep_sum) {
+            if (n->op != RLX_OP_ADD_RMS_NORM)
+                FAILF("keep_sum is a parameter of add_rms_norm only");
+            if (rank + 1 > RLX_MAX_DIMS)
+                FAILF("keep_sum stacks the sum and the norm: x %s has no room for one more dim "
+                      "(at most %d)",
+                      sx, RLX_MAX_DIMS);
+            shape->rank = rank + 1;
+            shape->d[rank - 1] = rlx_dim_const(2);
+            shape->d[rank] = x->shape.d[rank - 1];
+        }
         return RLX_OK;
     }
     case RLX_OP_ROPE: {
@@ -1384,6 +1395,36 @@ rlx_node rlx_graph_add_rms_norm(rlx_graph *g, const char *name, rlx_node a, rlx_
     p.norm.has_weight = true;
     rlx_node in[3] = {a, b, weight};
     return rlx_graph_node_new(g, name, RLX_OP_ADD_RMS_NORM, &p, 3, in, RLX_DTYPE_INVALID, NULL);
+}
+
+rlx_node rlx_graph_add_rms_norm_sum(rlx_graph *g, const char *name, rlx_node a, rlx_node b,
+                                    rlx_node weight, float eps, rlx_node *sum)
+{
+    if (sum)
+        *sum = RLX_NODE_INVALID;
+    rlx_op_params p = zero_params();
+    p.norm.eps = eps;
+    p.norm.has_weight = true;
+    p.norm.keep_sum = true;
+    rlx_node in[3] = {a, b, weight};
+    rlx_node both =
+        rlx_graph_node_new(g, name, RLX_OP_ADD_RMS_NORM, &p, 3, in, RLX_DTYPE_INVALID, NULL);
+    if (both == RLX_NODE_INVALID)
+        return RLX_NODE_INVALID;
+    rlx_shape half = g->nodes[a].shape;
+    rlx_node part[2];
+    for (int k = 0; k < 2; k++) {
+        char nm[160];
+        snprintf(nm, sizeof nm, "%s.%s", name ? name : g->nodes[both].name, k ? "norm" : "sum");
+        rlx_node s =
+            rlx_graph_slice(g, NULL, both, half.rank - 1, rlx_dim_const(k), rlx_dim_const(1));
+        part[k] = rlx_graph_reshape(g, nm, s, half);
+        if (part[k] == RLX_NODE_INVALID)
+            return RLX_NODE_INVALID;
+    }
+    if (sum)
+        *sum = part[0];
+    return part[1];
 }
 
 rlx_node rlx_graph_op(rlx_graph *g, const char *name, rlx_op op, const rlx_op_params *p, int n_in,

@@ -157,6 +157,12 @@ RLX_API rlx_node rlx_graph_rms_norm(rlx_graph *g, const char *name, rlx_node x, 
 /* rms_norm(a + b) * weight as one op (the sum is not available separately). */
 RLX_API rlx_node rlx_graph_add_rms_norm(rlx_graph *g, const char *name, rlx_node a, rlx_node b,
                                         rlx_node weight, float eps);
+/* The same, keeping the sum: one ADD_RMS_NORM (keep_sum) node, [..., 2, D],
+ * whose two halves come back as views, *sum = a + b and the result
+ * rms_norm(a + b) * weight (for a pre-norm block, whose residual stream
+ * reads the sum again). */
+RLX_API rlx_node rlx_graph_add_rms_norm_sum(rlx_graph *g, const char *name, rlx_node a, rlx_node b,
+                                            rlx_node weight, float eps, rlx_node *sum);
 /* x [N, C, ...]; weight/bias [C]. */
 RLX_API rlx_node rlx_graph_group_norm(rlx_graph *g, const char *name, rlx_node x, int groups,
                                       rlx_node weight, rlx_node bias, float eps);

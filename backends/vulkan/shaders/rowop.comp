@@ -2,8 +2,9 @@
 // One workgroup per row along an axis (moved last by the host): reductions,
 // argmax/topk, softmax and the norms. P(0) length L, P(1) mode, then per
 // mode: topk k P(2), largest P(3), indices P(4); softmax scale PF(2),
-// softcap PF(3), mask P(4); norms eps PF(2), weight P(3), bias P(4);
-// group norm Cg P(5), S P(6).
+// softcap PF(3), mask P(4); norms eps PF(2), weight P(3), bias P(4),
+// add_rms_norm keep_sum P(5) (non-zero: the output operand takes the sum
+// and the norm goes P(5) bytes further on); group norm Cg P(5), S P(6).
 #include "common.glsl"
 
 shared float sv[LS];
@@ -170,10 +171,12 @@ void main()
             for (int i = int(t); i < L; i += int(LS)) s += xs(x0, i);
             mean = red_sum(s) / float(L);
         }
+        uint keep = mode == M_ADDRMS ? uint(P(5)) : 0u; // bytes from the sum to the norm
         float q = 0.0;
         for (int i = int(t); i < L; i += int(LS)) {
             float v = xs(x0, i) - mean;
             if (mode == M_ADDRMS) v += ldf(1, D_DT(1), D_OFF(1), b0 + i * bst);
+            if (keep != 0u) stf(odt, ooff, o0 + i * ost, v);
             q += v * v;
         }
         float inv = 1.0 / sqrt(red_sum(q) / float(L) + eps);
@@ -185,7 +188,7 @@ void main()
             v *= inv;
             if (hw) v *= ldf(ws, D_DT(ws), D_OFF(ws), w0 + i * wst);
             if (hb) v += ldf(2, D_DT(2), D_OFF(2), c0 + i * cst);
-            stf(odt, ooff, o0 + i * ost, v);
+            stf(odt, ooff + keep, o0 + i * ost, v);
         }
     } else if (mode == M_GN) {
         // x and out are [N, G, Cg, S]; weight/bias [C] with c = g * Cg + cg
