@@ -476,6 +476,67 @@ static void matmul_thread_invariance(void **state)
     rlx_threadpool_free(p3);
 }
 
+/* Several weights' matrix-vector products of one x as one pool job give
+ * each product's bits exactly (the same kernels over the same slices): mixed
+ * types, two of one type sharing the laid-out x, odd row counts. Without an
+ * AVX-512 kernel the job declines and writes nothing. */
+static void matvec_multi_matches_single(void **state)
+{
+    (void)state;
+    static const rlx_dtype types[] = {RLX_DTYPE_Q4_K, RLX_DTYPE_Q6_K, RLX_DTYPE_Q4_K,
+                                      RLX_DTYPE_Q8_0};
+    static const int64_t rows[] = {101, 37, 64, 5};
+    const int64_t K = 512;
+    const int n = 4;
+    rlx_threadpool *p3 = NULL;
+    assert_int_equal(rlx_threadpool_create(3, &p3), RLX_OK);
+    float *x = malloc(K * sizeof(float));
+    fill_gauss(x, K, 1.0f);
+    uint8_t *w[4];
+    float *y1[4], *y2[4];
+    rlx_cpu_mv_seg seg[4];
+    for (int s = 0; s < n; s++) {
+        size_t rb = row_bytes(types[s], K);
+        float *wf = malloc(rows[s] * K * sizeof(float));
+        fill_gauss(wf, rows[s] * K, 1.0f);
+        w[s] = malloc(rb * rows[s]);
+        for (int64_t r = 0; r < rows[s]; r++)
+            assert_int_equal(rlx_cpu_quantize_row(types[s], wf + r * K, w[s] + r * rb, K), RLX_OK);
+        free(wf);
+        y1[s] = malloc(rows[s] * sizeof(float));
+        y2[s] = calloc((size_t)rows[s], sizeof(float));
+        seg[s] = (rlx_cpu_mv_seg){types[s], w[s], rb, rows[s], y2[s]};
+    }
+    size_t sb = rlx_cpu_matvec_multi_scratch_bytes(n, K);
+    void *scratch = aligned_alloc(64, (sb + 63) / 64 * 64);
+    rlx_threadpool *pools[2] = {NULL, p3};
+    for (int p = 0; p < 2; p++) {
+        bool ran = rlx_cpu_matvec_multi(pools[p], n, seg, x, K, scratch, sb);
+        assert_int_equal(ran, rlx_cpu_kernels_isa() == RLX_CPU_ISA_AVX512);
+        for (int s = 0; s < n; s++) {
+            assert_int_equal(rlx_cpu_matmul(pools[p], types[s], w[s], row_bytes(types[s], K),
+                                            rows[s], K, x, K, 1, y1[s], rows[s], NULL, 0),
+                             RLX_OK);
+            if (ran)
+                assert_memory_equal(y1[s], y2[s], rows[s] * sizeof(float));
+            else
+                for (int64_t r = 0; r < rows[s]; r++)
+                    assert_true(y2[s][r] == 0.0f); /* declined: nothing written */
+        }
+    }
+    /* more weights than one job takes, or too little scratch: declined */
+    assert_false(rlx_cpu_matvec_multi(p3, RLX_CPU_MV_MULTI_MAX + 1, seg, x, K, scratch, sb));
+    assert_false(rlx_cpu_matvec_multi(p3, n, seg, x, K, scratch, sb / 2));
+    for (int s = 0; s < n; s++) {
+        free(w[s]);
+        free(y1[s]);
+        free(y2[s]);
+    }
+    free(scratch);
+    free(x);
+    rlx_threadpool_free(p3);
+}
+
 int main(void)
 {
     rlx_cpu_kernels_init();
@@ -492,6 +553,7 @@ int main(void)
         cmocka_unit_test(matmul_all_types),
         cmocka_unit_test(matvec_shapes),
         cmocka_unit_test(matmul_thread_invariance),
+        cmocka_unit_test(matvec_multi_matches_single),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

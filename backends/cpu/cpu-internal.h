@@ -67,6 +67,21 @@ size_t cpu_op_scratch(const rlx_lir *lir, const rlx_lir_instr *ins, int64_t max_
 size_t cpu_op_kscratch(const rlx_lir *lir, const rlx_lir_instr *ins, const rlx_sym_values *bounds,
                        int n_threads);
 
+/* Can instructions a..b (consecutive) run as one matrix-vector job when x
+ * has one row: MATMULs of the same x by packed weights [N, K] (trans_b, no
+ * bias or scale; an activation is applied after), none reading another's
+ * output? */
+bool cpu_matvec_groupable(const rlx_lir *lir, const rlx_lir_instr *a, const rlx_lir_instr *b);
+
+/* Scratch bytes such a group of n needs at `bounds`. */
+size_t cpu_matvec_group_kscratch(const rlx_lir *lir, const rlx_lir_instr *first, int n,
+                                 const rlx_sym_values *bounds);
+
+/* Runs the group's n products as one job (rlx_cpu_matvec_multi) when x has
+ * one row this run and every weight has a matrix-vector kernel; false, with
+ * nothing written, otherwise (run them one by one). */
+bool cpu_matvec_group_run(const cpu_op_ctx *const *c, int n);
+
 /* scalar loads/stores of any plain dtype */
 float cpu_load_f32(const uint8_t *base, rlx_dtype dt, int64_t i);
 double cpu_load_f64(const uint8_t *base, rlx_dtype dt, int64_t i);

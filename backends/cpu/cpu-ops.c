@@ -22,6 +22,7 @@
 
 /* kernels.h fast paths (defined below the reference ops) */
 static bool fast_matmul(const cpu_op_ctx *c);
+static void matmul_epilogue(const cpu_op_ctx *c, const cpu_tensor *bias, int64_t N);
 static bool fast_softmax(const cpu_op_ctx *c);
 static bool fast_norm(const cpu_op_ctx *c, int kind, const cpu_tensor *w, const cpu_tensor *bias);
 static bool fast_group_norm(const cpu_op_ctx *c, const cpu_tensor *w, const cpu_tensor *bias);
@@ -1398,6 +1399,78 @@ static void *kscratch_for(const cpu_op_ctx *c, size_t need, size_t *bytes)
     return c->kscratch;
 }
 
+bool cpu_matvec_groupable(const rlx_lir *lir, const rlx_lir_instr *a, const rlx_lir_instr *b)
+{
+    const rlx_lir_instr *ins[2] = {a, b};
+    for (int i = 0; i < 2; i++) {
+        const rlx_lir_instr *m = ins[i];
+        if (m->op != RLX_OP_MATMUL || m->n_in != 2 || m->p.matmul.trans_a || !m->p.matmul.trans_b ||
+            m->p.matmul.has_bias || (m->p.matmul.alpha != 0.0f && m->p.matmul.alpha != 1.0f))
+            return false;
+        const rlx_lir_value *w = &lir->values[m->in[1]];
+        bool packed = rlx_dtype_get(w->dtype)->quantized || w->dtype == RLX_DTYPE_F16 ||
+                      w->dtype == RLX_DTYPE_BF16;
+        if (w->shape.rank != 2 || !packed)
+            return false;
+    }
+    /* the same x; b reads neither a's output nor writes where a reads */
+    return a->in[0] == b->in[0] && b->in[1] != a->out && a->in[1] != b->out && a->out != b->out;
+}
+
+size_t cpu_matvec_group_kscratch(const rlx_lir *lir, const rlx_lir_instr *first, int n,
+                                 const rlx_sym_values *bounds)
+{
+    const rlx_lir_value *x = &lir->values[first->in[0]];
+    if (x->shape.rank < 1)
+        return 0;
+    int64_t K = rlx_dim_eval(x->shape.d[x->shape.rank - 1], bounds);
+    return rlx_cpu_matvec_multi_scratch_bytes(n, K);
+}
+
+bool cpu_matvec_group_run(const cpu_op_ctx *const *c, int n)
+{
+    if (n < 2 || n > RLX_CPU_MV_MULTI_MAX)
+        return false;
+    const cpu_tensor *x = c[0]->in[0];
+    int rx = x->rank;
+    int64_t K = x->ne[rx - 1];
+    if (x->dt != RLX_DTYPE_F32 || K < 1 || (x->st[rx - 1] != 1 && K > 1))
+        return false;
+    for (int d = 0; d + 1 < rx; d++)
+        if (x->ne[d] != 1)
+            return false; /* more than one row: the GEMM paths, one by one */
+    rlx_cpu_mv_seg seg[RLX_CPU_MV_MULTI_MAX];
+    for (int s = 0; s < n; s++) {
+        const cpu_tensor *w = c[s]->in[1], *o = c[s]->out;
+        const rlx_dtype_info *wi = rlx_dtype_get(w->dt);
+        int ro = o->rank;
+        if (c[s]->in[0] != x || w->rank != 2 || w->ne[1] != K || o->dt != RLX_DTYPE_F32 ||
+            o->ne[ro - 1] != w->ne[0] || (o->st[ro - 1] != 1 && w->ne[0] > 1) ||
+            (w->st[1] != 1 && K > 1) || w->st[0] % (int64_t)wi->block_size)
+            return false;
+        for (int d = 0; d + 1 < ro; d++)
+            if (o->ne[d] != 1)
+                return false;
+        seg[s] = (rlx_cpu_mv_seg){
+            .wtype = w->dt,
+            .w = w->p,
+            .w_row_bytes =
+                w->ne[0] > 1 ? (size_t)(w->st[0] / (int64_t)wi->block_size * wi->type_size)
+                             : (size_t)((K + wi->block_size - 1) / wi->block_size * wi->type_size),
+            .N = w->ne[0],
+            .y = (float *)(void *)o->p,
+        };
+    }
+    size_t ksb = 0;
+    void *ks = kscratch_for(c[0], rlx_cpu_matvec_multi_scratch_bytes(n, K), &ksb);
+    if (!ks ||
+        !rlx_cpu_matvec_multi(c[0]->pool, n, seg, (const float *)(const void *)x->p, K, ks, ksb))
+        return false;
+    for (int s = 0; s < n; s++) /* each product's activation, as fast_matmul does it */
+        matmul_epilogue(c[s], NULL, seg[s].N);
+    return true;
+}
+
 static bool fast_matmul(const cpu_op_ctx *c)
 {
     const cpu_tensor *a = c->in[0], *b = c->in[1], *o = c->out;
@@ -1472,10 +1545,19 @@ static bool fast_matmul(const cpu_op_ctx *c)
                           (const float *)b->p + bo, ldb, 0.0f, op, ldo);
         }
     } while (nd_next(idx, o->ne, nb));
-    /* epilogue: bias and activation over the whole output; a contiguous
-     * output without bias takes the vector activations over the pool */
+    matmul_epilogue(c, bias, N);
+    return true;
+}
+
+/* bias and activation over the whole output; a contiguous output without
+ * bias takes the vector activations over the pool */
+static void matmul_epilogue(const cpu_op_ctx *c, const cpu_tensor *bias, int64_t N)
+{
+    const cpu_tensor *o = c->out;
+    const rlx_op_params *p = c->p;
+    int ro = o->rank;
     rlx_cpu_act_kind vk = RLX_CPU_ACT_SILU;
-    bool vec_act = !bias && is_contig(o) && o->st[ro - 2] == N;
+    bool vec_act = !bias && is_contig(o) && (ro < 2 || o->st[ro - 2] == N);
     switch (p->matmul.act) {
     case RLX_ACT_SILU:
         vk = RLX_CPU_ACT_SILU;
@@ -1504,7 +1586,6 @@ static bool fast_matmul(const cpu_op_ctx *c)
             }
         } while (nd_next(oidx, o->ne, ro - 1));
     }
-    return true;
 }
 
 static bool fast_softmax(const cpu_op_ctx *c)

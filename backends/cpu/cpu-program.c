@@ -8,12 +8,16 @@
 #include "backends/cpu/cpu-backend.h"
 #include "backends/cpu/cpu-internal.h"
 #include "backends/cpu/cpu-program.h"
+#include "backends/cpu/kernels.h"
 
 typedef struct cpu_instr {
     cpu_op_fn fn;
     cpu_op_ctx ctx; /* tensor pointers point into prog->tv */
     rlx_dim start;  /* SLICE start / SCATTER offset */
     rlx_op op;
+    /* the first of `group` consecutive matrix-vector-able MATMULs of one x
+     * (cpu_matvec_groupable), run as one job when x has one row */
+    int group;
 } cpu_instr;
 
 typedef struct cpu_program {
@@ -333,6 +337,26 @@ rlx_status cpu_program_create(rlx_device *dev, const rlx_lir *lir, rlx_program *
         if (need > kscratch)
             kscratch = need;
     }
+    /* runs of MATMULs of one x (a layer's q, k, v; gate and up): one pool
+     * job per run in a decode step, not one per product */
+    for (int32_t i = 0; i < lir->n_instrs;) {
+        int n = 1;
+        while (i + n < lir->n_instrs && n < RLX_CPU_MV_MULTI_MAX) {
+            bool ok = true;
+            for (int k = 0; k < n && ok; k++)
+                ok = cpu_matvec_groupable(lir, &P->instrs[i + k], &P->instrs[i + n]);
+            if (!ok)
+                break;
+            n++;
+        }
+        if (n > 1) {
+            P->ci[i].group = n;
+            size_t need = cpu_matvec_group_kscratch(lir, &P->instrs[i], n, &bounds);
+            if (need > kscratch)
+                kscratch = need;
+        }
+        i += n;
+    }
     P->scratch_floats = scratch;
     P->scratch = malloc(scratch * sizeof(float));
     P->kscratch_bytes = (kscratch + 63) / 64 * 64;
@@ -464,6 +488,20 @@ rlx_status cpu_program_run(rlx_program *prog, const rlx_program_bindings *b,
         cpu_instr *c = &P->ci[i];
         c->ctx.slice_start = dim_eval(c->start, sv);
         double t0 = P->timing ? now_ms() : 0.0;
+        if (c->group > 1) {
+            const cpu_op_ctx *g[RLX_CPU_MV_MULTI_MAX];
+            for (int k = 0; k < c->group; k++)
+                g[k] = &P->ci[i + k].ctx;
+            if (cpu_matvec_group_run(g, c->group)) {
+                if (P->timing) { /* the job's time on its first product */
+                    P->ms[i] = now_ms() - t0;
+                    for (int k = 1; k < c->group; k++)
+                        P->ms[i + k] = 0.0;
+                }
+                i += c->group - 1;
+                continue;
+            }
+        }
         rlx_status s = c->fn(&c->ctx);
         if (P->timing)
             P->ms[i] = now_ms() - t0;

@@ -112,6 +112,32 @@ rlx_status rlx_cpu_matmul(rlx_threadpool *pool, rlx_dtype wtype, const void *w, 
                           int64_t N, int64_t K, const float *x, int64_t ldx, int64_t M, float *y,
                           int64_t ldy, void *scratch, size_t scratch_bytes);
 
+/* One row of W for a matrix-vector product of several weights (a group of
+ * products of the same x, e.g. a layer's q, k and v): y[n] = x . W[n] for
+ * n < N. */
+typedef struct rlx_cpu_mv_seg {
+    rlx_dtype wtype;
+    const void *w;
+    size_t w_row_bytes;
+    int64_t N;
+    float *y;
+} rlx_cpu_mv_seg;
+
+#define RLX_CPU_MV_MULTI_MAX 4
+
+/* Scratch bytes rlx_cpu_matvec_multi() needs for n segments of K columns. */
+size_t rlx_cpu_matvec_multi_scratch_bytes(int n, int64_t K);
+
+/* The n <= RLX_CPU_MV_MULTI_MAX products x . W_s^T as one job on the pool:
+ * x laid out once per kernel, every thread's shares of all the weights in
+ * one run of tasks, one wait at the end (instead of one per product).
+ * Each y equals what rlx_cpu_matmul() gives for that weight alone, bit for
+ * bit. false (nothing written) when a weight type has no matrix-vector
+ * kernel on this CPU: call rlx_cpu_matmul() per weight. scratch: at least
+ * rlx_cpu_matvec_multi_scratch_bytes(), 64-byte aligned. */
+bool rlx_cpu_matvec_multi(rlx_threadpool *pool, int n, const rlx_cpu_mv_seg *seg, const float *x,
+                          int64_t K, void *scratch, size_t scratch_bytes);
+
 /* ---- f32 GEMM --------------------------------------------------------------- */
 
 typedef enum rlx_cpu_gemm_impl {

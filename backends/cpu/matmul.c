@@ -129,6 +129,22 @@ static void mv_slice(int64_t len, int64_t k, int64_t *r0, int64_t *r1)
     *r1 = b < len ? b : len;
 }
 
+/* Share r's slice k of a matrix-vector product: four streams, one per
+ * quarter of the share (see rlx_cpu_matmul's M == 1 case) */
+static void mv_share_slice(const rlx_gemv_kernel *gv, const char *w, size_t w_row_bytes, int64_t N,
+                           int64_t K, const char *act, float *y, int nth, int64_t r, int64_t k)
+{
+    int64_t s0 = N * r / nth, s1 = N * (r + 1) / nth;
+    int64_t q = (s1 - s0) / 4, q0, q1;
+    mv_slice(q, k, &q0, &q1);
+    w += (size_t)s0 * w_row_bytes;
+    if (q0 < q1)
+        gv->streams(K, w, w_row_bytes, q, q0, q1, act, y + s0);
+    if (k == MV_TASKS - 1 && s0 + 4 * q < s1)
+        gv->rows(K, w + (size_t)(4 * q) * w_row_bytes, w_row_bytes, s1 - s0 - 4 * q, act,
+                 y + s0 + 4 * q);
+}
+
 static void mm_task(void *vc, int64_t task, int thread)
 {
     const mm_ctx *c = vc;
@@ -142,16 +158,8 @@ static void mm_task(void *vc, int64_t task, int thread)
          * times close. Slices follow each other in each stream, so the
          * hardware prefetchers keep four long sequential streams per
          * thread. The last task also does the share's len % 4 rows. */
-        int64_t r = task / MV_TASKS, k = task % MV_TASKS;
-        int64_t s0 = c->N * r / c->nth, s1 = c->N * (r + 1) / c->nth;
-        int64_t q = (s1 - s0) / 4, q0, q1;
-        mv_slice(q, k, &q0, &q1);
-        const char *w = c->w + (size_t)s0 * c->w_row_bytes;
-        if (q0 < q1)
-            c->gv->streams(c->K, w, c->w_row_bytes, q, q0, q1, c->act, c->y + s0);
-        if (k == MV_TASKS - 1 && s0 + 4 * q < s1)
-            c->gv->rows(c->K, w + (size_t)(4 * q) * c->w_row_bytes, c->w_row_bytes, s1 - s0 - 4 * q,
-                        c->act, c->y + s0 + 4 * q);
+        mv_share_slice(c->gv, c->w, c->w_row_bytes, c->N, c->K, c->act, c->y, c->nth,
+                       task / MV_TASKS, task % MV_TASKS);
         return;
     }
     if (c->nth) {
@@ -199,6 +207,70 @@ static void mm_task(void *vc, int64_t task, int thread)
                 c->dot(c->K, &yr[n], c->w + (size_t)n * c->w_row_bytes, a);
         }
     }
+}
+
+typedef struct {
+    const rlx_cpu_mv_seg *seg;
+    const rlx_gemv_kernel *gv[RLX_CPU_MV_MULTI_MAX];
+    const char *act[RLX_CPU_MV_MULTI_MAX];
+    int n, nth;
+    int64_t K;
+} mv_multi_ctx;
+
+/* Task order: thread share r of every weight in turn, so the pool's
+ * contiguous range for thread r is its share of all of them (and what an
+ * idle thread steals from the back is the last weight's short slices). */
+static void mv_multi_task(void *vc, int64_t task, int thread)
+{
+    const mv_multi_ctx *c = vc;
+    int64_t per = (int64_t)c->n * MV_TASKS;
+    int64_t r = task / per, s = task % per / MV_TASKS, k = task % MV_TASKS;
+    const rlx_cpu_mv_seg *g = &c->seg[s];
+    mv_share_slice(c->gv[s], g->w, g->w_row_bytes, g->N, c->K, c->act[s], g->y, c->nth, r, k);
+}
+
+size_t rlx_cpu_matvec_multi_scratch_bytes(int n, int64_t K)
+{
+    return (size_t)(n > 0 ? n : 0) * align64(RLX_GEMV_ACT_BYTES_MAX(K)) + 64;
+}
+
+bool rlx_cpu_matvec_multi(rlx_threadpool *pool, int n, const rlx_cpu_mv_seg *seg, const float *x,
+                          int64_t K, void *scratch, size_t scratch_bytes)
+{
+    const rlx_cpu_table *t = rlx_cpu_table_get();
+    if (n < 1 || n > RLX_CPU_MV_MULTI_MAX || K <= 0 || !x || t->isa != RLX_CPU_ISA_AVX512 ||
+        !scratch || scratch_bytes < rlx_cpu_matvec_multi_scratch_bytes(n, K))
+        return false;
+    mv_multi_ctx c = {.seg = seg, .n = n, .nth = rlx_threadpool_size(pool), .K = K};
+    for (int s = 0; s < n; s++) {
+        uint64_t packed;
+        if (!seg[s].w || !seg[s].y || seg[s].N < 1 ||
+            rlx_dtype_row_bytes(seg[s].wtype, (uint64_t)K, &packed) != RLX_OK ||
+            seg[s].w_row_bytes < packed)
+            return false;
+        c.gv[s] = rlx_cpu_gemv_avx512(seg[s].wtype);
+        if (!c.gv[s])
+            return false;
+    }
+    /* x laid out once per kernel (weights of one type share it) */
+    char *sp = (char *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
+    for (int s = 0; s < n; s++) {
+        int same = -1;
+        for (int p = 0; p < s && same < 0; p++)
+            if (c.gv[p] == c.gv[s])
+                same = p;
+        if (same >= 0) {
+            c.act[s] = c.act[same];
+        } else if (!c.gv[s]->prep) {
+            c.act[s] = (const char *)x;
+        } else {
+            c.gv[s]->prep(x, sp, K);
+            c.act[s] = sp;
+            sp += align64(RLX_GEMV_ACT_BYTES_MAX(K));
+        }
+    }
+    rlx_parallel_for(pool, (int64_t)c.nth * n * MV_TASKS, mv_multi_task, &c);
+    return true;
 }
 
 typedef struct {
