@@ -212,7 +212,9 @@ static void fuse_add_rms_keep(fz *f, int32_t i)
         return;
     int32_t a = n->in[0];
     const rlx_gnode *an = &g->nodes[a];
-    if (an->op != RLX_OP_ADD || f->uses[a] < 2 || f->is_output[a])
+    /* the same segment: across a device boundary the sum is the one value
+     * that crosses, and moving the add over would send both its inputs */
+    if (an->op != RLX_OP_ADD || f->uses[a] < 2 || f->is_output[a] || an->segment != n->segment)
         return;
     const rlx_gnode *x = &g->nodes[an->in[0]], *y = &g->nodes[an->in[1]];
     if (!rlx_shape_equal(&x->shape, &n->shape) || !rlx_shape_equal(&y->shape, &n->shape) ||
