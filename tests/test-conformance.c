@@ -1797,6 +1797,15 @@ static void test_attention(void **state)
     attn_case(1, 2, 2, 3, 3, 8, 8, RLX_MASK_CAUSAL, 0, 0, false, RLX_DTYPE_F32, 3);
     /* decode step over a KV cache with room to spare (strided k/v), GQA */
     attn_case(1, 8, 2, 1, 17, 64, 64, RLX_MASK_CAUSAL, 0, 0, false, RLX_DTYPE_F32, 40);
+    /* decode-sized steps (up to 4 query rows of a KV head per task in the
+     * AVX-512 kernel): one head per KV head over three key tiles, the last
+     * one partial; two (Qwen3's 16/8); three queries sliding; two heads x
+     * two queries at head dim 256; four queries at the start of the cache */
+    attn_case(1, 4, 4, 1, 150, 128, 128, RLX_MASK_CAUSAL, 0, 0, false, RLX_DTYPE_F16, 160);
+    attn_case(1, 16, 8, 1, 200, 128, 128, RLX_MASK_CAUSAL, 0, 0, false, RLX_DTYPE_F16, 256);
+    attn_case(1, 4, 4, 3, 70, 32, 32, RLX_MASK_WINDOW, 20, 0, false, RLX_DTYPE_F32, 80);
+    attn_case(1, 8, 2, 2, 90, 256, 256, RLX_MASK_CAUSAL, 0, 0, false, RLX_DTYPE_F16, 96);
+    attn_case(1, 2, 2, 4, 4, 16, 16, RLX_MASK_CAUSAL, 0, 0, false, RLX_DTYPE_F32, 8);
     attn_case(2, 4, 4, 5, 12, 16, 24, RLX_MASK_WINDOW, 4, 0, false, RLX_DTYPE_F16, 20);
     attn_case(1, 4, 1, 7, 7, 32, 32, RLX_MASK_NONE, 0, 30.0f, true, RLX_DTYPE_F32, 9);
     attn_case(1, 6, 3, 9, 9, 17, 5, RLX_MASK_CAUSAL, 0, 0, true, RLX_DTYPE_F16, 9);

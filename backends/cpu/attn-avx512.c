@@ -310,7 +310,212 @@ static void attn_tile_pf(const rlx_cpu_attn_params *p, int64_t h0, int64_t nh, i
         attn_tile_heads(1, p, h0, q0, nq, scratch);
 }
 
+/* ------------------------------------------------------------ decode */
+
+/* 16 elements of a K or V row (F16 widened, F32 as is) */
+static inline __attribute__((always_inline)) __m512 kv16(const void *base, bool f16, int64_t off)
+{
+    if (f16)
+        return _mm512_cvtph_ps(
+            _mm256_loadu_si256((const __m256i *)(const void *)((const uint16_t *)base + off)));
+    return _mm512_loadu_ps((const float *)base + off);
+}
+
+/* the lane sums of a0..a3 as 4 floats (the four in one pass: two unpacks,
+ * two shuffles and two 128-bit lane swaps instead of four reductions) */
+static inline __m128 sum4(__m512 a0, __m512 a1, __m512 a2, __m512 a3)
+{
+    __m512 x01 = _mm512_add_ps(_mm512_unpacklo_ps(a0, a1), _mm512_unpackhi_ps(a0, a1));
+    __m512 x23 = _mm512_add_ps(_mm512_unpacklo_ps(a2, a3), _mm512_unpackhi_ps(a2, a3));
+    /* per 128-bit chunk: [a0, a1, a2, a3] partial sums over its 4 lanes */
+    __m512 y = _mm512_add_ps(_mm512_shuffle_ps(x01, x23, _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm512_shuffle_ps(x01, x23, _MM_SHUFFLE(3, 2, 3, 2)));
+    y = _mm512_add_ps(y, _mm512_shuffle_f32x4(y, y, _MM_SHUFFLE(1, 0, 3, 2)));
+    y = _mm512_add_ps(y, _mm512_shuffle_f32x4(y, y, _MM_SHUFFLE(2, 3, 0, 1)));
+    return _mm512_castps512_ps128(y);
+}
+
+#define DEC_MAXR 4 /* query rows per task: heads of one KV head x queries */
+
+/* O[r][c0 .. c0 + CB) = O * corr + P V over keys [0, kn) of the tile: key
+ * outer, so the R x CB accumulators are independent FMA chains (one chain
+ * per 16 dims ran at the FMA latency) */
+static inline __attribute__((always_inline)) void pv_block(const int R, const int CB, float *O,
+                                                           int64_t D, int64_t c0, const float *corr,
+                                                           const float *P, int64_t ldp,
+                                                           const void *v, bool f16, int64_t voff,
+                                                           int64_t vld, int64_t kn)
+{
+    __m512 o[DEC_MAXR][8];
+    for (int r = 0; r < R; r++)
+        for (int u = 0; u < CB; u++)
+            o[r][u] =
+                _mm512_mul_ps(_mm512_loadu_ps(O + r * D + 16 * (c0 + u)), _mm512_set1_ps(corr[r]));
+    for (int64_t j = 0; j < kn; j++) {
+        const int64_t row = voff + j * vld + 16 * c0;
+        for (int u = 0; u < CB; u++) {
+            __m512 vv = kv16(v, f16, row + 16 * u);
+            for (int r = 0; r < R; r++)
+                o[r][u] = _mm512_fmadd_ps(_mm512_set1_ps(P[r * ldp + j]), vv, o[r][u]);
+        }
+    }
+    for (int r = 0; r < R; r++)
+        for (int u = 0; u < CB; u++)
+            _mm512_storeu_ps(O + r * D + 16 * (c0 + u), o[r][u]);
+}
+#define DEC_MAXC 16 /* head_dim / 16 */
+#define DEC_TILE 64 /* keys per online-softmax step */
+
+/* Rows r < R: head h0 + r / nq, query q0 + r % nq, all of KV head kvh. Per
+ * key tile: scores of 4 keys against the R rows at a time (each K load
+ * feeding R FMAs, four keys summed in one pass), the rows' running max and
+ * sum, then P V with each V load feeding R FMAs into O held per 16 dims.
+ * Memory-bound over a long cache; the portable group tile it replaces ran
+ * at about a fifth of that. */
+static inline __attribute__((always_inline)) void attn_decode_rows(const int R,
+                                                                   const rlx_cpu_attn_params *p,
+                                                                   int64_t h0, int64_t nq,
+                                                                   int64_t q0, float *scratch)
+{
+    const int64_t D = p->head_dim, C = D / 16;
+    const int64_t group = p->n_heads / p->n_kv_heads, kvh = h0 / group;
+    const bool f16 = p->kv_type == RLX_DTYPE_F16;
+    float *Q = scratch;          /* R x D, scaled */
+    float *O = Q + DEC_MAXR * D; /* R x D */
+    float *S = O + DEC_MAXR * D; /* R x DEC_TILE scores, then probabilities */
+    float m[DEC_MAXR], l[DEC_MAXR];
+    int64_t lo_r[DEC_MAXR], hi_r[DEC_MAXR]; /* visible keys per row */
+    const bool causal = p->mask == RLX_CPU_ATTN_CAUSAL || p->mask == RLX_CPU_ATTN_SLIDING;
+    int64_t lo = p->n_kv, hi = 0;
+    for (int r = 0; r < R; r++) {
+        const int64_t h = h0 + r / nq, qi = q0 + r % nq;
+        const float *q = p->q + qi * p->q_ld_tok + h * p->q_ld_head;
+        const __m512 sc = _mm512_set1_ps(p->scale);
+        for (int64_t c = 0; c < C; c++) {
+            _mm512_storeu_ps(Q + r * D + 16 * c, _mm512_mul_ps(_mm512_loadu_ps(q + 16 * c), sc));
+            _mm512_storeu_ps(O + r * D + 16 * c, _mm512_setzero_ps());
+        }
+        m[r] = -INFINITY;
+        l[r] = 0.0f;
+        int64_t a = 0, b = p->n_kv;
+        if (causal) {
+            int64_t pos = p->q_pos0 + qi;
+            b = pos + 1 < b ? pos + 1 : b;
+            if (p->mask == RLX_CPU_ATTN_SLIDING && pos - p->window + 1 > a)
+                a = pos - p->window + 1;
+        }
+        lo_r[r] = a;
+        hi_r[r] = b;
+        lo = a < lo ? a : lo;
+        hi = b > hi ? b : hi;
+    }
+    const int64_t kld = p->k_ld_tok, vld = p->v_ld_tok;
+    const int64_t kh = kvh * p->k_ld_head, vh = kvh * p->v_ld_head;
+    for (int64_t t0 = lo; t0 < hi; t0 += DEC_TILE) {
+        const int64_t kn = hi - t0 < DEC_TILE ? hi - t0 : DEC_TILE;
+        /* scores, four keys at a time (past kn: the last key again) */
+        for (int64_t j = 0; j < kn; j += 4) {
+            int64_t ko[4];
+            for (int u = 0; u < 4; u++)
+                ko[u] = (t0 + (j + u < kn ? j + u : kn - 1)) * kld + kh;
+            __m512 acc[DEC_MAXR][4];
+            for (int r = 0; r < R; r++)
+                for (int u = 0; u < 4; u++)
+                    acc[r][u] = _mm512_setzero_ps();
+            for (int64_t c = 0; c < C; c++) {
+                __m512 k0 = kv16(p->k, f16, ko[0] + 16 * c), k1 = kv16(p->k, f16, ko[1] + 16 * c);
+                __m512 k2 = kv16(p->k, f16, ko[2] + 16 * c), k3 = kv16(p->k, f16, ko[3] + 16 * c);
+                for (int r = 0; r < R; r++) {
+                    __m512 qv = _mm512_loadu_ps(Q + r * D + 16 * c);
+                    acc[r][0] = _mm512_fmadd_ps(qv, k0, acc[r][0]);
+                    acc[r][1] = _mm512_fmadd_ps(qv, k1, acc[r][1]);
+                    acc[r][2] = _mm512_fmadd_ps(qv, k2, acc[r][2]);
+                    acc[r][3] = _mm512_fmadd_ps(qv, k3, acc[r][3]);
+                }
+            }
+            for (int r = 0; r < R; r++)
+                _mm_storeu_ps(S + r * DEC_TILE + j,
+                              sum4(acc[r][0], acc[r][1], acc[r][2], acc[r][3]));
+        }
+        /* masks, running max and sum, probabilities */
+        float corr[DEC_MAXR];
+        for (int r = 0; r < R; r++) {
+            float *s = S + r * DEC_TILE;
+            const int64_t a = lo_r[r] - t0, b = hi_r[r] - t0; /* visible: [a, b) of the tile */
+            __m512 mx = _mm512_set1_ps(-INFINITY);
+            for (int64_t j = 0; j < DEC_TILE; j += 16) {
+                __m512i jj = _mm512_add_epi32(
+                    _mm512_set1_epi32((int)j),
+                    _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
+                __mmask16 vis =
+                    _mm512_cmpge_epi32_mask(jj, _mm512_set1_epi32((int)(a > 0 ? a : 0))) &
+                    _mm512_cmplt_epi32_mask(jj, _mm512_set1_epi32((int)(b < kn ? b : kn)));
+                __m512 v = _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), vis, s + j);
+                _mm512_storeu_ps(s + j, v);
+                mx = _mm512_max_ps(mx, v);
+            }
+            float mt = _mm512_reduce_max_ps(mx);
+            float mn = mt > m[r] ? mt : m[r];
+            if (mn == -INFINITY) { /* nothing visible yet: P = 0, O stays */
+                corr[r] = 1.0f;
+                for (int64_t j = 0; j < DEC_TILE; j += 16)
+                    _mm512_storeu_ps(s + j, _mm512_setzero_ps());
+                continue;
+            }
+            corr[r] = m[r] == -INFINITY ? 0.0f : expf(m[r] - mn);
+            __m512 sum = _mm512_setzero_ps(), vm = _mm512_set1_ps(mn);
+            for (int64_t j = 0; j < DEC_TILE; j += 16) {
+                __m512 e = exp512(_mm512_sub_ps(_mm512_loadu_ps(s + j), vm));
+                _mm512_storeu_ps(s + j, e);
+                sum = _mm512_add_ps(sum, e);
+            }
+            l[r] = l[r] * corr[r] + _mm512_reduce_add_ps(sum);
+            m[r] = mn;
+        }
+        /* O = O * corr + P V, blocks of 16-dim chunks held in registers */
+        const int64_t voff = t0 * vld + vh;
+        int64_t c0 = 0;
+        if (R <= 2)
+            for (; c0 + 8 <= C; c0 += 8)
+                pv_block(R, 8, O, D, c0, corr, S, DEC_TILE, p->v, f16, voff, vld, kn);
+        for (; c0 + 4 <= C; c0 += 4)
+            pv_block(R, 4, O, D, c0, corr, S, DEC_TILE, p->v, f16, voff, vld, kn);
+        for (; c0 + 2 <= C; c0 += 2)
+            pv_block(R, 2, O, D, c0, corr, S, DEC_TILE, p->v, f16, voff, vld, kn);
+        for (; c0 < C; c0++)
+            pv_block(R, 1, O, D, c0, corr, S, DEC_TILE, p->v, f16, voff, vld, kn);
+    }
+    for (int r = 0; r < R; r++) {
+        const int64_t h = h0 + r / nq, qi = q0 + r % nq;
+        float *o = p->out + qi * p->o_ld_tok + h * p->o_ld_head;
+        const __m512 il = _mm512_set1_ps(l[r] > 0.0f ? 1.0f / l[r] : 0.0f);
+        for (int64_t c = 0; c < C; c++)
+            _mm512_storeu_ps(o + 16 * c, _mm512_mul_ps(_mm512_loadu_ps(O + r * D + 16 * c), il));
+    }
+}
+
+/* heads [h0, h0 + nh) of one KV head x queries [q0, q0 + nq), nh * nq <= 4 */
+static void attn_decode_pf(const rlx_cpu_attn_params *p, int64_t h0, int64_t nh, int64_t q0,
+                           int64_t nq, float *scratch)
+{
+    switch (nh * nq) {
+    case 1:
+        attn_decode_rows(1, p, h0, nq, q0, scratch);
+        break;
+    case 2:
+        attn_decode_rows(2, p, h0, nq, q0, scratch);
+        break;
+    case 3:
+        attn_decode_rows(3, p, h0, nq, q0, scratch);
+        break;
+    default:
+        attn_decode_rows(4, p, h0, nq, q0, scratch);
+        break;
+    }
+}
+
 void rlx_cpu_fill_attn_avx512(rlx_cpu_table *t)
 {
     t->attn_prefill = attn_tile_pf;
+    t->attn_decode = attn_decode_pf;
 }

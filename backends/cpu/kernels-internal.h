@@ -240,6 +240,9 @@ typedef struct rlx_cpu_table {
     /* n_q > 1 attention over F32/F16 K/V, no bias or softcap, head_dim % 16
      * == 0 (attn-<isa>.c); NULL: vec.attn_tile */
     rlx_attn_group_fn attn_prefill; /* nh = 1 or 2 heads of one KV head */
+    /* a few queries (nh * nq <= 4 rows of one KV head) over F32/F16 K/V, no
+     * bias or softcap, head_dim % 16 == 0 and <= 256; NULL: vec.attn_group */
+    rlx_attn_group_fn attn_decode;
 } rlx_cpu_table;
 
 /* The active table (set by rlx_cpu_kernels_init / set_isa). */

@@ -294,7 +294,9 @@ void rlx_cpu_rope(rlx_threadpool *pool, const rlx_cpu_rope_params *p, const floa
 typedef struct {
     const rlx_cpu_attn_params *p;
     rlx_attn_tile_fn tile;
-    rlx_attn_group_fn group;   /* one task per KV head */
+    rlx_attn_group_fn group;  /* one task per KV head */
+    rlx_attn_group_fn decode; /* tasks of dec_heads heads x all n_q queries */
+    int64_t dec_heads;
     rlx_attn_group_fn prefill; /* tasks of pf_heads heads x one query tile */
     int64_t pf_heads;
     float *scratch;
@@ -305,6 +307,11 @@ typedef struct {
 static void attn_task(void *vc, int64_t task, int thread)
 {
     const attn_ctx *c = vc;
+    if (c->decode) {
+        c->decode(c->p, task * c->dec_heads, c->dec_heads, 0, c->p->n_q,
+                  c->scratch + (size_t)thread * c->per_thread);
+        return;
+    }
     if (c->group) {
         int64_t g = c->p->n_heads / c->p->n_kv_heads;
         c->group(c->p, task * g, g, 0, c->p->n_q, c->scratch + (size_t)thread * c->per_thread);
@@ -370,6 +377,20 @@ rlx_status rlx_cpu_attention(rlx_threadpool *pool, const rlx_cpu_attn_params *p,
         c.prefill = t->attn_prefill;
         c.pf_heads = group % 2 == 0 ? 2 : 1;
         rlx_parallel_for(pool, p->n_heads / c.pf_heads * c.q_tiles, attn_task, &c);
+        free(owned);
+        return RLX_OK;
+    }
+    /* decode (up to 4 queries): up to 4 query rows of one KV head per task,
+     * each K/V row read and widened once for all of them */
+    if (t->attn_decode && p->n_q <= 4 && p->head_dim % 16 == 0 && p->head_dim <= 256 &&
+        p->softcap <= 0.0f && p->mask != RLX_CPU_ATTN_BIAS &&
+        (p->kv_type == RLX_DTYPE_F32 || p->kv_type == RLX_DTYPE_F16)) {
+        int64_t hp = 4 / p->n_q; /* heads per task: the largest divisor of group that fits */
+        while (group % hp)
+            hp--;
+        c.decode = t->attn_decode;
+        c.dec_heads = hp;
+        rlx_parallel_for(pool, p->n_heads / hp, attn_task, &c);
         free(owned);
         return RLX_OK;
     }
