@@ -146,6 +146,20 @@ static void test_buffers(void **state)
     rlx_error_clear(&err);
     be->buffer_free(b);
 
+    /* a large buffer (mapped, its pages given out as they are written)
+     * starts zeroed too, and holds what is written at both ends */
+    const uint64_t big = (5u << 20) + 3;
+    assert_int_equal(be->buffer_alloc(dev, big, &b, &err), RLX_OK);
+    assert_int_equal((uintptr_t)b->host_ptr % 64, 0);
+    for (uint64_t i = 0; i < big; i += 4093)
+        assert_int_equal(((uint8_t *)b->host_ptr)[i], 0);
+    assert_int_equal(((uint8_t *)b->host_ptr)[big - 1], 0);
+    assert_int_equal(be->buffer_write(b, big - 100, src, 100, &err), RLX_OK);
+    assert_int_equal(be->buffer_write(b, 0, src, 100, &err), RLX_OK);
+    assert_int_equal(be->buffer_read(b, big - 100, dst, 100, &err), RLX_OK);
+    assert_memory_equal(src, dst, 100);
+    be->buffer_free(b);
+
     /* zero-size allocations are valid */
     assert_int_equal(be->buffer_alloc(dev, 0, &b, &err), RLX_OK);
     be->buffer_free(b);

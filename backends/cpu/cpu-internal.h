@@ -25,7 +25,9 @@ typedef struct cpu_device {
 
 typedef struct cpu_buffer {
     rlx_buffer base;
-    bool owned; /* false when wrapping host memory */
+    bool owned;       /* false when wrapping host memory */
+    void *map_base;   /* owned and mapped (large buffers): the mapping to unmap */
+    size_t map_bytes; /* its length; 0 when host_ptr came from aligned_alloc */
 } cpu_buffer;
 
 typedef struct cpu_tensor {
