@@ -1399,6 +1399,13 @@ static void *kscratch_for(const cpu_op_ctx *c, size_t need, size_t *bytes)
     return c->kscratch;
 }
 
+/* Bytes between the rows of a packed weight [N, K] whose rows are `stride`
+ * elements apart (one row: its own packed size). */
+static size_t weight_row_bytes(const rlx_dtype_info *wi, int64_t stride, int64_t N, int64_t K)
+{
+    return (size_t)((N == 1 ? K : stride) / (int64_t)wi->block_size * (int64_t)wi->type_size);
+}
+
 bool cpu_matvec_groupable(const rlx_lir *lir, const rlx_lir_instr *a, const rlx_lir_instr *b)
 {
     const rlx_lir_instr *ins[2] = {a, b};
@@ -1454,9 +1461,7 @@ bool cpu_matvec_group_run(const cpu_op_ctx *const *c, int n)
         seg[s] = (rlx_cpu_mv_seg){
             .wtype = w->dt,
             .w = w->p,
-            .w_row_bytes =
-                w->ne[0] > 1 ? (size_t)(w->st[0] / (int64_t)wi->block_size * wi->type_size)
-                             : (size_t)((K + wi->block_size - 1) / wi->block_size * wi->type_size),
+            .w_row_bytes = weight_row_bytes(wi, w->st[0], w->ne[0], K),
             .N = w->ne[0],
             .y = (float *)(void *)o->p,
         };
@@ -1530,9 +1535,7 @@ static bool fast_matmul(const cpu_op_ctx *c)
         const float *ap = (const float *)a->p + ao;
         float *op = (float *)o->p + oo;
         if (packed) {
-            size_t row_bytes = (size_t)(b_sn / (int64_t)bi->block_size * (int64_t)bi->type_size);
-            if (N == 1)
-                row_bytes = (size_t)(K / (int64_t)bi->block_size * (int64_t)bi->type_size);
+            size_t row_bytes = weight_row_bytes(bi, b_sn, N, K);
             if (rlx_cpu_matmul(c->pool, b->dt, elem_ptr(b, bo), row_bytes, N, K, ap,
                                M > 1 ? a_sm : K, M, op, ldo, ks, ksb) != RLX_OK)
                 return false; /* nothing written yet for this batch: reference redoes it */
