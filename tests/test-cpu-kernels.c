@@ -461,6 +461,18 @@ static void rope_vs_naive(void **state)
             p.freq_factors = use_ff ? ff : NULL;
             p.attn_factor = 1.1f;
             rlx_cpu_rope(g_pool, &p, x, H * D, D, y, H * D, D, T, H, D, pos);
+            /* a shared cos/sin table turns the same angles: the same bits,
+             * out of place and in place */
+            float *table = malloc((size_t)T * 32 * sizeof(float));
+            float *y2 = malloc(T * H * D * sizeof(float));
+            rlx_cpu_rope_table(g_pool, &p, pos, T, table);
+            rlx_cpu_rope_apply(g_pool, &p, table, x, H * D, D, y2, H * D, D, T, H, D);
+            assert_memory_equal(y2, y, (size_t)(T * H * D) * sizeof(float));
+            memcpy(y2, x, (size_t)(T * H * D) * sizeof(float));
+            rlx_cpu_rope_apply(g_pool, &p, table, y2, H * D, D, y2, H * D, D, T, H, D);
+            assert_memory_equal(y2, y, (size_t)(T * H * D) * sizeof(float));
+            free(table);
+            free(y2);
             for (int64_t t = 0; t < T; t++)
                 for (int64_t h = 0; h < H; h++) {
                     const float *xr = x + (t * H + h) * D;

@@ -38,6 +38,19 @@ typedef struct cpu_tensor {
     int64_t st[RLX_MAX_DIMS]; /* elements */
 } cpu_tensor;
 
+/* The cos/sin table (rlx_cpu_rope_table) shared by a program's ROPEs of
+ * one position value with the same parameters (a model's q and k in every
+ * layer): the first of them in a run fills it, the others reuse it. A value
+ * is written once per run, so the table holds while `filled` is the
+ * program's current run and the token count matches. */
+typedef struct cpu_rope_table {
+    const uint64_t *run; /* the program's run counter */
+    uint64_t filled;     /* the run that filled it (0: none yet) */
+    int64_t n_tokens;    /* ... for this many tokens */
+    size_t cap;          /* floats `data` holds */
+    float *data;
+} cpu_rope_table;
+
 /* Everything an op function gets. `scratch` holds at least
  * scratch_floats floats, sized at program_create for the symbols' bounds. */
 typedef struct cpu_op_ctx {
@@ -52,6 +65,7 @@ typedef struct cpu_op_ctx {
     int n_threads;
     void *kscratch; /* kernels.h scratch, 64-byte aligned */
     size_t kscratch_bytes;
+    cpu_rope_table *rope; /* ROPE sharing its angles with others, or NULL */
 } cpu_op_ctx;
 
 typedef rlx_status (*cpu_op_fn)(const cpu_op_ctx *c);
@@ -83,6 +97,15 @@ size_t cpu_matvec_group_kscratch(const rlx_lir *lir, const rlx_lir_instr *first,
  * one row this run and every weight has a matrix-vector kernel; false, with
  * nothing written, otherwise (run them one by one). */
 bool cpu_matvec_group_run(const cpu_op_ctx *const *c, int n);
+
+/* Do two ROPEs turn the same positions by the same angles (one position
+ * value, one frequency-factor value, the same parameters and rotated
+ * dims)? Then one cos/sin table serves both. */
+bool cpu_rope_same_angles(const rlx_lir *lir, const rlx_lir_instr *a, const rlx_lir_instr *b);
+
+/* Floats of a ROPE's cos/sin table at `bounds` (0 when it takes none). */
+size_t cpu_rope_table_floats(const rlx_lir *lir, const rlx_lir_instr *ins,
+                             const rlx_sym_values *bounds);
 
 /* scalar loads/stores of any plain dtype */
 float cpu_load_f32(const uint8_t *base, rlx_dtype dt, int64_t i);

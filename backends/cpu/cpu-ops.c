@@ -1713,14 +1713,55 @@ static bool fast_rope(const cpu_op_ctx *c)
     rp.attn_factor = 1.0f;
     if (numel(o) == 0)
         return true;
+    const float *table = NULL;
+    cpu_rope_table *tb = c->rope;
+    if (tb && (uint64_t)T * (uint64_t)n_rot <= tb->cap) {
+        if (tb->filled != *tb->run || tb->n_tokens != T) {
+            rlx_cpu_rope_table(c->pool, &rp, (const int32_t *)pos->p, T, tb->data);
+            tb->filled = *tb->run;
+            tb->n_tokens = T;
+        }
+        table = tb->data;
+    }
     int64_t B = r == 4 ? x->ne[0] : 1;
     for (int64_t b = 0; b < B; b++) {
         const float *xp = (const float *)x->p + (r == 4 ? b * x->st[0] : 0);
         float *op = (float *)o->p + (r == 4 ? b * o->st[0] : 0);
-        rlx_cpu_rope(c->pool, &rp, xp, x->st[sa], x->st[ha], op, o->st[sa], o->st[ha], T, H, D,
-                     (const int32_t *)pos->p);
+        if (table)
+            rlx_cpu_rope_apply(c->pool, &rp, table, xp, x->st[sa], x->st[ha], op, o->st[sa],
+                               o->st[ha], T, H, D);
+        else
+            rlx_cpu_rope(c->pool, &rp, xp, x->st[sa], x->st[ha], op, o->st[sa], o->st[ha], T, H, D,
+                         (const int32_t *)pos->p);
     }
     return true;
+}
+
+/* the rotated dims of a ROPE (its head dim is a constant, graph.c checks) */
+static int64_t rope_n_rot(const rlx_lir *lir, const rlx_lir_instr *ins)
+{
+    const rlx_lir_value *x = &lir->values[ins->in[0]];
+    return ins->p.rope.n_rot > 0 ? ins->p.rope.n_rot : x->shape.d[x->shape.rank - 1].k;
+}
+
+bool cpu_rope_same_angles(const rlx_lir *lir, const rlx_lir_instr *a, const rlx_lir_instr *b)
+{
+    return a->op == RLX_OP_ROPE && b->op == RLX_OP_ROPE && a->n_in >= 2 && b->n_in >= 2 &&
+           a->n_in == b->n_in && a->in[1] == b->in[1] && (a->n_in < 3 || a->in[2] == b->in[2]) &&
+           rope_n_rot(lir, a) == rope_n_rot(lir, b) && a->p.rope.freq_base == b->p.rope.freq_base &&
+           a->p.rope.freq_scale == b->p.rope.freq_scale;
+}
+
+size_t cpu_rope_table_floats(const rlx_lir *lir, const rlx_lir_instr *ins,
+                             const rlx_sym_values *bounds)
+{
+    if (ins->op != RLX_OP_ROPE || ins->n_in < 2)
+        return 0;
+    const rlx_lir_value *pos = &lir->values[ins->in[1]];
+    if (pos->shape.rank != 1)
+        return 0;
+    int64_t T = rlx_dim_eval(pos->shape.d[0], bounds), n_rot = rope_n_rot(lir, ins);
+    return T > 0 && n_rot > 0 ? (size_t)T * (size_t)n_rot : 0;
 }
 
 static bool attn_params(const cpu_op_ctx *c, rlx_cpu_attn_params *ap, int64_t *B)

@@ -40,6 +40,10 @@ typedef struct cpu_program {
     size_t kscratch_bytes;
     bool timing;
     double *ms;
+    /* cos/sin tables each shared by ROPEs of the same angles */
+    cpu_rope_table *ropes;
+    int n_ropes;
+    uint64_t run; /* runs so far: a table filled in an earlier one is stale */
 } cpu_program;
 
 static const char *const home_names[] = {"arena", "param", "state", "input", "output", "const"};
@@ -249,7 +253,58 @@ void cpu_program_free(rlx_program *prog)
     free(P->scratch);
     free(P->kscratch);
     free(P->ms);
+    for (int i = 0; i < P->n_ropes; i++)
+        free(P->ropes[i].data);
+    free(P->ropes);
     free(P);
+}
+
+/* ROPEs that turn the same positions by the same angles (a model's q and k
+ * in every layer) share one cos/sin table, filled by the first of them to
+ * run in each program run */
+static rlx_status share_rope_tables(cpu_program *P, const rlx_lir *lir,
+                                    const rlx_sym_values *bounds)
+{
+    int32_t *group = malloc((size_t)(lir->n_instrs ? lir->n_instrs : 1) * sizeof *group);
+    if (!group)
+        return RLX_ERR_NO_MEMORY;
+    for (int32_t i = 0; i < lir->n_instrs; i++)
+        group[i] = -1;
+    rlx_status st = RLX_OK;
+    for (int32_t i = 0; i < lir->n_instrs && st == RLX_OK; i++) {
+        if (P->instrs[i].op != RLX_OP_ROPE || group[i] >= 0)
+            continue;
+        int n = 1;
+        size_t cap = cpu_rope_table_floats(lir, &P->instrs[i], bounds);
+        for (int32_t j = i + 1; j < lir->n_instrs; j++)
+            if (group[j] < 0 && cpu_rope_same_angles(lir, &P->instrs[i], &P->instrs[j])) {
+                size_t need = cpu_rope_table_floats(lir, &P->instrs[j], bounds);
+                cap = need > cap ? need : cap;
+                n++;
+            }
+        if (n < 2 || cap == 0)
+            continue;
+        for (int32_t j = i; j < lir->n_instrs; j++)
+            if (j == i || (group[j] < 0 && cpu_rope_same_angles(lir, &P->instrs[i], &P->instrs[j])))
+                group[j] = P->n_ropes;
+        cpu_rope_table *grown = realloc(P->ropes, (size_t)(P->n_ropes + 1) * sizeof *grown);
+        if (!grown) {
+            st = RLX_ERR_NO_MEMORY;
+            break;
+        }
+        P->ropes = grown;
+        cpu_rope_table *t = &P->ropes[P->n_ropes];
+        *t = (cpu_rope_table){.run = &P->run, .cap = cap, .data = malloc(cap * sizeof(float))};
+        P->n_ropes++;
+        if (!t->data)
+            st = RLX_ERR_NO_MEMORY;
+    }
+    /* pointers into P->ropes only once it stops moving */
+    for (int32_t i = 0; i < lir->n_instrs && st == RLX_OK; i++)
+        if (group[i] >= 0 && group[i] < P->n_ropes)
+            P->ci[i].ctx.rope = &P->ropes[group[i]];
+    free(group);
+    return st;
 }
 
 rlx_status cpu_program_create(rlx_device *dev, const rlx_lir *lir, rlx_program **out,
@@ -365,6 +420,10 @@ rlx_status cpu_program_create(rlx_device *dev, const rlx_lir *lir, rlx_program *
         cpu_program_free(&P->base);
         return rlx_error_set(err, RLX_ERR_NO_MEMORY, "out of memory creating a program");
     }
+    if (share_rope_tables(P, lir, &bounds) != RLX_OK) {
+        cpu_program_free(&P->base);
+        return rlx_error_set(err, RLX_ERR_NO_MEMORY, "out of memory creating a program");
+    }
     for (int32_t i = 0; i < lir->n_instrs; i++) {
         P->ci[i].ctx.scratch = P->scratch;
         P->ci[i].ctx.scratch_floats = scratch;
@@ -423,6 +482,7 @@ rlx_status cpu_program_run(rlx_program *prog, const rlx_program_bindings *b,
                                  (long long)P->sym_max[s]);
         sv[s] = v;
     }
+    P->run++; /* the shared rope tables of earlier runs are stale */
 
     /* resolve every value for this run; check it lies inside its home */
     const rlx_buffer_ref *refs[4] = {b->params, b->states, b->inputs, b->outputs};

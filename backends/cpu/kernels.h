@@ -214,6 +214,17 @@ void rlx_cpu_rope(rlx_threadpool *pool, const rlx_cpu_rope_params *p, const floa
                   int64_t ld_tok, int64_t ld_head, float *y, int64_t ldy_tok, int64_t ldy_head,
                   int64_t n_tokens, int64_t n_heads, int64_t head_dim, const int32_t *pos);
 
+/* The cos and sin (times attn_factor) of every token's angles, as
+ * rlx_cpu_rope takes them: token t's n_rot/2 cosines, then its n_rot/2
+ * sines, at table + t * n_rot. The ropes of a model's q and k in every layer
+ * turn the same positions by the same angles: one table serves them all
+ * through rlx_cpu_rope_apply, which gives rlx_cpu_rope's results bit for bit. */
+void rlx_cpu_rope_table(rlx_threadpool *pool, const rlx_cpu_rope_params *p, const int32_t *pos,
+                        int64_t n_tokens, float *table);
+void rlx_cpu_rope_apply(rlx_threadpool *pool, const rlx_cpu_rope_params *p, const float *table,
+                        const float *x, int64_t ld_tok, int64_t ld_head, float *y, int64_t ldy_tok,
+                        int64_t ldy_head, int64_t n_tokens, int64_t n_heads, int64_t head_dim);
+
 /* ---- attention ------------------------------------------------------------ */
 
 typedef enum rlx_cpu_attn_mask {

@@ -210,17 +210,78 @@ rlx_cpu_rope_params rlx_cpu_rope_default_params(void)
 #define ROPE_TOKENS_PER_TASK 8
 #define ROPE_MAX_PAIRS       1024
 
+static bool rope_params_ok(const rlx_cpu_rope_params *p, int64_t head_dim)
+{
+    return p && p->n_rot > 0 && p->n_rot % 2 == 0 && p->n_rot <= head_dim &&
+           p->n_rot / 2 <= ROPE_MAX_PAIRS;
+}
+
+/* each pair's frequency: freq_base^(-2i/n_rot) / (freq_factors ? ff[i] : 1) */
+static void rope_inv_freq(const rlx_cpu_rope_params *p, double *inv_freq)
+{
+    for (int i = 0; i < p->n_rot / 2; i++) {
+        double f = pow((double)p->freq_base, -2.0 * i / (double)p->n_rot);
+        if (p->freq_factors)
+            f /= p->freq_factors[i];
+        inv_freq[i] = f;
+    }
+}
+
+/* cos and sin (times attn_factor) of one token's angles; the angle is taken
+ * in double, as positions reach tens of thousands of radians */
+static void rope_angles(const rlx_cpu_rope_params *p, const double *inv_freq, int32_t pos,
+                        float *cs, float *sn)
+{
+    const double pt = (double)pos * p->freq_scale;
+    for (int i = 0; i < p->n_rot / 2; i++) {
+        double a = pt * inv_freq[i];
+        cs[i] = (float)cos(a) * p->attn_factor;
+        sn[i] = (float)sin(a) * p->attn_factor;
+    }
+}
+
+/* one token's heads rotated by its cos/sin */
+static void rope_token(const rlx_cpu_rope_params *p, const float *cs, const float *sn,
+                       const float *x, int64_t ld_head, float *y, int64_t ldy_head, int64_t n_heads,
+                       int64_t head_dim)
+{
+    const int half = p->n_rot / 2;
+    for (int64_t h = 0; h < n_heads; h++) {
+        const float *xh = x + h * ld_head;
+        float *yh = y + h * ldy_head;
+        if (p->mode == RLX_CPU_ROPE_NEOX) {
+            for (int i = 0; i < half; i++) {
+                float a = xh[i], b = xh[i + half];
+                yh[i] = a * cs[i] - b * sn[i];
+                yh[i + half] = a * sn[i] + b * cs[i];
+            }
+        } else {
+            for (int i = 0; i < half; i++) {
+                float a = xh[2 * i], b = xh[2 * i + 1];
+                yh[2 * i] = a * cs[i] - b * sn[i];
+                yh[2 * i + 1] = a * sn[i] + b * cs[i];
+            }
+        }
+        if (xh != yh)
+            for (int64_t d = p->n_rot; d < head_dim; d++)
+                yh[d] = xh[d];
+    }
+}
+
 typedef struct {
     const rlx_cpu_rope_params *p;
     const float *x;
     float *y;
     int64_t ld_tok, ld_head, ldy_tok, ldy_head, n_tokens, n_heads, head_dim;
     const int32_t *pos;
-    double inv_freq[ROPE_MAX_PAIRS];
+    const float *table; /* NULL: each token's angles computed in its task */
+    float *table_out;   /* rlx_cpu_rope_table's output */
+    const double *inv_freq;
 } rope_ctx;
 
 static void rope_task(void *vc, int64_t task, int thread)
 {
+    (void)thread;
     const rope_ctx *c = vc;
     const rlx_cpu_rope_params *p = c->p;
     const int half = p->n_rot / 2;
@@ -228,65 +289,82 @@ static void rope_task(void *vc, int64_t task, int thread)
     int64_t t0 = task * ROPE_TOKENS_PER_TASK;
     int64_t t1 = t0 + ROPE_TOKENS_PER_TASK < c->n_tokens ? t0 + ROPE_TOKENS_PER_TASK : c->n_tokens;
     for (int64_t t = t0; t < t1; t++) {
-        double pos = (double)c->pos[t] * p->freq_scale;
-        for (int i = 0; i < half; i++) {
-            double a = pos * c->inv_freq[i];
-            cs[i] = (float)cos(a) * p->attn_factor;
-            sn[i] = (float)sin(a) * p->attn_factor;
+        if (c->table_out) {
+            float *row = c->table_out + t * p->n_rot;
+            rope_angles(p, c->inv_freq, c->pos[t], row, row + half);
+            continue;
         }
-        for (int64_t h = 0; h < c->n_heads; h++) {
-            const float *x = c->x + t * c->ld_tok + h * c->ld_head;
-            float *y = c->y + t * c->ldy_tok + h * c->ldy_head;
-            if (p->mode == RLX_CPU_ROPE_NEOX) {
-                for (int i = 0; i < half; i++) {
-                    float a = x[i], b = x[i + half];
-                    y[i] = a * cs[i] - b * sn[i];
-                    y[i + half] = a * sn[i] + b * cs[i];
-                }
-            } else {
-                for (int i = 0; i < half; i++) {
-                    float a = x[2 * i], b = x[2 * i + 1];
-                    y[2 * i] = a * cs[i] - b * sn[i];
-                    y[2 * i + 1] = a * sn[i] + b * cs[i];
-                }
-            }
-            if (x != y)
-                for (int64_t d = p->n_rot; d < c->head_dim; d++)
-                    y[d] = x[d];
+        const float *tc = cs, *ts = sn;
+        if (c->table) {
+            tc = c->table + t * p->n_rot;
+            ts = tc + half;
+        } else {
+            rope_angles(p, c->inv_freq, c->pos[t], cs, sn);
         }
+        rope_token(p, tc, ts, c->x + t * c->ld_tok, c->ld_head, c->y + t * c->ldy_tok, c->ldy_head,
+                   c->n_heads, c->head_dim);
     }
+}
+
+static void rope_run(rlx_threadpool *pool, const rope_ctx *c)
+{
+    rlx_parallel_for(pool, (c->n_tokens + ROPE_TOKENS_PER_TASK - 1) / ROPE_TOKENS_PER_TASK,
+                     rope_task, (void *)c);
 }
 
 void rlx_cpu_rope(rlx_threadpool *pool, const rlx_cpu_rope_params *p, const float *x,
                   int64_t ld_tok, int64_t ld_head, float *y, int64_t ldy_tok, int64_t ldy_head,
                   int64_t n_tokens, int64_t n_heads, int64_t head_dim, const int32_t *pos)
 {
-    if (!p || n_tokens <= 0 || n_heads <= 0 || p->n_rot <= 0 || p->n_rot % 2 ||
-        p->n_rot > head_dim || p->n_rot / 2 > ROPE_MAX_PAIRS)
+    if (!rope_params_ok(p, head_dim) || n_tokens <= 0 || n_heads <= 0)
         return;
-    rope_ctx *c = malloc(sizeof *c);
-    if (!c)
+    double inv_freq[ROPE_MAX_PAIRS];
+    rope_ctx c = {.p = p,
+                  .x = x,
+                  .y = y,
+                  .ld_tok = ld_tok,
+                  .ld_head = ld_head,
+                  .ldy_tok = ldy_tok,
+                  .ldy_head = ldy_head,
+                  .n_tokens = n_tokens,
+                  .n_heads = n_heads,
+                  .head_dim = head_dim,
+                  .pos = pos,
+                  .inv_freq = inv_freq};
+    rope_inv_freq(p, inv_freq);
+    rope_run(pool, &c);
+}
+
+void rlx_cpu_rope_table(rlx_threadpool *pool, const rlx_cpu_rope_params *p, const int32_t *pos,
+                        int64_t n_tokens, float *table)
+{
+    if (!rope_params_ok(p, p ? p->n_rot : 0) || n_tokens <= 0)
         return;
-    *c = (rope_ctx){.p = p,
-                    .x = x,
-                    .y = y,
-                    .ld_tok = ld_tok,
-                    .ld_head = ld_head,
-                    .ldy_tok = ldy_tok,
-                    .ldy_head = ldy_head,
-                    .n_tokens = n_tokens,
-                    .n_heads = n_heads,
-                    .head_dim = head_dim,
-                    .pos = pos};
-    for (int i = 0; i < p->n_rot / 2; i++) {
-        double f = pow((double)p->freq_base, -2.0 * i / (double)p->n_rot);
-        if (p->freq_factors)
-            f /= p->freq_factors[i];
-        c->inv_freq[i] = f;
-    }
-    rlx_parallel_for(pool, (n_tokens + ROPE_TOKENS_PER_TASK - 1) / ROPE_TOKENS_PER_TASK, rope_task,
-                     c);
-    free(c);
+    double inv_freq[ROPE_MAX_PAIRS];
+    rope_ctx c = {
+        .p = p, .n_tokens = n_tokens, .pos = pos, .table_out = table, .inv_freq = inv_freq};
+    rope_inv_freq(p, inv_freq);
+    rope_run(pool, &c);
+}
+
+void rlx_cpu_rope_apply(rlx_threadpool *pool, const rlx_cpu_rope_params *p, const float *table,
+                        const float *x, int64_t ld_tok, int64_t ld_head, float *y, int64_t ldy_tok,
+                        int64_t ldy_head, int64_t n_tokens, int64_t n_heads, int64_t head_dim)
+{
+    if (!rope_params_ok(p, head_dim) || n_tokens <= 0 || n_heads <= 0)
+        return;
+    rope_ctx c = {.p = p,
+                  .x = x,
+                  .y = y,
+                  .ld_tok = ld_tok,
+                  .ld_head = ld_head,
+                  .ldy_tok = ldy_tok,
+                  .ldy_head = ldy_head,
+                  .n_tokens = n_tokens,
+                  .n_heads = n_heads,
+                  .head_dim = head_dim,
+                  .table = table};
+    rope_run(pool, &c);
 }
 
 /* ---------------------------------------------------------- attention */
