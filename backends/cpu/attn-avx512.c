@@ -125,17 +125,18 @@ static inline void scores16_one(int G, const float *const *Qt, const float *k, i
     }
 }
 
-/* Ot[g][d0 + dd] = Ot[g][d0 + dd] * corr[g] + sum_j V[j][d0 + dd] * Pt[g][j]:
- * one head 16 dims at a time, two heads 8 (each broadcast feeds both) */
-static inline __attribute__((always_inline)) void values16(int G, float *const *Ot,
-                                                           float *const *Pt,
-                                                           const float *const *vrow, int64_t kn,
-                                                           int64_t d0, const __m512 *corr)
+/* Ot[g][d0 + dd] = Ot[g][d0 + dd] * corr[g] + sum_j V[j][d0 + dd] * Pt[g][j]
+ * (Ot taken as zero on the first key tile): one head 16 dims at a time,
+ * two heads 8 (each broadcast feeds both) */
+static inline __attribute__((always_inline)) void
+values16(int G, float *const *Ot, float *const *Pt, const float *const *vrow, int64_t kn,
+         int64_t d0, const __m512 *corr, bool first)
 {
     if (G == 1) {
         __m512 c[16];
         for (int dd = 0; dd < 16; dd++)
-            c[dd] = _mm512_mul_ps(_mm512_load_ps(Ot[0] + (d0 + dd) * BQ), corr[0]);
+            c[dd] = first ? _mm512_setzero_ps()
+                          : _mm512_mul_ps(_mm512_load_ps(Ot[0] + (d0 + dd) * BQ), corr[0]);
         for (int64_t j = 0; j < kn; j++) {
             __m512 pj = _mm512_load_ps(Pt[0] + j * BQ);
             const float *v = vrow[j] + d0;
@@ -149,8 +150,10 @@ static inline __attribute__((always_inline)) void values16(int G, float *const *
     for (int64_t d8 = d0; d8 < d0 + 16; d8 += 8) {
         __m512 a[8], b[8];
         for (int dd = 0; dd < 8; dd++) {
-            a[dd] = _mm512_mul_ps(_mm512_load_ps(Ot[0] + (d8 + dd) * BQ), corr[0]);
-            b[dd] = _mm512_mul_ps(_mm512_load_ps(Ot[1] + (d8 + dd) * BQ), corr[1]);
+            a[dd] = first ? _mm512_setzero_ps()
+                          : _mm512_mul_ps(_mm512_load_ps(Ot[0] + (d8 + dd) * BQ), corr[0]);
+            b[dd] = first ? _mm512_setzero_ps()
+                          : _mm512_mul_ps(_mm512_load_ps(Ot[1] + (d8 + dd) * BQ), corr[1]);
         }
         for (int64_t j = 0; j < kn; j++) {
             __m512 pa = _mm512_load_ps(Pt[0] + j * BQ), pb = _mm512_load_ps(Pt[1] + j * BQ);
@@ -165,6 +168,36 @@ static inline __attribute__((always_inline)) void values16(int G, float *const *
             _mm512_store_ps(Ot[0] + (d8 + dd) * BQ, a[dd]);
             _mm512_store_ps(Ot[1] + (d8 + dd) * BQ, b[dd]);
         }
+    }
+}
+
+/* r[0..15] transposed in registers: lane j of r[i] becomes lane i of r[j].
+ * Unpacks and in-lane shuffles gather, per 128-bit lane, four rows of one
+ * column; two rounds of 128-bit lane shuffles then line the four groups up. */
+static inline __attribute__((always_inline)) void transpose16(__m512 *r)
+{
+    __m512 t[16], u[16];
+    for (int k = 0; k < 16; k += 2) {
+        t[k] = _mm512_unpacklo_ps(r[k], r[k + 1]);
+        t[k + 1] = _mm512_unpackhi_ps(r[k], r[k + 1]);
+    }
+    /* u[4k + m], 128-bit lane L: rows 4k..4k+3 of column 4L + m */
+    for (int k = 0; k < 4; k++) {
+        const __m512 *tk = t + 4 * k;
+        u[4 * k + 0] = _mm512_shuffle_ps(tk[0], tk[2], 0x44);
+        u[4 * k + 1] = _mm512_shuffle_ps(tk[0], tk[2], 0xEE);
+        u[4 * k + 2] = _mm512_shuffle_ps(tk[1], tk[3], 0x44);
+        u[4 * k + 3] = _mm512_shuffle_ps(tk[1], tk[3], 0xEE);
+    }
+    for (int m = 0; m < 4; m++) {
+        __m512 a0 = _mm512_shuffle_f32x4(u[m], u[4 + m], 0x44);
+        __m512 a1 = _mm512_shuffle_f32x4(u[m], u[4 + m], 0xEE);
+        __m512 a2 = _mm512_shuffle_f32x4(u[8 + m], u[12 + m], 0x44);
+        __m512 a3 = _mm512_shuffle_f32x4(u[8 + m], u[12 + m], 0xEE);
+        r[m] = _mm512_shuffle_f32x4(a0, a2, 0x88);
+        r[4 + m] = _mm512_shuffle_f32x4(a0, a2, 0xDD);
+        r[8 + m] = _mm512_shuffle_f32x4(a1, a3, 0x88);
+        r[12 + m] = _mm512_shuffle_f32x4(a1, a3, 0xDD);
     }
 }
 
@@ -190,14 +223,22 @@ static inline __attribute__((always_inline)) void attn_tile_heads(int G,
     float *Vt = Kt + BK * D;     /* BK x D */
     const float *krow[BK], *vrow[BK];
 
-    for (int g = 0; g < G; g++) {
-        for (int64_t i = 0; i < BQ; i++) {
-            const float *q = p->q + (q0 + (i < nq ? i : 0)) * p->q_ld_tok + (h0 + g) * p->q_ld_head;
-            for (int64_t d = 0; d < D; d++)
-                Qt[g][d * BQ + i] = i < nq ? q[d] * p->scale : 0.0f;
+    /* Qt = the tile's scaled queries transposed, 16 dims at a time (lanes
+     * past nq hold zeros); Ot starts at zero with the first key tile */
+    const __m512 vscale = _mm512_set1_ps(p->scale);
+    for (int g = 0; g < G; g++)
+        for (int64_t d0 = 0; d0 < D; d0 += 16) {
+            __m512 r[16];
+            for (int64_t i = 0; i < BQ; i++)
+                r[i] = i < nq ? _mm512_mul_ps(_mm512_loadu_ps(p->q + (q0 + i) * p->q_ld_tok +
+                                                              (h0 + g) * p->q_ld_head + d0),
+                                              vscale)
+                              : _mm512_setzero_ps();
+            transpose16(r);
+            for (int64_t dd = 0; dd < 16; dd++)
+                _mm512_store_ps(Qt[g] + (d0 + dd) * BQ, r[dd]);
         }
-        memset(Ot[g], 0, sizeof(float) * (size_t)(D * BQ));
-    }
+    bool fresh = true; /* no key tile has reached Ot yet */
 
     const bool causal = p->mask == RLX_CPU_ATTN_CAUSAL || p->mask == RLX_CPU_ATTN_SLIDING;
     const bool sliding = p->mask == RLX_CPU_ATTN_SLIDING;
@@ -284,18 +325,24 @@ static inline __attribute__((always_inline)) void attn_tile_heads(int G,
             continue;
         tile_rows(p, p->v, p->v_ld_tok, p->v_ld_head, kvh, kt, kn, Vt, vrow);
         for (int64_t d0 = 0; d0 < D; d0 += 16)
-            values16(G, Ot, St, vrow, kn, d0, corr);
+            values16(G, Ot, St, vrow, kn, d0, corr, fresh);
+        fresh = false;
     }
 
+    /* O = Ot / l transposed back, 16 dims at a time; a query that saw no
+     * key (or no key tile at all) gets zeros */
     for (int g = 0; g < G; g++) {
-        float il[BQ];
-        _mm512_storeu_ps(
-            il, _mm512_maskz_div_ps(_mm512_cmp_ps_mask(l[g], _mm512_setzero_ps(), _CMP_GT_OQ),
-                                    _mm512_set1_ps(1.0f), l[g]));
-        for (int64_t i = 0; i < nq; i++) {
-            float *o = p->out + (q0 + i) * p->o_ld_tok + (h0 + g) * p->o_ld_head;
-            for (int64_t d = 0; d < D; d++)
-                o[d] = Ot[g][d * BQ + i] * il[i];
+        const __m512 il = _mm512_maskz_div_ps(
+            _mm512_cmp_ps_mask(l[g], _mm512_setzero_ps(), _CMP_GT_OQ), _mm512_set1_ps(1.0f), l[g]);
+        for (int64_t d0 = 0; d0 < D; d0 += 16) {
+            __m512 r[16];
+            for (int64_t dd = 0; dd < 16; dd++)
+                r[dd] = fresh ? _mm512_setzero_ps()
+                              : _mm512_mul_ps(_mm512_load_ps(Ot[g] + (d0 + dd) * BQ), il);
+            transpose16(r);
+            for (int64_t i = 0; i < nq; i++)
+                _mm512_storeu_ps(p->out + (q0 + i) * p->o_ld_tok + (h0 + g) * p->o_ld_head + d0,
+                                 r[i]);
         }
     }
 }
