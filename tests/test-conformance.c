@@ -1811,6 +1811,15 @@ static void test_attention(void **state)
     attn_case(1, 6, 3, 9, 9, 17, 5, RLX_MASK_CAUSAL, 0, 0, true, RLX_DTYPE_F16, 9);
     /* large prefill */
     attn_case(1, 8, 8, 128, 128, 64, 64, RLX_MASK_CAUSAL, 0, 0, false, RLX_DTYPE_F32, 256);
+    /* prompt chunks (the AVX-512 prefill takes blocks of four 16-query
+     * tiles, each K/V tile widened once for the block): 70 queries after 30
+     * cached keys, heads in pairs, the last block one partial tile; sliding
+     * windows shorter than a block, so its tiles see different key ranges
+     * (f32 keys: partial key blocks read the cache rows themselves); head
+     * dim 256 */
+    attn_case(1, 4, 2, 70, 100, 64, 64, RLX_MASK_CAUSAL, 0, 0, false, RLX_DTYPE_F16, 128);
+    attn_case(1, 2, 2, 90, 90, 32, 32, RLX_MASK_WINDOW, 20, 0, false, RLX_DTYPE_F32, 96);
+    attn_case(1, 8, 4, 64, 80, 256, 256, RLX_MASK_WINDOW, 24, 0, false, RLX_DTYPE_F16, 80);
     /* a Q8_0 KV cache: heads of 8 (4 per block), of 32, of 64 (2 blocks) */
     attn_q8_case(8, 4, 1, 17, 8, RLX_MASK_CAUSAL, 0, 40);
     attn_q8_case(4, 2, 5, 70, 32, RLX_MASK_CAUSAL, 0, 96);

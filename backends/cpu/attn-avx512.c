@@ -201,9 +201,20 @@ static inline __attribute__((always_inline)) void transpose16(__m512 *r)
     }
 }
 
-/* G heads [h0, h0 + G) of one KV head (G = 1 or 2), queries [q0, q0 + nq):
- * the K/V tiles are widened once for all of them, and their positions, so
- * their masks, are the same. */
+/* One query tile of a task: its 16 queries' transposed Q and accumulated O
+ * per head, running max and sum, positions, and the keys it sees. */
+typedef struct {
+    float *Qt[2], *Ot[2];
+    __m512 m[2], l[2];
+    __m512i pos;    /* per lane: the query's position */
+    __mmask16 live; /* lanes holding a query */
+    int64_t q0, nq, lo, hi;
+    bool fresh; /* no key tile has reached Ot yet */
+} pf_tile;
+
+/* G heads [h0, h0 + G) of one KV head (G = 1 or 2), queries [q0, q0 + nq)
+ * (up to RLX_ATTN_PF_TILES tiles of 16): each K/V tile is widened once for
+ * all of them; the heads of a query tile share its positions, so its masks. */
 static inline __attribute__((always_inline)) void attn_tile_heads(int G,
                                                                   const rlx_cpu_attn_params *p,
                                                                   int64_t h0, int64_t q0,
@@ -212,137 +223,159 @@ static inline __attribute__((always_inline)) void attn_tile_heads(int G,
     const int64_t D = p->head_dim;
     const int64_t kvh = h0 / (p->n_heads / p->n_kv_heads);
     float *base = (float *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
-    float *Qt[2], *Ot[2], *St[2];
-    for (int g = 0; g < 2; g++) {
-        Qt[g] = base + g * 2 * D * BQ; /* D x 16 */
-        Ot[g] = Qt[g] + D * BQ;        /* D x 16 */
-    }
-    St[0] = base + 4 * D * BQ; /* BK x 16: scores, then probabilities */
+    const int nt = (int)((nq + BQ - 1) / BQ);
+    float *St[2];
+    St[0] = base + RLX_ATTN_PF_TILES * 4 * D * BQ; /* BK x 16: scores, then probabilities */
     St[1] = St[0] + BK * BQ;
     float *Kt = St[1] + BK * BQ; /* BK x D widened rows */
     float *Vt = Kt + BK * D;     /* BK x D */
     const float *krow[BK], *vrow[BK];
 
-    /* Qt = the tile's scaled queries transposed, 16 dims at a time (lanes
-     * past nq hold zeros); Ot starts at zero with the first key tile */
-    const __m512 vscale = _mm512_set1_ps(p->scale);
-    for (int g = 0; g < G; g++)
-        for (int64_t d0 = 0; d0 < D; d0 += 16) {
-            __m512 r[16];
-            for (int64_t i = 0; i < BQ; i++)
-                r[i] = i < nq ? _mm512_mul_ps(_mm512_loadu_ps(p->q + (q0 + i) * p->q_ld_tok +
-                                                              (h0 + g) * p->q_ld_head + d0),
-                                              vscale)
-                              : _mm512_setzero_ps();
-            transpose16(r);
-            for (int64_t dd = 0; dd < 16; dd++)
-                _mm512_store_ps(Qt[g] + (d0 + dd) * BQ, r[dd]);
-        }
-    bool fresh = true; /* no key tile has reached Ot yet */
-
     const bool causal = p->mask == RLX_CPU_ATTN_CAUSAL || p->mask == RLX_CPU_ATTN_SLIDING;
     const bool sliding = p->mask == RLX_CPU_ATTN_SLIDING;
-    int64_t lo = 0, hi = p->n_kv;
-    if (causal) {
-        int64_t last = p->q_pos0 + q0 + nq - 1;
-        hi = last + 1 < hi ? last + 1 : hi;
-        if (sliding) {
-            int64_t first = p->q_pos0 + q0 - p->window + 1;
-            lo = first > 0 ? first : 0;
-        }
-    }
-    /* per lane: the query's position; lanes past nq see no key */
     const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    const __mmask16 live = (__mmask16)(nq >= 16 ? 0xFFFF : (1u << nq) - 1u);
-    const __m512i pos = _mm512_add_epi32(lane, _mm512_set1_epi32((int)(p->q_pos0 + q0)));
-    __m512 m[2], l[2];
-    for (int g = 0; g < 2; g++) {
-        m[g] = _mm512_set1_ps(-INFINITY);
-        l[g] = _mm512_setzero_ps();
+    const __m512 vscale = _mm512_set1_ps(p->scale);
+    pf_tile tl[RLX_ATTN_PF_TILES];
+    int64_t klo = p->n_kv, khi = 0;
+    for (int b = 0; b < nt; b++) {
+        pf_tile *t = &tl[b];
+        for (int g = 0; g < 2; g++) {
+            t->Qt[g] = base + (b * 4 + g * 2) * D * BQ; /* D x 16 */
+            t->Ot[g] = t->Qt[g] + D * BQ;               /* D x 16 */
+            t->m[g] = _mm512_set1_ps(-INFINITY);
+            t->l[g] = _mm512_setzero_ps();
+        }
+        t->q0 = q0 + b * BQ;
+        t->nq = q0 + nq - t->q0 < BQ ? q0 + nq - t->q0 : BQ;
+        t->fresh = true;
+        t->live = (__mmask16)(t->nq >= 16 ? 0xFFFF : (1u << t->nq) - 1u);
+        t->pos = _mm512_add_epi32(lane, _mm512_set1_epi32((int)(p->q_pos0 + t->q0)));
+        t->lo = 0;
+        t->hi = p->n_kv;
+        if (causal) {
+            int64_t last = p->q_pos0 + t->q0 + t->nq - 1;
+            t->hi = last + 1 < t->hi ? last + 1 : t->hi;
+            if (sliding) {
+                int64_t first = p->q_pos0 + t->q0 - p->window + 1;
+                t->lo = first > 0 ? first : 0;
+            }
+        }
+        klo = t->lo < klo ? t->lo : klo;
+        khi = t->hi > khi ? t->hi : khi;
+        /* Qt = the tile's scaled queries transposed, 16 dims at a time
+         * (lanes past nq hold zeros) */
+        for (int g = 0; g < G; g++)
+            for (int64_t d0 = 0; d0 < D; d0 += 16) {
+                __m512 r[16];
+                for (int64_t i = 0; i < BQ; i++)
+                    r[i] = i < t->nq
+                               ? _mm512_mul_ps(_mm512_loadu_ps(p->q + (t->q0 + i) * p->q_ld_tok +
+                                                               (h0 + g) * p->q_ld_head + d0),
+                                               vscale)
+                               : _mm512_setzero_ps();
+                transpose16(r);
+                for (int64_t dd = 0; dd < 16; dd++)
+                    _mm512_store_ps(t->Qt[g] + (d0 + dd) * BQ, r[dd]);
+            }
     }
 
-    for (int64_t kt = lo; kt < hi; kt += BK) {
-        int64_t kn = hi - kt < BK ? hi - kt : BK;
+    for (int64_t kt = klo; kt < khi; kt += BK) {
+        const int64_t kn = khi - kt < BK ? khi - kt : BK;
         tile_rows(p, p->k, p->k_ld_tok, p->k_ld_head, kvh, kt, kn, Kt, krow);
+        bool v_ready = false;
         /* rows are ks apart (the cache's token stride, or D once widened);
          * a last partial block reads the tile buffer's spare rows */
-        int64_t ks = p->kv_type == RLX_DTYPE_F16 ? D : p->k_ld_tok;
-        for (int64_t j0 = 0; j0 < kn; j0 += 16) {
-            float *Sj[2] = {St[0] + j0 * BQ, St[1] + j0 * BQ};
-            if (j0 + 16 <= kn || p->kv_type == RLX_DTYPE_F16) {
-                scores16(G, (const float *const *)Qt, krow[j0], ks, D, Sj);
-            } else {
-                for (int64_t j = j0; j < j0 + 16; j++) { /* f32 rows past the cache's end */
-                    float *Sjj[2] = {St[0] + j * BQ, St[1] + j * BQ};
-                    scores16_one(G, (const float *const *)Qt, krow[j], D, Sjj);
+        const int64_t ks = p->kv_type == RLX_DTYPE_F16 ? D : p->k_ld_tok;
+        for (int b = 0; b < nt; b++) {
+            pf_tile *t = &tl[b];
+            if (kt >= t->hi || kt + kn <= t->lo)
+                continue;
+            const int64_t tn = t->hi - kt < kn ? t->hi - kt : kn; /* keys this tile can see */
+            for (int64_t j0 = 0; j0 < tn; j0 += 16) {
+                float *Sj[2] = {St[0] + j0 * BQ, St[1] + j0 * BQ};
+                if (j0 + 16 <= tn || p->kv_type == RLX_DTYPE_F16) {
+                    scores16(G, (const float *const *)t->Qt, krow[j0], ks, D, Sj);
+                } else {
+                    for (int64_t j = j0; j < j0 + 16; j++) { /* f32 rows past the cache's end */
+                        float *Sjj[2] = {St[0] + j * BQ, St[1] + j * BQ};
+                        scores16_one(G, (const float *const *)t->Qt, krow[j], D, Sjj);
+                    }
                 }
             }
-        }
-        /* visibility per key (the same for every head of the tile) */
-        __mmask16 vis[BK];
-        for (int64_t j = 0; j < kn; j++) {
-            __m512i key = _mm512_set1_epi32((int)(kt + j));
-            __mmask16 v = live;
-            if (causal)
-                v &= _mm512_cmp_epi32_mask(key, pos, _MM_CMPINT_LE);
-            if (sliding) /* key > pos - window */
-                v &= _mm512_cmp_epi32_mask(
-                    key, _mm512_sub_epi32(pos, _mm512_set1_epi32((int)p->window)), _MM_CMPINT_NLE);
-            vis[j] = v;
-        }
-        __m512 corr[2];
-        bool none = true;
-        for (int g = 0; g < G; g++) {
-            __m512 tmax = _mm512_set1_ps(-INFINITY);
-            for (int64_t j = 0; j < kn; j++)
-                tmax = _mm512_mask_max_ps(tmax, vis[j], tmax, _mm512_load_ps(St[g] + j * BQ));
-            __mmask16 any = _mm512_cmp_ps_mask(tmax, _mm512_set1_ps(-INFINITY), _CMP_NEQ_OQ);
-            if (!any) {
-                corr[g] = _mm512_set1_ps(1.0f);
-                for (int64_t j = 0; j < kn; j++)
-                    _mm512_store_ps(St[g] + j * BQ, _mm512_setzero_ps());
+            /* visibility per key (the same for every head of the tile) */
+            __mmask16 vis[BK];
+            for (int64_t j = 0; j < tn; j++) {
+                __m512i key = _mm512_set1_epi32((int)(kt + j));
+                __mmask16 v = t->live;
+                if (causal)
+                    v &= _mm512_cmp_epi32_mask(key, t->pos, _MM_CMPINT_LE);
+                if (sliding) /* key > pos - window */
+                    v &= _mm512_cmp_epi32_mask(
+                        key, _mm512_sub_epi32(t->pos, _mm512_set1_epi32((int)p->window)),
+                        _MM_CMPINT_NLE);
+                vis[j] = v;
+            }
+            __m512 corr[2];
+            bool none = true;
+            for (int g = 0; g < G; g++) {
+                __m512 tmax = _mm512_set1_ps(-INFINITY);
+                for (int64_t j = 0; j < tn; j++)
+                    tmax = _mm512_mask_max_ps(tmax, vis[j], tmax, _mm512_load_ps(St[g] + j * BQ));
+                __mmask16 any = _mm512_cmp_ps_mask(tmax, _mm512_set1_ps(-INFINITY), _CMP_NEQ_OQ);
+                if (!any) {
+                    corr[g] = _mm512_set1_ps(1.0f);
+                    for (int64_t j = 0; j < tn; j++)
+                        _mm512_store_ps(St[g] + j * BQ, _mm512_setzero_ps());
+                    continue;
+                }
+                none = false;
+                __m512 mnew = _mm512_mask_max_ps(t->m[g], any, t->m[g], tmax);
+                /* lanes with no visible key yet keep m = -inf: corr 1, p 0 */
+                __m512 c = _mm512_mask_blend_ps(any, _mm512_set1_ps(1.0f),
+                                                exp512(_mm512_sub_ps(t->m[g], mnew)));
+                corr[g] = _mm512_mask_blend_ps(
+                    _mm512_cmp_ps_mask(t->m[g], _mm512_set1_ps(-INFINITY), _CMP_EQ_OQ), c,
+                    _mm512_set1_ps(1.0f));
+                __m512 lsum = _mm512_setzero_ps();
+                for (int64_t j = 0; j < tn; j++) {
+                    __m512 pj = _mm512_maskz_mov_ps(
+                        vis[j] & any, exp512(_mm512_sub_ps(_mm512_load_ps(St[g] + j * BQ), mnew)));
+                    _mm512_store_ps(St[g] + j * BQ, pj);
+                    lsum = _mm512_add_ps(lsum, pj);
+                }
+                t->m[g] = mnew;
+                t->l[g] = _mm512_fmadd_ps(t->l[g], corr[g], lsum);
+            }
+            if (none)
                 continue;
+            if (!v_ready) {
+                tile_rows(p, p->v, p->v_ld_tok, p->v_ld_head, kvh, kt, kn, Vt, vrow);
+                v_ready = true;
             }
-            none = false;
-            __m512 mnew = _mm512_mask_max_ps(m[g], any, m[g], tmax);
-            /* lanes with no visible key yet keep m = -inf: corr 1, p 0 */
-            __m512 c =
-                _mm512_mask_blend_ps(any, _mm512_set1_ps(1.0f), exp512(_mm512_sub_ps(m[g], mnew)));
-            corr[g] = _mm512_mask_blend_ps(
-                _mm512_cmp_ps_mask(m[g], _mm512_set1_ps(-INFINITY), _CMP_EQ_OQ), c,
-                _mm512_set1_ps(1.0f));
-            __m512 lsum = _mm512_setzero_ps();
-            for (int64_t j = 0; j < kn; j++) {
-                __m512 pj = _mm512_maskz_mov_ps(
-                    vis[j] & any, exp512(_mm512_sub_ps(_mm512_load_ps(St[g] + j * BQ), mnew)));
-                _mm512_store_ps(St[g] + j * BQ, pj);
-                lsum = _mm512_add_ps(lsum, pj);
-            }
-            m[g] = mnew;
-            l[g] = _mm512_fmadd_ps(l[g], corr[g], lsum);
+            for (int64_t d0 = 0; d0 < D; d0 += 16)
+                values16(G, t->Ot, St, vrow, tn, d0, corr, t->fresh);
+            t->fresh = false;
         }
-        if (none)
-            continue;
-        tile_rows(p, p->v, p->v_ld_tok, p->v_ld_head, kvh, kt, kn, Vt, vrow);
-        for (int64_t d0 = 0; d0 < D; d0 += 16)
-            values16(G, Ot, St, vrow, kn, d0, corr, fresh);
-        fresh = false;
     }
 
     /* O = Ot / l transposed back, 16 dims at a time; a query that saw no
      * key (or no key tile at all) gets zeros */
-    for (int g = 0; g < G; g++) {
-        const __m512 il = _mm512_maskz_div_ps(
-            _mm512_cmp_ps_mask(l[g], _mm512_setzero_ps(), _CMP_GT_OQ), _mm512_set1_ps(1.0f), l[g]);
-        for (int64_t d0 = 0; d0 < D; d0 += 16) {
-            __m512 r[16];
-            for (int64_t dd = 0; dd < 16; dd++)
-                r[dd] = fresh ? _mm512_setzero_ps()
-                              : _mm512_mul_ps(_mm512_load_ps(Ot[g] + (d0 + dd) * BQ), il);
-            transpose16(r);
-            for (int64_t i = 0; i < nq; i++)
-                _mm512_storeu_ps(p->out + (q0 + i) * p->o_ld_tok + (h0 + g) * p->o_ld_head + d0,
-                                 r[i]);
+    for (int b = 0; b < nt; b++) {
+        const pf_tile *t = &tl[b];
+        for (int g = 0; g < G; g++) {
+            const __m512 il =
+                _mm512_maskz_div_ps(_mm512_cmp_ps_mask(t->l[g], _mm512_setzero_ps(), _CMP_GT_OQ),
+                                    _mm512_set1_ps(1.0f), t->l[g]);
+            for (int64_t d0 = 0; d0 < D; d0 += 16) {
+                __m512 r[16];
+                for (int64_t dd = 0; dd < 16; dd++)
+                    r[dd] = t->fresh ? _mm512_setzero_ps()
+                                     : _mm512_mul_ps(_mm512_load_ps(t->Ot[g] + (d0 + dd) * BQ), il);
+                transpose16(r);
+                for (int64_t i = 0; i < t->nq; i++)
+                    _mm512_storeu_ps(
+                        p->out + (t->q0 + i) * p->o_ld_tok + (h0 + g) * p->o_ld_head + d0, r[i]);
+            }
         }
     }
 }

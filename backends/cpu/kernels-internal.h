@@ -146,12 +146,17 @@ typedef void (*rlx_attn_group_fn)(const rlx_cpu_attn_params *p, int64_t head, in
 /* floats of scratch one rlx_attn_tile_fn / rlx_attn_group_fn call needs */
 #define RLX_ATTN_BQ 16
 #define RLX_ATTN_BK 64
+/* query tiles of 16 per AVX-512 prefill call (each K/V tile widened once
+ * for all of them) */
+#define RLX_ATTN_PF_TILES 4
 static inline size_t rlx_attn_tile_scratch_floats(int64_t head_dim)
 {
-    /* Q and O tiles and scores of up to two heads (the AVX-512 prefill tile
-     * pairs the heads of a KV head), K and V tiles */
-    return (size_t)RLX_ATTN_BQ * (size_t)head_dim * 4 + (size_t)RLX_ATTN_BK * 2 * (size_t)head_dim +
-           (size_t)RLX_ATTN_BQ * RLX_ATTN_BK * 2 + 4 * RLX_ATTN_BQ + 64;
+    /* Q and O tiles of up to two heads (the AVX-512 prefill pairs the heads
+     * of a KV head) for each of its query tiles, scores of two heads, K and
+     * V tiles */
+    return (size_t)RLX_ATTN_PF_TILES * RLX_ATTN_BQ * (size_t)head_dim * 4 +
+           (size_t)RLX_ATTN_BK * 2 * (size_t)head_dim + (size_t)RLX_ATTN_BQ * RLX_ATTN_BK * 2 +
+           4 * RLX_ATTN_BQ + 64;
 }
 
 typedef struct rlx_vec_ops {
@@ -239,7 +244,8 @@ typedef struct rlx_cpu_table {
     rlx_qgemm_panel_fn qgemm[RLX_DTYPE_COUNT]; /* NULL: per-row dots for M > 1 */
     /* n_q > 1 attention over F32/F16 K/V, no bias or softcap, head_dim % 16
      * == 0 (attn-<isa>.c); NULL: vec.attn_tile */
-    rlx_attn_group_fn attn_prefill; /* nh = 1 or 2 heads of one KV head */
+    /* nh = 1 or 2 heads of one KV head, nq <= RLX_ATTN_PF_TILES * RLX_ATTN_BQ */
+    rlx_attn_group_fn attn_prefill;
     /* a few queries (nh * nq <= 4 rows of one KV head) over F32/F16 K/V, no
      * bias or softcap, head_dim % 16 == 0 and <= 256; NULL: vec.attn_group */
     rlx_attn_group_fn attn_decode;

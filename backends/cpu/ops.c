@@ -375,7 +375,7 @@ typedef struct {
     rlx_attn_group_fn group;  /* one task per KV head */
     rlx_attn_group_fn decode; /* tasks of dec_heads heads x all n_q queries */
     int64_t dec_heads;
-    rlx_attn_group_fn prefill; /* tasks of pf_heads heads x one query tile */
+    rlx_attn_group_fn prefill; /* tasks of pf_heads heads x one block of query tiles */
     int64_t pf_heads;
     float *scratch;
     size_t per_thread;
@@ -395,9 +395,11 @@ static void attn_task(void *vc, int64_t task, int thread)
         c->group(c->p, task * g, g, 0, c->p->n_q, c->scratch + (size_t)thread * c->per_thread);
         return;
     }
+    /* query tiles of 16, or blocks of RLX_ATTN_PF_TILES of them */
+    const int64_t span = c->prefill ? RLX_ATTN_PF_TILES * RLX_ATTN_BQ : RLX_ATTN_BQ;
     int64_t h = task / c->q_tiles, qt = task % c->q_tiles;
-    int64_t q0 = qt * RLX_ATTN_BQ;
-    int64_t nq = c->p->n_q - q0 < RLX_ATTN_BQ ? c->p->n_q - q0 : RLX_ATTN_BQ;
+    int64_t q0 = qt * span;
+    int64_t nq = c->p->n_q - q0 < span ? c->p->n_q - q0 : span;
     float *scratch = c->scratch + (size_t)thread * c->per_thread;
     if (c->prefill)
         c->prefill(c->p, h * c->pf_heads, c->pf_heads, q0, nq, scratch);
@@ -454,6 +456,8 @@ rlx_status rlx_cpu_attention(rlx_threadpool *pool, const rlx_cpu_attn_params *p,
          * K/V tile widened once for both, each broadcast feeding two FMAs */
         c.prefill = t->attn_prefill;
         c.pf_heads = group % 2 == 0 ? 2 : 1;
+        c.q_tiles =
+            (p->n_q + RLX_ATTN_PF_TILES * RLX_ATTN_BQ - 1) / (RLX_ATTN_PF_TILES * RLX_ATTN_BQ);
         rlx_parallel_for(pool, p->n_heads / c.pf_heads * c.q_tiles, attn_task, &c);
         free(owned);
         return RLX_OK;
