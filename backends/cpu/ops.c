@@ -312,9 +312,11 @@ static void rope_run(rlx_threadpool *pool, const rope_ctx *c)
                      rope_task, (void *)c);
 }
 
-void rlx_cpu_rope(rlx_threadpool *pool, const rlx_cpu_rope_params *p, const float *x,
-                  int64_t ld_tok, int64_t ld_head, float *y, int64_t ldy_tok, int64_t ldy_head,
-                  int64_t n_tokens, int64_t n_heads, int64_t head_dim, const int32_t *pos)
+/* heads turned by the angles of `table`, or (table NULL) of `pos` */
+static void rope_heads(rlx_threadpool *pool, const rlx_cpu_rope_params *p, const float *x,
+                       int64_t ld_tok, int64_t ld_head, float *y, int64_t ldy_tok, int64_t ldy_head,
+                       int64_t n_tokens, int64_t n_heads, int64_t head_dim, const float *table,
+                       const int32_t *pos)
 {
     if (!rope_params_ok(p, head_dim) || n_tokens <= 0 || n_heads <= 0)
         return;
@@ -330,9 +332,19 @@ void rlx_cpu_rope(rlx_threadpool *pool, const rlx_cpu_rope_params *p, const floa
                   .n_heads = n_heads,
                   .head_dim = head_dim,
                   .pos = pos,
+                  .table = table,
                   .inv_freq = inv_freq};
-    rope_inv_freq(p, inv_freq);
+    if (!table)
+        rope_inv_freq(p, inv_freq);
     rope_run(pool, &c);
+}
+
+void rlx_cpu_rope(rlx_threadpool *pool, const rlx_cpu_rope_params *p, const float *x,
+                  int64_t ld_tok, int64_t ld_head, float *y, int64_t ldy_tok, int64_t ldy_head,
+                  int64_t n_tokens, int64_t n_heads, int64_t head_dim, const int32_t *pos)
+{
+    rope_heads(pool, p, x, ld_tok, ld_head, y, ldy_tok, ldy_head, n_tokens, n_heads, head_dim, NULL,
+               pos);
 }
 
 void rlx_cpu_rope_table(rlx_threadpool *pool, const rlx_cpu_rope_params *p, const int32_t *pos,
@@ -351,20 +363,10 @@ void rlx_cpu_rope_apply(rlx_threadpool *pool, const rlx_cpu_rope_params *p, cons
                         const float *x, int64_t ld_tok, int64_t ld_head, float *y, int64_t ldy_tok,
                         int64_t ldy_head, int64_t n_tokens, int64_t n_heads, int64_t head_dim)
 {
-    if (!rope_params_ok(p, head_dim) || n_tokens <= 0 || n_heads <= 0)
+    if (!table)
         return;
-    rope_ctx c = {.p = p,
-                  .x = x,
-                  .y = y,
-                  .ld_tok = ld_tok,
-                  .ld_head = ld_head,
-                  .ldy_tok = ldy_tok,
-                  .ldy_head = ldy_head,
-                  .n_tokens = n_tokens,
-                  .n_heads = n_heads,
-                  .head_dim = head_dim,
-                  .table = table};
-    rope_run(pool, &c);
+    rope_heads(pool, p, x, ld_tok, ld_head, y, ldy_tok, ldy_head, n_tokens, n_heads, head_dim,
+               table, NULL);
 }
 
 /* ---------------------------------------------------------- attention */
