@@ -59,13 +59,14 @@ count() {
     ls "$convs"/*.json 2>/dev/null | wc -l
 }
 
-# new_conversation: Ctrl+N, then say TEXT; waits for its file and sets $only
-# to it, so that wait_reply reads that one and not an older conversation.
+# new_conversation TEXT [KEY]: Ctrl+N, then say TEXT [KEY]; waits for its
+# file and sets $only to it, so that wait_reply reads that one and not an
+# older conversation.
 new_conversation() {
     before=$(count)
     xdotool key --clearmodifiers ctrl+n
     sleep 0.3
-    say "$1"
+    say "$1" "${2:-}"
     i=0
     while [ "$(count)" -le "$before" ]; do
         [ $i -lt 50 ] || fail "no new conversation file after 10 s"
@@ -93,9 +94,10 @@ wait_reply() {
     done
 }
 
+# say TEXT [KEY]: type TEXT, press Enter (and KEY right behind it)
 say() {
     xdotool windowfocus --sync "$wid" type --delay 15 "$1"
-    xdotool key --clearmodifiers Return
+    xdotool key --clearmodifiers Return ${2:-}
 }
 
 expected=", there was a little girl named Lily. She loved to play outside in the park."
@@ -164,18 +166,8 @@ fi
 # Escape right behind Enter: the tiny model writes the whole 1500-token
 # reply in well under a second here, so waiting to see part of it first
 # raced its end (and failed whenever the model won)
-before=$(count)
-xdotool key --clearmodifiers ctrl+n
-sleep 0.3
-xdotool windowfocus --sync "$wid" type --delay 15 "Once upon a time"
-xdotool key --clearmodifiers Return Escape
-i=0
-while [ "$(count)" -le "$before" ]; do
-    [ $i -lt 50 ] || fail "no new conversation file after 10 s"
-    sleep 0.2
-    i=$((i + 1))
-done
-file=$(newest)
+new_conversation "Once upon a time" Escape
+file=$only
 sleep 1
 a=$(field "$file" reply)
 sleep 2
