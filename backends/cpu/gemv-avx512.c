@@ -443,18 +443,26 @@ static void kq_prep(const float *x, void *act, int64_t K)
     }
 }
 
-/* Sub-block scales in the order kq_block's packed sums take them: vpdpbusd
+/* The sums of two rows go through the scales in one register: vpdpbusd
  * gives register j's 32-bit sums of four products (below 2^15, so vpackssdw
- * keeps them exact); packing registers 2p and 2p+1 puts, in each 128-bit
- * lane, four sums of the first then four of the second, and a register's
- * lanes 0-1 hold its sub-block s0, lanes 2-3 its s1 (kq_prep's order), so
- * one vpdpwssd applies the scales of two registers. */
-static const uint16_t kq_sc_idx[2][32] = {
-    {0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1,
-     2, 2, 2, 2, 3, 3, 3, 3, 2, 2, 2, 2, 3, 3, 3, 3},
-    {4, 4, 4, 4, 5, 5, 5, 5, 4, 4, 4, 4, 5, 5, 5, 5,
-     6, 6, 6, 6, 7, 7, 7, 7, 6, 6, 6, 6, 7, 7, 7, 7},
-};
+ * keeps them exact); packing row a's register j with row b's puts, in each
+ * 128-bit lane, four sums of a then four of b, and a register's lanes 0-1
+ * hold its sub-block s0, lanes 2-3 its s1 (kq_prep's order), so one
+ * vpdpwssd applies both rows' scales, and the four registers of a block
+ * accumulate into one. Dwords 0-1 of each 128-bit lane are then row a's,
+ * 2-3 row b's: one conversion and one multiply-add per two rows and block
+ * (per row before, with a pack and a scale permute fewer per four rows).
+ * Indices into SC16, which holds row r's eight scales at words 8r..8r+7:
+ * kq_sc_pair[j] for rows 0 and 1; rows 2 and 3 add 16. */
+#define KQ_W4(a, b) a, a, a, a, b, b, b, b
+#define KQ_PAIR_IDX(s0, s1)                                                        \
+    {                                                                              \
+        KQ_W4(s0, 8 + s0), KQ_W4(s0, 8 + s0), KQ_W4(s1, 8 + s1), KQ_W4(s1, 8 + s1) \
+    }
+static const uint16_t kq_sc_pair[4][32] = {KQ_PAIR_IDX(0, 2), KQ_PAIR_IDX(1, 3), KQ_PAIR_IDX(4, 6),
+                                           KQ_PAIR_IDX(5, 7)};
+#undef KQ_PAIR_IDX
+#undef KQ_W4
 
 /* Q5_K high bits: the bit of qh[l] for each byte of register j */
 static AI __m512i q5_bitsel(int lo_bit, int hi_bit)
@@ -462,31 +470,11 @@ static AI __m512i q5_bitsel(int lo_bit, int hi_bit)
     return join256(_mm256_set1_epi8((char)(1 << lo_bit)), _mm256_set1_epi8((char)(1 << hi_bit)));
 }
 
-/* rlx_k4_unpack in registers: the 12 scale bytes a, b, c (4 each) after
- * the block's d and dmin become the 8 scales then the 8 mins, as bytes:
- * sc = [a & 63, (c & 15) | (a >> 2 & 48)], mn = [b & 63, (c >> 4) | (b >> 2 & 48)].
- * The 16-byte load ends inside the block's quants. */
-static AI __m128i k4_scales(const uint8_t *hdr)
+/* A block's four registers of 4-bit (Q4_K, qh == NULL) or 5-bit quants,
+ * in kq_prep's order, against Y: vpdpbusd's sums */
+static AI void kq_sums(const uint8_t *qh, const uint8_t *qs, const __m512i Y[4], __m512i r[4])
 {
-    const __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(hdr + 4));
-    const __m128i m6 = _mm_set1_epi8(0x3F), m4 = _mm_set1_epi8(0x0F), m2 = _mm_set1_epi8(0x30);
-    const __m128i c = _mm_shuffle_epi32(v, 0xAA); /* c in every dword */
-    const __m128i chi =
-        _mm_unpacklo_epi32(_mm_and_si128(c, m4), _mm_and_si128(_mm_srli_epi16(c, 4), m4));
-    const __m128i hi =
-        _mm_or_si128(chi, _mm_and_si128(_mm_srli_epi16(v, 2), m2)); /* sc4-7, mn4-7 */
-    const __m128i lo = _mm_and_si128(v, m6);                        /* sc0-3, mn0-3 */
-    return _mm_unpacklo_epi32(lo, hi);                              /* sc0-7, mn0-7 */
-}
-
-/* One Q4_K (qh == NULL) or Q5_K block: acc += d*dy * sum(sc*q*y),
- * accm += dmin*dy * sum(mn*ysum). */
-static AI void kq_block(const uint8_t *hdr, const uint8_t *qh, const uint8_t *qs, const act_kq *a,
-                        const __m512i Y[4], const __m512i idx[2], __m512 *acc, __m128 *accm)
-{
-    const __m512i m4 = _mm512_set1_epi8(0x0F);
-    const __m128i scmn = k4_scales(hdr);
-    __m512i sc16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(scmn));
+    const __m512i m4 = _mm512_set1_epi8(0x0F), z = _mm512_setzero_si512();
     __m512i A = _mm512_loadu_si512(qs), B = _mm512_loadu_si512(qs + 64);
     __m512i q[4] = {_mm512_and_si512(A, m4), _mm512_and_si512(_mm512_srli_epi16(A, 4), m4),
                     _mm512_and_si512(B, m4), _mm512_and_si512(_mm512_srli_epi16(B, 4), m4)};
@@ -499,75 +487,39 @@ static AI void kq_block(const uint8_t *hdr, const uint8_t *qh, const uint8_t *qs
             q[j] = _mm512_mask_add_epi8(q[j], k, q[j], v16);
         }
     }
-    const __m512i z = _mm512_setzero_si512();
-    __m512i r[4];
     for (int j = 0; j < 4; j++)
         r[j] = _mm512_dpbusd_epi32(z, q[j], Y[j]);
-    __m512i s = _mm512_dpwssd_epi32(z, _mm512_packs_epi32(r[0], r[1]),
-                                    _mm512_permutexvar_epi16(idx[0], sc16));
-    s = _mm512_dpwssd_epi32(s, _mm512_packs_epi32(r[2], r[3]),
-                            _mm512_permutexvar_epi16(idx[1], sc16));
-    uint32_t dd;
-    memcpy(&dd, hdr, 4);
-    __m128 dm = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)dd)), _mm_set1_ps(a->d));
-    *acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_broadcastss_ps(dm), *acc);
-    __m128i m = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_srli_si128(scmn, 8)),
-                               _mm_load_si128((const __m128i *)(const void *)a->ysum));
-    *accm = _mm_fmadd_ps(_mm_cvtepi32_ps(m), _mm_shuffle_ps(dm, dm, 0x55), *accm);
 }
 
-/* one row (the last n % 4 of a share; kq_rows4 takes the others) */
-static AI void kq_row(bool q5, int64_t nb, const uint8_t *w, const act_kq *a, float *y)
-{
-    const __m512i idx[2] = {_mm512_loadu_si512(kq_sc_idx[0]), _mm512_loadu_si512(kq_sc_idx[1])};
-    __m512 acc = _mm512_setzero_ps();
-    __m128 accm = _mm_setzero_ps();
-    const size_t bb = q5 ? sizeof(blk_q5_k) : sizeof(blk_q4_k);
-    for (int64_t i = 0; i < nb; i++) {
-        __m512i Y[4];
-        for (int j = 0; j < 4; j++)
-            Y[j] = _mm512_load_si512(a[i].y + 64 * j);
-        const uint8_t *b = w + (size_t)i * bb;
-        if (q5)
-            kq_block(b, b + 16, b + 48, &a[i], Y, idx, &acc, &accm);
-        else
-            kq_block(b, NULL, b + 16, &a[i], Y, idx, &acc, &accm);
-    }
-    *y = _mm512_reduce_add_ps(acc) - hsum128(accm);
-}
-
-/* Four rows' blocks i at once: the 16-byte headers (d, dmin, 12 scale
- * bytes) of the four rows share one register, so the scale unpacking, the
- * mins term and the d/dmin conversion run once for the four (each was per
- * row: about 40% of a row's instructions per block). Lane r of H is row r's
- * header; the unpacking is k4_scales' per 128-bit lane. */
+/* Blocks i of R rows (4, or 1 for the last n % 4 of a share) at once: the
+ * 16-byte headers (d, dmin, 12 scale bytes) of the rows share one register,
+ * so the scale unpacking, the mins term and the d/dmin conversion run once
+ * for the four (each was per row: about 40% of a row's instructions per
+ * block). Lane r of H is row r's header; the unpacking is rlx_k4_unpack's
+ * per 128-bit lane. With R == 1 the row is its own pair partner, so it
+ * goes through the same additions as on the four-row path and its result
+ * does not depend on which path it took. */
 static const uint16_t kq_dd_idx[32] = {0, 1, 8, 9, 16, 17, 24, 25};
-/* vpermw indices into SC16 (row r's eight scales at words 8r..8r+7) */
-static const uint16_t kq_sc_idx4[4][2][32] = {
-#define KQ_ROW_IDX(o)                                                                           \
-    {                                                                                           \
-        {0 + o, 0 + o, 0 + o, 0 + o, 1 + o, 1 + o, 1 + o, 1 + o, 0 + o, 0 + o, 0 + o,           \
-         0 + o, 1 + o, 1 + o, 1 + o, 1 + o, 2 + o, 2 + o, 2 + o, 2 + o, 3 + o, 3 + o,           \
-         3 + o, 3 + o, 2 + o, 2 + o, 2 + o, 2 + o, 3 + o, 3 + o, 3 + o, 3 + o},                 \
-        {                                                                                       \
-            4 + o, 4 + o, 4 + o, 4 + o, 5 + o, 5 + o, 5 + o, 5 + o, 4 + o, 4 + o, 4 + o, 4 + o, \
-                5 + o, 5 + o, 5 + o, 5 + o, 6 + o, 6 + o, 6 + o, 6 + o, 7 + o, 7 + o, 7 + o,    \
-                7 + o, 6 + o, 6 + o, 6 + o, 6 + o, 7 + o, 7 + o, 7 + o, 7 + o                   \
-        }                                                                                       \
-    }
-    KQ_ROW_IDX(0), KQ_ROW_IDX(8), KQ_ROW_IDX(16), KQ_ROW_IDX(24)
-#undef KQ_ROW_IDX
-};
 
-static AI void kq_rows4(bool q5, int64_t nb, const uint8_t *w, size_t rb, const act_kq *a, float *y,
-                        int64_t ys)
+static AI void kq_rows(int R, bool q5, int64_t nb, const uint8_t *w, size_t rb, const act_kq *a,
+                       float *y, int64_t ys)
 {
     const __m512i m4 = _mm512_set1_epi8(0x0F), m6 = _mm512_set1_epi8(0x3F);
     const __m512i m2 = _mm512_set1_epi8(0x30), z = _mm512_setzero_si512();
     const __m512i dd_idx = _mm512_loadu_si512(kq_dd_idx);
+    const __m512i pair_off = _mm512_set1_epi16(16);
+    __m512i sidx[2][4];
+    for (int j = 0; j < 4; j++) {
+        sidx[0][j] = _mm512_loadu_si512(kq_sc_pair[j]);
+        sidx[1][j] = _mm512_add_epi16(sidx[0][j], pair_off);
+    }
+    /* d*dy per dword: rows 0,0,1,1 (pair 0) or 2,2,3,3 (pair 1) per lane */
+    const __m512i dsel[2] = {_mm512_set_epi32(2, 2, 0, 0, 2, 2, 0, 0, 2, 2, 0, 0, 2, 2, 0, 0),
+                             _mm512_set_epi32(6, 6, 4, 4, 6, 6, 4, 4, 6, 6, 4, 4, 6, 6, 4, 4)};
     const size_t bb = q5 ? sizeof(blk_q5_k) : sizeof(blk_q4_k);
-    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
-                     _mm512_setzero_ps()};
+    const int np = R == 4 ? 2 : 1;
+    const size_t rstep = R == 4 ? rb : 0; /* R == 1: the row four times */
+    __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
     __m512 accm = _mm512_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
         const act_kq *ai = &a[i];
@@ -576,9 +528,9 @@ static AI void kq_rows4(bool q5, int64_t nb, const uint8_t *w, size_t rb, const 
             Y[j] = _mm512_load_si512(ai->y + 64 * j);
         const uint8_t *b0 = w + (size_t)i * bb;
         __m512i H = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)b0));
-        H = _mm512_inserti32x4(H, _mm_loadu_si128((const __m128i *)(b0 + rb)), 1);
-        H = _mm512_inserti32x4(H, _mm_loadu_si128((const __m128i *)(b0 + 2 * rb)), 2);
-        H = _mm512_inserti32x4(H, _mm_loadu_si128((const __m128i *)(b0 + 3 * rb)), 3);
+        H = _mm512_inserti32x4(H, _mm_loadu_si128((const __m128i *)(b0 + rstep)), 1);
+        H = _mm512_inserti32x4(H, _mm_loadu_si128((const __m128i *)(b0 + 2 * rstep)), 2);
+        H = _mm512_inserti32x4(H, _mm_loadu_si128((const __m128i *)(b0 + 3 * rstep)), 3);
         /* per lane: the 12 scale bytes a, b, c at dwords 0-2 */
         const __m512i V = _mm512_bsrli_epi128(H, 4);
         const __m512i C = _mm512_shuffle_epi32(V, _MM_PERM_CCCC);
@@ -601,64 +553,55 @@ static AI void kq_rows4(bool q5, int64_t nb, const uint8_t *w, size_t rb, const 
             accm);
         /* the four rows' scales as words: row r at words 8r..8r+7 */
         const __m512i SC16 = _mm512_unpacklo_epi8(SM, z);
-        for (int r = 0; r < 4; r++) {
-            const uint8_t *b = b0 + (size_t)r * rb;
-            const uint8_t *qs = b + (q5 ? 48 : 16);
-            __m512i A = _mm512_loadu_si512(qs), B = _mm512_loadu_si512(qs + 64);
-            __m512i q[4] = {_mm512_and_si512(A, m4), _mm512_and_si512(_mm512_srli_epi16(A, 4), m4),
-                            _mm512_and_si512(B, m4), _mm512_and_si512(_mm512_srli_epi16(B, 4), m4)};
-            if (q5) {
-                const __m512i QH =
-                    _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(b + 16)));
-                const __m512i v16 = _mm512_set1_epi8(16);
-                static const int bits[4][2] = {{0, 2}, {1, 3}, {4, 6}, {5, 7}};
-                for (int j = 0; j < 4; j++) {
-                    __mmask64 k = _mm512_test_epi8_mask(QH, q5_bitsel(bits[j][0], bits[j][1]));
-                    q[j] = _mm512_mask_add_epi8(q[j], k, q[j], v16);
-                }
-            }
-            __m512i rr[4];
+        for (int p = 0; p < np; p++) {
+            const uint8_t *ba = b0 + (size_t)(2 * p) * rstep, *bq = ba + rstep;
+            __m512i ra[4], rq[4];
+            kq_sums(q5 ? ba + 16 : NULL, ba + (q5 ? 48 : 16), Y, ra);
+            if (R == 4)
+                kq_sums(q5 ? bq + 16 : NULL, bq + (q5 ? 48 : 16), Y, rq);
+            else
+                for (int j = 0; j < 4; j++)
+                    rq[j] = ra[j];
+            __m512i sv = z;
             for (int j = 0; j < 4; j++)
-                rr[j] = _mm512_dpbusd_epi32(z, q[j], Y[j]);
-            __m512i sv = _mm512_dpwssd_epi32(
-                z, _mm512_packs_epi32(rr[0], rr[1]),
-                _mm512_permutexvar_epi16(_mm512_loadu_si512(kq_sc_idx4[r][0]), SC16));
-            sv = _mm512_dpwssd_epi32(
-                sv, _mm512_packs_epi32(rr[2], rr[3]),
-                _mm512_permutexvar_epi16(_mm512_loadu_si512(kq_sc_idx4[r][1]), SC16));
-            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sv),
-                                     _mm512_permutexvar_ps(_mm512_set1_epi32(2 * r), DD), acc[r]);
+                sv = _mm512_dpwssd_epi32(sv, _mm512_packs_epi32(ra[j], rq[j]),
+                                         _mm512_permutexvar_epi16(sidx[p][j], SC16));
+            acc[p] =
+                _mm512_fmadd_ps(_mm512_cvtepi32_ps(sv), _mm512_permutexvar_ps(dsel[p], DD), acc[p]);
         }
     }
-    /* the same additions as kq_row's hsum128, so a row's result does
-     * not depend on which path it took */
-    float m[16];
+    float s[2][16], m[16];
+    _mm512_storeu_ps(s[0], acc[0]);
+    _mm512_storeu_ps(s[1], acc[1]);
     _mm512_storeu_ps(m, accm);
-    for (int r = 0; r < 4; r++)
-        y[r * ys] = _mm512_reduce_add_ps(acc[r]) -
-                    ((m[4 * r] + m[4 * r + 2]) + (m[4 * r + 1] + m[4 * r + 3]));
+    for (int r = 0; r < R; r++) {
+        /* row r: dwords 0-1 (r even) or 2-3 (odd) of each lane of acc[r/2] */
+        const float *v = s[r / 2] + 2 * (r % 2);
+        float dot = ((v[0] + v[4]) + (v[8] + v[12])) + ((v[1] + v[5]) + (v[9] + v[13]));
+        y[r * ys] = dot - ((m[4 * r] + m[4 * r + 2]) + (m[4 * r + 1] + m[4 * r + 3]));
+    }
 }
 
 static void q4k_streams(int64_t K, const void *w, size_t rb, int64_t q, int64_t q0, int64_t q1,
                         const void *act, float *y)
 {
-    STREAMS4(kq_rows4(false, K / 256, row, qs, act, yr, ys))
+    STREAMS4(kq_rows(4, false, K / 256, row, qs, act, yr, ys))
 }
 
 static void q4k_rows(int64_t K, const void *w, size_t rb, int64_t n, const void *act, float *y)
 {
-    ROWS1(kq_row(false, K / 256, row, act, y + r))
+    ROWS1(kq_rows(1, false, K / 256, row, 0, act, y + r, 1))
 }
 
 static void q5k_streams(int64_t K, const void *w, size_t rb, int64_t q, int64_t q0, int64_t q1,
                         const void *act, float *y)
 {
-    STREAMS4(kq_rows4(true, K / 256, row, qs, act, yr, ys))
+    STREAMS4(kq_rows(4, true, K / 256, row, qs, act, yr, ys))
 }
 
 static void q5k_rows(int64_t K, const void *w, size_t rb, int64_t n, const void *act, float *y)
 {
-    ROWS1(kq_row(true, K / 256, row, act, y + r))
+    ROWS1(kq_rows(1, true, K / 256, row, 0, act, y + r, 1))
 }
 
 /* ================================================================= Q6_K */
