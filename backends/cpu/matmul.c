@@ -5,8 +5,17 @@
  * task walks its rows in small tiles and sweeps every row of x over a tile
  * while the tile is hot in L1/L2, so weights stream from memory once per
  * call. */
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define mv_relax() _mm_pause()
+#else
+#define mv_relax() ((void)0)
+#endif
 
 #include "backends/cpu/gemv.h"
 #include "backends/cpu/kernels-internal.h"
@@ -89,6 +98,50 @@ size_t rlx_cpu_matmul_scratch_bytes(rlx_dtype wtype, int64_t M, int64_t K, int n
     return bytes;
 }
 
+/* The activation layout of a matrix-vector product is written by the first
+ * task to run, not before the job is published: in practice the caller
+ * takes it right after waking the pool. A task that finds it still being
+ * written first asks for the first lines of its four weight streams, then
+ * waits. The wake-up of the other threads, the layout (about 1 us at K =
+ * 3072) and the first DRAM reads of every thread then overlap; done before
+ * publishing, they came one after the other, about a tenth of a 1.8 MB
+ * product. */
+typedef struct {
+    atomic_int state; /* 0: not started, 1: being written, 2: written */
+} mv_layout_state;
+
+typedef void (*mv_layout_fn)(void *ctx);
+
+static void mv_layout_wait(mv_layout_state *l, mv_layout_fn fn, void *ctx, const char *w, size_t rb,
+                           int64_t q, int64_t q0, int64_t q1)
+{
+    if (atomic_load_explicit(&l->state, memory_order_acquire) == 2)
+        return;
+    int expect = 0;
+    if (atomic_compare_exchange_strong_explicit(&l->state, &expect, 1, memory_order_acq_rel,
+                                                memory_order_acquire)) {
+        fn(ctx);
+        atomic_store_explicit(&l->state, 2, memory_order_release);
+        return;
+    }
+    /* the first 16 lines of each of the slice's four streams */
+    size_t len = (size_t)(q1 - q0) * rb;
+    len = len < 1024 ? len : 1024;
+    for (int st = 0; st < 4; st++) {
+        const char *p = w + ((size_t)st * (size_t)q + (size_t)q0) * rb;
+        for (size_t o = 0; o < len; o += 64)
+            __builtin_prefetch(p + o, 0, 3);
+    }
+    /* about a microsecond; yielding after a while lets the writer run if
+     * the machine has fewer cores free than the pool has threads */
+    for (int spins = 0; atomic_load_explicit(&l->state, memory_order_acquire) != 2; spins++) {
+        if (spins < 4096)
+            mv_relax();
+        else
+            sched_yield();
+    }
+}
+
 /* fewest rows of a matrix-vector task, tasks per thread (see rlx_cpu_matmul) */
 #define MV_MIN_ROWS 8
 #define MV_TASKS    6
@@ -111,6 +164,10 @@ typedef struct {
     /* M == 1: MV_TASKS tasks per thread's share of the rows (see
      * rlx_cpu_matmul); 0 for M > 1 */
     int nth;
+    /* M == 1 with a kernel that lays x out: x, laid out into act by the
+     * first task to run (see mv_layout_wait) */
+    const float *x;
+    mv_layout_state lay;
 } mm_ctx;
 
 /* slice k < MV_TASKS of len rows: two long runs of 3/8 each, then four
@@ -132,12 +189,15 @@ static void mv_slice(int64_t len, int64_t k, int64_t *r0, int64_t *r1)
 /* Share r's slice k of a matrix-vector product: four streams, one per
  * quarter of the share (see rlx_cpu_matmul's M == 1 case) */
 static void mv_share_slice(const rlx_gemv_kernel *gv, const char *w, size_t w_row_bytes, int64_t N,
-                           int64_t K, const char *act, float *y, int nth, int64_t r, int64_t k)
+                           int64_t K, const char *act, float *y, int nth, int64_t r, int64_t k,
+                           mv_layout_state *lay, mv_layout_fn lay_fn, void *lay_ctx)
 {
     int64_t s0 = N * r / nth, s1 = N * (r + 1) / nth;
     int64_t q = (s1 - s0) / 4, q0, q1;
     mv_slice(q, k, &q0, &q1);
     w += (size_t)s0 * w_row_bytes;
+    if (lay)
+        mv_layout_wait(lay, lay_fn, lay_ctx, w, w_row_bytes, q, q0, q1);
     if (q0 < q1)
         gv->streams(K, w, w_row_bytes, q, q0, q1, act, y + s0);
     if (k == MV_TASKS - 1 && s0 + 4 * q < s1)
@@ -145,9 +205,15 @@ static void mv_share_slice(const rlx_gemv_kernel *gv, const char *w, size_t w_ro
                  y + s0 + 4 * q);
 }
 
+static void mm_layout(void *vc)
+{
+    mm_ctx *c = vc;
+    c->gv->prep(c->x, (void *)c->act, c->K);
+}
+
 static void mm_task(void *vc, int64_t task, int thread)
 {
-    const mm_ctx *c = vc;
+    mm_ctx *c = vc;
     int64_t n0 = task * c->rows_per_task;
     int64_t n1 = n0 + c->rows_per_task < c->N ? n0 + c->rows_per_task : c->N;
     if (c->nth && c->gv) {
@@ -159,7 +225,7 @@ static void mm_task(void *vc, int64_t task, int thread)
          * hardware prefetchers keep four long sequential streams per
          * thread. The last task also does the share's len % 4 rows. */
         mv_share_slice(c->gv, c->w, c->w_row_bytes, c->N, c->K, c->act, c->y, c->nth,
-                       task / MV_TASKS, task % MV_TASKS);
+                       task / MV_TASKS, task % MV_TASKS, c->x ? &c->lay : NULL, mm_layout, c);
         return;
     }
     if (c->nth) {
@@ -213,20 +279,32 @@ typedef struct {
     const rlx_cpu_mv_seg *seg;
     const rlx_gemv_kernel *gv[RLX_CPU_MV_MULTI_MAX];
     const char *act[RLX_CPU_MV_MULTI_MAX];
+    bool lays_out[RLX_CPU_MV_MULTI_MAX]; /* segment s writes act[s] */
     int n, nth;
     int64_t K;
+    const float *x;
+    mv_layout_state lay;
 } mv_multi_ctx;
+
+static void mv_multi_layout(void *vc)
+{
+    mv_multi_ctx *c = vc;
+    for (int s = 0; s < c->n; s++)
+        if (c->lays_out[s])
+            c->gv[s]->prep(c->x, (void *)c->act[s], c->K);
+}
 
 /* Task order: thread share r of every weight in turn, so the pool's
  * contiguous range for thread r is its share of all of them (and what an
  * idle thread steals from the back is the last weight's short slices). */
 static void mv_multi_task(void *vc, int64_t task, int thread)
 {
-    const mv_multi_ctx *c = vc;
+    mv_multi_ctx *c = vc;
     int64_t per = (int64_t)c->n * MV_TASKS;
     int64_t r = task / per, s = task % per / MV_TASKS, k = task % MV_TASKS;
     const rlx_cpu_mv_seg *g = &c->seg[s];
-    mv_share_slice(c->gv[s], g->w, g->w_row_bytes, g->N, c->K, c->act[s], g->y, c->nth, r, k);
+    mv_share_slice(c->gv[s], g->w, g->w_row_bytes, g->N, c->K, c->act[s], g->y, c->nth, r, k,
+                   &c->lay, mv_multi_layout, c);
 }
 
 size_t rlx_cpu_matvec_multi_scratch_bytes(int n, int64_t K)
@@ -241,7 +319,8 @@ bool rlx_cpu_matvec_multi(rlx_threadpool *pool, int n, const rlx_cpu_mv_seg *seg
     if (n < 1 || n > RLX_CPU_MV_MULTI_MAX || K <= 0 || !x || t->isa != RLX_CPU_ISA_AVX512 ||
         !scratch || scratch_bytes < rlx_cpu_matvec_multi_scratch_bytes(n, K))
         return false;
-    mv_multi_ctx c = {.seg = seg, .n = n, .nth = rlx_threadpool_size(pool), .K = K};
+    mv_multi_ctx c = {.seg = seg, .n = n, .nth = rlx_threadpool_size(pool), .K = K, .x = x};
+    atomic_init(&c.lay.state, 0);
     for (int s = 0; s < n; s++) {
         uint64_t packed;
         if (!seg[s].w || !seg[s].y || seg[s].N < 1 ||
@@ -263,8 +342,8 @@ bool rlx_cpu_matvec_multi(rlx_threadpool *pool, int n, const rlx_cpu_mv_seg *seg
             c.act[s] = c.act[same];
         } else if (!c.gv[s]->prep) {
             c.act[s] = (const char *)x;
-        } else {
-            c.gv[s]->prep(x, sp, K);
+        } else { /* written by the first task (mv_layout_wait) */
+            c.lays_out[s] = true;
             c.act[s] = sp;
             sp += align64(RLX_GEMV_ACT_BYTES_MAX(K));
         }
@@ -350,9 +429,9 @@ rlx_status rlx_cpu_matmul(rlx_threadpool *pool, rlx_dtype wtype, const void *w, 
     if (c.gv && !c.gv->prep) {
         c.act = (const char *)x;
     } else if (c.gv) { /* the scratch's 64 spare bytes align the layout */
-        char *a = (char *)(((uintptr_t)sp + 63) & ~(uintptr_t)63);
-        c.gv->prep(x, a, K);
-        c.act = a;
+        c.act = (const char *)(((uintptr_t)sp + 63) & ~(uintptr_t)63);
+        c.x = x; /* written by the first task (mv_layout_wait) */
+        atomic_init(&c.lay.state, 0);
     } else if (ak == ACT_F32) {
         c.act = (const char *)x;
         c.act_stride = (size_t)ldx * sizeof(float);
