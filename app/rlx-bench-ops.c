@@ -102,19 +102,22 @@ static void bw_task(void *vc, int64_t task, int thread)
     c->sums[thread & 255] += x[0] ^ x[1];
 }
 
+/* buf[0..bytes) read in `tasks` tasks of the pool; the bytes read (whole
+ * lines of each task's four quarters, see bw_task) */
+static size_t bw_read(rlx_threadpool *pool, const void *buf, size_t bytes, int64_t tasks)
+{
+    bw_ctx c = {.buf = buf, .words_per_task = bytes / 8 / (size_t)tasks};
+    rlx_parallel_for(pool, tasks, bw_task, &c);
+    return c.words_per_task / 4 / 8 * 8 * 4 * 8 * (size_t)tasks;
+}
+
 /* one streaming read of buf[0..bytes) over the pool, GB/s */
 static double bw_pass(rlx_threadpool *pool, const uint64_t *buf, size_t bytes)
 {
-    int nth = rlx_threadpool_size(pool);
     /* 16 tasks per thread: dynamic balancing, long sequential streams */
-    int64_t tasks = (int64_t)nth * 16;
-    bw_ctx c = {.buf = buf, .words_per_task = bytes / 8 / (size_t)tasks};
     double t0 = rlx_cli_now();
-    rlx_parallel_for(pool, tasks, bw_task, &c);
-    double t = rlx_cli_now() - t0;
-    /* each task reads whole lines of four quarters (see bw_task) */
-    size_t read = c.words_per_task / 4 / 8 * 8 * 4 * 8;
-    return (double)(read * (size_t)tasks) / t / 1e9;
+    size_t read = bw_read(pool, buf, bytes, (int64_t)rlx_threadpool_size(pool) * 16);
+    return (double)read / (rlx_cli_now() - t0) / 1e9;
 }
 
 double rlx_bench_read_bandwidth(rlx_threadpool *pool, const void *buf, size_t bytes)
@@ -224,7 +227,11 @@ static void bench_matvec(rlx_threadpool *pool, rlx_dtype t, int64_t N, int64_t K
     int iters = copies < 8 ? 8 : copies;
     size_t bw_bytes = (size_t)iters * bytes;
     bw_bytes = bw_bytes < ((size_t)256 << 20) ? bw_bytes : ((size_t)256 << 20);
-    double dts[ROUNDS], bws[ROUNDS], ratios[ROUNDS];
+    /* Beside them, a plain read of the same copies, one call of one task per
+     * thread each (four streams per share, as the products read): the
+     * dispatch and the prefetchers' ramp that every call of this size pays,
+     * which the long streaming read does not show */
+    double dts[ROUNDS], bws[ROUNDS], ratios[ROUNDS], rts[ROUNDS], rratios[ROUNDS];
     for (int round = 0; round < ROUNDS; round++) {
         double t0 = rlx_cli_now();
         for (int i = 0; i < iters; i++)
@@ -233,13 +240,22 @@ static void bench_matvec(rlx_threadpool *pool, rlx_dtype t, int64_t N, int64_t K
         dts[round] = (rlx_cli_now() - t0) / iters;
         bws[round] = bw_pass(pool, bwbuf, bw_bytes);
         ratios[round] = (double)bytes / dts[round] / 1e9 / bws[round];
+        size_t read = 0;
+        t0 = rlx_cli_now();
+        for (int i = 0; i < iters; i++)
+            read =
+                bw_read(pool, w + (size_t)(i % copies) * bytes, bytes, rlx_threadpool_size(pool));
+        rts[round] = (rlx_cli_now() - t0) / iters * (double)bytes / (double)read;
+        rratios[round] = rts[round] / dts[round];
     }
     double dt = rlx_bench_median(dts, ROUNDS), bw = rlx_bench_median(bws, ROUNDS),
-           ratio = rlx_bench_median(ratios, ROUNDS);
+           ratio = rlx_bench_median(ratios, ROUNDS), rt = rlx_bench_median(rts, ROUNDS),
+           rratio = rlx_bench_median(rratios, ROUNDS);
     double gbs = (double)bytes / dt / 1e9;
-    printf("  %-5s %7lld x %-5lld %8.1f MB %9.1f us %7.2f GB/s  (read bw %5.2f) %5.1f%%\n",
+    printf("  %-5s %7lld x %-5lld %8.1f MB %9.1f us %7.2f GB/s  (read bw %5.2f) %5.1f%%"
+           "  | %8.1f us %5.1f%%\n",
            rlx_dtype_name(t), (long long)N, (long long)K, (double)bytes / 1e6, dt * 1e6, gbs, bw,
-           100.0 * ratio);
+           100.0 * ratio, rt * 1e6, 100.0 * rratio);
     free(w);
     free(row);
     free(y);
@@ -669,7 +685,9 @@ int rlx_bench_ops_main(int argc, char **argv)
 
     if (all || !strcmp(section, "matvec")) {
         printf("\nquantized matvec (M = 1), weights streamed from DRAM; GB/s = weight bytes / "
-               "time,\n  %% of a streaming read taken beside each pass (medians of 15 rounds)\n");
+               "time,\n  %% of a streaming read taken beside each pass; after |: one plain read "
+               "of the same\n  bytes per call through the pool, and the product's speed as a %% "
+               "of it (medians of 15 rounds)\n");
         static const rlx_dtype types[] = {RLX_DTYPE_Q4_0, RLX_DTYPE_Q8_0, RLX_DTYPE_Q4_K,
                                           RLX_DTYPE_Q5_K, RLX_DTYPE_Q6_K, RLX_DTYPE_F16};
         static const int64_t shapes[][2] = {
