@@ -57,20 +57,33 @@ static inline float hsum128(__m128 q)
  * much as L1 holds), and one row at a time its refills held the weight
  * stream to 70-80% of a plain read. Four adjacent rows instead gave the
  * prefetchers four short streams that restart every row (50-60%); a
- * quarter each keeps four long sequential streams, which the hardware
- * prefetchers follow at the full rate (96-107% of a plain 512-bit read of
- * the same bytes on a Zen 5 machine, 2 threads). Software prefetches in the
- * loop only cost: each asked for lines the hardware was already fetching
- * and, four streams at 8 KiB ahead, evicted the activation from L1. A task
- * asks for the first lines of its four streams at once, which the
- * prefetchers take a few hundred ns to ramp up to. The last n % 4 rows go
- * one at a time. */
-#define START_LINES 16
+ * quarter each keeps four long sequential streams.
+ *
+ * The hardware prefetchers alone held those streams to 64-93% of the
+ * streaming read on the Zen 5 VM this was measured on (2 threads), the
+ * K-quants and the 1.8 MB products lowest. Each step of a kernel's loop
+ * therefore asks for the lines its row will need PF_AHEAD bytes further on
+ * (pf_ahead), and a task asks for its streams' first PF_AHEAD bytes at once
+ * (pf_start): every type and shape then read at 85-100%. 1.5 KiB ahead beat
+ * 1 and 2 KiB for the quantized types; F16, whose loop steps through 64
+ * bytes a row, did best at 1 KiB; 0.5 KiB was too close, and fetching into
+ * L2 only (T1) gained half as much. (8 KiB ahead, tried first, evicted the
+ * activation from L1.) The last n % 4 rows go one at a time. */
+#define PF_AHEAD     1536
+#define PF_AHEAD_F16 1024
 
 static AI void pf_start(const uint8_t *p, const uint8_t *end)
 {
-    for (int i = 0; i < START_LINES && p + 64 * i < end; i++)
+    for (int i = 0; i < PF_AHEAD / 64 && p + 64 * i < end; i++)
         _mm_prefetch((const char *)(p + 64 * i), _MM_HINT_T0);
+}
+
+/* the lines of [p + dist, p + dist + step): what one step of a kernel's
+ * loop over a row reads dist bytes further on */
+static AI void pf_ahead(const uint8_t *p, size_t dist, size_t step)
+{
+    for (size_t o = 0; o < step; o += 64)
+        _mm_prefetch((const char *)(p + dist + o), _MM_HINT_T0);
 }
 
 /* rows [q0, q1) of four streams q rows apart: CALL4 sees row (stream 0's
@@ -230,8 +243,10 @@ static AI void q8_rows_n(int R, int64_t nb, const uint8_t *w, size_t rb, q8_act 
         __m512i B;
         __m512 DY;
         q8_meta(&a.m[i / 2], bidx, didx, &B, &DY);
-        for (int r = 0; r < R; r++)
+        for (int r = 0; r < R; r++) {
+            pf_ahead(w + (size_t)r * rb + (size_t)i * 34, PF_AHEAD, 68);
             q8_pair(w + (size_t)r * rb + (size_t)i * 34, Y, B, DY, idx, &acc[r]);
+        }
     }
     for (int r = 0; r < R; r++)
         y[r * ys] =
@@ -380,6 +395,7 @@ static AI void q4_rows_n(int R, int64_t nb, const uint8_t *w, size_t rb, q4_act 
         q4_act_regs(a, i / 4, bidx, didx, &B, &YL, &YH, &DY);
         for (int r = 0; r < R; r++) {
             const uint8_t *b = w + (size_t)r * rb + (size_t)i * 18;
+            pf_ahead(b, PF_AHEAD, 72);
             const __m512i l0 = _mm512_loadu_si512(b);
             const __m512i l1 = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(b + 56)));
             q4_dot_v(_mm512_permutex2var_epi16(l0, qidx, l1), l0, B, YL, YH, DY, idx, &acc[r]);
@@ -527,6 +543,8 @@ static AI void kq_rows(int R, bool q5, int64_t nb, const uint8_t *w, size_t rb, 
         for (int j = 0; j < 4; j++)
             Y[j] = _mm512_load_si512(ai->y + 64 * j);
         const uint8_t *b0 = w + (size_t)i * bb;
+        for (int r = 0; r < R; r++)
+            pf_ahead(b0 + (size_t)r * rb, PF_AHEAD, bb);
         __m512i H = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)b0));
         H = _mm512_inserti32x4(H, _mm_loadu_si128((const __m128i *)(b0 + rstep)), 1);
         H = _mm512_inserti32x4(H, _mm_loadu_si128((const __m128i *)(b0 + 2 * rstep)), 2);
@@ -655,6 +673,7 @@ static AI void q6_row(int64_t nb, const uint8_t *w, const blk_q8_k *a, float *y)
         __m512i Y[4];
         for (int j = 0; j < 4; j++)
             Y[j] = _mm512_loadu_si512(a[i].qs + 64 * j);
+        pf_ahead(w + (size_t)i * sizeof(blk_q6_k), PF_AHEAD, sizeof(blk_q6_k));
         q6_block((const blk_q6_k *)(const void *)w + i, &a[i], Y, idx, &acc);
     }
     *y = _mm512_reduce_add_ps(acc);
@@ -687,8 +706,10 @@ static AI void q6_rows4(int64_t nb, const uint8_t *w, size_t rb, const blk_q8_k 
         const __m512i BS =
             _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(const void *)a[i].bsums));
         const blk_q6_k *x[4];
-        for (int r = 0; r < 4; r++)
+        for (int r = 0; r < 4; r++) {
             x[r] = (const blk_q6_k *)(const void *)(w + (size_t)r * rb) + i;
+            pf_ahead((const uint8_t *)x[r], PF_AHEAD, sizeof(blk_q6_k));
+        }
         __m512i S16[2], NEG[2];
         for (int p = 0; p < 2; p++) {
             S16[p] = join256(
@@ -744,6 +765,7 @@ static AI void f16_rows_n(int R, int64_t K, const uint8_t *w, size_t rb, const f
         const __m512 x0 = _mm512_loadu_ps(x + k), x1 = _mm512_loadu_ps(x + k + 16);
         for (int r = 0; r < R; r++) {
             const uint16_t *h = (const uint16_t *)(const void *)(w + (size_t)r * rb) + k;
+            pf_ahead((const uint8_t *)h, PF_AHEAD_F16, 64);
             acc[r][0] = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)h)), x0,
                                         acc[r][0]);
             acc[r][1] = _mm512_fmadd_ps(
