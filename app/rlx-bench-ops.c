@@ -604,9 +604,11 @@ static int bench_gpu(const char *spec, bool force_f32, const char *section, int 
 static void usage(void)
 {
     printf("usage: rlx bench ops [-t THREADS] [-r REPEATS] [--section S] [--type T]\n"
-           "                     [--device DEV [--f32]]\n"
+           "                     [--isa ISA] [--device DEV [--f32]]\n"
            "  sections: all (default), bw, gemm, matvec, attn\n"
            "  --type T           the matrix-vector products of weight type T only (Q8_0, F16...)\n"
+           "  --isa ISA          the CPU kernels of ISA avx2 or scalar instead of the best this\n"
+           "                     CPU runs (how a machine without AVX-512 would fare)\n"
            "  --device vulkan:N  the GEMM, matvec and attention cases on that device, timed by\n"
            "                     its timestamps (default: cpu, the CPU kernels)\n"
            "  --f32              with a GPU device: its f32 kernels even where it has f16 ones\n");
@@ -615,7 +617,7 @@ static void usage(void)
 int rlx_bench_ops_main(int argc, char **argv)
 {
     int threads = 0, repeats = 3;
-    const char *section = "all", *device = "cpu", *only_type = NULL;
+    const char *section = "all", *device = "cpu", *only_type = NULL, *isa = NULL;
     bool force_f32 = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-t") && i + 1 < argc) {
@@ -628,6 +630,8 @@ int rlx_bench_ops_main(int argc, char **argv)
             device = argv[++i];
         } else if (!strcmp(argv[i], "--type") && i + 1 < argc) {
             only_type = argv[++i];
+        } else if (!strcmp(argv[i], "--isa") && i + 1 < argc) {
+            isa = argv[++i];
         } else if (!strcmp(argv[i], "--f32")) {
             force_f32 = true;
         } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
@@ -649,6 +653,23 @@ int rlx_bench_ops_main(int argc, char **argv)
         return bench_gpu(device, force_f32, section, repeats);
     bool all = !strcmp(section, "all");
     rlx_cpu_kernels_init();
+    if (isa) {
+        static const rlx_cpu_isa isas[] = {RLX_CPU_ISA_SCALAR, RLX_CPU_ISA_AVX2,
+                                           RLX_CPU_ISA_AVX512};
+        bool set = false;
+        for (size_t k = 0; k < sizeof isas / sizeof isas[0] && !set; k++)
+            if (!strcmp(isa, rlx_cpu_isa_name(isas[k]))) {
+                if (rlx_cpu_kernels_set_isa(isas[k]) != RLX_OK) {
+                    fprintf(stderr, "rlx bench ops: this CPU cannot run the %s kernels\n", isa);
+                    return 1;
+                }
+                set = true;
+            }
+        if (!set) {
+            fprintf(stderr, "rlx bench ops: no kernel ISA '%s' (scalar, avx2, avx512)\n", isa);
+            return 1;
+        }
+    }
     rlx_threadpool *pool = NULL;
     if (rlx_threadpool_create(threads, &pool) != RLX_OK) {
         fprintf(stderr, "rlx bench ops: cannot start %d threads\n", threads);
