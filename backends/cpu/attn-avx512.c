@@ -401,6 +401,15 @@ static inline __attribute__((always_inline)) __m512 kv16(const void *base, bool 
     return _mm512_loadu_ps((const float *)base + off);
 }
 
+/* the lines of a D-element row at element offset off */
+static inline __attribute__((always_inline)) void kv_row_prefetch(const void *base, bool f16,
+                                                                  int64_t off, int64_t D)
+{
+    const char *r = (const char *)base + off * (f16 ? 2 : 4);
+    for (int64_t o = 0; o < D * (f16 ? 2 : 4); o += 64)
+        _mm_prefetch(r + o, _MM_HINT_T0);
+}
+
 /* the lane sums of a0..a3 as 4 floats (the four in one pass: two unpacks,
  * two shuffles and two 128-bit lane swaps instead of four reductions) */
 static inline __m128 sum4(__m512 a0, __m512 a1, __m512 a2, __m512 a3)
@@ -498,6 +507,15 @@ static inline __attribute__((always_inline)) void attn_decode_rows(const int R,
             int64_t ko[4];
             for (int u = 0; u < 4; u++)
                 ko[u] = (t0 + (j + u < kn ? j + u : kn - 1)) * kld + kh;
+            /* Over a long cache the K and V rows come from DRAM: ask for
+             * the tile's V rows, which P V reads next, and the next tile's
+             * K rows while these are scored */
+            for (int u = 0; u < 4; u++) {
+                if (j + u < kn)
+                    kv_row_prefetch(p->v, f16, (t0 + j + u) * vld + vh, D);
+                if (t0 + DEC_TILE + j + u < hi)
+                    kv_row_prefetch(p->k, f16, (t0 + DEC_TILE + j + u) * kld + kh, D);
+            }
             __m512 acc[DEC_MAXR][4];
             for (int r = 0; r < R; r++)
                 for (int u = 0; u < 4; u++)
