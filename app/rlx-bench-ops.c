@@ -323,6 +323,71 @@ static void bench_attention(rlx_threadpool *pool, int64_t n_q, int64_t n_kv, int
     free(scratch);
 }
 
+/* One decode step's attention (one query, causal) over n_kv cached tokens,
+ * the caches of enough layers in turn that each call reads its K and V from
+ * DRAM, as a decode step over a long conversation does (the in-cache case
+ * above reads them from L3): time per call and KV bytes per second. */
+static void bench_attention_dram(rlx_threadpool *pool, int64_t n_kv, int nh, int nkv, int D)
+{
+    const size_t per = (size_t)n_kv * (size_t)nkv * (size_t)D; /* elements of K (or V) */
+    const int layers = (int)(((size_t)512 << 20) / (per * 4) + 1);
+    uint16_t *k = rlx_bench_big_alloc(per * 2 * (size_t)layers);
+    uint16_t *v = rlx_bench_big_alloc(per * 2 * (size_t)layers);
+    float *q = xalloc((size_t)(nh * D) * 4), *o = xalloc((size_t)(nh * D) * 4);
+    for (int64_t i = 0; i < nh * D; i++)
+        q[i] = frand();
+    for (size_t i = 0; i < per; i++) {
+        k[i] = rlx_f32_to_f16(frand());
+        v[i] = rlx_f32_to_f16(frand());
+    }
+    for (int l = 1; l < layers; l++) {
+        memcpy(k + per * (size_t)l, k, per * 2);
+        memcpy(v + per * (size_t)l, v, per * 2);
+    }
+    rlx_cpu_attn_params p = {
+        .n_q = 1,
+        .n_kv = n_kv,
+        .n_heads = nh,
+        .n_kv_heads = nkv,
+        .head_dim = D,
+        .q = q,
+        .q_ld_tok = (int64_t)nh * D,
+        .q_ld_head = D,
+        .kv_type = RLX_DTYPE_F16,
+        .k_ld_tok = D,
+        .k_ld_head = n_kv * D,
+        .v_ld_tok = D,
+        .v_ld_head = n_kv * D,
+        .out = o,
+        .o_ld_tok = (int64_t)nh * D,
+        .o_ld_head = D,
+        .scale = 1.0f / sqrtf((float)D),
+        .mask = RLX_CPU_ATTN_CAUSAL,
+        .q_pos0 = n_kv - 1,
+    };
+    size_t sb = rlx_cpu_attention_scratch_bytes(&p, rlx_threadpool_size(pool));
+    void *scratch = xalloc(sb);
+    double best = 1e30;
+    for (int pass = 0; pass < 4; pass++) {
+        double t0 = rlx_cli_now();
+        for (int l = 0; l < layers; l++) {
+            p.k = k + per * (size_t)l;
+            p.v = v + per * (size_t)l;
+            rlx_cpu_attention(pool, &p, scratch, sb);
+        }
+        double t = (rlx_cli_now() - t0) / layers;
+        if (pass > 0 && t < best) /* pass 0: page faults */
+            best = t;
+    }
+    printf("  q %5d kv %5lld  heads %2d/%d  dim %3d  f16 KV from DRAM %6.2f ms  %6.1f GB/s\n", 1,
+           (long long)n_kv, nh, nkv, D, best * 1e3, (double)(per * 4) / best / 1e9);
+    free(k);
+    free(v);
+    free(q);
+    free(o);
+    free(scratch);
+}
+
 /* ---------------------------------------------------- a GPU device (--device) */
 
 typedef struct {
@@ -734,6 +799,7 @@ int rlx_bench_ops_main(int argc, char **argv)
             bench_attention(pool, 512, 512, 16, 8, dims[di], repeats);
             bench_attention(pool, 2048, 2048, 16, 8, dims[di], repeats);
             bench_attention(pool, 1, 2048, 16, 8, dims[di], repeats);
+            bench_attention_dram(pool, 2048, 16, 8, dims[di]);
         }
     }
     rlx_threadpool_free(pool);
