@@ -69,7 +69,7 @@ static inline float hsum128(__m128 q)
  * bytes a row, did best at 1 KiB; 0.5 KiB was too close, and fetching into
  * L2 only (T1) gained half as much. (8 KiB ahead, tried first, evicted the
  * activation from L1.) The last n % 4 rows go one at a time. */
-#define PF_AHEAD     1536
+#define PF_AHEAD     RLX_GEMV_PF_AHEAD
 #define PF_AHEAD_F16 1024
 
 static AI void pf_start(const uint8_t *p, const uint8_t *end)

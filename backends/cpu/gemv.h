@@ -39,6 +39,10 @@ typedef struct rlx_gemv_kernel {
                  float *y);
 } rlx_gemv_kernel;
 
+/* How far ahead of its reads in each weight stream a kernel asks for lines
+ * (see gemv-avx512.c), and what a task asks for first. */
+#define RLX_GEMV_PF_AHEAD 1536
+
 /* An upper bound of act_bytes(K) for every kernel (the layouts use at most
  * 3 bytes per element plus one padded group), computable without calling
  * into an ISA-specific file. */

@@ -10,13 +10,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define mv_relax() _mm_pause()
-#else
-#define mv_relax() ((void)0)
-#endif
-
 #include "backends/cpu/gemv.h"
 #include "backends/cpu/kernels-internal.h"
 
@@ -124,9 +117,10 @@ static void mv_layout_wait(mv_layout_state *l, mv_layout_fn fn, void *ctx, const
         atomic_store_explicit(&l->state, 2, memory_order_release);
         return;
     }
-    /* the first 16 lines of each of the slice's four streams */
+    /* what the kernel's first step asks for (RLX_GEMV_PF_AHEAD bytes of
+     * each of the slice's four streams), while the layout is written */
     size_t len = (size_t)(q1 - q0) * rb;
-    len = len < 1024 ? len : 1024;
+    len = len < RLX_GEMV_PF_AHEAD ? len : RLX_GEMV_PF_AHEAD;
     for (int st = 0; st < 4; st++) {
         const char *p = w + ((size_t)st * (size_t)q + (size_t)q0) * rb;
         for (size_t o = 0; o < len; o += 64)
@@ -136,7 +130,7 @@ static void mv_layout_wait(mv_layout_state *l, mv_layout_fn fn, void *ctx, const
      * the machine has fewer cores free than the pool has threads */
     for (int spins = 0; atomic_load_explicit(&l->state, memory_order_acquire) != 2; spins++) {
         if (spins < 4096)
-            mv_relax();
+            rlx_cpu_relax();
         else
             sched_yield();
     }

@@ -36,13 +36,6 @@
 #define RLX_HAVE_FUTEX 0
 #endif
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define cpu_relax() _mm_pause()
-#else
-#define cpu_relax() ((void)0)
-#endif
-
 /* About 50-100 us of pause instructions: long enough to cover the gap between
  * two kernels of one decode step, short enough not to burn a core when idle. */
 #define SPIN_ITERS 4000
@@ -180,7 +173,7 @@ static void *worker_main(void *p)
         int spins = 0;
         while ((g = atomic_load_explicit(&pool->gen, memory_order_acquire)) == seen) {
             if (++spins < SPIN_ITERS) {
-                cpu_relax();
+                rlx_cpu_relax();
                 continue;
             }
             atomic_fetch_add(&pool->sleepers, 1);
@@ -304,7 +297,7 @@ void rlx_parallel_for(rlx_threadpool *pool, int64_t n_tasks, rlx_task_fn fn, voi
     unsigned c;
     while ((c = atomic_load_explicit(&pool->checked_in, memory_order_acquire)) != want) {
         if (++spins < SPIN_ITERS * 4) {
-            cpu_relax();
+            rlx_cpu_relax();
             continue;
         }
         atomic_store(&pool->main_waiting, 1);

@@ -34,6 +34,14 @@ extern "C" {
 
 typedef struct rlx_threadpool rlx_threadpool;
 
+/* One step of a spin-wait: a pause where the CPU has one. */
+static inline void rlx_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
 /* fn(ctx, task, thread) */
 typedef void (*rlx_task_fn)(void *ctx, int64_t task, int thread);
 
