@@ -266,18 +266,19 @@ static void bench_matvec(rlx_threadpool *pool, rlx_dtype t, int64_t N, int64_t K
 
 /* ------------------------------------------------------------ attention */
 
-static void bench_attention(rlx_threadpool *pool, int64_t n_q, int64_t n_kv, int nh, int nkv, int D,
-                            int repeats)
+/* A causal attention case over an f16 cache laid out as the models' caches
+ * are ([heads, tokens, dim]), its last query at the last key; q, k and v
+ * filled with random values (k and v: n_kv tokens of nkv heads). */
+static rlx_cpu_attn_params attn_case(int64_t n_q, int64_t n_kv, int nh, int nkv, int D, float *q,
+                                     uint16_t *k, uint16_t *v, float *o)
 {
-    float *q = xalloc((size_t)(n_q * nh * D) * 4), *o = xalloc((size_t)(n_q * nh * D) * 4);
-    uint16_t *k = xalloc((size_t)(n_kv * nkv * D) * 2), *v = xalloc((size_t)(n_kv * nkv * D) * 2);
     for (int64_t i = 0; i < n_q * nh * D; i++)
         q[i] = frand();
     for (int64_t i = 0; i < n_kv * nkv * D; i++) {
         k[i] = rlx_f32_to_f16(frand());
         v[i] = rlx_f32_to_f16(frand());
     }
-    rlx_cpu_attn_params p = {
+    return (rlx_cpu_attn_params){
         .n_q = n_q,
         .n_kv = n_kv,
         .n_heads = nh,
@@ -286,7 +287,6 @@ static void bench_attention(rlx_threadpool *pool, int64_t n_q, int64_t n_kv, int
         .q = q,
         .q_ld_tok = (int64_t)nh * D,
         .q_ld_head = D,
-        /* K/V laid out as the models' caches are: [heads, tokens, dim] */
         .kv_type = RLX_DTYPE_F16,
         .k = k,
         .k_ld_tok = D,
@@ -301,6 +301,14 @@ static void bench_attention(rlx_threadpool *pool, int64_t n_q, int64_t n_kv, int
         .mask = RLX_CPU_ATTN_CAUSAL,
         .q_pos0 = n_kv - n_q,
     };
+}
+
+static void bench_attention(rlx_threadpool *pool, int64_t n_q, int64_t n_kv, int nh, int nkv, int D,
+                            int repeats)
+{
+    float *q = xalloc((size_t)(n_q * nh * D) * 4), *o = xalloc((size_t)(n_q * nh * D) * 4);
+    uint16_t *k = xalloc((size_t)(n_kv * nkv * D) * 2), *v = xalloc((size_t)(n_kv * nkv * D) * 2);
+    rlx_cpu_attn_params p = attn_case(n_q, n_kv, nh, nkv, D, q, k, v, o);
     size_t sb = rlx_cpu_attention_scratch_bytes(&p, rlx_threadpool_size(pool));
     void *scratch = xalloc(sb);
     double best = 1e30;
@@ -334,37 +342,11 @@ static void bench_attention_dram(rlx_threadpool *pool, int64_t n_kv, int nh, int
     uint16_t *k = rlx_bench_big_alloc(per * 2 * (size_t)layers);
     uint16_t *v = rlx_bench_big_alloc(per * 2 * (size_t)layers);
     float *q = xalloc((size_t)(nh * D) * 4), *o = xalloc((size_t)(nh * D) * 4);
-    for (int64_t i = 0; i < nh * D; i++)
-        q[i] = frand();
-    for (size_t i = 0; i < per; i++) {
-        k[i] = rlx_f32_to_f16(frand());
-        v[i] = rlx_f32_to_f16(frand());
-    }
+    rlx_cpu_attn_params p = attn_case(1, n_kv, nh, nkv, D, q, k, v, o);
     for (int l = 1; l < layers; l++) {
         memcpy(k + per * (size_t)l, k, per * 2);
         memcpy(v + per * (size_t)l, v, per * 2);
     }
-    rlx_cpu_attn_params p = {
-        .n_q = 1,
-        .n_kv = n_kv,
-        .n_heads = nh,
-        .n_kv_heads = nkv,
-        .head_dim = D,
-        .q = q,
-        .q_ld_tok = (int64_t)nh * D,
-        .q_ld_head = D,
-        .kv_type = RLX_DTYPE_F16,
-        .k_ld_tok = D,
-        .k_ld_head = n_kv * D,
-        .v_ld_tok = D,
-        .v_ld_head = n_kv * D,
-        .out = o,
-        .o_ld_tok = (int64_t)nh * D,
-        .o_ld_head = D,
-        .scale = 1.0f / sqrtf((float)D),
-        .mask = RLX_CPU_ATTN_CAUSAL,
-        .q_pos0 = n_kv - 1,
-    };
     size_t sb = rlx_cpu_attention_scratch_bytes(&p, rlx_threadpool_size(pool));
     void *scratch = xalloc(sb);
     double best = 1e30;
