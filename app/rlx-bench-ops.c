@@ -192,6 +192,19 @@ static void time_gemm(rlx_threadpool *pool, int64_t M, int64_t N, int64_t K, int
 
 /* --------------------------------------------------------------- matvec */
 
+/* A random row of K floats (returned, the caller frees it), quantized to
+ * type t into each of the N rows of w (rb bytes apart). */
+static float *random_rows(rlx_dtype t, uint8_t *w, size_t rb, int64_t N, int64_t K)
+{
+    float *row = xalloc((size_t)K * 4);
+    for (int64_t k = 0; k < K; k++)
+        row[k] = frand();
+    rlx_cpu_quantize_row(t, row, w, K);
+    for (int64_t n = 1; n < N; n++)
+        memcpy(w + (size_t)n * rb, w, rb);
+    return row;
+}
+
 static void bench_matvec(rlx_threadpool *pool, rlx_dtype t, int64_t N, int64_t K,
                          const uint64_t *bwbuf)
 {
@@ -206,12 +219,7 @@ static void bench_matvec(rlx_threadpool *pool, rlx_dtype t, int64_t N, int64_t K
     if (copies < 1)
         copies = 1;
     uint8_t *w = rlx_bench_big_alloc(bytes * (size_t)copies);
-    float *row = xalloc((size_t)K * 4);
-    for (int64_t k = 0; k < K; k++)
-        row[k] = frand();
-    rlx_cpu_quantize_row(t, row, w, K);
-    for (int64_t n = 1; n < N; n++)
-        memcpy(w + (size_t)n * rb, w, rb);
+    float *row = random_rows(t, w, rb, N, K);
     for (int c = 1; c < copies; c++)
         memcpy(w + (size_t)c * bytes, w, bytes);
     float *y = xalloc((size_t)N * 4);
@@ -276,12 +284,7 @@ static void bench_matvec(rlx_threadpool *pool, rlx_dtype t, int64_t N, int64_t K
 static double matvec_cache_time(rlx_dtype t, int64_t N, int64_t K, size_t rb)
 {
     uint8_t *w = xalloc(rb * (size_t)N);
-    float *x = xalloc((size_t)K * 4), *y = xalloc((size_t)N * 4);
-    for (int64_t k = 0; k < K; k++)
-        x[k] = frand();
-    rlx_cpu_quantize_row(t, x, w, K);
-    for (int64_t n = 1; n < N; n++)
-        memcpy(w + (size_t)n * rb, w, rb);
+    float *x = random_rows(t, w, rb, N, K), *y = xalloc((size_t)N * 4);
     size_t sb = rlx_cpu_matmul_scratch_bytes(t, 1, K, 1);
     void *scratch = xalloc(sb);
     enum { CALLS = 64, ROUNDS = 25 };
@@ -310,8 +313,11 @@ static void bench_matvec_cache(rlx_dtype t, int threads, double bw)
     size_t rb = (size_t)rb64;
     int64_t n1 = (int64_t)((size_t)192 << 10) / (int64_t)rb / 8 * 8, n2 = 2 * n1;
     double d = matvec_cache_time(t, n2, K, rb) - matvec_cache_time(t, n1, K, rb);
-    if (d <= 0)
+    if (d <= 0) { /* the machine's noise exceeded the difference */
+        printf("  %-5s not measurable this run (the larger size was not the slower)\n",
+               rlx_dtype_name(t));
         return;
+    }
     double gbs = (double)rb * (double)(n2 - n1) / d / 1e9;
     printf("  %-5s %7.1f GB/s per thread; x %d threads: %6.1f GB/s, %5.0f%% of the streaming "
            "read\n",
