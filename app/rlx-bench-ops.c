@@ -8,6 +8,9 @@
 #include "app/rlx-bench-ops.h"
 
 #include <cblas.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -153,6 +156,87 @@ double rlx_bench_median(double *v, int n)
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+/* ------------------------------------------------------------ FMA peak */
+
+/* The machine's f32 arithmetic limit as the GEMM kernels see it: twelve
+ * independent chains of vector FMAs in registers (enough to cover a 4-cycle
+ * latency on two pipes), nothing loaded or stored, on every thread of the
+ * pool, with the widest vectors of the active kernels. The GEMM figures are
+ * printed as a share of it. On this development VM it is not a constant:
+ * one core gave 228 GFLOP/s in quiet phases and 116 while the host was
+ * busy, so it is measured in the same run as the GEMMs. */
+#define FMA_CHAINS(T, FMA, SET1)                                               \
+    T a0 = SET1(1.0f), a1 = SET1(2.0f), a2 = SET1(3.0f), a3 = SET1(4.0f);      \
+    T a4 = SET1(5.0f), a5 = SET1(6.0f), a6 = SET1(7.0f), a7 = SET1(8.0f);      \
+    T a8 = SET1(9.0f), a9 = SET1(10.0f), a10 = SET1(11.0f), a11 = SET1(12.0f); \
+    const T b = SET1(0.9999999f), c = SET1(1e-7f);                             \
+    for (int64_t i = 0; i < n; i++) {                                          \
+        a0 = FMA(a0, b, c), a1 = FMA(a1, b, c), a2 = FMA(a2, b, c);            \
+        a3 = FMA(a3, b, c), a4 = FMA(a4, b, c), a5 = FMA(a5, b, c);            \
+        a6 = FMA(a6, b, c), a7 = FMA(a7, b, c), a8 = FMA(a8, b, c);            \
+        a9 = FMA(a9, b, c), a10 = FMA(a10, b, c), a11 = FMA(a11, b, c);        \
+    }                                                                          \
+    T s = a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7 + a8 + a9 + a10 + a11
+
+#if defined(__x86_64__)
+__attribute__((target("avx512f,fma"))) static float fma_chains_avx512(int64_t n)
+{
+    FMA_CHAINS(__m512, _mm512_fmadd_ps, _mm512_set1_ps);
+    return _mm512_reduce_add_ps(s);
+}
+
+__attribute__((target("avx2,fma"))) static float fma_chains_avx2(int64_t n)
+{
+    FMA_CHAINS(__m256, _mm256_fmadd_ps, _mm256_set1_ps);
+    float v[8];
+    _mm256_storeu_ps(v, s);
+    return v[0] + v[7];
+}
+#endif
+#undef FMA_CHAINS
+
+typedef struct {
+    int64_t iters;
+    int lanes; /* f32 lanes per vector, 0: no vector FMA measured */
+    float sink[256];
+} fma_ctx;
+
+static void fma_task(void *vc, int64_t task, int thread)
+{
+    (void)task;
+    fma_ctx *c = vc;
+    float r = 0.0f;
+#if defined(__x86_64__)
+    r = c->lanes == 16 ? fma_chains_avx512(c->iters) : fma_chains_avx2(c->iters);
+#endif
+    c->sink[thread & 255] += r;
+}
+
+/* GFLOP/s of the FMA chains on the pool's threads, best of `repeats`; 0
+ * where the active kernels have no vector FMA (the scalar ISA, not x86) */
+static double fma_peak(rlx_threadpool *pool, int repeats)
+{
+    fma_ctx c = {.iters = 1 << 20};
+#if defined(__x86_64__)
+    rlx_cpu_isa isa = rlx_cpu_kernels_isa();
+    c.lanes = isa == RLX_CPU_ISA_AVX512 ? 16 : isa == RLX_CPU_ISA_AVX2 ? 8 : 0;
+#endif
+    if (!c.lanes)
+        return 0.0;
+    /* eight tasks per thread: a thread woken late still gets its share */
+    int64_t tasks = (int64_t)rlx_threadpool_size(pool) * 8;
+    double best = 0.0;
+    for (int r = 0; r < repeats + 1; r++) {
+        double t0 = rlx_cli_now();
+        rlx_parallel_for(pool, tasks, fma_task, &c);
+        double g =
+            (double)tasks * (double)c.iters * 12.0 * c.lanes * 2.0 / (rlx_cli_now() - t0) / 1e9;
+        if (r > 0 && g > best) /* round 0 wakes the threads and the clocks */
+            best = g;
+    }
+    return best;
+}
+
 /* ---------------------------------------------------------------- gemm */
 
 /* Best-of-N GFLOP/s for each implementation, runs interleaved so a busy
@@ -168,14 +252,30 @@ static void time_gemm(rlx_threadpool *pool, int64_t M, int64_t N, int64_t K, int
     for (int64_t i = 0; i < K * N; i++)
         B[i] = frand();
     double best[3] = {1e30, 1e30, 1e30};
-    openblas_set_num_threads(rlx_threadpool_size(pool));
     for (int r = 0; r < repeats + 1; r++) {
         for (int impl = 0; impl < 3; impl++) {
+            if (impl == 2) {
+                /* OpenBLAS's own threads, used by the call just timed, spin
+                 * (yielding) for about 2^28 cycles before they sleep: a
+                 * product timed while they did shared its cores with them
+                 * (ours then varied from 100 to 200 GFLOP/s on two
+                 * threads). Wait them out, then wake our pool and the cores
+                 * with one untimed call. */
+                nanosleep(&(struct timespec){.tv_nsec = 150 * 1000 * 1000}, NULL);
+                rlx_cpu_sgemm(pool, RLX_CPU_GEMM_AUTO, false, false, M, N, K, 1.0f, A, K, B, N,
+                              0.0f, C, N);
+            }
             double t0 = rlx_cli_now();
-            if (impl == 1)
+            if (impl == 1) {
+                /* OpenBLAS on its own threads for this call only: the
+                 * dispatcher (auto) calls it single-threaded from each of
+                 * our pool's threads, and left at several threads it ran
+                 * at half speed there (two threaded OpenBLAS calls at once) */
+                openblas_set_num_threads(rlx_threadpool_size(pool));
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)M, (int)N, (int)K, 1.0f,
                             A, (int)K, B, (int)N, 0.0f, C, (int)N);
-            else
+                openblas_set_num_threads(1);
+            } else
                 rlx_cpu_sgemm(pool, impl == 0 ? RLX_CPU_GEMM_OWN : RLX_CPU_GEMM_AUTO, false, false,
                               M, N, K, 1.0f, A, K, B, N, 0.0f, C, N);
             double t = rlx_cli_now() - t0;
@@ -798,8 +898,13 @@ int rlx_bench_ops_main(int argc, char **argv)
            rlx_threadpool_size(pool), bw);
 
     if (all || !strcmp(section, "gemm")) {
-        printf("\nf32 GEMM GFLOP/s (row-major, C = A.B)\n");
-        printf("  %-22s %10s %10s %10s\n", "M x N x K", "ours", "OpenBLAS", "auto");
+        double peak = fma_peak(pool, repeats);
+        printf("\nf32 GEMM GFLOP/s (row-major, C = A.B)");
+        if (peak > 0)
+            printf("; FMA peak (registers only, %d threads): %.1f GFLOP/s,\n"
+                   "  each GEMM's share of it in parentheses",
+                   rlx_threadpool_size(pool), peak);
+        printf("\n  %-22s %17s %17s %10s\n", "M x N x K", "ours", "OpenBLAS", "auto");
         static const int64_t shapes[][3] = {
             {512, 512, 512}, {1024, 1024, 1024}, {2048, 2048, 2048}, {512, 4096, 4096}};
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
@@ -809,7 +914,11 @@ int rlx_bench_ops_main(int argc, char **argv)
             char shape[64];
             snprintf(shape, sizeof shape, "%lld x %lld x %lld", (long long)M, (long long)N,
                      (long long)K);
-            printf("  %-22s %10.1f %10.1f %10.1f\n", shape, g[0], g[1], g[2]);
+            if (peak > 0)
+                printf("  %-22s %9.1f (%3.0f%%) %9.1f (%3.0f%%) %10.1f\n", shape, g[0],
+                       100.0 * g[0] / peak, g[1], 100.0 * g[1] / peak, g[2]);
+            else
+                printf("  %-22s %17.1f %17.1f %10.1f\n", shape, g[0], g[1], g[2]);
         }
     }
 
