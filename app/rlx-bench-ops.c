@@ -163,8 +163,8 @@ double rlx_bench_median(double *v, int n)
  * latency on two pipes), nothing loaded or stored, on every thread of the
  * pool, with the widest vectors of the active kernels. The GEMM figures are
  * printed as a share of it. On this development VM it is not a constant:
- * one core gave 228 GFLOP/s in quiet phases and 116 while the host was
- * busy, so it is measured in the same run as the GEMMs. */
+ * one core gave 228 GFLOP/s on one host behind it and 116 on another (one
+ * 512-bit FMA per cycle), so it is measured in the same run as the GEMMs. */
 #define FMA_CHAINS(T, FMA, SET1)                                               \
     T a0 = SET1(1.0f), a1 = SET1(2.0f), a2 = SET1(3.0f), a3 = SET1(4.0f);      \
     T a4 = SET1(5.0f), a5 = SET1(6.0f), a6 = SET1(7.0f), a7 = SET1(8.0f);      \
@@ -376,8 +376,9 @@ static void bench_matvec(rlx_threadpool *pool, rlx_dtype t, int64_t N, int64_t K
  * its arithmetic consumes weight bytes when memory is no limit. A product
  * streamed from DRAM runs at most at this rate times the thread count, so
  * when that ceiling is near the machine's streaming read the kernel, not
- * the memory, decides the DRAM figures above (this machine's host shares
- * its cores: the same kernel has measured 30-55 GB/s per thread on it).
+ * the memory, decides the DRAM figures above (the hosts behind this
+ * development VM differ: Q4_K has measured 36 GB/s per thread on one and
+ * 44-55 on another).
  * Two sizes of about 192 and 384 KiB are timed and their difference taken,
  * so the per-call costs (the activation's layout, the call itself) drop
  * out. */
