@@ -19,12 +19,19 @@
 #define STAGE_HALVES 2
 
 static const char *const kernel_names[CU_K_COUNT] = {
-    [CU_K_EW] = "rlx_ew",         [CU_K_MM_WARP] = "rlx_mm_warp",
-    [CU_K_MM_VEC] = "rlx_mm_vec", [CU_K_MM_TILE] = "rlx_mm_tile",
-    [CU_K_MM_TC] = "rlx_mm_tc",   [CU_K_ROWOP] = "rlx_rowop",
-    [CU_K_ROPE] = "rlx_rope",     [CU_K_ATTN] = "rlx_attention",
-    [CU_K_CONV] = "rlx_conv",     [CU_K_SPATIAL] = "rlx_spatial",
-    [CU_K_GATHER] = "rlx_gather", [CU_K_Q8_APPEND] = "rlx_q8_append",
+    [CU_K_EW] = "rlx_ew",
+    [CU_K_MM_WARP] = "rlx_mm_warp",
+    [CU_K_MM_VEC] = "rlx_mm_vec",
+    [CU_K_MM_TILE] = "rlx_mm_tile",
+    [CU_K_MM_TC] = "rlx_mm_tc",
+    [CU_K_ROWOP] = "rlx_rowop",
+    [CU_K_ROPE] = "rlx_rope",
+    [CU_K_ATTN] = "rlx_attention",
+    [CU_K_ATTN_COMBINE] = "rlx_attn_combine",
+    [CU_K_CONV] = "rlx_conv",
+    [CU_K_SPATIAL] = "rlx_spatial",
+    [CU_K_GATHER] = "rlx_gather",
+    [CU_K_Q8_APPEND] = "rlx_q8_append",
 };
 
 /* per physical device, shared by its opens */

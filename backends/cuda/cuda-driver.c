@@ -68,10 +68,16 @@ static cu_api api;
 static bool api_ok;
 static char api_why[256];
 static pthread_once_t api_once = PTHREAD_ONCE_INIT;
+static const char *driver_path = "libcuda.so.1";
 
 static void load_once(void)
 {
-    api_ok = cu_driver_try("libcuda.so.1", &api, api_why, sizeof api_why);
+    api_ok = cu_driver_try(driver_path, &api, api_why, sizeof api_why);
+}
+
+void cu_driver_use(const char *path)
+{
+    driver_path = path;
 }
 
 const cu_api *cu_driver(const char **why)

@@ -71,6 +71,9 @@ typedef struct cu_api {
 /* The process-wide driver table: NULL (with the reason in `why`) when no
  * usable driver is installed. Loaded once, thread-safe. */
 const cu_api *cu_driver(const char **why);
+/* For tests: take the driver from `path` instead of libcuda.so.1 (the CPU
+ * emulator of tests/cuda-emu). Only before the first use of the backend. */
+void cu_driver_use(const char *path);
 /* For tests: load the driver from `path` into a private table, as the
  * backend would (NULL and the reason when it cannot). Nothing global changes. */
 bool cu_driver_try(const char *path, cu_api *out, char *why, size_t cap);
@@ -89,6 +92,7 @@ typedef enum cu_kernel {
     CU_K_ROWOP,
     CU_K_ROPE,
     CU_K_ATTN,
+    CU_K_ATTN_COMBINE, /* merges the key-split partial results of CU_K_ATTN */
     CU_K_CONV,
     CU_K_SPATIAL,
     CU_K_GATHER,

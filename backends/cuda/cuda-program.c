@@ -41,7 +41,11 @@ _Static_assert(RLX_ACT_RELU == 1 && RLX_ACT_TANH == 6, "kernels/common.cuh's act
 #define ATTN_MAX_D  256
 #define ATTN_MAX_DV (8 * 128)
 #define CONV_LS     128
-#define GRID_CAP    (1u << 20) /* grid-stride kernels: enough blocks to fill any GPU */
+/* attention's key split: at most this many blocks per query row, for at
+ * most two rows per multiprocessor */
+#define ATTN_MAX_SPLIT     32
+#define ATTN_SPLIT_ROWS(d) (2 * ((d)->n_sm > 0 ? (d)->n_sm : 64))
+#define GRID_CAP           (1u << 20) /* grid-stride kernels: enough blocks to fill any GPU */
 
 /* An operand as a kernel sees it: dims and element strides (already
  * broadcast / permuted / sliced for this op), plus bytes past the value's
@@ -74,10 +78,12 @@ typedef struct cu_program {
     uint64_t arena_bytes;
     int32_t n_disp;
     cu_disp *disp;
-    int8_t *kern;      /* per instruction: its kernel family, CU_K_COUNT for a no-op */
-    int32_t *first;    /* per instruction: first launch; first[n_instrs] = n_disp */
-    CUdeviceptr *addr; /* per value: its device address this run (0: none) */
-    CUdeviceptr cbuf;  /* the constants */
+    int8_t *kern;             /* per instruction: its kernel family, CU_K_COUNT for a no-op */
+    int32_t *first;           /* per instruction: first launch; first[n_instrs] = n_disp */
+    CUdeviceptr *addr;        /* per value: its device address this run (0: none) */
+    CUdeviceptr cbuf;         /* the constants */
+    CUdeviceptr attn_scratch; /* attention's key-split partial results */
+    uint64_t attn_scratch_bytes;
     uint64_t const_bytes;
     CUdeviceptr meta; /* the records, then the failure word */
     int32_t *host;    /* pinned: this run's records, then the failure word */
@@ -784,7 +790,7 @@ static bool fill_matmul(fill_ctx *c, const rlx_lir_instr *ins)
     else
         kk = CU_K_MM_TILE;
     int32_t *w = new_disp(c, kk, false, numel(&o));
-    if (kk == CU_K_MM_VEC) {
+    if (kk == CU_K_MM_VEC || kk == CU_K_MM_TC) {
         /* a's rows as float4s: contiguous f32 at 16-byte aligned starts */
         uint64_t abase = c->P->addr ? c->P->addr[a.val] : 0;
         bool a4 =
@@ -796,8 +802,9 @@ static bool fill_matmul(fill_ctx *c, const rlx_lir_instr *ins)
     {
         cu_disp *dd = &c->d[c->n - 1];
         int64_t nb = rows_b / (M ? M : 1);
-        dd->grid[0] = (uint32_t)((N + 63) / 64);
-        dd->grid[1] = (uint32_t)((M + 63) / 64);
+        int64_t t = kk == CU_K_MM_TC ? 128 : 64; /* the kernels' output tiles */
+        dd->grid[0] = (uint32_t)((N + t - 1) / t);
+        dd->grid[1] = (uint32_t)((M + t - 1) / t);
         dd->grid[2] = (uint32_t)(nb ? nb : 1);
     }
     put_desc(c, w, CU_OUT_SLOT, &o);
@@ -1098,6 +1105,26 @@ static bool fill_attention(fill_ctx *c, const rlx_lir_instr *ins)
         for (int d = 0; d < 3; d++)
             w[PRM(20 + 3 * j + d)] = (int32_t)ts[j]->st[rr - 3 + d];
     }
+    /* few query rows over many keys (decoding): the keys split over
+     * several blocks, merged by a second launch (grid 0 when unsplit) */
+    int64_t rows = B * Hq * S, cap = (int64_t)ATTN_SPLIT_ROWS(P->dev);
+    int32_t nsplit = 1;
+    if (T >= 512 && rows <= cap && P->attn_scratch) {
+        nsplit = (int32_t)((T + 255) / 256);
+        if (nsplit > ATTN_MAX_SPLIT)
+            nsplit = ATTN_MAX_SPLIT;
+        if ((uint64_t)(rows * nsplit * (Dv + 2) * 4) > P->attn_scratch_bytes)
+            nsplit = 1;
+    }
+    w[9] = nsplit;
+    w[10] = (int32_t)(uint32_t)P->attn_scratch;
+    w[11] = (int32_t)(uint32_t)(P->attn_scratch >> 32);
+    cu_disp *main_d = &c->d[c->n - 1];
+    int32_t *w2 = new_disp(c, CU_K_ATTN_COMBINE, true, nsplit > 1 ? rows : 0);
+    int64_t items = w2[0];
+    memcpy(w2, w, REC_WORDS * sizeof *w);
+    w2[0] = (int32_t)items;
+    memcpy(c->d[c->n - 1].vals, main_d->vals, sizeof main_d->vals);
     return true;
 }
 
@@ -1314,7 +1341,7 @@ static void shape(cu_disp *d, const int32_t *w)
             d->grid[0] = 0;
         break;
     case CU_K_MM_TC:
-        d->block = 128;
+        d->block = 256;
         if (!items)
             d->grid[0] = 0;
         break;
@@ -1323,6 +1350,12 @@ static void shape(cu_disp *d, const int32_t *w)
         d->grid[1] = d->grid[2] = 1;
         break;
     case CU_K_ATTN:
+        d->block = 128;
+        d->grid[0] = (uint32_t)items;
+        d->grid[1] = w[9] > 1 ? (uint32_t)w[9] : 1;
+        d->grid[2] = 1;
+        break;
+    case CU_K_ATTN_COMBINE:
     case CU_K_CONV:
         d->block = 128;
         d->grid[0] = (uint32_t)items;
@@ -1356,6 +1389,8 @@ void cu_program_free(rlx_program *prog)
             cu->cuMemFree(P->meta);
         if (P->cbuf)
             cu->cuMemFree(P->cbuf);
+        if (P->attn_scratch)
+            cu->cuMemFree(P->attn_scratch);
         if (P->host)
             cu->cuMemFreeHost(P->host);
     }
@@ -1473,6 +1508,30 @@ rlx_status cu_program_create(rlx_device *dev, const rlx_lir *lir, rlx_program **
         memcpy(P->instrs, lir->instrs, (size_t)lir->n_instrs * sizeof *P->instrs);
     for (int32_t i = 0; i < P->n_instrs; i++)
         P->kern[i] = (int8_t)cu_check(lir, &lir->instrs[i], why, sizeof why);
+
+    /* attention's split scratch, sized for the largest value head dim */
+    int64_t dv_max = 0;
+    for (int32_t i = 0; i < P->n_instrs; i++) {
+        const rlx_lir_instr *ins = &lir->instrs[i];
+        if (ins->op != RLX_OP_ATTENTION || P->kern[i] != CU_K_ATTN)
+            continue;
+        const rlx_lir_value *v = &lir->values[ins->in[2]];
+        int64_t bnd[RLX_MAX_SYMBOLS] = {0};
+        for (int k = 0; k < lir->n_symbols; k++)
+            bnd[k] = lir->symbols[k].max;
+        int64_t dv = rlx_dim_upper(v->shape.d[v->shape.rank - 1], bnd);
+        if (dv > dv_max)
+            dv_max = dv;
+    }
+    if (dv_max > 0) {
+        uint64_t bytes = (uint64_t)ATTN_SPLIT_ROWS(d) * ATTN_MAX_SPLIT * (uint64_t)(dv_max + 2) * 4;
+        if (bytes > (64ull << 20))
+            bytes = 64ull << 20;
+        if (cu->cuMemAlloc(&P->attn_scratch, (size_t)bytes) == CUDA_SUCCESS)
+            P->attn_scratch_bytes = bytes;
+        else
+            P->attn_scratch = 0; /* no split: slower decoding, same results */
+    }
 
     /* the launches each instruction becomes (their count does not depend on
      * the symbols; their kernels and grids may) */

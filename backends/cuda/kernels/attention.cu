@@ -7,11 +7,22 @@
 // q P(20..22), k P(23..25), v P(26..28), o P(29..31).
 // K and V may be a Q8_0 KV cache (element e in block e / 32 at entry
 // e % 32 from the operand's block-aligned start).
+//
+// Few query rows over many keys (decoding) split the keys over gridDim.y
+// blocks (word 9 of the record); each writes its running max, sum and
+// unnormalized output to the scratch at words 10-11, and rlx_attn_combine
+// (one block per row) merges them.
 #include "common.cuh"
 
 #define LS   128
 #define MAXD 256
 #define MAXU 8
+
+__device__ __forceinline__ float *scratch_of(const int *R)
+{
+    uint64_t lo = (uint32_t)R[10], hi = (uint32_t)R[11];
+    return (float *)(uintptr_t)(lo | hi << 32);
+}
 
 __device__ __forceinline__ float ldkv(const uint8_t *p, int dt, int64_t e)
 {
@@ -44,6 +55,12 @@ extern "C" __global__ void __launch_bounds__(LS) rlx_attention(const int *rec)
     int mk = P(9), win = P(10), pos = T - S + s;
     int tend = mk != 0 ? min(T, pos + 1) : T;
     int tbeg = mk == 2 ? max(0, pos - win + 1) : 0;
+    int nsplit = M_(9);
+    if (nsplit > 1) { /* this block's share of the keys */
+        int span = (T + nsplit - 1) / nsplit;
+        tbeg = max(tbeg, (int)blockIdx.y * span);
+        tend = min(tend, ((int)blockIdx.y + 1) * span);
+    }
     float m = -INFINITY, l = 0.0f;
     float acc[MAXU];
 #pragma unroll
@@ -104,11 +121,58 @@ extern "C" __global__ void __launch_bounds__(LS) rlx_attention(const int *rec)
         }
         __syncthreads();
     }
+    if (nsplit > 1) {
+        float *part = scratch_of(R_) + (row * nsplit + blockIdx.y) * (int64_t)(Dv + 2);
+        if (t == 0) {
+            part[0] = m;
+            part[1] = l;
+        }
+#pragma unroll
+        for (int u = 0; u < MAXU; u++) {
+            int d = t + u * LS;
+            if (d < Dv)
+                part[2 + d] = acc[u];
+        }
+        return;
+    }
     float inv = l > 0.0f ? 1.0f / l : 0.0f;
 #pragma unroll
     for (int u = 0; u < MAXU; u++) {
         int d = t + u * LS;
         if (d < Dv)
             stf((uint8_t *)D_PTR(OUT), D_DT(OUT), oo + (int64_t)d * P(31), acc[u] * inv);
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(LS) rlx_attn_combine(const int *rec)
+{
+    REC_DECL;
+    ld_rec(R_, rec);
+    int64_t row = blockIdx.x;
+    int B = P(0), Hq = P(1), S = P(2), Dv = P(6);
+    if (row >= (int64_t)B * Hq * S)
+        return;
+    int s = (int)(row % S), h = (int)((row / S) % Hq), b = (int)(row / S / Hq);
+    int64_t oo = (int64_t)b * P(15) + (int64_t)h * P(29) + (int64_t)s * P(30);
+    int nsplit = M_(9);
+    const float *part = scratch_of(R_) + row * nsplit * (int64_t)(Dv + 2);
+    float m = -INFINITY;
+    for (int i = 0; i < nsplit; i++)
+        m = fmaxf(m, part[i * (Dv + 2)]);
+    float l = 0.0f;
+    for (int i = 0; i < nsplit; i++) {
+        float mi = part[i * (Dv + 2)];
+        if (mi != -INFINITY)
+            l += part[i * (Dv + 2) + 1] * expf(mi - m);
+    }
+    float inv = l > 0.0f ? 1.0f / l : 0.0f;
+    for (int d = threadIdx.x; d < Dv; d += LS) {
+        float a = 0.0f;
+        for (int i = 0; i < nsplit; i++) {
+            float mi = part[i * (Dv + 2)];
+            if (mi != -INFINITY)
+                a += part[i * (Dv + 2) + 2 + d] * expf(mi - m);
+        }
+        stf((uint8_t *)D_PTR(OUT), D_DT(OUT), oo + (int64_t)d * P(31), a * inv);
     }
 }

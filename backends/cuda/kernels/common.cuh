@@ -244,11 +244,19 @@ __device__ __forceinline__ bool is_quant(int dt)
     return dt >= DT_Q4_0;
 }
 
+// a half at a 2-byte aligned place inside a block: read and written byte by
+// byte, so no wider access is ever assumed
 __device__ __forceinline__ float ldh(const uint8_t *b)
 {
-    __half h;
-    memcpy(&h, b, 2);
-    return __half2float(h);
+    __half_raw r;
+    r.x = (unsigned short)(b[0] | b[1] << 8);
+    return __half2float(__half(r));
+}
+__device__ __forceinline__ void sth(uint8_t *b, float v)
+{
+    __half_raw r = __half_raw(__float2half_rn(v));
+    b[0] = (uint8_t)(r.x & 0xFF);
+    b[1] = (uint8_t)(r.x >> 8);
 }
 
 __device__ __forceinline__ uint32_t ld32u(const uint8_t *b)

@@ -68,8 +68,7 @@ extern "C" __global__ void __launch_bounds__(256) rlx_q8_append(const int *rec)
         }
         float dd = amax / 127.0f, id = dd != 0.0f ? 1.0f / dd : 0.0f;
         uint8_t *blk = (uint8_t *)D_PTR(OUT) + (oo / 32) * 34;
-        __half h = __float2half_rn(dd);
-        memcpy(blk, &h, 2);
+        sth(blk, dd);
         for (int i = 0; i < 32; i++) {
             float v = x[i] * id, t = truncf(v);
             if (fabsf(v - t) >= 0.5f)

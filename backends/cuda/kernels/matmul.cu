@@ -249,18 +249,24 @@ extern "C" __global__ void __launch_bounds__(256) rlx_mm_tile(const int *rec)
         }
 }
 
+#define BM 128
+#define BN 128
 #define CK 32
 #define CL (CK + 8) /* smem row pitch in halves: a multiple of 8 */
-#define CO (TT + 4) /* float pitch of the output staging */
 
-extern "C" __global__ void __launch_bounds__(128) rlx_mm_tc(const int *rec)
+// 128x128 output tiles of a quantized b on the tensor cores: 8 warps, each
+// 32 rows x 64 columns (2x4 16x16 fragments); a and b are rounded to f16 as
+// they are staged, the products summed in f32. The next K step's operands
+// are loaded into registers while this step's products run. P(7) = 1 when
+// a's rows are contiguous f32 at 16-byte aligned starts.
+extern "C" __global__ void __launch_bounds__(256) rlx_mm_tc(const int *rec)
 {
 #if __CUDA_ARCH__ >= 700
     using namespace nvcuda;
     REC_DECL;
-    __shared__ __align__(32) __half As[TT * CL];
-    __shared__ __align__(32) __half Bs[TT * CL];
-    __shared__ __align__(32) float Cs[TT * CO];
+    __shared__ __align__(32) __half As[BM * CL];
+    __shared__ __align__(32) __half Bs[BN * CL];
+    __shared__ __align__(32) float Cw[8][16 * 16];
     ld_rec(R_, rec);
     int r = D_RANK(OUT);
     int N = D_NE(OUT, r - 1), Mr = D_NE(OUT, r - 2), K = P(0);
@@ -268,74 +274,108 @@ extern "C" __global__ void __launch_bounds__(128) rlx_mm_tc(const int *rec)
     int64_t asm_ = D_ST(0, r - 2), ask = D_ST(0, r - 1);
     int64_t ab, bb, ob;
     mm_batch(R_, blockIdx.z, ab, bb, ob);
-    int m0 = blockIdx.y * TT, n0 = blockIdx.x * TT;
-    int tid = threadIdx.x, warp = tid / 32, wm = warp / 2, wn = warp % 2;
+    int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
+    int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, wm = warp / 2, wn = warp % 2;
     const uint8_t *ap = D_PTR(0), *bp = D_PTR(1);
     int rowb = P(5);
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[2][2];
+    bool a4 = P(7) != 0;
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[2][4];
 #pragma unroll
     for (int i = 0; i < 2; i++)
 #pragma unroll
-        for (int j = 0; j < 2; j++)
+        for (int j = 0; j < 4; j++)
             wmma::fill_fragment(acc[i][j], 0.0f);
-    bool a_f32 = adt == DT_F32 && ask == 1;
-    for (int k0 = 0; k0 < K; k0 += CK) {
-        // a: 64 x 32, 16 per thread, k fastest
-#pragma unroll 4
-        for (int i = 0; i < 16; i++) {
-            int idx = tid + 128 * i, mm = idx / CK, kk = idx % CK;
-            int m = m0 + mm, k = k0 + kk;
-            float v = 0.0f;
-            if (m < Mr && k < K)
-                v = a_f32 ? ((const float *)ap)[ab + m * asm_ + k]
-                          : ldf(ap, adt, ab + m * asm_ + k * ask);
-            As[mm * CL + kk] = __float2half_rn(v);
-        }
-        // b: 64 rows x 4 groups of 8, 2 per thread
+    // this thread's share of a step: a rows am and am + 64, 8 values from
+    // column ak; b rows bn and bn + 64, 8 values from column bk
+    int am = tid / 4, ak = (tid % 4) * 8;
+    int bn = tid / 4, bk = (tid % 4) * 8;
+    float ra[2][8], rb[2][8];
+    auto load = [&](int k0) {
 #pragma unroll
         for (int i = 0; i < 2; i++) {
-            int g = tid + 128 * i, nn = g / 4, kg = g % 4, n = n0 + nn;
-            float w[8];
-            if (n < N && k0 + kg * 8 < K)
-                deq8(bp + (int64_t)n * rowb, bdt, k0 + kg * 8, w);
-            else
-                for (int j = 0; j < 8; j++)
-                    w[j] = 0.0f;
+            int m = m0 + am + 64 * i;
+            if (m < Mr && k0 + ak < K) {
+                if (a4) {
+                    const float4 *q = (const float4 *)((const float *)ap + ab + m * asm_ + k0 + ak);
+                    float4 x0 = q[0], x1 = q[1];
+                    ra[i][0] = x0.x, ra[i][1] = x0.y, ra[i][2] = x0.z, ra[i][3] = x0.w;
+                    ra[i][4] = x1.x, ra[i][5] = x1.y, ra[i][6] = x1.z, ra[i][7] = x1.w;
+                } else {
 #pragma unroll
-            for (int j = 0; j < 8; j++)
-                Bs[nn * CL + kg * 8 + j] = __float2half_rn(w[j]);
+                    for (int j = 0; j < 8; j++)
+                        ra[i][j] = ldf(ap, adt, ab + m * asm_ + (int64_t)(k0 + ak + j) * ask);
+                }
+            } else {
+#pragma unroll
+                for (int j = 0; j < 8; j++)
+                    ra[i][j] = 0.0f;
+            }
         }
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            int n = n0 + bn + 64 * i;
+            if (n < N && k0 + bk < K)
+                deq8(bp + (int64_t)n * rowb, bdt, k0 + bk, rb[i]);
+            else
+#pragma unroll
+                for (int j = 0; j < 8; j++)
+                    rb[i][j] = 0.0f;
+        }
+    };
+    auto store = [&]() {
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            __half2 *d = (__half2 *)(As + (am + 64 * i) * CL + ak);
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+                d[j] = __floats2half2_rn(ra[i][2 * j], ra[i][2 * j + 1]);
+        }
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            __half2 *d = (__half2 *)(Bs + (bn + 64 * i) * CL + bk);
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+                d[j] = __floats2half2_rn(rb[i][2 * j], rb[i][2 * j + 1]);
+        }
+    };
+    load(0);
+    for (int k0 = 0; k0 < K; k0 += CK) {
+        store();
         __syncthreads();
+        if (k0 + CK < K)
+            load(k0 + CK);
 #pragma unroll
         for (int kk = 0; kk < CK; kk += 16) {
             wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> fa[2];
-            wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::col_major> fb[2];
+            wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::col_major> fb[4];
 #pragma unroll
             for (int i = 0; i < 2; i++)
                 wmma::load_matrix_sync(fa[i], As + (wm * 32 + i * 16) * CL + kk, CL);
 #pragma unroll
-            for (int j = 0; j < 2; j++)
-                wmma::load_matrix_sync(fb[j], Bs + (wn * 32 + j * 16) * CL + kk, CL);
+            for (int j = 0; j < 4; j++)
+                wmma::load_matrix_sync(fb[j], Bs + (wn * 64 + j * 16) * CL + kk, CL);
 #pragma unroll
             for (int i = 0; i < 2; i++)
 #pragma unroll
-                for (int j = 0; j < 2; j++)
+                for (int j = 0; j < 4; j++)
                     wmma::mma_sync(acc[i][j], fa[i], fb[j], acc[i][j]);
         }
         __syncthreads();
     }
+    // each fragment through the warp's own staging square
+    int64_t osm = D_ST(OUT, r - 2), osn = D_ST(OUT, r - 1);
 #pragma unroll
     for (int i = 0; i < 2; i++)
 #pragma unroll
-        for (int j = 0; j < 2; j++)
-            wmma::store_matrix_sync(Cs + (wm * 32 + i * 16) * CO + wn * 32 + j * 16, acc[i][j], CO,
-                                    wmma::mem_row_major);
-    __syncthreads();
-    int64_t osm = D_ST(OUT, r - 2), osn = D_ST(OUT, r - 1);
-    for (int idx = tid; idx < TT * TT; idx += 128) {
-        int mm = idx / TT, nn = idx % TT, m = m0 + mm, n = n0 + nn;
-        if (m < Mr && n < N)
-            mm_store(R_, ob + m * osm + n * osn, n, Cs[mm * CO + nn]);
-    }
+        for (int j = 0; j < 4; j++) {
+            wmma::store_matrix_sync(Cw[warp], acc[i][j], 16, wmma::mem_row_major);
+            __syncwarp();
+            for (int e = lane; e < 256; e += 32) {
+                int m = m0 + wm * 32 + i * 16 + e / 16, n = n0 + wn * 64 + j * 16 + e % 16;
+                if (m < Mr && n < N)
+                    mm_store(R_, ob + m * osm + n * osn, n, Cw[warp][e]);
+            }
+            __syncwarp();
+        }
 #endif
 }
