@@ -184,6 +184,8 @@ static const struct {
 /* "from 0", "above 0", "in (0, 1]", or "" when any number goes. */
 static void describe_range(size_t i, double lo, double hi, char *buf, size_t cap)
 {
+    if (hi >= INT32_MAX)
+        hi = NAN; /* an int field's "no upper bound" */
     if (!isnan(lo) && !isnan(hi))
         snprintf(buf, cap, " in %c%g, %g%c", sampler_flags[i].lo_open ? '(' : '[', lo, hi,
                  sampler_flags[i].hi_open ? ')' : ']');
