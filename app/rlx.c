@@ -1,7 +1,6 @@
 /* rlx: the command-line tool over librlx, for scripting, tests and benchmarks. */
-#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include <errno.h>
-#include <sched.h>
+#include <sched.h> /* sched_getaffinity, CPU_COUNT (the build defines _GNU_SOURCE) */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -104,7 +103,8 @@ static void usage(void)
         printf("  %-10s %s\n", commands[i].name, commands[i].help);
     printf("\n  rlx COMMAND --help   that command's options\n"
            "  rlx --version\n"
-           "Every command exits 0, or 1 with a one-line error on stderr.\n");
+           "Every command exits 0, or 1 with a one-line error on stderr (rlx generate\n"
+           "stopped by Ctrl+C: 130).\n");
 }
 
 int main(int argc, char **argv)
