@@ -24,8 +24,9 @@
 
 /* The options generate and chat share; each command's help adds its own. */
 #define COMMON_OPTIONS                                                                       \
-    "  --temp T             temperature, >= 0 (0 = greedy; default 0.8)\n"                   \
-    "  --top-k K --top-p P --min-p P --typical P --top-nsigma N --seed S\n"                  \
+    "  --temp T             temperature, >= 0 (0 = greedy; default %g)\n"                    \
+    "  --top-k K --top-p P --min-p P  (defaults %d, %g, %g) --seed S\n"                      \
+    "  --typical P --top-nsigma N\n"                                                         \
     "  --repeat-penalty R --repeat-last-n N (-1 = all) --frequency-penalty F\n"              \
     "  --presence-penalty P --dynatemp-range R --dynatemp-exp E\n"                           \
     "  --xtc-probability P --xtc-threshold T\n"                                              \
@@ -52,7 +53,7 @@ static const char generate_usage[] =
     "stderr. Ctrl+C stops it (exit 130).\n"
     "  -m MODEL             a .gguf file or a Hugging Face checkpoint folder\n"
     "  -p TEXT              the prompt\n"
-    "  -n N                 tokens to generate (default 256; 0 or -1: until the model\n"
+    "  -n N                 tokens to generate (default %d; 0 or -1: until the model\n"
     "                       ends the text or the context is full)\n" COMMON_OPTIONS
     "  --no-bos             do not add BOS before the prompt\n"
     "  --context-shift      when the context is full, drop the oldest tokens and go on\n"
@@ -64,7 +65,7 @@ static const char chat_usage[] =
     "reply streams to stdout. Commands: /reset, /system TEXT, /stats, /quit.\n"
     "Ctrl+C stops a reply; at the prompt it ends the chat.\n"
     "  -m MODEL             a .gguf file or a Hugging Face checkpoint folder\n"
-    "  -n N                 most tokens in one reply (default 1024; 0 or -1: until the\n"
+    "  -n N                 most tokens in one reply (default %d; 0 or -1: until the\n"
     "                       model ends it or the context is full)\n" COMMON_OPTIONS
     "  --context-shift      when the conversation outgrows the context, drop the oldest\n"
     "                       turns (the system prompt stays) and go on\n";
@@ -298,7 +299,12 @@ static int parse_args(const char *cmd, int argc, char **argv, options *o)
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            fputs(chat ? chat_usage : generate_usage, stdout);
+            /* the defaults shown are the engine's own, as the app's settings are */
+            rlx_llm_generate_params d =
+                chat ? rlx_llm_chat_default_params() : rlx_llm_generate_default_params();
+            printf(chat ? chat_usage : generate_usage, (int)d.max_tokens,
+                   (double)d.sampler.temperature, (int)d.sampler.top_k, (double)d.sampler.top_p,
+                   (double)d.sampler.min_p);
             return -1;
         }
         if (!strcmp(a, "--context-shift")) {
