@@ -695,6 +695,12 @@ static rlx_status chat_fit(rlx_llm *m, options *o, const char *system, rlx_chat_
         free(hist);
         free(*ids);
         *ids = NULL;
+        if (*n_msgs == 1) /* nothing to drop: only a larger context helps */
+            return rlx_error_set(err, RLX_ERR_INVALID_ARG,
+                                 "this message does not fit: in the chat template%s it is %zu "
+                                 "tokens, and the context holds %zu; a larger --ctx or a shorter "
+                                 "message",
+                                 system ? ", with the system prompt" : "", *n, ctx);
         return rlx_error_set(err, RLX_ERR_INVALID_ARG,
                              "this turn does not fit: with the %zu earlier messages (%zu tokens%s) "
                              "the prompt is %zu tokens, and the context holds %zu; /reset to "

@@ -30,6 +30,11 @@ check "full context: the chat goes on, exit 0" [ $? -eq 0 ]
 case "$err" in *"does not fit: with the 2 earlier messages ("*" tokens) the prompt is "*" tokens, and the context holds 48; /reset"*"--context-shift"*) check "full context: the message" true ;; *) echo "# $err"; check "full context: the message" false ;; esac
 # ...and the chat went on: /stats after it still answers
 case "$err" in *"context 47/48"*) check "full context: /stats after it" true ;; *) echo "# $err"; check "full context: /stats after it" false ;; esac
+# a first message longer than the context: only a larger --ctx helps, and it says so
+err=$(printf 'Once upon a time there was a little girl named Lily who loved to play\n/stats\n' |
+    "$rlx" chat -m "$stories" --ctx 8 -t 1 2>&1 >/dev/null)
+check "a message longer than the context: exit 0" [ $? -eq 0 ]
+case "$err" in *"this message does not fit: in the chat template it is "*" tokens, and the context holds 8; a larger --ctx"*"context 0/8"*) check "a message longer than the context: said, and the chat goes on" true ;; *) echo "# $err"; check "a message longer than the context: said, and the chat goes on" false ;; esac
 # a reply cut by the full context says so at once (EOS banned, no -n limit)
 err=$(printf 'Once upon a time\n' | "$rlx" chat -m "$stories" --ctx 32 -n 0 --temp 0 -t 1 --logit-bias 2-inf 2>&1 >/dev/null)
 check "reply cut by the context: exit 0" [ $? -eq 0 ]
