@@ -12,6 +12,10 @@
 #include <sys/stat.h>
 
 #include "backends/backend.h"
+#include "rlx-config.h"
+#if RLX_HAVE_CUDA
+#include "backends/cuda/cuda-backend.h"
+#endif
 #include "engine/formats/gguf.h"
 #include "engine/formats/safetensors.h"
 #include "rlx-cli.h"
@@ -478,6 +482,12 @@ static int list_devices(bool as_json)
     for (int b = 0; b < rlx_backend_count(); b++) {
         const rlx_backend_i *be = rlx_backend_at(b);
         int n = be->device_count ? be->device_count() : 0;
+#if RLX_HAVE_CUDA
+        if (n == 0 && !as_json && !strcmp(be->name, "cuda")) {
+            const char *why = rlx_cuda_unavailable_reason();
+            printf("%-10s no device: %s\n", "cuda", why ? why : "none found");
+        }
+#endif
         for (int i = 0; i < n; i++) {
             rlx_device_info di;
             rlx_error *err = NULL;
