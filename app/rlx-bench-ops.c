@@ -881,30 +881,42 @@ int rlx_bench_ops_main(int argc, char **argv)
     const char *section = "all", *device = "cpu", *only_type = NULL, *isa = NULL;
     bool force_f32 = false;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-t") && i + 1 < argc) {
-            threads = atoi(argv[++i]);
-        } else if (!strcmp(argv[i], "-r") && i + 1 < argc) {
-            repeats = atoi(argv[++i]);
-        } else if (!strcmp(argv[i], "--section") && i + 1 < argc) {
-            section = argv[++i];
-        } else if (!strcmp(argv[i], "--device") && i + 1 < argc) {
-            device = argv[++i];
-        } else if (!strcmp(argv[i], "--type") && i + 1 < argc) {
-            only_type = argv[++i];
-        } else if (!strcmp(argv[i], "--isa") && i + 1 < argc) {
-            isa = argv[++i];
-        } else if (!strcmp(argv[i], "--f32")) {
-            force_f32 = true;
-        } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage();
             return 0;
-        } else {
-            usage();
-            return 2;
         }
+        if (!strcmp(a, "--f32")) {
+            force_f32 = true;
+            continue;
+        }
+        if (strcmp(a, "-t") && strcmp(a, "-r") && strcmp(a, "--section") && strcmp(a, "--device") &&
+            strcmp(a, "--type") && strcmp(a, "--isa"))
+            return rlx_cli_fail("bench ops: %s '%s' (see rlx bench ops --help)",
+                                a[0] == '-' ? "unknown option" : "unexpected argument", a);
+        if (i + 1 >= argc)
+            return rlx_cli_fail("bench ops: %s needs a value (see rlx bench ops --help)", a);
+        const char *v = argv[++i];
+        if (!strcmp(a, "-t")) {
+            int rc = rlx_cli_parse_threads("bench ops", a, v, &threads);
+            if (rc)
+                return rc;
+        } else if (!strcmp(a, "-r")) {
+            long n;
+            if (!rlx_cli_parse_long(v, 1, 1000, &n))
+                return rlx_cli_fail("bench ops: -r wants a repetition count from 1 to 1000, not "
+                                    "'%s'",
+                                    v);
+            repeats = (int)n;
+        } else if (!strcmp(a, "--section"))
+            section = v;
+        else if (!strcmp(a, "--device"))
+            device = v;
+        else if (!strcmp(a, "--type"))
+            only_type = v;
+        else
+            isa = v;
     }
-    if (repeats < 1)
-        repeats = 1;
     if (strcmp(section, "all") && strcmp(section, "bw") && strcmp(section, "gemm") &&
         strcmp(section, "matvec") && strcmp(section, "attn") &&
         (strcmp(section, "qgemm") || !strcmp(device, "cpu"))) {
