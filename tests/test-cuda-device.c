@@ -453,7 +453,59 @@ static void test_attention_split(void **state)
 }
 
 #ifdef RLX_TEST_CUDA_EMU
+#include <dlfcn.h>
+
 #include "backends/cuda/cuda-internal.h"
+
+/* A kernel that faults (on the emulator, which can inject one): the run
+ * fails with a sentence, the device refuses work from then on, and once it
+ * is closed a fresh open runs programs again. */
+static void test_fault_and_recovery(void **state)
+{
+    (void)state;
+    void *h = dlopen(RLX_TEST_CUDA_EMU, RTLD_NOW | RTLD_NOLOAD);
+    assert_non_null(h);
+    void (*fail_next)(void) = (void (*)(void))dlsym(h, "emu_fail_next_launch");
+    assert_non_null(fail_next);
+    enum { N = 8 };
+    float a[N], b[N], got[N];
+    for (int i = 0; i < N; i++)
+        a[i] = (float)i, b[i] = 1.0f;
+    prog_def ps;
+    make_sub(&ps, N);
+    for (int round = 0; round < 2; round++) {
+        rlx_device *d = open_dev();
+        rlx_program *p = NULL;
+        assert_int_equal(cu->program_create(d, &ps.lir, &p, NULL), RLX_OK);
+        rlx_buffer *ba = NULL, *bb = NULL, *bo = NULL;
+        assert_int_equal(cu->buffer_from_host(d, a, sizeof a, &ba, NULL), RLX_OK);
+        assert_int_equal(cu->buffer_from_host(d, b, sizeof b, &bb, NULL), RLX_OK);
+        assert_int_equal(cu->buffer_alloc(d, sizeof got, &bo, NULL), RLX_OK);
+        rlx_buffer_ref in[2] = {{ba, 0}, {bb, 0}}, out = {bo, 0};
+        rlx_program_bindings bind = {.inputs = in, .outputs = &out};
+        rlx_sym_values sv = {{1}};
+        rlx_error *err = NULL;
+        if (round == 0) {
+            fail_next();
+            assert_int_equal(cu->program_run(p, &bind, &sv, &err), RLX_ERR_DEVICE);
+            print_message("  %s\n", rlx_error_message(err));
+            assert_non_null(strstr(rlx_error_message(err), "must be reopened"));
+            rlx_error_clear(&err);
+            assert_int_equal(cu->program_run(p, &bind, &sv, &err), RLX_ERR_DEVICE);
+            assert_non_null(strstr(rlx_error_message(err), "close and reopen"));
+            rlx_error_clear(&err);
+        } else {
+            assert_int_equal(cu->program_run(p, &bind, &sv, &err), RLX_OK);
+            assert_int_equal(cu->buffer_read(bo, 0, got, sizeof got, NULL), RLX_OK);
+            assert_true(got[0] == -1.0f && got[1] == 0.0f);
+        }
+        cu->buffer_free(ba);
+        cu->buffer_free(bb);
+        cu->buffer_free(bo);
+        cu->program_free(p);
+        cu->device_close(d);
+    }
+}
 #endif
 
 int main(void)
@@ -468,9 +520,12 @@ int main(void)
         return 77;
     }
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_enumeration),       cmocka_unit_test(test_buffers),
-        cmocka_unit_test(test_replay_and_timing), cmocka_unit_test(test_refusals_and_gather_range),
-        cmocka_unit_test(test_q8_append),         cmocka_unit_test(test_attention_split),
+        cmocka_unit_test(test_enumeration),        cmocka_unit_test(test_buffers),
+        cmocka_unit_test(test_replay_and_timing),  cmocka_unit_test(test_refusals_and_gather_range),
+        cmocka_unit_test(test_q8_append),          cmocka_unit_test(test_attention_split),
+#ifdef RLX_TEST_CUDA_EMU
+        cmocka_unit_test(test_fault_and_recovery),
+#endif
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -214,6 +214,8 @@ static double now()
 }
 static const uint64_t TOTAL = 8ull << 30;
 static uint64_t in_use;
+/* a fault to report at the next synchronize (emu_fail_next_launch) */
+static bool fail_next, failed;
 
 extern "C" {
 CUresult cuInit(unsigned int)
@@ -227,12 +229,16 @@ CUresult cuDriverGetVersion(int *v)
 }
 CUresult cuGetErrorString(CUresult r, const char **s)
 {
-    *s = r == CUDA_ERROR_OUT_OF_MEMORY ? "out of memory" : "emulated CUDA error";
+    *s = r == CUDA_ERROR_OUT_OF_MEMORY   ? "out of memory"
+         : r == CUDA_ERROR_LAUNCH_FAILED ? "unspecified launch failure"
+                                         : "emulated CUDA error";
     return CUDA_SUCCESS;
 }
 CUresult cuGetErrorName(CUresult r, const char **s)
 {
-    *s = r == CUDA_ERROR_OUT_OF_MEMORY ? "CUDA_ERROR_OUT_OF_MEMORY" : "CUDA_ERROR_UNKNOWN";
+    *s = r == CUDA_ERROR_OUT_OF_MEMORY   ? "CUDA_ERROR_OUT_OF_MEMORY"
+         : r == CUDA_ERROR_LAUNCH_FAILED ? "CUDA_ERROR_LAUNCH_FAILED"
+                                         : "CUDA_ERROR_UNKNOWN";
     return CUDA_SUCCESS;
 }
 CUresult cuDeviceGetCount(int *n)
@@ -282,6 +288,7 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice)
 }
 CUresult cuDevicePrimaryCtxRelease(CUdevice)
 {
+    failed = false;
     return CUDA_SUCCESS;
 }
 CUresult cuCtxSetCurrent(CUcontext)
@@ -375,6 +382,11 @@ CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, uns
         return CUDA_ERROR_INVALID_VALUE;
     emu_kernel k = (emu_kernel)(void *)f;
     const int *rec = (const int *)(uintptr_t) * (CUdeviceptr *)params[0];
+    if (fail_next) { /* as a kernel that faults: the context is unusable from here */
+        fail_next = false;
+        failed = true;
+        return CUDA_SUCCESS;
+    }
     submit(st, [=] { launch(k, rec, gx, gy, gz, bx); });
     return CUDA_SUCCESS;
 }
@@ -390,7 +402,17 @@ CUresult cuStreamDestroy(CUstream s)
 }
 CUresult cuStreamSynchronize(CUstream s)
 {
+    if (failed)
+        return CUDA_ERROR_LAUNCH_FAILED;
     return S(s)->capturing ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : CUDA_SUCCESS;
+}
+
+/* For tests: the next kernel launch faults, as an illegal address would on a
+ * GPU; every later synchronize reports it until the context is released
+ * (cuDevicePrimaryCtxRelease), as the driver does. */
+void emu_fail_next_launch(void)
+{
+    fail_next = true;
 }
 CUresult cuStreamBeginCapture(CUstream s, CUstreamCaptureMode)
 {
