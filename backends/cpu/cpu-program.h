@@ -14,5 +14,13 @@ rlx_status cpu_program_run(rlx_program *prog, const rlx_program_bindings *b,
 void cpu_program_free(rlx_program *prog);
 void cpu_program_set_timing(rlx_program *prog, bool enabled);
 rlx_status cpu_program_timings(rlx_program *prog, double *ms, int32_t n, rlx_error **err);
+void cpu_program_stats(const rlx_program *prog, rlx_program_stats *out);
+
+/* Multiply-adds (or elements, for ops without a product) per instruction
+ * below which a run takes one thread: waking the pool for each of its jobs
+ * would cost more than splitting them saves. Measured on the development VM
+ * (2 cores): a pool job costs about 2-4 us of handing work out and waiting
+ * for it; 32k multiply-adds of Q4_K/F32 weights take about that on one core. */
+#define RLX_CPU_POOL_MIN_WORK 32768
 
 #endif

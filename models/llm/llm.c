@@ -664,6 +664,27 @@ rlx_session *rlx_llm_cpu_session(rlx_llm *m)
 {
     return m->cpu;
 }
+/* the most threads any CPU part of pr used in its last run */
+static int program_threads(const program *pr)
+{
+    int best = 0;
+    for (int i = 0; i < pr->n_parts; i++) {
+        rlx_program_stats st;
+        if (pr->parts[i].prog &&
+            rlx_session_program_stats(pr->parts[i].prog, &st, NULL) == RLX_OK && st.threads > best)
+            best = st.threads;
+    }
+    return best;
+}
+
+void rlx_llm_threads(const rlx_llm *m, int *decode, int *batch)
+{
+    if (decode)
+        *decode = m ? program_threads(&m->decode) : 0;
+    if (batch)
+        *batch = m ? program_threads(m->prefill.alias ? &m->decode : &m->prefill) : 0;
+}
+
 void rlx_llm_placement(const rlx_llm *m, int32_t *n_gpu, int32_t *n_total)
 {
     if (n_gpu)

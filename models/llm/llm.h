@@ -118,6 +118,11 @@ RLX_API rlx_llm_placement_info rlx_llm_get_placement(const rlx_llm *m);
 RLX_API void rlx_llm_placement(const rlx_llm *m, int32_t *n_gpu, int32_t *n_total);
 /* A split's CPU session, else NULL. */
 RLX_API struct rlx_session *rlx_llm_cpu_session(rlx_llm *m);
+/* CPU threads the last one-token run (*decode) and the last batch run of
+ * a prompt (*batch) used: the device's count, or 1 where the model's work
+ * per step was below what waking the thread pool costs. 0: not run yet, or
+ * no part on the CPU. Either pointer may be NULL. */
+RLX_API void rlx_llm_threads(const rlx_llm *m, int *decode, int *batch);
 
 /* Encode text (control tokens written in the text are parsed when
  * parse_special); *out is malloc'd, the caller frees it. BOS as the model
