@@ -21,6 +21,7 @@
 #include "engine/template/chat-template.h"
 #include "models/llm/llm.h"
 #include "rlx-cli.h"
+#include "rlx-threads.h"
 
 static const char generate_usage[] =
     "usage: rlx generate -m MODEL -p TEXT [options]\n"
@@ -42,7 +43,9 @@ static const char generate_usage[] =
     "  --memory-budget SIZE e.g. 6G, 512M\n"
     "  --gpu-layers N       decoder layers on a GPU device (default: as many as the\n"
     "                       budget holds, the rest on the CPU; 0 = none)\n"
-    "  -t THREADS           CPU threads (default: one per core)\n"
+    "  -t THREADS           CPU threads (default: one per core this process may use;\n"
+    "                       more is capped to that)\n"
+    "  -v, --verbose        also print the CPU threads chosen and why\n"
     "  --no-bos             (generate) do not add BOS before the prompt\n"
     "  --context-shift      when the context is full, drop the oldest tokens (chat: the\n"
     "                       oldest turns, keeping the system prompt) and go on\n"
@@ -63,7 +66,7 @@ typedef struct {
     const char *stop[MAX_STOP];
     const char *dry[MAX_DRY];
     rlx_sampler_logit_bias bias[MAX_BIAS];
-    bool no_bos, n_given;
+    bool no_bos, n_given, verbose;
 } options;
 
 static bool parse_size(const char *s, uint64_t *out)
@@ -217,6 +220,10 @@ static int parse_args(const char *cmd, int argc, char **argv, options *o)
         }
         if (!strcmp(a, "--no-bos")) {
             o->no_bos = true;
+            continue;
+        }
+        if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) {
+            o->verbose = true;
             continue;
         }
         if (!strcmp(a, "--context-shift")) {
@@ -454,6 +461,7 @@ static int load(const char *cmd, options *o, rlx_llm **m)
         return rc;
     }
     rlx_llm_placement_info pl = rlx_llm_get_placement(*m);
+    rlx_cli_thread_note(cmd, *m, o->lp.n_threads, o->verbose);
     if (pl.on_gpu && pl.n_gpu_layers < pl.n_layers)
         fprintf(stderr, "%s: %d of %d layers on the GPU (%.1f MB), the rest on the CPU (%.1f MB)\n",
                 pl.device, pl.n_gpu_layers, pl.n_layers, pl.device_bytes / 1e6, pl.cpu_bytes / 1e6);
@@ -462,6 +470,8 @@ static int load(const char *cmd, options *o, rlx_llm **m)
                 pl.device_bytes / 1e6);
     return 0;
 }
+
+static bool g_verbose; /* -v: print_stats adds the threads the runs used */
 
 static void print_stats(const rlx_llm *m, const rlx_llm_stats *st)
 {
@@ -473,12 +483,15 @@ static void print_stats(const rlx_llm *m, const rlx_llm_stats *st)
     if (st->n_shifts)
         fprintf(stderr, " (%d context shifts dropped %d tokens)", st->n_shifts, st->n_dropped);
     fputc('\n', stderr);
+    if (g_verbose)
+        rlx_cli_thread_use(m);
 }
 
 int rlx_cmd_generate(int argc, char **argv)
 {
     options o;
     int rc = parse_args("generate", argc, argv, &o);
+    g_verbose = o.verbose;
     if (rc)
         return rc < 0 ? 0 : rc;
     if (!o.prompt)
@@ -612,6 +625,7 @@ int rlx_cmd_chat(int argc, char **argv)
 {
     options o;
     int rc = parse_args("chat", argc, argv, &o);
+    g_verbose = o.verbose;
     if (rc)
         return rc < 0 ? 0 : rc;
     if (!o.n_given)
