@@ -20,6 +20,7 @@
 #include "backends/backend.h"
 #include "backends/cpu/cpu-features.h"
 #include "backends/cpu/threadpool.h"
+#include "engine/runtime/session.h"
 #include "models/llm/llm.h"
 #include "test-util.h"
 
@@ -293,6 +294,34 @@ static void small_model_decodes_on_one_thread(void **state)
     rlx_llm_free(m);
 }
 
+/* The app's UI thread: one core fewer by default where two threads stay,
+ * both cores of a two-core machine, and an explicit count as asked. */
+static void busy_threads_leave_a_core(void **state)
+{
+    (void)state;
+    const char *path = rlx_test_data("llm/stories260K.gguf");
+    if (access(path, R_OK) != 0) {
+        printf("skipped: %s is absent\n", path);
+        skip();
+    }
+    int usable = rlx_cpu_usable_cores();
+    int want = usable <= 2 ? usable : usable - 1;
+    for (int asked = 0; asked <= 1; asked++) {
+        rlx_llm_params p = rlx_llm_default_params();
+        p.n_ctx = 32;
+        p.busy_threads = 1;
+        p.n_threads = asked;
+        rlx_llm *m = NULL;
+        rlx_error *err = NULL;
+        if (rlx_llm_load(path, &p, &m, &err) != RLX_OK)
+            fail_msg("load: %s", rlx_error_message(err));
+        rlx_device_info di;
+        assert_int_equal(rlx_session_device_info(rlx_llm_session(m), &di, &err), RLX_OK);
+        assert_int_equal(di.n_threads, asked ? asked : want);
+        rlx_llm_free(m);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -302,6 +331,7 @@ int main(void)
         cmocka_unit_test(pool_is_exact_under_a_busy_competitor),
         cmocka_unit_test(pool_runs_a_huge_job_once),
         cmocka_unit_test(small_model_decodes_on_one_thread),
+        cmocka_unit_test(busy_threads_leave_a_core),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

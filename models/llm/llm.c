@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "backends/cpu/cpu-features.h"
 #include "engine/compile/compile.h"
 #include "engine/formats/gguf.h"
 #include "models/llm/llm-hf.h"
@@ -75,6 +76,20 @@ rlx_llm_params rlx_llm_default_params(void)
 rlx_llm_generate_params rlx_llm_generate_default_params(void)
 {
     return (rlx_llm_generate_params){.sampler = rlx_sampler_default_params(), .max_tokens = 256};
+}
+
+/* The CPU thread count for p: as asked, or by default the usable cores
+ * less the caller's busy threads, keeping two. On two cores the app keeps
+ * both: the pool takes over a worker's tasks when the UI thread holds its
+ * core, and runs alone for a while when that keeps happening. */
+static int cpu_threads(const rlx_llm_params *p)
+{
+    if (p->n_threads > 0 || p->busy_threads <= 0)
+        return p->n_threads;
+    int usable = rlx_cpu_usable_cores();
+    int n = usable - p->busy_threads;
+    int keep = usable < 2 ? usable : 2;
+    return n > keep ? n : keep;
 }
 
 static rlx_status add_weights(rlx_llm *m, rlx_session *s, rlx_error **err)
@@ -435,7 +450,7 @@ static rlx_status plan(rlx_llm *m, const rlx_llm_params *p, rlx_error **err)
      * on the split programs (their arena differs a little) */
     rlx_session_params sp = rlx_session_default_params();
     sp.device = "cpu";
-    sp.n_threads = p->n_threads;
+    sp.n_threads = cpu_threads(p);
     if ((st = rlx_session_create(&sp, &m->cpu, err)) != RLX_OK)
         return st;
     rlx_session_set_cancel_flag(m->cpu, &m->cancel);
@@ -561,7 +576,7 @@ rlx_status rlx_llm_load(const char *path, const rlx_llm_params *p, rlx_llm **out
 
     rlx_session_params sp = rlx_session_default_params();
     sp.device = p->device;
-    sp.n_threads = p->n_threads;
+    sp.n_threads = cpu_threads(p);
     sp.memory_budget = p->memory_budget;
     sp.force_f32 = p->force_f32;
     if ((st = rlx_session_create(&sp, &m->s, err)) != RLX_OK)
