@@ -275,6 +275,7 @@ rlx_status rlx_threadpool_create(int n_threads, rlx_threadpool **out_pool)
     atomic_init(&pool->sleepers, 0);
     atomic_init(&pool->main_waiting, 0);
     atomic_init(&pool->stop, false);
+    pool->win_start = now_ns();
     pool->ranges = aligned_alloc(64, (size_t)n_threads * sizeof *pool->ranges);
     if (!pool->ranges) {
         free(pool);
