@@ -23,10 +23,12 @@
 
 #include "app/rlx-bench-ops.h"
 #include "backends/base/op.h"
+#include "backends/cpu/cpu-features.h"
 #include "engine/formats/gguf.h"
 #include "engine/runtime/session.h"
 #include "models/llm/llm.h"
 #include "rlx-cli.h"
+#include "rlx-threads.h"
 
 static const char bench_usage[] =
     "usage: rlx bench -m MODEL [options]     a model's speed (llama-bench's pp/tg)\n"
@@ -308,6 +310,7 @@ int rlx_bench_model_main(int argc, char **argv)
     }
     bool on_cpu = !strcmp(di.backend, "cpu") || !strcmp(di.id, "cpu");
     int threads = di.n_threads > 0 ? di.n_threads : (int)o.threads;
+    rlx_cli_thread_note("bench", m, (int)o.threads, false);
     const int32_t n_vocab = rlx_llm_get_config(m)->n_vocab;
 
     rlx_token *prompt = malloc((size_t)o.p * sizeof *prompt);
@@ -342,6 +345,10 @@ int rlx_bench_model_main(int argc, char **argv)
         }
     summarize(&tests[0], (int)o.r);
     summarize(&tests[1], (int)o.r);
+    /* what the runs took: one thread where a step's work is below the cost
+     * of waking the pool (a small model's decode) */
+    int used[2] = {0, 0};
+    rlx_llm_threads(m, &used[1], &used[0]);
 
     /* peak RSS before the bandwidth buffer below adds to it */
     struct rusage ru;
@@ -428,6 +435,7 @@ int rlx_bench_model_main(int argc, char **argv)
         json_object_object_add(j, "device", json_object_new_string(di.id));
         json_object_object_add(j, "device_name", json_object_new_string(di.name));
         json_object_object_add(j, "threads", json_object_new_int(threads));
+        json_object_object_add(j, "usable_cores", json_object_new_int(rlx_cpu_usable_cores()));
         json_object_object_add(j, "n_ctx", json_object_new_int(rlx_llm_n_ctx(m)));
         json_object_object_add(j, "kv_type", json_object_new_string(rlx_dtype_name(o.kv)));
         json_object *arr = json_object_new_array();
@@ -435,6 +443,8 @@ int rlx_bench_model_main(int argc, char **argv)
             json_object *e = json_object_new_object();
             json_object_object_add(e, "test", json_object_new_string(tests[t].name));
             json_object_object_add(e, "n_tokens", json_object_new_int(tests[t].n_tokens));
+            if (used[t] > 0)
+                json_object_object_add(e, "threads_used", json_object_new_int(used[t]));
             json_object_object_add(e, "tps_mean", json_object_new_double(tests[t].mean));
             json_object_object_add(e, "tps_sd", json_object_new_double(tests[t].sd));
             json_object *sa = json_object_new_array();
@@ -470,7 +480,7 @@ int rlx_bench_model_main(int argc, char **argv)
     }
 
     /* the table, llama-bench's columns plus the type mix */
-    char size[32], params[32], thr[16], tps[2][48];
+    char size[32], params[32], thr[2][16], tps[2][48];
     if (f.file_bytes >= (1ull << 30))
         snprintf(size, sizeof size, "%.2f GiB", (double)f.file_bytes / (1ull << 30));
     else
@@ -481,10 +491,14 @@ int rlx_bench_model_main(int argc, char **argv)
         snprintf(params, sizeof params, "%.2f M", (double)f.n_params / 1e6);
     else
         snprintf(params, sizeof params, "%.2f K", (double)f.n_params / 1e3);
-    if (threads > 0)
-        snprintf(thr, sizeof thr, "%d", threads);
-    else
-        snprintf(thr, sizeof thr, "-");
+    /* a run that took fewer threads than the device has shows "1/2" */
+    for (int t = 0; t < 2; t++)
+        if (used[t] > 0 && used[t] < threads)
+            snprintf(thr[t], sizeof thr[t], "%d/%d", used[t], threads);
+        else if (threads > 0)
+            snprintf(thr[t], sizeof thr[t], "%d", threads);
+        else
+            snprintf(thr[t], sizeof thr[t], "-");
     for (int t = 0; t < 2; t++)
         snprintf(tps[t], sizeof tps[t], "%.2f ± %.2f", tests[t].mean, tests[t].sd);
     int wm = (int)strlen(f.name), wt = (int)strlen(f.types), wd = (int)strlen(di.id);
@@ -506,10 +520,24 @@ int rlx_bench_model_main(int argc, char **argv)
     for (int t = 0; t < 2; t++)
         /* "±" is two bytes and one column: one more byte of width */
         printf("| %-*s | %10s | %10s | %-*s | %-*s | %7s | %8s | %21s |\n", wm, f.name, size,
-               params, wt, f.types, wd, di.id, thr, tests[t].name, tps[t]);
+               params, wt, f.types, wd, di.id, thr[t], tests[t].name, tps[t]);
     printf("\n");
     printf("device: %s (%s), context %d, KV cache %s, runs: %ld after a warm-up\n", di.id, di.name,
            rlx_llm_n_ctx(m), rlx_dtype_name(o.kv), o.r);
+    if (on_cpu) {
+        rlx_cpu_budget b;
+        rlx_cpu_budget_get(&b);
+        printf("threads: %d of %d usable cores (affinity %d of %d CPUs on %d cores", threads,
+               b.usable_cores, b.affinity_cpus, b.online_cpus, b.affinity_cores);
+        if (b.quota_cpus > 0)
+            printf(", cgroup quota %.2f CPUs", b.quota_cpus);
+        printf(")");
+        for (int t = 0; t < 2; t++)
+            if (used[t] > 0 && used[t] < threads)
+                printf("; %s ran on %d: its work per op is below what waking the pool costs",
+                       tests[t].name, used[t]);
+        printf("\n");
+    }
     if (!on_cpu) {
         int32_t n_gpu = 0, n_layers = 0;
         rlx_llm_placement(m, &n_gpu, &n_layers);

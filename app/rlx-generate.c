@@ -21,6 +21,7 @@
 #include "engine/template/chat-template.h"
 #include "models/llm/llm.h"
 #include "rlx-cli.h"
+#include "rlx-threads.h"
 
 /* The options generate and chat share; each command's help adds its own. */
 #define COMMON_OPTIONS                                                                       \
@@ -44,6 +45,7 @@
     "                       (the default); the rest run on the CPU\n"                        \
     "  -t THREADS           CPU threads, 1 to the CPUs this process may use (default: one\n" \
     "                       per core)\n"                                                     \
+    "  -v, --verbose        also print the CPU threads chosen and why\n"                     \
     "  --dry-multiplier M --dry-base B --dry-allowed-length N --dry-penalty-last-n N\n"      \
     "  --dry-breaker TEXT   DRY sequence breaker (repeatable; default \\n : \" *)\n"
 
@@ -81,7 +83,7 @@ typedef struct {
     const char *stop[MAX_STOP];
     const char *dry[MAX_DRY];
     rlx_sampler_logit_bias bias[MAX_BIAS];
-    bool no_bos;
+    bool no_bos, verbose;
 } options;
 
 static bool parse_size(const char *s, uint64_t *out)
@@ -306,6 +308,10 @@ static int parse_args(const char *cmd, int argc, char **argv, options *o)
                    (double)d.sampler.temperature, (int)d.sampler.top_k, (double)d.sampler.top_p,
                    (double)d.sampler.min_p);
             return -1;
+        }
+        if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) {
+            o->verbose = true;
+            continue;
         }
         if (!strcmp(a, "--context-shift")) {
             o->gp.context_shift = true;
@@ -562,6 +568,7 @@ static int load(const char *cmd, options *o, rlx_llm **m)
         return rc;
     }
     rlx_llm_placement_info pl = rlx_llm_get_placement(*m);
+    rlx_cli_thread_note(cmd, *m, o->lp.n_threads, o->verbose);
     if (pl.on_gpu && pl.n_gpu_layers < pl.n_layers)
         fprintf(stderr, "%s: %d of %d layers on the GPU (%.1f MB), the rest on the CPU (%.1f MB)\n",
                 pl.device, pl.n_gpu_layers, pl.n_layers, pl.device_bytes / 1e6, pl.cpu_bytes / 1e6);
@@ -570,6 +577,8 @@ static int load(const char *cmd, options *o, rlx_llm **m)
                 pl.device_bytes / 1e6);
     return 0;
 }
+
+static bool g_verbose; /* -v: print_stats adds the threads the runs used */
 
 static void print_stats(const rlx_llm *m, const rlx_llm_stats *st)
 {
@@ -581,12 +590,15 @@ static void print_stats(const rlx_llm *m, const rlx_llm_stats *st)
     if (st->n_shifts)
         fprintf(stderr, " (%d context shifts dropped %d tokens)", st->n_shifts, st->n_dropped);
     fputc('\n', stderr);
+    if (g_verbose)
+        rlx_cli_thread_use(m);
 }
 
 int rlx_cmd_generate(int argc, char **argv)
 {
     options o;
     int rc = parse_args("generate", argc, argv, &o);
+    g_verbose = o.verbose;
     if (rc)
         return rc < 0 ? 0 : rc;
     if (!o.prompt)
@@ -750,6 +762,7 @@ int rlx_cmd_chat(int argc, char **argv)
 {
     options o;
     int rc = parse_args("chat", argc, argv, &o);
+    g_verbose = o.verbose;
     if (rc)
         return rc < 0 ? 0 : rc;
     rlx_llm *m = NULL;

@@ -55,7 +55,9 @@ typedef struct rlx_device_info {
 } rlx_device_info;
 
 typedef struct rlx_device_opts {
-    int n_threads; /* CPU: 0 = one per physical core */
+    /* CPU: 0 = one per physical core the process may run on (affinity
+     * mask, cgroup quota); more than that is capped to it */
+    int n_threads;
     /* GPU: use the f32 kernels (halves unpacked from 32-bit words, f32
      * arithmetic) even where the device offers 16-bit storage and float16
      * arithmetic, whose kernels are chosen by default (tests run both). */
@@ -100,6 +102,10 @@ typedef struct rlx_program_stats {
      * it records again only when the bound buffers or timing change).
      * 0 on backends that record nothing (the CPU). */
     uint64_t recordings;
+    /* CPU: threads the last run used: the device's, or 1 when the run's
+     * work was below what waking the pool costs (a small model); 0 on
+     * backends without threads, or before the first run. */
+    int threads;
 } rlx_program_stats;
 
 typedef struct rlx_backend_i {

@@ -117,7 +117,7 @@ static void pool_balances_and_survives_wraparound(void **state)
     /* the other threads' shares take no time: they must have helped */
     if (nth > 1)
         assert_true(stolen > 0);
-    /* more jobs than the 16-bit generation tag of the task ranges counts
+    /* many more jobs than a 16-bit generation tag would count
      * (a pool of 2: the suite's pool of 3 may outnumber the cores) */
     rlx_threadpool *p2 = NULL;
     assert_int_equal(rlx_threadpool_create(2, &p2), RLX_OK);

@@ -1,9 +1,23 @@
 #!/bin/sh
 # Set up, build and launch RLX Studio from the source tree.
 #   tools/run-studio.sh [rlx-studio arguments, e.g. --model FILE.gguf]
+#   tools/run-studio.sh --build-only     build, do not launch
+# Builds in build-studio/: a release build of the library, `rlx` and
+# `rlx-studio` only (no tests, no fuzzers; tools/test.sh builds those in
+# build/), so the first launch compiles what it runs, optimized. The
+# binaries: build-studio/app/rlx, build-studio/app/rlx-studio.
 set -eu
 cd "$(dirname "$0")/.."
+launch=1
+if [ "${1:-}" = "--build-only" ]; then
+    launch=0
+    shift
+fi
+builddir=build-studio
 tools/setup.sh
-[ -f build/build.ninja ] || meson setup build
-ninja -C build
-exec build/app/rlx-studio "$@"
+if [ ! -f "$builddir/build.ninja" ]; then
+    meson setup "$builddir" -Dbuildtype=release -Dtests=false -Dfuzz=disabled
+fi
+ninja -C "$builddir"
+[ "$launch" -eq 1 ] || exit 0
+exec "$builddir/app/rlx-studio" "$@"

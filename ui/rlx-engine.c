@@ -440,6 +440,7 @@ static rlx_status load_job(rlx_worker *w, void *data, rlx_error **err)
     p.memory_budget = j->p.budget;
     p.n_ctx = j->p.n_ctx;
     p.n_threads = j->p.n_threads;
+    p.busy_threads = 1; /* this UI's main thread, drawing the stream */
     p.progress = load_progress;
     p.progress_user = &pc;
     rlx_worker_progress(w, "open", 0.0);

@@ -38,16 +38,13 @@ static void read_meminfo(uint64_t *total, uint64_t *avail)
     fclose(f);
 }
 
-/* One thread per physical core: SMT siblings share the vector units the
- * kernels saturate. */
+/* One thread per physical core the process may run on (its affinity mask
+ * and cgroup quota): SMT siblings share the vector units the kernels
+ * saturate, and threads beyond the cores the process gets only wait for
+ * each other. */
 static int default_threads(void)
 {
-    int n = rlx_cpu_features_get()->physical_cores;
-    if (n < 1) {
-        long l = sysconf(_SC_NPROCESSORS_ONLN);
-        n = l > 0 ? (int)l : 1;
-    }
-    return n;
+    return rlx_cpu_usable_cores();
 }
 
 static void fill_info(int n_threads, rlx_device_info *out)
@@ -86,9 +83,10 @@ static rlx_status cpu_device_open(int index, const rlx_device_opts *opts, rlx_de
     if (index != 0)
         return rlx_error_set(err, RLX_ERR_NOT_FOUND, "no CPU device %d: the CPU is device 0",
                              index);
-    int nt = opts && opts->n_threads > 0 ? opts->n_threads : default_threads();
-    if (nt > 1024)
-        return rlx_error_set(err, RLX_ERR_INVALID_ARG, "%d threads is too many (at most 1024)", nt);
+    /* more threads than usable cores is capped: the callers (rlx -t, the
+     * app's setting) see the count in device_query and say so */
+    int usable = default_threads();
+    int nt = opts && opts->n_threads > 0 && opts->n_threads < usable ? opts->n_threads : usable;
     cpu_device *d = calloc(1, sizeof *d);
     if (!d)
         return rlx_error_set(err, RLX_ERR_NO_MEMORY, "out of memory opening the CPU device");
@@ -279,4 +277,5 @@ const rlx_backend_i rlx_cpu_backend = {
     .synchronize = cpu_synchronize,
     .program_set_timing = cpu_program_set_timing,
     .program_timings = cpu_program_timings,
+    .program_stats = cpu_program_stats,
 };

@@ -31,6 +31,31 @@ typedef struct rlx_cpu_features {
 } rlx_cpu_features;
 
 const rlx_cpu_features *rlx_cpu_features_get(void);
+
+/* How much of the machine this process may use, read anew on each call (the
+ * affinity mask and the cgroup quota can change while it runs). */
+typedef struct rlx_cpu_budget {
+    int online_cpus;    /* logical CPUs online */
+    int affinity_cpus;  /* logical CPUs of the process's affinity mask */
+    int affinity_cores; /* physical cores (package, core) those CPUs belong to */
+    double quota_cpus;  /* cgroup CPU quota (v2 cpu.max, v1 cfs quota) in CPUs; 0: none */
+    int usable_cores;   /* rlx_cpu_budget_cores(affinity_cores, quota_cpus) */
+} rlx_cpu_budget;
+
+void rlx_cpu_budget_get(rlx_cpu_budget *out);
+/* The default CPU thread count: physical cores of the affinity mask, at
+ * most the quota rounded to the nearest whole CPU, at least 1. SMT siblings
+ * share the vector units the kernels saturate, and threads beyond the quota
+ * only get throttled. */
+int rlx_cpu_usable_cores(void);
+/* The policy: min(affinity_cores, quota_cpus rounded), >= 1 (quota 0: none). */
+int rlx_cpu_budget_cores(int affinity_cores, double quota_cpus);
+/* CPUs a cgroup v2 cpu.max line allows ("150000 100000" -> 1.5); 0 for
+ * "max ..." (no limit); -1 when the text is not a cpu.max line. */
+double rlx_cpu_quota_parse_cpu_max(const char *text);
+/* CPUs of a cgroup v1 cfs quota and period in microseconds; 0 for no limit
+ * (quota -1); -1 when they make no sense. */
+double rlx_cpu_quota_from_cfs(long long quota_us, long long period_us);
 /* "AVX2 FMA F16C AVX512F ..." into buf; returns buf. */
 char *rlx_cpu_features_string(const rlx_cpu_features *f, char *buf, int size);
 

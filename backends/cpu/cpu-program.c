@@ -44,6 +44,8 @@ typedef struct cpu_program {
     cpu_rope_table *ropes;
     int n_ropes;
     uint64_t run; /* runs so far: a table filled in an earlier one is stale */
+    uint64_t runs_done;
+    int threads; /* what the ops' contexts hold now (see pick_threads) */
 } cpu_program;
 
 static const char *const home_names[] = {"arena", "param", "state", "input", "output", "const"};
@@ -429,6 +431,7 @@ rlx_status cpu_program_create(rlx_device *dev, const rlx_lir *lir, rlx_program *
         P->ci[i].ctx.scratch_floats = scratch;
         P->ci[i].ctx.pool = P->dev->pool;
         P->ci[i].ctx.n_threads = P->dev->n_threads;
+        P->threads = P->dev->n_threads;
         P->ci[i].ctx.kscratch = P->kscratch;
         P->ci[i].ctx.kscratch_bytes = P->kscratch_bytes;
     }
@@ -463,6 +466,61 @@ static rlx_status bind_home(const cpu_program *P, const rlx_buffer_ref *refs, in
     *base = (uint8_t *)r->buf->host_ptr + r->offset;
     *size = r->buf->size - r->offset;
     return RLX_OK;
+}
+
+/* Work of one instruction at this run's dims: multiply-adds of a product
+ * or an attention, else the elements it writes. */
+static double instr_work(const cpu_program *P, const rlx_lir_instr *ins)
+{
+    const cpu_tensor *o = &P->tv[ins->out];
+    double out = 1;
+    for (int d = 0; d < o->rank; d++)
+        out *= (double)o->ne[d];
+    if (ins->op == RLX_OP_MATMUL && ins->n_in >= 2) {
+        const cpu_tensor *a = &P->tv[ins->in[0]];
+        int ra = a->rank;
+        if (ra < 1)
+            return out;
+        int64_t K = ins->p.matmul.trans_a && ra >= 2 ? a->ne[ra - 2] : a->ne[ra - 1];
+        return out * (double)K;
+    }
+    if (ins->op == RLX_OP_ATTENTION && ins->n_in >= 3) {
+        /* q [B,Hq,S,D], k [B,Hkv,T,D]: S*T*D per head for the scores, as
+         * many for the weighted sum of v */
+        const cpu_tensor *q = &P->tv[ins->in[0]], *k = &P->tv[ins->in[1]];
+        if (q->rank < 2 || k->rank < 2)
+            return out;
+        double qe = 1;
+        for (int d = 0; d < q->rank; d++)
+            qe *= (double)q->ne[d];
+        return 2.0 * qe * (double)k->ne[k->rank - 2];
+    }
+    return out;
+}
+
+/* A run whose work per instruction is below RLX_CPU_POOL_MIN_WORK takes one
+ * thread: each instruction is a pool job (or a few), and a small model's
+ * decode step spent more on waking the pool and waiting for it than the
+ * second thread saved (stories260K: 8,900 tokens/s on two threads, 14,100
+ * on one). Decided per run from this run's dims, so one program can
+ * decode a token on one thread and take a long prompt on all of them. */
+static void pick_threads(cpu_program *P)
+{
+    int want = P->dev->n_threads;
+    if (want > 1 && P->n_instrs > 0) {
+        double work = 0;
+        for (int32_t i = 0; i < P->n_instrs; i++)
+            work += instr_work(P, &P->instrs[i]);
+        if (work < (double)RLX_CPU_POOL_MIN_WORK * (double)P->n_instrs)
+            want = 1;
+    }
+    if (want == P->threads)
+        return;
+    for (int32_t i = 0; i < P->n_instrs; i++) {
+        P->ci[i].ctx.pool = want > 1 ? P->dev->pool : NULL;
+        P->ci[i].ctx.n_threads = want;
+    }
+    P->threads = want;
 }
 
 rlx_status cpu_program_run(rlx_program *prog, const rlx_program_bindings *b,
@@ -542,6 +600,7 @@ rlx_status cpu_program_run(rlx_program *prog, const rlx_program_bindings *b,
                                  cpu_dtype_align(val->dtype));
     }
 
+    pick_threads(P);
     for (int32_t i = 0; i < P->n_instrs; i++) {
         if (b->cancel && __atomic_load_n(b->cancel, __ATOMIC_RELAXED))
             return rlx_error_set(err, RLX_ERR_CANCELLED, "cancelled");
@@ -575,7 +634,18 @@ rlx_status cpu_program_run(rlx_program *prog, const rlx_program_bindings *b,
                                      : "invalid shapes for this run");
         }
     }
+    P->runs_done++;
     return RLX_OK;
+}
+
+void cpu_program_stats(const rlx_program *prog, rlx_program_stats *out)
+{
+    const cpu_program *P = (const cpu_program *)prog;
+    *out = (rlx_program_stats){0};
+    if (!P)
+        return;
+    out->runs = P->runs_done;
+    out->threads = P->runs_done ? P->threads : 0;
 }
 
 void cpu_program_set_timing(rlx_program *prog, bool enabled)

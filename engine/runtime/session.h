@@ -155,9 +155,10 @@ RLX_API rlx_status rlx_session_run(rlx_session *s, rlx_session_program *p, const
                                    const void *const *inputs, void *const *outputs,
                                    rlx_error **err);
 
-/* What the backend's program has done: runs and command-buffer recordings
- * (a GPU program records once and replays; rlx_program_stats). Fails with
- * RLX_ERR_UNSUPPORTED where the backend does not count (the CPU). */
+/* What the backend's program has done: runs, command-buffer recordings (a
+ * GPU program records once and replays) and, on the CPU, the threads of the
+ * last run (rlx_program_stats). Fails with RLX_ERR_UNSUPPORTED where the
+ * backend does not count. */
 RLX_API rlx_status rlx_session_program_stats(const rlx_session_program *p, rlx_program_stats *out,
                                              rlx_error **err);
 

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "backends/cpu/cpu-features.h"
 #include "engine/compile/compile.h"
 #include "engine/formats/gguf.h"
 #include "models/llm/llm-hf.h"
@@ -82,6 +83,20 @@ rlx_llm_generate_params rlx_llm_chat_default_params(void)
     rlx_llm_generate_params gp = rlx_llm_generate_default_params();
     gp.max_tokens = RLX_LLM_CHAT_MAX_TOKENS;
     return gp;
+}
+
+/* The CPU thread count for p: as asked, or by default the usable cores
+ * less the caller's busy threads, keeping two. On two cores the app keeps
+ * both: the pool takes over a worker's tasks when the UI thread holds its
+ * core, and runs alone for a while when that keeps happening. */
+static int cpu_threads(const rlx_llm_params *p)
+{
+    if (p->n_threads > 0 || p->busy_threads <= 0)
+        return p->n_threads;
+    int usable = rlx_cpu_usable_cores();
+    int n = usable - p->busy_threads;
+    int keep = usable < 2 ? usable : 2;
+    return n > keep ? n : keep;
 }
 
 static rlx_status add_weights(rlx_llm *m, rlx_session *s, rlx_error **err)
@@ -442,7 +457,7 @@ static rlx_status plan(rlx_llm *m, const rlx_llm_params *p, rlx_error **err)
      * on the split programs (their arena differs a little) */
     rlx_session_params sp = rlx_session_default_params();
     sp.device = "cpu";
-    sp.n_threads = p->n_threads;
+    sp.n_threads = cpu_threads(p);
     if ((st = rlx_session_create(&sp, &m->cpu, err)) != RLX_OK)
         return st;
     rlx_session_set_cancel_flag(m->cpu, &m->cancel);
@@ -568,7 +583,7 @@ rlx_status rlx_llm_load(const char *path, const rlx_llm_params *p, rlx_llm **out
 
     rlx_session_params sp = rlx_session_default_params();
     sp.device = p->device;
-    sp.n_threads = p->n_threads;
+    sp.n_threads = cpu_threads(p);
     sp.memory_budget = p->memory_budget;
     sp.force_f32 = p->force_f32;
     if ((st = rlx_session_create(&sp, &m->s, err)) != RLX_OK)
@@ -671,6 +686,27 @@ rlx_session *rlx_llm_cpu_session(rlx_llm *m)
 {
     return m->cpu;
 }
+/* the most threads any CPU part of pr used in its last run */
+static int program_threads(const program *pr)
+{
+    int best = 0;
+    for (int i = 0; i < pr->n_parts; i++) {
+        rlx_program_stats st;
+        if (pr->parts[i].prog &&
+            rlx_session_program_stats(pr->parts[i].prog, &st, NULL) == RLX_OK && st.threads > best)
+            best = st.threads;
+    }
+    return best;
+}
+
+void rlx_llm_threads(const rlx_llm *m, int *decode, int *batch)
+{
+    if (decode)
+        *decode = m ? program_threads(&m->decode) : 0;
+    if (batch)
+        *batch = m ? program_threads(m->prefill.alias ? &m->decode : &m->prefill) : 0;
+}
+
 void rlx_llm_placement(const rlx_llm *m, int32_t *n_gpu, int32_t *n_total)
 {
     if (n_gpu)

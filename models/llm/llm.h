@@ -56,8 +56,13 @@ typedef struct rlx_llm rlx_llm;
 typedef bool (*rlx_llm_progress_fn)(void *user, const char *stage, double fraction);
 
 typedef struct rlx_llm_params {
-    const char *device;     /* "cpu", "vulkan:0", "cuda:0"; NULL = "cpu" */
-    int n_threads;          /* 0 = one per core */
+    const char *device; /* "cpu", "vulkan:0", "cuda:0"; NULL = "cpu" */
+    int n_threads;      /* 0 = one per core the process may use (see busy_threads) */
+    /* Threads of the caller's own that stay busy while the model runs (an
+     * app's UI thread showing the stream): with n_threads 0, the CPU takes
+     * a core fewer for each, as long as two threads remain. 0 for a tool
+     * that only waits for the model. */
+    int busy_threads;
     uint64_t memory_budget; /* 0 = the device's memory */
     int32_t n_ctx;          /* 0 = min(the model's context, 4096); at most the model's */
     int32_t n_batch;        /* prefill chunk (SEQ bound); 0 = 64 */
@@ -118,6 +123,11 @@ RLX_API rlx_llm_placement_info rlx_llm_get_placement(const rlx_llm *m);
 RLX_API void rlx_llm_placement(const rlx_llm *m, int32_t *n_gpu, int32_t *n_total);
 /* A split's CPU session, else NULL. */
 RLX_API struct rlx_session *rlx_llm_cpu_session(rlx_llm *m);
+/* CPU threads the last one-token run (*decode) and the last batch run of
+ * a prompt (*batch) used: the device's count, or 1 where the model's work
+ * per step was below what waking the thread pool costs. 0: not run yet, or
+ * no part on the CPU. Either pointer may be NULL. */
+RLX_API void rlx_llm_threads(const rlx_llm *m, int *decode, int *batch);
 
 /* Encode text (control tokens written in the text are parsed when
  * parse_special); *out is malloc'd, the caller frees it. BOS as the model
