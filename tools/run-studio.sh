@@ -16,7 +16,17 @@ fi
 builddir=build-studio
 tools/setup.sh
 if [ ! -f "$builddir/build.ninja" ]; then
-    meson setup "$builddir" -Dbuildtype=release -Dtests=false -Dfuzz=disabled
+    # CUDA kernels only where an NVIDIA driver is installed, and then for
+    # this machine's GPUs (tools/test.sh builds every architecture)
+    cuda="-Dcuda=disabled"
+    if ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\.1'; then
+        cuda="-Dcuda=auto"
+        sm=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null |
+            tr -d ' .' | sort -u | paste -sd, -)
+        [ -n "$sm" ] && cuda="$cuda -Dnvidia_sm=$sm"
+    fi
+    # shellcheck disable=SC2086
+    meson setup "$builddir" -Dbuildtype=release -Dtests=false -Dfuzz=disabled $cuda
 fi
 ninja -C "$builddir"
 [ "$launch" -eq 1 ] || exit 0
