@@ -70,7 +70,16 @@ struct fiber {
 };
 static ucontext_t sched_ctx;
 static std::vector<fiber> fibers;
-static std::vector<char *> stacks;
+/* the fibers' stacks, kept from launch to launch and freed at exit */
+static struct stack_pool {
+    std::vector<char *> v;
+    ~stack_pool()
+    {
+        for (char *p : v)
+            free(p);
+    }
+} stack_pool;
+static std::vector<char *> &stacks = stack_pool.v;
 static fiber *cur;
 static emu_kernel cur_kernel;
 static const int *cur_rec;
