@@ -72,7 +72,9 @@ struct _RlxChatPane {
     GtkPopover *system_popover;
     RlxSamplingPopover *sampling_popover;
     GtkMenuButton *sampling_button;
-    GtkProgressBar *load_bar;
+    GtkProgressBar *load_bar, *loading_bar;
+    AdwStatusPage *loading_page, *ready_page;
+    AdwToastOverlay *toast_overlay;
     GtkStack *content_stack, *send_stack;
     GtkScrolledWindow *scroller;
     GtkBox *messages;
@@ -94,11 +96,15 @@ struct _RlxChatPane {
     int stream_logged;      /* tokens at the last "stream:" debug line */
     gboolean stopping;      /* Stop was asked; the engine has not answered yet */
     guint render_tick;      /* a frame-clock callback that shows the reply */
+    guint render_wait;      /* a timeout before the next one may be asked */
+    gint64 render_start_us; /* when the last one began; 0: none yet */
+    double render_cpu0;     /* the main thread's CPU seconds then */
     gboolean follow;        /* the view stays at the end as the text grows */
     GCancellable *stop;
     guint save_source; /* the streaming reply's next save */
     gboolean loading;
     GQueue pending_toasts; /* AdwToast *, until the window is mapped */
+    AdwToast *last_toast;  /* weak: the one on screen or due */
 
     /* Conversation files are written by one worker at a time, in order. */
     struct Saver *saver;
@@ -113,13 +119,25 @@ G_DEFINE_FINAL_TYPE(RlxChatPane, rlx_chat_pane, GTK_TYPE_WIDGET)
 
 /* ---- helpers ---------------------------------------------------------------- */
 
+/* The toasts show over the conversation, never over the message entry, and
+ * one at a time: a new one replaces the one shown (AdwToastOverlay would
+ * queue it behind, or put the old one back in line after it, so that an
+ * error came back after a later success, or a success waited out an old
+ * error). */
 static void show_pending_toasts(RlxChatPane *self)
 {
-    GtkWidget *overlay = gtk_widget_get_ancestor(GTK_WIDGET(self), ADW_TYPE_TOAST_OVERLAY);
+    GtkWidget *overlay = GTK_WIDGET(self->toast_overlay);
     if (!overlay || !gtk_widget_get_mapped(overlay))
         return;
-    for (AdwToast *t; (t = g_queue_pop_head(&self->pending_toasts));)
+    for (AdwToast *t; (t = g_queue_pop_head(&self->pending_toasts));) {
+        if (self->last_toast) {
+            g_object_remove_weak_pointer(G_OBJECT(self->last_toast), (gpointer *)&self->last_toast);
+            adw_toast_dismiss(self->last_toast);
+        }
+        self->last_toast = t;
+        g_object_add_weak_pointer(G_OBJECT(t), (gpointer *)&self->last_toast);
         adw_toast_overlay_add_toast(ADW_TOAST_OVERLAY(overlay), t);
+    }
 }
 
 static void toast_details(AdwToast *t, RlxChatPane *self)
@@ -147,7 +165,9 @@ static void toast_full(RlxChatPane *self, const char *text, AdwToastPriority pri
         g_object_set_data_full(G_OBJECT(t), "rlx-details", g_strdup(text), g_free);
         g_signal_connect_object(t, "button-clicked", G_CALLBACK(toast_details), self, 0);
     }
-    /* A toast given to an overlay that is not on screen yet would never show. */
+    /* A toast given to an overlay that is not on screen yet would never show;
+     * one still waiting for it is replaced like one on screen. */
+    g_queue_clear_full(&self->pending_toasts, g_object_unref);
     g_queue_push_tail(&self->pending_toasts, t);
     show_pending_toasts(self);
 }
@@ -1107,8 +1127,25 @@ static void update_state(RlxChatPane *self)
     gboolean have_model = self->engine && rlx_engine_get_model_info(self->engine) != NULL;
     gboolean have_msgs = self->current && self->current->msgs->len > 0;
     gtk_stack_set_visible_child_name(self->send_stack, streaming ? "stop" : "send");
-    gtk_stack_set_visible_child_name(self->content_stack,
-                                     have_model || have_msgs ? "chat" : "empty");
+    /* One state at a time: the conversation; a model loading (with its
+     * progress); a model ready for an empty conversation (what to do); or
+     * no model at all. A conversation keeps its place while a model loads,
+     * with the loading line above it. */
+    gtk_stack_set_visible_child_name(self->content_stack, have_msgs       ? "chat"
+                                                          : self->loading ? "loading"
+                                                          : have_model    ? "ready"
+                                                                          : "empty");
+    gtk_widget_set_visible(GTK_WIDGET(self->load_bar), self->loading && have_msgs);
+    if (have_model && !self->loading) {
+        const RlxModelInfo *i = rlx_engine_get_model_info(self->engine);
+        g_autofree char *dev = device_phrase(i->device);
+        adw_status_page_set_title(self->ready_page, i->name);
+        /* Translators: the empty conversation; %d is the context length, %s the device
+         * ("the CPU") */
+        g_autofree char *what = g_strdup_printf(
+            _("%d tokens of context, on %s. Type a message below and press Enter."), i->n_ctx, dev);
+        adw_status_page_set_description(self->ready_page, what);
+    }
     gtk_widget_action_set_enabled(GTK_WIDGET(self), "chat.stop", streaming && !self->stopping);
     gtk_widget_action_set_enabled(GTK_WIDGET(self), "chat.send", !streaming && !self->loading);
     gtk_widget_action_set_enabled(GTK_WIDGET(self), "chat.regenerate",
@@ -1395,7 +1432,9 @@ void rlx_chat_pane_reload_model(RlxChatPane *self)
     g_autofree char *text = g_strdup_printf(_("Loading %s…"), base);
     gtk_progress_bar_set_fraction(self->load_bar, 0);
     gtk_progress_bar_set_text(self->load_bar, text);
-    gtk_widget_set_visible(GTK_WIDGET(self->load_bar), TRUE);
+    gtk_progress_bar_set_fraction(self->loading_bar, 0);
+    adw_status_page_set_title(self->loading_page, text);
+    adw_status_page_set_description(self->loading_page, NULL);
     rlx_engine_load_model(self->engine, self->model_path, &p);
     g_free(p.device);
     update_state(self);
@@ -1432,13 +1471,13 @@ static void open_action(GtkWidget *w, const char *name, GVariant *param)
 static void on_load_progress(RlxEngine *e, const char *stage, double fraction, RlxChatPane *self)
 {
     gtk_progress_bar_set_fraction(self->load_bar, CLAMP(fraction, 0, 1));
+    gtk_progress_bar_set_fraction(self->loading_bar, CLAMP(fraction, 0, 1));
 }
 
 static void on_model_loaded(RlxEngine *e, RlxChatPane *self)
 {
     const RlxModelInfo *i = rlx_engine_get_model_info(e);
     self->loading = FALSE;
-    gtk_widget_set_visible(GTK_WIDGET(self->load_bar), FALSE);
     gtk_label_set_text(self->model_label, i->name);
     /* Translators: architecture · quantization · context length · device */
     g_autofree char *details =
@@ -1456,19 +1495,64 @@ static void on_model_loaded(RlxEngine *e, RlxChatPane *self)
 /* The streaming reply is shown once per frame at most, with everything
  * that was written by then: however fast pieces arrive, the page lays out
  * and draws no more often than the screen shows it. */
+/* While a reply streams, the main thread may spend this share of its time at
+ * most. Laying out a paragraph costs time in proportion to its length (Pango
+ * shapes it whole), and a model may write a paragraph of thousands of
+ * tokens; the frames that follow a change (the scroll to the end), the
+ * saves and the figures cost too. So the next showing waits until the main
+ * thread's CPU time since the last one began is this share of the time
+ * passed: the page's CPU time per token stays the same however long the
+ * reply grows, and the engine, on the same cores, keeps its speed. */
+#define RENDER_SHARE 0.1
+
+static double thread_cpu_seconds(void);
+
 static gboolean render_tick(GtkWidget *w, GdkFrameClock *clock, gpointer data)
 {
     RlxChatPane *self = RLX_CHAT_PANE(w);
     self->render_tick = 0;
-    if (self->stream_msg)
-        msg_render(self, self->stream_msg);
+    if (!self->stream_msg)
+        return G_SOURCE_REMOVE;
+    self->render_start_us = g_get_monotonic_time();
+    self->render_cpu0 = thread_cpu_seconds();
+    msg_render(self, self->stream_msg);
+    return G_SOURCE_REMOVE;
+}
+
+static void queue_render(RlxChatPane *self);
+
+static gboolean render_waited(gpointer data)
+{
+    RlxChatPane *self = data;
+    self->render_wait = 0;
+    queue_render(self);
     return G_SOURCE_REMOVE;
 }
 
 static void queue_render(RlxChatPane *self)
 {
-    if (!self->render_tick)
+    if (self->render_tick || self->render_wait)
+        return; /* one is due; it shows whatever came by then */
+    gint64 wait = 0;
+    if (self->render_start_us) {
+        double spent = thread_cpu_seconds() - self->render_cpu0;
+        gint64 next = self->render_start_us + (gint64)(spent / RENDER_SHARE * 1e6);
+        wait = next - g_get_monotonic_time();
+    }
+    if (wait > 1000)
+        self->render_wait = g_timeout_add((guint)(wait / 1000), render_waited, self);
+    else
         self->render_tick = gtk_widget_add_tick_callback(GTK_WIDGET(self), render_tick, NULL, NULL);
+}
+
+static void cancel_render(RlxChatPane *self)
+{
+    if (self->render_tick) {
+        gtk_widget_remove_tick_callback(GTK_WIDGET(self), self->render_tick);
+        self->render_tick = 0;
+    }
+    g_clear_handle_id(&self->render_wait, g_source_remove);
+    self->render_start_us = 0;
 }
 
 static gboolean save_stream(gpointer data)
@@ -1557,7 +1641,6 @@ static void on_finished(RlxEngine *e, int kind, const char *stop, RlxChatPane *s
 {
     if (kind == RLX_JOB_LOAD) {
         self->loading = FALSE;
-        gtk_widget_set_visible(GTK_WIDGET(self->load_bar), FALSE);
         update_state(self);
         return;
     }
@@ -1571,10 +1654,7 @@ static void on_finished(RlxEngine *e, int kind, const char *stop, RlxChatPane *s
     self->stream_conv = NULL;
     self->stopping = FALSE;
     g_clear_handle_id(&self->save_source, g_source_remove);
-    if (self->render_tick) {
-        gtk_widget_remove_tick_callback(GTK_WIDGET(self), self->render_tick);
-        self->render_tick = 0;
-    }
+    cancel_render(self);
     if (!*m->content && (c->failure || g_strcmp0(stop, "error") == 0)) {
         /* Nothing came: the failure card says why, an empty bubble would not. */
         g_ptr_array_remove(c->msgs, m);
@@ -1614,7 +1694,6 @@ static void on_error(RlxEngine *e, int kind, const GError *error, RlxChatPane *s
 {
     if (kind == RLX_JOB_LOAD) {
         self->loading = FALSE;
-        gtk_widget_set_visible(GTK_WIDGET(self->load_bar), FALSE);
         g_autofree char *why = without_path(error->message, self->model_path);
         g_autofree char *msg = g_strdup_printf(_("Cannot load the model: %s"), why);
         toast_error(self, msg);
@@ -1706,10 +1785,7 @@ static void rlx_chat_pane_dispose(GObject *object)
         g_cancellable_cancel(self->stop);
     g_clear_object(&self->stop);
     g_clear_handle_id(&self->save_source, g_source_remove);
-    if (self->render_tick) {
-        gtk_widget_remove_tick_callback(GTK_WIDGET(self), self->render_tick);
-        self->render_tick = 0;
-    }
+    cancel_render(self);
     g_clear_object(&self->engine);
     g_clear_object(&self->settings);
     gtk_widget_dispose_template(GTK_WIDGET(object), RLX_TYPE_CHAT_PANE);
@@ -1726,6 +1802,8 @@ static void rlx_chat_pane_finalize(GObject *object)
 {
     RlxChatPane *self = RLX_CHAT_PANE(object);
     g_queue_clear_full(&self->pending_toasts, g_object_unref);
+    if (self->last_toast)
+        g_object_remove_weak_pointer(G_OBJECT(self->last_toast), (gpointer *)&self->last_toast);
     g_ptr_array_unref(self->convs);
     g_free(self->model_path);
     G_OBJECT_CLASS(rlx_chat_pane_parent_class)->finalize(object);
@@ -1753,6 +1831,10 @@ static void rlx_chat_pane_class_init(RlxChatPaneClass *klass)
     gtk_widget_class_bind_template_child(widget_class, RlxChatPane, sampling_popover);
     gtk_widget_class_bind_template_child(widget_class, RlxChatPane, sampling_button);
     gtk_widget_class_bind_template_child(widget_class, RlxChatPane, load_bar);
+    gtk_widget_class_bind_template_child(widget_class, RlxChatPane, loading_bar);
+    gtk_widget_class_bind_template_child(widget_class, RlxChatPane, loading_page);
+    gtk_widget_class_bind_template_child(widget_class, RlxChatPane, ready_page);
+    gtk_widget_class_bind_template_child(widget_class, RlxChatPane, toast_overlay);
     gtk_widget_class_bind_template_child(widget_class, RlxChatPane, content_stack);
     gtk_widget_class_bind_template_child(widget_class, RlxChatPane, send_stack);
     gtk_widget_class_bind_template_child(widget_class, RlxChatPane, scroller);

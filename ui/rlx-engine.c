@@ -493,8 +493,13 @@ static rlx_status load_job(rlx_worker *w, void *data, rlx_error **err)
 
     RlxModelInfo info = {0};
     describe_file(j->path, &info);
-    if (!info.name)
+    if (!info.name) {
+        /* the file name, without the extension every model file has */
         info.name = g_path_get_basename(j->path);
+        char *dot = strrchr(info.name, '.');
+        if (dot && dot != info.name && g_ascii_strcasecmp(dot, ".gguf") == 0)
+            *dot = 0;
+    }
     info.path = g_strdup(j->path);
     info.arch = g_strdup(cfg->arch_name);
     info.device = g_strdup(j->p.device ? j->p.device : "cpu");
@@ -797,6 +802,7 @@ GPtrArray *rlx_engine_list_devices(void)
                 continue;
             }
             RlxDevice *d = g_new0(RlxDevice, 1);
+            g_strstrip(di.name); /* a driver's name may come padded */
             d->id = g_strdup(di.id);
             d->total_memory = di.total_memory;
             d->features = g_strdup(di.features);
