@@ -1,5 +1,6 @@
 #include "rlx-chat-pane.h"
 
+#include "rlx-failure.h"
 #include "rlx-markdown.h"
 #include "rlx-sampling-popover.h"
 
@@ -31,24 +32,6 @@ typedef struct {
     gssize saved;
 } Msg;
 
-/* A reply that failed, as the person reads it where the reply would be. */
-typedef struct {
-    char *heading, *sentence, *advice;
-    char *details;      /* the engine's own words, for a bug report */
-    gboolean offer_cpu; /* it ran on a GPU: switching to the CPU may help */
-} Failure;
-
-static void failure_free(Failure *f)
-{
-    if (!f)
-        return;
-    g_free(f->heading);
-    g_free(f->sentence);
-    g_free(f->advice);
-    g_free(f->details);
-    g_free(f);
-}
-
 typedef struct {
     char *id;
     char *title;
@@ -56,8 +39,8 @@ typedef struct {
     char *model;
     gboolean title_set; /* renamed by the user: no longer taken from the first message */
     gint64 created, updated;
-    GPtrArray *msgs;  /* Msg * */
-    Failure *failure; /* the last reply's, until the next one starts; not saved */
+    GPtrArray *msgs;     /* Msg * */
+    RlxFailure *failure; /* the last reply's, until the next one starts; not saved */
 } Conv;
 
 struct _RlxChatPane {
@@ -229,7 +212,7 @@ static gsize msg_len(const Msg *m)
 
 static void conv_free(Conv *c)
 {
-    failure_free(c->failure);
+    rlx_failure_free(c->failure);
     g_free(c->id);
     g_free(c->title);
     g_free(c->system);
@@ -712,7 +695,7 @@ static void edit_message(GtkButton *b, RlxChatPane *self)
         return;
     /* The message and everything after it go; the text comes back for editing. */
     gtk_editable_set_text(GTK_EDITABLE(self->input), m->content);
-    g_clear_pointer(&self->current->failure, failure_free);
+    g_clear_pointer(&self->current->failure, rlx_failure_free);
     g_ptr_array_remove_range(self->current->msgs, (guint)i, self->current->msgs->len - (guint)i);
     conv_save(self, self->current);
     rebuild_messages(self);
@@ -857,7 +840,7 @@ static void use_cpu_clicked(GtkButton *b, RlxChatPane *self)
         g_settings_set_string(self->settings, "device", "cpu");
 }
 
-static void add_failure_widget(RlxChatPane *self, const Failure *f)
+static void add_failure_widget(RlxChatPane *self, const RlxFailure *f)
 {
     GtkWidget *card = gtk_box_new(GTK_ORIENTATION_VERTICAL, 6);
     gtk_widget_add_css_class(card, "card");
@@ -919,70 +902,6 @@ static void add_failure_widget(RlxChatPane *self, const Failure *f)
     gtk_widget_set_margin_bottom(card, 12);
     gtk_box_append(GTK_BOX(pad), card);
     gtk_box_append(self->messages, pad);
-}
-
-/* "the CPU", "the GPU vulkan:0": what the sentences name the device by. */
-static char *device_phrase(const char *device)
-{
-    if (!device || g_strcmp0(device, "cpu") == 0)
-        return g_strdup(_("the CPU"));
-    /* Translators: %s is a device id such as "vulkan:0" */
-    return g_strdup_printf(_("the GPU (%s)"), device);
-}
-
-/* The engine's error in words a person reads; its own text goes to the
- * details (instruction numbers, values and buffers mean nothing to a
- * person, and everything to whoever fixes the bug). */
-static Failure *describe_failure(const GError *error, const char *device)
-{
-    Failure *f = g_new0(Failure, 1);
-    gboolean gpu = device && g_strcmp0(device, "cpu") != 0;
-    g_autofree char *dev = device_phrase(device);
-    f->details = g_strdup(error->message);
-    f->offer_cpu = gpu;
-    switch (error->code) {
-    case RLX_ENGINE_ERROR_CONTEXT_FULL:
-        f->heading = g_strdup(_("The conversation is too long"));
-        /* the bridge's own sentence, written for a person */
-        f->sentence = g_strdup(error->message);
-        f->advice = g_strdup(_("Start a new conversation (Ctrl+N), or raise the context length "
-                               "in Preferences (it applies when the model is loaded again) and "
-                               "retry."));
-        g_clear_pointer(&f->details, g_free);
-        f->offer_cpu = FALSE;
-        break;
-    case RLX_ERR_NO_MEMORY:
-    case RLX_ERR_BUDGET:
-        f->heading = g_strdup(_("Not enough memory for the reply"));
-        /* Translators: %s is "the CPU" or "the GPU (vulkan:0)" */
-        f->sentence =
-            g_strdup_printf(_("Writing the reply needed more memory than %s has left."), dev);
-        f->advice = g_strdup(gpu ? _("Switch to the CPU, or lower the GPU layers or the context "
-                                     "length in Preferences, then retry.")
-                                 : _("Lower the context length in Preferences or close other "
-                                     "programs, then retry."));
-        break;
-    case RLX_ERR_UNSUPPORTED:
-        f->heading = g_strdup(_("This device cannot run the model"));
-        /* Translators: %s is "the CPU" or "the GPU (vulkan:0)" */
-        f->sentence = g_strdup_printf(_("The model needs a step that %s cannot run yet."), dev);
-        f->advice = g_strdup(gpu ? _("Switch to the CPU and retry.")
-                                 : _("This model cannot be used for chat in this version."));
-        break;
-    default:
-        f->heading = g_strdup(_("The reply could not be written"));
-        /* Translators: %s is "the CPU" or "the GPU (vulkan:0)" */
-        f->sentence = g_strdup_printf(
-            gpu ? _("Running the model on %s failed, so the reply stopped.")
-                : _("Running the model on %s failed because of a problem in RLX Studio."),
-            dev);
-        f->advice = g_strdup(gpu ? _("Switch to the CPU and retry. If it happens again, please "
-                                     "report it with the details below.")
-                                 : _("Retry. If it happens again, please report it with the "
-                                     "details below."));
-        break;
-    }
-    return f;
 }
 
 static void scroll_to_end(RlxChatPane *self)
@@ -1138,7 +1057,7 @@ static void update_state(RlxChatPane *self)
     gtk_widget_set_visible(GTK_WIDGET(self->load_bar), self->loading && have_msgs);
     if (have_model && !self->loading) {
         const RlxModelInfo *i = rlx_engine_get_model_info(self->engine);
-        g_autofree char *dev = device_phrase(i->device);
+        g_autofree char *dev = rlx_device_phrase(i->device);
         adw_status_page_set_title(self->ready_page, i->name);
         /* Translators: the empty conversation; %d is the context length, %s the device
          * ("the CPU") */
@@ -1174,7 +1093,7 @@ static void start_reply(RlxChatPane *self)
     self->stop = g_cancellable_new();
     rlx_engine_chat(self->engine, c->system, roles, contents, n, &s, self->stop);
     if (c->failure) {
-        g_clear_pointer(&c->failure, failure_free);
+        g_clear_pointer(&c->failure, rlx_failure_free);
         rebuild_messages(self);
     }
     self->stream_tokens = 0;
@@ -1228,7 +1147,7 @@ static void send_action(GtkWidget *w, const char *name, GVariant *param)
         c->title = g_utf8_substring(one_line, 0, MIN(g_utf8_strlen(one_line, -1), 48));
     }
     if (c->failure) {
-        g_clear_pointer(&c->failure, failure_free);
+        g_clear_pointer(&c->failure, rlx_failure_free);
         rebuild_messages(self);
     }
     Msg *m = msg_new("user", text);
@@ -1701,8 +1620,8 @@ static void on_error(RlxEngine *e, int kind, const GError *error, RlxChatPane *s
         /* The card goes where the reply would be; on_finished (next) shows it. */
         const RlxModelInfo *info = rlx_engine_get_model_info(self->engine);
         Conv *c = self->stream_conv;
-        failure_free(c->failure);
-        c->failure = describe_failure(error, info ? info->device : NULL);
+        rlx_failure_free(c->failure);
+        c->failure = rlx_failure_describe(error, info ? info->device : NULL);
         g_message("reply failed: %s — %s (%s)", c->failure->heading, c->failure->sentence,
                   error->message);
         if (c != self->current)

@@ -89,8 +89,6 @@ static void copy_clicked(GtkButton *button, GtkSourceBuffer *buffer)
     gdk_clipboard_set_text(gtk_widget_get_clipboard(GTK_WIDGET(button)), text);
 }
 
-static void style_changed(AdwStyleManager *sm, GParamSpec *ps, GtkSourceBuffer *buffer);
-
 static void add_code_block(Renderer *r)
 {
     if (!r->blocks)
@@ -104,21 +102,90 @@ static void add_code_block(Renderer *r)
     g_ptr_array_add(r->blocks, b);
 }
 
-/* GtkTextView lays its text out in idle steps and, outside a scrolled
- * window, measures itself from what it laid out so far: a view created while
- * the conversation is rebuilt can measure before any line is validated,
- * get a height of its margins only, and draw nothing until something
- * resizes it. Once it is on screen, one more measure sees the real height. */
-static gboolean code_remeasure(gpointer data)
+/* A code block is a label (Pango markup made from GtkSourceView's
+ * highlighting), not a GtkTextView: a text view outside a scrolled window
+ * lays its lines out in idle steps and measures itself from what it laid out
+ * so far, so one created while a conversation was opened measured a height
+ * of its margins only and stayed an empty grey box until a resize. A label
+ * lays out when it is measured. */
+static void append_span(GString *out, GSList *tags, const char *text)
 {
-    GtkWidget *view = data;
-    gtk_widget_queue_resize(view);
-    return G_SOURCE_REMOVE;
+    GString *attrs = g_string_new(NULL);
+    for (GSList *l = tags; l; l = l->next) {
+        GtkTextTag *tag = l->data;
+        gboolean fg_set = FALSE, weight_set = FALSE, style_set = FALSE, ul_set = FALSE;
+        g_object_get(tag, "foreground-set", &fg_set, "weight-set", &weight_set, "style-set",
+                     &style_set, "underline-set", &ul_set, NULL);
+        if (fg_set) {
+            GdkRGBA *c = NULL;
+            g_object_get(tag, "foreground-rgba", &c, NULL);
+            if (c) {
+                g_string_append_printf(attrs, " foreground=\"#%02x%02x%02x\"",
+                                       (int)(c->red * 255 + 0.5), (int)(c->green * 255 + 0.5),
+                                       (int)(c->blue * 255 + 0.5));
+                gdk_rgba_free(c);
+            }
+        }
+        if (weight_set) {
+            int w = 400;
+            g_object_get(tag, "weight", &w, NULL);
+            g_string_append_printf(attrs, " weight=\"%d\"", w);
+        }
+        if (style_set) {
+            PangoStyle st = PANGO_STYLE_NORMAL;
+            g_object_get(tag, "style", &st, NULL);
+            if (st == PANGO_STYLE_ITALIC || st == PANGO_STYLE_OBLIQUE)
+                g_string_append(attrs, " style=\"italic\"");
+        }
+        if (ul_set) {
+            PangoUnderline u = PANGO_UNDERLINE_NONE;
+            g_object_get(tag, "underline", &u, NULL);
+            if (u != PANGO_UNDERLINE_NONE)
+                g_string_append(attrs, " underline=\"single\"");
+        }
+    }
+    g_autofree char *esc = g_markup_escape_text(text, -1);
+    if (attrs->len)
+        g_string_append_printf(out, "<span%s>%s</span>", attrs->str, esc);
+    else
+        g_string_append(out, esc);
+    g_string_free(attrs, TRUE);
 }
 
-static void code_mapped(GtkWidget *view)
+static char *highlighted_markup(GtkSourceBuffer *buffer)
 {
-    g_idle_add_full(G_PRIORITY_LOW, code_remeasure, g_object_ref(view), g_object_unref);
+    GtkTextBuffer *tb = GTK_TEXT_BUFFER(buffer);
+    GtkTextIter it, end;
+    gtk_text_buffer_get_bounds(tb, &it, &end);
+    gtk_source_buffer_ensure_highlight(buffer, &it, &end);
+    GString *out = g_string_new(NULL);
+    while (!gtk_text_iter_equal(&it, &end)) {
+        GtkTextIter next = it;
+        if (!gtk_text_iter_forward_to_tag_toggle(&next, NULL))
+            next = end;
+        g_autofree char *text = gtk_text_iter_get_slice(&it, &next);
+        GSList *tags = gtk_text_iter_get_tags(&it);
+        append_span(out, tags, text);
+        g_slist_free(tags);
+        it = next;
+    }
+    return g_string_free(out, FALSE);
+}
+
+static void code_show(GtkLabel *label, GtkSourceBuffer *buffer)
+{
+    g_autofree char *markup = highlighted_markup(buffer);
+    gtk_label_set_markup(label, markup);
+}
+
+static void code_restyle(AdwStyleManager *sm, GParamSpec *ps, GtkLabel *label)
+{
+    GtkSourceBuffer *buffer = g_object_get_data(G_OBJECT(label), "rlx-buffer");
+    GtkSourceStyleSchemeManager *m = gtk_source_style_scheme_manager_get_default();
+    gtk_source_buffer_set_style_scheme(
+        buffer, gtk_source_style_scheme_manager_get_scheme(
+                    m, adw_style_manager_get_dark(sm) ? "Adwaita-dark" : "Adwaita"));
+    code_show(label, buffer);
 }
 
 static GtkWidget *code_new(const Block *b)
@@ -134,19 +201,19 @@ static GtkWidget *code_new(const Block *b)
     gboolean dark = adw_style_manager_get_dark(adw_style_manager_get_default());
     gtk_source_buffer_set_style_scheme(
         buffer, gtk_source_style_scheme_manager_get_scheme(sm, dark ? "Adwaita-dark" : "Adwaita"));
-    g_signal_connect_object(adw_style_manager_get_default(), "notify::dark",
-                            G_CALLBACK(style_changed), buffer, 0);
 
-    GtkWidget *view = gtk_source_view_new_with_buffer(buffer);
-    gtk_text_view_set_editable(GTK_TEXT_VIEW(view), FALSE);
-    gtk_text_view_set_monospace(GTK_TEXT_VIEW(view), TRUE);
-    gtk_text_view_set_wrap_mode(GTK_TEXT_VIEW(view), GTK_WRAP_WORD_CHAR);
-    gtk_text_view_set_top_margin(GTK_TEXT_VIEW(view), 8);
-    gtk_text_view_set_bottom_margin(GTK_TEXT_VIEW(view), 8);
-    gtk_text_view_set_left_margin(GTK_TEXT_VIEW(view), 8);
-    gtk_text_view_set_right_margin(GTK_TEXT_VIEW(view), 8);
+    GtkWidget *view = gtk_label_new(NULL);
+    gtk_label_set_wrap(GTK_LABEL(view), TRUE);
+    gtk_label_set_wrap_mode(GTK_LABEL(view), PANGO_WRAP_WORD_CHAR);
+    gtk_label_set_selectable(GTK_LABEL(view), TRUE);
+    gtk_label_set_xalign(GTK_LABEL(view), 0);
+    gtk_widget_add_css_class(view, "monospace");
+    gtk_widget_add_css_class(view, "rlx-code-text");
     gtk_widget_set_hexpand(view, TRUE);
-    g_signal_connect(view, "map", G_CALLBACK(code_mapped), NULL);
+    g_object_set_data_full(G_OBJECT(view), "rlx-buffer", g_object_ref(buffer), g_object_unref);
+    code_show(GTK_LABEL(view), buffer);
+    g_signal_connect_object(adw_style_manager_get_default(), "notify::dark",
+                            G_CALLBACK(code_restyle), view, 0);
 
     GtkWidget *header = gtk_box_new(GTK_ORIENTATION_HORIZONTAL, 6);
     GtkWidget *lang_label = gtk_label_new(b->lang ? b->lang : "");
@@ -167,15 +234,8 @@ static GtkWidget *code_new(const Block *b)
     gtk_box_append(GTK_BOX(frame), view);
     g_object_set_data_full(G_OBJECT(frame), "rlx-buffer", buffer, g_object_unref);
     g_object_set_data_full(G_OBJECT(frame), "rlx-lang", g_strdup(b->lang), g_free);
+    g_object_set_data(G_OBJECT(frame), "rlx-code-label", view);
     return frame;
-}
-
-static void style_changed(AdwStyleManager *sm, GParamSpec *ps, GtkSourceBuffer *buffer)
-{
-    GtkSourceStyleSchemeManager *m = gtk_source_style_scheme_manager_get_default();
-    gtk_source_buffer_set_style_scheme(
-        buffer, gtk_source_style_scheme_manager_get_scheme(
-                    m, adw_style_manager_get_dark(sm) ? "Adwaita-dark" : "Adwaita"));
 }
 
 static void list_prefix(Renderer *r)
@@ -525,10 +585,13 @@ static void reconcile(GtkBox *box, GPtrArray *blocks)
             gtk_text_buffer_get_bounds(tb, &a, &e);
             g_autofree char *old = gtk_text_buffer_get_text(tb, &a, &e, TRUE);
             gsize n = strlen(old);
-            if (strncmp(b->text, old, n) == 0)
-                gtk_text_buffer_insert(tb, &e, b->text + n, -1);
-            else if (strcmp(b->text, old) != 0)
-                gtk_text_buffer_set_text(tb, b->text, -1);
+            if (strcmp(b->text, old) != 0) {
+                if (strncmp(b->text, old, n) == 0)
+                    gtk_text_buffer_insert(tb, &e, b->text + n, -1);
+                else
+                    gtk_text_buffer_set_text(tb, b->text, -1);
+                code_show(g_object_get_data(G_OBJECT(w), "rlx-code-label"), buffer);
+            }
         } else {
             break;
         }
