@@ -86,6 +86,8 @@ struct _RlxChatPane {
     GCancellable *stop;
     guint save_source; /* the streaming reply's next save */
     gboolean loading;
+    guint load_pulse;      /* moves the bars until the engine reports a fraction */
+    double load_fraction;  /* the last it reported */
     GQueue pending_toasts; /* AdwToast *, until the window is mapped */
     AdwToast *last_toast;  /* weak: the one on screen or due */
 
@@ -1325,6 +1327,8 @@ static void export_action(GtkWidget *w, const char *name, GVariant *param)
 
 /* ---- model ------------------------------------------------------------------- */
 
+static void start_load_pulse(RlxChatPane *self);
+
 void rlx_chat_pane_open_model(RlxChatPane *self, GFile *file)
 {
     g_return_if_fail(RLX_IS_CHAT_PANE(self));
@@ -1352,6 +1356,8 @@ void rlx_chat_pane_reload_model(RlxChatPane *self)
     gtk_progress_bar_set_fraction(self->load_bar, 0);
     gtk_progress_bar_set_text(self->load_bar, text);
     gtk_progress_bar_set_fraction(self->loading_bar, 0);
+    start_load_pulse(self);
+    gtk_label_set_text(self->model_details, text);
     adw_status_page_set_title(self->loading_page, text);
     adw_status_page_set_description(self->loading_page, NULL);
     rlx_engine_load_model(self->engine, self->model_path, &p);
@@ -1387,10 +1393,39 @@ static void open_action(GtkWidget *w, const char *name, GVariant *param)
 
 /* ---- engine signals ------------------------------------------------------------ */
 
+/* Before the engine can say how far it got (it reads the file and the
+ * tokenizer first), the bars move to say that it works. */
+static gboolean load_pulse(gpointer data)
+{
+    RlxChatPane *self = data;
+    if (!self->loading || self->load_fraction > 0) {
+        self->load_pulse = 0;
+        return G_SOURCE_REMOVE;
+    }
+    gtk_progress_bar_pulse(self->load_bar);
+    gtk_progress_bar_pulse(self->loading_bar);
+    return G_SOURCE_CONTINUE;
+}
+
+static void start_load_pulse(RlxChatPane *self)
+{
+    self->load_fraction = 0;
+    gtk_progress_bar_set_text(self->loading_bar, _("Reading the file…"));
+    if (!self->load_pulse)
+        self->load_pulse = g_timeout_add(120, load_pulse, self);
+}
+
 static void on_load_progress(RlxEngine *e, const char *stage, double fraction, RlxChatPane *self)
 {
-    gtk_progress_bar_set_fraction(self->load_bar, CLAMP(fraction, 0, 1));
-    gtk_progress_bar_set_fraction(self->loading_bar, CLAMP(fraction, 0, 1));
+    self->load_fraction = CLAMP(fraction, 0, 1);
+    if (self->load_fraction <= 0)
+        return;
+    gtk_progress_bar_set_fraction(self->load_bar, self->load_fraction);
+    gtk_progress_bar_set_fraction(self->loading_bar, self->load_fraction);
+    /* Translators: loading a model: the weights, then how far in percent */
+    g_autofree char *text =
+        g_strdup_printf(_("Loading the weights… %d %%"), (int)(self->load_fraction * 100 + 0.5));
+    gtk_progress_bar_set_text(self->loading_bar, text);
 }
 
 static void on_model_loaded(RlxEngine *e, RlxChatPane *self)
@@ -1613,6 +1648,8 @@ static void on_error(RlxEngine *e, int kind, const GError *error, RlxChatPane *s
 {
     if (kind == RLX_JOB_LOAD) {
         self->loading = FALSE;
+        gtk_label_set_text(self->model_details,
+                           _("Open a GGUF model with Ctrl+O, or drop one here"));
         g_autofree char *why = without_path(error->message, self->model_path);
         g_autofree char *msg = g_strdup_printf(_("Cannot load the model: %s"), why);
         toast_error(self, msg);
@@ -1704,6 +1741,7 @@ static void rlx_chat_pane_dispose(GObject *object)
         g_cancellable_cancel(self->stop);
     g_clear_object(&self->stop);
     g_clear_handle_id(&self->save_source, g_source_remove);
+    g_clear_handle_id(&self->load_pulse, g_source_remove);
     cancel_render(self);
     g_clear_object(&self->engine);
     g_clear_object(&self->settings);
