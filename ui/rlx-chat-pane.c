@@ -86,8 +86,7 @@ struct _RlxChatPane {
     GCancellable *stop;
     guint save_source; /* the streaming reply's next save */
     gboolean loading;
-    guint load_pulse;      /* moves the bars until the engine reports a fraction */
-    double load_fraction;  /* the last it reported */
+    double load_fraction;  /* the last fraction the engine reported */
     GQueue pending_toasts; /* AdwToast *, until the window is mapped */
     AdwToast *last_toast;  /* weak: the one on screen or due */
 
@@ -1327,7 +1326,7 @@ static void export_action(GtkWidget *w, const char *name, GVariant *param)
 
 /* ---- model ------------------------------------------------------------------- */
 
-static void start_load_pulse(RlxChatPane *self);
+static void show_load_start(RlxChatPane *self);
 
 void rlx_chat_pane_open_model(RlxChatPane *self, GFile *file)
 {
@@ -1356,7 +1355,7 @@ void rlx_chat_pane_reload_model(RlxChatPane *self)
     gtk_progress_bar_set_fraction(self->load_bar, 0);
     gtk_progress_bar_set_text(self->load_bar, text);
     gtk_progress_bar_set_fraction(self->loading_bar, 0);
-    start_load_pulse(self);
+    show_load_start(self);
     gtk_label_set_text(self->model_details, text);
     adw_status_page_set_title(self->loading_page, text);
     adw_status_page_set_description(self->loading_page, NULL);
@@ -1394,25 +1393,13 @@ static void open_action(GtkWidget *w, const char *name, GVariant *param)
 /* ---- engine signals ------------------------------------------------------------ */
 
 /* Before the engine can say how far it got (it reads the file and the
- * tokenizer first), the bars move to say that it works. */
-static gboolean load_pulse(gpointer data)
-{
-    RlxChatPane *self = data;
-    if (!self->loading || self->load_fraction > 0) {
-        self->load_pulse = 0;
-        return G_SOURCE_REMOVE;
-    }
-    gtk_progress_bar_pulse(self->load_bar);
-    gtk_progress_bar_pulse(self->loading_bar);
-    return G_SOURCE_CONTINUE;
-}
-
-static void start_load_pulse(RlxChatPane *self)
+ * tokenizer first), the bar says so in words. Not a pulsing bar: its
+ * animation asks for a frame 60 times a second, which on a slow renderer
+ * starved the engine's events (idle priority) and took CPU from the load. */
+static void show_load_start(RlxChatPane *self)
 {
     self->load_fraction = 0;
     gtk_progress_bar_set_text(self->loading_bar, _("Reading the file…"));
-    if (!self->load_pulse)
-        self->load_pulse = g_timeout_add(120, load_pulse, self);
 }
 
 static void on_load_progress(RlxEngine *e, const char *stage, double fraction, RlxChatPane *self)
@@ -1741,7 +1728,6 @@ static void rlx_chat_pane_dispose(GObject *object)
         g_cancellable_cancel(self->stop);
     g_clear_object(&self->stop);
     g_clear_handle_id(&self->save_source, g_source_remove);
-    g_clear_handle_id(&self->load_pulse, g_source_remove);
     cancel_render(self);
     g_clear_object(&self->engine);
     g_clear_object(&self->settings);
