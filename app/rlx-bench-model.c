@@ -29,11 +29,13 @@
 #include "rlx-cli.h"
 
 static const char bench_usage[] =
-    "usage: rlx bench -m MODEL [options]\n"
+    "usage: rlx bench -m MODEL [options]     a model's speed (llama-bench's pp/tg)\n"
+    "       rlx bench ops [options]          the kernels' speed (rlx bench ops --help)\n"
     "  -p N             prompt tokens of the pp test (default 512)\n"
     "  -n N             generated tokens of the tg test (default 128)\n"
     "  -r N             repetitions after one warm-up (default 3)\n"
-    "  -t THREADS       CPU threads (default: one per core)\n"
+    "  -t THREADS       CPU threads, 1 to the CPUs this process may use (default: one\n"
+    "                   per core)\n"
     "  --device DEV     cpu (default), vulkan:N, cuda:N\n"
     "  --ctx N          context length (default: max(p + 1, n))\n"
     "  --kv-type f16|f32|q8_0  KV cache type (default f16)\n"
@@ -65,8 +67,17 @@ static int parse(int argc, char **argv, bench_opts *o)
             o->ops = true;
             continue;
         }
+        static const char *const known[] = {
+            "-m", "--model",   "-p",       "--n-prompt", "-n", "--n-gen",  "-r", "--repetitions",
+            "-t", "--threads", "--device", "--ctx",      "-c", "--kv-type"};
+        bool is_known = false;
+        for (size_t k = 0; k < sizeof known / sizeof *known; k++)
+            is_known |= !strcmp(a, known[k]);
+        if (!is_known)
+            return rlx_cli_fail("bench: %s '%s' (see rlx bench --help)",
+                                a[0] == '-' ? "unknown option" : "unexpected argument", a);
         if (i + 1 >= argc)
-            return rlx_cli_fail("bench: %s needs a value (see rlx bench -m --help)", a);
+            return rlx_cli_fail("bench: %s needs a value (see rlx bench --help)", a);
         const char *v = argv[++i];
         if (!strcmp(a, "-m") || !strcmp(a, "--model"))
             o->model = v;
@@ -80,8 +91,10 @@ static int parse(int argc, char **argv, bench_opts *o)
             if (!rlx_cli_parse_long(v, 1, 1000, &o->r))
                 return rlx_cli_fail("bench: -r wants a repetition count >= 1, not '%s'", v);
         } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
-            if (!rlx_cli_parse_long(v, 0, 4096, &o->threads))
-                return rlx_cli_fail("bench: -t wants a thread count, not '%s'", v);
+            int t, rc = rlx_cli_parse_threads("bench", a, v, &t);
+            if (rc)
+                return rc;
+            o->threads = t;
         } else if (!strcmp(a, "--device"))
             o->device = v;
         else if (!strcmp(a, "--ctx") || !strcmp(a, "-c")) {
@@ -96,11 +109,10 @@ static int parse(int argc, char **argv, bench_opts *o)
                 o->kv = RLX_DTYPE_Q8_0;
             else
                 return rlx_cli_fail("bench: --kv-type is f16, f32 or q8_0, not '%s'", v);
-        } else
-            return rlx_cli_fail("bench: unknown option '%s' (see rlx bench -m --help)", a);
+        }
     }
     if (!o->model)
-        return rlx_cli_fail("bench: no model; use -m MODEL.gguf");
+        return rlx_cli_fail("bench: no model; use -m MODEL.gguf (see rlx bench --help)");
     /* the runner's batch must be shorter than its context */
     long need = o->p + 1 > o->n ? o->p + 1 : o->n;
     if (o->ctx && o->ctx < need)

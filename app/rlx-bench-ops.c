@@ -26,6 +26,10 @@
 #include "backends/cpu/cpu-features.h"
 #include "backends/cpu/kernels.h"
 #include "rlx-cli.h"
+#include "rlx-config.h"
+#if RLX_HAVE_CUDA
+#include "backends/cuda/cuda-backend.h"
+#endif
 
 static uint64_t g_rng = 0x853c49e6748fea9bull;
 
@@ -779,6 +783,51 @@ static int bench_gpu(const char *spec, bool force_f32, const char *section, int 
             }
     }
 
+    if (all || !strcmp(section, "qgemm")) {
+        /* a prompt of 512 tokens through the weight shapes of Qwen3-0.6B and
+         * Llama-3.2-1B; on CUDA beside cuBLAS's F16 GEMM on the same shape */
+        printf("\nprompt matmul (M = 512, weights [N, K]) %6s %13s  %11s\n", "device", "wall",
+               "throughput");
+        static const rlx_dtype types[] = {RLX_DTYPE_Q4_K, RLX_DTYPE_Q6_K, RLX_DTYPE_Q8_0,
+                                          RLX_DTYPE_Q4_0, RLX_DTYPE_F16};
+        static const int64_t shapes[][2] = {
+            {3072, 1024}, {1024, 3072}, {2048, 2048}, {8192, 2048}, {2048, 8192}};
+        const int64_t M = 512;
+        for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+            int64_t N = shapes[i][0], K = shapes[i][1];
+            if (!big && N * K > 2048 * 2048)
+                continue;
+            for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+                memset(&p, 0, sizeof p);
+                p.matmul.trans_b = true;
+                gpu_value(&o, 0, 2, RLX_DTYPE_F32, 2, (int64_t[]){M, K});
+                gpu_value(&o, 1, 2, types[ti], 2, (int64_t[]){N, K});
+                gpu_value(&o, 2, 2, RLX_DTYPE_F32, 2, (int64_t[]){M, N});
+                double dm = 0, wm = 0;
+                const char *ran = gpu_time(&o, RLX_OP_MATMUL, &p, 2, repeats, &dm, &wm);
+                char what[64];
+                snprintf(what, sizeof what, "%-5s %4lld x %4lld x %-4lld",
+                         rlx_dtype_name(types[ti]), (long long)M, (long long)N, (long long)K);
+                gpu_print(what, ran, dm, wm, 2.0 * (double)M * (double)N * (double)K, "GFLOP/s");
+            }
+#if RLX_HAVE_CUDA
+            if (!strcmp(be->name, "cuda")) {
+                double ms = 0;
+                char what[64];
+                snprintf(what, sizeof what, "cuBLAS F16 %4lld x %4lld x %-4lld", (long long)M,
+                         (long long)N, (long long)K);
+                if (rlx_cuda_bench_cublas_f16(o.dev, M, N, K, repeats, &ms, &err) != RLX_OK) {
+                    printf("  %-34s %s\n", what, rlx_error_message(err));
+                    rlx_error_clear(&err);
+                } else {
+                    gpu_print(what, NULL, ms, ms, 2.0 * (double)M * (double)N * (double)K,
+                              "GFLOP/s");
+                }
+            }
+#endif
+        }
+    }
+
     if (all || !strcmp(section, "attn")) {
         printf("\nattention (f16 KV, causal)       %13s %13s  %11s\n", "device", "wall",
                "throughput");
@@ -815,7 +864,9 @@ static void usage(void)
 {
     printf("usage: rlx bench ops [-t THREADS] [-r REPEATS] [--section S] [--type T]\n"
            "                     [--isa ISA] [--device DEV [--f32]]\n"
-           "  sections: all (default), bw, gemm, matvec, attn\n"
+           "  sections: all (default), bw, gemm, matvec, attn; with --device also qgemm "
+           "(prompt-sized\n"
+           "            matmuls of quantized weights, on CUDA beside cuBLAS F16)\n"
            "  --type T           the matrix-vector products of weight type T only (Q8_0, F16...)\n"
            "  --isa ISA          the CPU kernels of ISA avx2 or scalar instead of the best this\n"
            "                     CPU runs (how a machine without AVX-512 would fare)\n"
@@ -830,33 +881,49 @@ int rlx_bench_ops_main(int argc, char **argv)
     const char *section = "all", *device = "cpu", *only_type = NULL, *isa = NULL;
     bool force_f32 = false;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-t") && i + 1 < argc) {
-            threads = atoi(argv[++i]);
-        } else if (!strcmp(argv[i], "-r") && i + 1 < argc) {
-            repeats = atoi(argv[++i]);
-        } else if (!strcmp(argv[i], "--section") && i + 1 < argc) {
-            section = argv[++i];
-        } else if (!strcmp(argv[i], "--device") && i + 1 < argc) {
-            device = argv[++i];
-        } else if (!strcmp(argv[i], "--type") && i + 1 < argc) {
-            only_type = argv[++i];
-        } else if (!strcmp(argv[i], "--isa") && i + 1 < argc) {
-            isa = argv[++i];
-        } else if (!strcmp(argv[i], "--f32")) {
-            force_f32 = true;
-        } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage();
             return 0;
-        } else {
-            usage();
-            return 2;
         }
+        if (!strcmp(a, "--f32")) {
+            force_f32 = true;
+            continue;
+        }
+        if (strcmp(a, "-t") && strcmp(a, "-r") && strcmp(a, "--section") && strcmp(a, "--device") &&
+            strcmp(a, "--type") && strcmp(a, "--isa"))
+            return rlx_cli_fail("bench ops: %s '%s' (see rlx bench ops --help)",
+                                a[0] == '-' ? "unknown option" : "unexpected argument", a);
+        if (i + 1 >= argc)
+            return rlx_cli_fail("bench ops: %s needs a value (see rlx bench ops --help)", a);
+        const char *v = argv[++i];
+        if (!strcmp(a, "-t")) {
+            int rc = rlx_cli_parse_threads("bench ops", a, v, &threads);
+            if (rc)
+                return rc;
+        } else if (!strcmp(a, "-r")) {
+            long n;
+            if (!rlx_cli_parse_long(v, 1, 1000, &n))
+                return rlx_cli_fail("bench ops: -r wants a repetition count from 1 to 1000, not "
+                                    "'%s'",
+                                    v);
+            repeats = (int)n;
+        } else if (!strcmp(a, "--section"))
+            section = v;
+        else if (!strcmp(a, "--device"))
+            device = v;
+        else if (!strcmp(a, "--type"))
+            only_type = v;
+        else
+            isa = v;
     }
-    if (repeats < 1)
-        repeats = 1;
     if (strcmp(section, "all") && strcmp(section, "bw") && strcmp(section, "gemm") &&
-        strcmp(section, "matvec") && strcmp(section, "attn")) {
-        fprintf(stderr, "rlx bench ops: no section '%s' (all, bw, gemm, matvec, attn)\n", section);
+        strcmp(section, "matvec") && strcmp(section, "attn") &&
+        (strcmp(section, "qgemm") || !strcmp(device, "cpu"))) {
+        fprintf(stderr,
+                "rlx bench ops: no section '%s' (all, bw, gemm, matvec, attn; qgemm with "
+                "--device)\n",
+                section);
         return 1;
     }
     if (strcmp(device, "cpu") != 0)

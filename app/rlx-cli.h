@@ -19,6 +19,14 @@ int rlx_cli_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* A whole decimal number in [lo, hi] (nothing else in s) into *out. */
 bool rlx_cli_parse_long(const char *s, long lo, long hi, long *out);
 
+/* The CPUs this process may run on (its affinity mask), at least 1. */
+int rlx_cli_usable_cpus(void);
+
+/* The value of a thread-count flag: a whole number from 1 to the usable CPUs.
+ * 0 with *out set, else the exit code after a one-line error naming cmd and
+ * flag. Leaving the flag out is how a person asks for the default. */
+int rlx_cli_parse_threads(const char *cmd, const char *flag, const char *v, int *out);
+
 /* Seconds on the monotonic clock. */
 double rlx_cli_now(void);
 

@@ -22,35 +22,53 @@
 #include "models/llm/llm.h"
 #include "rlx-cli.h"
 
+/* The options generate and chat share; each command's help adds its own. */
+#define COMMON_OPTIONS                                                                       \
+    "  --temp T             temperature, >= 0 (0 = greedy; default %g)\n"                    \
+    "  --top-k K --top-p P --min-p P  (defaults %d, %g, %g) --seed S\n"                      \
+    "  --typical P --top-nsigma N\n"                                                         \
+    "  --repeat-penalty R --repeat-last-n N (-1 = all) --frequency-penalty F\n"              \
+    "  --presence-penalty P --dynatemp-range R --dynatemp-exp E\n"                           \
+    "  --xtc-probability P --xtc-threshold T\n"                                              \
+    "  --mirostat 0|1|2 --mirostat-ent TAU --mirostat-lr ETA\n"                              \
+    "  --logit-bias ID+B    add B to token ID's logit (ID-B subtracts; ID-inf bans it;\n"    \
+    "                       repeatable)\n"                                                   \
+    "  --stop TEXT          stop when TEXT is generated (repeatable)\n"                      \
+    "  --device DEV         cpu (default), vulkan:N, cuda:N\n"                               \
+    "  --ctx N              context length (default min(model, 4096))\n"                     \
+    "  --batch N            prefill chunk (default 64)\n"                                    \
+    "  --kv-type f16|f32|q8_0  KV cache type (default f16)\n"                                \
+    "  --memory-budget SIZE e.g. 6G, 512M\n"                                                 \
+    "  --gpu-layers N       decoder layers on a GPU device: N >= 1 at most N, 0 none (the\n" \
+    "                       embedding and output only), -1 as many as the budget holds\n"    \
+    "                       (the default); the rest run on the CPU\n"                        \
+    "  -t THREADS           CPU threads, 1 to the CPUs this process may use (default: one\n" \
+    "                       per core)\n"                                                     \
+    "  --dry-multiplier M --dry-base B --dry-allowed-length N --dry-penalty-last-n N\n"      \
+    "  --dry-breaker TEXT   DRY sequence breaker (repeatable; default \\n : \" *)\n"
+
 static const char generate_usage[] =
     "usage: rlx generate -m MODEL -p TEXT [options]\n"
-    "       rlx chat -m MODEL [options]\n"
-    "  -n N                 tokens to generate (default 256; chat: 1024)\n"
-    "  --temp T             temperature (0 = greedy; default 0.8)\n"
-    "  --top-k K --top-p P --min-p P --typical P --top-nsigma N --seed S\n"
-    "  --repeat-penalty R --repeat-last-n N (-1 = all) --frequency-penalty F\n"
-    "  --presence-penalty P --dynatemp-range R --dynatemp-exp E\n"
-    "  --xtc-probability P --xtc-threshold T\n"
-    "  --mirostat 0|1|2 --mirostat-ent TAU --mirostat-lr ETA\n"
-    "  --logit-bias ID+B    add B to token ID's logit (ID-B subtracts; ID-inf bans it;\n"
-    "                       repeatable)\n"
-    "  --stop TEXT          stop when TEXT is generated (repeatable)\n"
-    "  --device DEV         cpu (default), vulkan:N, cuda:N\n"
-    "  --ctx N              context length (default min(model, 4096))\n"
-    "  --batch N            prefill chunk (default 64)\n"
-    "  --kv-type f16|f32|q8_0  KV cache type (default f16)\n"
-    "  --memory-budget SIZE e.g. 6G, 512M\n"
-    "  --gpu-layers N       decoder layers on a GPU device (default: as many as the\n"
-    "                       budget holds, the rest on the CPU; 0 = none)\n"
-    "  -t THREADS           CPU threads (default: one per core)\n"
-    "  --no-bos             (generate) do not add BOS before the prompt\n"
-    "  --context-shift      when the context is full, drop the oldest tokens (chat: the\n"
-    "                       oldest turns, keeping the system prompt) and go on\n"
-    "  --keep N             (generate) tokens at the start a context shift keeps\n"
-    "  --dry-multiplier M --dry-base B --dry-allowed-length N --dry-penalty-last-n N\n"
-    "  --dry-breaker TEXT   DRY sequence breaker (repeatable; default \\n : \" *)\n"
-    "The generated text goes to stdout as it streams; timing goes to stderr.\n"
-    "chat commands: /reset, /system TEXT, /stats, /quit\n";
+    "Continues TEXT. The generated text goes to stdout as it streams; timing goes to\n"
+    "stderr. Ctrl+C stops it (exit 130).\n"
+    "  -m MODEL             a .gguf file or a Hugging Face checkpoint folder\n"
+    "  -p TEXT              the prompt\n"
+    "  -n N                 tokens to generate (default %d; 0 or -1: until the model\n"
+    "                       ends the text or the context is full)\n" COMMON_OPTIONS
+    "  --no-bos             do not add BOS before the prompt\n"
+    "  --context-shift      when the context is full, drop the oldest tokens and go on\n"
+    "  --keep N             tokens at the start a context shift keeps\n";
+
+static const char chat_usage[] =
+    "usage: rlx chat -m MODEL [options]\n"
+    "Chats over stdin with the model's own chat template: each line is a turn, the\n"
+    "reply streams to stdout. Commands: /reset, /system TEXT, /stats, /quit.\n"
+    "Ctrl+C stops a reply; at the prompt it ends the chat.\n"
+    "  -m MODEL             a .gguf file or a Hugging Face checkpoint folder\n"
+    "  -n N                 most tokens in one reply (default %d; 0 or -1: until the\n"
+    "                       model ends it or the context is full)\n" COMMON_OPTIONS
+    "  --context-shift      when the conversation outgrows the context, drop the oldest\n"
+    "                       turns (the system prompt stays) and go on\n";
 
 #define MAX_STOP 16
 #define MAX_DRY  16
@@ -63,7 +81,7 @@ typedef struct {
     const char *stop[MAX_STOP];
     const char *dry[MAX_DRY];
     rlx_sampler_logit_bias bias[MAX_BIAS];
-    bool no_bos, n_given;
+    bool no_bos;
 } options;
 
 static bool parse_size(const char *s, uint64_t *out)
@@ -119,46 +137,64 @@ static bool parse_float(const char *s, float *out)
     return true;
 }
 
-/* The sampler's numeric fields, by llama.cpp's flag names. Ranges beyond
- * "a number" are checked by rlx_sampler_create, whose message names the field. */
+/* The sampler's numeric fields, by llama.cpp's flag names, with the ranges
+ * rlx_sampler_create accepts (temperature: >= 0 here, as a negative one
+ * would only mean greedy), so that a bad value is refused before the model
+ * loads, in the flag's own name. */
 static const struct {
     const char *flag;
     size_t offset;
     bool is_int;
-    long lo; /* int fields only */
+    double lo, hi; /* NAN: no bound on that side; an int's NAN hi: the sampler's history */
+    bool lo_open, hi_open;
+    const char *meaning; /* of the special values, or NULL */
 } sampler_flags[] = {
-#define F(flag, field)                                      \
-    {                                                       \
-        flag, offsetof(rlx_sampler_params, field), false, 0 \
+#define F(flag, field, lo, lo_open, hi, hi_open, meaning)                                   \
+    {                                                                                       \
+        flag, offsetof(rlx_sampler_params, field), false, lo, hi, lo_open, hi_open, meaning \
     }
-#define I(flag, field, lo)                                  \
-    {                                                       \
-        flag, offsetof(rlx_sampler_params, field), true, lo \
+#define I(flag, field, lo, hi, meaning)                                                \
+    {                                                                                  \
+        flag, offsetof(rlx_sampler_params, field), true, lo, hi, false, false, meaning \
     }
-    F("--temp", temperature),
-    F("--dynatemp-range", dynatemp_range),
-    F("--dynatemp-exp", dynatemp_exponent),
-    I("--top-k", top_k, 0),
-    F("--typical", typical_p),
-    F("--top-p", top_p),
-    F("--min-p", min_p),
-    F("--top-nsigma", top_n_sigma),
-    F("--xtc-probability", xtc_probability),
-    F("--xtc-threshold", xtc_threshold),
-    I("--repeat-last-n", penalty_last_n, -1),
-    F("--repeat-penalty", repeat_penalty),
-    F("--frequency-penalty", frequency_penalty),
-    F("--presence-penalty", presence_penalty),
-    F("--dry-multiplier", dry_multiplier),
-    F("--dry-base", dry_base),
-    I("--dry-allowed-length", dry_allowed_length, 1),
-    I("--dry-penalty-last-n", dry_penalty_last_n, -1),
-    I("--mirostat", mirostat, 0),
-    F("--mirostat-ent", mirostat_tau),
-    F("--mirostat-lr", mirostat_eta),
+    F("--temp", temperature, 0, false, NAN, false, "0 = greedy"),
+    F("--dynatemp-range", dynatemp_range, 0, false, NAN, false, "0 = off"),
+    F("--dynatemp-exp", dynatemp_exponent, 0, true, NAN, false, NULL),
+    I("--top-k", top_k, 0, INT32_MAX, "0 = off"),
+    F("--typical", typical_p, 0, true, 1, false, "1 = off"),
+    F("--top-p", top_p, 0, true, 1, false, "1 = off"),
+    F("--min-p", min_p, 0, false, 1, false, "0 = off"),
+    F("--top-nsigma", top_n_sigma, NAN, false, NAN, false, "<= 0 = off"),
+    F("--xtc-probability", xtc_probability, 0, false, 1, false, "0 = off"),
+    F("--xtc-threshold", xtc_threshold, 0, true, 1, false, NULL),
+    I("--repeat-last-n", penalty_last_n, -1, NAN, "-1 = all, 0 = off"),
+    F("--repeat-penalty", repeat_penalty, 0, true, NAN, false, "1 = off"),
+    F("--frequency-penalty", frequency_penalty, NAN, false, NAN, false, "0 = off"),
+    F("--presence-penalty", presence_penalty, NAN, false, NAN, false, "0 = off"),
+    F("--dry-multiplier", dry_multiplier, 0, false, NAN, false, "0 = off"),
+    F("--dry-base", dry_base, 1, false, NAN, false, NULL),
+    I("--dry-allowed-length", dry_allowed_length, 1, INT32_MAX, NULL),
+    I("--dry-penalty-last-n", dry_penalty_last_n, -1, NAN, "-1 = all, 0 = off"),
+    I("--mirostat", mirostat, 0, 2, "0 = off"),
+    F("--mirostat-ent", mirostat_tau, 0, true, NAN, false, NULL),
+    F("--mirostat-lr", mirostat_eta, 0, true, NAN, false, NULL),
 #undef F
 #undef I
 };
+
+/* "from 0", "above 0", "in (0, 1]", or "" when any number goes. */
+static void describe_range(size_t i, double lo, double hi, char *buf, size_t cap)
+{
+    if (hi >= INT32_MAX)
+        hi = NAN; /* an int field's "no upper bound" */
+    if (!isnan(lo) && !isnan(hi))
+        snprintf(buf, cap, " in %c%g, %g%c", sampler_flags[i].lo_open ? '(' : '[', lo, hi,
+                 sampler_flags[i].hi_open ? ')' : ']');
+    else if (!isnan(lo))
+        snprintf(buf, cap, " %s %g", sampler_flags[i].lo_open ? ">" : ">=", lo);
+    else
+        buf[0] = 0;
+}
 
 /* -1 when flag is not a sampler field, 0 when v was stored, else the exit
  * code after printing the error. */
@@ -168,18 +204,31 @@ static int parse_sampler_flag(const char *cmd, const char *flag, const char *v,
     for (size_t i = 0; i < sizeof sampler_flags / sizeof *sampler_flags; i++) {
         if (strcmp(flag, sampler_flags[i].flag))
             continue;
+        double lo = sampler_flags[i].lo, hi = sampler_flags[i].hi;
+        if (sampler_flags[i].is_int && isnan(hi))
+            hi = sp->history_size; /* the windows reach back at most this far */
+        char range[64], meaning[64] = "";
+        describe_range(i, lo, hi, range, sizeof range);
+        if (sampler_flags[i].meaning)
+            snprintf(meaning, sizeof meaning, " (%s)", sampler_flags[i].meaning);
         char *field = (char *)sp + sampler_flags[i].offset;
         if (sampler_flags[i].is_int) {
             long n;
-            if (!rlx_cli_parse_long(v, sampler_flags[i].lo, INT32_MAX, &n))
-                return rlx_cli_fail("%s: %s wants a whole number >= %ld, not '%s'", cmd, flag,
-                                    sampler_flags[i].lo, v);
+            if (!rlx_cli_parse_long(v, (long)lo, (long)hi, &n))
+                return rlx_cli_fail("%s: %s wants a whole number%s%s, not '%s'", cmd, flag, range,
+                                    meaning, v);
             int32_t n32 = (int32_t)n;
             memcpy(field, &n32, sizeof n32);
         } else {
             float f;
-            if (!parse_float(v, &f))
-                return rlx_cli_fail("%s: %s wants a number, not '%s'", cmd, flag, v);
+            if (!parse_float(v, &f) || !isfinite(f))
+                return rlx_cli_fail("%s: %s wants a number%s%s, not '%s'", cmd, flag, range,
+                                    meaning, v);
+            bool ok = (isnan(lo) || (sampler_flags[i].lo_open ? f > lo : f >= lo)) &&
+                      (isnan(hi) || (sampler_flags[i].hi_open ? f < hi : f <= hi));
+            if (!ok)
+                return rlx_cli_fail("%s: %s %s is out of range: it must be%s%s", cmd, flag, v,
+                                    range, meaning);
             memcpy(field, &f, sizeof f);
         }
         return 0;
@@ -203,26 +252,78 @@ static bool parse_logit_bias(const char *v, rlx_sampler_logit_bias *out)
     return true;
 }
 
-/* Returns 0 on success, else the exit code (after printing the error). */
+/* The options that take a value (the sampler's are in sampler_flags). */
+static const char *const value_flags[] = {
+    "-m",
+    "--model",
+    "-p",
+    "--prompt",
+    "-n",
+    "--n-predict",
+    "--seed",
+    "--stop",
+    "--keep",
+    "--logit-bias",
+    "--dry-breaker",
+    "--device",
+    "--gpu-layers",
+    "--ctx",
+    "-c",
+    "--batch",
+    "-b",
+    "--kv-type",
+    "--memory-budget",
+    "-t",
+    "--threads",
+};
+
+static bool takes_value(const char *a)
+{
+    for (size_t i = 0; i < sizeof value_flags / sizeof *value_flags; i++)
+        if (!strcmp(a, value_flags[i]))
+            return true;
+    for (size_t i = 0; i < sizeof sampler_flags / sizeof *sampler_flags; i++)
+        if (!strcmp(a, sampler_flags[i].flag))
+            return true;
+    return false;
+}
+
+/* Returns 0 on success, -1 after printing the help, else the exit code
+ * (after printing the error). */
 static int parse_args(const char *cmd, int argc, char **argv, options *o)
 {
+    bool chat = !strcmp(cmd, "chat");
     memset(o, 0, sizeof *o);
     o->lp = rlx_llm_default_params();
-    o->gp = rlx_llm_generate_default_params();
+    o->gp = chat ? rlx_llm_chat_default_params() : rlx_llm_generate_default_params();
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            fputs(generate_usage, stdout);
+            /* the defaults shown are the engine's own, as the app's settings are */
+            rlx_llm_generate_params d =
+                chat ? rlx_llm_chat_default_params() : rlx_llm_generate_default_params();
+            printf(chat ? chat_usage : generate_usage, (int)d.max_tokens,
+                   (double)d.sampler.temperature, (int)d.sampler.top_k, (double)d.sampler.top_p,
+                   (double)d.sampler.min_p);
             return -1;
-        }
-        if (!strcmp(a, "--no-bos")) {
-            o->no_bos = true;
-            continue;
         }
         if (!strcmp(a, "--context-shift")) {
             o->gp.context_shift = true;
             continue;
         }
+        if (chat && (!strcmp(a, "-p") || !strcmp(a, "--prompt") || !strcmp(a, "--no-bos") ||
+                     !strcmp(a, "--keep")))
+            return rlx_cli_fail("chat: %s is an option of rlx generate; chat reads its turns from "
+                                "stdin (see rlx chat --help)",
+                                a);
+        if (!strcmp(a, "--no-bos")) {
+            o->no_bos = true;
+            continue;
+        }
+        if (a[0] != '-' || !a[1])
+            return rlx_cli_fail("%s: unexpected argument '%s' (see rlx %s --help)", cmd, a, cmd);
+        if (!takes_value(a))
+            return rlx_cli_fail("%s: unknown option '%s' (see rlx %s --help)", cmd, a, cmd);
         if (i + 1 >= argc)
             return rlx_cli_fail("%s: %s needs a value (see rlx %s --help)", cmd, a, cmd);
         const char *v = argv[++i];
@@ -235,9 +336,10 @@ static int parse_args(const char *cmd, int argc, char **argv, options *o)
             o->prompt = v;
         else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) {
             if (!rlx_cli_parse_long(v, -1, INT32_MAX, &n))
-                return rlx_cli_fail("%s: -n wants a number of tokens, not '%s'", cmd, v);
+                return rlx_cli_fail("%s: -n wants a number of tokens (0 or -1: until the end of "
+                                    "the text or a full context), not '%s'",
+                                    cmd, v);
             o->gp.max_tokens = (int32_t)n;
-            o->n_given = true;
         } else if ((rc = parse_sampler_flag(cmd, a, v, &o->gp.sampler)) >= 0) {
             if (rc)
                 return rc;
@@ -245,16 +347,18 @@ static int parse_args(const char *cmd, int argc, char **argv, options *o)
             char *end;
             errno = 0;
             unsigned long long s = strtoull(v, &end, 10);
-            if (errno || end == v || *end)
-                return rlx_cli_fail("%s: --seed wants a number, not '%s'", cmd, v);
+            if (errno || end == v || *end || v[0] == '-')
+                return rlx_cli_fail("%s: --seed wants a whole number >= 0, not '%s'", cmd, v);
             o->gp.sampler.seed = s;
         } else if (!strcmp(a, "--stop")) {
             if (o->gp.n_stop >= MAX_STOP)
                 return rlx_cli_fail("%s: at most %d --stop strings", cmd, MAX_STOP);
+            if (!*v)
+                return rlx_cli_fail("%s: --stop wants a text, not an empty one", cmd);
             o->stop[o->gp.n_stop++] = v;
         } else if (!strcmp(a, "--keep")) {
             if (!rlx_cli_parse_long(v, 0, INT32_MAX, &n))
-                return rlx_cli_fail("%s: --keep wants a number of tokens, not '%s'", cmd, v);
+                return rlx_cli_fail("%s: --keep wants a number of tokens >= 0, not '%s'", cmd, v);
             o->gp.n_keep = (int32_t)n;
         } else if (!strcmp(a, "--logit-bias")) {
             if (o->gp.sampler.n_logit_bias >= MAX_BIAS)
@@ -271,17 +375,22 @@ static int parse_args(const char *cmd, int argc, char **argv, options *o)
         } else if (!strcmp(a, "--device"))
             o->lp.device = v;
         else if (!strcmp(a, "--gpu-layers")) {
+            /* the engine's 0 is "as many as fit" and < 0 is "none": the flag
+             * follows llama.cpp's -ngl, where 0 is none */
             if (!rlx_cli_parse_long(v, -1, INT32_MAX, &n))
-                return rlx_cli_fail("%s: --gpu-layers wants a layer count (-1 = none), not '%s'",
+                return rlx_cli_fail("%s: --gpu-layers wants a layer count: N >= 1, 0 (none) or "
+                                    "-1 (as many as the budget holds), not '%s'",
                                     cmd, v);
-            o->lp.gpu_layers = n == 0 ? -1 : (int32_t)n;
+            o->lp.gpu_layers = n == 0 ? -1 : n == -1 ? 0 : (int32_t)n;
         } else if (!strcmp(a, "--ctx") || !strcmp(a, "-c")) {
             if (!rlx_cli_parse_long(v, 2, INT32_MAX, &n))
-                return rlx_cli_fail("%s: --ctx wants a number of tokens (>= 2), not '%s'", cmd, v);
+                return rlx_cli_fail("%s: --ctx wants a number of tokens >= 2, not '%s'", cmd, v);
             o->lp.n_ctx = (int32_t)n;
         } else if (!strcmp(a, "--batch") || !strcmp(a, "-b")) {
             if (!rlx_cli_parse_long(v, 1, 65536, &n))
-                return rlx_cli_fail("%s: --batch wants a number of tokens, not '%s'", cmd, v);
+                return rlx_cli_fail("%s: --batch wants a number of tokens from 1 to 65536, not "
+                                    "'%s'",
+                                    cmd, v);
             o->lp.n_batch = (int32_t)n;
         } else if (!strcmp(a, "--kv-type")) {
             if (!strcmp(v, "f16"))
@@ -293,15 +402,14 @@ static int parse_args(const char *cmd, int argc, char **argv, options *o)
             else
                 return rlx_cli_fail("%s: --kv-type is f16, f32 or q8_0, not '%s'", cmd, v);
         } else if (!strcmp(a, "--memory-budget")) {
-            if (!parse_size(v, &sz))
-                return rlx_cli_fail("%s: --memory-budget wants a size like 6G, not '%s'", cmd, v);
+            if (!parse_size(v, &sz) || !sz)
+                return rlx_cli_fail("%s: --memory-budget wants a size like 6G or 512M, not '%s'",
+                                    cmd, v);
             o->lp.memory_budget = sz;
         } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
-            if (!rlx_cli_parse_long(v, 0, 4096, &n))
-                return rlx_cli_fail("%s: -t wants a thread count, not '%s'", cmd, v);
-            o->lp.n_threads = (int)n;
-        } else
-            return rlx_cli_fail("%s: unknown option '%s' (see rlx %s --help)", cmd, a, cmd);
+            if ((rc = rlx_cli_parse_threads(cmd, a, v, &o->lp.n_threads)))
+                return rc;
+        }
     }
     o->gp.stop = o->stop;
     if (o->gp.sampler.n_logit_bias)
@@ -309,7 +417,7 @@ static int parse_args(const char *cmd, int argc, char **argv, options *o)
     if (o->gp.n_dry_breakers)
         o->gp.dry_breakers = o->dry;
     if (!o->model)
-        return rlx_cli_fail("%s: no model; use -m MODEL.gguf", cmd);
+        return rlx_cli_fail("%s: no model; use -m MODEL.gguf (see rlx %s --help)", cmd, cmd);
     return 0;
 }
 
@@ -509,6 +617,11 @@ int rlx_cmd_generate(int argc, char **argv)
         goto out;
     }
     print_stats(m, &st);
+    if (!stopped && st.stop == RLX_LLM_STOP_CONTEXT)
+        fprintf(stderr,
+                "(stopped: the context of %d tokens is full; a larger --ctx or --context-shift "
+                "goes on)\n",
+                rlx_llm_n_ctx(m));
     if (stopped) {
         fprintf(stderr, "(stopped by Ctrl+C)\n");
         rc = 130;
@@ -571,9 +684,34 @@ static rlx_status chat_fit(rlx_llm *m, options *o, const char *system, rlx_chat_
                            size_t *n_msgs, rlx_token **ids, size_t *n, rlx_error **err)
 {
     rlx_status st = render(m, system, msgs, *n_msgs, true, ids, n, err);
+    size_t ctx = (size_t)rlx_llm_n_ctx(m);
+    if (st == RLX_OK && !o->gp.context_shift && *n >= ctx) {
+        /* no room left for even one token of the reply: say what fills the
+         * context and what to do, and let the chat go on */
+        rlx_token *hist = NULL;
+        size_t n_hist = 0;
+        if (render(m, system, msgs, *n_msgs - 1, false, &hist, &n_hist, NULL) != RLX_OK)
+            n_hist = 0;
+        free(hist);
+        free(*ids);
+        *ids = NULL;
+        if (*n_msgs == 1) /* nothing to drop: only a larger context helps */
+            return rlx_error_set(err, RLX_ERR_INVALID_ARG,
+                                 "this message does not fit: in the chat template%s it is %zu "
+                                 "tokens, and the context holds %zu; a larger --ctx or a shorter "
+                                 "message",
+                                 system ? ", with the system prompt" : "", *n, ctx);
+        return rlx_error_set(err, RLX_ERR_INVALID_ARG,
+                             "this turn does not fit: with the %zu earlier messages (%zu tokens%s) "
+                             "the prompt is %zu tokens, and the context holds %zu; /reset to "
+                             "start over, or run rlx chat with --context-shift to drop the "
+                             "oldest turns",
+                             *n_msgs - 1, n_hist, system ? ", the system prompt included" : "", *n,
+                             ctx);
+    }
     if (st != RLX_OK || !o->gp.context_shift)
         return st;
-    size_t ctx = (size_t)rlx_llm_n_ctx(m), reserve = ctx / 4;
+    size_t reserve = ctx / 4;
     if (o->gp.max_tokens > 0 && (size_t)o->gp.max_tokens < reserve)
         reserve = (size_t)o->gp.max_tokens;
     size_t dropped = 0;
@@ -614,8 +752,6 @@ int rlx_cmd_chat(int argc, char **argv)
     int rc = parse_args("chat", argc, argv, &o);
     if (rc)
         return rc < 0 ? 0 : rc;
-    if (!o.n_given)
-        o.gp.max_tokens = 1024;
     rlx_llm *m = NULL;
     if ((rc = load("chat", &o, &m)))
         return rc;
@@ -671,7 +807,10 @@ int rlx_cmd_chat(int argc, char **argv)
             continue;
         }
         if (n_msgs + 2 >= MAX_MSGS - 1) {
-            fprintf(stderr, "rlx: chat: the conversation is too long; /reset\n");
+            fprintf(stderr,
+                    "rlx: chat: the conversation has %zu messages, the most one chat "
+                    "holds; /reset to start over\n",
+                    n_msgs);
             continue;
         }
         msgs[n_msgs].role = "user";
@@ -698,6 +837,11 @@ int rlx_cmd_chat(int argc, char **argv)
         fflush(stdout);
         if (stopped)
             fprintf(stderr, "(reply stopped; what was written stays in the conversation)\n");
+        else if (st == RLX_OK && last.stop == RLX_LLM_STOP_CONTEXT)
+            fprintf(stderr,
+                    "(the reply was cut: the context of %d tokens is full; /reset to start "
+                    "over, or run rlx chat with --context-shift to drop the oldest turns)\n",
+                    rlx_llm_n_ctx(m));
         if (st != RLX_OK) {
             fprintf(stderr, "rlx: chat: %s\n", rlx_error_message(err));
             rlx_error_clear(&err);

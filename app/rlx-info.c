@@ -12,6 +12,10 @@
 #include <sys/stat.h>
 
 #include "backends/backend.h"
+#include "rlx-config.h"
+#if RLX_HAVE_CUDA
+#include "backends/cuda/cuda-backend.h"
+#endif
 #include "engine/formats/gguf.h"
 #include "engine/formats/safetensors.h"
 #include "rlx-cli.h"
@@ -478,6 +482,12 @@ static int list_devices(bool as_json)
     for (int b = 0; b < rlx_backend_count(); b++) {
         const rlx_backend_i *be = rlx_backend_at(b);
         int n = be->device_count ? be->device_count() : 0;
+#if RLX_HAVE_CUDA
+        if (n == 0 && !as_json && !strcmp(be->name, "cuda")) {
+            const char *why = rlx_cuda_unavailable_reason();
+            printf("%-10s no device: %s\n", "cuda", why ? why : "none found");
+        }
+#endif
         for (int i = 0; i < n; i++) {
             rlx_device_info di;
             rlx_error *err = NULL;
@@ -507,31 +517,44 @@ static int list_devices(bool as_json)
     return 0;
 }
 
+static const char info_usage[] =
+    "usage: rlx info FILE_OR_DIR [--tensors] [--json]\n"
+    "       rlx info --devices [--json]\n"
+    "Describes a model: a .gguf file, a .safetensors file or a Hugging Face\n"
+    "checkpoint folder (architecture, hyper-parameters, tokenizer, weights).\n"
+    "  --tensors  every tensor: name, type, shape, bytes\n"
+    "  --json     one JSON object instead of the text\n"
+    "  --devices  the CPU and GPU devices: memory, features\n";
+
 int rlx_cmd_info(int argc, char **argv)
 {
     bool tensors = false, as_json = false, devices = false;
     const char *path = NULL;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--tensors"))
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            fputs(info_usage, stdout);
+            return 0;
+        } else if (!strcmp(argv[i], "--tensors"))
             tensors = true;
         else if (!strcmp(argv[i], "--devices"))
             devices = true;
         else if (!strcmp(argv[i], "--json"))
             as_json = true;
         else if (argv[i][0] == '-' && argv[i][1])
-            return rlx_cli_fail("info: unknown option '%s'", argv[i]);
+            return rlx_cli_fail("info: unknown option '%s' (see rlx info --help)", argv[i]);
         else if (!path)
             path = argv[i];
         else
-            return rlx_cli_fail("info: more than one file given");
+            return rlx_cli_fail("info: more than one file given ('%s' and '%s'; see rlx info "
+                                "--help)",
+                                path, argv[i]);
     }
     if (devices && path)
-        return rlx_cli_fail("info: --devices takes no file");
+        return rlx_cli_fail("info: --devices takes no file (see rlx info --help)");
     if (devices)
         return list_devices(as_json);
     if (!path)
-        return rlx_cli_fail("info: usage: rlx info FILE_OR_DIR [--tensors] [--json] | rlx info "
-                            "--devices [--json]");
+        return rlx_cli_fail("info: no file given (see rlx info --help)");
     char kind[32];
     int rc = sniff(path, kind, sizeof kind);
     if (rc)

@@ -24,8 +24,13 @@ int rlx_cmd_make_model(int argc, char **argv)
             printf("%s\nshapes: %s\n", MAKE_MODEL_USAGE, rlx_make_model_shapes());
             return 0;
         }
+        if (strcmp(a, "--arch") && strcmp(a, "--shape") && strcmp(a, "--out") && strcmp(a, "-o") &&
+            strcmp(a, "--vocab") && strcmp(a, "--seed") && strcmp(a, "--dtype") &&
+            strcmp(a, "-t") && strcmp(a, "--threads"))
+            return rlx_cli_fail("make-model: %s '%s' (see rlx make-model --help)",
+                                a[0] == '-' ? "unknown option" : "unexpected argument", a);
         if (i + 1 >= argc)
-            return rlx_cli_fail("make-model: '%s' needs a value; " MAKE_MODEL_USAGE, a);
+            return rlx_cli_fail("make-model: %s needs a value (see rlx make-model --help)", a);
         const char *v = argv[++i];
         if (!strcmp(a, "--arch")) {
             p.arch = v;
@@ -38,27 +43,26 @@ int rlx_cmd_make_model(int argc, char **argv)
         } else if (!strcmp(a, "--seed")) {
             char *end;
             p.seed = strtoull(v, &end, 10);
-            if (*end || !*v)
-                return rlx_cli_fail("make-model: bad seed '%s'", v);
+            if (*end || !*v || *v == '-')
+                return rlx_cli_fail("make-model: --seed wants a whole number >= 0, not '%s'", v);
         } else if (!strcmp(a, "--dtype")) {
             if (!strcasecmp(v, "f32"))
                 p.dtype = RLX_DTYPE_F32;
             else if (!strcasecmp(v, "f16"))
                 p.dtype = RLX_DTYPE_F16;
             else
-                return rlx_cli_fail("make-model: dtype '%s' is not f32 or f16", v);
-        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
-            char *end;
-            long n = strtol(v, &end, 10);
-            if (*end || n < 0 || n > 1024)
-                return rlx_cli_fail("make-model: bad thread count '%s'", v);
-            p.n_threads = (int)n;
+                return rlx_cli_fail("make-model: --dtype is f32 or f16, not '%s'", v);
         } else {
-            return rlx_cli_fail("make-model: unknown option '%s'; " MAKE_MODEL_USAGE, a);
+            int rc = rlx_cli_parse_threads("make-model", a, v, &p.n_threads);
+            if (rc)
+                return rc;
         }
     }
     if (!p.shape || !out || !p.vocab_path)
-        return rlx_cli_fail("make-model: " MAKE_MODEL_USAGE);
+        return rlx_cli_fail("make-model: %s (see rlx make-model --help)", !p.shape ? "no --shape"
+                                                                          : !out
+                                                                              ? "no --out file"
+                                                                              : "no --vocab file");
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     rlx_error *err = NULL;

@@ -24,7 +24,8 @@ static const char ppl_usage[] =
     "usage: rlx perplexity -m MODEL -f TEXT_FILE [options]\n"
     "  --ctx N          window length in tokens (default 512, at most the model's)\n"
     "  --batch N        tokens evaluated per run (default: the window)\n"
-    "  -t THREADS       CPU threads (default: one per core)\n"
+    "  -t THREADS       CPU threads, 1 to the CPUs this process may use (default: one\n"
+    "                   per core)\n"
     "  --device DEV     cpu (default), vulkan:N, cuda:N\n"
     "  --kv-type f16|f32|q8_0  KV cache type (default f16)\n"
     "Running perplexity per window goes to stdout, then the final estimate.\n";
@@ -91,10 +92,18 @@ int rlx_cmd_perplexity(int argc, char **argv)
             fputs(ppl_usage, stdout);
             return 0;
         }
+        static const char *const known[] = {"-m",    "--model",   "-f",       "--file",
+                                            "--ctx", "-c",        "--batch",  "-b",
+                                            "-t",    "--threads", "--device", "--kv-type"};
+        bool is_known = false;
+        for (size_t k = 0; k < sizeof known / sizeof *known; k++)
+            is_known |= !strcmp(a, known[k]);
+        if (!is_known)
+            return rlx_cli_fail("perplexity: %s '%s' (see rlx perplexity --help)",
+                                a[0] == '-' ? "unknown option" : "unexpected argument", a);
         if (i + 1 >= argc)
             return rlx_cli_fail("perplexity: %s needs a value (see rlx perplexity --help)", a);
         const char *v = argv[++i];
-        long n;
         if (!strcmp(a, "-m") || !strcmp(a, "--model"))
             model = v;
         else if (!strcmp(a, "-f") || !strcmp(a, "--file"))
@@ -107,9 +116,9 @@ int rlx_cmd_perplexity(int argc, char **argv)
             if (!rlx_cli_parse_long(v, 1, 65536, &batch))
                 return rlx_cli_fail("perplexity: --batch wants a number of tokens, not '%s'", v);
         } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
-            if (!rlx_cli_parse_long(v, 0, 4096, &n))
-                return rlx_cli_fail("perplexity: -t wants a thread count, not '%s'", v);
-            lp.n_threads = (int)n;
+            int rc = rlx_cli_parse_threads("perplexity", a, v, &lp.n_threads);
+            if (rc)
+                return rc;
         } else if (!strcmp(a, "--device"))
             lp.device = v;
         else if (!strcmp(a, "--kv-type")) {
@@ -121,13 +130,12 @@ int rlx_cmd_perplexity(int argc, char **argv)
                 lp.kv_dtype = RLX_DTYPE_Q8_0;
             else
                 return rlx_cli_fail("perplexity: --kv-type is f16, f32 or q8_0, not '%s'", v);
-        } else
-            return rlx_cli_fail("perplexity: unknown option '%s' (see rlx perplexity --help)", a);
+        }
     }
     if (!model)
-        return rlx_cli_fail("perplexity: no model; use -m MODEL.gguf");
+        return rlx_cli_fail("perplexity: no model; use -m MODEL.gguf (see rlx perplexity --help)");
     if (!text_path)
-        return rlx_cli_fail("perplexity: no text; use -f TEXT_FILE");
+        return rlx_cli_fail("perplexity: no text; use -f TEXT_FILE (see rlx perplexity --help)");
 
     size_t text_len = 0;
     char *text = read_file(text_path, &text_len);

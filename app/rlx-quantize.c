@@ -40,11 +40,11 @@ static bool report(const rlx_quantize_tensor_report *r, void *user)
     return true;
 }
 
-static int usage(void)
+static int usage_error(const char *what)
 {
-    return rlx_cli_fail("usage: rlx quantize IN.gguf OUT.gguf TYPE [-t THREADS] [--pure] [-q]; "
-                        "types: %s",
-                        rlx_quantize_type_list());
+    return rlx_cli_fail("quantize: %s; usage: rlx quantize IN.gguf OUT.gguf TYPE (see rlx quantize "
+                        "--help)",
+                        what);
 }
 
 int rlx_cmd_quantize(int argc, char **argv)
@@ -56,31 +56,37 @@ int rlx_cmd_quantize(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-t") || !strcmp(argv[i], "--threads")) {
             if (i + 1 >= argc)
-                return rlx_cli_fail("quantize: %s needs a number", argv[i]);
-            char *end;
-            long v = strtol(argv[++i], &end, 10);
-            if (*end || v < 0 || v > 1024)
-                return rlx_cli_fail("quantize: bad thread count '%s'", argv[i]);
-            p.n_threads = (int)v;
+                return rlx_cli_fail("quantize: %s needs a value (see rlx quantize --help)",
+                                    argv[i]);
+            int rc = rlx_cli_parse_threads("quantize", argv[i], argv[i + 1], &p.n_threads);
+            if (rc)
+                return rc;
+            i++;
         } else if (!strcmp(argv[i], "--pure")) {
             p.pure = true;
         } else if (!strcmp(argv[i], "-q") || !strcmp(argv[i], "--quiet")) {
             quiet = true;
         } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             printf("usage: rlx quantize IN.gguf OUT.gguf TYPE [-t THREADS] [--pure] [-q]\n"
+                   "Writes IN's weights in TYPE's mix of quantizations (llama.cpp's presets).\n"
+                   "  -t THREADS  1 to the CPUs this process may use (default: one per core)\n"
+                   "  --pure      every weight in TYPE, no mix\n"
+                   "  -q          no progress on stderr\n"
                    "types: %s\n",
                    rlx_quantize_type_list());
             return 0;
         } else if (argv[i][0] == '-' && argv[i][1]) {
-            return rlx_cli_fail("quantize: unknown option '%s'", argv[i]);
+            return rlx_cli_fail("quantize: unknown option '%s' (see rlx quantize --help)", argv[i]);
         } else if (n_pos < 3) {
             pos[n_pos++] = argv[i];
         } else {
-            return usage();
+            return usage_error("too many arguments");
         }
     }
     if (n_pos != 3)
-        return usage();
+        return usage_error(n_pos == 0   ? "no input file"
+                           : n_pos == 1 ? "no output file"
+                                        : "no type");
     rlx_quantize_type type;
     if (rlx_quantize_type_from_name(pos[2], &type) != RLX_OK)
         return rlx_cli_fail("quantize: unknown type '%s'; valid types: %s", pos[2],

@@ -70,7 +70,7 @@ int rlx_cmd_tokenize(int argc, char **argv)
         const char *a = argv[i];
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
             if (++i >= argc)
-                return rlx_cli_fail("tokenize: %s needs a file", a);
+                return rlx_cli_fail("tokenize: %s needs a value (see rlx tokenize --help)", a);
             model = argv[i];
         } else if (!strcmp(a, "--ids")) {
             mode = OUT_IDS;
@@ -98,9 +98,9 @@ int rlx_cmd_tokenize(int argc, char **argv)
         }
     }
     if (!model)
-        return rlx_cli_fail("tokenize: no model given (-m FILE)");
+        return rlx_cli_fail("tokenize: no model given; use -m FILE (see rlx tokenize --help)");
     if (!text)
-        return rlx_cli_fail("tokenize: no text given");
+        return rlx_cli_fail("tokenize: no text given (see rlx tokenize --help)");
 
     rlx_tokenizer *tok = NULL;
     rlx_error *err = NULL;

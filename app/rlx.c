@@ -1,10 +1,13 @@
 /* rlx: the command-line tool over librlx, for scripting, tests and benchmarks. */
 #include <errno.h>
+#include <sched.h> /* sched_getaffinity, CPU_COUNT (the build defines _GNU_SOURCE) */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
+#include <limits.h>
 
 #include "rlx-config.h"
 #include "rlx-bench-ops.h"
@@ -32,6 +35,29 @@ bool rlx_cli_parse_long(const char *s, long lo, long hi, long *out)
     return true;
 }
 
+int rlx_cli_usable_cpus(void)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
+        return CPU_COUNT(&set);
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+int rlx_cli_parse_threads(const char *cmd, const char *flag, const char *v, int *out)
+{
+    int cpus = rlx_cli_usable_cpus();
+    long n;
+    if (!rlx_cli_parse_long(v, LONG_MIN, LONG_MAX, &n))
+        return rlx_cli_fail("%s: %s wants a thread count, not '%s'", cmd, flag, v);
+    if (n < 1 || n > cpus)
+        return rlx_cli_fail("%s: %s %s is out of range: this process may run on %d CPU%s, so give "
+                            "1 to %d (or leave %s out for the default)",
+                            cmd, flag, v, cpus, cpus == 1 ? "" : "s", cpus, flag);
+    *out = (int)n;
+    return 0;
+}
+
 double rlx_cli_now(void)
 {
     struct timespec ts;
@@ -43,10 +69,11 @@ static int cmd_bench(int argc, char **argv)
 {
     if (argc >= 2 && !strcmp(argv[1], "ops"))
         return rlx_bench_ops_main(argc - 1, argv + 1);
-    if (argc >= 2 && argv[1][0] == '-')
-        return rlx_bench_model_main(argc, argv);
-    return rlx_cli_fail("bench: unknown benchmark; try: rlx bench -m MODEL [-p N -n N -r N] or "
-                        "rlx bench ops [-t THREADS] [-r REPEATS]");
+    if (argc >= 2 && argv[1][0] != '-')
+        return rlx_cli_fail("bench: no benchmark '%s'; there are the model's (-m MODEL) and "
+                            "the kernels' (ops) (see rlx bench --help)",
+                            argv[1]);
+    return rlx_bench_model_main(argc, argv);
 }
 
 static const struct {
@@ -69,32 +96,40 @@ static const struct {
      "-m MODEL [-p 512 -n 128 -r 3]   model speed (llama-bench); ops: the CPU kernels"},
 };
 
-static void usage(FILE *f)
+static void usage(void)
 {
-    fprintf(f, "usage: rlx COMMAND [ARGS]\n\ncommands:\n");
+    printf("usage: rlx COMMAND [ARGS]\n\ncommands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].help);
-    fprintf(f, "\n  rlx --version\n");
+        printf("  %-10s %s\n", commands[i].name, commands[i].help);
+    printf("\n  rlx COMMAND --help   that command's options\n"
+           "  rlx --version\n"
+           "Every command exits 0, or 1 with a one-line error on stderr (rlx generate\n"
+           "stopped by Ctrl+C: 130).\n");
 }
 
 int main(int argc, char **argv)
 {
-    if (argc < 2) {
-        usage(stderr);
-        return 2;
-    }
-    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
-        usage(stdout);
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") ||
+        (!strcmp(argv[1], "help") && argc == 2)) {
+        usage();
         return 0;
     }
     if (!strcmp(argv[1], "--version")) {
         printf("rlx %s\n", RLX_VERSION);
         return 0;
     }
-    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        if (!strcmp(argv[1], commands[i].name))
-            return commands[i].fn(argc - 1, argv + 1);
-    fprintf(stderr, "rlx: unknown command '%s'\n", argv[1]);
-    usage(stderr);
-    return 2;
+    /* rlx help COMMAND is rlx COMMAND --help */
+    const char *name = !strcmp(argv[1], "help") ? argv[2] : argv[1];
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+        if (strcmp(name, commands[i].name))
+            continue;
+        if (!strcmp(argv[1], "help")) {
+            char *hv[] = {argv[2], "--help", NULL};
+            return commands[i].fn(2, hv);
+        }
+        return commands[i].fn(argc - 1, argv + 1);
+    }
+    if (name[0] == '-')
+        return rlx_cli_fail("unknown option '%s' (see rlx --help)", name);
+    return rlx_cli_fail("unknown command '%s' (see rlx --help)", name);
 }

@@ -9,6 +9,9 @@
 #if RLX_HAVE_VULKAN
 #include "backends/vulkan/vk-backend.h"
 #endif
+#if RLX_HAVE_CUDA
+#include "backends/cuda/cuda-backend.h"
+#endif
 
 /* Compiled-in backends, CPU first (the default). A GPU backend adds its
  * interface here under its build flag, e.g.
@@ -20,6 +23,9 @@ static const rlx_backend_i *const backends[] = {
     &rlx_cpu_backend,
 #if RLX_HAVE_VULKAN
     &rlx_vulkan_backend,
+#endif
+#if RLX_HAVE_CUDA
+    &rlx_cuda_backend,
 #endif
 };
 

@@ -611,6 +611,9 @@ static int teardown(void **state)
 
 int main(void)
 {
+    rlx_test_need_data("tokenizers/hf-qwen3/tokenizer_config.json",
+                       "tokenizers/hf-llama3.1/tokenizer_config.json",
+                       "tokenizers/hf-gemma3/tokenizer_config.json", NULL);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(expressions_match_jinja2),
         cmocka_unit_test(chats_match_jinja2),

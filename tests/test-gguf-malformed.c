@@ -550,6 +550,7 @@ static void duplicate_keys(void **state)
 
 int main(void)
 {
+    rlx_test_need_data("llm/stories260K.gguf", NULL);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(truncated_real_file),   cmocka_unit_test(corrupted_header_bytes),
         cmocka_unit_test(bad_magic_and_version), cmocka_unit_test(absurd_counts),

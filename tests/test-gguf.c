@@ -946,6 +946,10 @@ static void open_errors(void **state)
 
 int main(void)
 {
+    rlx_test_need_data("llm/stories260K.gguf", "README.md", "tokenizers/ggml-vocab-gemma-4.gguf",
+                       "tokenizers/ggml-vocab-gpt-2.gguf", "tokenizers/ggml-vocab-llama-bpe.gguf",
+                       "tokenizers/ggml-vocab-llama-spm.gguf", "tokenizers/ggml-vocab-qwen2.gguf",
+                       NULL);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(stories_metadata),
         cmocka_unit_test(stories_tensors),

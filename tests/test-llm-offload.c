@@ -345,6 +345,7 @@ static void test_tiny_every_split(void **state)
 
 int main(void)
 {
+    rlx_test_need_data("llm/stories260K.gguf", NULL);
     const rlx_backend_i *vk = rlx_backend_find("vulkan");
     if (!vk || vk->device_count() < 1) {
         printf("no Vulkan device: skipped\n");

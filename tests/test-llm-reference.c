@@ -952,6 +952,7 @@ static void test_qwen3_yarn(void **state)
 
 int main(void)
 {
+    rlx_test_need_data("tokenizers/hf-qwen3", NULL);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_llama),
         cmocka_unit_test(test_llama3),

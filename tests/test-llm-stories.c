@@ -645,6 +645,7 @@ static void test_dry_breakers(void **state)
 
 int main(void)
 {
+    rlx_test_need_data("llm/stories260K.gguf", "tokenizers/ggml-vocab-qwen2.gguf", NULL);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_greedy_f16),      cmocka_unit_test(test_greedy_f32_chunked),
         cmocka_unit_test(test_prefix_reuse),    cmocka_unit_test(test_prompt_too_long),

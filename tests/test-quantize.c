@@ -686,6 +686,7 @@ static void kquant_error_not_worse(void **state)
 
 int main(void)
 {
+    rlx_test_need_data("llm/stories260K.gguf", NULL);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(kquant_error_not_worse),
         cmocka_unit_test(every_preset),

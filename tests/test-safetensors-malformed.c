@@ -409,6 +409,7 @@ static void not_a_file(void **state)
 
 int main(void)
 {
+    rlx_test_need_data("vae/taef2_decoder.safetensors", NULL);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(header_not_object),
         cmocka_unit_test(invalid_json),

@@ -511,6 +511,7 @@ static void empty_header(void **state)
 
 int main(void)
 {
+    rlx_test_need_data("vae/taef2_encoder.safetensors", "vae/taef2_decoder.safetensors", NULL);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(real_encoder), cmocka_unit_test(real_decoder),
         cmocka_unit_test(sharded),      cmocka_unit_test(empty_folder),

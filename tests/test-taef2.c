@@ -470,6 +470,7 @@ static void test_weight_names(void **state)
 
 int main(void)
 {
+    rlx_test_need_data("vae/taef2_encoder.safetensors", "vae/taef2_decoder.safetensors", NULL);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_weight_names),
         cmocka_unit_test(test_encoder_matches_reference),

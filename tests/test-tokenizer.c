@@ -889,6 +889,11 @@ static void speed(void **state)
 
 int main(void)
 {
+    rlx_test_need_data("llm/stories260K.gguf", "tokenizers/hf-qwen3/tokenizer.json",
+                       "tokenizers/hf-llama3.1", "tokenizers/ggml-vocab-gemma-4.gguf",
+                       "tokenizers/ggml-vocab-gpt-2.gguf", "tokenizers/ggml-vocab-llama-bpe.gguf",
+                       "tokenizers/ggml-vocab-llama-spm.gguf", "tokenizers/ggml-vocab-qwen2.gguf",
+                       NULL);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(every_vocab),
         cmocka_unit_test(hf_json_agrees),

@@ -1,5 +1,6 @@
 #include "test-util.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,24 @@ const char *rlx_test_data(const char *rel)
     static char buf[4096];
     snprintf(buf, sizeof buf, "%s/%s", RLX_TEST_DATA_DIR, rel);
     return buf;
+}
+
+void rlx_test_need_data(const char *rel, ...)
+{
+    va_list ap;
+    va_start(ap, rel);
+    for (const char *r = rel; r; r = va_arg(ap, const char *)) {
+        struct stat st;
+        const char *path = rlx_test_data(r);
+        if (stat(path, &st) == 0)
+            continue;
+        printf("%s %s is absent: this test reads the real files of ../shared/data beside the "
+               "checkout (see its README.md), so it is skipped\n",
+               RLX_TEST_DATA_MISSING, path);
+        fflush(stdout);
+        exit(77);
+    }
+    va_end(ap);
 }
 
 const char *rlx_test_tmp(const char *name)

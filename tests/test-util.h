@@ -9,6 +9,16 @@
 
 /* Path of a file under ../shared/data (static buffer, valid until next call). */
 const char *rlx_test_data(const char *rel);
+
+/* The first words of the sentence a test prints when it skips because a file
+ * of ../shared/data is absent; .ci/run fails on any skip that says it (CI
+ * has the data), tests/need-data.sh says the same for the shell tests. */
+#define RLX_TEST_DATA_MISSING "RLX-TEST-DATA-MISSING:"
+
+/* Call first in main() of a test that reads ../shared/data: when one of the
+ * files or folders (paths under ../shared/data, NULL-terminated) is absent,
+ * prints a sentence naming it and exits 77, meson's "skipped". */
+void rlx_test_need_data(const char *rel, ...) __attribute__((sentinel));
 /* A fresh path in the build tree's scratch folder for this test program. */
 const char *rlx_test_tmp(const char *name);
 /* Read a whole file into a malloc'd buffer; NULL on failure. */

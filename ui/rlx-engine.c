@@ -131,15 +131,19 @@ static void job_info_free(JobInfo *j)
     g_free(j);
 }
 
+/* The engine's chat defaults, as rlx chat uses them (the settings schema's
+ * defaults are written from the same function at build time). The seed is
+ * the app's own: a fresh one for every reply, so that regenerating varies. */
 RlxSampling rlx_sampling_default(void)
 {
-    return (RlxSampling){.temperature = 0.7,
-                         .top_k = 40,
-                         .top_p = 0.95,
-                         .min_p = 0.05,
-                         .repeat_penalty = 1.0,
+    rlx_llm_generate_params gp = rlx_llm_chat_default_params();
+    return (RlxSampling){.temperature = gp.sampler.temperature,
+                         .top_k = gp.sampler.top_k,
+                         .top_p = gp.sampler.top_p,
+                         .min_p = gp.sampler.min_p,
+                         .repeat_penalty = gp.sampler.repeat_penalty,
                          .seed = -1,
-                         .max_tokens = 1024,
+                         .max_tokens = gp.max_tokens,
                          .thinking = TRUE};
 }
 

@@ -77,6 +77,13 @@ rlx_llm_generate_params rlx_llm_generate_default_params(void)
     return (rlx_llm_generate_params){.sampler = rlx_sampler_default_params(), .max_tokens = 256};
 }
 
+rlx_llm_generate_params rlx_llm_chat_default_params(void)
+{
+    rlx_llm_generate_params gp = rlx_llm_generate_default_params();
+    gp.max_tokens = RLX_LLM_CHAT_MAX_TOKENS;
+    return gp;
+}
+
 static rlx_status add_weights(rlx_llm *m, rlx_session *s, rlx_error **err)
 {
     return m->hf ? rlx_llm_hf_add_to_session(m->hf, s, err) : rlx_session_add_gguf(s, m->gguf, err);

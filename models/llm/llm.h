@@ -196,7 +196,15 @@ typedef struct rlx_llm_generate_params {
     int32_t n_keep;
 } rlx_llm_generate_params;
 
+/* Defaults of a plain continuation (rlx generate): the sampler's defaults
+ * (rlx_sampler_default_params) and 256 tokens. */
 RLX_API rlx_llm_generate_params rlx_llm_generate_default_params(void);
+
+/* Defaults of a chat reply, the same in rlx chat and the app (its settings'
+ * defaults are written from these at build time): the sampler's defaults
+ * and replies of up to RLX_LLM_CHAT_MAX_TOKENS tokens. */
+#define RLX_LLM_CHAT_MAX_TOKENS 1024
+RLX_API rlx_llm_generate_params rlx_llm_chat_default_params(void);
 
 typedef enum rlx_llm_stop_reason {
     RLX_LLM_STOP_EOG,

@@ -6,6 +6,8 @@
 set -u
 rlx=$1
 data=$2
+. "$(dirname "$0")/../need-data.sh"
+rlx_need_data "$data/README.md" "$data/llm/stories260K.gguf"
 fail=0
 check() { # check DESCRIPTION COMMAND...
     desc=$1

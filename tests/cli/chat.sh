@@ -4,6 +4,8 @@
 set -u
 rlx=$1
 data=$2
+. "$(dirname "$0")/../need-data.sh"
+rlx_need_data "$data/llm/stories260K.gguf"
 fail=0
 check() { # check DESCRIPTION COMMAND...
     desc=$1
@@ -23,10 +25,23 @@ case "$err" in *"(conversation cleared)"*"(system prompt set)"*) check "/reset, 
 # oldest turns are dropped and the chat goes on within the context
 turns='Hello there\nTell me a story\nAnd another one please\n/stats\n'
 err=$(printf "$turns" | "$rlx" chat -m "$stories" --ctx 48 -n 30 --temp 0 -t 1 2>&1 >/dev/null)
-case "$err" in *"longer than the context of 48"*) check "full context: the error" true ;; *) echo "# $err"; check "full context: the error" false ;; esac
+check "full context: the chat goes on, exit 0" [ $? -eq 0 ]
+# the turn that does not fit is refused with the history counted and what to do
+case "$err" in *"does not fit: with the 2 earlier messages ("*" tokens) the prompt is "*" tokens, and the context holds 48; /reset"*"--context-shift"*) check "full context: the message" true ;; *) echo "# $err"; check "full context: the message" false ;; esac
+# ...and the chat went on: /stats after it still answers
+case "$err" in *"context 47/48"*) check "full context: /stats after it" true ;; *) echo "# $err"; check "full context: /stats after it" false ;; esac
+# a first message longer than the context: only a larger --ctx helps, and it says so
+err=$(printf 'Once upon a time there was a little girl named Lily who loved to play\n/stats\n' |
+    "$rlx" chat -m "$stories" --ctx 8 -t 1 2>&1 >/dev/null)
+check "a message longer than the context: exit 0" [ $? -eq 0 ]
+case "$err" in *"this message does not fit: in the chat template it is "*" tokens, and the context holds 8; a larger --ctx"*"context 0/8"*) check "a message longer than the context: said, and the chat goes on" true ;; *) echo "# $err"; check "a message longer than the context: said, and the chat goes on" false ;; esac
+# a reply cut by the full context says so at once (EOS banned, no -n limit)
+err=$(printf 'Once upon a time\n' | "$rlx" chat -m "$stories" --ctx 32 -n 0 --temp 0 -t 1 --logit-bias 2-inf 2>&1 >/dev/null)
+check "reply cut by the context: exit 0" [ $? -eq 0 ]
+case "$err" in *"(the reply was cut: the context of 32 tokens is full; /reset"*) check "reply cut by the context: said" true ;; *) echo "# $err"; check "reply cut by the context: said" false ;; esac
 err=$(printf "$turns" | "$rlx" chat -m "$stories" --ctx 48 -n 30 --temp 0 -t 1 --context-shift 2>&1 >/dev/null)
 check "--context-shift: exit 0" [ $? -eq 0 ]
-case "$err" in *"longer than the context"*) echo "# $err"; check "--context-shift: no error" false ;; *"dropped the oldest"*) check "--context-shift: drops old turns" true ;; *) echo "# $err"; check "--context-shift: drops old turns" false ;; esac
+case "$err" in *"does not fit"*) echo "# $err"; check "--context-shift: no error" false ;; *"dropped the oldest"*) check "--context-shift: drops old turns" true ;; *) echo "# $err"; check "--context-shift: drops old turns" false ;; esac
 used=$(printf '%s\n' "$err" | sed -n 's/.*context \([0-9]*\)\/48.*/\1/p' | tail -n 1)
 check "--context-shift: context used <= 48" [ "${used:-99}" -le 48 ]
 err=$("$rlx" chat 2>&1 </dev/null)

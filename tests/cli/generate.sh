@@ -4,6 +4,8 @@
 set -u
 rlx=$1
 data=$2
+. "$(dirname "$0")/../need-data.sh"
+rlx_need_data "$data/llm/stories260K.gguf" "$data/tokenizers/ggml-vocab-qwen2.gguf"
 fail=0
 check() { # check DESCRIPTION COMMAND...
     desc=$1

@@ -12,6 +12,8 @@
 set -u
 rlx=$1
 data=$2
+. "$(dirname "$0")/../need-data.sh"
+rlx_need_data "$data/llm/stories260K.gguf"
 src=$(dirname "$0")/..
 fail=0
 check() { # check DESCRIPTION COMMAND...

@@ -4,6 +4,8 @@
 set -u
 rlx=$1
 data=$2
+. "$(dirname "$0")/../need-data.sh"
+rlx_need_data "$data/README.md" "$data/llm/stories260K.gguf" "$data/tokenizers/ggml-vocab-llama-spm.gguf" "$data/tokenizers/ggml-vocab-qwen2.gguf" "$data/tokenizers/hf-qwen3"
 fail=0
 check() { # check DESCRIPTION COMMAND...
     desc=$1

@@ -7,8 +7,11 @@ seconds=$2
 shift 2
 corpus=$(mktemp -d)
 trap 'rm -rf "$corpus"' EXIT
+# a seed from ../shared/data that is absent would quietly weaken the run
+. "$(dirname "$0")/../need-data.sh"
+rlx_need_data "$@"
 for s in "$@"; do
-    [ -f "$s" ] && cp "$s" "$corpus/"
+    cp "$s" "$corpus/"
 done
 cd "$corpus"
 exec "$target" -max_total_time="$seconds" -rss_limit_mb=2048 -max_len=1048576 \

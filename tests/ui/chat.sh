@@ -31,7 +31,8 @@ ui_log=chat
 
 if [ -z "${RLX_CHAT_IN_XVFB:-}" ]; then
     ui_need xvfb-run xdotool import python3
-    [ -f "$model" ] || { echo "SKIP: no $model"; exit 77; }
+    . "$(dirname "$0")/../need-data.sh"
+    rlx_need_data "$model"
     ui_enter_xvfb RLX_CHAT_IN_XVFB "$@"
 fi
 

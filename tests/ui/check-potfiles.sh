@@ -15,7 +15,7 @@ for f in $listed; do
     [ -f "$f" ] || { echo "po/POTFILES lists $f, which does not exist"; status=1; }
 done
 for f in app/*.c ui/*.c ui/*.ui resources/gtk/*.ui resources/*.desktop.in \
-    resources/*.metainfo.xml.in resources/*.gschema.xml; do
+    resources/*.metainfo.xml.in resources/*.gschema.xml.in; do
     [ -f "$f" ] || continue
     case "$f" in
     *.c) grep -q -E '(^|[^A-Za-z0-9_])(N?_|C_|NC_|g_dngettext|ngettext)\(' "$f" || continue ;;

@@ -26,7 +26,8 @@ ui_log=drop
 
 if [ -z "${RLX_DROP_IN_XVFB:-}" ]; then
     ui_need xvfb-run xdotool import python3
-    [ -f "$model" ] || { echo "SKIP: no $model"; exit 77; }
+    . "$(dirname "$0")/../need-data.sh"
+    rlx_need_data "$model"
     ui_enter_xvfb RLX_DROP_IN_XVFB "$@"
 fi
 

@@ -24,7 +24,8 @@ ui_log=window
 
 if [ -z "${RLX_WINDOW_IN_XVFB:-}" ]; then
     ui_need xvfb-run xdotool import convert python3
-    [ -f "$model" ] || { echo "SKIP: no $model"; exit 77; }
+    . "$(dirname "$0")/../need-data.sh"
+    rlx_need_data "$model"
     ui_enter_xvfb RLX_WINDOW_IN_XVFB "$@"
 fi
 

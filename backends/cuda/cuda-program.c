@@ -1,0 +1,1913 @@
+/* CUDA programs: which instructions the backend takes (cu_check), the
+ * kernel launches each becomes, the per-run records the kernels read, and
+ * the CUDA graph that replays them.
+ *
+ * Every launch owns a 256-word record: the item count, one descriptor per
+ * operand (dtype, rank, the device address of element 0, dims and element
+ * strides at this run's symbols) and op parameters (layout in
+ * kernels/common.cuh, the same as the Vulkan shaders' records). A run
+ * writes the records into pinned memory, copies them to the device in one
+ * transfer and launches. When a run's launches have the same kernels and
+ * grid sizes as the previous run's (a decode step after a decode step),
+ * they are captured once as a CUDA graph and replayed: the records are the
+ * only thing that changes, and the graph's first node copies them in.
+ *
+ * Run-time failures (a token id outside the embedding table) are flagged
+ * by the kernels in their record and in one word after the records, which
+ * is read back at the end of every run.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backends/cuda/cuda-backend.h"
+#include "backends/cuda/cuda-internal.h"
+
+_Static_assert(RLX_DTYPE_F32 == 2 && RLX_DTYPE_BF16 == 4 && RLX_DTYPE_I64 == 7 &&
+                   RLX_DTYPE_BOOL == 12 && RLX_DTYPE_Q4_0 == 13 && RLX_DTYPE_Q8_0 == 17 &&
+                   RLX_DTYPE_Q4_K == 21 && RLX_DTYPE_Q6_K == 23,
+               "kernels/common.cuh's dtype codes");
+_Static_assert(RLX_OP_NEG == 5 && RLX_OP_CAST == 19 && RLX_OP_SCALE == 21 && RLX_OP_ADD == 22 &&
+                   RLX_OP_WHERE == 30,
+               "kernels/ew.cu's op codes");
+_Static_assert(RLX_ACT_RELU == 1 && RLX_ACT_TANH == 6, "kernels/common.cuh's act codes");
+
+#define REC_WORDS   CU_REC_WORDS
+#define MAX_DISP    8 /* launches one instruction may need (concat inputs, scatter copy) */
+#define DESC(k)     (16 + (k)*16)
+#define PRM(i)      (128 + (i))
+#define MAX_REGS    24
+#define ATTN_MAX_D  256
+#define ATTN_MAX_DV (8 * 128)
+#define CONV_LS     128
+/* attention's key split: at most this many blocks per query row, for at
+ * most two rows per multiprocessor */
+#define ATTN_MAX_SPLIT     32
+#define ATTN_SPLIT_ROWS(d) (2 * ((d)->n_sm > 0 ? (d)->n_sm : 64))
+#define GRID_CAP           (1u << 20) /* grid-stride kernels: enough blocks to fill any GPU */
+
+/* An operand as a kernel sees it: dims and element strides (already
+ * broadcast / permuted / sliced for this op), plus bytes past the value's
+ * own start. */
+typedef struct vt {
+    int32_t val;
+    rlx_dtype dt;
+    int rank;
+    int64_t ne[RLX_MAX_DIMS], st[RLX_MAX_DIMS];
+    int64_t extra;
+} vt;
+
+typedef struct cu_disp {
+    cu_kernel k;
+    int32_t instr;
+    bool per_group; /* unused by this backend's launches (kept for the shared fill code) */
+    int32_t vals[CU_OUT_SLOT + 1];
+    uint32_t grid[3], block;
+} cu_disp;
+
+typedef struct cu_program {
+    rlx_program base;
+    cu_device *dev;
+    int32_t n_values, n_instrs, n_symbols;
+    rlx_lir_value *values;
+    rlx_lir_instr *instrs;
+    int64_t sym_max[RLX_MAX_SYMBOLS];
+    char sym_name[RLX_MAX_SYMBOLS][32];
+    int32_t n_bind[4];
+    uint64_t arena_bytes;
+    int32_t n_disp;
+    cu_disp *disp;
+    int8_t *kern;             /* per instruction: its kernel family, CU_K_COUNT for a no-op */
+    int32_t *first;           /* per instruction: first launch; first[n_instrs] = n_disp */
+    CUdeviceptr *addr;        /* per value: its device address this run (0: none) */
+    CUdeviceptr cbuf;         /* the constants */
+    CUdeviceptr attn_scratch; /* attention's key-split partial results */
+    uint64_t attn_scratch_bytes;
+    uint64_t const_bytes;
+    CUdeviceptr meta; /* the records, then the failure word */
+    int32_t *host;    /* pinned: this run's records, then the failure word */
+    uint64_t meta_bytes;
+    /* the graph of the last launch shape */
+    CUgraphExec exec;
+    uint32_t *sig, *last_sig; /* per launch: kernel, grid x, y, z */
+    bool last_valid;
+    bool timing, have_times;
+    CUevent *ev; /* 2 per instruction when timing */
+    uint64_t n_runs, n_recordings;
+    double *ms;
+    int32_t *scratch_rec;
+    cu_disp *scratch_disp;
+} cu_program;
+
+static const char *const home_names[] = {"arena", "param", "state", "input", "output", "const"};
+
+/* ---- dtypes ------------------------------------------------------------------ */
+
+static bool ld_ok(rlx_dtype dt)
+{
+    switch (dt) {
+    case RLX_DTYPE_F32:
+    case RLX_DTYPE_F16:
+    case RLX_DTYPE_BF16:
+    case RLX_DTYPE_I32:
+    case RLX_DTYPE_I16:
+    case RLX_DTYPE_I8:
+    case RLX_DTYPE_U8:
+    case RLX_DTYPE_BOOL:
+        return true;
+    default:
+        return false;
+    }
+}
+
+static bool st_ok(rlx_dtype dt)
+{
+    return ld_ok(dt) || dt == RLX_DTYPE_I64;
+}
+
+static bool is_int(rlx_dtype dt)
+{
+    return dt == RLX_DTYPE_I32 || dt == RLX_DTYPE_I16 || dt == RLX_DTYPE_I8 || dt == RLX_DTYPE_U8 ||
+           dt == RLX_DTYPE_BOOL || dt == RLX_DTYPE_I64;
+}
+
+static bool quant_ok(rlx_dtype dt)
+{
+    switch (dt) {
+    case RLX_DTYPE_Q4_0:
+    case RLX_DTYPE_Q4_1:
+    case RLX_DTYPE_Q5_0:
+    case RLX_DTYPE_Q5_1:
+    case RLX_DTYPE_Q8_0:
+    case RLX_DTYPE_Q4_K:
+    case RLX_DTYPE_Q5_K:
+    case RLX_DTYPE_Q6_K:
+        return true;
+    default:
+        return false;
+    }
+}
+
+static int64_t esize(rlx_dtype dt)
+{
+    switch (dt) {
+    case RLX_DTYPE_I64:
+    case RLX_DTYPE_F64:
+        return 8;
+    case RLX_DTYPE_F32:
+    case RLX_DTYPE_I32:
+        return 4;
+    case RLX_DTYPE_F16:
+    case RLX_DTYPE_BF16:
+    case RLX_DTYPE_I16:
+        return 2;
+    default:
+        return 1;
+    }
+}
+
+static int64_t dim_eval(rlx_dim d, const int64_t *sv)
+{
+    int64_t v = d.k;
+    for (int t = 0; t < RLX_DIM_TERMS; t++)
+        if (d.sym[t] >= 0 && d.sym[t] < RLX_MAX_SYMBOLS)
+            v += (int64_t)d.mul[t] * sv[d.sym[t]];
+    return v;
+}
+
+static int norm_axis(int axis, int rank)
+{
+    return axis < 0 ? axis + rank : axis;
+}
+
+/* ---- what the backend takes --------------------------------------------------- */
+
+static bool is_elementwise(rlx_op op)
+{
+    return (op >= RLX_OP_NEG && op <= RLX_OP_WHERE) || op == RLX_OP_FUSED_ELEMENTWISE;
+}
+
+static bool int_capable(rlx_op op)
+{
+    switch (op) {
+    case RLX_OP_NEG:
+    case RLX_OP_ABS:
+    case RLX_OP_RELU:
+    case RLX_OP_SQUARE:
+    case RLX_OP_CAST:
+    case RLX_OP_ADD:
+    case RLX_OP_SUB:
+    case RLX_OP_MUL:
+    case RLX_OP_MAX:
+    case RLX_OP_MIN:
+    case RLX_OP_CMP:
+    case RLX_OP_WHERE:
+    case RLX_OP_COPY:
+    case RLX_OP_RESHAPE:
+    case RLX_OP_PERMUTE:
+    case RLX_OP_SLICE:
+    case RLX_OP_CONCAT:
+    case RLX_OP_PAD:
+    case RLX_OP_SCATTER:
+        return true;
+    default:
+        return false;
+    }
+}
+
+static int min_inputs(rlx_op op)
+{
+    switch (op) {
+    case RLX_OP_ADD:
+    case RLX_OP_SUB:
+    case RLX_OP_MUL:
+    case RLX_OP_DIV:
+    case RLX_OP_MAX:
+    case RLX_OP_MIN:
+    case RLX_OP_POW:
+    case RLX_OP_CMP:
+    case RLX_OP_MATMUL:
+    case RLX_OP_ROPE:
+    case RLX_OP_CONV1D:
+    case RLX_OP_CONV2D:
+    case RLX_OP_CONV_TRANSPOSE2D:
+    case RLX_OP_GATHER:
+    case RLX_OP_SCATTER:
+        return 2;
+    case RLX_OP_WHERE:
+    case RLX_OP_ATTENTION:
+    case RLX_OP_ADD_RMS_NORM:
+        return 3;
+    default:
+        return 1;
+    }
+}
+
+/* Which kernel runs an instruction, or -1 with the reason in `why`
+ * (CU_K_COUNT: a no-op, the output is a view). */
+static int cu_check(const rlx_lir *lir, const rlx_lir_instr *ins, char *why, size_t cap)
+{
+#define NO(...) (snprintf(why, cap, __VA_ARGS__), -1)
+    const rlx_lir_value *o = &lir->values[ins->out];
+    if (o->view_of >= 0)
+        return CU_K_COUNT;
+    if (ins->op <= RLX_OP_STATE)
+        return CU_K_COUNT;
+    if (ins->n_in < min_inputs(ins->op))
+        return NO("needs at least %d inputs", min_inputs(ins->op));
+    const rlx_lir_value *in[RLX_MAX_INPUTS];
+    for (int k = 0; k < ins->n_in; k++)
+        in[k] = &lir->values[ins->in[k]];
+    if (o->shape.rank > RLX_MAX_DIMS)
+        return NO("rank %d", o->shape.rank);
+    rlx_op op = ins->op;
+    if (op == RLX_OP_SCATTER && o->dtype == RLX_DTYPE_Q8_0) {
+        /* the append into a Q8_0 KV cache: float rows quantized in place
+         * (gather.comp's Q8_0 mode), whole blocks of contiguous rows */
+        int r = o->shape.rank, ax = norm_axis(ins->p.scatter.axis, r);
+        const rlx_lir_value *src = in[1];
+        if (in[0]->dtype != RLX_DTYPE_Q8_0 || !ld_ok(src->dtype) ||
+            (src->dtype != RLX_DTYPE_F32 && src->dtype != RLX_DTYPE_F16 &&
+             src->dtype != RLX_DTYPE_BF16))
+            return NO("a Q8_0 state takes float rows");
+        if (r < 2 || src->shape.rank != r || ax < 0 || ax >= r - 1 ||
+            !rlx_dim_is_const(o->shape.d[r - 1]) || o->shape.d[r - 1].k % 32 ||
+            !rlx_dim_is_const(o->stride[r - 1]) || o->stride[r - 1].k != 1 ||
+            !rlx_dim_equal(src->shape.d[r - 1], o->shape.d[r - 1]))
+            return NO("a Q8_0 append needs whole contiguous rows of 32s along an outer axis");
+        return CU_K_GATHER;
+    }
+    /* a Q8_0 KV cache's slices, reshapes and permutes: the scheduler makes
+     * them views (no-ops above); were one copied, fill_ew refuses it */
+    if (o->dtype == RLX_DTYPE_Q8_0 && in[0]->dtype == RLX_DTYPE_Q8_0 &&
+        (op == RLX_OP_SLICE || op == RLX_OP_RESHAPE || op == RLX_OP_PERMUTE))
+        return CU_K_EW;
+    if (is_elementwise(op) || op == RLX_OP_COPY || op == RLX_OP_RESHAPE || op == RLX_OP_PERMUTE ||
+        op == RLX_OP_SLICE || op == RLX_OP_CONCAT || op == RLX_OP_PAD || op == RLX_OP_SCATTER) {
+        if (op == RLX_OP_CONCAT && ins->n_in > MAX_DISP)
+            return NO("concat of more than %d inputs", MAX_DISP);
+        for (int k = 0; k < ins->n_in; k++)
+            if (!ld_ok(in[k]->dtype))
+                return NO("input %d is %s", k, rlx_dtype_name(in[k]->dtype));
+        if (!st_ok(o->dtype))
+            return NO("output is %s", rlx_dtype_name(o->dtype));
+        if (op == RLX_OP_FUSED_ELEMENTWISE) {
+            if (ins->p.fused.n_steps > RLX_FUSED_MAX_STEPS)
+                return NO("too many fused steps");
+            for (int s = 0; s < ins->p.fused.n_steps; s++) {
+                const rlx_fused_step *st = &ins->p.fused.steps[s];
+                if (st->dst >= MAX_REGS || st->a >= MAX_REGS || st->b >= MAX_REGS ||
+                    st->c >= MAX_REGS || st->op < RLX_OP_NEG || st->op > RLX_OP_WHERE)
+                    return NO("fused step %d out of range", s);
+            }
+        }
+        if (op == RLX_OP_RESHAPE && in[0]->shape.rank > RLX_MAX_DIMS)
+            return NO("rank");
+        return CU_K_EW;
+    }
+    switch (op) {
+    case RLX_OP_MATMUL: {
+        const rlx_lir_value *a = in[0], *b = in[1];
+        if (!ld_ok(a->dtype))
+            return NO("a is %s", rlx_dtype_name(a->dtype));
+        if (a->shape.rank < 2 || b->shape.rank < 2 || o->shape.rank < 2)
+            return NO("matmul operands need rank >= 2");
+        if (quant_ok(b->dtype)) {
+            const rlx_dtype_info *ti = rlx_dtype_get(b->dtype);
+            if (b->shape.rank != 2 || !ins->p.matmul.trans_b || !rlx_dim_is_const(b->stride[0]) ||
+                !rlx_dim_is_const(b->stride[1]) || b->stride[1].k != 1 ||
+                b->stride[0].k % ti->block_size)
+                return NO("a quantized b must be contiguous [N, K] rows with trans_b");
+        } else if (!ld_ok(b->dtype)) {
+            return NO("b is %s", rlx_dtype_name(b->dtype));
+        }
+        if (ins->p.matmul.has_bias && (ins->n_in < 3 || !ld_ok(in[2]->dtype)))
+            return NO("bias");
+        if (!st_ok(o->dtype))
+            return NO("output is %s", rlx_dtype_name(o->dtype));
+        return CU_K_MM_WARP;
+    }
+    case RLX_OP_REDUCE_SUM:
+    case RLX_OP_REDUCE_MEAN:
+    case RLX_OP_REDUCE_MAX:
+    case RLX_OP_ARGMAX:
+    case RLX_OP_TOPK:
+    case RLX_OP_SOFTMAX:
+    case RLX_OP_LAYER_NORM:
+    case RLX_OP_RMS_NORM:
+    case RLX_OP_ADD_RMS_NORM:
+        for (int k = 0; k < ins->n_in; k++)
+            if (!ld_ok(in[k]->dtype))
+                return NO("input %d is %s", k, rlx_dtype_name(in[k]->dtype));
+        if (!st_ok(o->dtype))
+            return NO("output is %s", rlx_dtype_name(o->dtype));
+        if (op == RLX_OP_TOPK && ins->p.topk.k < 1)
+            return NO("topk needs k >= 1");
+        return CU_K_ROWOP;
+    case RLX_OP_GROUP_NORM: {
+        const rlx_lir_value *x = in[0];
+        if (x->shape.rank < 2 || o->shape.rank != x->shape.rank)
+            return NO("group norm needs [N, C, ...]");
+        for (int k = 0; k < ins->n_in; k++)
+            if (!ld_ok(in[k]->dtype))
+                return NO("input %d is %s", k, rlx_dtype_name(in[k]->dtype));
+        /* spatial dims must merge into one strided run */
+        for (int d = 2; d + 1 < x->shape.rank; d++) {
+            const rlx_lir_value *vv[2] = {x, o};
+            for (int j = 0; j < 2; j++) {
+                const rlx_lir_value *v = vv[j];
+                if (!rlx_dim_is_const(v->stride[d]) || !rlx_dim_is_const(v->stride[d + 1]) ||
+                    !rlx_dim_is_const(v->shape.d[d + 1]) ||
+                    v->stride[d].k != v->stride[d + 1].k * v->shape.d[d + 1].k)
+                    return NO("group norm's spatial dims are not one strided run");
+            }
+        }
+        return CU_K_ROWOP;
+    }
+    case RLX_OP_ROPE:
+        if (!ld_ok(in[0]->dtype) || !is_int(in[1]->dtype) || in[1]->dtype == RLX_DTYPE_I64 ||
+            (ins->n_in > 2 && !ld_ok(in[2]->dtype)) || !st_ok(o->dtype))
+            return NO("rope dtypes");
+        if (in[0]->shape.rank < 1 || in[0]->shape.rank != o->shape.rank)
+            return NO("rope ranks");
+        return CU_K_ROPE;
+    case RLX_OP_ATTENTION: {
+        /* k and v may be a Q8_0 KV cache (a view of the state: elements by
+         * their flat index in its blocks) */
+        for (int k = 0; k < ins->n_in; k++)
+            if (!ld_ok(in[k]->dtype) && !((k == 1 || k == 2) && in[k]->dtype == RLX_DTYPE_Q8_0))
+                return NO("input %d is %s", k, rlx_dtype_name(in[k]->dtype));
+        int rq = in[0]->shape.rank, rk = in[1]->shape.rank, rv = in[2]->shape.rank;
+        if (rq < 3 || rq > 4 || rk < 3 || rk > 4 || rv < 3 || rv > 4 || o->shape.rank < 3 ||
+            o->shape.rank > 4)
+            return NO("attention needs rank 3 or 4 operands");
+        int64_t bound[RLX_MAX_SYMBOLS] = {0};
+        for (int s = 0; s < lir->n_symbols && s < RLX_MAX_SYMBOLS; s++)
+            bound[s] = lir->symbols[s].max;
+        if (rlx_dim_upper(in[0]->shape.d[rq - 1], bound) > ATTN_MAX_D ||
+            rlx_dim_upper(in[2]->shape.d[rv - 1], bound) > ATTN_MAX_DV)
+            return NO("head dims above %d (q/k) or %d (v)", ATTN_MAX_D, ATTN_MAX_DV);
+        if (!st_ok(o->dtype))
+            return NO("output is %s", rlx_dtype_name(o->dtype));
+        return CU_K_ATTN;
+    }
+    case RLX_OP_CONV1D:
+    case RLX_OP_CONV2D:
+    case RLX_OP_CONV_TRANSPOSE2D: {
+        int want = op == RLX_OP_CONV1D ? 3 : 4;
+        if (in[0]->shape.rank != want || in[1]->shape.rank != want || o->shape.rank != want)
+            return NO("convolution ranks");
+        for (int k = 0; k < ins->n_in; k++)
+            if (!ld_ok(in[k]->dtype))
+                return NO("input %d is %s", k, rlx_dtype_name(in[k]->dtype));
+        if (!st_ok(o->dtype))
+            return NO("output is %s", rlx_dtype_name(o->dtype));
+        return CU_K_CONV;
+    }
+    case RLX_OP_RESIZE:
+    case RLX_OP_POOL2D:
+        if (in[0]->shape.rank < 2 || in[0]->shape.rank != o->shape.rank)
+            return NO("needs rank >= 2");
+        if (!ld_ok(in[0]->dtype) || !st_ok(o->dtype))
+            return NO("dtypes");
+        return CU_K_SPATIAL;
+    case RLX_OP_GATHER: {
+        const rlx_lir_value *t = in[0];
+        if (t->shape.rank < 2 || o->shape.rank < 1)
+            return NO("gather table needs rank >= 2");
+        if (quant_ok(t->dtype)) {
+            const rlx_dtype_info *ti = rlx_dtype_get(t->dtype);
+            int r = t->shape.rank;
+            if (!rlx_dim_is_const(t->stride[r - 2]) || t->stride[r - 1].k != 1 ||
+                t->stride[r - 2].k % ti->block_size)
+                return NO("a quantized table must have contiguous rows");
+        } else if (!ld_ok(t->dtype)) {
+            return NO("table is %s", rlx_dtype_name(t->dtype));
+        }
+        if (!is_int(in[1]->dtype) || in[1]->dtype == RLX_DTYPE_I64 || !st_ok(o->dtype))
+            return NO("gather dtypes");
+        return CU_K_GATHER;
+    }
+    default:
+        return NO("no CUDA kernel for %s", rlx_op_name(op));
+    }
+#undef NO
+}
+
+bool cu_supports_op(rlx_device *dev, const rlx_lir *lir, const rlx_lir_instr *ins)
+{
+    (void)dev;
+    if (!lir || !ins || (int)ins->op < 0 || ins->op >= RLX_OP_COUNT || ins->n_in < 0 ||
+        ins->n_in > RLX_MAX_INPUTS || ins->out < 0 || ins->out >= lir->n_values)
+        return false;
+    for (int k = 0; k < ins->n_in; k++)
+        if (ins->in[k] < 0 || ins->in[k] >= lir->n_values)
+            return false;
+    char why[160];
+    return cu_check(lir, ins, why, sizeof why) >= 0;
+}
+
+/* ---- building records ------------------------------------------------------------- */
+
+static vt vt_of(const cu_program *P, int32_t v, const int64_t *sv)
+{
+    const rlx_lir_value *val = &P->values[v];
+    vt t;
+    memset(&t, 0, sizeof t);
+    t.val = v;
+    t.dt = val->dtype;
+    t.rank = val->shape.rank;
+    for (int d = 0; d < t.rank; d++) {
+        t.ne[d] = dim_eval(val->shape.d[d], sv);
+        t.st[d] = dim_eval(val->stride[d], sv);
+    }
+    if (t.rank == 0) {
+        t.rank = 1;
+        t.ne[0] = 1;
+        t.st[0] = 1;
+    }
+    return t;
+}
+
+/* numpy broadcast of t to `rank` dims `ne` (right-aligned; stride 0 where
+ * t has 1 or lacks the dim) */
+static vt bcast(vt t, int rank, const int64_t *ne)
+{
+    vt b = t;
+    b.rank = rank;
+    for (int d = 0; d < rank; d++) {
+        int s = d - (rank - t.rank);
+        b.ne[d] = ne[d];
+        if (s < 0 || (t.ne[s] == 1 && ne[d] != 1))
+            b.st[d] = 0;
+        else
+            b.st[d] = t.st[s];
+    }
+    return b;
+}
+
+/* Move `axis` last (the row layout of the rowop shader). */
+static vt axis_last(vt t, int axis)
+{
+    vt r = t;
+    int j = 0;
+    for (int d = 0; d < t.rank; d++)
+        if (d != axis) {
+            r.ne[j] = t.ne[d];
+            r.st[j] = t.st[d];
+            j++;
+        }
+    r.ne[t.rank - 1] = t.ne[axis];
+    r.st[t.rank - 1] = t.st[axis];
+    return r;
+}
+
+static int64_t numel(const vt *t)
+{
+    int64_t n = 1;
+    for (int d = 0; d < t->rank; d++)
+        n *= t->ne[d];
+    return n;
+}
+
+typedef struct fill_ctx {
+    cu_program *P;
+    const int64_t *sv;
+    int n;                /* dispatches so far */
+    cu_disp *d;           /* MAX_DISP of them */
+    int32_t *rec;         /* MAX_DISP records of REC_WORDS */
+    const cu_disp *fixed; /* at run time: the dispatches made at program_create */
+    char *why;            /* a run-time failure */
+    size_t why_cap;
+} fill_ctx;
+
+static int32_t *new_disp(fill_ctx *c, cu_kernel k, bool per_group, int64_t items)
+{
+    cu_disp *d = &c->d[c->n];
+    int32_t *w = c->rec + (size_t)c->n * REC_WORDS;
+    memset(w, 0, REC_WORDS * sizeof *w);
+    d->k = k;
+    d->per_group = per_group;
+    for (int s = 0; s <= CU_OUT_SLOT; s++)
+        d->vals[s] = -1;
+    w[0] = (int32_t)items;
+    c->n++;
+    return w;
+}
+
+static void put_desc(fill_ctx *c, int32_t *w, int slot, const vt *t)
+{
+    cu_disp *d = &c->d[c->n - 1];
+    d->vals[slot] = t->val;
+    int32_t *q = w + DESC(slot);
+    q[0] = (int32_t)t->dt;
+    q[1] = t->rank;
+    /* the address of element 0 (0 at program_create, where none is bound) */
+    uint64_t a = c->P->addr && c->P->addr[t->val] ? c->P->addr[t->val] + (uint64_t)t->extra : 0;
+    q[2] = (int32_t)(uint32_t)a;
+    q[3] = (int32_t)(uint32_t)(a >> 32);
+    for (int i = 0; i < t->rank; i++) {
+        q[4 + i] = (int32_t)t->ne[i];
+        q[10 + i] = (int32_t)t->st[i];
+    }
+}
+
+static int32_t fbits(float f)
+{
+    int32_t i;
+    memcpy(&i, &f, 4);
+    return i;
+}
+
+static bool fail(fill_ctx *c, const char *msg)
+{
+    snprintf(c->why, c->why_cap, "%s", msg);
+    return false;
+}
+
+static bool fill_ew(fill_ctx *c, const rlx_lir_instr *ins)
+{
+    cu_program *P = c->P;
+    vt o = vt_of(P, ins->out, c->sv);
+    rlx_op op = ins->op;
+    if (rlx_dtype_get(o.dt)->quantized)
+        return fail(c, "a view of a Q8_0 KV cache was not made a view (a copy would requantize)");
+    vt in[RLX_MAX_INPUTS];
+    for (int k = 0; k < ins->n_in; k++)
+        in[k] = vt_of(P, ins->in[k], c->sv);
+    bool all_int = is_int(o.dt);
+    for (int k = 0; k < ins->n_in; k++)
+        all_int = all_int && is_int(in[k].dt);
+    bool imode = all_int && int_capable(op);
+    if (op == RLX_OP_CMP) {
+        bool ii = is_int(in[0].dt) && is_int(in[1].dt);
+        imode = ii;
+    }
+
+    if (op == RLX_OP_CONCAT) {
+        int ax = norm_axis(ins->p.concat.axis, o.rank);
+        int64_t at = 0;
+        bool bad = ax < 0 || ax >= o.rank;
+        if (bad)
+            ax = 0;
+        for (int k = 0; k < ins->n_in; k++) {
+            vt part = o;
+            part.ne[ax] = in[k].ne[ax];
+            part.extra = at * o.st[ax] * esize(o.dt);
+            if (at + part.ne[ax] > o.ne[ax])
+                bad = true;
+            at += part.ne[ax];
+            int32_t *w = new_disp(c, CU_K_EW, false, numel(&part));
+            put_desc(c, w, CU_OUT_SLOT, &part);
+            vt src = bcast(in[k], part.rank, part.ne);
+            put_desc(c, w, 0, &src);
+            w[PRM(1)] = imode;
+            w[PRM(3)] = 1;
+        }
+        return bad ? fail(c, "concat inputs overrun the output") : true;
+    }
+    if (op == RLX_OP_SCATTER) {
+        int ax = norm_axis(ins->p.scatter.axis, o.rank);
+        int64_t off = dim_eval(ins->p.scatter.offset, c->sv);
+        vt src = in[1];
+        bool bad =
+            src.rank != o.rank || ax < 0 || ax >= o.rank || off < 0 || off + src.ne[ax] > o.ne[ax];
+        if (ax < 0 || ax >= o.rank)
+            ax = 0;
+        if (!ins->in_place && ins->in[0] != ins->out) {
+            int32_t *w = new_disp(c, CU_K_EW, false, numel(&o));
+            put_desc(c, w, CU_OUT_SLOT, &o);
+            put_desc(c, w, 0, &in[0]);
+            w[PRM(1)] = is_int(o.dt) && is_int(in[0].dt);
+            w[PRM(3)] = 1;
+        }
+        vt part = o;
+        for (int d = 0; d < o.rank; d++)
+            part.ne[d] = src.ne[d];
+        part.extra = off * o.st[ax] * esize(o.dt);
+        int32_t *w = new_disp(c, CU_K_EW, false, bad ? 0 : numel(&part));
+        put_desc(c, w, CU_OUT_SLOT, &part);
+        put_desc(c, w, 0, &src);
+        w[PRM(1)] = is_int(o.dt) && is_int(src.dt);
+        w[PRM(3)] = 1;
+        return bad ? fail(c, "the scatter offset is out of range for this run") : true;
+    }
+
+    int32_t *w = new_disp(c, CU_K_EW, false, numel(&o));
+    put_desc(c, w, CU_OUT_SLOT, &o);
+    w[PRM(1)] = imode;
+    if (op == RLX_OP_PAD) {
+        put_desc(c, w, 0, &in[0]);
+        if (in[0].rank != o.rank)
+            return fail(c, "pad ranks differ");
+        w[PRM(2)] = 1;
+        w[PRM(3)] = 1;
+        w[PRM(4)] = fbits(ins->p.pad.value); /* read as PF(4) in both modes */
+        for (int d = 0; d < o.rank; d++)
+            w[PRM(16 + d)] = (int32_t)ins->p.pad.before[d];
+        return true;
+    }
+    if (op == RLX_OP_RESHAPE) {
+        put_desc(c, w, 0, &in[0]); /* decomposed by its own dims */
+        w[PRM(3)] = 1;
+        return true;
+    }
+    if (op == RLX_OP_PERMUTE) {
+        vt v = in[0];
+        v.rank = o.rank;
+        for (int d = 0; d < o.rank; d++) {
+            int pd = ins->p.permute.perm[d];
+            if (pd < 0 || pd >= in[0].rank)
+                return fail(c, "bad permutation");
+            v.ne[d] = in[0].ne[pd];
+            v.st[d] = in[0].st[pd];
+        }
+        put_desc(c, w, 0, &v);
+        w[PRM(3)] = 1;
+        return true;
+    }
+    if (op == RLX_OP_SLICE) {
+        vt v = in[0];
+        int ax = norm_axis(ins->p.slice.axis, v.rank);
+        int64_t step = ins->p.slice.step ? ins->p.slice.step : 1;
+        int64_t start = dim_eval(ins->p.slice.start, c->sv);
+        bool bad = ax < 0 || ax >= v.rank || start < 0 ||
+                   (o.ne[ax] > 0 && (start + (o.ne[ax] - 1) * step >= v.ne[ax] ||
+                                     start + (o.ne[ax] - 1) * step < 0));
+        if (ax < 0 || ax >= v.rank)
+            ax = 0;
+        for (int d = 0; d < v.rank; d++)
+            v.ne[d] = o.ne[d];
+        v.extra = start * v.st[ax] * esize(v.dt);
+        v.st[ax] *= step;
+        put_desc(c, w, 0, &v);
+        w[PRM(3)] = 1;
+        return bad ? fail(c, "the slice is out of range for this run") : true;
+    }
+    /* elementwise family: broadcast inputs, a register program */
+    for (int k = 0; k < ins->n_in; k++) {
+        vt b = bcast(in[k], o.rank, o.ne);
+        put_desc(c, w, k, &b);
+    }
+    w[PRM(3)] = ins->n_in;
+    if (op == RLX_OP_COPY || op == RLX_OP_CAST) {
+        w[PRM(0)] = 0;
+        return true;
+    }
+    rlx_fused_step one[1];
+    const rlx_fused_step *steps = one;
+    int n_steps = 1;
+    if (op == RLX_OP_FUSED_ELEMENTWISE) {
+        steps = ins->p.fused.steps;
+        n_steps = ins->p.fused.n_steps;
+        w[PRM(1)] = 0; /* fused programs compute in f32 */
+    } else {
+        memset(one, 0, sizeof one);
+        one[0].op = (uint8_t)op;
+        one[0].dst = (uint8_t)ins->n_in;
+        one[0].a = 0;
+        one[0].b = ins->n_in > 1 ? 1 : 0;
+        one[0].c = ins->n_in > 2 ? 2 : 0;
+        if (op == RLX_OP_CMP)
+            one[0].aux = (uint8_t)ins->p.cmp.kind;
+        else if (op == RLX_OP_GELU)
+            one[0].aux = (uint8_t)ins->p.gelu.approx;
+        if (op == RLX_OP_CLAMP) {
+            one[0].p0 = ins->p.clamp.lo;
+            one[0].p1 = ins->p.clamp.hi;
+        } else if (op == RLX_OP_SCALE) {
+            one[0].p0 = ins->p.scale.mul;
+            one[0].p1 = ins->p.scale.add;
+        }
+    }
+    w[PRM(0)] = n_steps;
+    for (int s = 0; s < n_steps; s++) {
+        const rlx_fused_step *st = &steps[s];
+        w[PRM(8 + 4 * s)] = (int32_t)((uint32_t)st->op | (uint32_t)st->dst << 8 |
+                                      (uint32_t)st->a << 16 | (uint32_t)st->b << 24);
+        w[PRM(9 + 4 * s)] = (int32_t)((uint32_t)st->c | (uint32_t)st->aux << 8);
+        w[PRM(10 + 4 * s)] = fbits(st->p0);
+        w[PRM(11 + 4 * s)] = fbits(st->p1);
+    }
+    return true;
+}
+
+static bool fill_matmul(fill_ctx *c, const rlx_lir_instr *ins)
+{
+    cu_program *P = c->P;
+    vt o = vt_of(P, ins->out, c->sv);
+    vt a = vt_of(P, ins->in[0], c->sv), b = vt_of(P, ins->in[1], c->sv);
+    int r = o.rank;
+    int64_t M = o.ne[r - 2], N = o.ne[r - 1];
+    int ra = a.rank, rb = b.rank;
+    bool ta = ins->p.matmul.trans_a, tb = ins->p.matmul.trans_b;
+    int64_t K = ta ? a.ne[ra - 2] : a.ne[ra - 1];
+    int64_t a_sm = ta ? a.st[ra - 1] : a.st[ra - 2], a_sk = ta ? a.st[ra - 2] : a.st[ra - 1];
+    int64_t b_sk = tb ? b.st[rb - 1] : b.st[rb - 2], b_sn = tb ? b.st[rb - 2] : b.st[rb - 1];
+    int64_t bK = tb ? b.ne[rb - 1] : b.ne[rb - 2];
+    if (bK != K)
+        return fail(c, "matmul inner dims differ");
+    /* batch dims broadcast to the output's */
+    vt A = a, B = b;
+    A.rank = B.rank = r;
+    for (int d = 0; d < r - 2; d++) {
+        int sa = d - (r - ra), sb = d - (r - rb);
+        A.ne[d] = B.ne[d] = o.ne[d];
+        A.st[d] = sa < 0 || a.ne[sa] == 1 ? 0 : a.st[sa];
+        B.st[d] = sb < 0 || b.ne[sb] == 1 ? 0 : b.st[sb];
+    }
+    A.ne[r - 2] = M;
+    A.ne[r - 1] = K;
+    A.st[r - 2] = a_sm;
+    A.st[r - 1] = a_sk;
+    B.ne[r - 2] = K;
+    B.ne[r - 1] = N;
+    B.st[r - 2] = b_sk;
+    B.st[r - 1] = b_sn;
+    /* the kernel for this run's shape: a warp per output for a few rows of
+     * a (matrix-vector products), tiles for the rest */
+    int64_t rows_b = numel(&o) / (N ? N : 1);
+    bool quant = rlx_dtype_get(b.dt)->quantized;
+    const rlx_dtype_info *bi_ = rlx_dtype_get(b.dt);
+    bool vec_ok = K % 8 == 0 && B.st[r - 2] == 1;
+    if (quant) {
+        vec_ok = K % bi_->block_size == 0;
+    } else if (vec_ok) {
+        /* whole 16-byte loads along b's rows */
+        uint64_t base = c->P->addr ? c->P->addr[b.val] : 0;
+        int64_t es = esize(b.dt);
+        vec_ok = (b.dt == RLX_DTYPE_F32 || b.dt == RLX_DTYPE_F16 || b.dt == RLX_DTYPE_BF16) &&
+                 base % 16 == 0 && (B.st[r - 1] * es) % 16 == 0;
+        for (int d = 0; d < r - 2 && vec_ok; d++)
+            vec_ok = (B.st[d] * es) % 16 == 0;
+    }
+    cu_kernel kk;
+    if (rows_b <= 8)
+        kk = vec_ok ? CU_K_MM_VEC : CU_K_MM_WARP;
+    else if (quant && !c->P->dev->force_f32 && c->P->dev->cc_major >= 7)
+        kk = CU_K_MM_TC;
+    else
+        kk = CU_K_MM_TILE;
+    int32_t *w = new_disp(c, kk, false, numel(&o));
+    if (kk == CU_K_MM_VEC || kk == CU_K_MM_TC) {
+        /* a's rows as float4s: contiguous f32 at 16-byte aligned starts */
+        uint64_t abase = c->P->addr ? c->P->addr[a.val] : 0;
+        bool a4 =
+            a.dt == RLX_DTYPE_F32 && A.st[r - 1] == 1 && abase % 16 == 0 && A.st[r - 2] % 4 == 0;
+        for (int d = 0; d < r - 2 && a4; d++)
+            a4 = A.st[d] % 4 == 0;
+        w[PRM(7)] = a4;
+    }
+    {
+        cu_disp *dd = &c->d[c->n - 1];
+        int64_t nb = rows_b / (M ? M : 1);
+        int64_t t = kk == CU_K_MM_TC ? 128 : 64; /* the kernels' output tiles */
+        dd->grid[0] = (uint32_t)((N + t - 1) / t);
+        dd->grid[1] = (uint32_t)((M + t - 1) / t);
+        dd->grid[2] = (uint32_t)(nb ? nb : 1);
+    }
+    put_desc(c, w, CU_OUT_SLOT, &o);
+    put_desc(c, w, 0, &A);
+    put_desc(c, w, 1, &B);
+    w[PRM(0)] = (int32_t)K;
+    w[PRM(1)] = (int32_t)ins->p.matmul.act;
+    w[PRM(2)] = fbits(ins->p.matmul.alpha);
+    if (ins->p.matmul.has_bias) {
+        vt bias = vt_of(P, ins->in[2], c->sv);
+        vt bb = bias;
+        bb.rank = 1;
+        bb.ne[0] = N;
+        bb.st[0] = bias.ne[bias.rank - 1] == 1 ? 0 : bias.st[bias.rank - 1];
+        put_desc(c, w, 2, &bb);
+        w[PRM(3)] = 1;
+    }
+    if (rlx_dtype_get(b.dt)->quantized) {
+        const rlx_dtype_info *ti = rlx_dtype_get(b.dt);
+        if (K % ti->block_size)
+            return fail(c, "K is not a whole number of blocks");
+        w[PRM(4)] = 1;
+        w[PRM(5)] = (int32_t)(b.st[0] / ti->block_size * ti->type_size);
+    }
+    return true;
+}
+
+enum { RM_SUM, RM_MEAN, RM_MAX, RM_ARGMAX, RM_SOFTMAX, RM_LN, RM_RMS, RM_ADDRMS, RM_GN, RM_TOPK };
+
+static bool fill_rowop(fill_ctx *c, const rlx_lir_instr *ins)
+{
+    cu_program *P = c->P;
+    vt x = vt_of(P, ins->in[0], c->sv), o = vt_of(P, ins->out, c->sv);
+    rlx_op op = ins->op;
+    int r = x.rank;
+    if (op == RLX_OP_GROUP_NORM) {
+        int64_t N = x.ne[0], C = x.ne[1], G = ins->p.norm.groups > 0 ? ins->p.norm.groups : 1;
+        if (C % G)
+            return fail(c, "channels are not a multiple of the groups");
+        int64_t S = 1;
+        for (int d = 2; d < r; d++)
+            S *= x.ne[d];
+        vt X = x, O = o;
+        X.rank = O.rank = 4;
+        int64_t cg = C / G;
+        X.ne[0] = O.ne[0] = N;
+        X.ne[1] = O.ne[1] = G;
+        X.ne[2] = O.ne[2] = cg;
+        X.ne[3] = O.ne[3] = S;
+        X.st[0] = x.st[0];
+        O.st[0] = o.st[0];
+        X.st[1] = cg * x.st[1];
+        O.st[1] = cg * o.st[1];
+        X.st[2] = x.st[1];
+        O.st[2] = o.st[1];
+        X.st[3] = r > 2 ? x.st[r - 1] : 1;
+        O.st[3] = r > 2 ? o.st[r - 1] : 1;
+        int32_t *w = new_disp(c, CU_K_ROWOP, true, N * G);
+        put_desc(c, w, 0, &X);
+        put_desc(c, w, CU_OUT_SLOT, &O);
+        bool hw = ins->p.norm.has_weight, hb = ins->p.norm.has_bias;
+        int wi = -1, bi = -1;
+        if (!hw && !hb) {
+            wi = ins->n_in > 1 ? 1 : -1;
+            bi = ins->n_in > 2 ? 2 : -1;
+        } else {
+            int i = 1;
+            if (hw && ins->n_in > i)
+                wi = i++;
+            if (hb && ins->n_in > i)
+                bi = i;
+        }
+        if (wi > 0) {
+            vt t = vt_of(P, ins->in[wi], c->sv);
+            vt u = t;
+            u.rank = 1;
+            u.ne[0] = C;
+            u.st[0] = t.st[t.rank - 1];
+            put_desc(c, w, 1, &u);
+        }
+        if (bi > 0) {
+            vt t = vt_of(P, ins->in[bi], c->sv);
+            vt u = t;
+            u.rank = 1;
+            u.ne[0] = C;
+            u.st[0] = t.st[t.rank - 1];
+            put_desc(c, w, 2, &u);
+        }
+        w[PRM(0)] = (int32_t)(cg * S);
+        w[PRM(1)] = RM_GN;
+        w[PRM(2)] = fbits(ins->p.norm.eps);
+        w[PRM(3)] = wi > 0;
+        w[PRM(4)] = bi > 0;
+        w[PRM(5)] = (int32_t)cg;
+        w[PRM(6)] = (int32_t)S;
+        return true;
+    }
+
+    /* keep_sum: out [..., 2, D] is written as its sum half (the output
+     * operand) and its norm half, P(5) bytes further on in the same buffer */
+    int64_t norm_delta = 0;
+    if (op == RLX_OP_ADD_RMS_NORM && ins->p.norm.keep_sum) {
+        int ax = r - 1;
+        if (o.rank != r + 1 || o.ne[ax] != 2 || o.st[ax] <= 0)
+            return fail(c, "add_rms_norm keep_sum wants out [..., 2, D]");
+        norm_delta = o.st[ax] * (int64_t)rlx_dtype_get(o.dt)->type_size;
+        if (norm_delta > INT32_MAX)
+            return fail(c, "add_rms_norm keep_sum: the halves are over 2 GiB apart");
+        o.ne[ax] = o.ne[ax + 1];
+        o.st[ax] = o.st[ax + 1];
+        o.rank = r;
+    }
+    int axis = r - 1;
+    if (op == RLX_OP_REDUCE_SUM || op == RLX_OP_REDUCE_MEAN || op == RLX_OP_REDUCE_MAX ||
+        op == RLX_OP_ARGMAX)
+        axis = norm_axis(ins->p.reduce.axis, r);
+    else if (op == RLX_OP_TOPK)
+        axis = norm_axis(ins->p.topk.axis, r);
+    if (axis < 0 || axis >= r)
+        return fail(c, "axis out of range");
+    int64_t L = x.ne[axis];
+    vt X = axis_last(x, axis);
+    /* the output in the same row layout */
+    vt O = o;
+    O.rank = r;
+    if (o.rank == r) {
+        O = axis_last(o, axis);
+    } else { /* reduced without keepdim: out dims are x's minus the axis */
+        int j = 0;
+        for (int d = 0; d < r; d++)
+            if (d != axis) {
+                O.ne[j] = j < o.rank ? o.ne[j] : 1;
+                O.st[j] = j < o.rank ? o.st[j] : 0;
+                j++;
+            }
+        O.ne[r - 1] = 1;
+        O.st[r - 1] = 0;
+    }
+    int64_t rows = 1;
+    for (int d = 0; d < r - 1; d++)
+        rows *= X.ne[d];
+    if (L == 0)
+        rows = 0;
+    int32_t *w = new_disp(c, CU_K_ROWOP, true, rows);
+    put_desc(c, w, 0, &X);
+    put_desc(c, w, CU_OUT_SLOT, &O);
+    w[PRM(0)] = (int32_t)L;
+    switch (op) {
+    case RLX_OP_REDUCE_SUM:
+        w[PRM(1)] = RM_SUM;
+        break;
+    case RLX_OP_REDUCE_MEAN:
+        w[PRM(1)] = RM_MEAN;
+        break;
+    case RLX_OP_REDUCE_MAX:
+        w[PRM(1)] = RM_MAX;
+        break;
+    case RLX_OP_ARGMAX:
+        w[PRM(1)] = RM_ARGMAX;
+        break;
+    case RLX_OP_TOPK:
+        w[PRM(1)] = RM_TOPK;
+        w[PRM(2)] = ins->p.topk.k;
+        w[PRM(3)] = ins->p.topk.largest;
+        w[PRM(4)] = ins->p.topk.indices;
+        break;
+    case RLX_OP_SOFTMAX:
+        w[PRM(1)] = RM_SOFTMAX;
+        w[PRM(2)] = fbits(ins->p.softmax.scale);
+        w[PRM(3)] = fbits(ins->p.softmax.softcap);
+        if (ins->p.softmax.has_mask && ins->n_in > 1) {
+            vt m = bcast(vt_of(P, ins->in[1], c->sv), r, x.ne);
+            vt M = axis_last(m, axis);
+            put_desc(c, w, 1, &M);
+            w[PRM(4)] = 1;
+        }
+        break;
+    default: { /* norms */
+        bool add = op == RLX_OP_ADD_RMS_NORM;
+        w[PRM(1)] = op == RLX_OP_LAYER_NORM ? RM_LN : op == RLX_OP_RMS_NORM ? RM_RMS : RM_ADDRMS;
+        w[PRM(2)] = fbits(ins->p.norm.eps);
+        w[PRM(5)] = (int32_t)norm_delta;
+        int wi = -1, bi = -1;
+        if (add) {
+            vt b = bcast(vt_of(P, ins->in[1], c->sv), r, x.ne);
+            put_desc(c, w, 1, &b);
+            wi = 2;
+        } else {
+            bool hw = ins->p.norm.has_weight, hb = ins->p.norm.has_bias;
+            if (!hw && !hb) {
+                wi = ins->n_in > 1 ? 1 : -1;
+                bi = ins->n_in > 2 ? 2 : -1;
+            } else {
+                int i = 1;
+                if (hw && ins->n_in > i)
+                    wi = i++;
+                if (hb && ins->n_in > i)
+                    bi = i;
+            }
+        }
+        if (wi > 0 && wi < ins->n_in) {
+            vt t = bcast(vt_of(P, ins->in[wi], c->sv), r, x.ne);
+            put_desc(c, w, add ? 2 : 1, &t);
+            w[PRM(3)] = 1;
+        }
+        if (bi > 0) {
+            vt t = bcast(vt_of(P, ins->in[bi], c->sv), r, x.ne);
+            put_desc(c, w, 2, &t);
+            w[PRM(4)] = 1;
+        }
+        break;
+    }
+    }
+    return true;
+}
+
+static bool fill_rope(fill_ctx *c, const rlx_lir_instr *ins)
+{
+    cu_program *P = c->P;
+    vt x = vt_of(P, ins->in[0], c->sv), pos = vt_of(P, ins->in[1], c->sv),
+       o = vt_of(P, ins->out, c->sv);
+    int r = x.rank;
+    int64_t D = x.ne[r - 1];
+    int64_t n_rot = ins->p.rope.n_rot > 0 ? ins->p.rope.n_rot : D;
+    if (n_rot > D)
+        n_rot = D;
+    int64_t half = n_rot / 2;
+    int64_t rows = numel(&x) / (D ? D : 1);
+    int sa = norm_axis(ins->p.rope.seq_axis, r);
+    int32_t *w = new_disp(c, CU_K_ROPE, false, D ? rows * (D - half) : 0);
+    put_desc(c, w, 0, &x);
+    put_desc(c, w, 1, &pos);
+    put_desc(c, w, CU_OUT_SLOT, &o);
+    w[PRM(0)] = (int32_t)rows;
+    w[PRM(1)] = (int32_t)D;
+    w[PRM(2)] = (int32_t)half;
+    w[PRM(3)] = (int32_t)(n_rot ? n_rot : 1);
+    w[PRM(4)] = ins->p.rope.mode == RLX_ROPE_NEOX;
+    w[PRM(5)] = fbits(ins->p.rope.freq_base > 0 ? ins->p.rope.freq_base : 10000.0f);
+    w[PRM(6)] = fbits(ins->p.rope.freq_scale != 0.0f ? ins->p.rope.freq_scale : 1.0f);
+    if (ins->n_in > 2) {
+        vt ff = vt_of(P, ins->in[2], c->sv);
+        put_desc(c, w, 2, &ff);
+        w[PRM(7)] = 1;
+    }
+    w[PRM(8)] = sa;
+    return true;
+}
+
+static bool fill_attention(fill_ctx *c, const rlx_lir_instr *ins)
+{
+    cu_program *P = c->P;
+    vt q = vt_of(P, ins->in[0], c->sv), k = vt_of(P, ins->in[1], c->sv),
+       v = vt_of(P, ins->in[2], c->sv), o = vt_of(P, ins->out, c->sv);
+    int rq = q.rank, rk = k.rank, rv = v.rank, ro = o.rank;
+    int64_t B = rq == 4 ? q.ne[0] : 1;
+    int64_t Hq = q.ne[rq - 3], S = q.ne[rq - 2], D = q.ne[rq - 1];
+    int64_t Hkv = k.ne[rk - 3], T = k.ne[rk - 2], Dv = v.ne[rv - 1];
+    if (Hkv <= 0 || Hq % Hkv)
+        return fail(c, "query heads are not a multiple of the key/value heads");
+    if (D > ATTN_MAX_D || Dv > ATTN_MAX_DV)
+        return fail(c, "head dim too large");
+    int32_t *w = new_disp(c, CU_K_ATTN, true, B * Hq * S);
+    put_desc(c, w, 0, &q);
+    put_desc(c, w, 1, &k);
+    put_desc(c, w, 2, &v);
+    put_desc(c, w, CU_OUT_SLOT, &o);
+    w[PRM(0)] = (int32_t)B;
+    w[PRM(1)] = (int32_t)Hq;
+    w[PRM(2)] = (int32_t)S;
+    w[PRM(3)] = (int32_t)D;
+    w[PRM(4)] = (int32_t)Hkv;
+    w[PRM(5)] = (int32_t)T;
+    w[PRM(6)] = (int32_t)Dv;
+    float scale = ins->p.attn.scale != 0.0f ? ins->p.attn.scale : 1.0f / sqrtf((float)D);
+    w[PRM(7)] = fbits(scale);
+    w[PRM(8)] = fbits(ins->p.attn.softcap);
+    w[PRM(9)] = (int32_t)ins->p.attn.mask;
+    w[PRM(10)] = ins->p.attn.window;
+#define BST(t, r) ((r) == 4 && (t).ne[0] != 1 ? (t).st[0] : 0)
+    w[PRM(12)] = (int32_t)BST(q, rq);
+    w[PRM(13)] = (int32_t)BST(k, rk);
+    w[PRM(14)] = (int32_t)BST(v, rv);
+    w[PRM(15)] = (int32_t)(ro == 4 ? o.st[0] : 0);
+#undef BST
+    if (ins->n_in > 3) {
+        vt bias = vt_of(P, ins->in[3], c->sv);
+        int64_t full[4] = {B, Hq, S, T};
+        vt bb = bcast(bias, 4, full);
+        put_desc(c, w, 3, &bb);
+        w[PRM(11)] = 1;
+        for (int d = 0; d < 4; d++)
+            w[PRM(16 + d)] = (int32_t)bb.st[d];
+    }
+    const vt *ts[4] = {&q, &k, &v, &o};
+    for (int j = 0; j < 4; j++) {
+        int rr = ts[j]->rank;
+        for (int d = 0; d < 3; d++)
+            w[PRM(20 + 3 * j + d)] = (int32_t)ts[j]->st[rr - 3 + d];
+    }
+    /* few query rows over many keys (decoding): the keys split over
+     * several blocks, merged by a second launch (grid 0 when unsplit) */
+    int64_t rows = B * Hq * S, cap = (int64_t)ATTN_SPLIT_ROWS(P->dev);
+    int32_t nsplit = 1;
+    if (T >= 512 && rows <= cap && P->attn_scratch) {
+        nsplit = (int32_t)((T + 255) / 256);
+        if (nsplit > ATTN_MAX_SPLIT)
+            nsplit = ATTN_MAX_SPLIT;
+        if ((uint64_t)(rows * nsplit * (Dv + 2) * 4) > P->attn_scratch_bytes)
+            nsplit = 1;
+    }
+    w[9] = nsplit;
+    w[10] = (int32_t)(uint32_t)P->attn_scratch;
+    w[11] = (int32_t)(uint32_t)(P->attn_scratch >> 32);
+    cu_disp *main_d = &c->d[c->n - 1];
+    int32_t *w2 = new_disp(c, CU_K_ATTN_COMBINE, true, nsplit > 1 ? rows : 0);
+    int64_t items = w2[0];
+    memcpy(w2, w, REC_WORDS * sizeof *w);
+    w2[0] = (int32_t)items;
+    memcpy(c->d[c->n - 1].vals, main_d->vals, sizeof main_d->vals);
+    return true;
+}
+
+static void as4d(const vt *t, int64_t *ne, int64_t *st)
+{
+    if (t->rank == 3) {
+        ne[0] = t->ne[0], ne[1] = t->ne[1], ne[2] = 1, ne[3] = t->ne[2];
+        st[0] = t->st[0], st[1] = t->st[1], st[2] = 0, st[3] = t->st[2];
+    } else {
+        for (int d = 0; d < 4; d++)
+            ne[d] = t->ne[d], st[d] = t->st[d];
+    }
+}
+
+static int32_t or1(int32_t v)
+{
+    return v > 0 ? v : 1;
+}
+
+static bool fill_conv(fill_ctx *c, const rlx_lir_instr *ins)
+{
+    cu_program *P = c->P;
+    vt x = vt_of(P, ins->in[0], c->sv), wt = vt_of(P, ins->in[1], c->sv),
+       o = vt_of(P, ins->out, c->sv);
+    bool is1d = x.rank == 3, tr = ins->op == RLX_OP_CONV_TRANSPOSE2D;
+    int64_t xn[4], xs[4], wn[4], ws[4], on[4], os[4];
+    as4d(&x, xn, xs);
+    as4d(&wt, wn, ws);
+    as4d(&o, on, os);
+    const rlx_op_params *p = &ins->p;
+    int32_t G = or1(p->conv.groups);
+    if (xn[1] % G || on[1] % G)
+        return fail(c, "channels are not a multiple of the groups");
+    int64_t ntile = (on[2] * on[3] + CONV_LS - 1) / CONV_LS, noct = (on[1] + 7) / 8;
+    int32_t *w = new_disp(c, CU_K_CONV, true, on[0] * noct * ntile);
+    put_desc(c, w, 0, &x);
+    put_desc(c, w, 1, &wt);
+    put_desc(c, w, CU_OUT_SLOT, &o);
+    int64_t vals[9] = {on[0], on[1], on[2], on[3], xn[1], xn[2], xn[3], wn[2], wn[3]};
+    for (int i = 0; i < 9; i++)
+        w[PRM(i)] = (int32_t)vals[i];
+    w[PRM(9)] = is1d ? 1 : or1(p->conv.stride[0]);
+    w[PRM(10)] = or1(p->conv.stride[is1d ? 0 : 1]);
+    w[PRM(11)] = is1d ? 0 : p->conv.pad[0];
+    w[PRM(12)] = p->conv.pad[is1d ? 0 : 1];
+    w[PRM(13)] = is1d ? 1 : or1(p->conv.dilation[0]);
+    w[PRM(14)] = or1(p->conv.dilation[is1d ? 0 : 1]);
+    w[PRM(15)] = G;
+    w[PRM(16)] = tr;
+    w[PRM(18)] = x.dt == RLX_DTYPE_F32 && wt.dt == RLX_DTYPE_F32;
+    if (ins->n_in > 2) {
+        vt b = vt_of(P, ins->in[2], c->sv);
+        put_desc(c, w, 2, &b);
+        w[PRM(17)] = 1;
+    }
+    for (int d = 0; d < 4; d++) {
+        w[PRM(20 + d)] = (int32_t)xs[d];
+        w[PRM(24 + d)] = (int32_t)ws[d];
+        w[PRM(28 + d)] = (int32_t)os[d];
+    }
+    return true;
+}
+
+static bool fill_spatial(fill_ctx *c, const rlx_lir_instr *ins)
+{
+    cu_program *P = c->P;
+    vt x = vt_of(P, ins->in[0], c->sv), o = vt_of(P, ins->out, c->sv);
+    int32_t *w = new_disp(c, CU_K_SPATIAL, false, numel(&o));
+    put_desc(c, w, 0, &x);
+    put_desc(c, w, CU_OUT_SLOT, &o);
+    if (ins->op == RLX_OP_RESIZE) {
+        w[PRM(0)] = ins->p.resize.mode == RLX_RESIZE_BILINEAR;
+        w[PRM(1)] = ins->p.resize.align_corners;
+    } else {
+        int32_t kh = or1(ins->p.pool.kernel[0]), kw = or1(ins->p.pool.kernel[1]);
+        w[PRM(0)] = ins->p.pool.mode == RLX_POOL_MAX ? 2 : 3;
+        w[PRM(2)] = kh;
+        w[PRM(3)] = kw;
+        w[PRM(4)] = ins->p.pool.stride[0] > 0 ? ins->p.pool.stride[0] : kh;
+        w[PRM(5)] = ins->p.pool.stride[1] > 0 ? ins->p.pool.stride[1] : kw;
+        w[PRM(6)] = ins->p.pool.pad[0];
+        w[PRM(7)] = ins->p.pool.pad[1];
+    }
+    return true;
+}
+
+/* The append into a Q8_0 state: the state copied first when the output is
+ * another buffer (as halves: a Q8_0 buffer is 34 bytes a block), then one
+ * thread per 32-value block of src quantizes it into place. */
+static bool fill_scatter_q8(fill_ctx *c, const rlx_lir_instr *ins)
+{
+    cu_program *P = c->P;
+    vt o = vt_of(P, ins->out, c->sv), st = vt_of(P, ins->in[0], c->sv),
+       src = vt_of(P, ins->in[1], c->sv);
+    int r = o.rank, ax = norm_axis(ins->p.scatter.axis, r);
+    int64_t off = dim_eval(ins->p.scatter.offset, c->sv), D = o.ne[r - 1];
+    bool bad = src.rank != r || ax < 0 || ax >= r - 1 || off < 0 || off + src.ne[ax] > o.ne[ax] ||
+               D % 32 || src.ne[r - 1] != D;
+    if (!ins->in_place && ins->in[0] != ins->out) {
+        int64_t n = numel(&o), bytes = n / 32 * 34;
+        if (numel(&st) != n)
+            bad = true;
+        vt ob = o, ib = st;
+        ob.dt = ib.dt = RLX_DTYPE_I16;
+        ob.rank = ib.rank = 1;
+        ob.ne[0] = ib.ne[0] = bad ? 0 : bytes / 2;
+        ob.st[0] = ib.st[0] = 1;
+        int32_t *w = new_disp(c, CU_K_EW, false, ob.ne[0]);
+        put_desc(c, w, CU_OUT_SLOT, &ob);
+        put_desc(c, w, 0, &ib);
+        w[PRM(1)] = 1;
+        w[PRM(3)] = 1;
+    }
+    int64_t blocks = bad ? 0 : numel(&src) / 32;
+    int32_t *w = new_disp(c, CU_K_Q8_APPEND, false, blocks);
+    put_desc(c, w, 0, &src);
+    put_desc(c, w, CU_OUT_SLOT, &o);
+    w[PRM(0)] = (int32_t)(D > 0 ? D : 32);
+    w[PRM(3)] = 1;
+    w[PRM(4)] = (int32_t)src.st[r - 1];
+    w[PRM(5)] = (int32_t)off;
+    w[PRM(6)] = ax;
+    return bad ? fail(c, "the Q8_0 append is out of range for this run") : true;
+}
+
+static bool fill_gather(fill_ctx *c, const rlx_lir_instr *ins)
+{
+    cu_program *P = c->P;
+    if (ins->op == RLX_OP_SCATTER)
+        return fill_scatter_q8(c, ins);
+    vt t = vt_of(P, ins->in[0], c->sv), ids = vt_of(P, ins->in[1], c->sv),
+       o = vt_of(P, ins->out, c->sv);
+    int rt = t.rank;
+    int64_t V = t.ne[rt - 2], D = t.ne[rt - 1];
+    vt T = t;
+    T.rank = 2;
+    T.ne[0] = V;
+    T.ne[1] = D;
+    T.st[0] = t.st[rt - 2];
+    T.st[1] = t.st[rt - 1];
+    int32_t *w = new_disp(c, CU_K_GATHER, false, numel(&ids) * D);
+    put_desc(c, w, 0, &T);
+    put_desc(c, w, 1, &ids);
+    put_desc(c, w, CU_OUT_SLOT, &o);
+    w[PRM(0)] = (int32_t)(D ? D : 1);
+    w[PRM(2)] = (int32_t)V;
+    if (rlx_dtype_get(t.dt)->quantized) {
+        const rlx_dtype_info *ti = rlx_dtype_get(t.dt);
+        w[PRM(1)] = (int32_t)(T.st[0] / ti->block_size * ti->type_size);
+    }
+    return true;
+}
+
+/* Fill the dispatches of instruction i for symbol values sv. */
+static bool fill_instr(fill_ctx *c, int32_t i)
+{
+    const rlx_lir_instr *ins = &c->P->instrs[i];
+    int k = c->P->kern[i];
+    c->n = 0;
+    switch (k) {
+    case CU_K_COUNT:
+        return true;
+    case CU_K_EW:
+        return fill_ew(c, ins);
+    case CU_K_MM_WARP:
+        return fill_matmul(c, ins);
+    case CU_K_ROWOP:
+        return fill_rowop(c, ins);
+    case CU_K_ROPE:
+        return fill_rope(c, ins);
+    case CU_K_ATTN:
+        return fill_attention(c, ins);
+    case CU_K_CONV:
+        return fill_conv(c, ins);
+    case CU_K_SPATIAL:
+        return fill_spatial(c, ins);
+    case CU_K_GATHER:
+        return fill_gather(c, ins);
+    default:
+        return fail(c, "unsupported");
+    }
+}
+
+/* ---- launch shapes ---------------------------------------------------------- */
+
+static uint32_t blocks_for(uint64_t items, uint32_t per)
+{
+    uint64_t g = (items + per - 1) / per;
+    return (uint32_t)(g < GRID_CAP ? g : GRID_CAP);
+}
+
+/* The grid and block of launch d, from its record (matmul tiles set their
+ * grids while filling). */
+static void shape(cu_disp *d, const int32_t *w)
+{
+    uint64_t items = (uint32_t)w[0];
+    d->block = 256;
+    switch (d->k) {
+    case CU_K_MM_VEC: { /* a block per output column, for all (<= 8) rows */
+        const int32_t *q = w + DESC(CU_OUT_SLOT);
+        int64_t rows = q[1] >= 2 ? q[4 + q[1] - 2] : 1;
+        d->block = 128;
+        d->grid[0] = rows > 0 ? (uint32_t)(items / (uint64_t)rows) : 0;
+        d->grid[1] = d->grid[2] = 1;
+        break;
+    }
+    case CU_K_MM_WARP:
+        d->block = 128;
+        d->grid[0] = (uint32_t)((items + 3) / 4);
+        d->grid[1] = d->grid[2] = 1;
+        break;
+    case CU_K_MM_TILE:
+        if (!items)
+            d->grid[0] = 0;
+        break;
+    case CU_K_MM_TC:
+        d->block = 256;
+        if (!items)
+            d->grid[0] = 0;
+        break;
+    case CU_K_ROWOP:
+        d->grid[0] = (uint32_t)items;
+        d->grid[1] = d->grid[2] = 1;
+        break;
+    case CU_K_ATTN:
+        d->block = 128;
+        d->grid[0] = (uint32_t)items;
+        d->grid[1] = w[9] > 1 ? (uint32_t)w[9] : 1;
+        d->grid[2] = 1;
+        break;
+    case CU_K_ATTN_COMBINE:
+    case CU_K_CONV:
+        d->block = 128;
+        d->grid[0] = (uint32_t)items;
+        d->grid[1] = d->grid[2] = 1;
+        break;
+    default: /* grid-stride loops */
+        d->grid[0] = blocks_for(items, 256);
+        d->grid[1] = d->grid[2] = 1;
+        break;
+    }
+}
+
+/* ---- programs ------------------------------------------------------------------ */
+
+void cu_program_free(rlx_program *prog)
+{
+    cu_program *P = (cu_program *)prog;
+    if (!P)
+        return;
+    const cu_api *cu = cu_driver(NULL);
+    if (cu) {
+        cu->cuCtxSetCurrent(P->dev->ctx);
+        cu->cuStreamSynchronize(P->dev->stream);
+        if (P->exec)
+            cu->cuGraphExecDestroy(P->exec);
+        if (P->ev)
+            for (int32_t i = 0; i < 2 * P->n_instrs; i++)
+                if (P->ev[i])
+                    cu->cuEventDestroy(P->ev[i]);
+        if (P->meta)
+            cu->cuMemFree(P->meta);
+        if (P->cbuf)
+            cu->cuMemFree(P->cbuf);
+        if (P->attn_scratch)
+            cu->cuMemFree(P->attn_scratch);
+        if (P->host)
+            cu->cuMemFreeHost(P->host);
+    }
+    free(P->ev);
+    free(P->values);
+    free(P->instrs);
+    free(P->disp);
+    free(P->first);
+    free(P->kern);
+    free(P->addr);
+    free(P->sig);
+    free(P->last_sig);
+    free(P->ms);
+    free(P->scratch_rec);
+    free(P->scratch_disp);
+    free(P);
+}
+
+static rlx_status validate(const rlx_lir *lir, rlx_error **err)
+{
+    if (lir->n_values < 0 || lir->n_instrs < 0 || (lir->n_values && !lir->values) ||
+        (lir->n_instrs && !lir->instrs) || lir->n_symbols < 0 || lir->n_symbols > RLX_MAX_SYMBOLS ||
+        (lir->const_bytes && !lir->const_data))
+        return rlx_error_set(err, RLX_ERR_INVALID_ARG, "invalid LIR");
+    int32_t nb[4] = {lir->n_params, lir->n_states, lir->n_inputs, lir->n_outputs};
+    for (int32_t v = 0; v < lir->n_values; v++) {
+        const rlx_lir_value *val = &lir->values[v];
+        if (val->shape.rank < 0 || val->shape.rank > RLX_MAX_DIMS || (int)val->home < 0 ||
+            val->home > RLX_HOME_CONST)
+            return rlx_error_set(err, RLX_ERR_INVALID_ARG, "invalid LIR: value %d", v);
+        if (val->home >= RLX_HOME_PARAM && val->home <= RLX_HOME_OUTPUT &&
+            (val->index < 0 || val->index >= nb[val->home - RLX_HOME_PARAM]))
+            return rlx_error_set(err, RLX_ERR_INVALID_ARG, "invalid LIR: value %d is %s %d", v,
+                                 home_names[val->home], val->index);
+        for (int d = 0; d < val->shape.rank; d++)
+            for (int t = 0; t < RLX_DIM_TERMS; t++)
+                if ((val->shape.d[d].sym[t] >= lir->n_symbols) ||
+                    (val->stride[d].sym[t] >= lir->n_symbols))
+                    return rlx_error_set(err, RLX_ERR_INVALID_ARG,
+                                         "invalid LIR: value %d uses an unknown symbol", v);
+    }
+    for (int32_t i = 0; i < lir->n_instrs; i++) {
+        const rlx_lir_instr *ins = &lir->instrs[i];
+        if ((int)ins->op < 0 || ins->op >= RLX_OP_COUNT || ins->n_in < 0 ||
+            ins->n_in > RLX_MAX_INPUTS || ins->out < 0 || ins->out >= lir->n_values)
+            return rlx_error_set(err, RLX_ERR_INVALID_ARG, "invalid LIR: instruction %d", i);
+        for (int k = 0; k < ins->n_in; k++)
+            if (ins->in[k] < 0 || ins->in[k] >= lir->n_values)
+                return rlx_error_set(err, RLX_ERR_INVALID_ARG, "invalid LIR: instruction %d", i);
+    }
+    return RLX_OK;
+}
+
+rlx_status cu_program_create(rlx_device *dev, const rlx_lir *lir, rlx_program **out,
+                             rlx_error **err)
+{
+    if (out)
+        *out = NULL;
+    if (!dev || !lir || !out)
+        return rlx_error_set(err, RLX_ERR_INVALID_ARG, "program_create: missing argument");
+    cu_device *d = (cu_device *)dev;
+    rlx_status s = cu_enter(d, err);
+    if (s != RLX_OK)
+        return s;
+    s = validate(lir, err);
+    if (s != RLX_OK)
+        return s;
+    for (int32_t i = 0; i < lir->n_instrs; i++) {
+        char why[160];
+        if (cu_check(lir, &lir->instrs[i], why, sizeof why) < 0)
+            return rlx_error_set(err, RLX_ERR_UNSUPPORTED,
+                                 "the CUDA backend cannot run instruction %d (%s, graph node "
+                                 "%d): %s",
+                                 i, rlx_op_name(lir->instrs[i].op), lir->instrs[i].node, why);
+    }
+    const cu_api *cu = cu_driver(NULL);
+    cu_program *P = calloc(1, sizeof *P);
+    if (!P)
+        return rlx_error_set(err, RLX_ERR_NO_MEMORY, "out of memory creating a program");
+    P->base.iface = &rlx_cuda_backend;
+    P->dev = d;
+    P->n_values = lir->n_values;
+    P->n_instrs = lir->n_instrs;
+    P->n_symbols = lir->n_symbols;
+    P->n_bind[0] = lir->n_params;
+    P->n_bind[1] = lir->n_states;
+    P->n_bind[2] = lir->n_inputs;
+    P->n_bind[3] = lir->n_outputs;
+    P->arena_bytes = lir->arena_bytes;
+    for (int i = 0; i < lir->n_symbols; i++) {
+        P->sym_max[i] = lir->symbols[i].max;
+        snprintf(P->sym_name[i], sizeof P->sym_name[i], "%s",
+                 lir->symbols[i].name ? lir->symbols[i].name : "?");
+    }
+    size_t nv = (size_t)(lir->n_values ? lir->n_values : 1);
+    size_t ni = (size_t)(lir->n_instrs ? lir->n_instrs : 1);
+    char why[160] = "";
+    P->values = malloc(nv * sizeof *P->values);
+    P->instrs = malloc(ni * sizeof *P->instrs);
+    P->first = calloc(ni + 1, sizeof *P->first);
+    P->kern = calloc(ni, sizeof *P->kern);
+    P->addr = calloc(nv, sizeof *P->addr);
+    P->ms = calloc(ni, sizeof *P->ms);
+    P->scratch_rec = malloc((size_t)MAX_DISP * REC_WORDS * sizeof(int32_t));
+    P->scratch_disp = calloc(MAX_DISP, sizeof *P->scratch_disp);
+    P->disp = calloc(ni * MAX_DISP, sizeof *P->disp);
+    if (!P->values || !P->instrs || !P->first || !P->kern || !P->addr || !P->ms ||
+        !P->scratch_rec || !P->scratch_disp || !P->disp) {
+        cu_program_free(&P->base);
+        return rlx_error_set(err, RLX_ERR_NO_MEMORY, "out of memory creating a program");
+    }
+    if (lir->n_values)
+        memcpy(P->values, lir->values, (size_t)lir->n_values * sizeof *P->values);
+    if (lir->n_instrs)
+        memcpy(P->instrs, lir->instrs, (size_t)lir->n_instrs * sizeof *P->instrs);
+    for (int32_t i = 0; i < P->n_instrs; i++)
+        P->kern[i] = (int8_t)cu_check(lir, &lir->instrs[i], why, sizeof why);
+
+    /* attention's split scratch, sized for the largest value head dim */
+    int64_t dv_max = 0;
+    for (int32_t i = 0; i < P->n_instrs; i++) {
+        const rlx_lir_instr *ins = &lir->instrs[i];
+        if (ins->op != RLX_OP_ATTENTION || P->kern[i] != CU_K_ATTN)
+            continue;
+        const rlx_lir_value *v = &lir->values[ins->in[2]];
+        int64_t bnd[RLX_MAX_SYMBOLS] = {0};
+        for (int k = 0; k < lir->n_symbols; k++)
+            bnd[k] = lir->symbols[k].max;
+        int64_t dv = rlx_dim_upper(v->shape.d[v->shape.rank - 1], bnd);
+        if (dv > dv_max)
+            dv_max = dv;
+    }
+    if (dv_max > 0) {
+        uint64_t bytes = (uint64_t)ATTN_SPLIT_ROWS(d) * ATTN_MAX_SPLIT * (uint64_t)(dv_max + 2) * 4;
+        if (bytes > (64ull << 20))
+            bytes = 64ull << 20;
+        if (cu->cuMemAlloc(&P->attn_scratch, (size_t)bytes) == CUDA_SUCCESS)
+            P->attn_scratch_bytes = bytes;
+        else
+            P->attn_scratch = 0; /* no split: slower decoding, same results */
+    }
+
+    /* the launches each instruction becomes (their count does not depend on
+     * the symbols; their kernels and grids may) */
+    int64_t bounds[RLX_MAX_SYMBOLS] = {0};
+    for (int i = 0; i < lir->n_symbols; i++)
+        bounds[i] = lir->symbols[i].max;
+    free(P->addr);
+    P->addr = NULL; /* nothing is bound yet: descriptors get address 0 */
+    for (int32_t i = 0; i < P->n_instrs; i++) {
+        fill_ctx c = {.P = P,
+                      .sv = bounds,
+                      .d = P->disp + P->n_disp,
+                      .rec = P->scratch_rec,
+                      .why = why,
+                      .why_cap = sizeof why};
+        P->first[i] = P->n_disp;
+        (void)fill_instr(&c, i); /* shapes that fail only at some symbol values fail per run */
+        for (int j = 0; j < c.n; j++)
+            c.d[j].instr = i;
+        P->n_disp += c.n;
+    }
+    P->first[P->n_instrs] = P->n_disp;
+    P->addr = calloc(nv, sizeof *P->addr);
+    size_t nd = (size_t)(P->n_disp ? P->n_disp : 1);
+    P->sig = calloc(nd * 4, sizeof *P->sig);
+    P->last_sig = calloc(nd * 4, sizeof *P->last_sig);
+    P->ev = calloc(ni * 2, sizeof *P->ev);
+    if (!P->addr || !P->sig || !P->last_sig || !P->ev) {
+        cu_program_free(&P->base);
+        return rlx_error_set(err, RLX_ERR_NO_MEMORY, "out of memory creating a program");
+    }
+    P->meta_bytes = (uint64_t)nd * REC_WORDS * 4 + 16;
+    CUresult r = cu->cuMemAlloc(&P->meta, (size_t)P->meta_bytes);
+    if (r == CUDA_SUCCESS)
+        r = cu->cuMemAllocHost((void **)&P->host, (size_t)P->meta_bytes);
+    if (r == CUDA_SUCCESS) {
+        memset(P->host, 0, (size_t)P->meta_bytes);
+        if (lir->const_bytes) {
+            r = cu->cuMemAlloc(&P->cbuf, (size_t)lir->const_bytes);
+            P->const_bytes = lir->const_bytes;
+            if (r == CUDA_SUCCESS)
+                r = cu->cuMemcpyHtoDAsync(P->cbuf, lir->const_data, (size_t)lir->const_bytes,
+                                          d->stream);
+            if (r == CUDA_SUCCESS)
+                r = cu->cuStreamSynchronize(d->stream);
+        }
+    }
+    if (r != CUDA_SUCCESS) {
+        s = cu_fail(r, "creating a CUDA program", err);
+        cu_program_free(&P->base);
+        return s;
+    }
+    *out = &P->base;
+    return RLX_OK;
+}
+
+/* Where each value lives for these bindings; lo/hi bound what its launches
+ * may touch. */
+typedef struct vspan {
+    CUdeviceptr lo, hi;
+} vspan;
+
+static rlx_status locate(cu_program *P, const rlx_program_bindings *b, vspan *span, rlx_error **err)
+{
+    const rlx_buffer_ref *refs[4] = {b->params, b->states, b->inputs, b->outputs};
+    for (int32_t v = 0; v < P->n_values; v++) {
+        const rlx_lir_value *val = &P->values[v];
+        const rlx_buffer *buf = NULL;
+        uint64_t off = 0;
+        switch (val->home) {
+        case RLX_HOME_ARENA:
+            if (P->arena_bytes == 0) {
+                P->addr[v] = 0;
+                span[v] = (vspan){0, 0};
+                continue;
+            }
+            if (!b->arena.buf || b->arena.buf->iface != &rlx_cuda_backend ||
+                b->arena.offset > b->arena.buf->size)
+                return rlx_error_set(err, RLX_ERR_INVALID_ARG, "no CUDA arena buffer bound");
+            buf = b->arena.buf;
+            off = b->arena.offset;
+            break;
+        case RLX_HOME_CONST:
+            P->addr[v] = P->cbuf ? P->cbuf + val->offset : 0;
+            span[v] = (vspan){P->cbuf, P->cbuf + P->const_bytes};
+            continue;
+        default: {
+            int h = val->home - RLX_HOME_PARAM;
+            const rlx_buffer_ref *rf = refs[h] ? &refs[h][val->index] : NULL;
+            if (!rf || !rf->buf)
+                return rlx_error_set(err, RLX_ERR_INVALID_ARG, "no buffer bound for %s %d",
+                                     home_names[val->home], val->index);
+            if (rf->buf->iface != &rlx_cuda_backend)
+                return rlx_error_set(err, RLX_ERR_INVALID_ARG,
+                                     "the buffer bound for %s %d is not a CUDA buffer",
+                                     home_names[val->home], val->index);
+            if (rf->offset > rf->buf->size)
+                return rlx_error_set(err, RLX_ERR_INVALID_ARG,
+                                     "the offset bound for %s %d is past its buffer",
+                                     home_names[val->home], val->index);
+            buf = rf->buf;
+            off = rf->offset;
+        }
+        }
+        const cu_buffer *cb = (const cu_buffer *)buf;
+        P->addr[v] = cb->ptr + off + val->offset;
+        span[v] = (vspan){cb->ptr, cb->ptr + cb->alloc};
+    }
+    return RLX_OK;
+}
+
+/* Bytes an operand descriptor reaches past its element 0 (0 when empty). */
+static uint64_t reach(const int32_t *q)
+{
+    rlx_dtype dt = (rlx_dtype)q[0];
+    int rank = q[1];
+    int64_t last = 0;
+    for (int d = 0; d < rank; d++) {
+        if (q[4 + d] == 0)
+            return 0;
+        if (q[10 + d] < 0)
+            return UINT64_MAX;
+        last += (int64_t)(q[4 + d] - 1) * q[10 + d];
+    }
+    const rlx_dtype_info *ti = rlx_dtype_get(dt);
+    if (ti->quantized)
+        return (uint64_t)(last + 1 + ti->block_size - 1) / ti->block_size * ti->type_size;
+    return (uint64_t)(last + 1) * (uint64_t)esize(dt);
+}
+
+static rlx_status launch_fail(cu_program *P, CUresult r, const char *what, rlx_error **err)
+{
+    cu_mark_lost(P->dev);
+    rlx_status s = cu_fail(r, what, err);
+    rlx_error_prefix(
+        err, "a kernel failed on the CUDA device %s, which must be reopened: ", P->dev->name);
+    return s;
+}
+
+/* Queue the run: records in, launches, the failure word out. Between
+ * instructions a set cancel flag stops the queueing (direct runs only). */
+static CUresult enqueue(cu_program *P, bool timing, volatile const int *cancel, bool *cancelled)
+{
+    const cu_api *cu = cu_driver(NULL);
+    CUstream st = P->dev->stream;
+    uint64_t flag_off = P->meta_bytes - 16;
+    CUresult r = cu->cuMemcpyHtoDAsync(P->meta, P->host, (size_t)P->meta_bytes, st);
+    for (int32_t i = 0; i < P->n_instrs && r == CUDA_SUCCESS; i++) {
+        if (cancel && (i & 31) == 0 && __atomic_load_n(cancel, __ATOMIC_RELAXED)) {
+            *cancelled = true;
+            break;
+        }
+        if (timing)
+            r = cu->cuEventRecord(P->ev[2 * i], st);
+        for (int32_t j = P->first[i]; j < P->first[i + 1] && r == CUDA_SUCCESS; j++) {
+            cu_disp *D = &P->disp[j];
+            if (!D->grid[0] || !D->grid[1] || !D->grid[2])
+                continue;
+            CUdeviceptr rec = P->meta + (uint64_t)j * REC_WORDS * 4;
+            void *args[1] = {&rec};
+            r = cu->cuLaunchKernel(P->dev->fn[D->k], D->grid[0], D->grid[1], D->grid[2], D->block,
+                                   1, 1, 0, st, args, NULL);
+        }
+        if (timing && r == CUDA_SUCCESS)
+            r = cu->cuEventRecord(P->ev[2 * i + 1], st);
+    }
+    if (r == CUDA_SUCCESS)
+        r = cu->cuMemcpyDtoHAsync((uint8_t *)P->host + flag_off, P->meta + flag_off, 4, st);
+    return r;
+}
+
+rlx_status cu_program_run(rlx_program *prog, const rlx_program_bindings *b,
+                          const rlx_sym_values *syms, rlx_error **err)
+{
+    cu_program *P = (cu_program *)prog;
+    if (!P || !b)
+        return rlx_error_set(err, RLX_ERR_INVALID_ARG, "program_run: missing argument");
+    cu_device *d = P->dev;
+    rlx_status st = cu_enter(d, err);
+    if (st != RLX_OK)
+        return st;
+    if (b->cancel && __atomic_load_n(b->cancel, __ATOMIC_RELAXED))
+        return rlx_error_set(err, RLX_ERR_CANCELLED, "cancelled");
+    int64_t sv[RLX_MAX_SYMBOLS] = {0};
+    for (int s = 0; s < P->n_symbols; s++) {
+        int64_t v = syms ? syms->v[s] : 0;
+        if (v < 0 || v > P->sym_max[s])
+            return rlx_error_set(err, RLX_ERR_INVALID_ARG,
+                                 "%s = %lld is out of range: this program was built for %s <= "
+                                 "%lld",
+                                 P->sym_name[s], (long long)v, P->sym_name[s],
+                                 (long long)P->sym_max[s]);
+        sv[s] = v;
+    }
+    vspan *span = calloc((size_t)(P->n_values ? P->n_values : 1), sizeof *span);
+    if (!span)
+        return rlx_error_set(err, RLX_ERR_NO_MEMORY, "out of memory running a program");
+    st = locate(P, b, span, err);
+    if (st != RLX_OK || P->n_disp == 0) {
+        free(span);
+        if (st == RLX_OK)
+            P->n_runs++;
+        return st;
+    }
+
+    /* this run's records, kernels and grids */
+    for (int32_t i = 0; i < P->n_instrs && st == RLX_OK; i++) {
+        int32_t j0 = P->first[i], n = P->first[i + 1] - j0;
+        if (n == 0)
+            continue;
+        char why[160] = "";
+        fill_ctx c = {.P = P,
+                      .sv = sv,
+                      .d = P->scratch_disp,
+                      .rec = P->host + (size_t)j0 * REC_WORDS,
+                      .why = why,
+                      .why_cap = sizeof why};
+        if (!fill_instr(&c, i) || c.n != n) {
+            st = rlx_error_set(err, RLX_ERR_INVALID_ARG, "instruction %d (%s, graph node %d): %s",
+                               i, rlx_op_name(P->instrs[i].op), P->instrs[i].node,
+                               why[0] ? why : "its launches changed shape");
+            break;
+        }
+        for (int32_t j = j0; j < j0 + n && st == RLX_OK; j++) {
+            cu_disp *D = &P->disp[j];
+            const cu_disp *F = &P->scratch_disp[j - j0];
+            D->k = F->k;
+            memcpy(D->vals, F->vals, sizeof D->vals);
+            memcpy(D->grid, F->grid, sizeof D->grid);
+            int32_t *w = P->host + (size_t)j * REC_WORDS;
+            shape(D, w);
+            uint64_t flag = P->meta + P->meta_bytes - 16;
+            w[12] = (int32_t)(uint32_t)flag;
+            w[13] = (int32_t)(uint32_t)(flag >> 32);
+            for (int s = 0; s <= CU_OUT_SLOT; s++) {
+                if (D->vals[s] < 0)
+                    continue;
+                const int32_t *q = w + DESC(s);
+                uint64_t need = reach(q);
+                if (!need)
+                    continue;
+                const vspan *sp = &span[D->vals[s]];
+                uint64_t a = (uint64_t)(uint32_t)q[2] | (uint64_t)(uint32_t)q[3] << 32;
+                if (!sp->lo || a < sp->lo || need == UINT64_MAX || a + need > sp->hi)
+                    st = rlx_error_set(err, RLX_ERR_INVALID_ARG,
+                                       "instruction %d (%s): value %d needs %llu bytes past its "
+                                       "start, beyond its %s buffer",
+                                       i, rlx_op_name(P->instrs[i].op), D->vals[s],
+                                       (unsigned long long)need,
+                                       home_names[P->values[D->vals[s]].home]);
+            }
+            uint32_t *g = P->sig + (size_t)j * 4;
+            g[0] = (uint32_t)D->k;
+            g[1] = D->grid[0];
+            g[2] = D->grid[1];
+            g[3] = D->grid[2];
+        }
+    }
+    free(span);
+    if (st != RLX_OK)
+        return st;
+    P->host[P->meta_bytes / 4 - 4] = 0; /* the failure word */
+
+    const cu_api *cu = cu_driver(NULL);
+    bool cancelled = false;
+    CUresult r = CUDA_SUCCESS;
+    size_t sig_bytes = (size_t)P->n_disp * 4 * sizeof *P->sig;
+    bool same = P->last_valid && memcmp(P->sig, P->last_sig, sig_bytes) == 0;
+    if (P->timing) {
+        r = enqueue(P, true, b->cancel, &cancelled);
+    } else if (same) {
+        if (!P->exec) {
+            CUgraph graph = NULL;
+            r = cu->cuStreamBeginCapture(d->stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+            if (r == CUDA_SUCCESS) {
+                CUresult r2 = enqueue(P, false, NULL, &cancelled);
+                r = cu->cuStreamEndCapture(d->stream, &graph);
+                if (r2 != CUDA_SUCCESS)
+                    r = r2;
+            }
+            if (r == CUDA_SUCCESS)
+                r = cu->cuGraphInstantiate(&P->exec, graph, 0);
+            if (graph)
+                cu->cuGraphDestroy(graph);
+            if (r == CUDA_SUCCESS)
+                P->n_recordings++;
+        }
+        if (r == CUDA_SUCCESS)
+            r = cu->cuGraphLaunch(P->exec, d->stream);
+    } else {
+        if (P->exec) {
+            cu->cuGraphExecDestroy(P->exec);
+            P->exec = NULL;
+        }
+        r = enqueue(P, false, b->cancel, &cancelled);
+        memcpy(P->last_sig, P->sig, sig_bytes);
+        P->last_valid = !cancelled;
+    }
+    if (r == CUDA_SUCCESS)
+        r = cu->cuStreamSynchronize(d->stream);
+    if (r != CUDA_SUCCESS)
+        return launch_fail(P, r, "running a program", err);
+    if (cancelled)
+        return rlx_error_set(err, RLX_ERR_CANCELLED, "cancelled");
+    P->have_times = false;
+    if (P->timing) {
+        for (int32_t i = 0; i < P->n_instrs; i++) {
+            float ms = 0.0f;
+            if (cu->cuEventElapsedTime(&ms, P->ev[2 * i], P->ev[2 * i + 1]) == CUDA_SUCCESS)
+                P->ms[i] = ms;
+            else
+                P->ms[i] = 0.0;
+        }
+        P->have_times = true;
+    }
+    /* kernels flag run-time failures (a token id outside the table) */
+    if (P->host[P->meta_bytes / 4 - 4]) {
+        /* which launch: read the records' failure words back */
+        int32_t bad = -1;
+        for (int32_t j = 0; j < P->n_disp && bad < 0; j++) {
+            int32_t wv = 0;
+            CUresult rr =
+                cu->cuMemcpyDtoHAsync(&P->host[(size_t)j * REC_WORDS + 15],
+                                      P->meta + ((uint64_t)j * REC_WORDS + 15) * 4, 4, d->stream);
+            if (rr == CUDA_SUCCESS)
+                rr = cu->cuStreamSynchronize(d->stream);
+            wv = P->host[(size_t)j * REC_WORDS + 15];
+            if (rr == CUDA_SUCCESS && wv)
+                bad = j;
+        }
+        int32_t i = bad >= 0 ? P->disp[bad].instr : 0;
+        return rlx_error_set(
+            err, RLX_ERR_INVALID_ARG, "instruction %d (%s, graph node %d) failed: %s", i,
+            rlx_op_name(P->instrs[i].op), P->instrs[i].node,
+            P->instrs[i].op == RLX_OP_GATHER ? "a token id is out of the table's range"
+                                             : "invalid values for this run");
+    }
+    P->n_runs++;
+    return RLX_OK;
+}
+
+void cu_program_stats(const rlx_program *prog, rlx_program_stats *out)
+{
+    const cu_program *P = (const cu_program *)prog;
+    if (!out)
+        return;
+    *out = (rlx_program_stats){0};
+    if (P) {
+        out->runs = P->n_runs;
+        out->recordings = P->n_recordings;
+    }
+}
+
+void cu_program_set_timing(rlx_program *prog, bool enabled)
+{
+    cu_program *P = (cu_program *)prog;
+    if (!P)
+        return;
+    if (enabled && !P->timing) {
+        const cu_api *cu = cu_driver(NULL);
+        cu->cuCtxSetCurrent(P->dev->ctx);
+        for (int32_t i = 0; i < 2 * P->n_instrs; i++)
+            if (!P->ev[i] && cu->cuEventCreate(&P->ev[i], CU_EVENT_DEFAULT) != CUDA_SUCCESS) {
+                enabled = false;
+                break;
+            }
+    }
+    P->timing = enabled;
+    if (enabled)
+        memset(P->ms, 0, (size_t)(P->n_instrs ? P->n_instrs : 1) * sizeof *P->ms);
+}
+
+rlx_status cu_program_timings(rlx_program *prog, double *ms, int32_t n, rlx_error **err)
+{
+    cu_program *P = (cu_program *)prog;
+    if (!P)
+        return rlx_error_set(err, RLX_ERR_INVALID_ARG, "program_timings: missing argument");
+    return rlx_backend_copy_timings(P->timing, P->ms, P->n_instrs, ms, n, err);
+}

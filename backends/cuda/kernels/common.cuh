@@ -1,0 +1,515 @@
+// Shared by every RLX CUDA kernel: the per-launch record, dtype loads and
+// stores, block dequantization and the activation functions.
+//
+// A kernel takes one argument, the device address of its record: 256
+// 32-bit words that the host fills for every run (cuda-program.c). Word 0
+// is the item count, word 15 a failure flag the kernel may set; operand k
+// (0..5 inputs, 6 the output) is described at words 16 + 16k: dtype, rank,
+// the 64-bit address of its element 0, six dims and six element strides.
+// Op parameters start at word 128. The layout is the one the Vulkan
+// backend's shaders read (shaders/common.glsl), so the two backends build
+// their records the same way.
+#pragma once
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+#define DT_F32  2
+#define DT_F16  3
+#define DT_BF16 4
+#define DT_I64  7
+#define DT_I32  8
+#define DT_I16  9
+#define DT_I8   10
+#define DT_U8   11
+#define DT_BOOL 12
+#define DT_Q4_0 13
+#define DT_Q4_1 14
+#define DT_Q5_0 15
+#define DT_Q5_1 16
+#define DT_Q8_0 17
+#define DT_Q4_K 21
+#define DT_Q5_K 22
+#define DT_Q6_K 23
+
+#define OUT      6
+#define ERR_WORD 15
+#define REC      256
+
+// The record, staged in shared memory by every thread of the block before
+// any of them reads it (ld_rec must be reached by all threads).
+#define REC_DECL __shared__ int R_[REC]
+__device__ __forceinline__ void ld_rec(int *R, const int *rec)
+{
+    for (int i = threadIdx.x; i < REC; i += blockDim.x)
+        R[i] = rec[i];
+    __syncthreads();
+}
+
+#define M_(i)      (R_[(i)])
+#define MF_(i)     (__int_as_float(R_[(i)]))
+#define D_DT(k)    M_(16 + (k)*16)
+#define D_RANK(k)  M_(17 + (k)*16)
+#define D_NE(k, d) M_(20 + (k)*16 + (d))
+#define D_ST(k, d) M_(26 + (k)*16 + (d))
+#define P(i)       M_(128 + (i))
+#define PF(i)      MF_(128 + (i))
+#define D_PTR(k)   (d_ptr(R_, (k)))
+
+__device__ __forceinline__ const uint8_t *d_ptr(const int *R, int k)
+{
+    uint64_t lo = (uint32_t)R[18 + k * 16], hi = (uint32_t)R[19 + k * 16];
+    return (const uint8_t *)(uintptr_t)(lo | hi << 32);
+}
+
+// flag a failure in the record and in the program's failure word (its
+// address at words 12-13)
+__device__ __forceinline__ void set_error(const int *rec)
+{
+    atomicOr((int *)rec + ERR_WORD, 1);
+    uint64_t lo = (uint32_t)rec[12], hi = (uint32_t)rec[13];
+    if (lo | hi)
+        atomicOr((int *)(uintptr_t)(lo | hi << 32), 1);
+}
+
+__device__ __forceinline__ int esize(int dt)
+{
+    if (dt == DT_I64)
+        return 8;
+    if (dt == DT_F32 || dt == DT_I32)
+        return 4;
+    if (dt == DT_F16 || dt == DT_BF16 || dt == DT_I16)
+        return 2;
+    return 1;
+}
+
+__device__ __forceinline__ float bf2f(uint16_t b)
+{
+    return __uint_as_float((uint32_t)b << 16);
+}
+
+// element e (from the operand's element 0) as float
+__device__ __forceinline__ float ldf(const uint8_t *p, int dt, int64_t e)
+{
+    switch (dt) {
+    case DT_F32:
+        return ((const float *)p)[e];
+    case DT_F16:
+        return __half2float(((const __half *)p)[e]);
+    case DT_BF16:
+        return bf2f(((const uint16_t *)p)[e]);
+    case DT_I32:
+        return (float)((const int32_t *)p)[e];
+    case DT_I64:
+        return (float)(int32_t)((const int64_t *)p)[e];
+    case DT_I16:
+        return (float)((const int16_t *)p)[e];
+    case DT_I8:
+        return (float)((const int8_t *)p)[e];
+    default:
+        return (float)p[e];
+    }
+}
+
+__device__ __forceinline__ int ldi(const uint8_t *p, int dt, int64_t e)
+{
+    switch (dt) {
+    case DT_F32:
+        return (int)((const float *)p)[e];
+    case DT_F16:
+        return (int)__half2float(((const __half *)p)[e]);
+    case DT_BF16:
+        return (int)bf2f(((const uint16_t *)p)[e]);
+    case DT_I32:
+        return ((const int32_t *)p)[e];
+    case DT_I64:
+        return (int32_t)((const int64_t *)p)[e];
+    case DT_I16:
+        return ((const int16_t *)p)[e];
+    case DT_I8:
+        return ((const int8_t *)p)[e];
+    default:
+        return p[e];
+    }
+}
+
+__device__ __forceinline__ uint16_t f2bf(float f)
+{
+    uint32_t x = __float_as_uint(f);
+    if ((x & 0x7FFFFFFFu) > 0x7F800000u)
+        return (uint16_t)((x >> 16) | 0x40u);
+    return (uint16_t)((x + 0x7FFFu + ((x >> 16) & 1u)) >> 16);
+}
+
+__device__ __forceinline__ int sat_i(float v, float lo, float hi)
+{
+    if (isnan(v))
+        return 0;
+    return (int)fminf(fmaxf(truncf(v), lo), hi);
+}
+
+__device__ __forceinline__ void sti(uint8_t *p, int dt, int64_t e, int v)
+{
+    switch (dt) {
+    case DT_F32:
+        ((float *)p)[e] = (float)v;
+        break;
+    case DT_F16:
+        ((__half *)p)[e] = __float2half_rn((float)v);
+        break;
+    case DT_BF16:
+        ((uint16_t *)p)[e] = f2bf((float)v);
+        break;
+    case DT_I64:
+        ((int64_t *)p)[e] = v;
+        break;
+    case DT_I32:
+        ((int32_t *)p)[e] = v;
+        break;
+    case DT_I16:
+        ((int16_t *)p)[e] = (int16_t)min(max(v, -32768), 32767);
+        break;
+    case DT_I8:
+        ((int8_t *)p)[e] = (int8_t)min(max(v, -128), 127);
+        break;
+    case DT_BOOL:
+        p[e] = v != 0;
+        break;
+    default:
+        p[e] = (uint8_t)min(max(v, 0), 255);
+        break;
+    }
+}
+
+__device__ __forceinline__ void stf(uint8_t *p, int dt, int64_t e, float v)
+{
+    switch (dt) {
+    case DT_F32:
+        ((float *)p)[e] = v;
+        break;
+    case DT_F16:
+        ((__half *)p)[e] = __float2half_rn(v);
+        break;
+    case DT_BF16:
+        ((uint16_t *)p)[e] = f2bf(v);
+        break;
+    case DT_I64:
+        ((int64_t *)p)[e] = sat_i(v, -2147483648.0f, 2147483520.0f);
+        break;
+    case DT_I32:
+        ((int32_t *)p)[e] = sat_i(v, -2147483648.0f, 2147483520.0f);
+        break;
+    case DT_I16:
+        ((int16_t *)p)[e] = (int16_t)sat_i(v, -32768.0f, 32767.0f);
+        break;
+    case DT_I8:
+        ((int8_t *)p)[e] = (int8_t)sat_i(v, -128.0f, 127.0f);
+        break;
+    case DT_BOOL:
+        p[e] = v != 0.0f;
+        break;
+    default:
+        p[e] = (uint8_t)sat_i(v, 0.0f, 255.0f);
+        break;
+    }
+}
+
+// ---- block formats ---------------------------------------------------------
+__device__ __forceinline__ int qbk(int dt)
+{
+    return (dt == DT_Q4_K || dt == DT_Q5_K || dt == DT_Q6_K) ? 256 : 32;
+}
+__device__ __forceinline__ int qbytes(int dt)
+{
+    switch (dt) {
+    case DT_Q4_0:
+        return 18;
+    case DT_Q4_1:
+        return 20;
+    case DT_Q5_0:
+        return 22;
+    case DT_Q5_1:
+        return 24;
+    case DT_Q8_0:
+        return 34;
+    case DT_Q4_K:
+        return 144;
+    case DT_Q5_K:
+        return 176;
+    default:
+        return 210; // Q6_K
+    }
+}
+__device__ __forceinline__ bool is_quant(int dt)
+{
+    return dt >= DT_Q4_0;
+}
+
+// a half at a 2-byte aligned place inside a block: read and written byte by
+// byte, so no wider access is ever assumed
+__device__ __forceinline__ float ldh(const uint8_t *b)
+{
+    __half_raw r;
+    r.x = (unsigned short)(b[0] | b[1] << 8);
+    return __half2float(__half(r));
+}
+__device__ __forceinline__ void sth(uint8_t *b, float v)
+{
+    __half_raw r = __half_raw(__float2half_rn(v));
+    b[0] = (uint8_t)(r.x & 0xFF);
+    b[1] = (uint8_t)(r.x >> 8);
+}
+
+__device__ __forceinline__ uint32_t ld32u(const uint8_t *b)
+{
+    return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
+}
+
+// the 6-bit scale and min of sub-block j of a Q4_K/Q5_K block (scales at s)
+__device__ __forceinline__ void kq_scale(const uint8_t *s, int j, int &sc, int &mn)
+{
+    if (j < 4) {
+        sc = s[j] & 63;
+        mn = s[j + 4] & 63;
+    } else {
+        sc = (s[j + 4] & 15) | ((s[j - 4] >> 6) << 4);
+        mn = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+    }
+}
+
+// element i of the block starting at b
+__device__ __forceinline__ float deq(const uint8_t *b, int dt, int i)
+{
+    switch (dt) {
+    case DT_Q4_0: {
+        int q = i < 16 ? (b[2 + i] & 15) : (b[2 + i - 16] >> 4);
+        return ldh(b) * (float)(q - 8);
+    }
+    case DT_Q4_1: {
+        int q = i < 16 ? (b[4 + i] & 15) : (b[4 + i - 16] >> 4);
+        return ldh(b) * (float)q + ldh(b + 2);
+    }
+    case DT_Q5_0:
+    case DT_Q5_1: {
+        int off = dt == DT_Q5_1 ? 4 : 2;
+        uint32_t qh = ld32u(b + off);
+        const uint8_t *qs = b + off + 4;
+        int lo = i < 16 ? (qs[i] & 15) : (qs[i - 16] >> 4);
+        int q = lo | (int)(((qh >> i) & 1u) << 4);
+        if (dt == DT_Q5_0)
+            return ldh(b) * (float)(q - 16);
+        return ldh(b) * (float)q + ldh(b + 2);
+    }
+    case DT_Q8_0:
+        return ldh(b) * (float)(int8_t)b[2 + i];
+    case DT_Q4_K:
+    case DT_Q5_K: {
+        int sub = i / 32, l = i % 32, pair = sub / 2;
+        int sc, mn;
+        kq_scale(b + 4, sub, sc, mn);
+        int q;
+        if (dt == DT_Q4_K) {
+            int by = b[16 + pair * 32 + l];
+            q = (sub & 1) ? by >> 4 : by & 15;
+        } else {
+            int by = b[48 + pair * 32 + l];
+            q = (sub & 1) ? by >> 4 : by & 15;
+            q += ((b[16 + l] >> sub) & 1) * 16;
+        }
+        return ldh(b) * (float)sc * (float)q - ldh(b + 2) * (float)mn;
+    }
+    default: { // Q6_K
+        int hf = i / 128, r = (i % 128) / 32, l = i % 32;
+        const uint8_t *ql = b + hf * 64, *qh = b + 128 + hf * 32, *sc = b + 192 + hf * 8;
+        int lo = r == 0   ? ql[l] & 15
+                 : r == 1 ? ql[l + 32] & 15
+                 : r == 2 ? ql[l] >> 4
+                          : ql[l + 32] >> 4;
+        int hi = (qh[l] >> (2 * r)) & 3;
+        int q = (lo | (hi << 4)) - 32;
+        return ldh(b + 208) * (float)(int8_t)sc[l / 16 + 2 * r] * (float)q;
+    }
+    }
+}
+
+// Eight consecutive values k0..k0+7 (k0 a multiple of 8) of a row of blocks
+// (or of plain F32/F16/BF16 values) starting at `row`.
+__device__ __forceinline__ void deq8(const uint8_t *row, int dt, int k0, float *v)
+{
+    switch (dt) {
+    case DT_F32: {
+        const float4 *p = (const float4 *)(row + (size_t)k0 * 4);
+        float4 a = p[0], c = p[1];
+        v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w;
+        v[4] = c.x, v[5] = c.y, v[6] = c.z, v[7] = c.w;
+        return;
+    }
+    case DT_F16: {
+        uint4 u = *(const uint4 *)(row + (size_t)k0 * 2);
+        const __half2 *h = (const __half2 *)&u;
+        for (int j = 0; j < 4; j++) {
+            float2 f = __half22float2(h[j]);
+            v[2 * j] = f.x;
+            v[2 * j + 1] = f.y;
+        }
+        return;
+    }
+    case DT_BF16: {
+        uint4 u = *(const uint4 *)(row + (size_t)k0 * 2);
+        const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+        for (int j = 0; j < 4; j++) {
+            v[2 * j] = __uint_as_float(w[j] << 16);
+            v[2 * j + 1] = __uint_as_float(w[j] & 0xFFFF0000u);
+        }
+        return;
+    }
+    default:
+        break;
+    }
+    int bk = qbk(dt);
+    const uint8_t *b = row + (size_t)(k0 / bk) * qbytes(dt);
+    int i0 = k0 % bk;
+    switch (dt) {
+    case DT_Q4_0:
+    case DT_Q4_1: {
+        int off = dt == DT_Q4_1 ? 4 : 2;
+        float d = ldh(b), m = dt == DT_Q4_1 ? ldh(b + 2) : -8.0f * d;
+        const uint8_t *qs = b + off + (i0 & 15);
+        int sh = i0 < 16 ? 0 : 4;
+        for (int j = 0; j < 8; j++)
+            v[j] = d * (float)((qs[j] >> sh) & 15) + m;
+        return;
+    }
+    case DT_Q5_0:
+    case DT_Q5_1: {
+        int off = dt == DT_Q5_1 ? 4 : 2;
+        float d = ldh(b), m = dt == DT_Q5_1 ? ldh(b + 2) : -16.0f * d;
+        uint32_t qh = ld32u(b + off);
+        const uint8_t *qs = b + off + 4 + (i0 & 15);
+        int sh = i0 < 16 ? 0 : 4;
+        for (int j = 0; j < 8; j++) {
+            int q = ((qs[j] >> sh) & 15) | (int)(((qh >> (i0 + j)) & 1u) << 4);
+            v[j] = d * (float)q + m;
+        }
+        return;
+    }
+    case DT_Q8_0: {
+        float d = ldh(b);
+        const int8_t *qs = (const int8_t *)(b + 2 + i0);
+        for (int j = 0; j < 8; j++)
+            v[j] = d * (float)qs[j];
+        return;
+    }
+    case DT_Q4_K:
+    case DT_Q5_K: {
+        int sub = i0 / 32, l0 = i0 % 32, pair = sub / 2;
+        int sc, mn;
+        kq_scale(b + 4, sub, sc, mn);
+        float d = ldh(b) * (float)sc, m = ldh(b + 2) * (float)mn;
+        int sh = (sub & 1) ? 4 : 0;
+        if (dt == DT_Q4_K) {
+            // 144-byte blocks: one 8-byte load where the row is 8-byte aligned
+            const uint8_t *qs = b + 16 + pair * 32 + l0;
+            uint2 u;
+            if (((uintptr_t)qs & 7) == 0) {
+                u = *(const uint2 *)qs;
+            } else {
+                u.x = ld32u(qs);
+                u.y = ld32u(qs + 4);
+            }
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                v[j] = d * (float)((u.x >> (8 * j + sh)) & 15) - m;
+                v[4 + j] = d * (float)((u.y >> (8 * j + sh)) & 15) - m;
+            }
+        } else {
+            const uint8_t *qs = b + 48 + pair * 32 + l0, *qh = b + 16 + l0;
+            for (int j = 0; j < 8; j++)
+                v[j] = d * (float)(((qs[j] >> sh) & 15) | (((qh[j] >> sub) & 1) << 4)) - m;
+        }
+        return;
+    }
+    default: { // Q6_K
+        int hf = i0 / 128, r = (i0 % 128) / 32, l0 = i0 % 32;
+        const uint8_t *ql = b + hf * 64 + l0 + ((r & 1) ? 32 : 0), *qh = b + 128 + hf * 32 + l0;
+        int sh = (r & 2) ? 4 : 0;
+        float d = ldh(b + 208) * (float)(int8_t)b[192 + hf * 8 + l0 / 16 + 2 * r];
+        for (int j = 0; j < 8; j++) {
+            int q = (((ql[j] >> sh) & 15) | (((qh[j] >> (2 * r)) & 3) << 4)) - 32;
+            v[j] = d * (float)q;
+        }
+        return;
+    }
+    }
+}
+
+// element offset of linear index `lin` of operand k, decomposed by its dims
+__device__ __forceinline__ int64_t lin_off(const int *R, int k, int64_t lin)
+{
+    int r = R[17 + k * 16];
+    int64_t o = 0;
+    for (int d = r - 1; d >= 0; d--) {
+        int n = R[20 + k * 16 + d];
+        o += (lin % n) * (int64_t)R[26 + k * 16 + d];
+        lin /= n;
+    }
+    return o;
+}
+
+__device__ __forceinline__ float tanh_s(float x)
+{
+    float a = fabsf(x);
+    if (a < 0.2f) {
+        float x2 = x * x;
+        return x * (1.0f +
+                    x2 * (-1.0f / 3.0f +
+                          x2 * (2.0f / 15.0f + x2 * (-17.0f / 315.0f + x2 * (62.0f / 2835.0f)))));
+    }
+    float t = expf(-2.0f * a);
+    float r = (1.0f - t) / (1.0f + t);
+    return x < 0.0f ? -r : r;
+}
+
+__device__ __forceinline__ float gelu_erf(float x)
+{
+    return 0.5f * x * erfcf(-x * 0.70710678118654752f);
+}
+__device__ __forceinline__ float gelu_tanh(float x)
+{
+    return 0.5f * x * (1.0f + tanh_s(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+}
+__device__ __forceinline__ float silu_f(float x)
+{
+    return x / (1.0f + expf(-x));
+}
+__device__ __forceinline__ float sigm(float x)
+{
+    return 1.0f / (1.0f + expf(-x));
+}
+
+// fused epilogues (rlx_act)
+__device__ __forceinline__ float act(int a, float x)
+{
+    switch (a) {
+    case 1:
+        return fmaxf(x, 0.0f);
+    case 2:
+        return gelu_erf(x);
+    case 3:
+        return gelu_tanh(x);
+    case 4:
+        return silu_f(x);
+    case 5:
+        return sigm(x);
+    case 6:
+        return tanh_s(x);
+    default:
+        return x;
+    }
+}
+
+__device__ __forceinline__ float warp_sum(float v)
+{
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xFFFFFFFFu, v, o);
+    return v;
+}

@@ -1,0 +1,94 @@
+// Compiles the CUDA backend's kernels (backends/cuda/kernels/*.cu) as C++
+// for the CPU emulator of tests/cuda-emu: force-included before each file.
+// A block's threads are fibers on one OS thread (emu-driver.cc); barriers
+// and warp shuffles switch between them. Nothing here is fast: it checks
+// the kernels' indexing and arithmetic where no GPU is.
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+using std::isnan;
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+#define __shared__    static
+#define __align__(n)  __attribute__((aligned(n)))
+#define __CUDA_ARCH__ 900
+
+struct emu_dim3 {
+    unsigned x, y, z;
+};
+extern "C" emu_dim3 emu_threadIdx, emu_blockIdx, emu_blockDim, emu_gridDim;
+#define threadIdx emu_threadIdx
+#define blockIdx  emu_blockIdx
+#define blockDim  emu_blockDim
+#define gridDim   emu_gridDim
+
+extern "C" void emu_sync_block(void);
+extern "C" void emu_sync_warp(void);
+extern "C" float *emu_warp_slots(void); /* 32 floats of the calling thread's warp */
+
+static inline void __syncthreads(void)
+{
+    emu_sync_block();
+}
+static inline void __syncwarp(unsigned mask = 0xFFFFFFFFu)
+{
+    (void)mask;
+    emu_sync_warp();
+}
+static inline float __shfl_xor_sync(unsigned mask, float v, int o)
+{
+    (void)mask;
+    float *s = emu_warp_slots();
+    unsigned lane = threadIdx.x % 32;
+    s[lane] = v;
+    emu_sync_warp();
+    float r = s[lane ^ (unsigned)o];
+    emu_sync_warp();
+    return r;
+}
+static inline int atomicOr(int *p, int v)
+{
+    int old = *p;
+    *p = old | v;
+    return old;
+}
+static inline float __int_as_float(int i)
+{
+    float f;
+    memcpy(&f, &i, 4);
+    return f;
+}
+static inline float __uint_as_float(uint32_t i)
+{
+    float f;
+    memcpy(&f, &i, 4);
+    return f;
+}
+static inline uint32_t __float_as_uint(float f)
+{
+    uint32_t i;
+    memcpy(&i, &f, 4);
+    return i;
+}
+static inline int min(int a, int b)
+{
+    return a < b ? a : b;
+}
+static inline int max(int a, int b)
+{
+    return a > b ? a : b;
+}
+static inline int64_t min(int64_t a, int64_t b)
+{
+    return a < b ? a : b;
+}
+static inline int64_t max(int64_t a, int64_t b)
+{
+    return a > b ? a : b;
+}

@@ -1,0 +1,1 @@
+#include "ew.cu"

@@ -1,0 +1,531 @@
+/* The CUDA backend on a real GPU: enumeration facts, buffers (pinned,
+ * chunked uploads), symbolic runs replayed as CUDA graphs, timing, and the
+ * errors a person can meet (a token id outside the table, a buffer larger
+ * than the GPU, an unsupported dtype), each followed by work that still
+ * succeeds. The op results themselves are test-conformance.c's job.
+ *
+ * Exits 77 (meson's "skipped") and says "no CUDA device" where this machine
+ * has none: such a run is not a pass. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "backends/backend.h"
+#include "backends/base/dtype.h"
+#include <math.h>
+#include "backends/cuda/cuda-backend.h"
+#include "test-util.h"
+
+static const rlx_backend_i *cu;
+
+static rlx_device *open_dev(void)
+{
+    rlx_device *d = NULL;
+    rlx_error *err = NULL;
+    if (cu->device_open(0, NULL, &d, &err) != RLX_OK)
+        fail_msg("device_open: %s", rlx_error_message(err));
+    return d;
+}
+
+static void test_enumeration(void **state)
+{
+    (void)state;
+    int n = cu->device_count();
+    assert_true(n >= 1);
+    for (int i = 0; i < n; i++) {
+        rlx_device_info info;
+        assert_int_equal(cu->device_info(i, &info, NULL), RLX_OK);
+        assert_string_equal(info.backend, "cuda");
+        char id[32];
+        snprintf(id, sizeof id, "cuda:%d", i);
+        assert_string_equal(info.id, id);
+        assert_true(info.name[0] != '\0');
+        assert_true(info.total_memory > 0);
+        assert_true(info.free_memory <= info.total_memory);
+        print_message("  %s %s (%.0f MiB, %.0f MiB free, %s)\n", id, info.name,
+                      (double)info.total_memory / 1048576.0, (double)info.free_memory / 1048576.0,
+                      info.features);
+    }
+    rlx_device_info none;
+    rlx_error *err = NULL;
+    assert_int_equal(cu->device_info(n, &none, &err), RLX_ERR_NOT_FOUND);
+    rlx_error_clear(&err);
+}
+
+static void test_buffers(void **state)
+{
+    (void)state;
+    rlx_device *d = open_dev();
+    /* larger than the pinned staging buffer, so the upload goes in pieces */
+    size_t n = (size_t)(40u << 20) / 4 + 7;
+    float *a = malloc(n * 4), *b = malloc(n * 4);
+    for (size_t i = 0; i < n; i++)
+        a[i] = (float)(i % 1000003) * 0.25f;
+    rlx_buffer *buf = NULL;
+    assert_int_equal(cu->buffer_alloc(d, n * 4, &buf, NULL), RLX_OK);
+    assert_null(buf->host_ptr);
+    /* new buffers start zeroed */
+    assert_int_equal(cu->buffer_read(buf, 4 * (n - 16), b, 64, NULL), RLX_OK);
+    for (int i = 0; i < 16; i++)
+        assert_true(b[i] == 0.0f);
+    assert_int_equal(cu->buffer_write(buf, 0, a, n * 4, NULL), RLX_OK);
+    memset(b, 0, n * 4);
+    assert_int_equal(cu->buffer_read(buf, 0, b, n * 4, NULL), RLX_OK);
+    assert_memory_equal(a, b, n * 4);
+    /* at an offset */
+    assert_int_equal(cu->buffer_write(buf, 12, a, 40, NULL), RLX_OK);
+    assert_int_equal(cu->buffer_read(buf, 12, b, 40, NULL), RLX_OK);
+    assert_memory_equal(a, b, 40);
+    rlx_error *err = NULL;
+    assert_int_equal(cu->buffer_read(buf, n * 4 - 8, b, 16, &err), RLX_ERR_INVALID_ARG);
+    rlx_error_clear(&err);
+    cu->buffer_free(buf);
+    /* more than the GPU has: a sentence, then allocation still works */
+    rlx_device_info info;
+    assert_int_equal(cu->device_query(d, &info, NULL), RLX_OK);
+    assert_int_equal(cu->buffer_alloc(d, info.total_memory * 2, &buf, &err), RLX_ERR_NO_MEMORY);
+    assert_null(buf);
+    print_message("  %s\n", rlx_error_message(err));
+    assert_non_null(strstr(rlx_error_message(err), "does not fit"));
+    rlx_error_clear(&err);
+    assert_int_equal(cu->buffer_from_host(d, a, 4096, &buf, NULL), RLX_OK);
+    cu->buffer_free(buf);
+    free(a);
+    free(b);
+    cu->device_close(d);
+}
+
+typedef struct prog_def {
+    rlx_lir lir;
+    rlx_lir_value values[3];
+    rlx_lir_instr instr;
+    rlx_lir_binding inputs[2], outputs[1];
+} prog_def;
+
+/* out[SEQ, n] = a - b over f32 rows, SEQ <= 8 */
+static void make_sub(prog_def *P, int64_t n)
+{
+    memset(P, 0, sizeof *P);
+    for (int v = 0; v < 3; v++) {
+        rlx_lir_value *val = &P->values[v];
+        val->dtype = RLX_DTYPE_F32;
+        val->shape.rank = 2;
+        val->shape.d[0] = rlx_dim_sym(0);
+        val->shape.d[1] = rlx_dim_const(n);
+        val->stride[0] = rlx_dim_const(n);
+        val->stride[1] = rlx_dim_const(1);
+        val->home = v < 2 ? RLX_HOME_INPUT : RLX_HOME_OUTPUT;
+        val->index = v < 2 ? v : 0;
+        val->view_of = -1;
+        val->max_bytes = 8 * (uint64_t)n * 4;
+        val->contiguous = true;
+    }
+    P->instr = (rlx_lir_instr){.op = RLX_OP_SUB, .n_in = 2, .in = {0, 1}, .out = 2};
+    for (int i = 0; i < 2; i++)
+        P->inputs[i] = (rlx_lir_binding){i ? "b" : "a", RLX_DTYPE_F32, P->values[i].shape,
+                                         P->values[i].max_bytes};
+    P->outputs[0] =
+        (rlx_lir_binding){"out", RLX_DTYPE_F32, P->values[2].shape, P->values[2].max_bytes};
+    P->lir = (rlx_lir){.n_values = 3,
+                       .values = P->values,
+                       .n_instrs = 1,
+                       .instrs = &P->instr,
+                       .n_symbols = 1,
+                       .n_inputs = 2,
+                       .inputs = P->inputs,
+                       .n_outputs = 1,
+                       .outputs = P->outputs};
+    P->lir.symbols[0].name = "SEQ";
+    P->lir.symbols[0].max = 8;
+}
+
+static void test_replay_and_timing(void **state)
+{
+    (void)state;
+    enum { N = 19 };
+    float a[8 * N], b[8 * N], got[8 * N];
+    for (int i = 0; i < 8 * N; i++) {
+        a[i] = (float)i;
+        b[i] = (float)(2 * i + 1);
+    }
+    rlx_device *d = open_dev();
+    prog_def ps;
+    make_sub(&ps, N);
+    rlx_program *p = NULL;
+    assert_int_equal(cu->program_create(d, &ps.lir, &p, NULL), RLX_OK);
+    rlx_buffer *ba = NULL, *bb = NULL, *bo = NULL;
+    assert_int_equal(cu->buffer_from_host(d, a, sizeof a, &ba, NULL), RLX_OK);
+    assert_int_equal(cu->buffer_from_host(d, b, sizeof b, &bb, NULL), RLX_OK);
+    assert_int_equal(cu->buffer_alloc(d, sizeof got, &bo, NULL), RLX_OK);
+    rlx_buffer_ref in[2] = {{ba, 0}, {bb, 0}}, out = {bo, 0};
+    rlx_program_bindings bind = {.inputs = in, .outputs = &out};
+    /* the same shape four times (graph captured on the second run and
+     * replayed), then others */
+    const int64_t seqs[] = {3, 3, 3, 3, 8, 1, 0, 5, 5};
+    for (size_t k = 0; k < sizeof seqs / sizeof seqs[0]; k++) {
+        float poison = -12345.0f;
+        for (int i = 0; i < 8 * N; i++)
+            got[i] = poison;
+        assert_int_equal(cu->buffer_write(bo, 0, got, sizeof got, NULL), RLX_OK);
+        if (k == 6)
+            cu->program_set_timing(p, true);
+        rlx_sym_values sv = {{seqs[k]}};
+        rlx_error *err = NULL;
+        if (cu->program_run(p, &bind, &sv, &err) != RLX_OK)
+            fail_msg("run %zu: %s", k, rlx_error_message(err));
+        assert_int_equal(cu->buffer_read(bo, 0, got, sizeof got, NULL), RLX_OK);
+        for (int i = 0; i < 8 * N; i++)
+            assert_true(got[i] == (i < seqs[k] * N ? a[i] - b[i] : poison));
+        if (k == 3) {
+            rlx_program_stats st;
+            cu->program_stats(p, &st);
+            assert_int_equal(st.runs, 4);
+            assert_int_equal(st.recordings, 1); /* one capture, replayed twice */
+        }
+        if (k >= 6) {
+            double ms[2] = {-1, -1};
+            assert_int_equal(cu->program_timings(p, ms, 2, NULL), RLX_OK);
+            assert_true(ms[0] >= 0);
+            assert_true(ms[1] == 0);
+        }
+    }
+    rlx_error *err = NULL;
+    rlx_sym_values sv = {{9}};
+    assert_int_equal(cu->program_run(p, &bind, &sv, &err), RLX_ERR_INVALID_ARG);
+    assert_non_null(strstr(rlx_error_message(err), "SEQ"));
+    rlx_error_clear(&err);
+    int cancel = 1;
+    bind.cancel = &cancel;
+    sv.v[0] = 2;
+    assert_int_equal(cu->program_run(p, &bind, &sv, &err), RLX_ERR_CANCELLED);
+    rlx_error_clear(&err);
+    cu->buffer_free(ba);
+    cu->buffer_free(bb);
+    cu->buffer_free(bo);
+    cu->program_free(p);
+    cu->device_close(d);
+}
+
+static void test_refusals_and_gather_range(void **state)
+{
+    (void)state;
+    rlx_device *d = open_dev();
+    prog_def pf;
+    make_sub(&pf, 4);
+    for (int v = 0; v < 3; v++)
+        pf.values[v].dtype = RLX_DTYPE_F64;
+    assert_false(cu->supports_op(d, &pf.lir, &pf.instr));
+    rlx_program *p = NULL;
+    rlx_error *err = NULL;
+    assert_int_equal(cu->program_create(d, &pf.lir, &p, &err), RLX_ERR_UNSUPPORTED);
+    assert_non_null(strstr(rlx_error_message(err), "F64"));
+    rlx_error_clear(&err);
+
+    /* gather with an id outside the table */
+    rlx_lir_value vals[3];
+    vals[0] = rlx_test_val(RLX_DTYPE_F32, 2, (int64_t[]){5, 3}, RLX_HOME_INPUT, 0, 0);
+    vals[1] = rlx_test_val(RLX_DTYPE_I32, 1, (int64_t[]){2}, RLX_HOME_INPUT, 1, 0);
+    vals[2] = rlx_test_val(RLX_DTYPE_F32, 2, (int64_t[]){2, 3}, RLX_HOME_OUTPUT, 0, 0);
+    rlx_lir_instr ins = {.op = RLX_OP_GATHER, .n_in = 2, .in = {0, 1}, .out = 2};
+    rlx_lir_binding ib[2], ob[1];
+    memset(ib, 0, sizeof ib);
+    memset(ob, 0, sizeof ob);
+    rlx_lir lir = {.n_values = 3,
+                   .values = vals,
+                   .n_instrs = 1,
+                   .instrs = &ins,
+                   .n_inputs = 2,
+                   .inputs = ib,
+                   .n_outputs = 1,
+                   .outputs = ob};
+    assert_int_equal(cu->program_create(d, &lir, &p, NULL), RLX_OK);
+    float tab[15];
+    for (int i = 0; i < 15; i++)
+        tab[i] = (float)i;
+    int32_t good[2] = {4, 0}, bad[2] = {1, 5};
+    rlx_buffer *bt = NULL, *bg = NULL, *bbad = NULL, *bo = NULL;
+    assert_int_equal(cu->buffer_from_host(d, tab, sizeof tab, &bt, NULL), RLX_OK);
+    assert_int_equal(cu->buffer_from_host(d, good, sizeof good, &bg, NULL), RLX_OK);
+    assert_int_equal(cu->buffer_from_host(d, bad, sizeof bad, &bbad, NULL), RLX_OK);
+    assert_int_equal(cu->buffer_alloc(d, 24, &bo, NULL), RLX_OK);
+    rlx_buffer_ref in[2] = {{bt, 0}, {bg, 0}}, out = {bo, 0};
+    rlx_program_bindings bind = {.inputs = in, .outputs = &out};
+    assert_int_equal(cu->program_run(p, &bind, NULL, NULL), RLX_OK);
+    float got[6];
+    assert_int_equal(cu->buffer_read(bo, 0, got, sizeof got, NULL), RLX_OK);
+    const float want[6] = {12, 13, 14, 0, 1, 2};
+    assert_memory_equal(got, want, sizeof want);
+    in[1].buf = bbad;
+    assert_int_equal(cu->program_run(p, &bind, NULL, &err), RLX_ERR_INVALID_ARG);
+    print_message("  %s\n", rlx_error_message(err));
+    assert_non_null(strstr(rlx_error_message(err), "token id"));
+    rlx_error_clear(&err);
+    in[1].buf = bg;
+    assert_int_equal(cu->program_run(p, &bind, NULL, NULL), RLX_OK);
+    assert_int_equal(cu->buffer_read(bo, 0, got, sizeof got, NULL), RLX_OK);
+    assert_memory_equal(got, want, sizeof want);
+    cu->buffer_free(bt);
+    cu->buffer_free(bg);
+    cu->buffer_free(bbad);
+    cu->buffer_free(bo);
+    cu->program_free(p);
+    cu->device_close(d);
+}
+
+/* The append into a Q8_0 KV cache: float rows quantized on the device with
+ * ggml's rounding (d = amax / 127 as f16, q = round-half-away(x / d)),
+ * written beside the rows already there; the reference is computed here. */
+static void test_q8_append(void **state)
+{
+    (void)state;
+    enum { CAP = 4, W = 64, OFF = 2 };
+    const int nb = CAP * W / 32;
+    uint8_t st[CAP * W / 32 * 34];
+    for (size_t i = 0; i < sizeof st; i++)
+        st[i] = (uint8_t)(i * 37 + 11);
+    for (int b = 0; b < nb; b++) { /* sane scales: 1/64 */
+        st[b * 34] = 0x00;
+        st[b * 34 + 1] = 0x24;
+    }
+    float src[W];
+    for (int i = 0; i < W; i++)
+        src[i] = (float)((i * 7919) % 101 - 50) / 23.0f;
+    rlx_lir_value vals[3];
+    vals[0] = rlx_test_val(RLX_DTYPE_Q8_0, 2, (int64_t[]){CAP, W}, RLX_HOME_INPUT, 0, 0);
+    vals[1] = rlx_test_val(RLX_DTYPE_F32, 2, (int64_t[]){1, W}, RLX_HOME_INPUT, 1, 0);
+    vals[2] = rlx_test_val(RLX_DTYPE_Q8_0, 2, (int64_t[]){CAP, W}, RLX_HOME_OUTPUT, 0, 0);
+    rlx_lir_instr ins = {.op = RLX_OP_SCATTER, .n_in = 2, .in = {0, 1}, .out = 2};
+    ins.p.scatter.axis = 0;
+    ins.p.scatter.offset = rlx_dim_const(OFF);
+    rlx_lir_binding ib[2], ob[1];
+    memset(ib, 0, sizeof ib);
+    memset(ob, 0, sizeof ob);
+    rlx_lir lir = {.n_values = 3,
+                   .values = vals,
+                   .n_instrs = 1,
+                   .instrs = &ins,
+                   .n_inputs = 2,
+                   .inputs = ib,
+                   .n_outputs = 1,
+                   .outputs = ob};
+    rlx_device *d = open_dev();
+    assert_true(cu->supports_op(d, &lir, &ins));
+    rlx_program *p = NULL;
+    rlx_error *err = NULL;
+    if (cu->program_create(d, &lir, &p, &err) != RLX_OK)
+        fail_msg("program_create: %s", rlx_error_message(err));
+    rlx_buffer *bs = NULL, *bx = NULL, *bo = NULL;
+    assert_int_equal(cu->buffer_from_host(d, st, sizeof st, &bs, NULL), RLX_OK);
+    assert_int_equal(cu->buffer_from_host(d, src, sizeof src, &bx, NULL), RLX_OK);
+    assert_int_equal(cu->buffer_alloc(d, sizeof st, &bo, NULL), RLX_OK);
+    rlx_buffer_ref in[2] = {{bs, 0}, {bx, 0}}, out = {bo, 0};
+    rlx_program_bindings bind = {.inputs = in, .outputs = &out};
+    if (cu->program_run(p, &bind, NULL, &err) != RLX_OK)
+        fail_msg("program_run: %s", rlx_error_message(err));
+    uint8_t got[sizeof st];
+    assert_int_equal(cu->buffer_read(bo, 0, got, sizeof got, NULL), RLX_OK);
+    uint8_t want[sizeof st];
+    memcpy(want, st, sizeof st);
+    for (int b = 0; b < W / 32; b++) {
+        const float *x = src + b * 32;
+        float amax = 0;
+        for (int j = 0; j < 32; j++)
+            amax = fabsf(x[j]) > amax ? fabsf(x[j]) : amax;
+        float dd = amax / 127.0f, id = dd != 0.0f ? 1.0f / dd : 0.0f;
+        uint8_t *blk = want + (OFF * W / 32 + b) * 34;
+        uint16_t h = rlx_f32_to_f16(dd);
+        memcpy(blk, &h, 2);
+        for (int j = 0; j < 32; j++) {
+            float v = x[j] * id, t = truncf(v);
+            if (fabsf(v - t) >= 0.5f)
+                t += v > 0 ? 1.0f : -1.0f;
+            blk[2 + j] = (uint8_t)(int8_t)t;
+        }
+    }
+    for (size_t i = 0; i < sizeof st; i++)
+        if (got[i] != want[i])
+            fail_msg("byte %zu (block %zu, +%zu): got %u, want %u (state had %u)", i, i / 34,
+                     i % 34, got[i], want[i], st[i]);
+    cu->buffer_free(bs);
+    cu->buffer_free(bx);
+    cu->buffer_free(bo);
+    cu->program_free(p);
+    cu->device_close(d);
+}
+
+/* Decoding attention over a long cache: few query rows, so the keys are
+ * split over several blocks and merged (the causal mask puts the last
+ * query at the last key). Reference in double; f32 sums over 700 keys of
+ * f16 values stay within 1e-4. */
+static void test_attention_split(void **state)
+{
+    (void)state;
+    enum { HQ = 4, HKV = 2, S = 2, T = 700, D = 64 };
+    float *q = malloc(sizeof(float) * HQ * S * D), *o = malloc(sizeof(float) * HQ * S * D);
+    uint16_t *k = malloc(2 * HKV * T * D), *v = malloc(2 * HKV * T * D);
+    uint32_t seed = 7;
+#define RND() ((seed = seed * 1664525u + 1013904223u), (float)(seed >> 8) / 8388608.0f - 1.0f)
+    for (int i = 0; i < HQ * S * D; i++)
+        q[i] = RND();
+    for (int i = 0; i < HKV * T * D; i++) {
+        k[i] = rlx_f32_to_f16(RND());
+        v[i] = rlx_f32_to_f16(RND());
+    }
+#undef RND
+    rlx_lir_value vals[4];
+    vals[0] = rlx_test_val(RLX_DTYPE_F32, 4, (int64_t[]){1, HQ, S, D}, RLX_HOME_INPUT, 0, 0);
+    vals[1] = rlx_test_val(RLX_DTYPE_F16, 4, (int64_t[]){1, HKV, T, D}, RLX_HOME_INPUT, 1, 0);
+    vals[2] = rlx_test_val(RLX_DTYPE_F16, 4, (int64_t[]){1, HKV, T, D}, RLX_HOME_INPUT, 2, 0);
+    vals[3] = rlx_test_val(RLX_DTYPE_F32, 4, (int64_t[]){1, HQ, S, D}, RLX_HOME_OUTPUT, 0, 0);
+    rlx_lir_instr ins = {.op = RLX_OP_ATTENTION, .n_in = 3, .in = {0, 1, 2}, .out = 3};
+    ins.p.attn.mask = RLX_MASK_CAUSAL;
+    rlx_lir_binding ib[3], ob[1];
+    memset(ib, 0, sizeof ib);
+    memset(ob, 0, sizeof ob);
+    rlx_lir lir = {.n_values = 4,
+                   .values = vals,
+                   .n_instrs = 1,
+                   .instrs = &ins,
+                   .n_inputs = 3,
+                   .inputs = ib,
+                   .n_outputs = 1,
+                   .outputs = ob};
+    rlx_device *d = open_dev();
+    rlx_program *p = NULL;
+    rlx_error *err = NULL;
+    if (cu->program_create(d, &lir, &p, &err) != RLX_OK)
+        fail_msg("program_create: %s", rlx_error_message(err));
+    rlx_buffer *bq = NULL, *bk = NULL, *bv = NULL, *bo = NULL;
+    assert_int_equal(cu->buffer_from_host(d, q, sizeof(float) * HQ * S * D, &bq, NULL), RLX_OK);
+    assert_int_equal(cu->buffer_from_host(d, k, 2 * HKV * T * D, &bk, NULL), RLX_OK);
+    assert_int_equal(cu->buffer_from_host(d, v, 2 * HKV * T * D, &bv, NULL), RLX_OK);
+    assert_int_equal(cu->buffer_alloc(d, sizeof(float) * HQ * S * D, &bo, NULL), RLX_OK);
+    rlx_buffer_ref in[3] = {{bq, 0}, {bk, 0}, {bv, 0}}, out = {bo, 0};
+    rlx_program_bindings bind = {.inputs = in, .outputs = &out};
+    if (cu->program_run(p, &bind, NULL, &err) != RLX_OK)
+        fail_msg("program_run: %s", rlx_error_message(err));
+    assert_int_equal(cu->buffer_read(bo, 0, o, sizeof(float) * HQ * S * D, NULL), RLX_OK);
+    double worst = 0;
+    for (int h = 0; h < HQ; h++)
+        for (int si = 0; si < S; si++) {
+            int hk = h / (HQ / HKV), pos = T - S + si;
+            const float *qr = q + (h * S + si) * D;
+            double m = -INFINITY, l = 0, acc[D];
+            double sc[T];
+            for (int t = 0; t <= pos; t++) {
+                double dot = 0;
+                for (int e = 0; e < D; e++)
+                    dot += qr[e] * rlx_f16_to_f32(k[(hk * T + t) * D + e]);
+                sc[t] = dot / sqrt((double)D);
+                m = sc[t] > m ? sc[t] : m;
+            }
+            for (int e = 0; e < D; e++)
+                acc[e] = 0;
+            for (int t = 0; t <= pos; t++) {
+                double w = exp(sc[t] - m);
+                l += w;
+                for (int e = 0; e < D; e++)
+                    acc[e] += w * rlx_f16_to_f32(v[(hk * T + t) * D + e]);
+            }
+            for (int e = 0; e < D; e++) {
+                double diff = fabs(o[(h * S + si) * D + e] - acc[e] / l);
+                worst = diff > worst ? diff : worst;
+            }
+        }
+    print_message("  worst difference %.3g\n", worst);
+    assert_true(worst < 1e-4);
+    free(q);
+    free(o);
+    free(k);
+    free(v);
+    cu->buffer_free(bq);
+    cu->buffer_free(bk);
+    cu->buffer_free(bv);
+    cu->buffer_free(bo);
+    cu->program_free(p);
+    cu->device_close(d);
+}
+
+#ifdef RLX_TEST_CUDA_EMU
+#include <dlfcn.h>
+
+#include "backends/cuda/cuda-internal.h"
+
+/* A kernel that faults (on the emulator, which can inject one): the run
+ * fails with a sentence, the device refuses work from then on, and once it
+ * is closed a fresh open runs programs again. */
+static void test_fault_and_recovery(void **state)
+{
+    (void)state;
+    void *h = dlopen(RLX_TEST_CUDA_EMU, RTLD_NOW | RTLD_NOLOAD);
+    assert_non_null(h);
+    void (*fail_next)(void) = (void (*)(void))dlsym(h, "emu_fail_next_launch");
+    assert_non_null(fail_next);
+    enum { N = 8 };
+    float a[N], b[N], got[N];
+    for (int i = 0; i < N; i++)
+        a[i] = (float)i, b[i] = 1.0f;
+    prog_def ps;
+    make_sub(&ps, N);
+    for (int round = 0; round < 2; round++) {
+        rlx_device *d = open_dev();
+        rlx_program *p = NULL;
+        assert_int_equal(cu->program_create(d, &ps.lir, &p, NULL), RLX_OK);
+        rlx_buffer *ba = NULL, *bb = NULL, *bo = NULL;
+        assert_int_equal(cu->buffer_from_host(d, a, sizeof a, &ba, NULL), RLX_OK);
+        assert_int_equal(cu->buffer_from_host(d, b, sizeof b, &bb, NULL), RLX_OK);
+        assert_int_equal(cu->buffer_alloc(d, sizeof got, &bo, NULL), RLX_OK);
+        rlx_buffer_ref in[2] = {{ba, 0}, {bb, 0}}, out = {bo, 0};
+        rlx_program_bindings bind = {.inputs = in, .outputs = &out};
+        rlx_sym_values sv = {{1}};
+        rlx_error *err = NULL;
+        if (round == 0) {
+            fail_next();
+            assert_int_equal(cu->program_run(p, &bind, &sv, &err), RLX_ERR_DEVICE);
+            print_message("  %s\n", rlx_error_message(err));
+            assert_non_null(strstr(rlx_error_message(err), "must be reopened"));
+            rlx_error_clear(&err);
+            assert_int_equal(cu->program_run(p, &bind, &sv, &err), RLX_ERR_DEVICE);
+            assert_non_null(strstr(rlx_error_message(err), "close and reopen"));
+            rlx_error_clear(&err);
+        } else {
+            assert_int_equal(cu->program_run(p, &bind, &sv, &err), RLX_OK);
+            assert_int_equal(cu->buffer_read(bo, 0, got, sizeof got, NULL), RLX_OK);
+            assert_true(got[0] == -1.0f && got[1] == 0.0f);
+        }
+        cu->buffer_free(ba);
+        cu->buffer_free(bb);
+        cu->buffer_free(bo);
+        cu->program_free(p);
+        cu->device_close(d);
+    }
+}
+#endif
+
+int main(void)
+{
+#ifdef RLX_TEST_CUDA_EMU
+    cu_driver_use(RLX_TEST_CUDA_EMU);
+#endif
+    cu = rlx_backend_find("cuda");
+    const char *why = rlx_cuda_unavailable_reason();
+    if (!cu || why) {
+        printf("no CUDA device: %s; skipped\n", why ? why : "not built");
+        return 77;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_enumeration),        cmocka_unit_test(test_buffers),
+        cmocka_unit_test(test_replay_and_timing),  cmocka_unit_test(test_refusals_and_gather_range),
+        cmocka_unit_test(test_q8_append),          cmocka_unit_test(test_attention_split),
+#ifdef RLX_TEST_CUDA_EMU
+        cmocka_unit_test(test_fault_and_recovery),
+#endif
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
