@@ -1,10 +1,14 @@
 #include "rlx-chat-pane.h"
 
+#include "rlx-failure.h"
 #include "rlx-markdown.h"
 #include "rlx-sampling-popover.h"
 
+#include "backends/base/status.h"
+
 #include <errno.h>
 #include <string.h>
+#include <time.h>
 
 #include <glib/gi18n.h>
 #include <glib/gstdio.h>
@@ -13,8 +17,15 @@
 typedef struct {
     char *role;
     char *content;
+    gsize alloc;     /* bytes allocated for content while it grows; 0: not known */
+    gsize len;       /* strlen(content) while alloc */
     GtkWidget *body; /* while shown */
-    guint64 serial;  /* names it to a save that completes later */
+    /* A reply that reasoned first (<think>…</think>): the tokens up to the
+     * end of its reasoning and the time from its first token to there; 0
+     * when not known (saved before these were kept). */
+    int think_tokens;
+    gint64 think_ms;
+    guint64 serial; /* names it to a save that completes later */
     /* Bytes of content known to be on disk, while content may be ahead of the
      * file (a streaming reply, until its last save completes); -1 otherwise.
      * Only that much is ever shown, so a crash loses nothing seen. */
@@ -28,7 +39,8 @@ typedef struct {
     char *model;
     gboolean title_set; /* renamed by the user: no longer taken from the first message */
     gint64 created, updated;
-    GPtrArray *msgs; /* Msg * */
+    GPtrArray *msgs;     /* Msg * */
+    RlxFailure *failure; /* the last reply's, until the next one starts; not saved */
 } Conv;
 
 struct _RlxChatPane {
@@ -43,7 +55,9 @@ struct _RlxChatPane {
     GtkPopover *system_popover;
     RlxSamplingPopover *sampling_popover;
     GtkMenuButton *sampling_button;
-    GtkProgressBar *load_bar;
+    GtkProgressBar *load_bar, *loading_bar;
+    AdwStatusPage *loading_page, *ready_page;
+    AdwToastOverlay *toast_overlay;
     GtkStack *content_stack, *send_stack;
     GtkScrolledWindow *scroller;
     GtkBox *messages;
@@ -58,10 +72,23 @@ struct _RlxChatPane {
 
     Conv *stream_conv; /* the conversation a reply streams into */
     Msg *stream_msg;
+    int stream_tokens;      /* the reply's tokens so far */
+    gint64 stream_asked_us; /* monotonic time the reply was asked for */
+    gint64 stream_first_us; /* ... of its first text; 0 before */
+    double stream_cpu0;     /* the main thread's CPU seconds then */
+    int stream_logged;      /* tokens at the last "stream:" debug line */
+    gboolean stopping;      /* Stop was asked; the engine has not answered yet */
+    guint render_tick;      /* a frame-clock callback that shows the reply */
+    guint render_wait;      /* a timeout before the next one may be asked */
+    gint64 render_start_us; /* when the last one began; 0: none yet */
+    double render_cpu0;     /* the main thread's CPU seconds then */
+    gboolean follow;        /* the view stays at the end as the text grows */
     GCancellable *stop;
     guint save_source; /* the streaming reply's next save */
     gboolean loading;
+    double load_fraction;  /* the last fraction the engine reported */
     GQueue pending_toasts; /* AdwToast *, until the window is mapped */
+    AdwToast *last_toast;  /* weak: the one on screen or due */
 
     /* Conversation files are written by one worker at a time, in order. */
     struct Saver *saver;
@@ -76,13 +103,25 @@ G_DEFINE_FINAL_TYPE(RlxChatPane, rlx_chat_pane, GTK_TYPE_WIDGET)
 
 /* ---- helpers ---------------------------------------------------------------- */
 
+/* The toasts show over the conversation, never over the message entry, and
+ * one at a time: a new one replaces the one shown (AdwToastOverlay would
+ * queue it behind, or put the old one back in line after it, so that an
+ * error came back after a later success, or a success waited out an old
+ * error). */
 static void show_pending_toasts(RlxChatPane *self)
 {
-    GtkWidget *overlay = gtk_widget_get_ancestor(GTK_WIDGET(self), ADW_TYPE_TOAST_OVERLAY);
+    GtkWidget *overlay = GTK_WIDGET(self->toast_overlay);
     if (!overlay || !gtk_widget_get_mapped(overlay))
         return;
-    for (AdwToast *t; (t = g_queue_pop_head(&self->pending_toasts));)
+    for (AdwToast *t; (t = g_queue_pop_head(&self->pending_toasts));) {
+        if (self->last_toast) {
+            g_object_remove_weak_pointer(G_OBJECT(self->last_toast), (gpointer *)&self->last_toast);
+            adw_toast_dismiss(self->last_toast);
+        }
+        self->last_toast = t;
+        g_object_add_weak_pointer(G_OBJECT(t), (gpointer *)&self->last_toast);
         adw_toast_overlay_add_toast(ADW_TOAST_OVERLAY(overlay), t);
+    }
 }
 
 static void toast_details(AdwToast *t, RlxChatPane *self)
@@ -110,7 +149,9 @@ static void toast_full(RlxChatPane *self, const char *text, AdwToastPriority pri
         g_object_set_data_full(G_OBJECT(t), "rlx-details", g_strdup(text), g_free);
         g_signal_connect_object(t, "button-clicked", G_CALLBACK(toast_details), self, 0);
     }
-    /* A toast given to an overlay that is not on screen yet would never show. */
+    /* A toast given to an overlay that is not on screen yet would never show;
+     * one still waiting for it is replaced like one on screen. */
+    g_queue_clear_full(&self->pending_toasts, g_object_unref);
     g_queue_push_tail(&self->pending_toasts, t);
     show_pending_toasts(self);
 }
@@ -149,8 +190,30 @@ static Msg *msg_new(const char *role, const char *content)
     return m;
 }
 
+/* Appends in amortized constant time: a reply grows a piece at a time. */
+static void msg_append(Msg *m, const char *text)
+{
+    gsize n = strlen(text);
+    if (!m->alloc) {
+        m->len = strlen(m->content);
+        m->alloc = m->len + 1;
+    }
+    if (m->len + n + 1 > m->alloc) {
+        m->alloc = MAX(m->alloc * 2, m->len + n + 1);
+        m->content = g_realloc(m->content, m->alloc);
+    }
+    memcpy(m->content + m->len, text, n + 1);
+    m->len += n;
+}
+
+static gsize msg_len(const Msg *m)
+{
+    return m->alloc ? m->len : strlen(m->content);
+}
+
 static void conv_free(Conv *c)
 {
+    rlx_failure_free(c->failure);
     g_free(c->id);
     g_free(c->title);
     g_free(c->system);
@@ -188,6 +251,10 @@ static json_object *conv_to_json(const Conv *c)
         json_object *mo = json_object_new_object();
         json_object_object_add(mo, "role", json_object_new_string(m->role));
         json_object_object_add(mo, "content", json_object_new_string(m->content));
+        if (m->think_tokens > 0)
+            json_object_object_add(mo, "thinking_tokens", json_object_new_int(m->think_tokens));
+        if (m->think_ms > 0)
+            json_object_object_add(mo, "thinking_ms", json_object_new_int64(m->think_ms));
         json_object_array_add(arr, mo);
     }
     json_object_object_add(o, "messages", arr);
@@ -223,8 +290,15 @@ static Conv *conv_from_json(json_object *o)
     if (json_object_object_get_ex(o, "messages", &v) && json_object_is_type(v, json_type_array)) {
         for (size_t i = 0; i < json_object_array_length(v); i++) {
             json_object *mo = json_object_array_get_idx(v, i);
-            if (jstr(mo, "role"))
-                g_ptr_array_add(c->msgs, msg_new(jstr(mo, "role"), jstr(mo, "content")));
+            if (!jstr(mo, "role"))
+                continue;
+            Msg *m = msg_new(jstr(mo, "role"), jstr(mo, "content"));
+            json_object *t = NULL;
+            if (json_object_object_get_ex(mo, "thinking_tokens", &t))
+                m->think_tokens = json_object_get_int(t);
+            if (json_object_object_get_ex(mo, "thinking_ms", &t))
+                m->think_ms = json_object_get_int64(t);
+            g_ptr_array_add(c->msgs, m);
         }
     }
     return c;
@@ -326,6 +400,7 @@ static void save_thread(GTask *task, gpointer source, gpointer data, GCancellabl
 }
 
 static void msg_render(RlxChatPane *self, Msg *m);
+static void queue_render(RlxChatPane *self);
 static void saves_next(RlxChatPane *self);
 static gboolean scroll_idle(gpointer data);
 
@@ -359,7 +434,6 @@ static void save_done(RlxChatPane *self, SaveJob *j)
         self->save_failed = FALSE;
     }
     /* A failed write shows the text all the same: hiding it would not save it. */
-    gboolean shown = FALSE;
     for (guint i = 0; i < j->parts->len; i++) {
         const SavedPart *p = &g_array_index(j->parts, SavedPart, i);
         Msg *m = find_msg(self, j->conv_id, p->serial);
@@ -368,15 +442,15 @@ static void save_done(RlxChatPane *self, SaveJob *j)
         gboolean more = (gsize)m->saved < p->len;
         if (more)
             m->saved = (gssize)p->len;
-        if (m != self->stream_msg && (gsize)m->saved == strlen(m->content))
+        if (m != self->stream_msg && (gsize)m->saved == msg_len(m))
             m->saved = -1; /* finished and all on disk */
         if (more && m->body) {
-            msg_render(self, m);
-            shown = TRUE;
+            if (m == self->stream_msg)
+                queue_render(self); /* at the next frame, with whatever came by then */
+            else
+                msg_render(self, m);
         }
     }
-    if (shown)
-        g_idle_add_full(G_PRIORITY_LOW, scroll_idle, g_object_ref(self), g_object_unref);
 }
 
 static void save_task_done(GObject *source, GAsyncResult *res, gpointer data)
@@ -453,7 +527,7 @@ static void conv_save(RlxChatPane *self, Conv *c)
     for (guint i = 0; i < c->msgs->len; i++) {
         const Msg *m = g_ptr_array_index(c->msgs, i);
         if (m->saved >= 0) {
-            SavedPart p = {.serial = m->serial, .len = strlen(m->content)};
+            SavedPart p = {.serial = m->serial, .len = msg_len(m)};
             g_array_append_val(j->parts, p);
         }
     }
@@ -510,6 +584,7 @@ static RlxSampling current_sampling(RlxChatPane *self)
     s.repeat_penalty = g_settings_get_double(self->settings, "repeat-penalty");
     s.seed = g_settings_get_int64(self->settings, "seed");
     s.max_tokens = g_settings_get_int(self->settings, "max-tokens");
+    s.thinking = g_settings_get_boolean(self->settings, "thinking");
     return s;
 }
 
@@ -524,6 +599,67 @@ static RlxLoadParams current_load_params(RlxChatPane *self)
     p.n_ctx = g_settings_get_int(self->settings, "context-length");
     p.n_threads = g_settings_get_int(self->settings, "threads");
     return p;
+}
+
+/* ---- thinking ---------------------------------------------------------------- */
+
+static gboolean blank_text(const char *t, gsize n)
+{
+    for (gsize i = 0; i < n; i++)
+        if (!g_ascii_isspace(t[i]))
+            return FALSE;
+    return TRUE;
+}
+
+#define THINK_OPEN  "<think>"
+#define THINK_CLOSE "</think>"
+
+/* Where a reply's reasoning and answer are in its first n bytes. The
+ * reasoning is what follows a leading <think> up to </think> (all of the
+ * text while it is still open), or, for templates that open the tag in the
+ * prompt themselves, everything before a </think>. */
+typedef struct {
+    gboolean has;   /* there is a reasoning section */
+    gboolean open;  /* ... still being written */
+    gsize from, to; /* the reasoning */
+    gsize answer;   /* where the answer starts */
+    gboolean hold;  /* the text so far may be the start of the tag: show nothing yet */
+} Thinking;
+
+static Thinking split_thinking(const char *t, gsize n)
+{
+    Thinking k = {.answer = 0};
+    gsize w = 0;
+    while (w < n && g_ascii_isspace(t[w]))
+        w++;
+    gsize rest = n - w;
+    if (rest < strlen(THINK_OPEN) && strncmp(t + w, THINK_OPEN, rest) == 0 && rest > 0) {
+        k.hold = TRUE;
+        k.answer = n;
+        return k;
+    }
+    const char *close = NULL;
+    if (rest >= strlen(THINK_OPEN) && strncmp(t + w, THINK_OPEN, strlen(THINK_OPEN)) == 0) {
+        k.has = TRUE;
+        k.from = w + strlen(THINK_OPEN);
+        close = g_strstr_len(t + k.from, (gssize)(n - k.from), THINK_CLOSE);
+        if (!close) {
+            k.open = TRUE;
+            k.to = k.answer = n;
+            return k;
+        }
+    } else {
+        close = g_strstr_len(t, (gssize)n, THINK_CLOSE);
+        if (!close)
+            return k;
+        k.has = TRUE;
+        k.from = 0;
+    }
+    k.to = (gsize)(close - t);
+    k.answer = k.to + strlen(THINK_CLOSE);
+    while (k.answer < n && g_ascii_isspace(t[k.answer]))
+        k.answer++;
+    return k;
 }
 
 /* ---- messages ------------------------------------------------------------- */
@@ -541,8 +677,13 @@ static int msg_index(Conv *c, Msg *m)
 static void copy_message(GtkButton *b, RlxChatPane *self)
 {
     Msg *m = g_object_get_data(G_OBJECT(b), "msg");
-    if (msg_index(self->current, m) >= 0)
-        gdk_clipboard_set_text(gtk_widget_get_clipboard(GTK_WIDGET(b)), m->content);
+    if (msg_index(self->current, m) < 0)
+        return;
+    /* The answer, without the reasoning before it. */
+    Thinking k =
+        g_strcmp0(m->role, "user") == 0 ? (Thinking){0} : split_thinking(m->content, msg_len(m));
+    gdk_clipboard_set_text(gtk_widget_get_clipboard(GTK_WIDGET(b)),
+                           k.has ? m->content + k.answer : m->content);
 }
 
 static void rebuild_messages(RlxChatPane *self);
@@ -555,6 +696,7 @@ static void edit_message(GtkButton *b, RlxChatPane *self)
         return;
     /* The message and everything after it go; the text comes back for editing. */
     gtk_editable_set_text(GTK_EDITABLE(self->input), m->content);
+    g_clear_pointer(&self->current->failure, rlx_failure_free);
     g_ptr_array_remove_range(self->current->msgs, (guint)i, self->current->msgs->len - (guint)i);
     conv_save(self, self->current);
     rebuild_messages(self);
@@ -562,20 +704,70 @@ static void edit_message(GtkButton *b, RlxChatPane *self)
     gtk_editable_set_position(GTK_EDITABLE(self->input), -1);
 }
 
+/* What a message shows, kept on its body widget (and freed with it). */
+typedef struct {
+    GtkWidget *think; /* the expander, hidden without reasoning */
+    GtkLabel *think_title;
+    GtkBox *think_box, *answer_box;
+    RlxMarkdownStream *think_md, *answer_md;
+} MsgView;
+
+static void msg_view_free(MsgView *v)
+{
+    rlx_markdown_stream_free(v->think_md);
+    rlx_markdown_stream_free(v->answer_md);
+    g_free(v);
+}
+
+static char *thinking_title(const Msg *m, gboolean open, int tokens_so_far)
+{
+    GString *s = g_string_new(open ? _("Thinking…") : _("Thinking"));
+    int tokens = open ? tokens_so_far : m->think_tokens;
+    if (tokens > 0) {
+        g_string_append(s, " · ");
+        /* Translators: after "Thinking", the reasoning's length */
+        g_string_append_printf(s, ngettext("%d token", "%d tokens", tokens), tokens);
+    }
+    if (!open && m->think_ms > 0) {
+        g_string_append(s, " · ");
+        /* Translators: after "Thinking", how long it took, in seconds */
+        g_string_append_printf(s, _("%.1f s"), (double)m->think_ms / 1000.0);
+    }
+    return g_string_free(s, FALSE);
+}
+
 /* A reply still ahead of its file shows only what the file holds. */
 static void msg_render(RlxChatPane *self, Msg *m)
 {
     if (!m->body)
         return;
-    if (m->saved < 0) {
-        rlx_markdown_render(GTK_BOX(m->body), m->content);
-        return;
+    MsgView *v = g_object_get_data(G_OBJECT(m->body), "rlx-view");
+    gsize n = m->saved < 0 ? msg_len(m) : (gsize)m->saved;
+    const char *t = m->content;
+    gboolean user = g_strcmp0(m->role, "user") == 0;
+    Thinking k = user ? (Thinking){0} : split_thinking(t, n);
+    gboolean think_shown = k.has && !blank_text(t + k.from, k.to - k.from);
+    gtk_widget_set_visible(v->think, think_shown);
+    if (think_shown) {
+        rlx_markdown_stream_update(v->think_md, t + k.from, k.to - k.from);
+        g_autofree char *title =
+            thinking_title(m, k.open, m == self->stream_msg ? self->stream_tokens : 0);
+        gtk_label_set_text(v->think_title, title);
+        if (!k.open && m != self->stream_msg)
+            g_debug("thinking shown: %s", title); /* for the UI tests */
     }
-    g_autofree char *shown = g_strndup(m->content, (gsize)m->saved);
-    rlx_markdown_render(GTK_BOX(m->body), shown);
+    if (k.hold)
+        rlx_markdown_stream_update(v->answer_md, "", 0);
+    else if (k.has)
+        rlx_markdown_stream_update(v->answer_md, t + k.answer, n - k.answer);
+    else
+        rlx_markdown_stream_update(v->answer_md, t, n);
+    if (m->saved < 0)
+        return;
     /* For the UI tests (G_MESSAGES_DEBUG=RlxStudio): what is on screen. */
-    gsize n = strlen(shown);
-    g_autofree char *tail = g_strescape(shown + (n > 32 ? n - 32 : 0), NULL);
+    gsize from = n > 32 ? n - 32 : 0;
+    g_autofree char *end = g_strndup(t + from, n - from);
+    g_autofree char *tail = g_strescape(end, NULL);
     g_debug("reply shown: %" G_GSIZE_FORMAT " bytes ending \"%s\"", n, tail);
 }
 
@@ -608,11 +800,109 @@ static void add_message_widget(RlxChatPane *self, Msg *m)
     gtk_box_append(GTK_BOX(header), copy);
 
     GtkWidget *body = gtk_box_new(GTK_ORIENTATION_VERTICAL, 8);
+    MsgView *v = g_new0(MsgView, 1);
+    GtkWidget *title = gtk_label_new(NULL);
+    gtk_label_set_xalign(GTK_LABEL(title), 0);
+    gtk_widget_add_css_class(title, "dim-label");
+    v->think_title = GTK_LABEL(title);
+    v->think_box = GTK_BOX(gtk_box_new(GTK_ORIENTATION_VERTICAL, 8));
+    gtk_widget_add_css_class(GTK_WIDGET(v->think_box), "rlx-thinking");
+    gtk_widget_set_margin_start(GTK_WIDGET(v->think_box), 12);
+    gtk_widget_set_margin_top(GTK_WIDGET(v->think_box), 6);
+    v->think = gtk_expander_new(NULL);
+    gtk_expander_set_label_widget(GTK_EXPANDER(v->think), title);
+    gtk_expander_set_child(GTK_EXPANDER(v->think), GTK_WIDGET(v->think_box));
+    gtk_widget_add_css_class(v->think, "rlx-thinking-section");
+    gtk_widget_set_visible(v->think, FALSE);
+    v->answer_box = GTK_BOX(gtk_box_new(GTK_ORIENTATION_VERTICAL, 8));
+    v->think_md = rlx_markdown_stream_new(v->think_box);
+    v->answer_md = rlx_markdown_stream_new(v->answer_box);
+    gtk_box_append(GTK_BOX(body), v->think);
+    gtk_box_append(GTK_BOX(body), GTK_WIDGET(v->answer_box));
+    g_object_set_data_full(G_OBJECT(body), "rlx-view", v, (GDestroyNotify)msg_view_free);
     m->body = body;
     msg_render(self, m);
     gtk_box_append(GTK_BOX(card), header);
     gtk_box_append(GTK_BOX(card), body);
     gtk_box_append(self->messages, card);
+}
+
+/* ---- failures ---------------------------------------------------------------- */
+
+static void retry_clicked(GtkButton *b, RlxChatPane *self)
+{
+    gtk_widget_activate_action(GTK_WIDGET(self), "chat.retry", NULL);
+}
+
+static void use_cpu_clicked(GtkButton *b, RlxChatPane *self)
+{
+    if (self->settings)
+        /* the window reloads the model on the new device (its "changed::device") */
+        g_settings_set_string(self->settings, "device", "cpu");
+}
+
+static void add_failure_widget(RlxChatPane *self, const RlxFailure *f)
+{
+    GtkWidget *card = gtk_box_new(GTK_ORIENTATION_VERTICAL, 6);
+    gtk_widget_add_css_class(card, "card");
+    gtk_widget_add_css_class(card, "rlx-failure");
+
+    GtkWidget *top = gtk_box_new(GTK_ORIENTATION_HORIZONTAL, 8);
+    GtkWidget *icon = gtk_image_new_from_icon_name("dialog-warning-symbolic");
+    gtk_widget_add_css_class(icon, "warning");
+    GtkWidget *heading = gtk_label_new(f->heading);
+    gtk_widget_add_css_class(heading, "heading");
+    gtk_label_set_xalign(GTK_LABEL(heading), 0);
+    gtk_label_set_wrap(GTK_LABEL(heading), TRUE);
+    gtk_box_append(GTK_BOX(top), icon);
+    gtk_box_append(GTK_BOX(top), heading);
+    gtk_box_append(GTK_BOX(card), top);
+
+    GtkWidget *sentence = gtk_label_new(f->sentence);
+    gtk_label_set_wrap(GTK_LABEL(sentence), TRUE);
+    gtk_label_set_xalign(GTK_LABEL(sentence), 0);
+    gtk_box_append(GTK_BOX(card), sentence);
+    GtkWidget *advice = gtk_label_new(f->advice);
+    gtk_label_set_wrap(GTK_LABEL(advice), TRUE);
+    gtk_label_set_xalign(GTK_LABEL(advice), 0);
+    gtk_widget_add_css_class(advice, "dim-label");
+    gtk_box_append(GTK_BOX(card), advice);
+
+    GtkWidget *buttons = gtk_box_new(GTK_ORIENTATION_HORIZONTAL, 6);
+    gtk_widget_set_margin_top(buttons, 4);
+    GtkWidget *retry = gtk_button_new_with_mnemonic(_("_Retry"));
+    gtk_widget_add_css_class(retry, "suggested-action");
+    g_signal_connect(retry, "clicked", G_CALLBACK(retry_clicked), self);
+    gtk_box_append(GTK_BOX(buttons), retry);
+    if (f->offer_cpu && self->settings) {
+        GtkWidget *cpu = gtk_button_new_with_mnemonic(_("Use the _CPU"));
+        g_signal_connect(cpu, "clicked", G_CALLBACK(use_cpu_clicked), self);
+        gtk_box_append(GTK_BOX(buttons), cpu);
+    }
+    gtk_box_append(GTK_BOX(card), buttons);
+
+    if (f->details && *f->details) {
+        GtkWidget *details = gtk_label_new(f->details);
+        gtk_label_set_wrap(GTK_LABEL(details), TRUE);
+        gtk_label_set_wrap_mode(GTK_LABEL(details), PANGO_WRAP_WORD_CHAR);
+        gtk_label_set_selectable(GTK_LABEL(details), TRUE);
+        gtk_label_set_xalign(GTK_LABEL(details), 0);
+        gtk_widget_add_css_class(details, "monospace");
+        gtk_widget_add_css_class(details, "caption");
+        gtk_widget_set_margin_top(details, 4);
+        GtkWidget *exp = gtk_expander_new(_("Details for a bug report"));
+        gtk_expander_set_child(GTK_EXPANDER(exp), details);
+        gtk_box_append(GTK_BOX(card), exp);
+    }
+    GtkWidget *pad = gtk_box_new(GTK_ORIENTATION_VERTICAL, 0);
+    gtk_widget_add_css_class(pad, "card");
+    gtk_widget_remove_css_class(card, "card");
+    gtk_widget_set_margin_start(card, 12);
+    gtk_widget_set_margin_end(card, 12);
+    gtk_widget_set_margin_top(card, 10);
+    gtk_widget_set_margin_bottom(card, 12);
+    gtk_box_append(GTK_BOX(pad), card);
+    gtk_box_append(self->messages, pad);
 }
 
 static void scroll_to_end(RlxChatPane *self)
@@ -634,6 +924,9 @@ static void rebuild_messages(RlxChatPane *self)
         gtk_box_remove(self->messages, child);
     for (guint i = 0; self->current && i < self->current->msgs->len; i++)
         add_message_widget(self, g_ptr_array_index(self->current->msgs, i));
+    if (self->current && self->current->failure)
+        add_failure_widget(self, self->current->failure);
+    self->follow = TRUE;
     g_idle_add_full(G_PRIORITY_LOW, scroll_idle, g_object_ref(self), g_object_unref);
     update_state(self);
 }
@@ -754,9 +1047,26 @@ static void update_state(RlxChatPane *self)
     gboolean have_model = self->engine && rlx_engine_get_model_info(self->engine) != NULL;
     gboolean have_msgs = self->current && self->current->msgs->len > 0;
     gtk_stack_set_visible_child_name(self->send_stack, streaming ? "stop" : "send");
-    gtk_stack_set_visible_child_name(self->content_stack,
-                                     have_model || have_msgs ? "chat" : "empty");
-    gtk_widget_action_set_enabled(GTK_WIDGET(self), "chat.stop", streaming);
+    /* One state at a time: the conversation; a model loading (with its
+     * progress); a model ready for an empty conversation (what to do); or
+     * no model at all. A conversation keeps its place while a model loads,
+     * with the loading line above it. */
+    gtk_stack_set_visible_child_name(self->content_stack, have_msgs       ? "chat"
+                                                          : self->loading ? "loading"
+                                                          : have_model    ? "ready"
+                                                                          : "empty");
+    gtk_widget_set_visible(GTK_WIDGET(self->load_bar), self->loading && have_msgs);
+    if (have_model && !self->loading) {
+        const RlxModelInfo *i = rlx_engine_get_model_info(self->engine);
+        g_autofree char *dev = rlx_device_phrase(i->device);
+        adw_status_page_set_title(self->ready_page, i->name);
+        /* Translators: the empty conversation; %d is the context length, %s the device
+         * ("the CPU") */
+        g_autofree char *what = g_strdup_printf(
+            _("%d tokens of context, on %s. Type a message below and press Enter."), i->n_ctx, dev);
+        adw_status_page_set_description(self->ready_page, what);
+    }
+    gtk_widget_action_set_enabled(GTK_WIDGET(self), "chat.stop", streaming && !self->stopping);
     gtk_widget_action_set_enabled(GTK_WIDGET(self), "chat.send", !streaming && !self->loading);
     gtk_widget_action_set_enabled(GTK_WIDGET(self), "chat.regenerate",
                                   !streaming && !self->loading && have_msgs);
@@ -783,6 +1093,15 @@ static void start_reply(RlxChatPane *self)
     g_clear_object(&self->stop);
     self->stop = g_cancellable_new();
     rlx_engine_chat(self->engine, c->system, roles, contents, n, &s, self->stop);
+    if (c->failure) {
+        g_clear_pointer(&c->failure, rlx_failure_free);
+        rebuild_messages(self);
+    }
+    self->stream_tokens = 0;
+    self->stream_asked_us = g_get_monotonic_time();
+    self->stream_first_us = 0;
+    self->stream_logged = 0;
+    self->stopping = FALSE;
 
     g_free(c->model);
     c->model = g_strdup(info->name);
@@ -792,7 +1111,9 @@ static void start_reply(RlxChatPane *self)
     add_message_widget(self, reply);
     self->stream_conv = c;
     self->stream_msg = reply;
-    gtk_label_set_text(self->stats_label, _("Thinking…"));
+    /* Until the first token: the engine reads the prompt (a long one takes a while). */
+    gtk_label_set_text(self->stats_label, _("Reading the conversation…"));
+    self->follow = TRUE;
     update_state(self);
     g_idle_add_full(G_PRIORITY_LOW, scroll_idle, g_object_ref(self), g_object_unref);
 }
@@ -826,6 +1147,10 @@ static void send_action(GtkWidget *w, const char *name, GVariant *param)
         g_free(c->title);
         c->title = g_utf8_substring(one_line, 0, MIN(g_utf8_strlen(one_line, -1), 48));
     }
+    if (c->failure) {
+        g_clear_pointer(&c->failure, rlx_failure_free);
+        rebuild_messages(self);
+    }
     Msg *m = msg_new("user", text);
     g_ptr_array_add(c->msgs, m);
     add_message_widget(self, m);
@@ -839,6 +1164,12 @@ static void send_action(GtkWidget *w, const char *name, GVariant *param)
 static void stop_action(GtkWidget *w, const char *name, GVariant *param)
 {
     RlxChatPane *self = RLX_CHAT_PANE(w);
+    if (!self->stream_msg || self->stopping)
+        return;
+    /* Said at once: on a slow device the engine answers after its current step. */
+    self->stopping = TRUE;
+    gtk_label_set_text(self->stats_label, _("Stopping…"));
+    update_state(self);
     if (self->stop)
         g_cancellable_cancel(self->stop);
 }
@@ -855,6 +1186,12 @@ static void regenerate_action(GtkWidget *w, const char *name, GVariant *param)
         rebuild_messages(self);
     }
     start_reply(self);
+}
+
+/* The failure card's button: the same as Regenerate (a partial reply goes). */
+static void retry_action(GtkWidget *w, const char *name, GVariant *param)
+{
+    gtk_widget_activate_action(w, "chat.regenerate", NULL);
 }
 
 static void new_action(GtkWidget *w, const char *name, GVariant *param)
@@ -989,6 +1326,8 @@ static void export_action(GtkWidget *w, const char *name, GVariant *param)
 
 /* ---- model ------------------------------------------------------------------- */
 
+static void show_load_start(RlxChatPane *self);
+
 void rlx_chat_pane_open_model(RlxChatPane *self, GFile *file)
 {
     g_return_if_fail(RLX_IS_CHAT_PANE(self));
@@ -1015,7 +1354,11 @@ void rlx_chat_pane_reload_model(RlxChatPane *self)
     g_autofree char *text = g_strdup_printf(_("Loading %s…"), base);
     gtk_progress_bar_set_fraction(self->load_bar, 0);
     gtk_progress_bar_set_text(self->load_bar, text);
-    gtk_widget_set_visible(GTK_WIDGET(self->load_bar), TRUE);
+    gtk_progress_bar_set_fraction(self->loading_bar, 0);
+    show_load_start(self);
+    gtk_label_set_text(self->model_details, text);
+    adw_status_page_set_title(self->loading_page, text);
+    adw_status_page_set_description(self->loading_page, NULL);
     rlx_engine_load_model(self->engine, self->model_path, &p);
     g_free(p.device);
     update_state(self);
@@ -1049,16 +1392,33 @@ static void open_action(GtkWidget *w, const char *name, GVariant *param)
 
 /* ---- engine signals ------------------------------------------------------------ */
 
+/* Before the engine can say how far it got (it reads the file and the
+ * tokenizer first), the bar says so in words. Not a pulsing bar: its
+ * animation asks for a frame 60 times a second, which on a slow renderer
+ * starved the engine's events (idle priority) and took CPU from the load. */
+static void show_load_start(RlxChatPane *self)
+{
+    self->load_fraction = 0;
+    gtk_progress_bar_set_text(self->loading_bar, _("Reading the file…"));
+}
+
 static void on_load_progress(RlxEngine *e, const char *stage, double fraction, RlxChatPane *self)
 {
-    gtk_progress_bar_set_fraction(self->load_bar, CLAMP(fraction, 0, 1));
+    self->load_fraction = CLAMP(fraction, 0, 1);
+    if (self->load_fraction <= 0)
+        return;
+    gtk_progress_bar_set_fraction(self->load_bar, self->load_fraction);
+    gtk_progress_bar_set_fraction(self->loading_bar, self->load_fraction);
+    /* Translators: loading a model: the weights, then how far in percent */
+    g_autofree char *text =
+        g_strdup_printf(_("Loading the weights… %d %%"), (int)(self->load_fraction * 100 + 0.5));
+    gtk_progress_bar_set_text(self->loading_bar, text);
 }
 
 static void on_model_loaded(RlxEngine *e, RlxChatPane *self)
 {
     const RlxModelInfo *i = rlx_engine_get_model_info(e);
     self->loading = FALSE;
-    gtk_widget_set_visible(GTK_WIDGET(self->load_bar), FALSE);
     gtk_label_set_text(self->model_label, i->name);
     /* Translators: architecture · quantization · context length · device */
     g_autofree char *details =
@@ -1066,10 +1426,74 @@ static void on_model_loaded(RlxEngine *e, RlxChatPane *self)
                         i->device, i->has_template ? "" : _(" · plain text"));
     gtk_label_set_text(self->model_details, details);
     gtk_widget_set_tooltip_text(GTK_WIDGET(self->model_label), i->path);
+    rlx_sampling_popover_set_thinking_switch(self->sampling_popover, TRUE, i->thinking_switch);
     g_autofree char *msg = g_strdup_printf(_("%s is ready"), i->name);
     toast(self, msg);
     update_state(self);
     gtk_widget_grab_focus(GTK_WIDGET(self->input));
+}
+
+/* The streaming reply is shown once per frame at most, with everything
+ * that was written by then: however fast pieces arrive, the page lays out
+ * and draws no more often than the screen shows it. */
+/* While a reply streams, the main thread may spend this share of its time at
+ * most. Laying out a paragraph costs time in proportion to its length (Pango
+ * shapes it whole), and a model may write a paragraph of thousands of
+ * tokens; the frames that follow a change (the scroll to the end), the
+ * saves and the figures cost too. So the next showing waits until the main
+ * thread's CPU time since the last one began is this share of the time
+ * passed: the page's CPU time per token stays the same however long the
+ * reply grows, and the engine, on the same cores, keeps its speed. */
+#define RENDER_SHARE 0.1
+
+static double thread_cpu_seconds(void);
+
+static gboolean render_tick(GtkWidget *w, GdkFrameClock *clock, gpointer data)
+{
+    RlxChatPane *self = RLX_CHAT_PANE(w);
+    self->render_tick = 0;
+    if (!self->stream_msg)
+        return G_SOURCE_REMOVE;
+    self->render_start_us = g_get_monotonic_time();
+    self->render_cpu0 = thread_cpu_seconds();
+    msg_render(self, self->stream_msg);
+    return G_SOURCE_REMOVE;
+}
+
+static void queue_render(RlxChatPane *self);
+
+static gboolean render_waited(gpointer data)
+{
+    RlxChatPane *self = data;
+    self->render_wait = 0;
+    queue_render(self);
+    return G_SOURCE_REMOVE;
+}
+
+static void queue_render(RlxChatPane *self)
+{
+    if (self->render_tick || self->render_wait)
+        return; /* one is due; it shows whatever came by then */
+    gint64 wait = 0;
+    if (self->render_start_us) {
+        double spent = thread_cpu_seconds() - self->render_cpu0;
+        gint64 next = self->render_start_us + (gint64)(spent / RENDER_SHARE * 1e6);
+        wait = next - g_get_monotonic_time();
+    }
+    if (wait > 1000)
+        self->render_wait = g_timeout_add((guint)(wait / 1000), render_waited, self);
+    else
+        self->render_tick = gtk_widget_add_tick_callback(GTK_WIDGET(self), render_tick, NULL, NULL);
+}
+
+static void cancel_render(RlxChatPane *self)
+{
+    if (self->render_tick) {
+        gtk_widget_remove_tick_callback(GTK_WIDGET(self), self->render_tick);
+        self->render_tick = 0;
+    }
+    g_clear_handle_id(&self->render_wait, g_source_remove);
+    self->render_start_us = 0;
 }
 
 static gboolean save_stream(gpointer data)
@@ -1081,28 +1505,76 @@ static gboolean save_stream(gpointer data)
     return G_SOURCE_REMOVE;
 }
 
-static void on_tokens(RlxEngine *e, const char *text, RlxChatPane *self)
+static double thread_cpu_seconds(void)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
+        return 0;
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* For tools/bench-chat-stream.py (G_MESSAGES_DEBUG=RlxStudio): the reply's
+ * tokens as the page received them, and the main thread's CPU time. */
+static void log_stream(RlxChatPane *self, const char *what)
+{
+    g_debug("stream %s: %d tokens, %.4f s since the first, main thread %.4f s CPU", what,
+            self->stream_tokens, (double)(g_get_monotonic_time() - self->stream_first_us) / 1e6,
+            thread_cpu_seconds() - self->stream_cpu0);
+    self->stream_logged = self->stream_tokens;
+}
+
+static void on_tokens(RlxEngine *e, const char *text, int n, RlxChatPane *self)
 {
     Msg *m = self->stream_msg;
     if (!m)
         return;
-    char *joined = g_strconcat(m->content, text, NULL);
-    g_free(m->content);
-    m->content = joined;
+    gint64 now = g_get_monotonic_time();
+    if (!self->stream_first_us) {
+        self->stream_first_us = now;
+        self->stream_cpu0 = thread_cpu_seconds();
+        if (!self->stopping)
+            gtk_label_set_text(self->stats_label, _("Writing…"));
+    }
+    gsize before = msg_len(m);
+    msg_append(m, text);
+    self->stream_tokens = n;
+    if (m->think_tokens == 0) {
+        /* The engine ends a batch right after the tag: n counts the reasoning. */
+        gsize from = before > strlen(THINK_CLOSE) ? before - strlen(THINK_CLOSE) : 0;
+        if (g_strstr_len(m->content + from, (gssize)(m->len - from), THINK_CLOSE)) {
+            /* From the question on, as the person waited for the answer. */
+            m->think_tokens = n;
+            m->think_ms = MAX(1, (now - self->stream_asked_us) / 1000);
+        }
+    }
+    if (n - self->stream_logged >= 100)
+        log_stream(self, "progress");
     if (!self->save_source)
         self->save_source = g_timeout_add(SAVE_INTERVAL_MS, save_stream, self);
 }
 
 static void on_stats(RlxEngine *e, double tps, int used, int size, RlxChatPane *self)
 {
-    g_autofree char *t = g_strdup_printf(_("%.1f tokens/s · context %d / %d"), tps, used, size);
+    if (self->stopping)
+        return;
+    /* The engine's rate is 0 until its second token; the page's own count
+     * says how fast text arrives meanwhile. */
+    if (tps <= 0 && self->stream_first_us && self->stream_tokens > 1) {
+        double s = (double)(g_get_monotonic_time() - self->stream_first_us) / 1e6;
+        tps = s > 0 ? (self->stream_tokens - 1) / s : 0;
+    }
+    g_autofree char *t =
+        tps > 0 ? g_strdup_printf(_("%.1f tokens/s · context %d / %d"), tps, used, size)
+                : g_strdup_printf(_("context %d / %d"), used, size);
     gtk_label_set_text(self->stats_label, t);
 }
 
-/* "Thinking…" stays only while a reply is on its way. */
-static void clear_thinking(RlxChatPane *self)
+/* The footer's words for a reply on its way go when it ends. */
+static void clear_waiting(RlxChatPane *self)
 {
-    if (g_strcmp0(gtk_label_get_text(self->stats_label), _("Thinking…")) == 0)
+    const char *t = gtk_label_get_text(self->stats_label);
+    if (g_strcmp0(t, _("Reading the conversation…")) == 0 || g_strcmp0(t, _("Writing…")) == 0 ||
+        g_strcmp0(t, _("Stopping…")) == 0)
         gtk_label_set_text(self->stats_label, "");
 }
 
@@ -1110,7 +1582,6 @@ static void on_finished(RlxEngine *e, int kind, const char *stop, RlxChatPane *s
 {
     if (kind == RLX_JOB_LOAD) {
         self->loading = FALSE;
-        gtk_widget_set_visible(GTK_WIDGET(self->load_bar), FALSE);
         update_state(self);
         return;
     }
@@ -1118,23 +1589,30 @@ static void on_finished(RlxEngine *e, int kind, const char *stop, RlxChatPane *s
         return;
     Conv *c = self->stream_conv;
     Msg *m = self->stream_msg;
+    if (self->stream_first_us)
+        log_stream(self, "finished");
     self->stream_msg = NULL;
     self->stream_conv = NULL;
+    self->stopping = FALSE;
     g_clear_handle_id(&self->save_source, g_source_remove);
-    if (!*m->content && g_strcmp0(stop, "error") == 0) {
-        /* Nothing came: the error toast says why, the empty bubble would not. */
+    cancel_render(self);
+    if (!*m->content && (c->failure || g_strcmp0(stop, "error") == 0)) {
+        /* Nothing came: the failure card says why, an empty bubble would not. */
         g_ptr_array_remove(c->msgs, m);
-        if (c == self->current)
-            rebuild_messages(self);
+        m = NULL;
     }
-    conv_save(self, c); /* the rest of the reply shows once written */
-    if (g_strcmp0(stop, "context") == 0)
+    if (c == self->current && (!m || c->failure))
+        rebuild_messages(self);
+    else if (m)
+        msg_render(self, m); /* the thinking title's final figures */
+    conv_save(self, c);      /* the rest of the reply shows once written */
+    if (g_strcmp0(stop, "context") == 0 && !c->failure)
         toast_error(self, _("The context is full. Start a new conversation or raise the context "
                             "length in Preferences."));
     if (g_strcmp0(stop, "cancelled") == 0)
         gtk_label_set_text(self->stats_label, _("Stopped"));
     else
-        clear_thinking(self);
+        clear_waiting(self);
     update_state(self);
 }
 
@@ -1157,12 +1635,23 @@ static void on_error(RlxEngine *e, int kind, const GError *error, RlxChatPane *s
 {
     if (kind == RLX_JOB_LOAD) {
         self->loading = FALSE;
-        gtk_widget_set_visible(GTK_WIDGET(self->load_bar), FALSE);
+        gtk_label_set_text(self->model_details,
+                           _("Open a GGUF model with Ctrl+O, or drop one here"));
         g_autofree char *why = without_path(error->message, self->model_path);
         g_autofree char *msg = g_strdup_printf(_("Cannot load the model: %s"), why);
         toast_error(self, msg);
+    } else if (self->stream_conv) {
+        /* The card goes where the reply would be; on_finished (next) shows it. */
+        const RlxModelInfo *info = rlx_engine_get_model_info(self->engine);
+        Conv *c = self->stream_conv;
+        rlx_failure_free(c->failure);
+        c->failure = rlx_failure_describe(error, info ? info->device : NULL);
+        g_message("reply failed: %s — %s (%s)", c->failure->heading, c->failure->sentence,
+                  error->message);
+        if (c != self->current)
+            toast_error(self, c->failure->heading);
+        clear_waiting(self);
     } else {
-        clear_thinking(self);
         toast_error(self, error->message);
     }
     update_state(self);
@@ -1239,6 +1728,7 @@ static void rlx_chat_pane_dispose(GObject *object)
         g_cancellable_cancel(self->stop);
     g_clear_object(&self->stop);
     g_clear_handle_id(&self->save_source, g_source_remove);
+    cancel_render(self);
     g_clear_object(&self->engine);
     g_clear_object(&self->settings);
     gtk_widget_dispose_template(GTK_WIDGET(object), RLX_TYPE_CHAT_PANE);
@@ -1255,6 +1745,8 @@ static void rlx_chat_pane_finalize(GObject *object)
 {
     RlxChatPane *self = RLX_CHAT_PANE(object);
     g_queue_clear_full(&self->pending_toasts, g_object_unref);
+    if (self->last_toast)
+        g_object_remove_weak_pointer(G_OBJECT(self->last_toast), (gpointer *)&self->last_toast);
     g_ptr_array_unref(self->convs);
     g_free(self->model_path);
     G_OBJECT_CLASS(rlx_chat_pane_parent_class)->finalize(object);
@@ -1282,6 +1774,10 @@ static void rlx_chat_pane_class_init(RlxChatPaneClass *klass)
     gtk_widget_class_bind_template_child(widget_class, RlxChatPane, sampling_popover);
     gtk_widget_class_bind_template_child(widget_class, RlxChatPane, sampling_button);
     gtk_widget_class_bind_template_child(widget_class, RlxChatPane, load_bar);
+    gtk_widget_class_bind_template_child(widget_class, RlxChatPane, loading_bar);
+    gtk_widget_class_bind_template_child(widget_class, RlxChatPane, loading_page);
+    gtk_widget_class_bind_template_child(widget_class, RlxChatPane, ready_page);
+    gtk_widget_class_bind_template_child(widget_class, RlxChatPane, toast_overlay);
     gtk_widget_class_bind_template_child(widget_class, RlxChatPane, content_stack);
     gtk_widget_class_bind_template_child(widget_class, RlxChatPane, send_stack);
     gtk_widget_class_bind_template_child(widget_class, RlxChatPane, scroller);
@@ -1293,25 +1789,32 @@ static void rlx_chat_pane_class_init(RlxChatPaneClass *klass)
     gtk_widget_class_install_action(widget_class, "chat.send", NULL, send_action);
     gtk_widget_class_install_action(widget_class, "chat.stop", NULL, stop_action);
     gtk_widget_class_install_action(widget_class, "chat.regenerate", NULL, regenerate_action);
+    gtk_widget_class_install_action(widget_class, "chat.retry", NULL, retry_action);
     gtk_widget_class_install_action(widget_class, "chat.rename", NULL, rename_action);
     gtk_widget_class_install_action(widget_class, "chat.delete", NULL, delete_action);
     gtk_widget_class_install_action(widget_class, "chat.export", "s", export_action);
     gtk_widget_class_install_action(widget_class, "chat.search", NULL, search_action);
 
-    gtk_widget_class_add_binding_action(widget_class, GDK_KEY_Escape, 0, "chat.stop", NULL);
-    gtk_widget_class_add_binding_action(widget_class, GDK_KEY_n, GDK_CONTROL_MASK, "chat.new",
-                                        NULL);
-    gtk_widget_class_add_binding_action(widget_class, GDK_KEY_o, GDK_CONTROL_MASK, "chat.open",
-                                        NULL);
-    gtk_widget_class_add_binding_action(widget_class, GDK_KEY_r, GDK_CONTROL_MASK,
-                                        "chat.regenerate", NULL);
-    gtk_widget_class_add_binding_action(widget_class, GDK_KEY_f, GDK_CONTROL_MASK, "chat.search",
-                                        NULL);
+    /* Escape, Ctrl+N, Ctrl+O, Ctrl+R and Ctrl+F: global shortcuts (init). */
     gtk_widget_class_add_binding_action(widget_class, GDK_KEY_F2, 0, "chat.rename", NULL);
     gtk_widget_class_add_binding_action(widget_class, GDK_KEY_E, GDK_CONTROL_MASK | GDK_SHIFT_MASK,
                                         "chat.export", "s", "md");
     gtk_widget_class_add_binding_action(widget_class, GDK_KEY_J, GDK_CONTROL_MASK | GDK_SHIFT_MASK,
                                         "chat.export", "s", "json");
+}
+
+/* The view follows the end of the conversation as it grows, unless the
+ * person scrolled up to read. */
+static void scroller_upper_changed(GtkAdjustment *adj, GParamSpec *ps, RlxChatPane *self)
+{
+    if (self->follow)
+        gtk_adjustment_set_value(adj, gtk_adjustment_get_upper(adj));
+}
+
+static void scroller_value_changed(GtkAdjustment *adj, RlxChatPane *self)
+{
+    double end = gtk_adjustment_get_upper(adj) - gtk_adjustment_get_page_size(adj);
+    self->follow = gtk_adjustment_get_value(adj) >= end - 4;
 }
 
 static void rlx_chat_pane_init(RlxChatPane *self)
@@ -1342,5 +1845,33 @@ static void rlx_chat_pane_init(RlxChatPane *self)
                                                           gtk_named_action_new("chat.delete")));
     gtk_widget_add_controller(GTK_WIDGET(self->conv_list), keys);
     g_signal_connect(self->input, "activate", G_CALLBACK(entry_activated), self);
+    GtkAdjustment *adj = gtk_scrolled_window_get_vadjustment(self->scroller);
+    self->follow = TRUE;
+    g_signal_connect(adj, "notify::upper", G_CALLBACK(scroller_upper_changed), self);
+    g_signal_connect(adj, "notify::page-size", G_CALLBACK(scroller_upper_changed), self);
+    g_signal_connect(adj, "value-changed", G_CALLBACK(scroller_value_changed), self);
+    /* The page's keys work wherever the focus is in the window (the header
+     * bar's device menu after a click, a popover's button): the root runs
+     * global shortcuts after the focused widget and its parents declined the
+     * key, so an entry or a popover still gets its own Escape first. */
+    GtkEventController *global = gtk_shortcut_controller_new();
+    gtk_shortcut_controller_set_scope(GTK_SHORTCUT_CONTROLLER(global), GTK_SHORTCUT_SCOPE_GLOBAL);
+    const struct {
+        guint key;
+        GdkModifierType mods;
+        const char *action;
+    } keys_global[] = {
+        {GDK_KEY_Escape, 0, "chat.stop"},
+        {GDK_KEY_n, GDK_CONTROL_MASK, "chat.new"},
+        {GDK_KEY_o, GDK_CONTROL_MASK, "chat.open"},
+        {GDK_KEY_r, GDK_CONTROL_MASK, "chat.regenerate"},
+        {GDK_KEY_f, GDK_CONTROL_MASK, "chat.search"},
+    };
+    for (guint i = 0; i < G_N_ELEMENTS(keys_global); i++)
+        gtk_shortcut_controller_add_shortcut(
+            GTK_SHORTCUT_CONTROLLER(global),
+            gtk_shortcut_new(gtk_keyval_trigger_new(keys_global[i].key, keys_global[i].mods),
+                             gtk_named_action_new(keys_global[i].action)));
+    gtk_widget_add_controller(GTK_WIDGET(self), global);
     g_signal_connect(self->system_popover, "closed", G_CALLBACK(system_popover_closed), self);
 }

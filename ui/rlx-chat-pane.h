@@ -8,9 +8,17 @@
  *   rlx_chat_pane_open_model(pane, file); // a GGUF: loads it on the engine
  *
  * Actions (group "chat"): new (Ctrl+N), open (Ctrl+O), send, stop (Escape),
- * regenerate (Ctrl+R), search (Ctrl+F: the sidebar's filter; Enter opens the
- * first match), rename (F2), delete (Delete in the list of conversations),
- * export (string: "md" (Ctrl+Shift+E) or "json" (Ctrl+Shift+J)).
+ * regenerate (Ctrl+R), retry (the failure card's button: regenerate), search
+ * (Ctrl+F: the sidebar's filter; Enter opens the first match), rename (F2),
+ * delete (Delete in the list of conversations), export (string: "md"
+ * (Ctrl+Shift+E) or "json" (Ctrl+Shift+J)). Escape, Ctrl+N, Ctrl+O, Ctrl+R
+ * and Ctrl+F work wherever the focus is in the window.
+ *
+ * A reply that fails shows a card where it would be (what failed, on which
+ * device, what to do, Retry; the engine's own words under Details). A reply
+ * that reasons first (<think>…</think>) shows its reasoning folded, with its
+ * token count and time; the conversation file keeps the text as written.
+ * Toasts show over the messages, one at a time (the newest).
  *
  * A conversation is written atomically (temp file + rename) after every user
  * message, at least twice a second while a reply streams, and when it ends,

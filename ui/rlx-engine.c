@@ -7,6 +7,7 @@
 #include "models/llm/llm.h"
 
 #include <glib/gi18n.h>
+#include <json-c/json.h>
 #include <string.h>
 
 G_DEFINE_QUARK(rlx - engine - error - quark, rlx_engine_error)
@@ -25,12 +26,15 @@ enum {
     WEV_LOADED = RLX_WORKER_EVENT_USER,
     WEV_STATS,
     WEV_STOP,
+    WEV_PIECE, /* data: TokenPiece */
 };
 
 typedef struct {
     int kind;
-    GString *text; /* EV_TOKENS */
-    char *stage;   /* EV_PROGRESS */
+    GString *text;   /* EV_TOKENS */
+    int n_generated; /* EV_TOKENS: the reply's tokens up to the end of text */
+    gboolean sealed; /* EV_TOKENS: takes no more text (it closed a thinking section) */
+    char *stage;     /* EV_PROGRESS */
     double fraction;
     RlxMemoryInfo mem;
     double tps;
@@ -42,6 +46,13 @@ typedef struct {
     char *message;
     char *stop;
 } Event;
+
+/* What the worker thread emits for each piece of text (valid during the call). */
+typedef struct {
+    const char *text;
+    size_t len;
+    int n_generated;
+} TokenPiece;
 
 typedef struct {
     RlxEngine *engine;
@@ -132,7 +143,8 @@ RlxSampling rlx_sampling_default(void)
                          .min_p = gp.sampler.min_p,
                          .repeat_penalty = gp.sampler.repeat_penalty,
                          .seed = -1,
-                         .max_tokens = gp.max_tokens};
+                         .max_tokens = gp.max_tokens,
+                         .thinking = TRUE};
 }
 
 /* ---- main-thread dispatch ------------------------------------------------ */
@@ -152,7 +164,7 @@ static gboolean dispatch(gpointer user_data)
     for (Event *e; (e = g_queue_pop_head(&q));) {
         switch (e->kind) {
         case EV_TOKENS:
-            g_signal_emit(self, signals[SIG_TOKENS], 0, e->text->str);
+            g_signal_emit(self, signals[SIG_TOKENS], 0, e->text->str, e->n_generated);
             break;
         case EV_PROGRESS:
             g_signal_emit(self, signals[SIG_LOAD_PROGRESS], 0, e->stage, e->fraction);
@@ -181,8 +193,9 @@ static gboolean dispatch(gpointer user_data)
             if (self->n_pending)
                 self->n_pending--;
             if (e->status != 0 && e->status != RLX_ERR_CANCELLED) {
-                g_autoptr(GError) error =
-                    g_error_new_literal(RLX_ENGINE_ERROR, e->status, e->message);
+                int code = j && g_strcmp0(j->stop, "context") == 0 ? RLX_ENGINE_ERROR_CONTEXT_FULL
+                                                                   : e->status;
+                g_autoptr(GError) error = g_error_new_literal(RLX_ENGINE_ERROR, code, e->message);
                 g_signal_emit(self, signals[SIG_ERROR], 0, e->job_kind, error);
             }
             const char *stop = e->status == RLX_ERR_CANCELLED ? "cancelled"
@@ -257,20 +270,35 @@ static void on_progress(void *user, uint64_t job, const char *stage, double frac
     post(user, e);
 }
 
+/* The end of a reasoning section. A batch of text ends right after it, so
+ * that the batch's token count is the count of the thinking (and the time
+ * the page sees it arrive is the time it ended). */
+#define THINK_END "</think>"
+
 static void on_event(void *user, uint64_t job, int kind, const void *data, size_t size)
 {
     RlxEngine *self = user;
-    if (kind == RLX_WORKER_EVENT_TOKEN) {
+    if (kind == WEV_PIECE) {
+        const TokenPiece *tp = data;
         g_mutex_lock(&self->lock);
         Event *prev = mergeable_locked(self, EV_TOKENS);
+        if (prev && prev->sealed)
+            prev = NULL;
+        gsize from = 0;
         if (prev) {
-            g_string_append_len(prev->text, data, (gssize)size);
+            from = prev->text->len;
+            g_string_append_len(prev->text, tp->text, (gssize)tp->len);
         } else {
-            Event *e = g_new0(Event, 1);
-            e->kind = EV_TOKENS;
-            e->text = g_string_new_len(data, (gssize)size);
-            g_queue_push_tail(&self->events, e);
+            prev = g_new0(Event, 1);
+            prev->kind = EV_TOKENS;
+            prev->text = g_string_new_len(tp->text, (gssize)tp->len);
+            g_queue_push_tail(&self->events, prev);
         }
+        prev->n_generated = tp->n_generated;
+        /* Only the new piece and the few bytes before it can complete the tag. */
+        gsize start = from > strlen(THINK_END) ? from - strlen(THINK_END) : 0;
+        if (g_strstr_len(prev->text->str + start, (gssize)(prev->text->len - start), THINK_END))
+            prev->sealed = TRUE;
         schedule_locked(self);
         g_mutex_unlock(&self->lock);
     } else if (kind == RLX_WORKER_EVENT_MEMORY || kind == WEV_STATS || kind == WEV_LOADED) {
@@ -470,13 +498,21 @@ static rlx_status load_job(rlx_worker *w, void *data, rlx_error **err)
 
     RlxModelInfo info = {0};
     describe_file(j->path, &info);
-    if (!info.name)
+    if (!info.name) {
+        /* the file name, without the extension every model file has */
         info.name = g_path_get_basename(j->path);
+        char *dot = strrchr(info.name, '.');
+        if (dot && dot != info.name && g_ascii_strcasecmp(dot, ".gguf") == 0)
+            *dot = 0;
+    }
     info.path = g_strdup(j->path);
     info.arch = g_strdup(cfg->arch_name);
     info.device = g_strdup(j->p.device ? j->p.device : "cpu");
     info.n_ctx = rlx_llm_n_ctx(m);
     info.has_template = self->tmpl != NULL;
+    /* Qwen3's and similar templates read this variable; others ignore it, so
+     * a switch for them would do nothing. */
+    info.thinking_switch = self->tmpl && strstr(rlx_llm_chat_template(m), "enable_thinking");
     rlx_worker_progress(w, "ready", 1.0);
     rlx_worker_emit(w, WEV_LOADED, &info, sizeof info);
     emit_memory(w, m);
@@ -512,8 +548,10 @@ static bool stream_piece(void *user, const rlx_llm_piece *p)
     /* The worker's flag, checked every token: Stop takes effect within one. */
     if (rlx_worker_cancelled(c->w))
         return false;
-    if (p->len)
-        rlx_worker_emit(c->w, RLX_WORKER_EVENT_TOKEN, p->text, p->len);
+    if (p->len) {
+        TokenPiece tp = {.text = p->text, .len = p->len, .n_generated = p->n_generated};
+        rlx_worker_emit(c->w, WEV_PIECE, &tp, sizeof tp);
+    }
     gint64 now = g_get_monotonic_time();
     if (now - c->last_report > 250 * 1000) {
         c->last_report = now;
@@ -578,7 +616,14 @@ static rlx_status chat_job(rlx_worker *w, void *data, rlx_error **err)
         ro.add_generation_prompt = true;
         ro.bos_token = self->bos;
         ro.eos_token = self->eos;
+        json_object *vars = NULL;
+        if (!j->s.thinking) {
+            vars = json_object_new_object();
+            json_object_object_add(vars, "enable_thinking", json_object_new_boolean(0));
+            ro.vars = vars;
+        }
         rlx_status st = rlx_chat_template_render(self->tmpl, msgs, n, &ro, &prompt, err);
+        json_object_put(vars);
         g_free(msgs);
         if (st != RLX_OK)
             return st;
@@ -600,10 +645,10 @@ static rlx_status chat_job(rlx_worker *w, void *data, rlx_error **err)
     }
     if ((int32_t)n >= rlx_llm_n_ctx(m)) {
         free(ids);
+        rlx_worker_emit(w, WEV_STOP, "context", sizeof "context");
         return rlx_error_set(err, RLX_ERR_INVALID_ARG,
-                             _("The context is full: the conversation is %zu tokens and the "
-                               "context holds %d. Start a new conversation or raise the context "
-                               "length in Preferences."),
+                             _("The conversation is %zu tokens long, more than the %d tokens of "
+                               "context the model was loaded with."),
                              n, rlx_llm_n_ctx(m));
     }
 
@@ -762,6 +807,7 @@ GPtrArray *rlx_engine_list_devices(void)
                 continue;
             }
             RlxDevice *d = g_new0(RlxDevice, 1);
+            g_strstrip(di.name); /* a driver's name may come padded */
             d->id = g_strdup(di.id);
             d->total_memory = di.total_memory;
             d->features = g_strdup(di.features);
@@ -834,7 +880,7 @@ static void rlx_engine_class_init(RlxEngineClass *klass)
         g_signal_new("model-loaded", G_TYPE_FROM_CLASS(klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL,
                      NULL, G_TYPE_NONE, 0);
     signals[SIG_TOKENS] = g_signal_new("tokens", G_TYPE_FROM_CLASS(klass), G_SIGNAL_RUN_LAST, 0,
-                                       NULL, NULL, NULL, G_TYPE_NONE, 1, G_TYPE_STRING);
+                                       NULL, NULL, NULL, G_TYPE_NONE, 2, G_TYPE_STRING, G_TYPE_INT);
     signals[SIG_STATS] =
         g_signal_new("stats", G_TYPE_FROM_CLASS(klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL,
                      G_TYPE_NONE, 3, G_TYPE_DOUBLE, G_TYPE_INT, G_TYPE_INT);

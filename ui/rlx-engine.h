@@ -15,13 +15,17 @@
  * Signals (main thread, in the order the engine produced them):
  *   load-progress (const char *stage, double fraction)
  *   model-loaded ()                     then rlx_engine_get_model_info()
- *   tokens (const char *text)           every piece since the last emission
+ *   tokens (const char *text, int n)    every piece since the last emission;
+ *                                       n: the reply's tokens so far. A batch
+ *                                       ends right after a "</think>", so n
+ *                                       there counts the reasoning exactly
  *   stats (double tokens_per_s, int context_used, int context_size)
  *   memory (const RlxMemoryInfo *)
  *   finished (RlxJobKind kind, const char *stop)  stop: "eos", "length",
  *            "context", "cancelled", … (NULL for a load); after an error too
  *   error (RlxJobKind kind, const GError *)  domain RLX_ENGINE_ERROR, code the
- *            rlx_status, message the engine's sentence
+ *            rlx_status (or RLX_ENGINE_ERROR_CONTEXT_FULL), message the
+ *            engine's sentence
  *
  * Batching: the worker thread queues events under a mutex and at most one
  * idle source is pending on the main context at any moment; adjacent token
@@ -38,6 +42,9 @@ G_BEGIN_DECLS
 
 #define RLX_ENGINE_ERROR (rlx_engine_error_quark())
 GQuark rlx_engine_error_quark(void);
+
+/* Beyond the rlx_status codes: the conversation does not fit the context. */
+#define RLX_ENGINE_ERROR_CONTEXT_FULL 1000
 
 typedef enum {
     RLX_JOB_LOAD,
@@ -58,6 +65,9 @@ typedef struct {
     double repeat_penalty;
     int64_t seed; /* < 0: a fresh one each time */
     int max_tokens;
+    /* FALSE: the template is asked for no reasoning (enable_thinking = false);
+     * only templates that read that variable change (thinking_switch). */
+    gboolean thinking;
 } RlxSampling;
 
 RlxSampling rlx_sampling_default(void);
@@ -83,6 +93,7 @@ typedef struct {
     char *device;
     int n_ctx;
     gboolean has_template;
+    gboolean thinking_switch; /* the template reads enable_thinking */
 } RlxModelInfo;
 
 /* One device the backends report. */

@@ -4,9 +4,24 @@
 #include <glib/gi18n.h>
 #include <gtksourceview/gtksource.h>
 #include <md4c.h>
+#include <string.h>
+
+/* One block of a rendering: prose (Pango markup) or a code block. */
+typedef struct {
+    gboolean code;
+    char *text; /* markup, or the code */
+    char *lang; /* code only; nullable */
+} Block;
+
+static void block_free(Block *b)
+{
+    g_free(b->text);
+    g_free(b->lang);
+    g_free(b);
+}
 
 typedef struct {
-    GtkBox *box; /* NULL: markup only */
+    GPtrArray *blocks; /* Block *; NULL: markup only */
     GString *markup;
     GString *code; /* non-NULL inside a code block */
     char *code_lang;
@@ -35,22 +50,35 @@ static void flush_prose(Renderer *r)
     /* Trailing blank lines between blocks are spacing the box already gives. */
     while (r->markup->len && r->markup->str[r->markup->len - 1] == '\n')
         g_string_truncate(r->markup, r->markup->len - 1);
-    if (!r->markup->len || !r->box)
+    if (!r->markup->len || !r->blocks)
         return;
-    GtkWidget *label = gtk_label_new(NULL);
+    Block *b = g_new0(Block, 1);
+    b->text = g_strdup(r->markup->str);
+    g_ptr_array_add(r->blocks, b);
+    g_string_truncate(r->markup, 0);
+}
+
+static void set_prose(GtkWidget *label, const char *markup)
+{
     /* Unbalanced markup (a code block inside a quote) falls back to plain text. */
-    if (markup_valid(r->markup->str))
-        gtk_label_set_markup(GTK_LABEL(label), r->markup->str);
+    if (markup_valid(markup))
+        gtk_label_set_markup(GTK_LABEL(label), markup);
     else
-        gtk_label_set_text(GTK_LABEL(label), r->markup->str);
+        gtk_label_set_text(GTK_LABEL(label), markup);
+    g_object_set_data_full(G_OBJECT(label), "rlx-markup", g_strdup(markup), g_free);
+}
+
+static GtkWidget *prose_new(const char *markup)
+{
+    GtkWidget *label = gtk_label_new(NULL);
+    set_prose(label, markup);
     gtk_label_set_wrap(GTK_LABEL(label), TRUE);
     gtk_label_set_wrap_mode(GTK_LABEL(label), PANGO_WRAP_WORD_CHAR);
     gtk_label_set_selectable(GTK_LABEL(label), TRUE);
     gtk_label_set_xalign(GTK_LABEL(label), 0);
     gtk_widget_set_halign(label, GTK_ALIGN_FILL);
     gtk_widget_add_css_class(label, "rlx-prose");
-    gtk_box_append(r->box, label);
-    g_string_truncate(r->markup, 0);
+    return label;
 }
 
 static void copy_clicked(GtkButton *button, GtkSourceBuffer *buffer)
@@ -61,42 +89,134 @@ static void copy_clicked(GtkButton *button, GtkSourceBuffer *buffer)
     gdk_clipboard_set_text(gtk_widget_get_clipboard(GTK_WIDGET(button)), text);
 }
 
-static void style_changed(AdwStyleManager *sm, GParamSpec *ps, GtkSourceBuffer *buffer);
-
 static void add_code_block(Renderer *r)
 {
-    if (!r->box)
+    if (!r->blocks)
         return;
     if (r->code->len && r->code->str[r->code->len - 1] == '\n')
         g_string_truncate(r->code, r->code->len - 1);
+    Block *b = g_new0(Block, 1);
+    b->code = TRUE;
+    b->text = g_strdup(r->code->str);
+    b->lang = r->code_lang && *r->code_lang ? g_strdup(r->code_lang) : NULL;
+    g_ptr_array_add(r->blocks, b);
+}
 
+/* A code block is a label (Pango markup made from GtkSourceView's
+ * highlighting), not a GtkTextView: a text view outside a scrolled window
+ * lays its lines out in idle steps and measures itself from what it laid out
+ * so far, so one created while a conversation was opened measured a height
+ * of its margins only and stayed an empty grey box until a resize. A label
+ * lays out when it is measured. */
+static void append_span(GString *out, GSList *tags, const char *text)
+{
+    GString *attrs = g_string_new(NULL);
+    for (GSList *l = tags; l; l = l->next) {
+        GtkTextTag *tag = l->data;
+        gboolean fg_set = FALSE, weight_set = FALSE, style_set = FALSE, ul_set = FALSE;
+        g_object_get(tag, "foreground-set", &fg_set, "weight-set", &weight_set, "style-set",
+                     &style_set, "underline-set", &ul_set, NULL);
+        if (fg_set) {
+            GdkRGBA *c = NULL;
+            g_object_get(tag, "foreground-rgba", &c, NULL);
+            if (c) {
+                g_string_append_printf(attrs, " foreground=\"#%02x%02x%02x\"",
+                                       (int)(c->red * 255 + 0.5), (int)(c->green * 255 + 0.5),
+                                       (int)(c->blue * 255 + 0.5));
+                gdk_rgba_free(c);
+            }
+        }
+        if (weight_set) {
+            int w = 400;
+            g_object_get(tag, "weight", &w, NULL);
+            g_string_append_printf(attrs, " weight=\"%d\"", w);
+        }
+        if (style_set) {
+            PangoStyle st = PANGO_STYLE_NORMAL;
+            g_object_get(tag, "style", &st, NULL);
+            if (st == PANGO_STYLE_ITALIC || st == PANGO_STYLE_OBLIQUE)
+                g_string_append(attrs, " style=\"italic\"");
+        }
+        if (ul_set) {
+            PangoUnderline u = PANGO_UNDERLINE_NONE;
+            g_object_get(tag, "underline", &u, NULL);
+            if (u != PANGO_UNDERLINE_NONE)
+                g_string_append(attrs, " underline=\"single\"");
+        }
+    }
+    g_autofree char *esc = g_markup_escape_text(text, -1);
+    if (attrs->len)
+        g_string_append_printf(out, "<span%s>%s</span>", attrs->str, esc);
+    else
+        g_string_append(out, esc);
+    g_string_free(attrs, TRUE);
+}
+
+static char *highlighted_markup(GtkSourceBuffer *buffer)
+{
+    GtkTextBuffer *tb = GTK_TEXT_BUFFER(buffer);
+    GtkTextIter it, end;
+    gtk_text_buffer_get_bounds(tb, &it, &end);
+    gtk_source_buffer_ensure_highlight(buffer, &it, &end);
+    GString *out = g_string_new(NULL);
+    while (!gtk_text_iter_equal(&it, &end)) {
+        GtkTextIter next = it;
+        if (!gtk_text_iter_forward_to_tag_toggle(&next, NULL))
+            next = end;
+        g_autofree char *text = gtk_text_iter_get_slice(&it, &next);
+        GSList *tags = gtk_text_iter_get_tags(&it);
+        append_span(out, tags, text);
+        g_slist_free(tags);
+        it = next;
+    }
+    return g_string_free(out, FALSE);
+}
+
+static void code_show(GtkLabel *label, GtkSourceBuffer *buffer)
+{
+    g_autofree char *markup = highlighted_markup(buffer);
+    gtk_label_set_markup(label, markup);
+}
+
+static void code_restyle(AdwStyleManager *sm, GParamSpec *ps, GtkLabel *label)
+{
+    GtkSourceBuffer *buffer = g_object_get_data(G_OBJECT(label), "rlx-buffer");
+    GtkSourceStyleSchemeManager *m = gtk_source_style_scheme_manager_get_default();
+    gtk_source_buffer_set_style_scheme(
+        buffer, gtk_source_style_scheme_manager_get_scheme(
+                    m, adw_style_manager_get_dark(sm) ? "Adwaita-dark" : "Adwaita"));
+    code_show(label, buffer);
+}
+
+static GtkWidget *code_new(const Block *b)
+{
     GtkSourceBuffer *buffer = gtk_source_buffer_new(NULL);
-    gtk_text_buffer_set_text(GTK_TEXT_BUFFER(buffer), r->code->str, -1);
+    gtk_text_buffer_set_text(GTK_TEXT_BUFFER(buffer), b->text, -1);
     GtkSourceLanguageManager *lm = gtk_source_language_manager_get_default();
-    GtkSourceLanguage *lang = r->code_lang && *r->code_lang
-                                  ? gtk_source_language_manager_get_language(lm, r->code_lang)
-                                  : NULL;
+    GtkSourceLanguage *lang =
+        b->lang ? gtk_source_language_manager_get_language(lm, b->lang) : NULL;
     if (lang)
         gtk_source_buffer_set_language(buffer, lang);
     GtkSourceStyleSchemeManager *sm = gtk_source_style_scheme_manager_get_default();
     gboolean dark = adw_style_manager_get_dark(adw_style_manager_get_default());
     gtk_source_buffer_set_style_scheme(
         buffer, gtk_source_style_scheme_manager_get_scheme(sm, dark ? "Adwaita-dark" : "Adwaita"));
-    g_signal_connect_object(adw_style_manager_get_default(), "notify::dark",
-                            G_CALLBACK(style_changed), buffer, 0);
 
-    GtkWidget *view = gtk_source_view_new_with_buffer(buffer);
-    gtk_text_view_set_editable(GTK_TEXT_VIEW(view), FALSE);
-    gtk_text_view_set_monospace(GTK_TEXT_VIEW(view), TRUE);
-    gtk_text_view_set_wrap_mode(GTK_TEXT_VIEW(view), GTK_WRAP_WORD_CHAR);
-    gtk_text_view_set_top_margin(GTK_TEXT_VIEW(view), 8);
-    gtk_text_view_set_bottom_margin(GTK_TEXT_VIEW(view), 8);
-    gtk_text_view_set_left_margin(GTK_TEXT_VIEW(view), 8);
-    gtk_text_view_set_right_margin(GTK_TEXT_VIEW(view), 8);
+    GtkWidget *view = gtk_label_new(NULL);
+    gtk_label_set_wrap(GTK_LABEL(view), TRUE);
+    gtk_label_set_wrap_mode(GTK_LABEL(view), PANGO_WRAP_WORD_CHAR);
+    gtk_label_set_selectable(GTK_LABEL(view), TRUE);
+    gtk_label_set_xalign(GTK_LABEL(view), 0);
+    gtk_widget_add_css_class(view, "monospace");
+    gtk_widget_add_css_class(view, "rlx-code-text");
     gtk_widget_set_hexpand(view, TRUE);
+    g_object_set_data_full(G_OBJECT(view), "rlx-buffer", g_object_ref(buffer), g_object_unref);
+    code_show(GTK_LABEL(view), buffer);
+    g_signal_connect_object(adw_style_manager_get_default(), "notify::dark",
+                            G_CALLBACK(code_restyle), view, 0);
 
     GtkWidget *header = gtk_box_new(GTK_ORIENTATION_HORIZONTAL, 6);
-    GtkWidget *lang_label = gtk_label_new(r->code_lang && *r->code_lang ? r->code_lang : "");
+    GtkWidget *lang_label = gtk_label_new(b->lang ? b->lang : "");
     gtk_widget_add_css_class(lang_label, "dim-label");
     gtk_widget_add_css_class(lang_label, "caption");
     gtk_widget_set_hexpand(lang_label, TRUE);
@@ -112,16 +232,10 @@ static void add_code_block(Renderer *r)
     gtk_widget_add_css_class(frame, "rlx-code");
     gtk_box_append(GTK_BOX(frame), header);
     gtk_box_append(GTK_BOX(frame), view);
-    gtk_box_append(r->box, frame);
-    g_object_unref(buffer);
-}
-
-static void style_changed(AdwStyleManager *sm, GParamSpec *ps, GtkSourceBuffer *buffer)
-{
-    GtkSourceStyleSchemeManager *m = gtk_source_style_scheme_manager_get_default();
-    gtk_source_buffer_set_style_scheme(
-        buffer, gtk_source_style_scheme_manager_get_scheme(
-                    m, adw_style_manager_get_dark(sm) ? "Adwaita-dark" : "Adwaita"));
+    g_object_set_data_full(G_OBJECT(frame), "rlx-buffer", buffer, g_object_unref);
+    g_object_set_data_full(G_OBJECT(frame), "rlx-lang", g_strdup(b->lang), g_free);
+    g_object_set_data(G_OBJECT(frame), "rlx-code-label", view);
+    return frame;
 }
 
 static void list_prefix(Renderer *r)
@@ -329,7 +443,7 @@ static int text(MD_TEXTTYPE type, const MD_CHAR *t, MD_SIZE size, void *user)
     return 0;
 }
 
-static void render(Renderer *r, const char *src)
+static void render(Renderer *r, const char *src, gsize len)
 {
     MD_PARSER parser = {
         .abi_version = 0,
@@ -343,7 +457,7 @@ static void render(Renderer *r, const char *src)
     };
     r->markup = g_string_new(NULL);
     r->ol_next = g_array_new(FALSE, TRUE, sizeof(int));
-    md_parse(src, (MD_SIZE)strlen(src), &parser, r);
+    md_parse(src, (MD_SIZE)len, &parser, r);
     /* An unterminated fence while streaming: md4c closes it for us. */
     if (r->code) {
         add_code_block(r);
@@ -355,19 +469,232 @@ static void render(Renderer *r, const char *src)
     g_free(r->code_lang);
 }
 
+/* ---- chunks ------------------------------------------------------------------ */
+
+/* A line that opens or closes a fence: up to 3 spaces, then 3 or more ` or ~. */
+static gboolean fence_line(const char *l, const char *end, char *ch, gsize *n)
+{
+    int indent = 0;
+    while (l < end && *l == ' ' && indent < 4) {
+        l++;
+        indent++;
+    }
+    if (indent > 3 || l >= end || (*l != '`' && *l != '~'))
+        return FALSE;
+    char c = *l;
+    gsize k = 0;
+    while (l < end && *l == c) {
+        l++;
+        k++;
+    }
+    if (k < 3)
+        return FALSE;
+    *ch = c;
+    *n = k;
+    return TRUE;
+}
+
+static gboolean blank_line(const char *l, const char *end)
+{
+    for (; l < end; l++)
+        if (*l != ' ' && *l != '\t' && *l != '\r' && *l != '\n')
+            return FALSE;
+    return TRUE;
+}
+
+/* Whether a block that starts with this line, after a blank line, can never
+ * belong to the blocks before it: it starts at column 0 and is not a list
+ * item, a quote, an indented line, a thematic break, a setext underline or a
+ * link reference definition (each of those may continue or change what came
+ * before, so the text before them stays open). */
+static gboolean starts_fresh(const char *l)
+{
+    switch (*l) {
+    case ' ':
+    case '\t':
+    case '-':
+    case '*':
+    case '+':
+    case '_':
+    case '=':
+    case '>':
+    case '[':
+    case '\r':
+    case '\n':
+        return FALSE;
+    default:
+        return !g_ascii_isdigit(*l);
+    }
+}
+
+void rlx_markdown_chunker_init(RlxMarkdownChunker *c)
+{
+    memset(c, 0, sizeof *c);
+}
+
+gsize rlx_markdown_chunker_feed(RlxMarkdownChunker *c, const char *text, gsize len)
+{
+    /* Only whole lines are read; the last, unfinished one waits. */
+    while (c->scanned < len) {
+        const char *l = text + c->scanned;
+        const char *nl = memchr(l, '\n', len - c->scanned);
+        if (!nl)
+            break;
+        const char *end = nl + 1;
+        char ch;
+        gsize n;
+        if (c->fence) {
+            if (fence_line(l, end, &ch, &n) && ch == c->fence && n >= c->fence_len &&
+                blank_line(l + strspn(l, " ") + n, end))
+                c->fence = 0;
+            c->prev_blank = FALSE;
+        } else {
+            gboolean blank = blank_line(l, end);
+            if (!blank && c->prev_blank && c->scanned > c->stable && starts_fresh(l))
+                c->stable = c->scanned;
+            if (fence_line(l, end, &ch, &n)) {
+                c->fence = ch;
+                c->fence_len = n;
+            }
+            c->prev_blank = blank;
+        }
+        c->scanned = (gsize)(end - text);
+    }
+    return c->stable;
+}
+
+/* ---- widgets ------------------------------------------------------------------ */
+
+/* Make box's children show blocks, keeping the widgets that already do: a
+ * label whose markup is the same stays, a code block whose text grew gets
+ * only the new text. */
+static void reconcile(GtkBox *box, GPtrArray *blocks)
+{
+    GtkWidget *w = gtk_widget_get_first_child(GTK_WIDGET(box));
+    guint i = 0;
+    for (; i < blocks->len && w; i++) {
+        const Block *b = g_ptr_array_index(blocks, i);
+        GtkSourceBuffer *buffer = g_object_get_data(G_OBJECT(w), "rlx-buffer");
+        if (!b->code && GTK_IS_LABEL(w)) {
+            if (g_strcmp0(g_object_get_data(G_OBJECT(w), "rlx-markup"), b->text) != 0)
+                set_prose(w, b->text);
+        } else if (b->code && buffer &&
+                   g_strcmp0(g_object_get_data(G_OBJECT(w), "rlx-lang"), b->lang) == 0) {
+            GtkTextBuffer *tb = GTK_TEXT_BUFFER(buffer);
+            GtkTextIter a, e;
+            gtk_text_buffer_get_bounds(tb, &a, &e);
+            g_autofree char *old = gtk_text_buffer_get_text(tb, &a, &e, TRUE);
+            gsize n = strlen(old);
+            if (strcmp(b->text, old) != 0) {
+                if (strncmp(b->text, old, n) == 0)
+                    gtk_text_buffer_insert(tb, &e, b->text + n, -1);
+                else
+                    gtk_text_buffer_set_text(tb, b->text, -1);
+                code_show(g_object_get_data(G_OBJECT(w), "rlx-code-label"), buffer);
+            }
+        } else {
+            break;
+        }
+        w = gtk_widget_get_next_sibling(w);
+    }
+    while (w) {
+        GtkWidget *next = gtk_widget_get_next_sibling(w);
+        gtk_box_remove(box, w);
+        w = next;
+    }
+    for (; i < blocks->len; i++) {
+        const Block *b = g_ptr_array_index(blocks, i);
+        gtk_box_append(box, b->code ? code_new(b) : prose_new(b->text));
+    }
+}
+
+static void render_into(GtkBox *box, const char *src, gsize len)
+{
+    Renderer r = {.blocks = g_ptr_array_new_with_free_func((GDestroyNotify)block_free)};
+    render(&r, src, len);
+    g_string_free(r.markup, TRUE);
+    reconcile(box, r.blocks);
+    g_ptr_array_unref(r.blocks);
+}
+
+struct RlxMarkdownStream {
+    GtkBox *box; /* not owned */
+    GString *src;
+    RlxMarkdownChunker chunker;
+    gsize open_from; /* where the open chunk starts in src */
+    GtkBox *open;    /* its box: the last child of box */
+};
+
+static GtkBox *chunk_box(void)
+{
+    return GTK_BOX(gtk_box_new(GTK_ORIENTATION_VERTICAL, 8));
+}
+
+RlxMarkdownStream *rlx_markdown_stream_new(GtkBox *box)
+{
+    RlxMarkdownStream *s = g_new0(RlxMarkdownStream, 1);
+    s->box = box;
+    s->src = g_string_new(NULL);
+    rlx_markdown_chunker_init(&s->chunker);
+    return s;
+}
+
+void rlx_markdown_stream_free(RlxMarkdownStream *s)
+{
+    if (!s)
+        return;
+    g_string_free(s->src, TRUE);
+    g_free(s);
+}
+
+void rlx_markdown_stream_update(RlxMarkdownStream *s, const char *text, gsize len)
+{
+    if (len < s->src->len || memcmp(text, s->src->str, s->src->len) != 0) {
+        /* Not a continuation: start over. */
+        GtkWidget *child;
+        while ((child = gtk_widget_get_first_child(GTK_WIDGET(s->box))))
+            gtk_box_remove(s->box, child);
+        g_string_truncate(s->src, 0);
+        rlx_markdown_chunker_init(&s->chunker);
+        s->open_from = 0;
+        s->open = NULL;
+    } else if (len == s->src->len && s->open) {
+        return;
+    }
+    g_string_append_len(s->src, text + s->src->len, (gssize)(len - s->src->len));
+    if (!s->open) {
+        s->open = chunk_box();
+        gtk_box_append(s->box, GTK_WIDGET(s->open));
+    }
+    gsize stable = rlx_markdown_chunker_feed(&s->chunker, s->src->str, s->src->len);
+    if (stable > s->open_from) {
+        /* The open chunk is finished: rendered once more, whole, and kept. */
+        render_into(s->open, s->src->str + s->open_from, stable - s->open_from);
+        s->open_from = stable;
+        s->open = chunk_box();
+        gtk_box_append(s->box, GTK_WIDGET(s->open));
+    }
+    render_into(s->open, s->src->str + s->open_from, s->src->len - s->open_from);
+}
+
+gsize rlx_markdown_stream_finished_bytes(const RlxMarkdownStream *s)
+{
+    return s->open_from;
+}
+
 void rlx_markdown_render(GtkBox *box, const char *src)
 {
-    GtkWidget *child;
-    while ((child = gtk_widget_get_first_child(GTK_WIDGET(box))))
-        gtk_box_remove(box, child);
-    Renderer r = {.box = box};
-    render(&r, src ? src : "");
-    g_string_free(r.markup, TRUE);
+    RlxMarkdownStream *s = rlx_markdown_stream_new(box);
+    src = src ? src : "";
+    rlx_markdown_stream_update(s, src, strlen(src));
+    rlx_markdown_stream_free(s);
 }
 
 char *rlx_markdown_to_pango(const char *src)
 {
     Renderer r = {0};
+    r.markup = g_string_new(NULL);
+    r.ol_next = g_array_new(FALSE, TRUE, sizeof(int));
     MD_PARSER parser = {
         .flags = MD_FLAG_TABLES | MD_FLAG_STRIKETHROUGH | MD_FLAG_NOHTML,
         .enter_block = enter_block,
@@ -376,8 +703,6 @@ char *rlx_markdown_to_pango(const char *src)
         .leave_span = leave_span,
         .text = text,
     };
-    r.markup = g_string_new(NULL);
-    r.ol_next = g_array_new(FALSE, TRUE, sizeof(int));
     md_parse(src, (MD_SIZE)strlen(src), &parser, &r);
     if (r.code)
         g_string_free(r.code, TRUE);

@@ -15,6 +15,36 @@ G_BEGIN_DECLS
 /* Replace the children of box by the rendering of text (UTF-8). */
 void rlx_markdown_render(GtkBox *box, const char *text);
 
+/* A text that grows (a streaming reply) shown in a box. The text is cut into
+ * chunks at blank lines after which nothing can change how the text before
+ * is read; a finished chunk is rendered once and kept, only the last (open)
+ * one is parsed again on each update, and its widgets are updated in place
+ * (a label's markup, the new end of a code block). The box's children are
+ * one box per chunk.
+ *
+ *   RlxMarkdownStream *s = rlx_markdown_stream_new(box);
+ *   rlx_markdown_stream_update(s, reply, reply_len);  // again as it grows
+ *   rlx_markdown_stream_free(s);                      // the widgets stay
+ *
+ * A text that is not a continuation of the last is rendered anew. */
+typedef struct RlxMarkdownStream RlxMarkdownStream;
+RlxMarkdownStream *rlx_markdown_stream_new(GtkBox *box);
+void rlx_markdown_stream_update(RlxMarkdownStream *s, const char *text, gsize len);
+/* Bytes of the text in finished chunks (never rendered again). */
+gsize rlx_markdown_stream_finished_bytes(const RlxMarkdownStream *s);
+void rlx_markdown_stream_free(RlxMarkdownStream *s);
+
+/* The chunking alone (no widgets; for the tests): feed the whole text so far
+ * each time; returns the offset up to which it is finished chunks. */
+typedef struct {
+    gsize scanned, stable;
+    char fence; /* inside a fence opened with this character */
+    gsize fence_len;
+    gboolean prev_blank;
+} RlxMarkdownChunker;
+void rlx_markdown_chunker_init(RlxMarkdownChunker *c);
+gsize rlx_markdown_chunker_feed(RlxMarkdownChunker *c, const char *text, gsize len);
+
 /* text as Pango markup, without code blocks' widgets (for tests). */
 char *rlx_markdown_to_pango(const char *text);
 

@@ -1,5 +1,5 @@
 /* RlxSamplingPopover: the Chat page's Sampling popover (temperature, top-k,
- * top-p, min-p, repetition penalty, seed, max tokens, context length). Its
+ * top-p, min-p, repetition penalty, seed, max tokens, context length, thinking). Its
  * rows live in rlx-sampling-popover.ui; each spin button is bound to the
  * org.rlx.Studio key of the same name.
  *
@@ -20,5 +20,9 @@ G_DECLARE_FINAL_TYPE(RlxSamplingPopover, rlx_sampling_popover, RLX, SAMPLING_POP
 /* Bind every spin button to its key (G_SETTINGS_BIND_DEFAULT). Without
  * settings (no schema) the spin buttons stay insensitive. */
 void rlx_sampling_popover_bind(RlxSamplingPopover *self, GSettings *settings);
+/* The Thinking switch (key "thinking") is sensitive only for a loaded model
+ * whose chat template reads enable_thinking. */
+void rlx_sampling_popover_set_thinking_switch(RlxSamplingPopover *self, gboolean loaded,
+                                              gboolean available);
 
 G_END_DECLS

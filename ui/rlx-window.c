@@ -12,7 +12,9 @@ struct _RlxWindow {
     AdwToastOverlay *toasts;
     RlxChatPane *chat_pane;
     GtkDropDown *device_dropdown;
-    GtkDrawingArea *memory_bar;
+    GtkDrawingArea *memory_bar, *memory_mini;
+    GtkLabel *memory_used;
+    AdwViewSwitcherTitle *switcher_title;
     GtkWidget *memory_button;
     GtkLabel *memory_title;
     GtkGrid *memory_grid;
@@ -155,6 +157,8 @@ static void fmt_bytes(uint64_t b, char *buf, size_t cap)
     g_strlcpy(buf, s, cap);
 }
 
+static gboolean narrow(RlxWindow *self);
+
 static void update_memory_labels(RlxWindow *self)
 {
     const RlxMemoryInfo *m = &self->mem;
@@ -173,6 +177,10 @@ static void update_memory_labels(RlxWindow *self)
     g_autofree char *tip = g_strdup_printf(_("Memory: %s of %s"), a, b);
     gtk_widget_set_tooltip_text(self->memory_button, tip);
     gtk_widget_queue_draw(GTK_WIDGET(self->memory_bar));
+    gtk_widget_queue_draw(GTK_WIDGET(self->memory_mini));
+    /* At a glance beside the device: what the model takes there. */
+    gtk_label_set_text(self->memory_used, a);
+    gtk_widget_set_visible(GTK_WIDGET(self->memory_used), used > 0 && !narrow(self));
 
     gboolean show = m->on_gpu && m->n_layers > 0;
     gtk_widget_set_visible(GTK_WIDGET(self->layers_label), show);
@@ -195,6 +203,36 @@ static void update_memory_labels(RlxWindow *self)
                                m->n_gpu_layers, m->n_layers, cpu);
     }
     gtk_label_set_text(self->layers_label, text);
+}
+
+/* Narrow (a phone, half a laptop screen): the header bar has room for the
+ * memory icon only, not its bar and figure. */
+#define NARROW_WIDTH 600
+
+static gboolean narrow(RlxWindow *self)
+{
+    int w = 0, h = 0;
+    gtk_window_get_default_size(GTK_WINDOW(self), &w, &h); /* 4.8 needs both */
+    return w > 0 && w < NARROW_WIDTH;
+}
+
+static void width_class_changed(GObject *o, GParamSpec *ps, RlxWindow *self)
+{
+    gboolean n = narrow(self);
+    gtk_widget_set_visible(GTK_WIDGET(self->memory_mini), !n);
+    gtk_widget_set_visible(GTK_WIDGET(self->memory_used),
+                           !n && self->mem.weights + self->mem.kv_cache + self->mem.activations);
+}
+
+/* The window is named after the model (general.name, else its file name),
+ * in the window list as in the header bar. */
+static void on_model_loaded(RlxEngine *e, RlxWindow *self)
+{
+    const RlxModelInfo *i = rlx_engine_get_model_info(e);
+    /* Translators: the window title: the model's name, then the app's */
+    g_autofree char *title = g_strdup_printf(_("%s — RLX Studio"), i->name);
+    gtk_window_set_title(GTK_WINDOW(self), title);
+    adw_view_switcher_title_set_subtitle(self->switcher_title, i->name);
 }
 
 static void on_memory(RlxEngine *e, const RlxMemoryInfo *m, RlxWindow *self)
@@ -285,7 +323,7 @@ static void setup_label_item(GtkSignalListItemFactory *f, GtkListItem *item, gpo
     gtk_label_set_xalign(GTK_LABEL(label), 0);
     if (compact) {
         gtk_label_set_ellipsize(GTK_LABEL(label), PANGO_ELLIPSIZE_END);
-        gtk_label_set_width_chars(GTK_LABEL(label), 8);
+        gtk_label_set_width_chars(GTK_LABEL(label), 4);
         gtk_label_set_max_width_chars(GTK_LABEL(label), 14);
     }
     gtk_list_item_set_child(item, label);
@@ -380,6 +418,7 @@ static void rlx_window_constructed(GObject *object)
     RlxWindow *self = RLX_WINDOW(object);
     G_OBJECT_CLASS(rlx_window_parent_class)->constructed(object);
     rlx_window_restore_state(self);
+    width_class_changed(object, NULL, self);
     setup_devices(self);
     rlx_chat_pane_setup(self->chat_pane, self->engine, self->settings);
 }
@@ -447,6 +486,9 @@ static void rlx_window_class_init(RlxWindowClass *klass)
     gtk_widget_class_bind_template_child(widget_class, RlxWindow, chat_pane);
     gtk_widget_class_bind_template_child(widget_class, RlxWindow, device_dropdown);
     gtk_widget_class_bind_template_child(widget_class, RlxWindow, memory_bar);
+    gtk_widget_class_bind_template_child(widget_class, RlxWindow, memory_mini);
+    gtk_widget_class_bind_template_child(widget_class, RlxWindow, memory_used);
+    gtk_widget_class_bind_template_child(widget_class, RlxWindow, switcher_title);
     gtk_widget_class_bind_template_child(widget_class, RlxWindow, memory_button);
     gtk_widget_class_bind_template_child(widget_class, RlxWindow, memory_title);
     gtk_widget_class_bind_template_child(widget_class, RlxWindow, memory_grid);
@@ -462,6 +504,9 @@ static void rlx_window_init(RlxWindow *self)
     self->engine = rlx_engine_new();
     g_signal_connect(self->engine, "memory", G_CALLBACK(on_memory), self);
     gtk_drawing_area_set_draw_func(self->memory_bar, draw_memory, self, NULL);
+    gtk_drawing_area_set_draw_func(self->memory_mini, draw_memory, self, NULL);
+    g_signal_connect(self->engine, "model-loaded", G_CALLBACK(on_model_loaded), self);
+    g_signal_connect(self, "notify::default-width", G_CALLBACK(width_class_changed), self);
     build_memory_grid(self);
     GtkPopover *memory_popover = gtk_menu_button_get_popover(GTK_MENU_BUTTON(self->memory_button));
     gtk_widget_set_focusable(GTK_WIDGET(memory_popover), TRUE);

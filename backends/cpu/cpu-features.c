@@ -147,6 +147,26 @@ static int count_physical_cores(int logical)
     return n_seen;
 }
 
+/* CPUID's brand string is padded to 48 bytes (leading spaces on some Intel
+ * parts, runs of spaces inside on others) and /proc/cpuinfo copies it: one
+ * space between words, none around, is what a person reads in a menu. */
+static void tidy_name(char *s)
+{
+    char *w = s;
+    bool space = false;
+    for (const char *r = s; *r; r++) {
+        if (*r == ' ' || *r == '\t') {
+            space = w != s;
+            continue;
+        }
+        if (space)
+            *w++ = ' ';
+        space = false;
+        *w++ = *r;
+    }
+    *w = 0;
+}
+
 static void detect(void)
 {
     rlx_cpu_features *f = &g_features;
@@ -157,6 +177,7 @@ static void detect(void)
 #endif
     if (!f->model_name[0])
         model_from_proc(f);
+    tidy_name(f->model_name);
     if (!f->model_name[0])
         snprintf(f->model_name, sizeof f->model_name, "unknown CPU");
     f->physical_cores = count_physical_cores(f->logical_cpus);

@@ -52,7 +52,7 @@ start() {
     shift
     "$app" "$@" >"$art/chat-$name.log" 2>&1 &
     pid=$!
-    wid=$(wait_window '^RLX Studio$') || fail "no rlx-studio window after 30 s ($name)"
+    wid=$(wait_window 'RLX Studio$') || fail "no rlx-studio window after 30 s ($name)"
     xdotool windowfocus --sync "$wid" || fail "cannot focus the window"
 }
 

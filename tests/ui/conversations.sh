@@ -50,7 +50,7 @@ start() {
     name=$1
     ASAN_OPTIONS=${2:-${ASAN_OPTIONS:-}} "$app" >"$art/conversations-$name.log" 2>&1 &
     pid=$!
-    wid=$(wait_window '^RLX Studio$') || fail "no rlx-studio window after 30 s ($name)"
+    wid=$(wait_window 'RLX Studio$') || fail "no rlx-studio window after 30 s ($name)"
     xdotool windowfocus --sync "$wid" || fail "cannot focus the window"
 }
 

@@ -46,7 +46,7 @@ start() {
     name=$1
     "$app" >"$art/drop-$name.log" 2>&1 &
     pid=$!
-    wid=$(wait_window '^RLX Studio$') || fail "no rlx-studio window ($name)"
+    wid=$(wait_window 'RLX Studio$') || fail "no rlx-studio window ($name)"
 }
 
 # source_says WORDS: the drag source reported a line starting with WORDS.
@@ -106,7 +106,7 @@ start light
 drag "$work/notes.txt" 500 400
 wait_log "Cannot load the model: notes.txt: not a GGUF file"
 kill -0 "$pid" 2>/dev/null || fail "rlx-studio died on a dropped text file"
-xdotool search --onlyvisible --name '^RLX Studio$' >/dev/null || fail "the window is gone"
+xdotool search --onlyvisible --name 'RLX Studio$' >/dev/null || fail "the window is gone"
 shot light-not-gguf
 quit
 check_log light

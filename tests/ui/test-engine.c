@@ -22,6 +22,7 @@ typedef struct {
     GError *error;
     int error_kind;
     GCancellable *cancel_on_first; /* cancelled at the first tokens signal */
+    int n_tokens;                  /* the reply's tokens, as the last signal counted them */
     gint64 cancelled_at, finished_at;
     RlxMemoryInfo mem;
 } Rec;
@@ -31,9 +32,11 @@ static void on_loaded(RlxEngine *e, Rec *r)
     r->loaded = TRUE;
 }
 
-static void on_tokens(RlxEngine *e, const char *text, Rec *r)
+static void on_tokens(RlxEngine *e, const char *text, int n, Rec *r)
 {
     g_string_append(r->text, text);
+    g_assert_cmpint(n, >, r->n_tokens); /* every batch holds at least one more token */
+    r->n_tokens = n;
     r->n_token_signals++;
     if (r->cancel_on_first && !r->cancelled_at) {
         r->cancelled_at = g_get_monotonic_time();
@@ -128,6 +131,7 @@ static void test_greedy(void)
         r.text->str,
         ", there was a little girl named Lily. She loved to play outside in the park."));
     g_assert_cmpstr(r.stop, ==, "length");
+    g_assert_cmpint(r.n_tokens, ==, 40); /* stopped by the length: exactly max_tokens */
     /* Batched: never more signals than pieces, and memory was reported. */
     g_assert_cmpint(r.n_token_signals, >=, 1);
     g_assert_cmpint(r.n_token_signals, <=, 40);

@@ -46,11 +46,97 @@ static void test_valid_markup(void)
     }
 }
 
+/* Texts a model writes, each cut into chunks by the streaming renderer. */
+static const char *const samples[] = {
+    "# Plan\n\nFirst *this*.\n\nThen **that**, and `code`.\n\nDone.\n",
+    "Steps:\n\n1. one\n2. two\n\n3. three, after a blank line (one loose list)\n\nAfter.\n",
+    "- a\n- b\n\n  still b\n\nNot the list.\n",
+    "> quoted\n\n> quoted again\n\nplain\n",
+    "```c\nint x;\n\nint y; /* a blank line inside the fence */\n\nz\n```\n\nAfter the "
+    "code.\n",
+    "~~~\nA\n\n```\nstill inside the tilde fence\n~~~\n\nout\n",
+    "| a | b |\n|---|---|\n| 1 | 2 |\n\nText after the table.\n",
+    "Title\n=====\n\nSetext heading above.\n\n---\n\nAfter a rule.\n",
+    "    indented code\n\n    more of it\n\nText.\n",
+};
+
+/* Fed a byte at a time, the chunker finds the same chunks as fed whole. */
+static void test_chunks_incremental(void)
+{
+    for (size_t i = 0; i < G_N_ELEMENTS(samples); i++) {
+        const char *t = samples[i];
+        gsize n = strlen(t);
+        RlxMarkdownChunker whole, bytes;
+        rlx_markdown_chunker_init(&whole);
+        rlx_markdown_chunker_init(&bytes);
+        gsize stable = 0;
+        for (gsize k = 1; k <= n; k++) {
+            gsize s = rlx_markdown_chunker_feed(&bytes, t, k);
+            g_assert_cmpuint(s, >=, stable); /* a finished chunk stays finished */
+            g_assert_cmpuint(s, <=, k);
+            stable = s;
+        }
+        g_assert_cmpuint(rlx_markdown_chunker_feed(&whole, t, n), ==, stable);
+    }
+}
+
+/* Rendering the chunks one by one gives the markup of the whole text: a
+ * cut never changes how the text before or after it reads. */
+static void test_chunks_render_the_same(void)
+{
+    for (size_t i = 0; i < G_N_ELEMENTS(samples); i++) {
+        const char *t = samples[i];
+        gsize n = strlen(t);
+        GString *joined = g_string_new(NULL);
+        gsize from = 0;
+        RlxMarkdownChunker c;
+        rlx_markdown_chunker_init(&c);
+        for (gsize k = 1; k <= n; k++) {
+            gsize s = rlx_markdown_chunker_feed(&c, t, k);
+            if (s > from) {
+                g_autofree char *chunk = g_strndup(t + from, s - from);
+                g_autofree char *m = rlx_markdown_to_pango(chunk);
+                g_string_append(joined, m);
+                from = s;
+            }
+        }
+        g_autofree char *rest = g_strdup(t + from);
+        g_autofree char *m = rlx_markdown_to_pango(rest);
+        g_string_append(joined, m);
+        g_autofree char *whole = rlx_markdown_to_pango(t);
+        g_assert_cmpstr(joined->str, ==, whole);
+        g_string_free(joined, TRUE);
+    }
+}
+
+/* The cuts fall where expected: after each paragraph, never inside a
+ * fence, nor before a list item or a quote that may continue. */
+static void test_chunk_points(void)
+{
+    RlxMarkdownChunker c;
+    const char *t = samples[0];
+    rlx_markdown_chunker_init(&c);
+    /* "# Plan\n\nFirst *this*.\n\nThen ...\n\nDone.\n": the last cut is before "Done." */
+    g_assert_cmpuint(rlx_markdown_chunker_feed(&c, t, strlen(t)), ==,
+                     (gsize)(strstr(t, "Done.") - t));
+    t = samples[4];
+    rlx_markdown_chunker_init(&c);
+    g_assert_cmpuint(rlx_markdown_chunker_feed(&c, t, strlen(t)), ==,
+                     (gsize)(strstr(t, "After the") - t));
+    t = samples[1];
+    rlx_markdown_chunker_init(&c);
+    g_assert_cmpuint(rlx_markdown_chunker_feed(&c, t, strlen(t)), ==,
+                     (gsize)(strstr(t, "After.") - t));
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
     g_test_add_func("/markdown/inline", test_inline);
     g_test_add_func("/markdown/blocks", test_blocks);
     g_test_add_func("/markdown/valid-markup", test_valid_markup);
+    g_test_add_func("/markdown/chunks-incremental", test_chunks_incremental);
+    g_test_add_func("/markdown/chunks-render-the-same", test_chunks_render_the_same);
+    g_test_add_func("/markdown/chunk-points", test_chunk_points);
     return g_test_run();
 }
