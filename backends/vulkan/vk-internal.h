@@ -37,11 +37,12 @@ typedef struct vk_device {
     VkPhysicalDeviceProperties props;
     VkPhysicalDeviceMemoryProperties mem;
     bool has_budget;
-    uint32_t mt_device; /* memory type for buffers */
-    uint32_t mt_host;   /* host-visible, coherent: staging, meta */
-    bool device_mapped; /* mt_device is host-visible too: map buffers */
-    uint64_t max_alloc; /* maxMemoryAllocationSize */
-    uint64_t heap_size; /* of mt_device's heap */
+    uint32_t mt_device;  /* memory type for buffers */
+    uint32_t mt_host;    /* host-visible, coherent: staging, meta */
+    bool device_mapped;  /* mt_device is host-visible too: map buffers */
+    uint64_t max_alloc;  /* maxMemoryAllocationSize */
+    uint64_t bind_limit; /* bytes one binding reaches (maxStorageBufferRange or lower) */
+    uint64_t heap_size;  /* of mt_device's heap */
     VkCommandPool cmd_pool;
     VkCommandBuffer xfer_cb;
     VkFence xfer_fence;
