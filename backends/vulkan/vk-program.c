@@ -1594,8 +1594,8 @@ static void value_name(const rlx_lir *lir, int32_t v, char *buf, size_t cap)
 /* Plan the chunks of dispatch D (record w at the symbols' bounds) so that
  * every operand fits `lim` bytes from its chunk's start. Sets D's axes;
  * returns the chunk count, or 0 with the reason in why. */
-static int64_t split_plan(const rlx_lir *lir, vk_disp *D, int32_t *w, uint64_t lim, char *why,
-                          size_t cap)
+static int64_t split_plan(const rlx_lir *lir, vk_disp *D, int32_t *w, uint64_t lim, uint64_t shown,
+                          char *why, size_t cap)
 {
     D->n_ax = 0;
     uint64_t vb[VK_OUT_SLOT + 1] = {0};
@@ -1658,7 +1658,7 @@ static int64_t split_plan(const rlx_lir *lir, vk_disp *D, int32_t *w, uint64_t l
             snprintf(why, cap,
                      "%s needs %s in one binding, more than the %s this device's bindings reach, "
                      "and %s",
-                     nm, fmt_bytes(wn, b1, sizeof b1), fmt_bytes(lim, b2, sizeof b2),
+                     nm, fmt_bytes(wn, b1, sizeof b1), fmt_bytes(shown, b2, sizeof b2),
                      nax ? "no split of this op brings it under that"
                          : "this op cannot be split into smaller dispatches");
             return 0;
@@ -1699,7 +1699,7 @@ static int64_t split_plan(const rlx_lir *lir, vk_disp *D, int32_t *w, uint64_t l
             char nm[160], b2[32];
             value_name(lir, D->vals[s], nm, sizeof nm);
             snprintf(why, cap, "%s cannot be cut into parts of at most %s", nm,
-                     fmt_bytes(lim, b2, sizeof b2));
+                     fmt_bytes(shown, b2, sizeof b2));
             return 0;
         }
     if (chunks > MAX_CHUNKS) {
@@ -1900,8 +1900,8 @@ rlx_status vk_program_create(rlx_device *dev, const rlx_lir *lir, rlx_program **
             bd[b].instr = i;
             bd[b].bi = (int8_t)b;
             char sw[256] = "";
-            int64_t nc =
-                split_plan(lir, &bd[b], P->scratch_rec + (size_t)b * REC_WORDS, lim, sw, sizeof sw);
+            int64_t nc = split_plan(lir, &bd[b], P->scratch_rec + (size_t)b * REC_WORDS, lim,
+                                    d->bind_limit, sw, sizeof sw);
             if (nc == 0) {
                 s = rlx_error_set(err, RLX_ERR_UNSUPPORTED,
                                   "the Vulkan backend cannot run instruction %d (%s, graph node "
