@@ -87,6 +87,11 @@ bool vk_is_lost(vk_device *d);
  * VK_ERROR_DEVICE_LOST, as a driver reset would. Not in the backend
  * interface and not reachable from the environment. */
 void vk_test_lose_device(rlx_device *dev);
+/* Test-only: the command buffers a run of this program is submitted in, and
+ * a Stop pressed while command buffer seg - 1 runs: the run sets *flag just
+ * before it would submit seg (and checks the cancel flag there). */
+int32_t vk_test_segments(const rlx_program *prog);
+void vk_test_stop_at(rlx_program *prog, int32_t seg, volatile int *flag);
 /* Wait for a fence with a timeout (60 s on hardware, 300 s on a software
  * device: vk-device.c); a lost device is an error, and a timeout marks the
  * device lost. */

@@ -98,9 +98,11 @@ typedef struct vk_program {
     int32_t *meta_map;
     uint64_t cbuf_size;
     VkDescriptorPool dpool;
-    vk_disp *bdisp; /* per instruction MAX_DISP: the dispatches as filled at create */
-    int8_t *nbase;  /* per instruction: how many */
-    int32_t n_segs; /* command buffers (cancel is checked between them) */
+    vk_disp *bdisp;        /* per instruction MAX_DISP: the dispatches as filled at create */
+    int8_t *nbase;         /* per instruction: how many */
+    int32_t n_segs;        /* command buffers (cancel is checked between them) */
+    int32_t test_stop_seg; /* vk_test_stop_at (0: none) */
+    volatile int *test_stop_flag;
     int32_t seg_first[MAX_SEGS + 1]; /* first instruction of each */
     VkCommandBuffer cbs[MAX_SEGS];
     VkFence fences[MAX_SEGS];
@@ -2362,6 +2364,8 @@ rlx_status vk_program_run(rlx_program *prog, const rlx_program_bindings *b,
     bool cancelled = false;
     while (done < P->n_segs) {
         while (st == RLX_OK && !cancelled && next < P->n_segs && next - done < 2) {
+            if (next > 0 && next == P->test_stop_seg && P->test_stop_flag)
+                *P->test_stop_flag = 1;
             if (next > 0 && b->cancel && __atomic_load_n(b->cancel, __ATOMIC_RELAXED)) {
                 cancelled = true;
                 break;
@@ -2416,6 +2420,20 @@ rlx_status vk_program_run(rlx_program *prog, const rlx_program_bindings *b,
         }
     P->n_runs++;
     return RLX_OK;
+}
+
+int32_t vk_test_segments(const rlx_program *prog)
+{
+    return prog ? ((const vk_program *)prog)->n_segs : 0;
+}
+
+void vk_test_stop_at(rlx_program *prog, int32_t seg, volatile int *flag)
+{
+    vk_program *P = (vk_program *)prog;
+    if (P) {
+        P->test_stop_seg = seg;
+        P->test_stop_flag = flag;
+    }
 }
 
 void vk_program_stats(const rlx_program *prog, rlx_program_stats *out)

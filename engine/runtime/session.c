@@ -669,7 +669,7 @@ rlx_status rlx_session_load_internal(rlx_session *s, rlx_lir *lir, void (*lir_fr
             char f1[32], f2[32];
             free(fw);
             return load_fail(lir, lir_free,
-                             rlx_error_set(err, RLX_ERR_BUDGET,
+                             rlx_error_set(err, RLX_ERR_NO_MEMORY,
                                            "the %s%s%s%s is %s, more than the %s one buffer on %s "
                                            "may hold",
                                            what, name[0] ? " '" : "", name, name[0] ? "'" : "",
