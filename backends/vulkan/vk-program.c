@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "backends/vulkan/vk-backend.h"
 #include "backends/vulkan/vk-internal.h"
@@ -39,6 +40,7 @@ _Static_assert(RLX_ACT_RELU == 1 && RLX_ACT_TANH == 6, "shaders/common.glsl's ac
 #define MAX_CHUNKS  65536 /* dispatches one split dispatch may become */
 #define MAX_SEGS    16    /* command buffers a run is submitted in (cancel between them) */
 #define SEG_DISP    32    /* dispatches at least in one of them */
+#define SEG_RUN_S   1.0   /* a run at least this long is submitted in parts */
 
 /* An operand as a shader sees it: dims and element strides (already
  * broadcast / permuted / sliced for this op), plus bytes past the value's
@@ -101,10 +103,12 @@ typedef struct vk_program {
     vk_disp *bdisp;        /* per instruction MAX_DISP: the dispatches as filled at create */
     int8_t *nbase;         /* per instruction: how many */
     int32_t n_segs;        /* command buffers (cancel is checked between them) */
+    double last_run_s;     /* wall time of the last run's submissions */
     int32_t test_stop_seg; /* vk_test_stop_at (0: none) */
     volatile int *test_stop_flag;
     int32_t seg_first[MAX_SEGS + 1]; /* first instruction of each */
     VkCommandBuffer cbs[MAX_SEGS];
+    VkCommandBuffer cb_whole; /* all of a run, where it has several parts */
     VkFence fences[MAX_SEGS];
     VkQueryPool qpool;
     bool recorded, rec_timing, timing, have_times;
@@ -1749,6 +1753,8 @@ void vk_program_free(rlx_program *prog)
         if (P->cbs[k])
             vkFreeCommandBuffers(dv, d->cmd_pool, 1, &P->cbs[k]);
     }
+    if (P->cb_whole)
+        vkFreeCommandBuffers(dv, d->cmd_pool, 1, &P->cb_whole);
     if (P->qpool)
         vkDestroyQueryPool(dv, P->qpool, NULL);
     if (P->dpool)
@@ -2016,7 +2022,10 @@ rlx_status vk_program_create(rlx_device *dev, const rlx_lir *lir, rlx_program **
         if (P->seg_first[P->n_segs] < P->n_instrs || P->n_segs == 0)
             P->seg_first[++P->n_segs] = P->n_instrs;
     }
-    VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+    /* signalled: program_free waits on every fence, and some are never
+     * submitted (a run is reset before each submission) */
+    VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO,
+                             .flags = VK_FENCE_CREATE_SIGNALED_BIT};
     for (int k = 0; k < P->n_segs && s == RLX_OK; k++) {
         s = vk_check_result(d, vkAllocateCommandBuffers(d->dev, &cai, &P->cbs[k]),
                             "allocating a command buffer", err);
@@ -2024,6 +2033,9 @@ rlx_status vk_program_create(rlx_device *dev, const rlx_lir *lir, rlx_program **
             s = vk_check_result(d, vkCreateFence(d->dev, &fci, NULL, &P->fences[k]),
                                 "creating a fence", err);
     }
+    if (s == RLX_OK && P->n_segs > 1)
+        s = vk_check_result(d, vkAllocateCommandBuffers(d->dev, &cai, &P->cb_whole),
+                            "allocating a command buffer", err);
     if (s == RLX_OK && d->ts_bits && P->n_instrs) {
         VkQueryPoolCreateInfo qi = {.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
                                     .queryType = VK_QUERY_TYPE_TIMESTAMP,
@@ -2121,8 +2133,14 @@ static void record(vk_program *P)
         bool w;
     } span;
     span *open = calloc((size_t)(P->n_disp ? P->n_disp : 1) * VK_SLOTS, sizeof *open);
-    for (int32_t sg = 0; sg < P->n_segs; sg++) {
-        VkCommandBuffer cb = P->cbs[sg];
+    /* the whole run in one command buffer, and where a run has several
+     * parts, those too (vk_program_run picks one) */
+    int32_t n_parts = P->n_segs > 1 ? P->n_segs + 1 : 1;
+    for (int32_t pt = 0; pt < n_parts; pt++) {
+        int32_t sg = pt - 1;
+        VkCommandBuffer cb = sg < 0 ? (P->n_segs > 1 ? P->cb_whole : P->cbs[0]) : P->cbs[sg];
+        int32_t i0 = sg < 0 ? 0 : P->seg_first[sg];
+        int32_t i1 = sg < 0 ? P->n_instrs : P->seg_first[sg + 1];
         VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
         vkResetCommandBuffer(cb, 0);
         vkBeginCommandBuffer(cb, &bi);
@@ -2137,11 +2155,11 @@ static void record(vk_program *P)
                              VK_PIPELINE_STAGE_DRAW_INDIRECT_BIT |
                                  VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
                              0, 1, &mb0, 0, NULL, 0, NULL);
-        if (timing && sg == 0)
+        if (timing && i0 == 0)
             vkCmdResetQueryPool(cb, P->qpool, 0, 2 * (uint32_t)P->n_instrs);
         int n_open = 0;
         VkPipeline bound = VK_NULL_HANDLE;
-        for (int32_t i = P->seg_first[sg]; i < P->seg_first[sg + 1]; i++) {
+        for (int32_t i = i0; i < i1; i++) {
             int32_t j0 = P->first[i], j1 = P->first[i + 1];
             if (timing)
                 vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, P->qpool,
@@ -2358,10 +2376,24 @@ rlx_status vk_program_run(rlx_program *prog, const rlx_program_bindings *b,
     if (rebind || !P->recorded)
         record(P);
 
-    /* submit the command buffers one ahead of the one running; a cancel
-     * stops the run between them (what was submitted drains first) */
+    /* A long run (the last took SEG_RUN_S or more): its parts, one ahead of
+     * the one running, so that a cancel stops it between them (what was
+     * submitted drains first). Otherwise the whole run in one command
+     * buffer: a software device pays for every command buffer it runs. */
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     int32_t next = 0, done = 0;
     bool cancelled = false;
+    if (P->n_segs > 1 && P->last_run_s < SEG_RUN_S && !P->test_stop_flag) {
+        VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
+                           .commandBufferCount = 1,
+                           .pCommandBuffers = &P->cb_whole};
+        vkResetFences(d->dev, 1, &P->fences[0]);
+        st = vk_check_result(d, vk_submit(d, &si, P->fences[0]), "submitting a program", err);
+        if (st == RLX_OK)
+            st = vk_wait_fence(d, P->fences[0], b->cancel, err);
+        done = P->n_segs;
+    }
     while (done < P->n_segs) {
         while (st == RLX_OK && !cancelled && next < P->n_segs && next - done < 2) {
             if (next > 0 && next == P->test_stop_seg && P->test_stop_flag)
@@ -2391,6 +2423,9 @@ rlx_status vk_program_run(rlx_program *prog, const rlx_program_bindings *b,
     }
     if (st != RLX_OK)
         return st;
+    struct timespec t1;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    P->last_run_s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     if (cancelled)
         return rlx_error_set(err, RLX_ERR_CANCELLED, "cancelled");
     P->have_times = false;
