@@ -439,6 +439,54 @@ static void test_symbolic_replay_and_timing(void **state)
     vk->device_close(d);
 }
 
+/* Bindings of 8 KiB: an elementwise op over [SEQ <= 8, 1000] floats (32
+ * KiB at the bound) runs as chunks of rows over windows. Every SEQ gives
+ * the right rows, and the windows do not move with SEQ: the command buffer
+ * recorded on the first run replays on every later one. */
+static void test_split_replays(void **state)
+{
+    (void)state;
+    enum { N = 1000 };
+    static float a[8 * N], b[8 * N], got[8 * N];
+    for (int i = 0; i < 8 * N; i++) {
+        a[i] = (float)i;
+        b[i] = (float)(2 * i + 1);
+    }
+    rlx_device *d = NULL;
+    rlx_device_opts o = {.max_binding_bytes = 8192};
+    assert_int_equal(vk->device_open(0, &o, &d, NULL), RLX_OK);
+    rlx_device_info di;
+    assert_int_equal(vk->device_query(d, &di, NULL), RLX_OK);
+    assert_int_equal(di.max_binding_bytes, 8192);
+    prog_def ps;
+    make_binary(&ps, RLX_OP_SUB, 0, N, true);
+    rlx_program *p = NULL;
+    assert_int_equal(vk->program_create(d, &ps.lir, &p, NULL), RLX_OK);
+    rlx_buffer *ba = upload(d, a, 8 * N), *bb = upload(d, b, 8 * N), *bo = NULL;
+    assert_int_equal(vk->buffer_alloc(d, sizeof got, &bo, NULL), RLX_OK);
+    const int64_t seqs[] = {3, 8, 1, 0, 5};
+    for (size_t k = 0; k < sizeof seqs / sizeof seqs[0]; k++) {
+        float poison = -12345.0f;
+        for (int i = 0; i < 8 * N; i++)
+            got[i] = poison;
+        assert_int_equal(vk->buffer_write(bo, 0, got, sizeof got, NULL), RLX_OK);
+        run_binary(p, ba, bb, bo, seqs[k]);
+        assert_int_equal(vk->buffer_read(bo, 0, got, sizeof got, NULL), RLX_OK);
+        for (int i = 0; i < 8 * N; i++)
+            assert_true(got[i] == (i < seqs[k] * N ? a[i] - b[i] : poison));
+    }
+    rlx_program_stats st;
+    vk->program_stats(p, &st);
+    assert_int_equal(st.runs, 5);
+    assert_true(st.split_dispatches >= 3); /* 4 rows at most (16,000 bytes) a chunk */
+    assert_int_equal(st.recordings, 1);
+    vk->buffer_free(ba);
+    vk->buffer_free(bb);
+    vk->buffer_free(bo);
+    vk->program_free(p);
+    vk->device_close(d);
+}
+
 /* What the backend does not take is refused up front, with the reason. */
 static void test_refusals(void **state)
 {
@@ -892,6 +940,7 @@ int main(void)
         cmocka_unit_test(test_too_large),
         cmocka_unit_test(test_two_programs),
         cmocka_unit_test(test_symbolic_replay_and_timing),
+        cmocka_unit_test(test_split_replays),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_gather_range),
         cmocka_unit_test(test_rebind_new_buffer),

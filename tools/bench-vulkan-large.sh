@@ -28,17 +28,13 @@ VOCAB="$HERE/../shared/data/tokenizers"
 [ -x "$RLX" ] || { echo "no $RLX: build first" >&2; exit 2; }
 mkdir -p "$DIR" || exit 2
 
-# a short text (our own words), two windows of CTX tokens or more
+# a short text (our own words): two windows of 32 tokens
 TEXT="$DIR/text.txt"
 cat > "$TEXT" <<'EOF'
 The harbour was quiet in the early morning. A few boats rocked against the
 pier, their ropes creaking as the tide came in, and a gull walked along the
 railing looking for bread. The baker on the corner had opened his shutters
-and the smell of warm loaves drifted down to the water. Two fishermen argued
-about the weather, one certain that the wind would turn before noon and the
-other sure that it would hold until evening. Neither of them moved to untie
-his boat. Further along the quay a girl sat on a crate with a notebook,
-drawing the lighthouse, the clouds and the long shadow of the crane.
+and the smell of warm loaves drifted down to the water.
 EOF
 
 make_one() { # name -> file

@@ -1512,12 +1512,12 @@ static void cut_axis(const vk_disp *D, int32_t *w, const split_axis *a, int64_t 
         if (q[4 + d] == 1 && E * m != 1)
             continue; /* broadcast along it */
         q[4 + d] = (int32_t)(len * m);
+        /* an empty chunk moves too: its window then stays put as a run's
+         * extent changes, and the recorded command buffer replays */
         int64_t b = el_bytes((rlx_dtype)q[0], at * m * (int64_t)q[10 + d]);
-        if (len > 0) {
-            set_off64(q, off64(q) + b);
-            if (coff)
-                coff[s] += (uint64_t)b;
-        }
+        set_off64(q, off64(q) + b);
+        if (coff)
+            coff[s] += (uint64_t)b;
     }
     switch (a->kind) {
     case AX_TABLE:
