@@ -9,18 +9,18 @@
 #   BUILD_DIR  the meson build (default build-release)
 #   MODEL_DIR  where the model files are made once and kept (default /tmp/rlx-large)
 #   DEVICE     default vulkan:0
-# Environment: CTX (default 32) tokens per perplexity window, MODELS (default
+# Environment: CTX (default 16) tokens per perplexity window, MODELS (default
 # all five: qwen3-f16 qwen3-q8_0 qwen3-q4_k_m llama-q8_0 llama-q4_k_m),
-# BENCH_P / BENCH_N (default 16 / 4) for rlx bench.
+# BENCH_P / BENCH_N (default 8 / 2) for rlx bench.
 # Prints one line per model and exits non-zero when a perplexity differs from
 # the CPU's by more than 0.1% or a run fails.
 set -u
 BUILD=${1:-build-release}
 DIR=${2:-/tmp/rlx-large}
 DEV=${3:-vulkan:0}
-CTX=${CTX:-32}
-BENCH_P=${BENCH_P:-16}
-BENCH_N=${BENCH_N:-4}
+CTX=${CTX:-16}
+BENCH_P=${BENCH_P:-8}
+BENCH_N=${BENCH_N:-2}
 MODELS=${MODELS:-"qwen3-f16 qwen3-q8_0 qwen3-q4_k_m llama-q8_0 llama-q4_k_m"}
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 RLX="$BUILD/app/rlx"
@@ -28,13 +28,11 @@ VOCAB="$HERE/../shared/data/tokenizers"
 [ -x "$RLX" ] || { echo "no $RLX: build first" >&2; exit 2; }
 mkdir -p "$DIR" || exit 2
 
-# a short text (our own words): two windows of 32 tokens
+# a short text (our own words): two windows of 16 tokens
 TEXT="$DIR/text.txt"
 cat > "$TEXT" <<'EOF'
 The harbour was quiet in the early morning. A few boats rocked against the
-pier, their ropes creaking as the tide came in, and a gull walked along the
-railing looking for bread. The baker on the corner had opened his shutters
-and the smell of warm loaves drifted down to the water.
+pier, their ropes creaking as the tide came in.
 EOF
 
 make_one() { # name -> file

@@ -485,7 +485,7 @@ static void vk_device_close(rlx_device *dev)
     vk_device *d = (vk_device *)dev;
     if (!d)
         return;
-    if (d->dev) {
+    if (d->dev && !vk_is_lost(d)) { /* a hung device may still run work from the pool */
         if (d->staging)
             vkDestroyBuffer(d->dev, d->staging, NULL);
         if (d->staging_mem)
@@ -975,6 +975,14 @@ static void vk_buffer_free(rlx_buffer *buf)
         return;
     vk_buffer *b = (vk_buffer *)buf;
     vk_device *d = b->dev;
+    if (vk_is_lost(d)) {
+        /* a hung device may still be running work that reads this memory
+         * (a software device's threads do): it goes with the abandoned
+         * VkDevice instead */
+        d->allocated -= b->alloc;
+        free(b);
+        return;
+    }
     if (b->map)
         vkUnmapMemory(d->dev, b->mem);
     if (b->buf)

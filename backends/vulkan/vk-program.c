@@ -1745,7 +1745,10 @@ void vk_program_free(rlx_program *prog)
         return;
     vk_device *d = P->dev;
     VkDevice dv = d->dev;
-    for (int k = 0; k < MAX_SEGS; k++) {
+    /* a hung device may still be running this program's command buffers
+     * (a software device's threads do): its Vulkan objects go with the
+     * abandoned VkDevice */
+    for (int k = 0; k < MAX_SEGS && !vk_is_lost(d); k++) {
         if (P->fences[k]) {
             vkWaitForFences(dv, 1, &P->fences[k], VK_TRUE, 5ull * 1000 * 1000 * 1000);
             vkDestroyFence(dv, P->fences[k], NULL);
@@ -1753,6 +1756,8 @@ void vk_program_free(rlx_program *prog)
         if (P->cbs[k])
             vkFreeCommandBuffers(dv, d->cmd_pool, 1, &P->cbs[k]);
     }
+    if (vk_is_lost(d))
+        goto host;
     if (P->cb_whole)
         vkFreeCommandBuffers(dv, d->cmd_pool, 1, &P->cb_whole);
     if (P->qpool)
@@ -1767,6 +1772,7 @@ void vk_program_free(rlx_program *prog)
         if (mems[i])
             vkFreeMemory(dv, mems[i], NULL);
     }
+host:
     free(P->values);
     free(P->instrs);
     free(P->disp);
@@ -2376,15 +2382,17 @@ rlx_status vk_program_run(rlx_program *prog, const rlx_program_bindings *b,
     if (rebind || !P->recorded)
         record(P);
 
-    /* A long run (the last took SEG_RUN_S or more): its parts, one ahead of
-     * the one running, so that a cancel stops it between them (what was
-     * submitted drains first). Otherwise the whole run in one command
-     * buffer: a software device pays for every command buffer it runs. */
+    /* On a software device, or after a run of SEG_RUN_S or more: the run's
+     * parts, one ahead of the one running, so that a cancel stops it between
+     * them (what was submitted drains first) and each wait is shorter than
+     * the hang timeout. Otherwise the whole run in one command buffer,
+     * which spares a short run on a GPU a wake-up per part. */
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     int32_t next = 0, done = 0;
     bool cancelled = false;
-    if (P->n_segs > 1 && P->last_run_s < SEG_RUN_S && !P->test_stop_flag) {
+    bool soft = d->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
+    if (P->n_segs > 1 && !soft && P->last_run_s < SEG_RUN_S && !P->test_stop_flag) {
         VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
                            .commandBufferCount = 1,
                            .pCommandBuffers = &P->cb_whole};
