@@ -399,6 +399,8 @@ static void test_stories_small_bindings(void **state)
         rlx_device_info di;
         assert_int_equal(rlx_session_device_info(rlx_llm_session(m), &di, NULL), RLX_OK);
         assert_int_equal(di.max_binding_bytes, 8192);
+        if (force_f32)
+            assert_non_null(strstr(di.features, "f32 kernels"));
         assert_int_equal(rlx_llm_get_placement(m).n_gpu_layers, 5);
         assert_int_equal(stories_logits(m, split), n);
         rlx_llm_free(m);
