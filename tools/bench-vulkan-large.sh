@@ -32,7 +32,8 @@ mkdir -p "$DIR" || exit 2
 TEXT="$DIR/text.txt"
 cat > "$TEXT" <<'EOF'
 The harbour was quiet in the early morning. A few boats rocked against the
-pier, their ropes creaking as the tide came in.
+pier, their ropes creaking as the tide came in, and a gull walked along the
+railing looking for bread.
 EOF
 
 make_one() { # name -> file
