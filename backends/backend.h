@@ -52,6 +52,17 @@ typedef struct rlx_device_info {
     uint64_t free_memory;  /* bytes, best effort */
     int n_threads;         /* CPU: worker threads */
     char features[128];    /* CPU: "AVX2 FMA AVX512F ..."; GPU: "fp16 int8" */
+    /* Binding limits, 0 = none (the CPU). A kernel reaches at most
+     * max_binding_bytes of one tensor through one binding (Vulkan:
+     * maxStorageBufferRange, lowered by rlx_device_opts.max_binding_bytes);
+     * the backend splits an instruction whose operands exceed it into
+     * dispatches over windows, and program_create fails, naming the value,
+     * where it cannot. max_buffer_bytes is the largest single buffer
+     * (Vulkan: maxMemoryAllocationSize and the heap); a weight, state or
+     * arena larger than it cannot be placed (rlx_session says so before
+     * uploading anything). */
+    uint64_t max_binding_bytes;
+    uint64_t max_buffer_bytes;
 } rlx_device_info;
 
 typedef struct rlx_device_opts {
@@ -62,6 +73,10 @@ typedef struct rlx_device_opts {
      * arithmetic) even where the device offers 16-bit storage and float16
      * arithmetic, whose kernels are chosen by default (tests run both). */
     bool force_f32;
+    /* GPU, for tests: lower the binding limit (max_binding_bytes of
+     * rlx_device_info) to this many bytes (0 = the device's), so small
+     * models exercise the paths that split large tensors. */
+    uint64_t max_binding_bytes;
 } rlx_device_opts;
 
 /* Opaque per-backend objects. Each backend's struct starts with this header
@@ -106,6 +121,9 @@ typedef struct rlx_program_stats {
      * work was below what waking the pool costs (a small model); 0 on
      * backends without threads, or before the first run. */
     int threads;
+    /* dispatches added by splitting instructions whose operands exceed the
+     * device's binding limit (rlx_device_info.max_binding_bytes) */
+    uint64_t split_dispatches;
 } rlx_program_stats;
 
 typedef struct rlx_backend_i {

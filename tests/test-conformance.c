@@ -515,6 +515,12 @@ static void make_lir(one_lir *L, rlx_op op, const rlx_op_params *p, tt **in, int
 /* The second pass: GPU backends forced to their f32 kernels, the CPU
  * (which has one kind) skipped. */
 static bool pass_f32 = false;
+/* The third and fourth passes: GPU backends with their binding limit
+ * lowered to this many bytes (rlx_device_opts.max_binding_bytes), so the
+ * larger cases run split into chunks over windows. A split changes no
+ * arithmetic, so those results must equal the unsplit run's bit for bit. */
+static uint64_t pass_bind = 0;
+static uint64_t split_total = 0; /* dispatches added by splits in those passes */
 
 /* Every backend must take every case the CPU runs: a GPU backend that
  * declines one fails the suite (legalize would otherwise have to move that
@@ -531,7 +537,7 @@ static bool run_on(const rlx_backend_i *be, rlx_op op, const rlx_op_params *p, t
     make_lir(&L, op, p, in, n_in, out);
     rlx_error *err = NULL;
     rlx_device *dev = NULL;
-    rlx_device_opts opts = {.n_threads = 2, .force_f32 = pass_f32};
+    rlx_device_opts opts = {.n_threads = 2, .force_f32 = pass_f32, .max_binding_bytes = pass_bind};
     if (be->device_open(0, &opts, &dev, &err) != RLX_OK) {
         print_message("  %s: no device (%s), skipped\n", be->name, rlx_error_message(err));
         rlx_error_free(err);
@@ -548,6 +554,22 @@ static bool run_on(const rlx_backend_i *be, rlx_op op, const rlx_op_params *p, t
     }
     rlx_program *prog = NULL;
     rlx_status st = be->program_create(dev, &L.lir, &prog, &err);
+    /* An op splits along its independent axes only (rows, heads, columns of
+     * a weight), never inside one row of a reduction or one head of keys;
+     * where such a unit is larger than the lowered limit, the smallest
+     * doubling of it that the case fits is used. */
+    for (uint64_t lim = pass_bind; st == RLX_ERR_UNSUPPORTED && pass_bind && lim < (1ull << 30);) {
+        rlx_error_free(err);
+        err = NULL;
+        be->device_close(dev);
+        lim *= 2;
+        opts.max_binding_bytes = lim;
+        assert_int_equal(be->device_open(0, &opts, &dev, &err), RLX_OK);
+        st = be->program_create(dev, &L.lir, &prog, &err);
+        if (st == RLX_OK)
+            print_message("  %s %s: bindings of %llu bytes\n", be->name, rlx_op_name(op),
+                          (unsigned long long)lim);
+    }
     if (st != RLX_OK)
         fail_msg("%s program_create: %s", be->name, rlx_error_message(err));
     rlx_buffer *ib[RLX_MAX_INPUTS] = {0}, *ob = NULL;
@@ -564,6 +586,11 @@ static bool run_on(const rlx_backend_i *be, rlx_op op, const rlx_op_params *p, t
     st = be->program_run(prog, &bind, &sv, &err);
     if (st != RLX_OK)
         fail_msg("%s program_run: %s", be->name, rlx_error_message(err));
+    if (pass_bind && be->program_stats) {
+        rlx_program_stats ps;
+        be->program_stats(prog, &ps);
+        split_total += ps.split_dispatches;
+    }
     assert_int_equal(be->synchronize(dev, &err), RLX_OK);
     assert_int_equal(be->buffer_read(ob, 0, out->raw, out->raw_bytes, &err), RLX_OK);
     tt_decode(out);
@@ -621,15 +648,38 @@ static void run_all(const char *what, rlx_op op, const rlx_op_params *p, tt **in
 {
     for (int b = 0; b < rlx_backend_count(); b++) {
         const rlx_backend_i *be = rlx_backend_at(b);
-        if (pass_f32 && strcmp(be->name, "cpu") == 0)
+        if ((pass_f32 || pass_bind) && strcmp(be->name, "cpu") == 0)
             continue;
 #ifdef RLX_TEST_CUDA_EMU
         if (strcmp(be->name, "vulkan") == 0) /* test-conformance's job */
             continue;
 #endif
+        void *whole = NULL;
+        if (pass_bind) {
+            /* the same device unsplit first */
+            uint64_t keep = pass_bind;
+            pass_bind = 0;
+            memset(out->raw, 0xCD, out->raw_bytes);
+            bool ran = run_on(be, op, p, in, n_in, out);
+            pass_bind = keep;
+            if (!ran)
+                continue;
+            whole = malloc(out->raw_bytes);
+            assert_non_null(whole);
+            memcpy(whole, out->raw, out->raw_bytes);
+        }
         memset(out->raw, 0xCD, out->raw_bytes); /* poison: every element must be written */
-        if (!run_on(be, op, p, in, n_in, out))
+        if (!run_on(be, op, p, in, n_in, out)) {
+            free(whole);
             continue;
+        }
+        if (whole) {
+            bool same = memcmp(whole, out->raw, out->raw_bytes) == 0;
+            free(whole);
+            if (!same)
+                fail_msg("%s on %s: bindings of %llu bytes change the result", what, be->name,
+                         (unsigned long long)pass_bind);
+        }
         if (tol)
             check_bound(what, be->name, out, ref, tol);
         else
@@ -2612,5 +2662,20 @@ int main(void)
         return rc;
     pass_f32 = true;
     const struct CMUnitTest gpu_tests[] = {OP_TESTS};
-    return rc | cmocka_run_group_tests_name("GPU f32 kernels", gpu_tests, NULL, NULL);
+    rc |= cmocka_run_group_tests_name("GPU f32 kernels", gpu_tests, NULL, NULL);
+#ifndef RLX_TEST_CUDA_EMU /* CUDA has no binding limit: nothing splits */
+    /* both kernel variants again with bindings of 16 KiB: the large cases
+     * split (and must give the unsplit bits) */
+    pass_bind = 16384;
+    pass_f32 = false;
+    rc |= cmocka_run_group_tests_name("GPU bindings of 16 KiB", gpu_tests, NULL, NULL);
+    pass_f32 = true;
+    rc |= cmocka_run_group_tests_name("GPU f32 kernels, bindings of 16 KiB", gpu_tests, NULL, NULL);
+    print_message("dispatches added by splits: %llu\n", (unsigned long long)split_total);
+    if (split_total == 0) {
+        print_message("no case was split at bindings of 16 KiB\n");
+        rc |= 1;
+    }
+#endif
+    return rc;
 }

@@ -77,12 +77,14 @@ static void sizes_of(const char *path, int32_t n_ctx, file_sizes *fs)
 }
 
 static bool force_f32 = false;
+static uint64_t bind_limit = 0; /* rlx_llm_params.max_binding_bytes */
 
 static rlx_llm *load(const char *path, const char *device, uint64_t budget, int32_t gpu_layers,
                      int32_t n_ctx, rlx_dtype kv, int32_t n_batch)
 {
     rlx_llm_params p = rlx_llm_default_params();
     p.force_f32 = force_f32;
+    p.max_binding_bytes = bind_limit;
     p.device = device;
     p.memory_budget = budget;
     p.gpu_layers = gpu_layers;
@@ -342,8 +344,118 @@ static void test_tiny_every_split(void **state)
     free(want);
     free(got);
 }
+/* Logits of stories260K for a prompt (chunked prefill, every position) and
+ * then single tokens (the decode path, replayed command buffers). */
+#define SB_VOCAB 512
+#define SB_DEC   6
+static int stories_logits(rlx_llm *m, float *out)
+{
+    rlx_token *prompt = NULL;
+    size_t n = 0;
+    rlx_error *err = NULL;
+    assert_int_equal(
+        rlx_llm_tokenize(m, "Once upon a time there was", true, false, &prompt, &n, &err), RLX_OK);
+    assert_true(n >= 5 && n <= 16);
+    rlx_llm_reset(m);
+    if (rlx_llm_eval_all(m, prompt, n, out, &err) != RLX_OK)
+        fail_msg("eval_all: %s", rlx_error_message(err));
+    const rlx_token dec[SB_DEC] = {7, 300, 45, 511, 2, 128};
+    for (int i = 0; i < SB_DEC; i++)
+        if (rlx_llm_eval(m, &dec[i], 1, out + (n + (size_t)i) * SB_VOCAB, &err) != RLX_OK)
+            fail_msg("eval: %s", rlx_error_message(err));
+    free(prompt);
+    return (int)n + SB_DEC;
+}
 
-int main(void)
+/* Bindings lowered to 8 KiB: the token embedding (128 KiB), the feed-forward
+ * weights (44 KiB), the output head, the KV caches and the prefill's
+ * activations all run split into chunks over windows. A split changes no
+ * arithmetic, so the logits must equal the unsplit run's exactly, in both
+ * kernel variants; and they stay within 1e-4 of their range of the CPU's. */
+static void test_stories_small_bindings(void **state)
+{
+    (void)state;
+    const char *path = rlx_test_data("llm/stories260K.gguf");
+    size_t cap = 32 * SB_VOCAB;
+    float *cpu_l = malloc(cap * sizeof(float)), *whole = malloc(cap * sizeof(float)),
+          *split = malloc(cap * sizeof(float));
+    assert_non_null(cpu_l);
+    assert_non_null(whole);
+    assert_non_null(split);
+    rlx_llm *cpu = load(path, "cpu", 0, 0, STORIES_CTX, RLX_DTYPE_F16, 16);
+    int n = stories_logits(cpu, cpu_l);
+    rlx_llm_free(cpu);
+    float range = 0;
+    for (int i = 0; i < n * SB_VOCAB; i++)
+        range = fmaxf(range, fabsf(cpu_l[i]));
+    for (int f = 0; f < 2; f++) {
+        force_f32 = f == 1;
+        bind_limit = 0;
+        rlx_llm *m = load(path, DEVICE, 0, 0, STORIES_CTX, RLX_DTYPE_F16, 16);
+        assert_int_equal(stories_logits(m, whole), n);
+        rlx_llm_free(m);
+        bind_limit = 8192;
+        m = load(path, DEVICE, 0, 0, STORIES_CTX, RLX_DTYPE_F16, 16);
+        rlx_device_info di;
+        assert_int_equal(rlx_session_device_info(rlx_llm_session(m), &di, NULL), RLX_OK);
+        assert_int_equal(di.max_binding_bytes, 8192);
+        if (force_f32)
+            assert_non_null(strstr(di.features, "f32 kernels"));
+        assert_int_equal(rlx_llm_get_placement(m).n_gpu_layers, 5);
+        assert_int_equal(stories_logits(m, split), n);
+        rlx_llm_free(m);
+        double worst = 0;
+        for (int i = 0; i < n * SB_VOCAB; i++) {
+            if (split[i] != whole[i])
+                fail_msg("%s kernels: logit %d is %.9g split and %.9g whole",
+                         force_f32 ? "f32" : "default", i, split[i], whole[i]);
+            worst = fmax(worst, fabs((double)split[i] - cpu_l[i]) / range);
+        }
+        print_message("  %s: split logits equal the unsplit run; %.3g of the range from the CPU\n",
+                      di.features, worst);
+        assert_true(worst < 1e-2);
+    }
+    force_f32 = false;
+    bind_limit = 0;
+    free(cpu_l);
+    free(whole);
+    free(split);
+}
+
+static bool count_progress(void *user, const char *stage, double fraction)
+{
+    (void)fraction;
+    if (strcmp(stage, "weights") == 0)
+        (*(int *)user)++;
+    return true;
+}
+
+/* Bindings of 1 KiB: a reshape of 4 KiB that cannot be cut (its operands
+ * are not contiguous runs) stops the load with a sentence naming the value,
+ * its size and the limit, before any weight goes up. */
+static void test_stories_binding_error(void **state)
+{
+    (void)state;
+    rlx_llm_params p = rlx_llm_default_params();
+    p.device = DEVICE;
+    p.n_ctx = STORIES_CTX;
+    p.max_binding_bytes = 1024;
+    int calls = 0;
+    p.progress = count_progress;
+    p.progress_user = &calls;
+    rlx_llm *m = NULL;
+    rlx_error *err = NULL;
+    assert_int_not_equal(rlx_llm_load(rlx_test_data("llm/stories260K.gguf"), &p, &m, &err), RLX_OK);
+    assert_null(m);
+    const char *msg = rlx_error_message(err);
+    print_message("  %s\n", msg);
+    assert_non_null(strstr(msg, "in one binding, more than the 1.0 KiB this device's bindings "
+                                "reach"));
+    assert_int_equal(calls, 0);
+    rlx_error_free(err);
+}
+
+int main(int argc, char **argv)
 {
     rlx_test_need_data("llm/stories260K.gguf", NULL);
     const rlx_backend_i *vk = rlx_backend_find("vulkan");
@@ -354,6 +466,10 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tiny_every_split),
         cmocka_unit_test(test_stories_split),
+        cmocka_unit_test(test_stories_small_bindings),
+        cmocka_unit_test(test_stories_binding_error),
     };
+    if (argc > 1) /* one test by name, e.g. test_stories_small_bindings */
+        cmocka_set_test_filter(argv[1]);
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

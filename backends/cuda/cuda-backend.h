@@ -21,7 +21,9 @@
  * f32 (the tensor-core matmul multiplies f16 and sums in f32); operands are
  * read and written in their dtype; quantized Q4_0/Q4_1/Q5_0/Q5_1/Q8_0/
  * Q4_K/Q5_K/Q6_K blocks are read in place as MATMUL's b, GATHER's table and
- * a Q8_0 KV cache. Any strides.
+ * a Q8_0 KV cache. Any strides. A kernel addresses whole buffers, so the
+ * device reports no binding limit (max_binding_bytes 0) and ignores
+ * rlx_device_opts.max_binding_bytes.
  */
 #ifndef RLX_BACKENDS_CUDA_CUDA_BACKEND_H
 #define RLX_BACKENDS_CUDA_CUDA_BACKEND_H

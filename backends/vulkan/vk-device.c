@@ -314,6 +314,15 @@ static void fill_info(int index, uint64_t ours, int kernels, rlx_device_info *ou
              f2.features.shaderInt64 ? " int64" : "",
              has_device_ext(pd, VK_EXT_MEMORY_BUDGET_EXTENSION_NAME) ? " memory-budget" : "",
              kernels ? "f16" : "f32");
+    VkPhysicalDeviceMaintenance3Properties m3 = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES};
+    VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
+                                      .pNext = &m3};
+    vkGetPhysicalDeviceProperties2(pd, &p2);
+    out->max_binding_bytes = pr.limits.maxStorageBufferRange;
+    out->max_buffer_bytes = m3.maxMemoryAllocationSize;
+    if (!out->max_buffer_bytes || out->max_buffer_bytes > out->total_memory)
+        out->max_buffer_bytes = out->total_memory;
 }
 
 static rlx_status vk_device_info(int index, rlx_device_info *out, rlx_error **err)
@@ -476,7 +485,7 @@ static void vk_device_close(rlx_device *dev)
     vk_device *d = (vk_device *)dev;
     if (!d)
         return;
-    if (d->dev) {
+    if (d->dev && !vk_is_lost(d)) { /* a hung device may still run work from the pool */
         if (d->staging)
             vkDestroyBuffer(d->dev, d->staging, NULL);
         if (d->staging_mem)
@@ -630,6 +639,24 @@ static rlx_status vk_device_open(int index, const rlx_device_opts *opts, rlx_dev
     vkGetPhysicalDeviceQueueFamilyProperties(d->pd, &nq, qf);
     d->ts_bits = d->qfam < nq ? qf[d->qfam].timestampValidBits : 0;
 
+    /* the binding window (vk-program.c splits what exceeds it); a test may
+     * lower it, never below a few words past the offset alignment */
+    d->bind_limit = d->props.limits.maxStorageBufferRange / 4 * 4;
+    if (opts && opts->max_binding_bytes) {
+        uint64_t lo = 16 * d->props.limits.minStorageBufferOffsetAlignment;
+        if (lo < 1024)
+            lo = 1024;
+        if (opts->max_binding_bytes < lo) {
+            vk_device_close(&d->base);
+            return rlx_error_set(err, RLX_ERR_INVALID_ARG,
+                                 "a binding limit of %llu bytes is below this device's smallest "
+                                 "usable one (%llu bytes)",
+                                 (unsigned long long)opts->max_binding_bytes,
+                                 (unsigned long long)lo);
+        }
+        if (opts->max_binding_bytes < d->bind_limit)
+            d->bind_limit = opts->max_binding_bytes / 4 * 4;
+    }
     rlx_status s = shared_open(d, opts && opts->force_f32, err);
     if (s != RLX_OK) {
         vk_device_close(&d->base);
@@ -704,6 +731,7 @@ static rlx_status vk_device_query(rlx_device *dev, rlx_device_info *out, rlx_err
         return rlx_error_set(err, RLX_ERR_INVALID_ARG, "device_query: no device or output");
     vk_device *d = (vk_device *)dev;
     fill_info(d->index, d->allocated, d->f16, out);
+    out->max_binding_bytes = d->bind_limit;
     return RLX_OK;
 }
 
@@ -947,6 +975,14 @@ static void vk_buffer_free(rlx_buffer *buf)
         return;
     vk_buffer *b = (vk_buffer *)buf;
     vk_device *d = b->dev;
+    if (vk_is_lost(d)) {
+        /* a hung device may still be running work that reads this memory
+         * (a software device's threads do): it goes with the abandoned
+         * VkDevice instead */
+        d->allocated -= b->alloc;
+        free(b);
+        return;
+    }
     if (b->map)
         vkUnmapMemory(d->dev, b->mem);
     if (b->buf)

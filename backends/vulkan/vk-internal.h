@@ -37,11 +37,12 @@ typedef struct vk_device {
     VkPhysicalDeviceProperties props;
     VkPhysicalDeviceMemoryProperties mem;
     bool has_budget;
-    uint32_t mt_device; /* memory type for buffers */
-    uint32_t mt_host;   /* host-visible, coherent: staging, meta */
-    bool device_mapped; /* mt_device is host-visible too: map buffers */
-    uint64_t max_alloc; /* maxMemoryAllocationSize */
-    uint64_t heap_size; /* of mt_device's heap */
+    uint32_t mt_device;  /* memory type for buffers */
+    uint32_t mt_host;    /* host-visible, coherent: staging, meta */
+    bool device_mapped;  /* mt_device is host-visible too: map buffers */
+    uint64_t max_alloc;  /* maxMemoryAllocationSize */
+    uint64_t bind_limit; /* bytes one binding reaches (maxStorageBufferRange or lower) */
+    uint64_t heap_size;  /* of mt_device's heap */
     VkCommandPool cmd_pool;
     VkCommandBuffer xfer_cb;
     VkFence xfer_fence;
@@ -86,6 +87,11 @@ bool vk_is_lost(vk_device *d);
  * VK_ERROR_DEVICE_LOST, as a driver reset would. Not in the backend
  * interface and not reachable from the environment. */
 void vk_test_lose_device(rlx_device *dev);
+/* Test-only: the command buffers a run of this program is submitted in, and
+ * a Stop pressed while command buffer seg - 1 runs: the run sets *flag just
+ * before it would submit seg (and checks the cancel flag there). */
+int32_t vk_test_segments(const rlx_program *prog);
+void vk_test_stop_at(rlx_program *prog, int32_t seg, volatile int *flag);
 /* Wait for a fence with a timeout (60 s on hardware, 300 s on a software
  * device: vk-device.c); a lost device is an error, and a timeout marks the
  * device lost. */

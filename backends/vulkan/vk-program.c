@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "backends/vulkan/vk-backend.h"
 #include "backends/vulkan/vk-internal.h"
@@ -35,6 +36,11 @@ _Static_assert(RLX_ACT_RELU == 1 && RLX_ACT_TANH == 6, "shaders/common.glsl's ac
 #define MAX_GROUPS  65535
 #define ATTN_MAX_D  256
 #define ATTN_MAX_DV (8 * VK_LS)
+#define MAX_AXES    3     /* axes one dispatch may be split along */
+#define MAX_CHUNKS  65536 /* dispatches one split dispatch may become */
+#define MAX_SEGS    16    /* command buffers a run is submitted in (cancel between them) */
+#define SEG_DISP    32    /* dispatches at least in one of them */
+#define SEG_RUN_S   1.0   /* a run at least this long is submitted in parts */
 
 /* An operand as a shader sees it: dims and element strides (already
  * broadcast / permuted / sliced for this op), plus bytes past the value's
@@ -53,8 +59,15 @@ typedef struct vk_disp {
     bool per_group; /* one workgroup per item (rows), else one thread per item */
     int32_t vals[VK_OUT_SLOT + 1];
     VkDescriptorSet set;
-    uint32_t rec;            /* word index of the record in the meta buffer */
-    uint64_t ind;            /* byte offset of the indirect group counts */
+    uint32_t rec; /* word index of the record in the meta buffer */
+    uint64_t ind; /* byte offset of the indirect group counts */
+    /* a chunk of a larger dispatch (split_plan): which of its instruction's
+     * filled dispatches, the split axes (indices into split_axes' list),
+     * items per chunk along each, and this chunk's index along each */
+    int8_t bi, n_ax;
+    int8_t ax[MAX_AXES];
+    int32_t per[MAX_AXES], ci[MAX_AXES];
+    uint64_t coff[VK_SLOTS]; /* bytes this chunk starts past its operand's start (this run) */
     VkBuffer bbuf[VK_SLOTS]; /* what is bound now (for re-record checks) */
     uint64_t bser[VK_SLOTS]; /* and its vk_buffer serial (0: the program's own) */
     uint64_t boff[VK_SLOTS], brange[VK_SLOTS];
@@ -87,8 +100,16 @@ typedef struct vk_program {
     int32_t *meta_map;
     uint64_t cbuf_size;
     VkDescriptorPool dpool;
-    VkCommandBuffer cb;
-    VkFence fence;
+    vk_disp *bdisp;        /* per instruction MAX_DISP: the dispatches as filled at create */
+    int8_t *nbase;         /* per instruction: how many */
+    int32_t n_segs;        /* command buffers (cancel is checked between them) */
+    double last_run_s;     /* wall time of the last run's submissions */
+    int32_t test_stop_seg; /* vk_test_stop_at (0: none) */
+    volatile int *test_stop_flag;
+    int32_t seg_first[MAX_SEGS + 1]; /* first instruction of each */
+    VkCommandBuffer cbs[MAX_SEGS];
+    VkCommandBuffer cb_whole; /* all of a run, where it has several parts */
+    VkFence fences[MAX_SEGS];
     VkQueryPool qpool;
     bool recorded, rec_timing, timing, have_times;
     uint64_t n_runs, n_recordings; /* program_stats */
@@ -1248,6 +1269,473 @@ static bool fill_instr(fill_ctx *c, int32_t i)
     }
 }
 
+/* ---- splitting over binding windows ----------------------------------------------
+ *
+ * One binding reaches at most the device's binding limit (lavapipe: 128
+ * MiB) of a buffer. A dispatch whose operand reaches further is run as
+ * chunks: the same kernel over a sub-range of an axis (rows of a matmul's
+ * weight, heads of attention, rows of a gather table, outer dims of
+ * elementwise and row ops), each chunk binding a window that starts where
+ * its part of every operand starts. The chunks are fixed at program_create
+ * from the symbols' bounds; a run fills each chunk's record from the
+ * instruction's record at its symbols (a chunk past the run's extent does
+ * nothing). Windows depend only on constant strides in the common cases
+ * (weights, a KV cache at its full size), so a decode step replays the
+ * recorded command buffer. */
+
+enum { AX_PLAIN, AX_TABLE, AX_HEADS, AX_BATCH };
+
+typedef struct split_axis {
+    int8_t dim[VK_OUT_SLOT + 1]; /* per operand: the dim of its descriptor (-1: untouched) */
+    int8_t mul[VK_OUT_SLOT + 1]; /* descriptor entries per axis entry (query heads per kv head) */
+    int8_t kind;
+} split_axis;
+
+static int64_t off64(const int32_t *q)
+{
+    return (int64_t)(uint32_t)q[2] | (int64_t)q[3] << 32;
+}
+
+static void set_off64(int32_t *q, int64_t v)
+{
+    q[2] = (int32_t)(uint32_t)v;
+    q[3] = (int32_t)(v >> 32);
+}
+
+/* Bytes of `el` elements of dtype dt (whole blocks of a quantized one). */
+static int64_t el_bytes(rlx_dtype dt, int64_t el)
+{
+    const rlx_dtype_info *ti = rlx_dtype_get(dt);
+    if (ti->quantized)
+        return el / ti->block_size * ti->type_size;
+    return el * esize(dt);
+}
+
+static uint64_t reach(const int32_t *q);
+
+static const char *fmt_bytes(uint64_t b, char *buf, size_t cap)
+{
+    if (b >= (1ull << 30))
+        snprintf(buf, cap, "%.2f GiB", (double)b / (double)(1ull << 30));
+    else if (b >= (1ull << 20))
+        snprintf(buf, cap, "%.1f MiB", (double)b / (double)(1ull << 20));
+    else if (b >= 1024)
+        snprintf(buf, cap, "%.1f KiB", (double)b / 1024.0);
+    else
+        snprintf(buf, cap, "%llu bytes", (unsigned long long)b);
+    return buf;
+}
+
+/* Bytes operand `s` of record w needs from its window's start (before the
+ * window's alignment): its offset, its reach, and the norm half of a
+ * keep_sum add_rms_norm. */
+static uint64_t need_of(const vk_disp *D, const int32_t *w, int s)
+{
+    const int32_t *q = w + DESC(s);
+    uint64_t r = reach(q);
+    if (!r)
+        return 0;
+    r += (uint64_t)off64(q);
+    if (D->k == VK_K_ROWOP && s == VK_OUT_SLOT && w[PRM(1)] == RM_ADDRMS && w[PRM(5)] > 0)
+        r += (uint64_t)w[PRM(5)];
+    return r;
+}
+
+static bool contiguous(const int32_t *q, int64_t *n)
+{
+    int64_t e = 1;
+    for (int d = q[1] - 1; d >= 0; d--) {
+        if (q[4 + d] != 1 && q[10 + d] != e)
+            return false;
+        e *= q[4 + d];
+    }
+    *n = e;
+    return true;
+}
+
+/* The axes dispatch D (record w) may be split along. May rewrite w into an
+ * equivalent form (contiguous elementwise operands as one flat dim). */
+static int split_axes(const vk_disp *D, int32_t *w, split_axis *ax)
+{
+    int n = 0;
+    const int32_t *qo = w + DESC(VK_OUT_SLOT);
+    int ro = qo[1];
+#define AXIS(kd)                                                                      \
+    (memset(ax[n].dim, -1, sizeof ax[n].dim), memset(ax[n].mul, 1, sizeof ax[n].mul), \
+     ax[n].kind = (kd), &ax[n++])
+    switch (D->k) {
+    case VK_K_EW: {
+        if (w[PRM(2)])
+            return 0; /* pad: its input is not in the output's coordinates */
+        bool same = true;
+        for (int s = 0; s <= VK_OUT_SLOT; s++) {
+            if (D->vals[s] < 0)
+                continue;
+            const int32_t *q = w + DESC(s);
+            same = same && q[1] == ro;
+            for (int d = 0; same && d < ro; d++)
+                same = q[4 + d] == qo[4 + d];
+        }
+        if (!same) {
+            /* a reshape: operands of other dims, as flat runs when contiguous */
+            int64_t n0 = -1, e;
+            for (int s = 0; s <= VK_OUT_SLOT; s++) {
+                if (D->vals[s] < 0)
+                    continue;
+                if (!contiguous(w + DESC(s), &e) || (n0 >= 0 && e != n0) || e > INT32_MAX)
+                    return 0;
+                n0 = e;
+            }
+            for (int s = 0; s <= VK_OUT_SLOT; s++) {
+                if (D->vals[s] < 0)
+                    continue;
+                int32_t *q = w + DESC(s);
+                q[1] = 1;
+                q[4] = (int32_t)n0;
+                q[10] = 1;
+            }
+            ro = 1;
+        }
+        for (int d = 0; d < ro && n < 8; d++) {
+            split_axis *a = AXIS(AX_PLAIN);
+            for (int s = 0; s <= VK_OUT_SLOT; s++)
+                if (D->vals[s] >= 0)
+                    a->dim[s] = (int8_t)d;
+        }
+        break;
+    }
+    case VK_K_MATMUL: {
+        split_axis *a = AXIS(AX_PLAIN); /* rows of a and the output */
+        a->dim[0] = a->dim[VK_OUT_SLOT] = (int8_t)(ro - 2);
+        a = AXIS(AX_PLAIN); /* columns: rows of a [N, K] weight */
+        a->dim[1] = a->dim[VK_OUT_SLOT] = (int8_t)(ro - 1);
+        if (D->vals[2] >= 0)
+            a->dim[2] = 0;
+        for (int d = 0; d < ro - 2 && n < 8; d++) {
+            a = AXIS(AX_PLAIN);
+            a->dim[0] = a->dim[1] = a->dim[VK_OUT_SLOT] = (int8_t)d;
+        }
+        break;
+    }
+    case VK_K_ROWOP: {
+        if (w[PRM(1)] == RM_GN)
+            return 0;
+        int r = w[DESC(0) + 1];
+        for (int d = 0; d < r - 1 && n < 8; d++) {
+            split_axis *a = AXIS(AX_PLAIN);
+            for (int s = 0; s <= VK_OUT_SLOT; s++)
+                if (D->vals[s] >= 0 && w[DESC(s) + 1] == r)
+                    a->dim[s] = (int8_t)d;
+        }
+        break;
+    }
+    case VK_K_ROPE: {
+        int r = w[DESC(0) + 1], rp = w[DESC(1) + 1];
+        for (int d = 0; d < r - 1 && n < 8; d++) {
+            split_axis *a = AXIS(AX_PLAIN);
+            a->dim[0] = a->dim[VK_OUT_SLOT] = (int8_t)d;
+            if (d == w[PRM(8)])
+                a->dim[1] = (int8_t)(rp - 1);
+        }
+        break;
+    }
+    case VK_K_ATTN: {
+        int g = w[PRM(4)] > 0 ? w[PRM(1)] / w[PRM(4)] : 1;
+        if (g < 1 || g > 127)
+            return 0;
+        split_axis *a = AXIS(AX_HEADS);
+        int slots[4] = {0, 1, 2, VK_OUT_SLOT};
+        for (int j = 0; j < 4; j++) {
+            int s = slots[j];
+            a->dim[s] = (int8_t)(w[DESC(s) + 1] - 3);
+            a->mul[s] = (int8_t)(s == 1 || s == 2 ? 1 : g);
+        }
+        if (D->vals[3] >= 0) {
+            a->dim[3] = 1;
+            a->mul[3] = (int8_t)g;
+        }
+        if (w[DESC(0) + 1] == 4) {
+            a = AXIS(AX_BATCH);
+            for (int j = 0; j < 4; j++)
+                if (w[DESC(slots[j]) + 1] == 4)
+                    a->dim[slots[j]] = 0;
+            if (D->vals[3] >= 0)
+                a->dim[3] = 0;
+        }
+        break;
+    }
+    case VK_K_GATHER: {
+        if (w[PRM(3)])
+            return 0; /* the Q8_0 append */
+        split_axis *a = AXIS(AX_TABLE);
+        a->dim[0] = 0;
+        int ri = w[DESC(1) + 1];
+        for (int d = 0; d < ri && n < 8; d++) {
+            a = AXIS(AX_PLAIN);
+            a->dim[1] = a->dim[VK_OUT_SLOT] = (int8_t)d;
+        }
+        break;
+    }
+    default:
+        break;
+    }
+#undef AXIS
+    return n;
+}
+
+/* Extent of an axis in record w (entries of its coarsest operand). */
+static int64_t axis_extent(const int32_t *w, const split_axis *a)
+{
+    int64_t e = 0;
+    for (int s = 0; s <= VK_OUT_SLOT; s++)
+        if (a->dim[s] >= 0) {
+            int64_t v = w[DESC(s) + 4 + a->dim[s]] / a->mul[s];
+            if (v > e)
+                e = v;
+        }
+    return e;
+}
+
+/* Narrow record w to entries [at, at + len) of axis a (extent E), adding
+ * each operand's byte offset to coff. */
+static void cut_axis(const vk_disp *D, int32_t *w, const split_axis *a, int64_t E, int64_t at,
+                     int64_t len, uint64_t *coff)
+{
+    (void)D;
+    if (len < 0)
+        len = 0;
+    for (int s = 0; s <= VK_OUT_SLOT; s++) {
+        if (a->dim[s] < 0)
+            continue;
+        int32_t *q = w + DESC(s);
+        int d = a->dim[s], m = a->mul[s];
+        if (q[4 + d] == 1 && E * m != 1)
+            continue; /* broadcast along it */
+        q[4 + d] = (int32_t)(len * m);
+        /* an empty chunk moves too: its window then stays put as a run's
+         * extent changes, and the recorded command buffer replays */
+        int64_t b = el_bytes((rlx_dtype)q[0], at * m * (int64_t)q[10 + d]);
+        set_off64(q, off64(q) + b);
+        if (coff)
+            coff[s] += (uint64_t)b;
+    }
+    switch (a->kind) {
+    case AX_TABLE:
+        w[PRM(7)] = (int32_t)at;
+        w[PRM(8)] = (int32_t)len;
+        break;
+    case AX_HEADS:
+        w[PRM(4)] = (int32_t)len;
+        w[PRM(1)] = (int32_t)(len * a->mul[0]);
+        break;
+    case AX_BATCH:
+        w[PRM(0)] = (int32_t)len;
+        break;
+    default:
+        break;
+    }
+}
+
+/* The item count of a (narrowed) record. */
+static void set_items(const vk_disp *D, int32_t *w)
+{
+    const int32_t *qo = w + DESC(VK_OUT_SLOT), *qx = w + DESC(0);
+    int64_t n = 1;
+    switch (D->k) {
+    case VK_K_ROWOP:
+        for (int d = 0; d < qx[1] - 1; d++)
+            n *= qx[4 + d];
+        if (qx[4 + qx[1] - 1] == 0)
+            n = 0;
+        break;
+    case VK_K_ROPE: {
+        for (int d = 0; d < qx[1] - 1; d++)
+            n *= qx[4 + d];
+        w[PRM(0)] = (int32_t)n;
+        n = w[PRM(1)] ? n * (w[PRM(1)] - w[PRM(2)]) : 0;
+        break;
+    }
+    case VK_K_ATTN:
+        n = (int64_t)w[PRM(0)] * w[PRM(1)] * w[PRM(2)];
+        break;
+    default:
+        for (int d = 0; d < qo[1]; d++)
+            n *= qo[4 + d];
+        if (D->k == VK_K_GATHER && w[PRM(7)] && w[PRM(8)] == 0)
+            n = 0; /* a table chunk past this run's rows */
+        break;
+    }
+    w[0] = (int32_t)n;
+}
+
+/* Make record w chunk ci (n_ax axes of `per` entries) of itself. */
+static void cut_chunk(const vk_disp *D, int32_t *w, const split_axis *ax, const int8_t *axi,
+                      const int32_t *per, const int32_t *ci, int n_ax, uint64_t *coff)
+{
+    for (int k = 0; k < n_ax; k++) {
+        const split_axis *a = &ax[axi[k]];
+        int64_t E = axis_extent(w, a), at = (int64_t)ci[k] * per[k];
+        int64_t len = E - at < per[k] ? E - at : per[k];
+        cut_axis(D, w, a, E, at, len, coff);
+    }
+    set_items(D, w);
+}
+
+/* A value's name for errors: its binding's, else its number. */
+static void value_name(const rlx_lir *lir, int32_t v, char *buf, size_t cap)
+{
+    const rlx_lir_value *val = &lir->values[v];
+    const rlx_lir_binding *bs[4] = {lir->params, lir->states, lir->inputs, lir->outputs};
+    int32_t nb[4] = {lir->n_params, lir->n_states, lir->n_inputs, lir->n_outputs};
+    if (val->home >= RLX_HOME_PARAM && val->home <= RLX_HOME_OUTPUT) {
+        int h = val->home - RLX_HOME_PARAM;
+        if (bs[h] && val->index >= 0 && val->index < nb[h] && bs[h][val->index].name) {
+            snprintf(buf, cap, "%s '%s'", home_names[val->home], bs[h][val->index].name);
+            return;
+        }
+    }
+    snprintf(buf, cap, "%s value %d", home_names[val->home], v);
+}
+
+/* Plan the chunks of dispatch D (record w at the symbols' bounds) so that
+ * every operand fits `lim` bytes from its chunk's start. Sets D's axes;
+ * returns the chunk count, or 0 with the reason in why. */
+static int64_t split_plan(const rlx_lir *lir, vk_disp *D, int32_t *w, uint64_t lim, uint64_t shown,
+                          char *why, size_t cap)
+{
+    D->n_ax = 0;
+    uint64_t vb[VK_OUT_SLOT + 1] = {0};
+    bool over = false;
+    for (int s = 0; s <= VK_OUT_SLOT; s++) {
+        if (D->vals[s] < 0)
+            continue;
+        /* no valid run reaches past its value */
+        vb[s] = lir->values[D->vals[s]].max_bytes ? lir->values[D->vals[s]].max_bytes : UINT64_MAX;
+        uint64_t nd = need_of(D, w, s);
+        over = over || (nd < vb[s] ? nd : vb[s]) > lim;
+    }
+    if (!over)
+        return 1;
+    split_axis ax[8];
+    int nax = split_axes(D, w, ax);
+    int64_t E[8];
+    int32_t per[8];
+    for (int a = 0; a < nax; a++) {
+        E[a] = axis_extent(w, &ax[a]);
+        per[a] = (int32_t)(E[a] > 0 ? E[a] : 1);
+    }
+    int32_t tmp[REC_WORDS];
+    int8_t all[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+    int32_t zero[8] = {0};
+    for (int iter = 0; iter < 64; iter++) {
+        memcpy(tmp, w, sizeof tmp);
+        cut_chunk(D, tmp, ax, all, per, zero, nax, NULL);
+        int worst = -1;
+        uint64_t wn = 0;
+        for (int s = 0; s <= VK_OUT_SLOT; s++) {
+            if (D->vals[s] < 0)
+                continue;
+            uint64_t nd = need_of(D, tmp, s);
+            if (nd > vb[s])
+                nd = vb[s];
+            if (nd > lim && nd > wn) {
+                wn = nd;
+                worst = s;
+            }
+        }
+        if (worst < 0)
+            break;
+        /* the axis of the worst operand with the largest stride still open */
+        int best = -1;
+        int64_t bst = -1;
+        for (int a = 0; a < nax; a++) {
+            int d = ax[a].dim[worst];
+            if (d < 0 || per[a] <= 1 || w[DESC(worst) + 4 + d] == 1)
+                continue;
+            int64_t st = (int64_t)w[DESC(worst) + 10 + d] * ax[a].mul[worst];
+            if (st > bst) {
+                bst = st;
+                best = a;
+            }
+        }
+        if (best < 0) {
+            char nm[160], b1[32], b2[32];
+            value_name(lir, D->vals[worst], nm, sizeof nm);
+            snprintf(why, cap,
+                     "%s needs %s in one binding, more than the %s this device's bindings reach, "
+                     "and %s",
+                     nm, fmt_bytes(wn, b1, sizeof b1), fmt_bytes(shown, b2, sizeof b2),
+                     nax ? "no split of this op brings it under that"
+                         : "this op cannot be split into smaller dispatches");
+            return 0;
+        }
+        /* the largest count per chunk that brings it under the limit */
+        int32_t lo = 1, hi = per[best] - 1;
+        while (lo < hi) {
+            int32_t mid = lo + (hi - lo + 1) / 2;
+            int32_t keep = per[best];
+            per[best] = mid;
+            memcpy(tmp, w, sizeof tmp);
+            cut_chunk(D, tmp, ax, all, per, zero, nax, NULL);
+            uint64_t nd = need_of(D, tmp, worst);
+            per[best] = keep;
+            if (nd <= lim)
+                lo = mid;
+            else
+                hi = mid - 1;
+        }
+        per[best] = lo;
+    }
+    int64_t chunks = 1;
+    for (int a = 0; a < nax; a++)
+        if (per[a] < E[a]) {
+            if (D->n_ax == MAX_AXES) {
+                snprintf(why, cap, "splitting it would need more than %d axes", MAX_AXES);
+                return 0;
+            }
+            D->ax[D->n_ax] = (int8_t)a;
+            D->per[D->n_ax] = per[a];
+            D->n_ax++;
+            chunks *= (E[a] + per[a] - 1) / per[a];
+        }
+    memcpy(tmp, w, sizeof tmp);
+    cut_chunk(D, tmp, ax, all, per, zero, nax, NULL);
+    for (int s = 0; s <= VK_OUT_SLOT; s++)
+        if (D->vals[s] >= 0 && need_of(D, tmp, s) > lim && need_of(D, tmp, s) <= vb[s]) {
+            char nm[160], b2[32];
+            value_name(lir, D->vals[s], nm, sizeof nm);
+            snprintf(why, cap, "%s cannot be cut into parts of at most %s", nm,
+                     fmt_bytes(shown, b2, sizeof b2));
+            return 0;
+        }
+    if (chunks > MAX_CHUNKS) {
+        snprintf(why, cap, "it would take %lld dispatches", (long long)chunks);
+        return 0;
+    }
+    return chunks;
+}
+
+/* Fill the records of instruction i's dispatches [j0, j1) from its filled
+ * dispatches (c->rec), at this run's symbols. */
+static void split_expand(vk_program *P, const fill_ctx *c, int32_t j0, int32_t j1)
+{
+    bool prepared[MAX_DISP] = {false};
+    split_axis ax[MAX_DISP][8];
+    for (int32_t j = j0; j < j1; j++) {
+        vk_disp *D = &P->disp[j];
+        int32_t *base = c->rec + (size_t)D->bi * REC_WORDS;
+        int32_t *w = P->meta_map + (size_t)j * REC_WORDS;
+        memset(D->coff, 0, sizeof D->coff);
+        if (D->n_ax && !prepared[D->bi]) {
+            split_axes(D, base, ax[D->bi]);
+            prepared[D->bi] = true;
+        }
+        memcpy(w, base, REC_WORDS * sizeof *w);
+        if (D->n_ax)
+            cut_chunk(D, w, ax[D->bi], D->ax, D->per, D->ci, D->n_ax, D->coff);
+    }
+}
+
 /* ---- programs ------------------------------------------------------------------ */
 
 void vk_program_free(rlx_program *prog)
@@ -1257,12 +1745,21 @@ void vk_program_free(rlx_program *prog)
         return;
     vk_device *d = P->dev;
     VkDevice dv = d->dev;
-    if (P->fence) {
-        vkWaitForFences(dv, 1, &P->fence, VK_TRUE, 5ull * 1000 * 1000 * 1000);
-        vkDestroyFence(dv, P->fence, NULL);
+    /* a hung device may still be running this program's command buffers
+     * (a software device's threads do): its Vulkan objects go with the
+     * abandoned VkDevice */
+    for (int k = 0; k < MAX_SEGS && !vk_is_lost(d); k++) {
+        if (P->fences[k]) {
+            vkWaitForFences(dv, 1, &P->fences[k], VK_TRUE, 5ull * 1000 * 1000 * 1000);
+            vkDestroyFence(dv, P->fences[k], NULL);
+        }
+        if (P->cbs[k])
+            vkFreeCommandBuffers(dv, d->cmd_pool, 1, &P->cbs[k]);
     }
-    if (P->cb)
-        vkFreeCommandBuffers(dv, d->cmd_pool, 1, &P->cb);
+    if (vk_is_lost(d))
+        goto host;
+    if (P->cb_whole)
+        vkFreeCommandBuffers(dv, d->cmd_pool, 1, &P->cb_whole);
     if (P->qpool)
         vkDestroyQueryPool(dv, P->qpool, NULL);
     if (P->dpool)
@@ -1275,9 +1772,12 @@ void vk_program_free(rlx_program *prog)
         if (mems[i])
             vkFreeMemory(dv, mems[i], NULL);
     }
+host:
     free(P->values);
     free(P->instrs);
     free(P->disp);
+    free(P->bdisp);
+    free(P->nbase);
     free(P->first);
     free(P->kern);
     free(P->loc);
@@ -1373,8 +1873,10 @@ rlx_status vk_program_create(rlx_device *dev, const rlx_lir *lir, rlx_program **
     P->ms = calloc(ni, sizeof *P->ms);
     P->scratch_rec = malloc((size_t)MAX_DISP * REC_WORDS * sizeof(int32_t));
     P->disp = calloc(ni * MAX_DISP, sizeof *P->disp);
+    P->bdisp = calloc(ni * MAX_DISP, sizeof *P->bdisp);
+    P->nbase = calloc(ni, sizeof *P->nbase);
     if (!P->values || !P->instrs || !P->first || !P->kern || !P->loc || !P->rem || !P->ms ||
-        !P->scratch_rec || !P->disp) {
+        !P->scratch_rec || !P->disp || !P->bdisp || !P->nbase) {
         vk_program_free(&P->base);
         return rlx_error_set(err, RLX_ERR_NO_MEMORY, "out of memory creating a program");
     }
@@ -1390,10 +1892,16 @@ rlx_status vk_program_create(rlx_device *dev, const rlx_lir *lir, rlx_program **
     int64_t bounds[RLX_MAX_SYMBOLS] = {0};
     for (int i = 0; i < lir->n_symbols; i++)
         bounds[i] = lir->symbols[i].max;
+    uint64_t align = d->props.limits.minStorageBufferOffsetAlignment;
+    if (align < 4)
+        align = 4;
+    uint64_t lim = d->bind_limit > 2 * align ? d->bind_limit - align : align;
+    size_t cap_disp = ni * MAX_DISP;
     for (int32_t i = 0; i < P->n_instrs; i++) {
+        vk_disp *bd = P->bdisp + (size_t)i * MAX_DISP;
         fill_ctx c = {.P = P,
                       .sv = bounds,
-                      .d = P->disp + P->n_disp,
+                      .d = bd,
                       .rec = P->scratch_rec,
                       .why = why,
                       .why_cap = sizeof why};
@@ -1401,9 +1909,53 @@ rlx_status vk_program_create(rlx_device *dev, const rlx_lir *lir, rlx_program **
         if (!fill_instr(&c, i)) {
             /* shapes that only fail at some symbol values are checked per run */
         }
-        for (int j = 0; j < c.n; j++)
-            c.d[j].instr = i;
-        P->n_disp += c.n;
+        P->nbase[i] = (int8_t)c.n;
+        for (int b = 0; b < c.n; b++) {
+            bd[b].instr = i;
+            bd[b].bi = (int8_t)b;
+            char sw[256] = "";
+            int64_t nc = split_plan(lir, &bd[b], P->scratch_rec + (size_t)b * REC_WORDS, lim,
+                                    d->bind_limit, sw, sizeof sw);
+            if (nc == 0) {
+                s = rlx_error_set(err, RLX_ERR_UNSUPPORTED,
+                                  "the Vulkan backend cannot run instruction %d (%s, graph node "
+                                  "%d): %s",
+                                  i, rlx_op_name(lir->instrs[i].op), lir->instrs[i].node, sw);
+                vk_program_free(&P->base);
+                return s;
+            }
+            if ((size_t)(P->n_disp + nc) > cap_disp) {
+                size_t nc2 = cap_disp * 2 + (size_t)nc;
+                vk_disp *nd2 = realloc(P->disp, nc2 * sizeof *nd2);
+                if (!nd2) {
+                    vk_program_free(&P->base);
+                    return rlx_error_set(err, RLX_ERR_NO_MEMORY,
+                                         "out of memory creating a program");
+                }
+                memset(nd2 + cap_disp, 0, (nc2 - cap_disp) * sizeof *nd2);
+                P->disp = nd2;
+                cap_disp = nc2;
+            }
+            /* chunk indices in row-major order over the split axes */
+            int64_t nch[MAX_AXES];
+            for (int k = 0; k < bd[b].n_ax; k++) {
+                int32_t tmpw[REC_WORDS];
+                split_axis ax[8];
+                memcpy(tmpw, P->scratch_rec + (size_t)b * REC_WORDS, sizeof tmpw);
+                split_axes(&bd[b], tmpw, ax);
+                int64_t E = axis_extent(tmpw, &ax[bd[b].ax[k]]);
+                nch[k] = (E + bd[b].per[k] - 1) / bd[b].per[k];
+            }
+            for (int64_t q = 0; q < nc; q++) {
+                vk_disp *D = &P->disp[P->n_disp++];
+                *D = bd[b];
+                int64_t r = q;
+                for (int k = bd[b].n_ax - 1; k >= 0; k--) {
+                    D->ci[k] = (int32_t)(r % nch[k]);
+                    r /= nch[k];
+                }
+            }
+        }
     }
     P->first[P->n_instrs] = P->n_disp;
 
@@ -1459,13 +2011,37 @@ rlx_status vk_program_create(rlx_device *dev, const rlx_lir *lir, rlx_program **
                                        .commandPool = d->cmd_pool,
                                        .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
                                        .commandBufferCount = 1};
-    if (s == RLX_OK)
-        s = vk_check_result(d, vkAllocateCommandBuffers(d->dev, &cai, &P->cb),
+    /* command buffers of whole instructions, SEG_DISP dispatches or more
+     * each, so that a cancel reaches a long run between them */
+    P->n_segs = 0;
+    P->seg_first[0] = 0;
+    {
+        int32_t per_seg = P->n_disp / MAX_SEGS + 1;
+        if (per_seg < SEG_DISP)
+            per_seg = SEG_DISP;
+        int32_t from = 0;
+        for (int32_t i = 0; i < P->n_instrs; i++)
+            if (P->first[i + 1] - from >= per_seg && P->n_segs < MAX_SEGS - 1) {
+                P->seg_first[++P->n_segs] = i + 1;
+                from = P->first[i + 1];
+            }
+        if (P->seg_first[P->n_segs] < P->n_instrs || P->n_segs == 0)
+            P->seg_first[++P->n_segs] = P->n_instrs;
+    }
+    /* signalled: program_free waits on every fence, and some are never
+     * submitted (a run is reset before each submission) */
+    VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO,
+                             .flags = VK_FENCE_CREATE_SIGNALED_BIT};
+    for (int k = 0; k < P->n_segs && s == RLX_OK; k++) {
+        s = vk_check_result(d, vkAllocateCommandBuffers(d->dev, &cai, &P->cbs[k]),
                             "allocating a command buffer", err);
-    VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
-    if (s == RLX_OK)
-        s = vk_check_result(d, vkCreateFence(d->dev, &fci, NULL, &P->fence), "creating a fence",
-                            err);
+        if (s == RLX_OK)
+            s = vk_check_result(d, vkCreateFence(d->dev, &fci, NULL, &P->fences[k]),
+                                "creating a fence", err);
+    }
+    if (s == RLX_OK && P->n_segs > 1)
+        s = vk_check_result(d, vkAllocateCommandBuffers(d->dev, &cai, &P->cb_whole),
+                            "allocating a command buffer", err);
     if (s == RLX_OK && d->ts_bits && P->n_instrs) {
         VkQueryPoolCreateInfo qi = {.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
                                     .queryType = VK_QUERY_TYPE_TIMESTAMP,
@@ -1554,20 +2130,7 @@ static uint64_t reach(const int32_t *q)
 static void record(vk_program *P)
 {
     vk_device *d = P->dev;
-    VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
-    vkResetCommandBuffer(P->cb, 0);
-    vkBeginCommandBuffer(P->cb, &bi);
     bool timing = P->timing && P->qpool;
-    /* earlier submissions' writes (uploads, the previous run) */
-    VkMemoryBarrier mb0 = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
-                           .srcAccessMask = VK_ACCESS_MEMORY_WRITE_BIT,
-                           .dstAccessMask = VK_ACCESS_INDIRECT_COMMAND_READ_BIT |
-                                            VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT};
-    vkCmdPipelineBarrier(P->cb, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT,
-                         VK_PIPELINE_STAGE_DRAW_INDIRECT_BIT | VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
-                         0, 1, &mb0, 0, NULL, 0, NULL);
-    if (timing)
-        vkCmdResetQueryPool(P->cb, P->qpool, 0, 2 * (uint32_t)P->n_instrs);
     /* barriers only where a dispatch touches what an earlier one since the
      * last barrier wrote (or writes what one read) */
     typedef struct span {
@@ -1576,68 +2139,94 @@ static void record(vk_program *P)
         bool w;
     } span;
     span *open = calloc((size_t)(P->n_disp ? P->n_disp : 1) * VK_SLOTS, sizeof *open);
-    int n_open = 0;
-    VkPipeline bound = VK_NULL_HANDLE;
-    for (int32_t i = 0; i < P->n_instrs; i++) {
-        int32_t j0 = P->first[i], j1 = P->first[i + 1];
-        if (timing)
-            vkCmdWriteTimestamp(P->cb, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, P->qpool,
-                                2 * (uint32_t)i);
-        for (int32_t j = j0; j < j1; j++) {
-            vk_disp *D = &P->disp[j];
-            bool hazard = false;
-            for (int s = 0; s <= VK_OUT_SLOT && open; s++) {
-                if (D->vals[s] < 0 || !D->bbuf[s])
-                    continue;
-                const rlx_lir_value *val = &P->values[D->vals[s]];
-                uint64_t lo = P->loc[D->vals[s]].abs,
-                         hi = val->max_bytes ? lo + val->max_bytes : UINT64_MAX;
-                bool wr = s == VK_OUT_SLOT;
-                for (int q = 0; q < n_open && !hazard; q++)
-                    if (open[q].b == D->bbuf[s] && open[q].lo < hi && lo < open[q].hi &&
-                        (open[q].w || wr))
-                        hazard = true;
+    /* the whole run in one command buffer, and where a run has several
+     * parts, those too (vk_program_run picks one) */
+    int32_t n_parts = P->n_segs > 1 ? P->n_segs + 1 : 1;
+    for (int32_t pt = 0; pt < n_parts; pt++) {
+        int32_t sg = pt - 1;
+        VkCommandBuffer cb = sg < 0 ? (P->n_segs > 1 ? P->cb_whole : P->cbs[0]) : P->cbs[sg];
+        int32_t i0 = sg < 0 ? 0 : P->seg_first[sg];
+        int32_t i1 = sg < 0 ? P->n_instrs : P->seg_first[sg + 1];
+        VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+        vkResetCommandBuffer(cb, 0);
+        vkBeginCommandBuffer(cb, &bi);
+        /* earlier submissions' writes (uploads, the previous run, the
+         * previous command buffer of this run) */
+        VkMemoryBarrier mb0 = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                               .srcAccessMask = VK_ACCESS_MEMORY_WRITE_BIT,
+                               .dstAccessMask = VK_ACCESS_INDIRECT_COMMAND_READ_BIT |
+                                                VK_ACCESS_SHADER_READ_BIT |
+                                                VK_ACCESS_SHADER_WRITE_BIT};
+        vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT,
+                             VK_PIPELINE_STAGE_DRAW_INDIRECT_BIT |
+                                 VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                             0, 1, &mb0, 0, NULL, 0, NULL);
+        if (timing && i0 == 0)
+            vkCmdResetQueryPool(cb, P->qpool, 0, 2 * (uint32_t)P->n_instrs);
+        int n_open = 0;
+        VkPipeline bound = VK_NULL_HANDLE;
+        for (int32_t i = i0; i < i1; i++) {
+            int32_t j0 = P->first[i], j1 = P->first[i + 1];
+            if (timing)
+                vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, P->qpool,
+                                    2 * (uint32_t)i);
+            for (int32_t j = j0; j < j1; j++) {
+                vk_disp *D = &P->disp[j];
+                bool hazard = false;
+                for (int s = 0; s <= VK_OUT_SLOT && open; s++) {
+                    if (D->vals[s] < 0 || !D->bbuf[s])
+                        continue;
+                    const rlx_lir_value *val = &P->values[D->vals[s]];
+                    uint64_t lo = P->loc[D->vals[s]].abs,
+                             hi = val->max_bytes ? lo + val->max_bytes : UINT64_MAX;
+                    bool wr = s == VK_OUT_SLOT;
+                    for (int q = 0; q < n_open && !hazard; q++)
+                        if (open[q].b == D->bbuf[s] && open[q].lo < hi && lo < open[q].hi &&
+                            (open[q].w || wr))
+                            hazard = true;
+                }
+                if (hazard || !open) {
+                    VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                                          .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT,
+                                          .dstAccessMask = VK_ACCESS_SHADER_READ_BIT |
+                                                           VK_ACCESS_SHADER_WRITE_BIT};
+                    vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                                         VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0, NULL,
+                                         0, NULL);
+                    n_open = 0;
+                }
+                for (int s = 0; s <= VK_OUT_SLOT && open; s++) {
+                    if (D->vals[s] < 0 || !D->bbuf[s])
+                        continue;
+                    const rlx_lir_value *val = &P->values[D->vals[s]];
+                    uint64_t lo = P->loc[D->vals[s]].abs;
+                    open[n_open++] =
+                        (span){D->bbuf[s], lo, val->max_bytes ? lo + val->max_bytes : UINT64_MAX,
+                               s == VK_OUT_SLOT};
+                }
+                if (d->pipes[D->k] != bound) {
+                    bound = d->pipes[D->k];
+                    vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, bound);
+                }
+                vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, d->layout, 0, 1,
+                                        &D->set, 0, NULL);
+                vkCmdPushConstants(cb, d->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, 4, &D->rec);
+                vkCmdDispatchIndirect(cb, P->meta, D->ind);
             }
-            if (hazard || !open) {
-                VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
-                                      .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT,
-                                      .dstAccessMask =
-                                          VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT};
-                vkCmdPipelineBarrier(P->cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
-                                     VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0, NULL, 0,
-                                     NULL);
-                n_open = 0;
-            }
-            for (int s = 0; s <= VK_OUT_SLOT && open; s++) {
-                if (D->vals[s] < 0 || !D->bbuf[s])
-                    continue;
-                const rlx_lir_value *val = &P->values[D->vals[s]];
-                uint64_t lo = P->loc[D->vals[s]].abs;
-                open[n_open++] =
-                    (span){D->bbuf[s], lo, val->max_bytes ? lo + val->max_bytes : UINT64_MAX,
-                           s == VK_OUT_SLOT};
-            }
-            if (d->pipes[D->k] != bound) {
-                bound = d->pipes[D->k];
-                vkCmdBindPipeline(P->cb, VK_PIPELINE_BIND_POINT_COMPUTE, bound);
-            }
-            vkCmdBindDescriptorSets(P->cb, VK_PIPELINE_BIND_POINT_COMPUTE, d->layout, 0, 1, &D->set,
-                                    0, NULL);
-            vkCmdPushConstants(P->cb, d->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, 4, &D->rec);
-            vkCmdDispatchIndirect(P->cb, P->meta, D->ind);
+            if (timing)
+                vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, P->qpool,
+                                    2 * (uint32_t)i + 1);
         }
-        if (timing)
-            vkCmdWriteTimestamp(P->cb, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, P->qpool,
-                                2 * (uint32_t)i + 1);
+        VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                              .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT,
+                              .dstAccessMask =
+                                  VK_ACCESS_HOST_READ_BIT | VK_ACCESS_TRANSFER_READ_BIT};
+        vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                             VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &mb,
+                             0, NULL, 0, NULL);
+        vkEndCommandBuffer(cb);
     }
     free(open);
-    VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
-                          .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT,
-                          .dstAccessMask = VK_ACCESS_HOST_READ_BIT | VK_ACCESS_TRANSFER_READ_BIT};
-    vkCmdPipelineBarrier(P->cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
-                         VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &mb, 0,
-                         NULL, 0, NULL);
-    vkEndCommandBuffer(P->cb);
     P->recorded = true;
     P->rec_timing = timing;
     P->n_recordings++;
@@ -1673,12 +2262,34 @@ rlx_status vk_program_run(rlx_program *prog, const rlx_program_bindings *b,
         return RLX_OK;
     }
 
-    /* bind: descriptor windows start at aligned offsets; what is left over
-     * goes into the records */
+    /* this run's records: each instruction's dispatches filled at its
+     * symbols, then cut into the chunks planned at program_create */
+    for (int32_t i = 0; i < P->n_instrs; i++) {
+        int32_t j0 = P->first[i], n = P->first[i + 1] - j0;
+        if (n == 0)
+            continue;
+        char why[160] = "";
+        vk_disp tmp[MAX_DISP];
+        fill_ctx c = {.P = P,
+                      .sv = sv,
+                      .d = tmp,
+                      .rec = P->scratch_rec,
+                      .fixed = P->bdisp + (size_t)i * MAX_DISP,
+                      .why = why,
+                      .why_cap = sizeof why};
+        if (!fill_instr(&c, i) || c.n != P->nbase[i])
+            return rlx_error_set(err, RLX_ERR_INVALID_ARG, "instruction %d (%s, graph node %d): %s",
+                                 i, rlx_op_name(P->instrs[i].op), P->instrs[i].node,
+                                 why[0] ? why : "its dispatches changed shape");
+        split_expand(P, &c, j0, j0 + n);
+    }
+
+    /* bind: a window starts at the aligned start of its value (of a chunk's
+     * part of it); what is left over goes into the records */
     uint64_t align = d->props.limits.minStorageBufferOffsetAlignment;
     if (align < 4)
         align = 4;
-    uint64_t max_range = d->props.limits.maxStorageBufferRange;
+    uint64_t max_range = d->bind_limit;
     bool rebind = !P->recorded || P->rec_timing != (P->timing && P->qpool);
     for (int32_t j = 0; j < P->n_disp; j++) {
         vk_disp *D = &P->disp[j];
@@ -1692,7 +2303,9 @@ rlx_status vk_program_run(rlx_program *prog, const rlx_program_bindings *b,
                 const vloc *L = &P->loc[D->vals[s]];
                 buf = L->buf;
                 serial = L->serial;
-                off = L->abs / align * align;
+                off = (L->abs + D->coff[s]) / align * align;
+                if (off >= L->size)
+                    off = L->abs / align * align;
                 range = L->size - off;
                 if (range > max_range)
                     range = max_range / 4 * 4;
@@ -1725,77 +2338,104 @@ rlx_status vk_program_run(rlx_program *prog, const rlx_program_bindings *b,
         }
     }
 
-    /* this run's records and group counts */
-    uint32_t nd = (uint32_t)P->n_disp;
-    for (int32_t i = 0; i < P->n_instrs; i++) {
-        int32_t j0 = P->first[i], n = P->first[i + 1] - j0;
-        if (n == 0)
-            continue;
-        char why[160] = "";
-        vk_disp tmp[MAX_DISP];
-        fill_ctx c = {.P = P,
-                      .sv = sv,
-                      .d = tmp,
-                      .rec = P->meta_map + (size_t)j0 * REC_WORDS,
-                      .fixed = P->disp + j0,
-                      .why = why,
-                      .why_cap = sizeof why};
-        if (!fill_instr(&c, i) || c.n != n)
-            return rlx_error_set(err, RLX_ERR_INVALID_ARG, "instruction %d (%s, graph node %d): %s",
-                                 i, rlx_op_name(P->instrs[i].op), P->instrs[i].node,
-                                 why[0] ? why : "its dispatches changed shape");
-        for (int32_t j = j0; j < j0 + n; j++) {
-            vk_disp *D = &P->disp[j];
-            int32_t *w = P->meta_map + (size_t)j * REC_WORDS;
-            for (int s = 0; s <= VK_OUT_SLOT; s++) {
-                if (D->vals[s] < 0)
-                    continue;
-                int32_t *q = w + DESC(s);
-                const vloc *L = &P->loc[D->vals[s]];
-                int64_t off = (int64_t)(L->abs - D->boff[s]) + q[2];
-                uint64_t need = reach(q);
-                if (need && (!L->buf || off < 0 || (uint64_t)off + need > D->brange[s]))
-                    return rlx_error_set(
-                        err, RLX_ERR_INVALID_ARG,
-                        "instruction %d (%s): value %d needs %llu bytes at offset %lld of its %s "
-                        "buffer window, which holds %llu",
-                        i, rlx_op_name(P->instrs[i].op), D->vals[s], (unsigned long long)need,
-                        (long long)off, home_names[P->values[D->vals[s]].home],
-                        (unsigned long long)D->brange[s]);
-                if (need && (off > UINT32_MAX || (q[0] == RLX_DTYPE_F32 && off % 4) ||
-                             ((q[0] == RLX_DTYPE_F16 || q[0] == RLX_DTYPE_BF16) && off % 2)))
-                    return rlx_error_set(err, RLX_ERR_INVALID_ARG,
-                                         "instruction %d (%s): value %d is misaligned or beyond 4 "
-                                         "GiB into its buffer",
-                                         i, rlx_op_name(P->instrs[i].op), D->vals[s]);
-                q[2] = (int32_t)(uint32_t)off;
-            }
-            uint64_t items = (uint64_t)(uint32_t)w[0];
-            uint64_t groups = D->per_group ? items : (items + VK_LS - 1) / VK_LS;
-            uint32_t gx = (uint32_t)(groups < MAX_GROUPS ? groups : MAX_GROUPS);
-            uint32_t gy = gx ? (uint32_t)((groups + gx - 1) / gx) : 1;
-            if (gy > MAX_GROUPS)
-                return rlx_error_set(err, RLX_ERR_UNSUPPORTED,
-                                     "instruction %d (%s) is too large for one dispatch", i,
-                                     rlx_op_name(P->instrs[i].op));
-            uint32_t *g = (uint32_t *)((uint8_t *)P->meta_map + D->ind);
-            g[0] = gx;
-            g[1] = gy;
-            g[2] = 1;
+    /* offsets within the windows, and group counts */
+    for (int32_t j = 0; j < P->n_disp; j++) {
+        vk_disp *D = &P->disp[j];
+        int32_t i = D->instr;
+        int32_t *w = P->meta_map + (size_t)j * REC_WORDS;
+        for (int s = 0; s <= VK_OUT_SLOT; s++) {
+            if (D->vals[s] < 0)
+                continue;
+            int32_t *q = w + DESC(s);
+            const vloc *L = &P->loc[D->vals[s]];
+            int64_t off = (int64_t)(L->abs - D->boff[s]) + off64(q);
+            uint64_t need = reach(q), full = need_of(D, w, s) - (need ? (uint64_t)off64(q) : 0);
+            if (need && (!L->buf || off < 0 || (uint64_t)off + full > D->brange[s]))
+                return rlx_error_set(
+                    err, RLX_ERR_INVALID_ARG,
+                    "instruction %d (%s): value %d needs %llu bytes at offset %lld of its %s "
+                    "buffer window, which holds %llu",
+                    i, rlx_op_name(P->instrs[i].op), D->vals[s], (unsigned long long)full,
+                    (long long)off, home_names[P->values[D->vals[s]].home],
+                    (unsigned long long)D->brange[s]);
+            if (need && (off > UINT32_MAX || (q[0] == RLX_DTYPE_F32 && off % 4) ||
+                         ((q[0] == RLX_DTYPE_F16 || q[0] == RLX_DTYPE_BF16) && off % 2)))
+                return rlx_error_set(err, RLX_ERR_INVALID_ARG,
+                                     "instruction %d (%s): value %d is misaligned or beyond 4 "
+                                     "GiB into its buffer",
+                                     i, rlx_op_name(P->instrs[i].op), D->vals[s]);
+            set_off64(q, off);
         }
+        uint64_t items = (uint64_t)(uint32_t)w[0];
+        uint64_t groups = D->per_group ? items : (items + VK_LS - 1) / VK_LS;
+        uint32_t gx = (uint32_t)(groups < MAX_GROUPS ? groups : MAX_GROUPS);
+        uint32_t gy = gx ? (uint32_t)((groups + gx - 1) / gx) : 1;
+        if (gy > MAX_GROUPS)
+            return rlx_error_set(err, RLX_ERR_UNSUPPORTED,
+                                 "instruction %d (%s) is too large for one dispatch", i,
+                                 rlx_op_name(P->instrs[i].op));
+        uint32_t *g = (uint32_t *)((uint8_t *)P->meta_map + D->ind);
+        g[0] = gx;
+        g[1] = gy;
+        g[2] = 1;
     }
-    (void)nd;
     if (rebind || !P->recorded)
         record(P);
 
-    VkSubmitInfo si = {
-        .sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &P->cb};
-    vkResetFences(d->dev, 1, &P->fence);
-    st = vk_check_result(d, vk_submit(d, &si, P->fence), "submitting a program", err);
-    if (st == RLX_OK)
-        st = vk_wait_fence(d, P->fence, b->cancel, err);
+    /* On a software device, or after a run of SEG_RUN_S or more: the run's
+     * parts, one ahead of the one running, so that a cancel stops it between
+     * them (what was submitted drains first) and each wait is shorter than
+     * the hang timeout. Otherwise the whole run in one command buffer,
+     * which spares a short run on a GPU a wake-up per part. */
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int32_t next = 0, done = 0;
+    bool cancelled = false;
+    bool soft = d->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
+    if (P->n_segs > 1 && !soft && P->last_run_s < SEG_RUN_S && !P->test_stop_flag) {
+        VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
+                           .commandBufferCount = 1,
+                           .pCommandBuffers = &P->cb_whole};
+        vkResetFences(d->dev, 1, &P->fences[0]);
+        st = vk_check_result(d, vk_submit(d, &si, P->fences[0]), "submitting a program", err);
+        if (st == RLX_OK)
+            st = vk_wait_fence(d, P->fences[0], b->cancel, err);
+        done = P->n_segs;
+    }
+    while (done < P->n_segs) {
+        while (st == RLX_OK && !cancelled && next < P->n_segs && next - done < 2) {
+            if (next > 0 && next == P->test_stop_seg && P->test_stop_flag)
+                *P->test_stop_flag = 1;
+            if (next > 0 && b->cancel && __atomic_load_n(b->cancel, __ATOMIC_RELAXED)) {
+                cancelled = true;
+                break;
+            }
+            VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
+                               .commandBufferCount = 1,
+                               .pCommandBuffers = &P->cbs[next]};
+            vkResetFences(d->dev, 1, &P->fences[next]);
+            st =
+                vk_check_result(d, vk_submit(d, &si, P->fences[next]), "submitting a program", err);
+            if (st == RLX_OK)
+                next++;
+        }
+        if (done == next)
+            break;
+        rlx_status ws = vk_wait_fence(d, P->fences[done], b->cancel, st == RLX_OK ? err : NULL);
+        done++;
+        if (ws != RLX_OK) {
+            if (st == RLX_OK)
+                st = ws;
+            break;
+        }
+    }
     if (st != RLX_OK)
         return st;
+    struct timespec t1;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    P->last_run_s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    if (cancelled)
+        return rlx_error_set(err, RLX_ERR_CANCELLED, "cancelled");
     P->have_times = false;
     if (P->rec_timing) {
         uint64_t *ts = calloc((size_t)P->n_instrs * 2, sizeof *ts);
@@ -1825,6 +2465,20 @@ rlx_status vk_program_run(rlx_program *prog, const rlx_program_bindings *b,
     return RLX_OK;
 }
 
+int32_t vk_test_segments(const rlx_program *prog)
+{
+    return prog ? ((const vk_program *)prog)->n_segs : 0;
+}
+
+void vk_test_stop_at(rlx_program *prog, int32_t seg, volatile int *flag)
+{
+    vk_program *P = (vk_program *)prog;
+    if (P) {
+        P->test_stop_seg = seg;
+        P->test_stop_flag = flag;
+    }
+}
+
 void vk_program_stats(const rlx_program *prog, rlx_program_stats *out)
 {
     const vk_program *P = (const vk_program *)prog;
@@ -1834,6 +2488,10 @@ void vk_program_stats(const rlx_program *prog, rlx_program_stats *out)
     if (P) {
         out->runs = P->n_runs;
         out->recordings = P->n_recordings;
+        int32_t nb = 0;
+        for (int32_t i = 0; i < P->n_instrs; i++)
+            nb += P->nbase[i];
+        out->split_dispatches = (uint64_t)(P->n_disp - nb);
     }
 }
 

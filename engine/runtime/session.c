@@ -130,7 +130,9 @@ rlx_status rlx_session_create(const rlx_session_params *p, rlx_session **out, rl
     s->dev_index = index;
     s->cancel = &s->own_cancel;
     s->zero_copy = strcmp(be->name, "cpu") == 0;
-    rlx_device_opts dopts = {.n_threads = p->n_threads, .force_f32 = p->force_f32};
+    rlx_device_opts dopts = {.n_threads = p->n_threads,
+                             .force_f32 = p->force_f32,
+                             .max_binding_bytes = p->max_binding_bytes};
     st = be->device_open(index, &dopts, &s->dev, err);
     if (st != RLX_OK) {
         rlx_session_free(s);
@@ -647,6 +649,42 @@ rlx_status rlx_session_load_internal(rlx_session *s, rlx_lir *lir, void (*lir_fr
                                        rlx_format_bytes(s->budget, fb_, sizeof fb_)));
     }
 
+    /* 2b. the device's limits, also before anything is uploaded: every
+     * buffer fits one allocation, and the backend takes the program (it
+     * splits what exceeds its binding limit, or says which tensor it
+     * cannot) */
+    rlx_device_info dinfo;
+    if (s->be->device_query(s->dev, &dinfo, NULL) == RLX_OK && dinfo.max_buffer_bytes) {
+        const char *what = NULL, *name = NULL;
+        uint64_t big = 0;
+        for (int32_t i = 0; i < lir->n_params && !what; i++)
+            if (!fw[i].loaded && fw[i].n_bytes > dinfo.max_buffer_bytes)
+                what = "weight", name = lir->params[i].name, big = fw[i].n_bytes;
+        for (int32_t i = 0; i < lir->n_states && !what; i++)
+            if (lir->states[i].max_bytes > dinfo.max_buffer_bytes)
+                what = "state", name = lir->states[i].name, big = lir->states[i].max_bytes;
+        if (!what && lir->arena_bytes > dinfo.max_buffer_bytes)
+            what = "activation arena", name = "", big = lir->arena_bytes;
+        if (what) {
+            char f1[32], f2[32];
+            free(fw);
+            return load_fail(lir, lir_free,
+                             rlx_error_set(err, RLX_ERR_NO_MEMORY,
+                                           "the %s%s%s%s is %s, more than the %s one buffer on %s "
+                                           "may hold",
+                                           what, name[0] ? " '" : "", name, name[0] ? "'" : "",
+                                           rlx_format_bytes(big, f1, sizeof f1),
+                                           rlx_format_bytes(dinfo.max_buffer_bytes, f2, sizeof f2),
+                                           dinfo.id));
+        }
+    }
+    rlx_program *prog = NULL;
+    st = s->be->program_create(s->dev, lir, &prog, err);
+    if (st != RLX_OK) {
+        free(fw);
+        return load_fail(lir, lir_free, st);
+    }
+
     /* 3. weights (an upload with progress on a GPU), states, arena */
     for (int32_t i = 0; i < lir->n_params && st == RLX_OK; i++) {
         const rlx_lir_binding *bd = &lir->params[i];
@@ -743,14 +781,19 @@ rlx_status rlx_session_load_internal(rlx_session *s, rlx_lir *lir, void (*lir_fr
         s->arena_bytes = s->arena ? s->arena->size : 0;
         pthread_mutex_unlock(&s->mu);
     }
-    if (st != RLX_OK)
+    if (st != RLX_OK) {
+        s->be->program_free(prog);
         return load_fail(lir, lir_free, st);
+    }
 
     /* 4. the program and its bindings */
     rlx_session_program *p = calloc(1, sizeof *p);
-    if (!p)
+    if (!p) {
+        s->be->program_free(prog);
         return load_fail(lir, lir_free,
                          rlx_error_set(err, RLX_ERR_NO_MEMORY, "out of memory loading a program"));
+    }
+    p->prog = prog;
     p->s = s;
     p->lir = lir;
     if (lir_free) {
@@ -766,7 +809,7 @@ rlx_status rlx_session_load_internal(rlx_session *s, rlx_lir *lir, void (*lir_fr
     p->io = calloc(n_io, sizeof *p->io);
     p->io_bound = calloc(n_io, sizeof *p->io_bound);
     if (!p->params || !p->states || !p->io_refs || !p->io_sizes || !p->io || !p->io_bound) {
-        free_program(p);
+        free_program(p); /* frees prog too */
         return rlx_error_set(err, RLX_ERR_NO_MEMORY, "out of memory loading a program");
     }
     for (int32_t i = 0; i < lir->n_params; i++) {
@@ -791,11 +834,7 @@ rlx_status rlx_session_load_internal(rlx_session *s, rlx_lir *lir, void (*lir_fr
         p->io_bound[i] = home_bytes(lir, RLX_HOME_INPUT, i, &bounds);
     for (int32_t i = 0; i < lir->n_outputs; i++)
         p->io_bound[lir->n_inputs + i] = home_bytes(lir, RLX_HOME_OUTPUT, i, &bounds);
-    st = s->be->program_create(s->dev, lir, &p->prog, err);
-    if (st != RLX_OK) {
-        free_program(p);
-        return st;
-    }
+
     p->io_total = new_io;
     pthread_mutex_lock(&s->mu);
     s->io_bytes += new_io;

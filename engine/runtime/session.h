@@ -84,6 +84,9 @@ typedef struct rlx_session_params {
      * on the CPU, its total memory. Read once, when the session is made. */
     uint64_t memory_budget;
     bool force_f32; /* GPU: its f32 kernels (rlx_device_opts.force_f32) */
+    /* GPU, for tests: bytes one binding may reach, below the device's own
+     * limit (rlx_device_opts.max_binding_bytes); 0 = the device's */
+    uint64_t max_binding_bytes;
 } rlx_session_params;
 
 RLX_API rlx_session_params rlx_session_default_params(void);

@@ -74,6 +74,9 @@ typedef struct rlx_llm_params {
      * when they do not fit); < 0 = none (only the embedding and output). */
     int32_t gpu_layers;
     bool force_f32; /* a GPU device's f32 kernels even where it has f16 ones */
+    /* GPU, for tests: lower its binding limit (rlx_session_params) so a
+     * small model runs the paths that split large tensors; 0 = the device's */
+    uint64_t max_binding_bytes;
     rlx_llm_progress_fn progress;
     void *progress_user;
 } rlx_llm_params;

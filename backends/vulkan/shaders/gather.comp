@@ -2,6 +2,9 @@
 // out[i.., d] = table[ids[i..], d], one thread per output element; the
 // table may be block-quantized (rows of P(1) bytes). An id outside [0, V)
 // zeroes its row and flags the run. P(0) D, P(1) row bytes, P(2) V.
+// A table larger than one binding is gathered in chunks of rows: P(8) > 0
+// rows from row P(7) are bound (operand 0 starts at row P(7)), and only ids
+// among them are written; the first chunk answers for ids outside [0, V).
 //
 // P(3) = 1: the append into a Q8_0 state (a quantized KV cache), one thread
 // per 32-value block: rows of src (operand 0, float, rank r, rows of P(0)
@@ -70,8 +73,13 @@ void main()
     int i = it / D, d = it % D;
     int id = ldi(1, D_DT(1), D_OFF(1), lin_off(1, i));
     float v = 0.0;
-    int tdt = D_DT(0);
+    int tdt = D_DT(0), base = P(7), cnt = P(8);
+    if (id >= 0 && id < V && cnt > 0) {
+        if (id < base || id >= base + cnt) return;
+        id -= base;
+    }
     if (id < 0 || id >= V) {
+        if (base != 0) return;
         set_error();
     } else if (is_quant(tdt)) {
         v = ldq(0, tdt, D_OFF(0), uint(P(1)), id, d);
