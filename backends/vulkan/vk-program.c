@@ -17,6 +17,7 @@
 
 #include "backends/vulkan/vk-backend.h"
 #include "backends/vulkan/vk-internal.h"
+#include "backends/base/gpu-operand.h"
 
 /* The shaders use rlx_dtype and rlx_op values as numbers. */
 _Static_assert(RLX_DTYPE_F32 == 2 && RLX_DTYPE_BF16 == 4 && RLX_DTYPE_I64 == 7 &&
@@ -123,145 +124,7 @@ static const char *const home_names[] = {"arena", "param", "state", "input", "ou
 
 /* ---- dtypes ------------------------------------------------------------------ */
 
-static bool ld_ok(rlx_dtype dt)
-{
-    switch (dt) {
-    case RLX_DTYPE_F32:
-    case RLX_DTYPE_F16:
-    case RLX_DTYPE_BF16:
-    case RLX_DTYPE_I32:
-    case RLX_DTYPE_I16:
-    case RLX_DTYPE_I8:
-    case RLX_DTYPE_U8:
-    case RLX_DTYPE_BOOL:
-        return true;
-    default:
-        return false;
-    }
-}
-
-static bool st_ok(rlx_dtype dt)
-{
-    return ld_ok(dt) || dt == RLX_DTYPE_I64;
-}
-
-static bool is_int(rlx_dtype dt)
-{
-    return dt == RLX_DTYPE_I32 || dt == RLX_DTYPE_I16 || dt == RLX_DTYPE_I8 || dt == RLX_DTYPE_U8 ||
-           dt == RLX_DTYPE_BOOL || dt == RLX_DTYPE_I64;
-}
-
-static bool quant_ok(rlx_dtype dt)
-{
-    switch (dt) {
-    case RLX_DTYPE_Q4_0:
-    case RLX_DTYPE_Q4_1:
-    case RLX_DTYPE_Q5_0:
-    case RLX_DTYPE_Q5_1:
-    case RLX_DTYPE_Q8_0:
-    case RLX_DTYPE_Q4_K:
-    case RLX_DTYPE_Q5_K:
-    case RLX_DTYPE_Q6_K:
-        return true;
-    default:
-        return false;
-    }
-}
-
-static int64_t esize(rlx_dtype dt)
-{
-    switch (dt) {
-    case RLX_DTYPE_I64:
-    case RLX_DTYPE_F64:
-        return 8;
-    case RLX_DTYPE_F32:
-    case RLX_DTYPE_I32:
-        return 4;
-    case RLX_DTYPE_F16:
-    case RLX_DTYPE_BF16:
-    case RLX_DTYPE_I16:
-        return 2;
-    default:
-        return 1;
-    }
-}
-
-static int64_t dim_eval(rlx_dim d, const int64_t *sv)
-{
-    int64_t v = d.k;
-    for (int t = 0; t < RLX_DIM_TERMS; t++)
-        if (d.sym[t] >= 0 && d.sym[t] < RLX_MAX_SYMBOLS)
-            v += (int64_t)d.mul[t] * sv[d.sym[t]];
-    return v;
-}
-
-static int norm_axis(int axis, int rank)
-{
-    return axis < 0 ? axis + rank : axis;
-}
-
 /* ---- what the backend takes --------------------------------------------------- */
-
-static bool is_elementwise(rlx_op op)
-{
-    return (op >= RLX_OP_NEG && op <= RLX_OP_WHERE) || op == RLX_OP_FUSED_ELEMENTWISE;
-}
-
-static bool int_capable(rlx_op op)
-{
-    switch (op) {
-    case RLX_OP_NEG:
-    case RLX_OP_ABS:
-    case RLX_OP_RELU:
-    case RLX_OP_SQUARE:
-    case RLX_OP_CAST:
-    case RLX_OP_ADD:
-    case RLX_OP_SUB:
-    case RLX_OP_MUL:
-    case RLX_OP_MAX:
-    case RLX_OP_MIN:
-    case RLX_OP_CMP:
-    case RLX_OP_WHERE:
-    case RLX_OP_COPY:
-    case RLX_OP_RESHAPE:
-    case RLX_OP_PERMUTE:
-    case RLX_OP_SLICE:
-    case RLX_OP_CONCAT:
-    case RLX_OP_PAD:
-    case RLX_OP_SCATTER:
-        return true;
-    default:
-        return false;
-    }
-}
-
-static int min_inputs(rlx_op op)
-{
-    switch (op) {
-    case RLX_OP_ADD:
-    case RLX_OP_SUB:
-    case RLX_OP_MUL:
-    case RLX_OP_DIV:
-    case RLX_OP_MAX:
-    case RLX_OP_MIN:
-    case RLX_OP_POW:
-    case RLX_OP_CMP:
-    case RLX_OP_MATMUL:
-    case RLX_OP_ROPE:
-    case RLX_OP_CONV1D:
-    case RLX_OP_CONV2D:
-    case RLX_OP_CONV_TRANSPOSE2D:
-    case RLX_OP_GATHER:
-    case RLX_OP_SCATTER:
-        return 2;
-    case RLX_OP_WHERE:
-    case RLX_OP_ATTENTION:
-    case RLX_OP_ADD_RMS_NORM:
-        return 3;
-    default:
-        return 1;
-    }
-}
 
 /* Which kernel runs an instruction, or -1 with the reason in `why`
  * (VK_K_COUNT: a no-op, the output is a view). */
