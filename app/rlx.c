@@ -92,6 +92,8 @@ static const struct {
      "--shape S --vocab V --out F   random-weight model for benchmarks"},
     {"perplexity", rlx_cmd_perplexity,
      "-m MODEL -f TEXT [--ctx N]   perplexity of a text (llama.cpp's method)"},
+    {"transcribe", rlx_cmd_transcribe,
+     "-m MODEL -f AUDIO [-o OUT.srt] [--language L] ...   speech to timestamped text"},
     {"bench", cmd_bench,
      "-m MODEL [-p 512 -n 128 -r 3]   model speed (llama-bench); ops: the CPU kernels"},
 };
