@@ -69,9 +69,12 @@ static int cmd_bench(int argc, char **argv)
 {
     if (argc >= 2 && !strcmp(argv[1], "ops"))
         return rlx_bench_ops_main(argc - 1, argv + 1);
+    if (argc >= 2 && !strcmp(argv[1], "whisper"))
+        return rlx_bench_whisper_main(argc - 1, argv + 1);
     if (argc >= 2 && argv[1][0] != '-')
-        return rlx_cli_fail("bench: no benchmark '%s'; there are the model's (-m MODEL) and "
-                            "the kernels' (ops) (see rlx bench --help)",
+        return rlx_cli_fail("bench: no benchmark '%s'; there are the model's (-m MODEL), a "
+                            "Whisper model's (whisper) and the kernels' (ops) (see rlx bench "
+                            "--help)",
                             argv[1]);
     return rlx_bench_model_main(argc, argv);
 }
