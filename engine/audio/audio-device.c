@@ -14,6 +14,7 @@
 #include <portaudio.h>
 #include <samplerate.h>
 
+#include "engine/audio/audio-device-internal.h"
 #include "engine/audio/audio.h"
 
 /* ---- PortAudio lifetime: one Pa_Initialize for all users ---- */
@@ -196,6 +197,7 @@ struct rlx_audio_capture {
     _Atomic float level_db;
     pthread_t thread;
     bool thread_started;
+    bool uses_pa; /* PortAudio acquired (false for detached test captures) */
     SRC_STATE *src;
     double ratio;
     float *in, *out; /* drain and resampler buffers */
@@ -329,8 +331,8 @@ static void capture_free(rlx_audio_capture *c)
     free(c);
 }
 
-rlx_status rlx_audio_capture_start(const rlx_audio_capture_params *p, rlx_audio_capture **out,
-                                   rlx_error **err)
+static rlx_status check_capture_params(const rlx_audio_capture_params *p, rlx_audio_capture **out,
+                                       rlx_error **err)
 {
     if (out)
         *out = NULL;
@@ -342,29 +344,15 @@ rlx_status rlx_audio_capture_start(const rlx_audio_capture_params *p, rlx_audio_
         return rlx_error_set(err, RLX_ERR_INVALID_ARG,
                              "A capture at %d Hz in chunks of %d samples cannot be delivered.",
                              p->rate, p->chunk);
-    rlx_status st = pa_acquire(err);
-    if (st != RLX_OK)
-        return st;
-    PaDeviceIndex dev;
-    st = pick_device(p->device, true, &dev, err);
-    if (st != RLX_OK) {
-        pa_release();
-        return st;
-    }
-    rlx_audio_capture *c = calloc(1, sizeof *c);
-    if (!c) {
-        pa_release();
-        return rlx_error_set(err, RLX_ERR_NO_MEMORY, "Out of memory starting a capture.");
-    }
-    c->p = *p;
+    return RLX_OK;
+}
+
+/* The ring, buffers, resampler and delivery thread for a device running at
+ * c->dev_rate with c->dev_channels (set by the caller). */
+static rlx_status capture_prepare(rlx_audio_capture *c, rlx_error **err)
+{
+    const rlx_audio_capture_params *p = &c->p;
     atomic_store(&c->level_db, -120.0f);
-    st = open_stream(dev, true, p->rate, capture_cb, c, paFramesPerBufferUnspecified, &c->stream,
-                     &c->dev_rate, &c->dev_channels, err);
-    if (st != RLX_OK) {
-        capture_free(c);
-        pa_release();
-        return st;
-    }
     size_t cap = 1;
     while (cap < (size_t)c->dev_rate * 2)
         cap <<= 1;
@@ -379,19 +367,48 @@ rlx_status rlx_audio_capture_start(const rlx_audio_capture_params *p, rlx_audio_
         c->out = malloc(c->out_cap * sizeof(float));
         c->src = src_new(SRC_SINC_MEDIUM_QUALITY, 1, &e);
     }
-    if (!c->ring || !c->in || !c->chunk || (c->dev_rate != p->rate && (!c->out || !c->src))) {
-        Pa_CloseStream(c->stream);
-        capture_free(c);
+    if (!c->ring || !c->in || !c->chunk || (c->dev_rate != p->rate && (!c->out || !c->src)))
+        return rlx_error_set(err, RLX_ERR_NO_MEMORY, "Out of memory starting a capture.");
+    if (pthread_create(&c->thread, NULL, capture_thread, c) != 0)
+        return rlx_error_set(err, RLX_ERR_INTERNAL, "The capture thread could not start.");
+    c->thread_started = true;
+    return RLX_OK;
+}
+
+rlx_status rlx_audio_capture_start(const rlx_audio_capture_params *p, rlx_audio_capture **out,
+                                   rlx_error **err)
+{
+    rlx_status st = check_capture_params(p, out, err);
+    if (st != RLX_OK)
+        return st;
+    st = pa_acquire(err);
+    if (st != RLX_OK)
+        return st;
+    PaDeviceIndex dev;
+    st = pick_device(p->device, true, &dev, err);
+    if (st != RLX_OK) {
+        pa_release();
+        return st;
+    }
+    rlx_audio_capture *c = calloc(1, sizeof *c);
+    if (!c) {
         pa_release();
         return rlx_error_set(err, RLX_ERR_NO_MEMORY, "Out of memory starting a capture.");
     }
-    if (pthread_create(&c->thread, NULL, capture_thread, c) != 0) {
-        Pa_CloseStream(c->stream);
+    c->p = *p;
+    c->uses_pa = true;
+    st = open_stream(dev, true, p->rate, capture_cb, c, paFramesPerBufferUnspecified, &c->stream,
+                     &c->dev_rate, &c->dev_channels, err);
+    if (st != RLX_OK) {
         capture_free(c);
         pa_release();
-        return rlx_error_set(err, RLX_ERR_INTERNAL, "The capture thread could not start.");
+        return st;
     }
-    c->thread_started = true;
+    st = capture_prepare(c, err);
+    if (st != RLX_OK) {
+        rlx_audio_capture_stop(c);
+        return st;
+    }
     PaError e = Pa_StartStream(c->stream);
     if (e != paNoError) {
         const PaDeviceInfo *di = Pa_GetDeviceInfo(dev);
@@ -400,15 +417,42 @@ rlx_status rlx_audio_capture_start(const rlx_audio_capture_params *p, rlx_audio_
                                ? "The audio input \"%s\" is busy or unavailable (%s)."
                                : "The audio input \"%s\" could not start: %s.",
                            di ? di->name : "?", Pa_GetErrorText(e));
-        atomic_store(&c->stop, true);
-        pthread_join(c->thread, NULL);
-        Pa_CloseStream(c->stream);
-        capture_free(c);
-        pa_release();
+        rlx_audio_capture_stop(c);
         return st;
     }
     *out = c;
     return RLX_OK;
+}
+
+rlx_status rlx_audio_capture_start_detached(const rlx_audio_capture_params *p, int dev_rate,
+                                            int dev_channels, rlx_audio_capture **out,
+                                            rlx_error **err)
+{
+    rlx_status st = check_capture_params(p, out, err);
+    if (st != RLX_OK)
+        return st;
+    if (dev_rate < RLX_AUDIO_MIN_RATE || dev_rate > RLX_AUDIO_MAX_RATE || dev_channels < 1 ||
+        dev_channels > RLX_AUDIO_MAX_CHANNELS)
+        return rlx_error_set(err, RLX_ERR_INVALID_ARG, "A device at %d Hz with %d channels?",
+                             dev_rate, dev_channels);
+    rlx_audio_capture *c = calloc(1, sizeof *c);
+    if (!c)
+        return rlx_error_set(err, RLX_ERR_NO_MEMORY, "Out of memory starting a capture.");
+    c->p = *p;
+    c->dev_rate = dev_rate;
+    c->dev_channels = dev_channels;
+    st = capture_prepare(c, err);
+    if (st != RLX_OK) {
+        rlx_audio_capture_stop(c);
+        return st;
+    }
+    *out = c;
+    return RLX_OK;
+}
+
+void rlx_audio_capture_feed(rlx_audio_capture *c, const float *interleaved, size_t frames)
+{
+    capture_cb(interleaved, NULL, frames, NULL, 0, c);
 }
 
 float rlx_audio_capture_level_db(const rlx_audio_capture *c)
@@ -431,13 +475,17 @@ void rlx_audio_capture_stop(rlx_audio_capture *c)
     if (!c)
         return;
     /* Pa_StopStream returns after the last callback: the ring is final */
-    Pa_StopStream(c->stream);
+    if (c->stream)
+        Pa_StopStream(c->stream);
     atomic_store(&c->stop, true);
     if (c->thread_started)
         pthread_join(c->thread, NULL);
-    Pa_CloseStream(c->stream);
+    if (c->stream)
+        Pa_CloseStream(c->stream);
+    bool pa = c->uses_pa;
     capture_free(c);
-    pa_release();
+    if (pa)
+        pa_release();
 }
 
 /* ---- playback ---- */
@@ -450,6 +498,7 @@ struct rlx_audio_playback {
     int64_t n;
     _Atomic int64_t pos;
     _Atomic bool finished;
+    bool uses_pa; /* PortAudio acquired (false for detached test playback) */
     int dev_rate, channels;
     SRC_STATE *src;
     double ratio;
@@ -505,8 +554,8 @@ static int play_cb(const void *input, void *output, unsigned long frames,
     return paContinue;
 }
 
-rlx_status rlx_audio_play_start(const float *x, int64_t n, int rate, int64_t offset, int device,
-                                rlx_audio_playback **out, rlx_error **err)
+static rlx_status check_play_args(const float *x, int64_t n, int rate, int64_t offset,
+                                  rlx_audio_playback **out, rlx_error **err)
 {
     if (out)
         *out = NULL;
@@ -515,7 +564,30 @@ rlx_status rlx_audio_play_start(const float *x, int64_t n, int rate, int64_t off
                              "Playback needs samples and a start between 0 and their count.");
     if (rate < RLX_AUDIO_MIN_RATE || rate > RLX_AUDIO_MAX_RATE)
         return rlx_error_set(err, RLX_ERR_INVALID_ARG, "Cannot play audio at %d Hz.", rate);
-    rlx_status st = pa_acquire(err);
+    return RLX_OK;
+}
+
+/* The resampler when the device runs at another rate than the samples. */
+static rlx_status play_prepare(rlx_audio_playback *p, int rate, rlx_error **err)
+{
+    if (p->dev_rate == rate)
+        return RLX_OK;
+    int e = 0;
+    p->ratio = (double)p->dev_rate / rate;
+    p->src = src_new(SRC_SINC_MEDIUM_QUALITY, 1, &e);
+    if (!p->src)
+        return rlx_error_set(err, RLX_ERR_INTERNAL, "The resampler could not start: %s.",
+                             src_strerror(e));
+    return RLX_OK;
+}
+
+rlx_status rlx_audio_play_start(const float *x, int64_t n, int rate, int64_t offset, int device,
+                                rlx_audio_playback **out, rlx_error **err)
+{
+    rlx_status st = check_play_args(x, n, rate, offset, out, err);
+    if (st != RLX_OK)
+        return st;
+    st = pa_acquire(err);
     if (st != RLX_OK)
         return st;
     PaDeviceIndex dev;
@@ -531,6 +603,7 @@ rlx_status rlx_audio_play_start(const float *x, int64_t n, int rate, int64_t off
     }
     p->x = x;
     p->n = n;
+    p->uses_pa = true;
     atomic_store(&p->pos, offset);
     st = open_stream(dev, false, rate, play_cb, p, PLAY_FRAMES, &p->stream, &p->dev_rate,
                      &p->channels, err);
@@ -539,31 +612,55 @@ rlx_status rlx_audio_play_start(const float *x, int64_t n, int rate, int64_t off
         pa_release();
         return st;
     }
-    if (p->dev_rate != rate) {
-        int e = 0;
-        p->ratio = (double)p->dev_rate / rate;
-        p->src = src_new(SRC_SINC_MEDIUM_QUALITY, 1, &e);
-        if (!p->src) {
-            Pa_CloseStream(p->stream);
-            free(p);
-            pa_release();
-            return rlx_error_set(err, RLX_ERR_INTERNAL, "The resampler could not start: %s.",
-                                 src_strerror(e));
-        }
+    st = play_prepare(p, rate, err);
+    if (st != RLX_OK) {
+        rlx_audio_playback_stop(p);
+        return st;
     }
     PaError e = Pa_StartStream(p->stream);
     if (e != paNoError) {
         st =
             rlx_error_set(err, RLX_ERR_DEVICE, "Playback could not start: %s.", Pa_GetErrorText(e));
-        Pa_CloseStream(p->stream);
-        if (p->src)
-            src_delete(p->src);
-        free(p);
-        pa_release();
+        rlx_audio_playback_stop(p);
         return st;
     }
     *out = p;
     return RLX_OK;
+}
+
+rlx_status rlx_audio_play_start_detached(const float *x, int64_t n, int rate, int64_t offset,
+                                         int dev_rate, int dev_channels, rlx_audio_playback **out,
+                                         rlx_error **err)
+{
+    rlx_status st = check_play_args(x, n, rate, offset, out, err);
+    if (st != RLX_OK)
+        return st;
+    if (dev_rate < RLX_AUDIO_MIN_RATE || dev_rate > RLX_AUDIO_MAX_RATE || dev_channels < 1 ||
+        dev_channels > RLX_AUDIO_MAX_CHANNELS)
+        return rlx_error_set(err, RLX_ERR_INVALID_ARG, "A device at %d Hz with %d channels?",
+                             dev_rate, dev_channels);
+    rlx_audio_playback *p = calloc(1, sizeof *p);
+    if (!p)
+        return rlx_error_set(err, RLX_ERR_NO_MEMORY, "Out of memory starting playback.");
+    p->x = x;
+    p->n = n;
+    p->dev_rate = dev_rate;
+    p->channels = dev_channels;
+    atomic_store(&p->pos, offset);
+    st = play_prepare(p, rate, err);
+    if (st != RLX_OK) {
+        rlx_audio_playback_stop(p);
+        return st;
+    }
+    *out = p;
+    return RLX_OK;
+}
+
+bool rlx_audio_playback_pull(rlx_audio_playback *p, float *out, size_t frames)
+{
+    if (frames > PLAY_FRAMES)
+        frames = PLAY_FRAMES;
+    return play_cb(NULL, out, frames, NULL, 0, p) == paContinue;
 }
 
 int64_t rlx_audio_playback_position(const rlx_audio_playback *p)
@@ -580,10 +677,14 @@ void rlx_audio_playback_stop(rlx_audio_playback *p)
 {
     if (!p)
         return;
-    Pa_AbortStream(p->stream);
-    Pa_CloseStream(p->stream);
+    if (p->stream) {
+        Pa_AbortStream(p->stream);
+        Pa_CloseStream(p->stream);
+    }
     if (p->src)
         src_delete(p->src);
+    bool pa = p->uses_pa;
     free(p);
-    pa_release();
+    if (pa)
+        pa_release();
 }
