@@ -385,7 +385,7 @@ rlx_status rlx_audio_seek(rlx_audio_reader *r, int64_t sample, rlx_error **err)
         int64_t want = skip < 1024 ? skip : 1024;
         int64_t k = rlx_audio_read(r, scratch, want, err);
         if (k < 0)
-            return RLX_ERR_FORMAT;
+            return err && *err ? rlx_error_code(*err) : RLX_ERR_FORMAT;
         if (k == 0)
             break;
         skip -= k;
@@ -445,7 +445,7 @@ rlx_status rlx_audio_load(const char *path, int out_rate, float **samples, int64
         if (k < 0) {
             free(x);
             rlx_audio_close(r);
-            return RLX_ERR_FORMAT;
+            return err && *err ? rlx_error_code(*err) : RLX_ERR_FORMAT;
         }
         if (k == 0)
             break;
