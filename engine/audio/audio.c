@@ -94,9 +94,10 @@ static int64_t refill(rlx_audio_reader *r, rlx_error **err)
         int e = sf_error(r->sf);
         if (e != SF_ERR_NO_ERROR) {
             r->failed = true;
+            (void)e;
             rlx_error_set(err, RLX_ERR_FORMAT,
-                          "%s is corrupt: decoding stopped after part of the file (%s)", r->path,
-                          sf_error_number(e));
+                          "%s is corrupt: its audio could not be decoded past %.2f s.", r->path,
+                          (double)sf_seek(r->sf, 0, SEEK_CUR) / r->info.sample_rate);
             return -1;
         }
     }
@@ -168,10 +169,16 @@ rlx_status rlx_audio_open(const char *path, int out_rate, rlx_audio_reader **out
     /* libsndfile closes fd when sf_close()s it, and also when sf_open_fd fails. */
     r->sf = sf_open_fd(fd, SFM_READ, &si, SF_TRUE);
     if (!r->sf) {
+        /* libsndfile's own text for other codes can mislead ("possibly a pipe?") */
+        int code = sf_error(NULL);
+        const char *why = code == SF_ERR_UNRECOGNISED_FORMAT    ? " (the format is not recognised)"
+                          : code == SF_ERR_MALFORMED_FILE       ? " (it is malformed)"
+                          : code == SF_ERR_UNSUPPORTED_ENCODING ? " (its encoding is not supported)"
+                                                                : "";
         st = rlx_error_set(err, RLX_ERR_FORMAT,
                            "%s is not an audio file this program can read (WAV, FLAC, "
-                           "OGG/Vorbis, Opus or MP3), or it is corrupt (%s).",
-                           path, sf_error_number(sf_error(NULL)));
+                           "OGG/Vorbis, Opus or MP3), or it is corrupt%s.",
+                           path, why);
         rlx_audio_close(r);
         return st;
     }
@@ -378,7 +385,7 @@ rlx_status rlx_audio_seek(rlx_audio_reader *r, int64_t sample, rlx_error **err)
         int64_t want = skip < 1024 ? skip : 1024;
         int64_t k = rlx_audio_read(r, scratch, want, err);
         if (k < 0)
-            return RLX_ERR_FORMAT;
+            return err && *err ? rlx_error_code(*err) : RLX_ERR_FORMAT;
         if (k == 0)
             break;
         skip -= k;
@@ -438,7 +445,7 @@ rlx_status rlx_audio_load(const char *path, int out_rate, float **samples, int64
         if (k < 0) {
             free(x);
             rlx_audio_close(r);
-            return RLX_ERR_FORMAT;
+            return err && *err ? rlx_error_code(*err) : RLX_ERR_FORMAT;
         }
         if (k == 0)
             break;
@@ -475,6 +482,9 @@ rlx_status rlx_audio_write_wav(const char *path, const float *x, int64_t n, int 
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
     if (fd < 0)
         return rlx_error_set(err, RLX_ERR_IO, "Cannot write %s: %s.", path, strerror(errno));
+    /* only a regular file we wrote is removed after a failure, never a device */
+    struct stat fst;
+    bool regular = fstat(fd, &fst) == 0 && S_ISREG(fst.st_mode);
     SF_INFO si;
     memset(&si, 0, sizeof si);
     si.samplerate = rate;
@@ -484,7 +494,8 @@ rlx_status rlx_audio_write_wav(const char *path, const float *x, int64_t n, int 
     if (!sf) {
         rlx_status st = rlx_error_set(err, RLX_ERR_IO, "Cannot write %s: %s.", path,
                                       sf_error_number(sf_error(NULL)));
-        unlink(path);
+        if (regular)
+            unlink(path);
         return st;
     }
     /* Our own conversion (x * 32768, rounded, clipped) so that reading the
@@ -500,12 +511,34 @@ rlx_status rlx_audio_write_wav(const char *path, const float *x, int64_t n, int 
         }
         ok = sf_write_short(sf, buf, (sf_count_t)k) == (sf_count_t)k;
     }
+    if (sf_error(sf) != SF_ERR_NO_ERROR)
+        ok = false;
     char why[256];
     snprintf(why, sizeof why, "%s", sf_strerror(sf));
+    /* libsndfile rewrites the header at close and does not always report a
+     * failed write(2) (a full disk): flush ourselves and ask the kernel */
+    sf_write_sync(sf);
+    int fd2 = dup(fd);
     if (sf_close(sf) != 0)
         ok = false;
+    if (fd2 >= 0) {
+        if (regular) {
+            struct stat after;
+            int64_t want = 44 + 2 * n;
+            if (fstat(fd2, &after) != 0 || (int64_t)after.st_size < want) {
+                ok = false;
+                snprintf(why, sizeof why, "the file came out short (is the disk full?)");
+            }
+            if (fsync(fd2) != 0 && errno != EINVAL) {
+                ok = false;
+                snprintf(why, sizeof why, "%s", strerror(errno));
+            }
+        }
+        close(fd2);
+    }
     if (!ok) {
-        unlink(path);
+        if (regular)
+            unlink(path);
         return rlx_error_set(err, RLX_ERR_IO, "Writing %s failed: %s.", path, why);
     }
     return RLX_OK;
