@@ -726,8 +726,8 @@ static rlx_status build_suppress(rlx_whisper_file *f, json_object *gen, rlx_erro
             int32_t pick = -1;
             if (k < 2 && n >= 1)
                 pick = ids[0];
-            else if (n == 1)
-                pick = ids[0];
+            else if (n == 1 && (f->tok || f->tok_len[ids[0]] == strlen(text)))
+                pick = ids[0]; /* (the greedy encoder skips bytes no entry covers) */
             else if (is_misc && f->tok)
                 pick = n ? ids[0] : -1;
             else if (is_misc)
@@ -1087,6 +1087,14 @@ static rlx_status load_vocab_merges(const char *dir, rlx_tokenizer **out, rlx_er
         goto done;
     }
     char line[1024];
+    size_t n_lines = 0;
+    while (fgets(line, sizeof line, mf))
+        n_lines++;
+    rewind(mf);
+    if ((s = rlx_tok_reserve_merges(t, n_lines, err)) != RLX_OK) {
+        fclose(mf);
+        goto done;
+    }
     int32_t rank = 0;
     while (fgets(line, sizeof line, mf)) {
         size_t n = strcspn(line, "\r\n");
