@@ -409,6 +409,117 @@ static void test_ggml_roundtrip(void **state)
     free(b.p);
 }
 
+/* ---- kinds and special ids by vocabulary size --------------------------- */
+
+/* A vocabulary-only ggml file from scratch: header, a slaney filterbank, three words. */
+static const char *vocab_only(const char *name, const int32_t hp[11])
+{
+    buf b = {0};
+    put_i32(&b, (int32_t)0x67676d6c);
+    for (int i = 0; i < 11; i++)
+        put_i32(&b, hp[i]);
+    int n_mel = hp[9];
+    float *fb = malloc((size_t)n_mel * 201 * sizeof *fb);
+    assert_int_equal(rlx_whisper_mel_filters_slaney(n_mel, 400, 16000, fb, NULL), RLX_OK);
+    put_i32(&b, n_mel);
+    put_i32(&b, 201);
+    put(&b, fb, (size_t)n_mel * 201 * sizeof *fb);
+    free(fb);
+    const char *words[] = {"!", " ", " the"};
+    put_i32(&b, 3);
+    for (int i = 0; i < 3; i++) {
+        put_i32(&b, (int32_t)strlen(words[i]));
+        put(&b, words[i], strlen(words[i]));
+    }
+    const char *path = rlx_test_tmp(name);
+    assert_int_equal(rlx_test_write_file(path, b.p, b.n), 0);
+    free(b.p);
+    return path;
+}
+
+static rlx_whisper_file *open_ok(const char *path)
+{
+    rlx_whisper_file *f = NULL;
+    rlx_error *err = NULL;
+    if (rlx_whisper_file_open(path, &f, &err) != RLX_OK)
+        fail_msg("%s", rlx_error_message(err));
+    return f;
+}
+
+static void test_kinds(void **state)
+{
+    (void)state;
+    /* English-only: openai's gpt2 encoding has 50256 text tokens, so everything from
+     * <|endoftext|> on sits one lower than in the multilingual layout */
+    const int32_t tiny_en[11] = {51864, 1500, 384, 6, 4, 448, 384, 6, 4, 80, 1};
+    rlx_whisper_file *f = open_ok(vocab_only("tiny.en.bin", tiny_en));
+    assert_string_equal(rlx_whisper_file_kind(f), "tiny.en");
+    assert_false(rlx_whisper_file_multilingual(f));
+    const rlx_whisper_special *sp = rlx_whisper_file_special(f);
+    assert_int_equal(sp->eot, 50256);
+    assert_int_equal(sp->sot, 50257);
+    assert_int_equal(sp->lang_first, 50258);
+    assert_int_equal(sp->n_langs, 99);
+    assert_int_equal(sp->translate, 50357);
+    assert_int_equal(sp->transcribe, 50358);
+    assert_int_equal(sp->no_speech, 50361);
+    assert_int_equal(sp->no_timestamps, 50362);
+    assert_int_equal(sp->timestamp_begin, 50363);
+    expect_token(f, 50256, "<|endoftext|>");
+    expect_token(f, 51863, "<|30.00|>");
+    size_t np, n;
+    rlx_whisper_file_alignment_heads(f, &np);
+    assert_int_equal(np, 8);
+    const int32_t *bs = rlx_whisper_file_begin_suppress_tokens(f, &n);
+    assert_int_equal(n, 2);
+    assert_int_equal(bs[0], 1); /* " " of this vocabulary */
+    assert_int_equal(bs[1], 50256);
+    rlx_whisper_file_free(f);
+
+    /* large-v3: 128 mels and 100 languages ("yue" last), so the task ids move up by one */
+    const int32_t v3[11] = {51866, 1500, 1280, 20, 32, 448, 1280, 20, 32, 128, 1};
+    f = open_ok(vocab_only("large-v3.bin", v3));
+    assert_string_equal(rlx_whisper_file_kind(f), "large-v3");
+    sp = rlx_whisper_file_special(f);
+    assert_int_equal(sp->eot, 50257);
+    assert_int_equal(sp->n_langs, 100);
+    assert_int_equal(sp->translate, 50359);
+    assert_int_equal(sp->transcribe, 50360);
+    assert_int_equal(sp->no_timestamps, 50364);
+    assert_int_equal(sp->timestamp_begin, 50365);
+    expect_token(f, 50358, "<|yue|>");
+    rlx_whisper_file_alignment_heads(f, &np);
+    assert_int_equal(np, 10);
+    assert_int_equal(rlx_whisper_file_hparams(f)->n_mels, 128);
+    rlx_whisper_file_free(f);
+
+    const int32_t turbo[11] = {51866, 1500, 1280, 20, 32, 448, 1280, 20, 4, 128, 1};
+    f = open_ok(vocab_only("turbo.bin", turbo));
+    assert_string_equal(rlx_whisper_file_kind(f), "large-v3-turbo");
+    rlx_whisper_file_alignment_heads(f, &np);
+    assert_int_equal(np, 6);
+    rlx_whisper_file_free(f);
+
+    /* large v1 and v2 share their shapes: the file name decides, else no heads */
+    const int32_t large[11] = {51865, 1500, 1280, 20, 32, 448, 1280, 20, 32, 80, 1};
+    f = open_ok(vocab_only("ggml-large-v2.bin", large));
+    assert_string_equal(rlx_whisper_file_kind(f), "large-v2");
+    rlx_whisper_file_alignment_heads(f, &np);
+    assert_int_equal(np, 23);
+    rlx_whisper_file_free(f);
+    f = open_ok(vocab_only("ggml-large.bin", large));
+    assert_string_equal(rlx_whisper_file_kind(f), "large");
+    assert_null(rlx_whisper_file_alignment_heads(f, &np));
+    assert_int_equal(np, 0);
+    rlx_whisper_file_free(f);
+
+    const int32_t base_q[11] = {51865, 1500, 512, 8, 6, 448, 512, 8, 6, 80, 2 + 1000 * 2};
+    f = open_ok(vocab_only("base-q4_0.bin", base_q));
+    assert_string_equal(rlx_whisper_file_kind(f), "base");
+    assert_int_equal(rlx_whisper_file_hparams(f)->ftype, 2); /* quantization version dropped */
+    rlx_whisper_file_free(f);
+}
+
 /* ---- broken and hostile files ------------------------------------------- */
 
 static void expect_open_fail(const uint8_t *p, size_t n, const char *sub)
@@ -885,9 +996,10 @@ int main(void)
 {
     rlx_test_need_data(TINY, NULL);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_real_tiny),      cmocka_unit_test(test_languages),
-        cmocka_unit_test(test_ggml_roundtrip), cmocka_unit_test(test_truncated),
-        cmocka_unit_test(test_hostile),        cmocka_unit_test(test_hf_folder),
+        cmocka_unit_test(test_real_tiny), cmocka_unit_test(test_languages),
+        cmocka_unit_test(test_kinds),     cmocka_unit_test(test_ggml_roundtrip),
+        cmocka_unit_test(test_truncated), cmocka_unit_test(test_hostile),
+        cmocka_unit_test(test_hf_folder),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
