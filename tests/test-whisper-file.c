@@ -25,6 +25,7 @@
 #include <sys/stat.h>
 
 #include "engine/formats/ggml-whisper.h"
+#include "engine/formats/safetensors.h"
 #include "engine/runtime/session.h"
 #include "models/whisper/whisper-file.h"
 #include "test-util.h"
@@ -861,8 +862,21 @@ static const char *write_hf_folder(const char *name, bool with_weights, bool dro
     v.p = realloc(v.p, v.n + 1);
     v.p[v.n] = 0;
     write_text(dir, "vocab.json", (char *)v.p);
-    free(v.p);
     write_text(dir, "merges.txt", "#version: 0.2\n\xc4\xa0 t\nh e\n\xc4\xa0t he\n");
+    /* the same vocabulary as a tokenizer.json, in a file the folder only uses without
+     * vocab.json (a test renames it) */
+    buf tj = {0};
+    put_s(&tj, "{\"model\":{\"type\":\"BPE\",\"vocab\":");
+    put(&tj, v.p, v.n);
+    put_s(&tj, ",\"merges\":[\"\xc4\xa0 t\",\"h e\",\"\xc4\xa0t he\"]},"
+               "\"pre_tokenizer\":{\"type\":\"ByteLevel\",\"add_prefix_space\":false,"
+               "\"use_regex\":true},\"decoder\":{\"type\":\"ByteLevel\"},"
+               "\"added_tokens\":[{\"id\":50257,\"content\":\"<|endoftext|>\","
+               "\"special\":true}]}");
+    put(&tj, "", 1);
+    write_text(dir, "tokenizer.json.off", (char *)tj.p);
+    free(tj.p);
+    free(v.p);
     write_text(dir, "added_tokens.json", "{\"<|endoftext|>\":50257}");
     if (with_weights)
         write_hf_weights(dir, drop_one);
@@ -990,6 +1004,56 @@ static void test_hf_folder(void **state)
     write_text(dir, "generation_config.json", "not json");
     assert_int_not_equal(rlx_whisper_file_open(dir, &f, &err), RLX_OK);
     rlx_error_clear(&err);
+    write_text(dir, "generation_config.json", "{\"suppress_tokens\":[\"x\"]}");
+    assert_int_not_equal(rlx_whisper_file_open(dir, &f, &err), RLX_OK);
+    rlx_error_clear(&err);
+}
+
+/* tokenizer.json instead of vocab.json + merges.txt; sharded weights with an index */
+static void test_hf_variants(void **state)
+{
+    (void)state;
+    const char *dir = write_hf_folder("hf-tokjson", true, false);
+    char a[4200], b[4200];
+    snprintf(a, sizeof a, "%s/tokenizer.json.off", dir);
+    snprintf(b, sizeof b, "%s/tokenizer.json", dir);
+    assert_int_equal(rename(a, b), 0);
+    snprintf(a, sizeof a, "%s/vocab.json", dir);
+    remove(a);
+    snprintf(a, sizeof a, "%s/merges.txt", dir);
+    remove(a);
+    /* one shard named as HF names them, and the index that lists its tensors */
+    snprintf(a, sizeof a, "%s/model.safetensors", dir);
+    snprintf(b, sizeof b, "%s/model-00001-of-00001.safetensors", dir);
+    assert_int_equal(rename(a, b), 0);
+    rlx_safetensors *st = NULL;
+    assert_int_equal(rlx_safetensors_open(b, &st, NULL), RLX_OK);
+    buf ix = {0};
+    put_s(&ix, "{\"metadata\":{},\"weight_map\":{");
+    for (uint64_t i = 0; i < rlx_safetensors_n_tensors(st); i++) {
+        put_s(&ix, i ? ",\"" : "\"");
+        put_s(&ix, rlx_safetensors_tensor_at(st, i)->name);
+        put_s(&ix, "\":\"model-00001-of-00001.safetensors\"");
+    }
+    put_s(&ix, "}}");
+    put(&ix, "", 1);
+    rlx_safetensors_close(st);
+    write_text(dir, "model.safetensors.index.json", (char *)ix.p);
+    free(ix.p);
+
+    rlx_whisper_file *f = open_ok(dir);
+    assert_true(rlx_whisper_file_has_weights(f));
+    assert_int_equal(rlx_whisper_file_n_tensors(f), 5 + 15 + 24 + 2 + 4);
+    int32_t *ids = NULL;
+    size_t n = 0;
+    assert_int_equal(rlx_whisper_file_encode(f, " the he!", 8, &ids, &n, NULL), RLX_OK);
+    int32_t want[] = {258, 220, 257, 0};
+    assert_int_equal(n, 4);
+    assert_memory_equal(ids, want, sizeof want);
+    free(ids);
+    expect_token(f, 258, " the");
+    expect_token(f, 50257, "<|endoftext|>");
+    rlx_whisper_file_free(f);
 }
 
 int main(void)
@@ -999,7 +1063,7 @@ int main(void)
         cmocka_unit_test(test_real_tiny), cmocka_unit_test(test_languages),
         cmocka_unit_test(test_kinds),     cmocka_unit_test(test_ggml_roundtrip),
         cmocka_unit_test(test_truncated), cmocka_unit_test(test_hostile),
-        cmocka_unit_test(test_hf_folder),
+        cmocka_unit_test(test_hf_folder), cmocka_unit_test(test_hf_variants),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

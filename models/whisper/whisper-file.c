@@ -746,11 +746,12 @@ static rlx_status build_suppress(rlx_whisper_file *f, json_object *gen, rlx_erro
     if (s == RLX_OK && gen && json_object_object_get_ex(gen, "suppress_tokens", &list) &&
         json_object_is_type(list, json_type_array)) {
         for (size_t i = 0; i < json_object_array_length(list) && s == RLX_OK; i++) {
-            int64_t id = json_object_get_int64(json_object_array_get_idx(list, i));
+            json_object *e = json_object_array_get_idx(list, i);
+            int64_t id = json_object_is_type(e, json_type_int) ? json_object_get_int64(e) : -1;
             if (id < 0 || id >= f->hp.n_vocab)
                 s = rlx_error_set(err, RLX_ERR_FORMAT,
-                                  "%s: generation_config.json suppresses token %lld, outside the "
-                                  "vocabulary of %d",
+                                  "%s: generation_config.json's suppress_tokens holds %lld, not a "
+                                  "token of the vocabulary of %d",
                                   f->path, (long long)id, f->hp.n_vocab);
             else if (!id_push(&b, (int32_t)id))
                 s = rlx_error_set(err, RLX_ERR_NO_MEMORY, "out of memory");
@@ -768,7 +769,8 @@ static rlx_status build_suppress(rlx_whisper_file *f, json_object *gen, rlx_erro
     if (gen && json_object_object_get_ex(gen, "begin_suppress_tokens", &list) &&
         json_object_is_type(list, json_type_array)) {
         for (size_t i = 0; i < json_object_array_length(list); i++) {
-            int64_t id = json_object_get_int64(json_object_array_get_idx(list, i));
+            json_object *e = json_object_array_get_idx(list, i);
+            int64_t id = json_object_is_type(e, json_type_int) ? json_object_get_int64(e) : -1;
             if (id < 0 || id >= f->hp.n_vocab) {
                 free(bb.v);
                 return rlx_error_set(err, RLX_ERR_FORMAT,
