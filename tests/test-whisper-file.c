@@ -643,6 +643,10 @@ static void test_hostile(void **state)
     RESET();
     set_i32(p, g_vocab_end + 8, 8); /* Q8_0 with rows of 3 */
     expect_open_fail(p, b.n, "block");
+    RESET();
+    set_i32(p, g_vocab_end + 8, 8); /* Q8_0 rows of 32, in a file of quantization version 0 */
+    set_i32(p, g_vocab_end + 12, 32);
+    expect_open_fail(p, b.n, "quantization version 0");
     free(p);
     free(b.p);
 #undef RESET

@@ -267,6 +267,17 @@ static rlx_status read_tensors(rlx_ggml_whisper *w, cursor *c, rlx_error **err)
             snprintf(what, sizeof what, "the data of tensor '%.*s'", name_len, nm);
             return truncated(err, c, what);
         }
+        /* ggml's quantization version 2 (May 2023) gave Q4_0/Q4_1/Q5_0/Q5_1/Q8_0 the block
+         * layouts rlx reads; older files pack them differently */
+        bool legacy = t.dtype == RLX_DTYPE_Q4_0 || t.dtype == RLX_DTYPE_Q4_1 ||
+                      t.dtype == RLX_DTYPE_Q5_0 || t.dtype == RLX_DTYPE_Q5_1 ||
+                      t.dtype == RLX_DTYPE_Q8_0;
+        if (legacy && w->hp.qnt_version < 2)
+            return rlx_error_set(err, RLX_ERR_UNSUPPORTED,
+                                 "%s: tensor '%.*s' is %s in ggml's quantization version %d, an "
+                                 "older block layout than rlx reads (version 2); quantize the "
+                                 "model again with a current whisper.cpp",
+                                 c->label, name_len, nm, ti->name, w->hp.qnt_version);
         t.n_elements = n_el;
         t.n_bytes = bytes;
         t.offset = c->pos;
