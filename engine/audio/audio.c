@@ -39,9 +39,10 @@ struct rlx_audio_reader {
     float *ibuf;    /* BLOCK * channels interleaved frames */
     float *mono;    /* BLOCK mixed frames, [mono_pos, mono_len) not yet used */
     int64_t mono_pos, mono_len;
-    bool eof;    /* libsndfile has given everything */
-    bool done;   /* and the resampler is flushed */
-    bool failed; /* a decoding error: only close is meaningful now */
+    bool eof;        /* libsndfile has given everything */
+    bool done;       /* and the resampler is flushed */
+    bool failed;     /* a decoding error: only close is meaningful now */
+    int64_t decoded; /* frames decoded since the last seek (for messages) */
 };
 
 static const char *format_name(int format)
@@ -95,9 +96,14 @@ static int64_t refill(rlx_audio_reader *r, rlx_error **err)
         if (e != SF_ERR_NO_ERROR) {
             r->failed = true;
             (void)e;
-            rlx_error_set(err, RLX_ERR_FORMAT,
-                          "%s is corrupt: its audio could not be decoded past %.2f s.", r->path,
-                          (double)sf_seek(r->sf, 0, SEEK_CUR) / r->info.sample_rate);
+            double at = (double)(r->decoded + k) / r->info.sample_rate;
+            if (r->decoded + k == 0)
+                rlx_error_set(err, RLX_ERR_FORMAT,
+                              "%s is corrupt: none of its audio could be decoded.", r->path);
+            else
+                rlx_error_set(err, RLX_ERR_FORMAT,
+                              "%s is corrupt: its audio could not be decoded past %.2f s.", r->path,
+                              at);
             return -1;
         }
     }
@@ -119,6 +125,7 @@ static int64_t refill(rlx_audio_reader *r, rlx_error **err)
             r->mono[i] = 0.0f;
     r->mono_pos = 0;
     r->mono_len = k;
+    r->decoded += k;
     if (k == 0)
         r->eof = true;
     return k;
@@ -342,6 +349,7 @@ static rlx_status seek_file(rlx_audio_reader *r, int64_t frame, rlx_error **err)
     }
     r->mono_pos = r->mono_len = 0;
     r->eof = r->done = false;
+    r->decoded = frame;
     return RLX_OK;
 }
 
