@@ -22,8 +22,14 @@ The generator (same text in tests/whisper-writer.h):
   u(name, i) = 2 * (splitmix64(fnv1a64(name) + (i + 1) * 0x9e3779b97f4a7c15) >> 40) / 2^24 - 1
   name = the canonical openai state-dict name, i = row-major element index;
   value in float32:
-    linear / conv weights   u * float32(sqrt(3 / fan_in))   (fan_in = in, or in_ch * 3:
-                            variance 1 / fan_in, so each layer keeps its input's scale)
+    linear / conv weights   u * float32(gain * sqrt(3 / fan_in))  (fan_in = in, or in_ch * 3:
+                            variance gain^2 / fan_in, so each layer keeps its input's
+                            scale); gain 4 for every attention's query and key weights
+                            (random attention is otherwise nearly uniform and greedy
+                            decoding repeats one token forever), 1/4 for
+                            decoder.blocks.*.cross_attn.out.weight (the audio context is
+                            nearly the same at every position and would swamp the
+                            residual stream), else 1
     layer-norm weights      1 + u / 8
     all biases (LN too)     u / 16
     token embedding,
@@ -224,6 +230,14 @@ def tensor_specs():
     return specs
 
 
+def gain(name):
+    if '.query.weight' in name or '.key.weight' in name:
+        return 4.0
+    if 'cross_attn.out.weight' in name:
+        return 0.25
+    return 1.0
+
+
 def make_tensor(name, shape, kind):
     n = int(np.prod(shape))
     if kind == 'sin':
@@ -231,7 +245,7 @@ def make_tensor(name, shape, kind):
     u = uniform(name, 0, n)
     if kind == 'mat':
         fan_in = int(np.prod(shape[1:]))
-        v = u * np.float32(math.sqrt(3.0 / fan_in))
+        v = u * np.float32(gain(name) * math.sqrt(3.0 / fan_in))
     elif kind == 'lnw':
         v = np.float32(1.0) + u * np.float32(0.125)
     elif kind == 'bias':
