@@ -347,6 +347,13 @@ static void test_fixtures(void **state)
             if (rlx_ww_mel_frame(j) >= 1102)
                 assert_float_equal(mel[m * RLX_WW_MEL_COLS + j], (mx[0] - 4) / 4, 1e-6);
         }
+    /* the encoder input agrees with the mel fixture where both have frames */
+    float *in = rlx_ww_fixture_mel_input();
+    assert_non_null(in);
+    for (int m = 0; m < 80; m++)
+        for (int j = 0; j < RLX_WW_MEL_COLS; j++)
+            assert_float_equal(in[m * 3000 + rlx_ww_mel_frame(j)], mel[m * RLX_WW_MEL_COLS + j], 0);
+    free(in);
     free(mel);
     free(lg);
     free(mx);

@@ -774,6 +774,28 @@ float *rlx_ww_fixture_f32(const char *name, size_t n)
     return v;
 }
 
+float *rlx_ww_fixture_mel_input(void)
+{
+    float *a = rlx_ww_fixture_f32("whisper-ref-mel-input-a.f32", 80 * 551);
+    float *b = rlx_ww_fixture_f32("whisper-ref-mel-input-b.f32", 80 * 551);
+    float *mx = rlx_ww_fixture_f32("whisper-ref-mel-max.f32", 2);
+    float *mel = a && b && mx ? malloc(sizeof(float) * 80 * 3000) : NULL;
+    if (mel) {
+        /* frames past 1101 see only the padding zeros: log10 clamps to -10,
+         * below the max - 8 floor, so they are (M - 8 + 4) / 4 */
+        float pad = (mx[0] - 4.0f) / 4.0f;
+        for (int m = 0; m < 80; m++)
+            for (int t = 0; t < 3000; t++)
+                mel[m * 3000 + t] = t < 551    ? a[m * 551 + t]
+                                    : t < 1102 ? b[m * 551 + t - 551]
+                                               : pad;
+    }
+    free(a);
+    free(b);
+    free(mx);
+    return mel;
+}
+
 bool rlx_ww_fixture_greedy(const char *name, rlx_ww_greedy *g)
 {
     memset(g, 0, sizeof *g);

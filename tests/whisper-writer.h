@@ -142,6 +142,12 @@ int rlx_ww_logit_col(int j);
  * caller frees), or NULL when it is missing or another size. */
 float *rlx_ww_fixture_f32(const char *name, size_t n);
 
+/* The encoder input of the encoder/decoder fixtures: the reference's normalized
+ * mel of jfk.wav, [80][3000] mel-major (malloc'd; the caller frees), assembled
+ * from whisper-ref-mel-input-{a,b}.f32 and the constant frames past 1101;
+ * NULL when a fixture is missing. */
+float *rlx_ww_fixture_mel_input(void);
+
 /* whisper-ref-greedy*.txt */
 typedef struct rlx_ww_greedy {
     int n;                 /* sampled tokens (up to 224) */

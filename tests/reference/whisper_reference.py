@@ -47,6 +47,11 @@ Every output is float32 little-endian unless said otherwise; fixture layouts:
                              (log10(max(mel, 1e-10)))
   whisper-ref-mel-max.f32    [2] M = the max of log10 over all 4100 frames (jfk.wav + 30 s
                              of zeros, last frame dropped), and the frame count 4100
+  whisper-ref-mel-input-a.f32, whisper-ref-mel-input-b.f32
+                             [80][551] each: the normalized mel at frames 0..550 and
+                             551..1101; with frames 1102..2999, which all equal
+                             (M - 4) / 4 (only padding zeros reach them), they are the
+                             encoder's whole input (two files to stay under 300 KB)
   whisper-ref-encoder.f32    [48][384] encoder output (after ln_post) rows ENC_ROWS
                              (0..15, 740..755, 1484..1499); input: the first 3000 frames
                              of the normalized mel above
@@ -535,6 +540,9 @@ def main():
     write_f32(os.path.join(args.fixtures, 'whisper-ref-mel.f32'), norm[:, MEL_FRAMES])
     write_f32(os.path.join(args.fixtures, 'whisper-ref-mel-log.f32'), lg[:, MEL_FRAMES])
     write_f32(os.path.join(args.fixtures, 'whisper-ref-mel-max.f32'), [mx, lg.shape[1]])
+    assert (norm[:, 1102:N_FRAMES] == (mx - 4.0) / 4.0).all()
+    write_f32(os.path.join(args.fixtures, 'whisper-ref-mel-input-a.f32'), norm[:, 0:551])
+    write_f32(os.path.join(args.fixtures, 'whisper-ref-mel-input-b.f32'), norm[:, 551:1102])
     mel3000 = torch.from_numpy(norm[:, :N_FRAMES].copy())
 
     with torch.no_grad():
