@@ -43,7 +43,12 @@
  * the activations stay O(1) through the four layers of each stack.
  * tests/reference/whisper_reference.py implements the same generator in numpy.
  *
- * Thread safety: all functions are reentrant (no global state).
+ * Writing takes well under a second a file in a release build (~150 MB for
+ * F32, ~78 MB for F16).
+ *
+ * Thread safety: the tensor table is built on first use, without a lock:
+ * call any function once before using them from several threads; after that
+ * everything is reentrant.
  */
 #ifndef RLX_TESTS_WHISPER_WRITER_H
 #define RLX_TESTS_WHISPER_WRITER_H
