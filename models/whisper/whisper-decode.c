@@ -582,7 +582,7 @@ static rlx_status mel_max(rlx_whisper *w, source *src, float *mel, float *out, r
         int64_t last = total == INT64_MAX ? INT64_MAX : (total + 199) / H;
         if (f0 > last)
             break;
-        int64_t nf = last - f0 + 1 < NF ? last - f0 + 1 : NF, avail = 0;
+        int64_t nf = last - f0 < NF ? last - f0 + 1 : NF, avail = 0; /* no overflow at INT64_MAX */
         const float *a = source_at(src, s0, &avail);
         if ((st = rlx_mel_log(w->mel, a, avail, f0 - s0 / H, nf, mel, err)) != RLX_OK)
             return st;
