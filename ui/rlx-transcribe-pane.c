@@ -227,7 +227,7 @@ struct _RlxTranscribePane {
     GtkToggleButton *sidebar_button;
     GtkListBox *transcript_list, *segment_list;
     GtkLabel *title_label, *details_label, *progress_label, *record_label;
-    GtkWidget *progress_box, *record_box, *record_button, *options_button;
+    GtkWidget *progress_box, *record_box, *record_button, *options_button, *export_button;
     GtkProgressBar *progress_bar;
     GtkLevelBar *level_bar;
     AdwToastOverlay *toast_overlay;
@@ -250,6 +250,7 @@ struct _RlxTranscribePane {
     GPtrArray *transcripts; /* Transcript *, newest first */
     Transcript *current;    /* shown; NULL: the empty page */
     Transcript *run;        /* being transcribed */
+    Transcript *before_run; /* shown when it started: back there if it leaves nothing */
     gboolean stopping;
     gint64 run_start_us;    /* when the model was ready; 0 while loading */
     double done_s, total_s; /* the runner's position */
@@ -294,13 +295,18 @@ static void toast_details(AdwToast *t, RlxTranscribePane *self)
 
 #define TOAST_CHARS 64
 
-static void toast_full(RlxTranscribePane *self, const char *text, AdwToastPriority priority)
+/* button and action (nullable): a button that runs an action of the page. */
+static void toast_full(RlxTranscribePane *self, const char *text, AdwToastPriority priority,
+                       const char *button, const char *action)
 {
     g_message("%s", text); /* also for the log (and the UI tests) */
     AdwToast *t = adw_toast_new(text);
     adw_toast_set_timeout(t, 6);
     adw_toast_set_priority(t, priority);
-    if (g_utf8_strlen(text, -1) > TOAST_CHARS) {
+    if (button) {
+        adw_toast_set_button_label(t, button);
+        adw_toast_set_action_name(t, action);
+    } else if (g_utf8_strlen(text, -1) > TOAST_CHARS) {
         adw_toast_set_button_label(t, _("Details"));
         g_object_set_data_full(G_OBJECT(t), "rlx-details", g_strdup(text), g_free);
         g_signal_connect_object(t, "button-clicked", G_CALLBACK(toast_details), self, 0);
@@ -310,14 +316,20 @@ static void toast_full(RlxTranscribePane *self, const char *text, AdwToastPriori
     show_pending_toasts(self);
 }
 
+static void toast_action(RlxTranscribePane *self, const char *text, const char *button,
+                         const char *action)
+{
+    toast_full(self, text, ADW_TOAST_PRIORITY_HIGH, button, action);
+}
+
 static void toast(RlxTranscribePane *self, const char *text)
 {
-    toast_full(self, text, ADW_TOAST_PRIORITY_NORMAL);
+    toast_full(self, text, ADW_TOAST_PRIORITY_NORMAL, NULL, NULL);
 }
 
 static void toast_error(RlxTranscribePane *self, const char *text)
 {
-    toast_full(self, text, ADW_TOAST_PRIORITY_HIGH);
+    toast_full(self, text, ADW_TOAST_PRIORITY_HIGH, NULL, NULL);
 }
 
 /* ---- saving ------------------------------------------------------------------ */
@@ -547,6 +559,9 @@ static void rebuild_sidebar(RlxTranscribePane *self)
 static void show_transcript(RlxTranscribePane *self, Transcript *t)
 {
     self->current = t;
+    if (t) /* for the UI tests */
+        g_debug("showing transcript %s: %u segments, %s", t->id, t->segs->len,
+                state_names[t->state]);
     rebuild_segments(self);
     self->follow = TRUE;
     g_idle_add_full(G_PRIORITY_LOW, scroll_idle, g_object_ref(self), g_object_unref);
@@ -857,12 +872,30 @@ static void on_progress(RlxTranscriber *tr, double done_s, double total_s, RlxTr
     update_progress(self);
 }
 
+/* The runner's sentence names the file by its full path; the toast has room
+ * for its name: a leading "PATH: " goes and any other copy becomes the name. */
+static char *without_path(const char *message, const char *path)
+{
+    if (!path || !*path)
+        return g_strdup(message);
+    g_autofree char *prefix = g_strconcat(path, ": ", NULL);
+    while (g_str_has_prefix(message, prefix))
+        message += strlen(prefix);
+    g_autofree char *base = g_path_get_basename(path);
+    g_auto(GStrv) parts = g_strsplit(message, path, -1);
+    return g_strjoinv(base, parts);
+}
+
 static void on_finished(RlxTranscriber *tr, int status, const char *message,
                         RlxTranscribePane *self)
 {
     Transcript *t = self->run;
     if (!t)
         return;
+    g_autofree char *audio = g_strdup(t->audio);
+    g_autofree char *title = g_strdup(t->title);
+    g_autofree char *model = g_strdup(t->model);
+    gboolean loaded = self->run_start_us != 0;
     g_clear_handle_id(&self->save_idle, g_source_remove);
     t->state = status == RLX_OK ? ST_DONE : status == RLX_ERR_CANCELLED ? ST_STOPPED : ST_FAILED;
     if (status == RLX_OK && self->total_s > 0)
@@ -876,16 +909,24 @@ static void on_finished(RlxTranscriber *tr, int status, const char *message,
         /* Nothing to keep: a file that could not be read, a model that failed. */
         if (t->saved_once)
             transcript_delete_file(t);
-        if (self->current == t)
-            self->current = NULL;
         g_ptr_array_remove(self->transcripts, t);
+        if (self->current == t) {
+            Transcript *back = self->before_run;
+            show_transcript(self,
+                            back && g_ptr_array_find(self->transcripts, back, NULL) ? back : NULL);
+        }
         t = NULL;
     } else {
         transcript_save(self, t);
     }
     if (status != RLX_OK && status != RLX_ERR_CANCELLED) {
-        g_autofree char *msg = g_strdup_printf(_("Cannot transcribe: %s"),
-                                               message && *message ? message : _("unknown error"));
+        g_autofree char *part =
+            message && *message ? without_path(message, audio) : g_strdup(_("unknown error"));
+        g_autofree char *why = without_path(part, model);
+        g_autofree char *msg = loaded
+                                   ? /* Translators: %s: the recording's file name, then why */
+                                   g_strdup_printf(_("Cannot transcribe %s: %s"), title, why)
+                                   : g_strdup_printf(_("Cannot load the Whisper model: %s"), why);
         toast_error(self, msg);
     } else if (status == RLX_ERR_CANCELLED) {
         toast(self, _("Stopped; the segments so far are kept"));
@@ -914,8 +955,9 @@ static void start_transcription(RlxTranscribePane *self, const char *audio)
     if (!self->model) {
         g_free(self->pending_audio);
         self->pending_audio = g_strdup(audio);
-        toast_error(self, _("Choose a Whisper model first: a .bin file or a Hugging Face folder"));
-        gtk_menu_button_popup(GTK_MENU_BUTTON(self->options_button));
+        /* The recording waits for it (rlx_transcribe_pane_open). */
+        toast_action(self, _("Choose a Whisper model first"), _("_Choose…"),
+                     "transcribe.model-file");
         return;
     }
     g_clear_pointer(&self->pending_audio, g_free);
@@ -942,6 +984,7 @@ static void start_transcription(RlxTranscribePane *self, const char *audio)
         return;
     }
     g_ptr_array_insert(self->transcripts, 0, t);
+    self->before_run = self->current;
     self->run = t;
     self->stopping = FALSE;
     self->done_s = self->total_s = 0;
@@ -1241,6 +1284,12 @@ static void export_action(GtkWidget *w, const char *name, GVariant *param)
     gtk_native_dialog_show(GTK_NATIVE_DIALOG(d));
 }
 
+static void export_menu_action(GtkWidget *w, const char *name, GVariant *param)
+{
+    RlxTranscribePane *self = RLX_TRANSCRIBE_PANE(w);
+    gtk_menu_button_popup(GTK_MENU_BUTTON(self->export_button));
+}
+
 static void delete_action(GtkWidget *w, const char *name, GVariant *param)
 {
     RlxTranscribePane *self = RLX_TRANSCRIBE_PANE(w);
@@ -1249,6 +1298,8 @@ static void delete_action(GtkWidget *w, const char *name, GVariant *param)
         return;
     transcript_delete_file(t);
     self->current = NULL;
+    if (self->before_run == t)
+        self->before_run = NULL;
     g_ptr_array_remove(self->transcripts, t); /* frees it */
     rebuild_segments(self);
     rebuild_sidebar(self);
@@ -1278,14 +1329,33 @@ void rlx_transcribe_pane_setup(RlxTranscribePane *self, GSettings *settings)
     }
     sync_options(self);
     load_transcripts(self);
+    /* The newest transcript, as the Chat page opens on the newest conversation. */
+    if (self->transcripts->len)
+        show_transcript(self, g_ptr_array_index(self->transcripts, 0));
     rebuild_sidebar(self);
     update_state(self);
+}
+
+/* The page's keys (Escape, Ctrl+O, Ctrl+E) work once it is shown: the focus
+ * moves into it when it was left behind on another page. */
+static gboolean focus_idle(gpointer data)
+{
+    RlxTranscribePane *self = data;
+    GtkRoot *root = gtk_widget_get_root(GTK_WIDGET(self));
+    GtkWidget *focus = root ? gtk_root_get_focus(root) : NULL;
+    if (gtk_widget_get_mapped(GTK_WIDGET(self)) &&
+        (!focus || !gtk_widget_is_ancestor(focus, GTK_WIDGET(self))) &&
+        !gtk_widget_child_focus(GTK_WIDGET(self->content_stack), GTK_DIR_TAB_FORWARD))
+        gtk_widget_child_focus(GTK_WIDGET(self), GTK_DIR_TAB_FORWARD);
+    return G_SOURCE_REMOVE;
 }
 
 static void rlx_transcribe_pane_map(GtkWidget *widget)
 {
     GTK_WIDGET_CLASS(rlx_transcribe_pane_parent_class)->map(widget);
     show_pending_toasts(RLX_TRANSCRIBE_PANE(widget));
+    g_debug("transcribe page shown"); /* for the UI tests */
+    g_idle_add_full(G_PRIORITY_DEFAULT_IDLE, focus_idle, g_object_ref(widget), g_object_unref);
 }
 
 static void rlx_transcribe_pane_dispose(GObject *object)
@@ -1346,6 +1416,7 @@ static void rlx_transcribe_pane_class_init(RlxTranscribePaneClass *klass)
     BIND(record_box);
     BIND(record_button);
     BIND(options_button);
+    BIND(export_button);
     BIND(progress_bar);
     BIND(level_bar);
     BIND(toast_overlay);
@@ -1363,6 +1434,8 @@ static void rlx_transcribe_pane_class_init(RlxTranscribePaneClass *klass)
     gtk_widget_class_install_action(widget_class, "transcribe.copy", NULL, copy_action);
     gtk_widget_class_install_action(widget_class, "transcribe.export", "s", export_action);
     gtk_widget_class_install_action(widget_class, "transcribe.delete", NULL, delete_action);
+    gtk_widget_class_install_action(widget_class, "transcribe.export-menu", NULL,
+                                    export_menu_action);
     gtk_widget_class_install_action(widget_class, "transcribe.model-file", NULL, model_file_action);
     gtk_widget_class_install_action(widget_class, "transcribe.model-folder", NULL,
                                     model_folder_action);
@@ -1372,6 +1445,8 @@ static void rlx_transcribe_pane_class_init(RlxTranscribePaneClass *klass)
                                         "transcribe.open", NULL);
     gtk_widget_class_add_binding_action(widget_class, GDK_KEY_C, GDK_CONTROL_MASK | GDK_SHIFT_MASK,
                                         "transcribe.copy", NULL);
+    gtk_widget_class_add_binding_action(widget_class, GDK_KEY_e, GDK_CONTROL_MASK,
+                                        "transcribe.export-menu", NULL);
 }
 
 static void scroller_upper_changed(GtkAdjustment *adj, GParamSpec *ps, RlxTranscribePane *self)

@@ -15,7 +15,8 @@
  * Actions (group "transcribe"): open (Ctrl+O), new, record, stop (Escape:
  * the transcription, keeping its segments, or the recording, which is then
  * transcribed), copy (Ctrl+Shift+C: every segment's text), export (string:
- * "txt", "srt", "vtt", "json"), delete, model-file, model-folder.
+ * "txt", "srt", "vtt", "json"), export-menu (Ctrl+E: pops up the formats),
+ * delete, model-file, model-folder.
  *
  * Settings: whisper-model (the last model chosen), whisper-language,
  * whisper-translate; device, memory-budget-mib and threads as the Chat page

@@ -1,0 +1,334 @@
+#!/bin/sh
+# The Transcribe page under Xvfb, driven with xdotool and real XDND drags
+# (drag-source.c) on the real app and a real Whisper model. The app's state
+# is read back from what it persists: the transcript JSON files under a
+# temporary XDG_DATA_HOME, the settings keyfile, the exports.
+#
+#   1. Alt+3: the empty page. jfk.wav dropped with no model chosen: a toast
+#      says to choose one; the model file dropped next becomes the model (the
+#      whisper-model setting) and the waiting recording is transcribed: its
+#      segments appear and are saved; the transcript ends "done".
+#                                                  (light, 1280x800)
+#   2. Ctrl+E, SRT: GTK's save dialog, a path typed: the export is SRT with
+#      every segment. Then a path that cannot be written: an error toast.
+#   3. A text file dropped: "Cannot transcribe" with the reader's sentence;
+#      no transcript is kept for it. A broken model: "Cannot load the
+#      Whisper model" and its sentence.
+#   4. A long recording (jfk.wav ten times over); Escape after its first
+#      segment: the transcript ends "stopped", its segments kept, fewer than
+#      the whole recording would give.
+#   5. Another long one, kill -9 after its first segments; restart: the
+#      transcript is there with every segment saved before the kill (shown
+#      as unfinished).                             (dark, 800x600)
+# A screenshot after each goes to ARTIFACT_DIR.
+#
+# The model: MODEL, else $RLX_TEST_WHISPER_MODEL (a whisper.cpp ggml .bin,
+# e.g. the random-weight tiny model tests/whisper-writer.h writes: random
+# weights give gibberish, but real segments). Without one the test skips.
+#
+# usage: transcribe.sh RLX_STUDIO DRAG_SOURCE ARTIFACT_DIR AUDIO.wav [MODEL]
+set -u
+
+app=$1
+source_app=$2
+art=$3
+audio=$4
+model=${5:-${RLX_TEST_WHISPER_MODEL:-}}
+
+ui_log=transcribe
+. "$(dirname "$0")/lib.sh"
+
+if [ -z "${RLX_TRANSCRIBE_IN_XVFB:-}" ]; then
+    if [ -z "$model" ]; then
+        echo "SKIP: no Whisper model: pass one as the 5th argument or in RLX_TEST_WHISPER_MODEL"
+        exit 77
+    fi
+    [ -f "$model" ] || [ -d "$model" ] || {
+        echo "SKIP: the Whisper model $model does not exist"
+        exit 77
+    }
+    ui_need xvfb-run xdotool import python3
+    . "$(dirname "$0")/../need-data.sh"
+    rlx_need_data "$audio"
+    ui_enter_xvfb RLX_TRANSCRIBE_IN_XVFB "$app" "$source_app" "$art" "$audio" "$model"
+fi
+
+ui_env "$art/transcribe"
+transcripts=$work/data/rlx-studio/transcripts
+mkdir -p "$work/export"
+# GTK's own file chooser, not a portal's (none runs under this private bus).
+GTK_USE_PORTAL=0
+G_MESSAGES_DEBUG=RlxStudio
+export GTK_USE_PORTAL G_MESSAGES_DEBUG
+
+# The model under a name of its own, so that its drop reads as a model.
+cp "$model" "$work/ggml-test-model.bin" 2>/dev/null || ln -s "$model" "$work/ggml-test-model.bin"
+model=$work/ggml-test-model.bin
+
+settings() {
+    printf '[org/rlx/Studio]\nwindow-width=%s\nwindow-height=%s\ndevice=%s\n%s\n' "$1" "$2" \
+        "'cpu'" "${3:-}" >"$keyfile"
+}
+
+visible() {
+    xdotool search --onlyvisible --name "$1" 2>/dev/null | head -n 1
+}
+
+keys() {
+    xdotool key --clearmodifiers "$@"
+}
+
+start() {
+    name=$1
+    "$app" >"$art/transcribe-$name.log" 2>&1 &
+    pid=$!
+    wid=$(wait_window 'RLX Studio$') || fail "no rlx-studio window ($name)"
+    xdotool windowfocus --sync "$wid" || fail "cannot focus the window"
+    keys alt+3
+}
+
+source_says() {
+    grep -q "^$1" "$slog" 2>/dev/null
+}
+
+# drag FILE X Y: a real XDND drag of FILE from drag-source onto X,Y (see drop.sh).
+drag() {
+    slog=$art/transcribe-source-$name-$(basename "$1").log
+    "$source_app" "$1" >"$slog" 2>&1 &
+    spid=$!
+    wait_for "the drag source shows no window" source_says ready
+    swid=$(visible '^rlx drag source$')
+    [ -n "$swid" ] || fail "no drag source window"
+    xdotool windowmove --sync "$swid" 1040 640 || fail "cannot move the drag source"
+    xdotool mousemove --sync 1140 700 mousedown 1
+    x=1140
+    i=0
+    until source_says drag-begin; do
+        [ $i -lt 100 ] || fail "the drag did not begin"
+        x=$((x - 4))
+        xdotool mousemove --sync "$x" 700
+        sleep 0.1
+        i=$((i + 1))
+    done
+    xdotool mousemove --sync "$2" "$3"
+    i=0
+    until source_says "action copy"; do
+        [ $i -lt 150 ] || fail "the studio never accepted the drag ($(tr '\n' ' ' <"$slog"))"
+        xdotool mousemove --sync "$(($2 + i % 2))" "$3"
+        sleep 0.2
+        i=$((i + 1))
+    done
+    xdotool mouseup 1
+    wait_for "the drag did not end" source_says "drag-"'\(end\|cancel\)'
+    source_says drag-end || fail "the drop was refused: $(tr '\n' ' ' <"$slog")"
+    i=0
+    while kill -0 "$spid" 2>/dev/null && [ $i -lt 50 ]; do
+        sleep 0.2
+        i=$((i + 1))
+    done
+    kill -0 "$spid" 2>/dev/null && fail "the drag source did not exit"
+    wait "$spid" || fail "the drag source failed"
+    spid=
+    # Off the window again: no tooltip over what the screenshots show.
+    xdotool mousemove 1279 799
+    xdotool windowfocus --sync "$wid"
+}
+
+# tfield FILE WHAT: state, n (segments), title, srt (every segment as SRT
+# would time it, one "t0 --> t1 text" a line).
+tfield() {
+    python3 - "$1" "$2" <<'EOF'
+import json, sys
+try:
+    t = json.load(open(sys.argv[1], encoding="utf-8"))
+except Exception:
+    sys.exit(0)
+w = sys.argv[2]
+s = t.get("segments", [])
+if w == "state":
+    sys.stdout.write(t.get("state", ""))
+elif w == "n":
+    print(len(s))
+elif w == "title":
+    sys.stdout.write(t.get("title", ""))
+else:
+    for x in s:
+        print(x["start_ms"], x["end_ms"], x["text"].strip())
+EOF
+}
+
+newest() {
+    ls -t "$transcripts"/*.json 2>/dev/null | head -n 1
+}
+
+count() {
+    ls "$transcripts"/*.json 2>/dev/null | wc -l
+}
+
+# more_than N: more than N transcript files.
+more_than() {
+    [ "$(count)" -gt "$1" ]
+}
+
+# segments_at_least FILE N: FILE holds N segments or more.
+segments_at_least() {
+    [ "$(tfield "$1" n)" -ge "$2" ] 2>/dev/null
+}
+
+# 1. drop a recording, then the model (light, 1280x800) ------------------------
+settings 1280 760
+start light
+wait_log "transcribe page shown"
+sleep 1
+shot light-empty
+drag "$audio" 640 420
+wait_log "Choose a Whisper model first"
+[ "$(count)" = 0 ] || fail "a transcript was kept without a model"
+drag "$model" 640 420
+wait_log "transcribing with whisper"
+wait_for "no transcript of $(basename "$audio") saved" more_than 0
+wait_log "transcription done"
+file=$(newest)
+[ "$(tfield "$file" state)" = done ] || fail "state $(tfield "$file" state), expected done"
+n=$(tfield "$file" n)
+[ "$n" -ge 1 ] || fail "no segments in $file"
+[ "$(tfield "$file" title)" = "$(basename "$audio")" ] || fail "title $(tfield "$file" title)"
+grep -q "^whisper-model='$model'" "$keyfile" || fail "the model was not remembered: $(cat "$keyfile")"
+echo "$(basename "$audio"): $n segments"
+tfield "$file" srt | head -n 5
+sleep 0.5
+shot light-done
+
+# 2. export SRT, then to a folder that does not exist --------------------------
+export_srt() {
+    keys ctrl+e
+    sleep 0.5
+    keys Down Return # Text, SRT, ...: the second
+    dlg=$(wait_window '^Export as SRT$') || fail "Ctrl+E, SRT opened no 'Export as SRT' dialog"
+    xdotool windowfocus --sync "$dlg" || fail "cannot focus the export dialog"
+    keys ctrl+a
+    xdotool type --delay 20 "$1"
+    keys Return
+    i=0
+    while [ -n "$(visible '^Export as SRT$')" ]; do
+        [ $i -lt 150 ] || fail "the export dialog is still open"
+        sleep 0.2
+        i=$((i + 1))
+    done
+    xdotool windowfocus --sync "$wid"
+}
+srt=$work/export/jfk.srt
+export_srt "$srt"
+wait_for "no $srt" test -s "$srt"
+python3 - "$srt" "$file" <<'EOF' || fail "the SRT export is wrong"
+import json, re, sys
+srt = open(sys.argv[1], encoding="utf-8").read()
+t = json.load(open(sys.argv[2], encoding="utf-8"))
+blocks = [b for b in srt.strip().split("\n\n") if b.strip()]
+if len(blocks) != len(t["segments"]):
+    print(f"{len(blocks)} SRT blocks for {len(t['segments'])} segments:\n{srt}")
+    sys.exit(1)
+def ms(h, m, s, f):
+    return ((int(h) * 60 + int(m)) * 60 + int(s)) * 1000 + int(f)
+for i, (b, s) in enumerate(zip(blocks, t["segments"])):
+    lines = b.split("\n")
+    m = re.fullmatch(r"(\d+):(\d\d):(\d\d),(\d\d\d) --> (\d+):(\d\d):(\d\d),(\d\d\d)", lines[1])
+    if lines[0] != str(i + 1) or not m:
+        print("bad block:", b)
+        sys.exit(1)
+    if ms(*m.groups()[:4]) != s["start_ms"] or ms(*m.groups()[4:]) != s["end_ms"]:
+        print("times differ:", b, s)
+        sys.exit(1)
+    if " ".join(lines[2:]).strip() != s["text"].strip():
+        print("text differs:", b, s)
+        sys.exit(1)
+print(f"SRT: {len(blocks)} blocks match the transcript")
+EOF
+# /proc takes no new files, even from root (GTK's dialog itself refuses a
+# folder that does not exist, and root writes anywhere else).
+export_srt /proc/jfk.srt
+wait_log "Cannot export: "
+grep "Cannot export: " "$art/transcribe-light.log" | tail -n 1
+shot light-export-error
+
+# 3. not a recording ----------------------------------------------------------------
+before=$(count)
+printf 'Shopping list: milk, eggs.\n' >"$work/notes.txt"
+drag "$work/notes.txt" 640 420
+wait_log "Cannot transcribe notes.txt: "
+[ "$(count)" = "$before" ] || fail "a transcript was kept for a text file"
+grep "Cannot transcribe notes.txt: " "$art/transcribe-light.log" | tail -n 1
+shot light-not-audio
+
+# A model that is not one: its load fails with a toast, nothing is kept.
+head -c 100000 "$audio" >"$work/ggml-broken.bin"
+drag "$work/ggml-broken.bin" 640 420
+wait_log "Model: ggml-broken.bin"
+drag "$audio" 640 420
+wait_log "Cannot load the Whisper model: "
+[ "$(count)" = "$before" ] || fail "a transcript was kept for a model that did not load"
+grep "Cannot load the Whisper model: " "$art/transcribe-light.log" | tail -n 1
+shot light-bad-model
+drag "$model" 640 420
+wait_log "Model: ggml-test-model.bin"
+
+# 4. Stop mid-file --------------------------------------------------------------------
+long=$work/long.wav
+python3 - "$audio" "$long" <<'EOF' || fail "cannot write $long"
+import sys, wave
+r = wave.open(sys.argv[1], "rb")
+frames = r.readframes(r.getnframes())
+w = wave.open(sys.argv[2], "wb")
+w.setparams(r.getparams())
+for _ in range(10):
+    w.writeframes(frames)
+w.close()
+EOF
+drag "$long" 640 420
+wait_for "no transcript of long.wav" more_than "$before"
+file=$(newest)
+wait_for "no segment of long.wav saved" segments_at_least "$file" 1
+keys Escape
+wait_log "transcription stopped"
+n=$(tfield "$file" n)
+[ "$(tfield "$file" state)" = stopped ] || fail "state $(tfield "$file" state) after Stop"
+[ "$n" -ge 1 ] || fail "the segments before Stop were lost"
+last=$(tfield "$file" srt | tail -n 1 | cut -d' ' -f2)
+[ "$last" -lt 100000 ] || fail "Stop came after the whole recording ($last ms)"
+echo "stopped at $last ms with $n segments"
+sleep 0.5
+shot light-stopped
+quit
+check_log light
+
+# 5. kill -9 mid-file, restart (dark, 800x600) ------------------------------------------
+settings 800 600 "whisper-model='$model'"
+ADW_DEBUG_COLOR_SCHEME=prefer-dark
+export ADW_DEBUG_COLOR_SCHEME
+start dark
+before=$(count)
+drag "$long" 400 300
+wait_for "no transcript of long.wav" more_than "$before"
+file=$(newest)
+wait_for "no segments of long.wav saved" segments_at_least "$file" 2
+shot dark-running
+kill -9 "$pid"
+wait "$pid" 2>/dev/null
+saved=$(tfield "$file" srt)
+nsaved=$(tfield "$file" n)
+# Every segment drawn was saved first: the log's last "saved" count is what
+# the file holds.
+shown=$(grep "transcript saved: " "$art/transcribe-dark.log" | tail -n 1 | sed 's/.*saved: \([0-9]*\).*/\1/')
+[ "$shown" = "$nsaved" ] || fail "the log says $shown segments were saved, the file holds $nsaved"
+start dark-restart
+unset ADW_DEBUG_COLOR_SCHEME
+id=$(basename "$file" .json)
+wait_log "showing transcript $id: $nsaved segments, interrupted"
+[ "$(tfield "$file" srt)" = "$saved" ] || fail "the restart changed the saved segments"
+echo "kill -9: $nsaved segments kept"
+sleep 0.5
+shot dark-after-kill
+quit
+check_log dark-restart
+
+echo "PASS"
