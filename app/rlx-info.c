@@ -18,6 +18,7 @@
 #endif
 #include "engine/formats/gguf.h"
 #include "engine/formats/safetensors.h"
+#include "models/whisper/whisper-file.h"
 #include "rlx-cli.h"
 
 static void human_bytes(uint64_t b, char *buf, size_t cap)
@@ -361,6 +362,113 @@ static int describe_safetensors(const char *path, bool with_tensors, json_object
     return 0;
 }
 
+/* A whisper model: a whisper.cpp ggml .bin or an HF openai/whisper-* folder. */
+static int describe_whisper(const char *path, bool with_tensors, json_object **out)
+{
+    rlx_whisper_file *f = NULL;
+    rlx_error *err = NULL;
+    if (rlx_whisper_file_open(path, &f, &err) != RLX_OK) {
+        int rc = rlx_cli_fail("%s", rlx_error_message(err));
+        rlx_error_free(err);
+        return rc;
+    }
+    bool ggml = !strcmp(rlx_whisper_file_format(f), "ggml");
+    json_object *o = json_object_new_object();
+    json_object_object_add(o, "path", json_object_new_string(path));
+    json_object_object_add(o, "format", json_object_new_string(ggml ? "ggml" : "safetensors"));
+    if (!ggml)
+        json_object_object_add(o, "shards", json_object_new_int(1));
+    json_object_object_add(o, "architecture", json_object_new_string("whisper"));
+    const rlx_whisper_hparams *h = rlx_whisper_file_hparams(f);
+    json_object *hp = json_object_new_object();
+    const struct {
+        const char *k;
+        int32_t v;
+    } hv[] = {{"n_vocab", h->n_vocab},
+              {"n_audio_ctx", h->n_audio_ctx},
+              {"n_audio_state", h->n_audio_state},
+              {"n_audio_head", h->n_audio_head},
+              {"n_audio_layer", h->n_audio_layer},
+              {"n_text_ctx", h->n_text_ctx},
+              {"n_text_state", h->n_text_state},
+              {"n_text_head", h->n_text_head},
+              {"n_text_layer", h->n_text_layer},
+              {"n_mels", h->n_mels},
+              {"ftype", h->ftype}};
+    for (size_t i = 0; i < sizeof hv / sizeof hv[0]; i++)
+        json_object_object_add(hp, hv[i].k, json_object_new_int(hv[i].v));
+    json_object_object_add(o, "hyperparameters", hp);
+
+    json_object *w = json_object_new_object();
+    const rlx_whisper_special *sp = rlx_whisper_file_special(f);
+    json_object_object_add(w, "kind", json_object_new_string(rlx_whisper_file_kind(f)));
+    json_object_object_add(w, "multilingual",
+                           json_object_new_boolean(rlx_whisper_file_multilingual(f)));
+    json_object_object_add(w, "languages", json_object_new_int(sp->n_langs));
+    json_object *langs = json_object_new_array();
+    for (int i = 0; i < sp->n_langs; i++)
+        json_object_array_add(langs, json_object_new_string(rlx_whisper_language_code(i)));
+    json_object_object_add(w, "language_codes", langs);
+    json_object_object_add(w, "eot", json_object_new_int(sp->eot));
+    json_object_object_add(w, "sot", json_object_new_int(sp->sot));
+    json_object_object_add(w, "timestamp_begin", json_object_new_int(sp->timestamp_begin));
+    size_t n_heads = 0;
+    rlx_whisper_file_alignment_heads(f, &n_heads);
+    json_object_object_add(w, "alignment_heads", json_object_new_int((int)n_heads));
+    json_object_object_add(o, "whisper", w);
+
+    json_object *tok = json_object_new_object();
+    json_object_object_add(tok, "kind",
+                           json_object_new_string(ggml ? "byte-level (no merges: "
+                                                         "greedy longest match)"
+                                                       : "byte-level BPE"));
+    json_object_object_add(tok, "vocab_size", json_object_new_int(h->n_vocab));
+    json_object_object_add(o, "tokenizer", tok);
+
+    json_object *dtypes = json_object_new_object();
+    json_object *list = with_tensors ? json_object_new_array() : NULL;
+    uint64_t total = 0;
+    size_t n = rlx_whisper_file_n_tensors(f);
+    for (size_t i = 0; i < n; i++) {
+        rlx_dtype dt;
+        rlx_shape sh;
+        uint64_t bytes;
+        const char *name = rlx_whisper_file_tensor_at(f, i, &dt, &sh, &bytes);
+        total += bytes;
+        add_dtype_total(dtypes, dt, bytes);
+        if (list) {
+            uint64_t dims[RLX_MAX_DIMS];
+            for (int d = 0; d < sh.rank; d++)
+                dims[d] = (uint64_t)sh.d[d].k;
+            json_object_array_add(list, tensor_entry(name, dt, (uint32_t)sh.rank, dims, bytes));
+        }
+    }
+    json_object_object_add(o, "n_tensors", json_object_new_int64((int64_t)n));
+    json_object_object_add(o, "dtypes", dtypes);
+    json_object_object_add(o, "weight_bytes", json_object_new_int64((int64_t)total));
+    if (list)
+        json_object_object_add(o, "tensors", list);
+    rlx_whisper_file_free(f);
+    *out = o;
+    return 0;
+}
+
+/* Whether a folder's config.json says model_type "whisper". */
+static bool is_whisper_folder(const char *dir)
+{
+    char p[4096];
+    snprintf(p, sizeof p, "%s/config.json", dir);
+    json_object *cfg = json_object_from_file(p);
+    if (!cfg)
+        return false;
+    json_object *v;
+    bool yes = json_object_object_get_ex(cfg, "model_type", &v) &&
+               json_object_is_type(v, json_type_string) &&
+               !strcmp(json_object_get_string(v), "whisper");
+    json_object_put(cfg);
+    return yes;
+}
+
 static const char *jstr(json_object *o, const char *key)
 {
     json_object *v;
@@ -375,6 +483,8 @@ static void print_human(json_object *o)
     if (!strcmp(fmt, "gguf"))
         printf("format:        GGUF v%s (alignment %s)\n", jstr(o, "gguf_version"),
                jstr(o, "alignment"));
+    else if (!strcmp(fmt, "ggml"))
+        printf("format:        whisper.cpp ggml .bin\n");
     else
         printf("format:        safetensors (%s shard%s)\n", jstr(o, "shards"),
                strcmp(jstr(o, "shards"), "1") ? "s" : "");
@@ -382,6 +492,15 @@ static void print_human(json_object *o)
     printf("architecture:  %s\n", arch && *arch ? arch : "(not stated)");
     if (jstr(o, "name"))
         printf("name:          %s\n", jstr(o, "name"));
+    json_object *wh;
+    if (json_object_object_get_ex(o, "whisper", &wh)) {
+        printf("whisper:       %s, %s, %s languages, %s alignment heads\n", jstr(wh, "kind"),
+               json_object_get_boolean(json_object_object_get(wh, "multilingual")) ? "multilingual"
+                                                                                   : "English-only",
+               jstr(wh, "languages"), jstr(wh, "alignment_heads"));
+        printf("special ids:   eot %s, sot %s, timestamps from %s\n", jstr(wh, "eot"),
+               jstr(wh, "sot"), jstr(wh, "timestamp_begin"));
+    }
     json_object *hp;
     if (json_object_object_get_ex(o, "hyperparameters", &hp) && json_object_object_length(hp)) {
         printf("hyper-parameters:\n");
@@ -449,7 +568,7 @@ static void print_human(json_object *o)
 static int sniff(const char *path, char *kind, size_t cap)
 {
     if (is_dir(path)) {
-        snprintf(kind, cap, "safetensors");
+        snprintf(kind, cap, is_whisper_folder(path) ? "whisper" : "safetensors");
         return 0;
     }
     FILE *f = fopen(path, "rb");
@@ -460,9 +579,11 @@ static int sniff(const char *path, char *kind, size_t cap)
     fclose(f);
     if (n >= 4 && !memcmp(h, "GGUF", 4))
         snprintf(kind, cap, "gguf");
-    else if (n >= 4 && (!memcmp(h, "lmgg", 4) || !memcmp(h, "ggml", 4)))
-        return rlx_cli_fail("%s: a whisper.cpp/ggml legacy file; rlx info reads GGUF and "
-                            "safetensors",
+    else if (n >= 4 && !memcmp(h, "lmgg", 4)) /* 0x67676d6c little endian */
+        snprintf(kind, cap, "whisper");
+    else if (n >= 4 && !memcmp(h, "ggml", 4))
+        return rlx_cli_fail("%s: a ggml legacy file of another kind; rlx info reads GGUF, "
+                            "safetensors and whisper.cpp's ggml .bin",
                             path);
     else if (n == 9 && h[8] == '{')
         snprintf(kind, cap, "safetensors");
@@ -520,8 +641,9 @@ static int list_devices(bool as_json)
 static const char info_usage[] =
     "usage: rlx info FILE_OR_DIR [--tensors] [--json]\n"
     "       rlx info --devices [--json]\n"
-    "Describes a model: a .gguf file, a .safetensors file or a Hugging Face\n"
-    "checkpoint folder (architecture, hyper-parameters, tokenizer, weights).\n"
+    "Describes a model: a .gguf file, a .safetensors file, a Hugging Face\n"
+    "checkpoint folder or a whisper.cpp ggml .bin (architecture, hyper-parameters,\n"
+    "tokenizer, weights; for whisper: kind, languages, special ids).\n"
     "  --tensors  every tensor: name, type, shape, bytes\n"
     "  --json     one JSON object instead of the text\n"
     "  --devices  the CPU and GPU devices: memory, features\n";
@@ -560,8 +682,9 @@ int rlx_cmd_info(int argc, char **argv)
     if (rc)
         return rc;
     json_object *o = NULL;
-    rc = !strcmp(kind, "gguf") ? describe_gguf(path, tensors, &o)
-                               : describe_safetensors(path, tensors, &o);
+    rc = !strcmp(kind, "gguf")      ? describe_gguf(path, tensors, &o)
+         : !strcmp(kind, "whisper") ? describe_whisper(path, tensors, &o)
+                                    : describe_safetensors(path, tensors, &o);
     if (rc)
         return rc;
     if (as_json)

@@ -69,9 +69,12 @@ static int cmd_bench(int argc, char **argv)
 {
     if (argc >= 2 && !strcmp(argv[1], "ops"))
         return rlx_bench_ops_main(argc - 1, argv + 1);
+    if (argc >= 2 && !strcmp(argv[1], "whisper"))
+        return rlx_bench_whisper_main(argc - 1, argv + 1);
     if (argc >= 2 && argv[1][0] != '-')
-        return rlx_cli_fail("bench: no benchmark '%s'; there are the model's (-m MODEL) and "
-                            "the kernels' (ops) (see rlx bench --help)",
+        return rlx_cli_fail("bench: no benchmark '%s'; there are the model's (-m MODEL), a "
+                            "Whisper model's (whisper) and the kernels' (ops) (see rlx bench "
+                            "--help)",
                             argv[1]);
     return rlx_bench_model_main(argc, argv);
 }
@@ -92,6 +95,8 @@ static const struct {
      "--shape S --vocab V --out F   random-weight model for benchmarks"},
     {"perplexity", rlx_cmd_perplexity,
      "-m MODEL -f TEXT [--ctx N]   perplexity of a text (llama.cpp's method)"},
+    {"transcribe", rlx_cmd_transcribe,
+     "-m MODEL -f AUDIO [-o OUT.srt] [--language L] ...   speech to timestamped text"},
     {"bench", cmd_bench,
      "-m MODEL [-p 512 -n 128 -r 3]   model speed (llama-bench); ops: the CPU kernels"},
 };

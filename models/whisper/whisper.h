@@ -204,6 +204,15 @@ RLX_API rlx_status rlx_whisper_encode(rlx_whisper *w, const float *mel, float *e
  * when all is true, else [n_vocab] for the last. */
 RLX_API rlx_status rlx_whisper_decode(rlx_whisper *w, const int32_t *tokens, int32_t n,
                                       int32_t past, bool all, float *logits, rlx_error **err);
+/* Decode the window rlx_whisper_encode left on the device once, at
+ * dp->temperature, without fallback or previous text: the tokens after the
+ * initial ones up to (not including) the end of text, with the language
+ * (detected when dp->language is "auto"), the average log-probability and
+ * the no-speech probability, as openai-whisper's DecodingResult. */
+RLX_API rlx_status rlx_whisper_decode_window(rlx_whisper *w, const rlx_whisper_decode_params *dp,
+                                             int32_t *tokens, int32_t cap, int32_t *n,
+                                             float *avg_logprob, float *no_speech_prob,
+                                             rlx_error **err);
 /* The normalized log-mel of window [start, start+3000) frames of samples. */
 RLX_API rlx_status rlx_whisper_mel(rlx_whisper *w, const float *samples, int64_t n,
                                    int64_t start_frame, float *mel, rlx_error **err);

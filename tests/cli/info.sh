@@ -46,7 +46,27 @@ for x in d:
         assert f.endswith(", f16 kernels") == (" storage16" in f and " float16" in f), f
         assert f.endswith(" kernels"), f
 ' "$devs"
-for bad in /nonexistent-file "$data/whisper/for-tests-ggml-tiny.bin" "$data/README.md"; do
+# whisper.cpp ggml .bin: openai's tiny dimensions, its languages and special ids
+out=$("$rlx" info "$data/whisper/for-tests-ggml-tiny.bin")
+check "exit 0 on for-tests-ggml-tiny.bin" [ $? -eq 0 ]
+for want in "format:        whisper.cpp ggml .bin" "whisper:       tiny, multilingual, 99 languages" \
+    "n_audio_state                      384" "n_text_layer                       4" \
+    "n_mels                             80" "eot 50257, sot 50258" "tensors:       0"; do
+    check "ggml tiny shows '$want'" sh -c 'printf "%s\n" "$1" | grep -qF -- "$2"' _ "$out" "$want"
+done
+json=$("$rlx" info --json "$data/whisper/for-tests-ggml-tiny.bin")
+check "whisper --json has the facts" python3 -c '
+import json, sys
+o = json.loads(sys.argv[1])
+assert o["architecture"] == "whisper" and o["format"] == "ggml"
+assert o["hyperparameters"]["n_vocab"] == 51865 and o["whisper"]["kind"] == "tiny"
+assert o["whisper"]["language_codes"][:3] == ["en", "zh", "de"]
+assert o["n_tensors"] == 0
+' "$json"
+cut=$(mktemp)
+trap 'rm -f "$cut"' EXIT
+head -c 5000 "$data/whisper/for-tests-ggml-tiny.bin" >"$cut"
+for bad in /nonexistent-file "$cut" "$data/README.md"; do
     err=$("$rlx" info "$bad" 2>&1 >/dev/null)
     rc=$?
     check "exit 1 on $bad" [ $rc -eq 1 ]

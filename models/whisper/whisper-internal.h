@@ -1,0 +1,57 @@
+/* Shared between the Whisper runner's files; not installed. */
+#ifndef RLX_MODELS_WHISPER_WHISPER_INTERNAL_H
+#define RLX_MODELS_WHISPER_WHISPER_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backends/base/status.h"
+#include "engine/audio/mel.h"
+#include "engine/runtime/session.h"
+#include "models/whisper/whisper-file.h"
+#include "models/whisper/whisper.h"
+
+struct rlx_graph;
+
+#define RLX_WHISPER_MAX_BEAMS 16
+
+/* The name of beam-count nb's self-attention cache of layer il (v: values). */
+void rlx_whisper_cache_name(char *buf, size_t cap, int v, int nb, int il);
+rlx_status rlx_whisper_build_encoder(const rlx_whisper_file *f, bool with_output,
+                                     struct rlx_graph **out, rlx_error **err);
+rlx_status rlx_whisper_build_decoder(const rlx_whisper_file *f, int nb, int seq_max, bool all,
+                                     struct rlx_graph **out, rlx_error **err);
+rlx_status rlx_whisper_build_reorder(const rlx_whisper_file *f, int nb, struct rlx_graph **out,
+                                     rlx_error **err);
+
+struct rlx_whisper {
+    rlx_whisper_file *file;
+    rlx_session *s;
+    const rlx_whisper_hparams *hp;
+    const rlx_whisper_special *sp;
+    rlx_session_program *enc, *enc_out, *dec_all;
+    /* decoder and beam-reorder programs by beam count, compiled on first use */
+    rlx_session_program *dec[RLX_WHISPER_MAX_BEAMS + 1], *reorder[RLX_WHISPER_MAX_BEAMS + 1];
+    int max_beams;
+    rlx_mel *mel;
+    volatile int cancel;
+    float *logits; /* [RLX_WHISPER_MAX_BEAMS][n_vocab] */
+    /* token ids of " " (suppress-blank) and the suppress list with the specials */
+    int32_t blank;
+    int32_t *suppress;
+    size_t n_suppress;
+    rlx_whisper_timings *timing; /* of the transcription running, or NULL */
+};
+
+/* Run the decoder program for nb beams (1..RLX_WHISPER_MAX_BEAMS) with seq
+ * tokens per beam at positions past..; logits [nb][n_vocab] of each beam's
+ * last token. */
+rlx_status rlx_whisper_run_decoder(rlx_whisper *w, int nb, const int32_t *tokens, int32_t seq,
+                                   int32_t past, float *logits, rlx_error **err);
+/* Beam i's cache <- beam src[i]'s, for nb beams. */
+rlx_status rlx_whisper_run_reorder(rlx_whisper *w, int nb, const int32_t *src, rlx_error **err);
+
+double rlx_whisper_now_ms(void);
+
+#endif

@@ -1,0 +1,113 @@
+/* A random-weight Whisper with whisper-tiny's real shapes, written as a
+ * whisper.cpp ggml .bin (F32 or F16) and as a Hugging Face folder, for the
+ * tests that compare models/whisper against tests/reference/whisper_reference.py.
+ * Linked into tests only.
+ *
+ * Usage:
+ *     rlx_error *err = NULL;
+ *     const char *src = rlx_test_data("whisper/for-tests-ggml-tiny.bin");
+ *     if (rlx_whisper_writer_ggml(src, "/tmp/w.bin", false, &err) != RLX_OK) ...
+ *     if (rlx_whisper_writer_hf(src, "/tmp/w-hf", &err) != RLX_OK) ...  // folder is created
+ *     float v = rlx_whisper_writer_value(rlx_whisper_writer_find("decoder.ln.weight"), 7);
+ *
+ * The weights (the same in every format; F16 files hold their F16 rounding):
+ *
+ *   u(name, i) = 2 * (splitmix64(fnv1a64(name) + (i + 1) * 0x9e3779b97f4a7c15) >> 40) / 2^24 - 1
+ *
+ * uniform in [-1, 1) with 24 significant bits (exact in float32), where name is
+ * the canonical openai-whisper state-dict name (whisper-spec.md, also for the HF
+ * names) and i the row-major (PyTorch order) element index. splitmix64(z):
+ * z ^= z >> 30; z *= 0xbf58476d1ce4e5b9; z ^= z >> 27; z *= 0x94d049bb133111eb;
+ * z ^= z >> 31. fnv1a64: offset 0xcbf29ce484222325, prime 0x100000001b3, over
+ * the name's bytes. The value, computed in float32:
+ *
+ *   weights of linears and convolutions     u * (float)sqrt(3 / fan_in)
+ *       (fan_in = in_features, or in_channels * 3 for the convolutions: variance
+ *       1 / fan_in, so each layer keeps the scale of its input)
+ *   layer-norm weights                      1 + u / 8
+ *   layer-norm biases, all other biases     u / 16
+ *   decoder.token_embedding.weight          u / 2
+ *   decoder.positional_embedding            u / 2
+ *   encoder.positional_embedding            openai's sinusoids(1500, 384):
+ *       [t][k] = sin(t * exp(-k * log(10000) / 191)), [t][192 + k] = cos(same),
+ *       k < 192, computed in double and rounded to float32 (openai computes it
+ *       in float32: the two differ by about one float32 ulp)
+ *
+ * The power-of-two scales keep every product exact, so the value does not
+ * depend on whether a compiler fuses the multiply and add. With these scales
+ * the activations stay O(1) through the four layers of each stack.
+ * tests/reference/whisper_reference.py implements the same generator in numpy.
+ *
+ * Thread safety: all functions are reentrant (no global state).
+ */
+#ifndef RLX_TESTS_WHISPER_WRITER_H
+#define RLX_TESTS_WHISPER_WRITER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backends/base/status.h"
+
+/* whisper-tiny's shapes (the header of for-tests-ggml-tiny.bin must agree) */
+#define RLX_WW_N_VOCAB     51865
+#define RLX_WW_N_AUDIO_CTX 1500
+#define RLX_WW_N_STATE     384
+#define RLX_WW_N_HEAD      6
+#define RLX_WW_N_LAYER     4
+#define RLX_WW_N_TEXT_CTX  448
+#define RLX_WW_N_MELS      80
+
+typedef enum rlx_ww_kind {
+    RLX_WW_MATRIX,    /* u * sqrt(3 / fan_in) */
+    RLX_WW_LN_WEIGHT, /* 1 + u / 8 */
+    RLX_WW_BIAS,      /* u / 16 (layer-norm biases too) */
+    RLX_WW_EMBEDDING, /* u / 2 */
+    RLX_WW_SINUSOIDS, /* openai's sinusoids() */
+} rlx_ww_kind;
+
+typedef struct rlx_ww_tensor {
+    const char *name;    /* canonical (openai / whisper.cpp) name */
+    const char *hf_name; /* transformers' name */
+    int rank;
+    int64_t shape[3]; /* row-major (PyTorch order) */
+    int64_t fan_in;   /* RLX_WW_MATRIX only */
+    rlx_ww_kind kind;
+} rlx_ww_tensor;
+
+/* The model's tensors in openai's state-dict order (167 of them); the
+ * table is static and immutable. */
+size_t rlx_whisper_writer_n_tensors(void);
+const rlx_ww_tensor *rlx_whisper_writer_tensor(size_t i);
+/* NULL when no tensor has that canonical (or HF) name. */
+const rlx_ww_tensor *rlx_whisper_writer_find(const char *name);
+int64_t rlx_whisper_writer_numel(const rlx_ww_tensor *t);
+
+/* Element i (row-major) of tensor t, as float32. */
+float rlx_whisper_writer_value(const rlx_ww_tensor *t, int64_t i);
+/* Elements [first, first + n) into dst. */
+void rlx_whisper_writer_fill(const rlx_ww_tensor *t, int64_t first, int64_t n, float *dst);
+
+/* A whisper.cpp ggml file at out_path. The hparams, mel filterbank and
+ * vocabulary are copied from header_src (for-tests-ggml-tiny.bin, which has
+ * no tensors), with ftype set to 0 (F32) or 1 (F16). F16 follows whisper.cpp's
+ * convert-pt-to-ggml.py: tensors of 2+ dims are F16 except the positional
+ * embeddings and the conv biases; the conv biases are stored [n, 1] (ggml ne
+ * {1, n}). Fails with a sentence when header_src is unreadable, malformed, or
+ * not whisper-tiny's shapes, or the output cannot be written. */
+rlx_status rlx_whisper_writer_ggml(const char *header_src, const char *out_path, bool f16,
+                                   rlx_error **err);
+
+/* A Hugging Face folder at out_dir (created when missing): config.json
+ * (openai/whisper-tiny's WhisperConfig), generation_config.json (its
+ * suppress_tokens, begin_suppress_tokens, lang_to_id, task_to_id,
+ * no_timestamps_token_id, alignment_heads, ...), model.safetensors (F32,
+ * transformers' names; conv biases [n]; no proj_out, it is tied), and from
+ * header_src's vocabulary vocab.json (GPT-2 byte-to-unicode strings) and
+ * added_tokens.json (the special and timestamp tokens). vocab.json leaves out
+ * the ids header_src cannot spell (empty id 50256; the ~1,100 words the test
+ * file stores as U+FFFD). No merges.txt or tokenizer.json: the ggml vocabulary
+ * does not hold the BPE merges. */
+rlx_status rlx_whisper_writer_hf(const char *header_src, const char *out_dir, rlx_error **err);
+
+#endif
