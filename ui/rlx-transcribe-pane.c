@@ -3,6 +3,8 @@
 #include "rlx-transcriber.h"
 
 #include "backends/base/status.h"
+#include "engine/audio/audio-device.h"
+#include "engine/audio/audio.h"
 #include "models/whisper/whisper.h"
 
 #include <errno.h>
@@ -257,8 +259,23 @@ struct _RlxTranscribePane {
     guint tick;             /* refreshes elapsed time while running */
     guint save_idle;        /* the run's next save */
     gboolean follow;        /* the list stays at its end while it grows */
-    GQueue pending_toasts;  /* AdwToast *, until the pane is mapped */
-    AdwToast *last_toast;   /* weak */
+    /* recording from the microphone */
+    rlx_audio_capture *capture;
+    struct RecBuf *rec; /* filled on the capture's thread */
+    guint rec_tick;
+
+    /* playback of the shown transcript's recording */
+    rlx_audio_playback *playback;
+    float *play_x; /* the recording at 16 kHz, kept for the next click */
+    int64_t play_n;
+    char *play_path;
+    gint64 play_from_ms; /* where the load under way starts playing */
+    GCancellable *play_load;
+    guint play_tick;
+    int playing_index; /* the segment row highlighted, -1: none */
+
+    GQueue pending_toasts; /* AdwToast *, until the pane is mapped */
+    AdwToast *last_toast;  /* weak */
 };
 
 G_DEFINE_FINAL_TYPE(RlxTranscribePane, rlx_transcribe_pane, GTK_TYPE_WIDGET)
@@ -432,11 +449,144 @@ static char *seg_text(const Seg *s)
 
 static void update_state(RlxTranscribePane *self);
 
+/* ---- playback ----------------------------------------------------------------- */
+
+static void stop_playback(RlxTranscribePane *self)
+{
+    if (self->play_load) {
+        g_cancellable_cancel(self->play_load);
+        g_clear_object(&self->play_load);
+    }
+    g_clear_handle_id(&self->play_tick, g_source_remove);
+    if (self->playback) {
+        rlx_audio_playback_stop(self->playback);
+        self->playback = NULL;
+        g_debug("playback stopped"); /* for the UI tests */
+    }
+    self->playing_index = -1;
+}
+
+static void drop_play_cache(RlxTranscribePane *self)
+{
+    stop_playback(self);
+    g_clear_pointer(&self->play_x, free);
+    g_clear_pointer(&self->play_path, g_free);
+    self->play_n = 0;
+}
+
+/* The segment being heard is the selected row: the last that starts at or
+ * before the position. */
+static gboolean play_tick_cb(gpointer data)
+{
+    RlxTranscribePane *self = data;
+    Transcript *t = self->current;
+    if (!self->playback || !t) {
+        self->play_tick = 0;
+        return G_SOURCE_REMOVE;
+    }
+    if (rlx_audio_playback_finished(self->playback)) {
+        self->play_tick = 0;
+        stop_playback(self);
+        update_state(self);
+        return G_SOURCE_REMOVE;
+    }
+    gint64 ms = rlx_audio_playback_position(self->playback) * 1000 / RLX_WHISPER_SAMPLE_RATE;
+    int index = -1;
+    for (guint i = 0; i < t->segs->len && g_array_index(t->segs, Seg, i).t0 <= ms; i++)
+        index = (int)i;
+    if (index >= 0 && index != self->playing_index) {
+        self->playing_index = index;
+        GtkListBoxRow *row = gtk_list_box_get_row_at_index(self->segment_list, index);
+        if (row)
+            gtk_list_box_select_row(self->segment_list, row);
+    }
+    return G_SOURCE_CONTINUE;
+}
+
+static void start_playing(RlxTranscribePane *self, gint64 from_ms)
+{
+    stop_playback(self);
+    int64_t from = from_ms * RLX_WHISPER_SAMPLE_RATE / 1000;
+    from = CLAMP(from, 0, self->play_n);
+    rlx_error *err = NULL;
+    if (rlx_audio_play_start(self->play_x, self->play_n, RLX_WHISPER_SAMPLE_RATE, from, -1,
+                             &self->playback, &err) != RLX_OK) {
+        self->playback = NULL;
+        g_autofree char *msg = g_strdup_printf(_("Cannot play: %s"), rlx_error_message(err));
+        toast_error(self, msg);
+        rlx_error_free(err);
+    } else {
+        g_debug("playing from %" G_GINT64_FORMAT " ms", from_ms); /* for the UI tests */
+        self->play_tick = g_timeout_add(100, play_tick_cb, self);
+    }
+    update_state(self);
+}
+
+typedef struct {
+    char *path;
+    float *x;
+    int64_t n;
+    rlx_error *err;
+} PlayLoad;
+
+static void play_load_free(PlayLoad *l)
+{
+    g_free(l->path);
+    free(l->x);
+    rlx_error_free(l->err);
+    g_free(l);
+}
+
+static void play_load_thread(GTask *task, gpointer source, gpointer data, GCancellable *c)
+{
+    PlayLoad *l = data;
+    rlx_audio_load(l->path, RLX_WHISPER_SAMPLE_RATE, &l->x, &l->n, &l->err);
+    g_task_return_boolean(task, TRUE);
+}
+
+static void play_load_done(GObject *source, GAsyncResult *res, gpointer data)
+{
+    GCancellable *c = g_task_get_cancellable(G_TASK(res));
+    if (g_cancellable_is_cancelled(c))
+        return; /* stopped meanwhile: another click, another transcript, the pane gone */
+    RlxTranscribePane *self = RLX_TRANSCRIBE_PANE(source);
+    PlayLoad *l = g_task_get_task_data(G_TASK(res));
+    g_clear_object(&self->play_load);
+    if (!l->x) {
+        g_autofree char *msg = g_strdup_printf(_("Cannot play: %s"), rlx_error_message(l->err));
+        toast_error(self, msg);
+        update_state(self);
+        return;
+    }
+    drop_play_cache(self);
+    self->play_x = g_steal_pointer(&l->x);
+    self->play_n = l->n;
+    self->play_path = g_strdup(l->path);
+    start_playing(self, self->play_from_ms);
+}
+
 static void play_from(RlxTranscribePane *self, guint index)
 {
-    /* Playback arrives with engine/audio's device API. */
-    (void)self;
-    (void)index;
+    Transcript *t = self->current;
+    if (!t || index >= t->segs->len || !t->audio)
+        return;
+    gint64 from = g_array_index(t->segs, Seg, index).t0;
+    if (self->play_x && g_strcmp0(self->play_path, t->audio) == 0) {
+        start_playing(self, from);
+        self->playing_index = (int)index;
+        return;
+    }
+    /* Decoding a long recording takes a while: off the main thread. */
+    stop_playback(self);
+    self->play_from_ms = from;
+    self->play_load = g_cancellable_new();
+    PlayLoad *l = g_new0(PlayLoad, 1);
+    l->path = g_strdup(t->audio);
+    GTask *task = g_task_new(self, self->play_load, play_load_done, NULL);
+    g_task_set_task_data(task, l, (GDestroyNotify)play_load_free);
+    g_task_run_in_thread(task, play_load_thread);
+    g_object_unref(task);
+    update_state(self);
 }
 
 static void stamp_clicked(GtkButton *b, RlxTranscribePane *self)
@@ -558,6 +708,8 @@ static void rebuild_sidebar(RlxTranscribePane *self)
 
 static void show_transcript(RlxTranscribePane *self, Transcript *t)
 {
+    if (t != self->current)
+        stop_playback(self);
     self->current = t;
     if (t) /* for the UI tests */
         g_debug("showing transcript %s: %u segments, %s", t->id, t->segs->len,
@@ -678,6 +830,10 @@ static void update_state(RlxTranscribePane *self)
     gboolean have_segs = self->current && self->current->segs->len > 0;
     GtkWidget *w = GTK_WIDGET(self);
     gtk_widget_action_set_enabled(w, "transcribe.stop", running && !self->stopping);
+    gtk_widget_action_set_enabled(w, "transcribe.escape",
+                                  (running && !self->stopping) || self->capture || self->playback ||
+                                      self->play_load);
+    gtk_widget_action_set_enabled(w, "transcribe.record", !running || self->capture);
     gtk_widget_action_set_enabled(w, "transcribe.copy", have_segs);
     gtk_widget_action_set_enabled(w, "transcribe.export", have_segs);
     gtk_widget_action_set_enabled(w, "transcribe.delete",
@@ -1307,10 +1463,147 @@ static void delete_action(GtkWidget *w, const char *name, GVariant *param)
     toast(self, _("Transcript deleted"));
 }
 
+/* ---- recording ------------------------------------------------------------------ */
+
+/* The samples so far; rec_chunk appends on the capture's own thread. */
+typedef struct RecBuf {
+    GMutex lock;
+    float *x;
+    gint64 n, cap;
+} RecBuf;
+
+static void rec_chunk(const float *samples, size_t n, void *user)
+{
+    RecBuf *b = user;
+    g_mutex_lock(&b->lock);
+    if (b->n + (gint64)n > b->cap) {
+        b->cap = MAX(b->cap * 2, b->n + (gint64)n + RLX_WHISPER_SAMPLE_RATE * 10);
+        b->x = g_renew(float, b->x, b->cap);
+    }
+    memcpy(b->x + b->n, samples, n * sizeof *samples);
+    b->n += (gint64)n;
+    g_mutex_unlock(&b->lock);
+}
+
+static gint64 rec_length(RecBuf *b)
+{
+    g_mutex_lock(&b->lock);
+    gint64 n = b->n;
+    g_mutex_unlock(&b->lock);
+    return n;
+}
+
+static gboolean rec_tick_cb(gpointer data)
+{
+    RlxTranscribePane *self = data;
+    if (!self->capture) {
+        self->rec_tick = 0;
+        return G_SOURCE_REMOVE;
+    }
+    /* -60 dBFS (a quiet room) to 0 dBFS */
+    float db = rlx_audio_capture_level_db(self->capture);
+    gtk_level_bar_set_value(self->level_bar, CLAMP((db + 60.0) / 60.0, 0.0, 1.0));
+    g_autofree char *t = fmt_duration((double)rec_length(self->rec) / RLX_WHISPER_SAMPLE_RATE);
+    gtk_label_set_text(self->record_label, t);
+    return G_SOURCE_CONTINUE;
+}
+
+static char *recordings_dir(void)
+{
+    return g_build_filename(g_get_user_data_dir(), "rlx-studio", "recordings", NULL);
+}
+
+/* Stops the microphone and saves what it heard as a WAV; transcribes it when
+ * asked. */
+static void finish_recording(RlxTranscribePane *self, gboolean transcribe)
+{
+    if (!self->capture)
+        return;
+    rlx_audio_capture_stop(self->capture); /* joins: no more chunks */
+    self->capture = NULL;
+    g_clear_handle_id(&self->rec_tick, g_source_remove);
+    gtk_widget_set_visible(self->record_box, FALSE);
+    gtk_widget_remove_css_class(self->record_button, "destructive-action");
+    RecBuf *b = self->rec;
+    g_debug("recording stopped: %" G_GINT64_FORMAT " samples", b->n); /* for the UI tests */
+    if (b->n == 0) {
+        toast(self, _("Nothing was recorded"));
+        update_state(self);
+        return;
+    }
+    g_autofree char *dir = recordings_dir();
+    g_autoptr(GDateTime) now = g_date_time_new_now_local();
+    g_autofree char *stamp = g_date_time_format(now, "%Y-%m-%d %H-%M-%S");
+    /* Translators: the file name of a recording; %s: its date and time */
+    g_autofree char *name = g_strdup_printf(_("Recording %s.wav"), stamp);
+    g_autofree char *path = g_build_filename(dir, name, NULL);
+    rlx_error *err = NULL;
+    if (g_mkdir_with_parents(dir, 0700) != 0)
+        rlx_error_set(&err, RLX_ERR_IO, "%s: %s", dir, g_strerror(errno));
+    else
+        rlx_audio_write_wav(path, b->x, b->n, RLX_WHISPER_SAMPLE_RATE, &err);
+    g_clear_pointer(&b->x, g_free);
+    b->n = b->cap = 0;
+    if (err) {
+        g_autofree char *msg =
+            g_strdup_printf(_("Cannot save the recording: %s"), rlx_error_message(err));
+        toast_error(self, msg);
+        rlx_error_free(err);
+        update_state(self);
+        return;
+    }
+    g_message("recording saved: %s", path); /* for the log */
+    if (transcribe)
+        start_transcription(self, path);
+    update_state(self);
+}
+
 static void record_action(GtkWidget *w, const char *name, GVariant *param)
 {
     RlxTranscribePane *self = RLX_TRANSCRIBE_PANE(w);
-    toast_error(self, _("Recording is not available in this build"));
+    if (self->capture) {
+        finish_recording(self, TRUE);
+        return;
+    }
+    if (self->run) {
+        toast(self, _("A transcription is running; stop it first"));
+        return;
+    }
+    stop_playback(self);
+    rlx_audio_capture_params p = rlx_audio_capture_default_params();
+    p.rate = RLX_WHISPER_SAMPLE_RATE;
+    p.on_chunk = rec_chunk;
+    p.user = self->rec;
+    rlx_error *err = NULL;
+    if (rlx_audio_capture_start(&p, &self->capture, &err) != RLX_OK) {
+        self->capture = NULL;
+        g_autofree char *msg = g_strdup_printf(_("Cannot record: %s"), rlx_error_message(err));
+        toast_error(self, msg);
+        rlx_error_free(err);
+        update_state(self);
+        return;
+    }
+    g_debug("recording"); /* for the UI tests */
+    gtk_label_set_text(self->record_label, "0:00");
+    gtk_level_bar_set_value(self->level_bar, 0);
+    gtk_widget_set_visible(self->record_box, TRUE);
+    gtk_widget_add_css_class(self->record_button, "destructive-action");
+    self->rec_tick = g_timeout_add(100, rec_tick_cb, self);
+    update_state(self);
+}
+
+/* Escape: what is under way stops (a recording is then transcribed). */
+static void escape_action(GtkWidget *w, const char *name, GVariant *param)
+{
+    RlxTranscribePane *self = RLX_TRANSCRIBE_PANE(w);
+    if (self->capture) {
+        finish_recording(self, TRUE);
+    } else if (self->playback || self->play_load) {
+        stop_playback(self);
+        update_state(self);
+    } else if (self->run) {
+        gtk_widget_activate_action(w, "transcribe.stop", NULL);
+    }
 }
 
 /* ---- setup ------------------------------------------------------------------------ */
@@ -1361,6 +1654,9 @@ static void rlx_transcribe_pane_map(GtkWidget *widget)
 static void rlx_transcribe_pane_dispose(GObject *object)
 {
     RlxTranscribePane *self = RLX_TRANSCRIBE_PANE(object);
+    /* A recording under way is kept as a file, not transcribed. */
+    finish_recording(self, FALSE);
+    drop_play_cache(self);
     if (self->transcriber) {
         g_signal_handlers_disconnect_by_data(self->transcriber, self);
         /* Joins the worker thread; what is on screen was saved already. */
@@ -1389,6 +1685,9 @@ static void rlx_transcribe_pane_finalize(GObject *object)
     g_ptr_array_unref(self->transcripts);
     g_free(self->model);
     g_free(self->pending_audio);
+    g_mutex_clear(&self->rec->lock);
+    g_free(self->rec->x);
+    g_free(self->rec);
     G_OBJECT_CLASS(rlx_transcribe_pane_parent_class)->finalize(object);
 }
 
@@ -1431,6 +1730,7 @@ static void rlx_transcribe_pane_class_init(RlxTranscribePaneClass *klass)
     gtk_widget_class_install_action(widget_class, "transcribe.new", NULL, new_action);
     gtk_widget_class_install_action(widget_class, "transcribe.record", NULL, record_action);
     gtk_widget_class_install_action(widget_class, "transcribe.stop", NULL, stop_action);
+    gtk_widget_class_install_action(widget_class, "transcribe.escape", NULL, escape_action);
     gtk_widget_class_install_action(widget_class, "transcribe.copy", NULL, copy_action);
     gtk_widget_class_install_action(widget_class, "transcribe.export", "s", export_action);
     gtk_widget_class_install_action(widget_class, "transcribe.delete", NULL, delete_action);
@@ -1440,7 +1740,9 @@ static void rlx_transcribe_pane_class_init(RlxTranscribePaneClass *klass)
     gtk_widget_class_install_action(widget_class, "transcribe.model-folder", NULL,
                                     model_folder_action);
 
-    gtk_widget_class_add_binding_action(widget_class, GDK_KEY_Escape, 0, "transcribe.stop", NULL);
+    gtk_widget_class_add_binding_action(widget_class, GDK_KEY_Escape, 0, "transcribe.escape", NULL);
+    gtk_widget_class_add_binding_action(widget_class, GDK_KEY_r, GDK_CONTROL_MASK,
+                                        "transcribe.record", NULL);
     gtk_widget_class_add_binding_action(widget_class, GDK_KEY_o, GDK_CONTROL_MASK,
                                         "transcribe.open", NULL);
     gtk_widget_class_add_binding_action(widget_class, GDK_KEY_C, GDK_CONTROL_MASK | GDK_SHIFT_MASK,
@@ -1465,6 +1767,9 @@ static void rlx_transcribe_pane_init(RlxTranscribePane *self)
 {
     gtk_widget_init_template(GTK_WIDGET(self));
     g_queue_init(&self->pending_toasts);
+    self->rec = g_new0(RecBuf, 1);
+    g_mutex_init(&self->rec->lock);
+    self->playing_index = -1;
     self->transcripts = g_ptr_array_new_with_free_func((GDestroyNotify)transcript_free);
     g_object_bind_property(self->flap, "reveal-flap", self->sidebar_button, "active",
                            G_BINDING_BIDIRECTIONAL | G_BINDING_SYNC_CREATE);

@@ -9,6 +9,8 @@
 #      whisper-model setting) and the waiting recording is transcribed: its
 #      segments appear and are saved; the transcript ends "done".
 #                                                  (light, 1280x800)
+#      A click on a segment's times plays from there (or, with no sound
+#      card, a toast says why); Ctrl+R records (or a toast says why).
 #   2. Ctrl+E, SRT: GTK's save dialog, a path typed: the export is SRT with
 #      every segment. Then a path that cannot be written: an error toast.
 #   3. A text file dropped: "Cannot transcribe" with the reader's sentence;
@@ -22,35 +24,38 @@
 #      as unfinished).                             (dark, 800x600)
 # A screenshot after each goes to ARTIFACT_DIR.
 #
-# The model: MODEL, else $RLX_TEST_WHISPER_MODEL (a whisper.cpp ggml .bin,
-# e.g. the random-weight tiny model tests/whisper-writer.h writes: random
-# weights give gibberish, but real segments). Without one the test skips.
+# The model: $RLX_TEST_WHISPER_MODEL (a whisper.cpp ggml .bin, say a real
+# ggml-tiny.bin) if set, else the random-weight whisper-tiny that WRITER
+# (write-whisper-model.c) writes from HEADER_SRC (for-tests-ggml-tiny.bin):
+# random weights give gibberish, but real segments through the real runner.
 #
-# usage: transcribe.sh RLX_STUDIO DRAG_SOURCE ARTIFACT_DIR AUDIO.wav [MODEL]
+# usage: transcribe.sh RLX_STUDIO DRAG_SOURCE ARTIFACT_DIR AUDIO.wav WRITER HEADER_SRC
 set -u
 
 app=$1
 source_app=$2
 art=$3
 audio=$4
-model=${5:-${RLX_TEST_WHISPER_MODEL:-}}
+writer=$5
+header_src=$6
+model=${RLX_TEST_WHISPER_MODEL:-}
 
 ui_log=transcribe
 . "$(dirname "$0")/lib.sh"
 
 if [ -z "${RLX_TRANSCRIBE_IN_XVFB:-}" ]; then
-    if [ -z "$model" ]; then
-        echo "SKIP: no Whisper model: pass one as the 5th argument or in RLX_TEST_WHISPER_MODEL"
-        exit 77
-    fi
-    [ -f "$model" ] || [ -d "$model" ] || {
-        echo "SKIP: the Whisper model $model does not exist"
-        exit 77
-    }
     ui_need xvfb-run xdotool import python3
     . "$(dirname "$0")/../need-data.sh"
-    rlx_need_data "$audio"
-    ui_enter_xvfb RLX_TRANSCRIBE_IN_XVFB "$app" "$source_app" "$art" "$audio" "$model"
+    if [ -n "$model" ]; then
+        [ -f "$model" ] || {
+            echo "SKIP: RLX_TEST_WHISPER_MODEL=$model is not a file"
+            exit 77
+        }
+        rlx_need_data "$audio"
+    else
+        rlx_need_data "$audio" "$header_src"
+    fi
+    ui_enter_xvfb RLX_TRANSCRIBE_IN_XVFB "$@"
 fi
 
 ui_env "$art/transcribe"
@@ -62,7 +67,11 @@ G_MESSAGES_DEBUG=RlxStudio
 export GTK_USE_PORTAL G_MESSAGES_DEBUG
 
 # The model under a name of its own, so that its drop reads as a model.
-cp "$model" "$work/ggml-test-model.bin" 2>/dev/null || ln -s "$model" "$work/ggml-test-model.bin"
+if [ -n "$model" ]; then
+    ln -s "$(realpath "$model")" "$work/ggml-test-model.bin" || fail "cannot link $model"
+else
+    "$writer" "$header_src" "$work/ggml-test-model.bin" || fail "cannot write the random model"
+fi
 model=$work/ggml-test-model.bin
 
 settings() {
@@ -198,6 +207,39 @@ echo "$(basename "$audio"): $n segments"
 tfield "$file" srt | head -n 5
 sleep 0.5
 shot light-done
+
+# A click on the first segment's times plays the recording from there, or
+# (no sound card, as on CI) says why in a toast.
+played() {
+    grep -q -e "playing from 0 ms" -e "Cannot play: " "$art/transcribe-$name.log"
+}
+xdotool mousemove --sync 440 133 click 1
+wait_for "a click on the first segment neither played nor said why" played
+grep -e "playing from" -e "Cannot play: " "$art/transcribe-light.log" | tail -n 1
+xdotool mousemove 1279 799
+keys Escape # stops the playback, if any
+
+# Ctrl+R records from the microphone, or (none, as on CI) says why.
+recorded() {
+    grep -q -e "RlxStudio-DEBUG.*: recording$" -e "Cannot record: " "$art/transcribe-$name.log"
+}
+keys ctrl+r
+wait_for "Ctrl+R neither recorded nor said why" recorded
+if grep -q "Cannot record: " "$art/transcribe-light.log"; then
+    grep "Cannot record: " "$art/transcribe-light.log" | tail -n 1
+    shot light-no-microphone
+else
+    sleep 2
+    shot light-recording
+    before=$(count)
+    keys Escape # stop and transcribe
+    wait_log "recording saved: "
+    wait_for "the recording was not transcribed" more_than "$before"
+    wait_log "transcription done: .*" # the second "done" is the recording's
+    [ "$(grep -c "transcription done" "$art/transcribe-light.log")" -ge 2 ] ||
+        wait_for "the recording's transcription did not end" \
+            sh -c "[ \$(grep -c 'transcription done' '$art/transcribe-light.log') -ge 2 ]"
+fi
 
 # 2. export SRT, then to a folder that does not exist --------------------------
 export_srt() {
