@@ -5,6 +5,7 @@
 #include "backends/base/status.h"
 #include "engine/audio/audio-device.h"
 #include "engine/audio/audio.h"
+#include "models/whisper/whisper-file.h"
 #include "models/whisper/whisper.h"
 
 #include <errno.h>
@@ -16,43 +17,42 @@
 
 /* ---- languages ---------------------------------------------------------------- */
 
-/* Whisper's languages in its token order (the first ones; openai-whisper's
- * tokenizer.LANGUAGES), until the model file layer's list is merged here. */
-static const char *const languages[][2] = {
-    {"en", N_("English")},   {"zh", N_("Chinese")},    {"de", N_("German")},
-    {"es", N_("Spanish")},   {"ru", N_("Russian")},    {"ko", N_("Korean")},
-    {"fr", N_("French")},    {"ja", N_("Japanese")},   {"pt", N_("Portuguese")},
-    {"tr", N_("Turkish")},   {"pl", N_("Polish")},     {"ca", N_("Catalan")},
-    {"nl", N_("Dutch")},     {"ar", N_("Arabic")},     {"sv", N_("Swedish")},
-    {"it", N_("Italian")},   {"id", N_("Indonesian")}, {"hi", N_("Hindi")},
-    {"fi", N_("Finnish")},   {"vi", N_("Vietnamese")}, {"he", N_("Hebrew")},
-    {"uk", N_("Ukrainian")}, {"el", N_("Greek")},      {"ms", N_("Malay")},
-    {"cs", N_("Czech")},     {"ro", N_("Romanian")},   {"da", N_("Danish")},
-    {"hu", N_("Hungarian")}, {"ta", N_("Tamil")},      {"no", N_("Norwegian")},
-    {"th", N_("Thai")},      {"ur", N_("Urdu")},       {"hr", N_("Croatian")},
-    {"bg", N_("Bulgarian")}, {"lt", N_("Lithuanian")}, {"la", N_("Latin")},
-};
+/* Whisper's languages in openai's order (the most spoken first), from the
+ * model file layer: index 0 of the menu detects, index i > 0 is language
+ * i - 1. Their names are English, capitalized here ("haitian creole" ->
+ * "Haitian Creole"). */
+static guint n_languages(void)
+{
+    guint n = 0;
+    while (rlx_whisper_language_code((int)n))
+        n++;
+    return n;
+}
 
-#define N_LANGUAGES ((guint)G_N_ELEMENTS(languages))
-
-/* index 0: detect; i > 0: languages[i - 1] */
 static const char *language_code(guint index)
 {
-    return index == 0 || index > N_LANGUAGES ? "auto" : languages[index - 1][0];
+    const char *code = index ? rlx_whisper_language_code((int)index - 1) : NULL;
+    return code ? code : "auto";
 }
 
 static guint language_index(const char *code)
 {
-    for (guint i = 0; code && i < N_LANGUAGES; i++)
-        if (strcmp(languages[i][0], code) == 0)
-            return i + 1;
-    return 0;
+    int i = code && strcmp(code, "auto") != 0 ? rlx_whisper_language_find(code) : -1;
+    return i >= 0 ? (guint)i + 1 : 0;
 }
 
-static const char *language_name(const char *code)
+/* "de" -> "German"; an unknown code as it is */
+static char *language_name(const char *code)
 {
-    guint i = language_index(code);
-    return i ? _(languages[i - 1][1]) : code;
+    int i = code ? rlx_whisper_language_find(code) : -1;
+    const char *name = i >= 0 ? rlx_whisper_language_name(i) : NULL;
+    if (!name)
+        return g_strdup(code ? code : "");
+    char *s = g_strdup(name);
+    for (char *p = s; *p; p++)
+        if (p == s || p[-1] == ' ')
+            *p = g_ascii_toupper(*p);
+    return s;
 }
 
 /* ---- transcripts ---------------------------------------------------------------- */
@@ -793,7 +793,8 @@ static void update_details(RlxTranscribePane *self)
     if (t->language) {
         if (s->len)
             g_string_append(s, " · ");
-        g_string_append(s, language_name(t->language));
+        g_autofree char *lang = language_name(t->language);
+        g_string_append(s, lang);
         if (t->translate) {
             g_string_append(s, " → ");
             g_string_append(s, _("English"));
@@ -905,8 +906,10 @@ static void build_options(RlxTranscribePane *self, Options *o, GtkBox *parent)
 
     GtkStringList *names = gtk_string_list_new(NULL);
     gtk_string_list_append(names, _("Detect"));
-    for (guint i = 0; i < N_LANGUAGES; i++)
-        gtk_string_list_append(names, _(languages[i][1]));
+    for (guint i = 0, n = n_languages(); i < n; i++) {
+        g_autofree char *lang = language_name(rlx_whisper_language_code((int)i));
+        gtk_string_list_append(names, lang);
+    }
     GtkWidget *lang = adw_combo_row_new();
     adw_preferences_row_set_title(ADW_PREFERENCES_ROW(lang), _("Language"));
     adw_combo_row_set_model(ADW_COMBO_ROW(lang), G_LIST_MODEL(names));
