@@ -376,8 +376,14 @@ static int describe_whisper(const char *path, bool with_tensors, json_object **o
     json_object *o = json_object_new_object();
     json_object_object_add(o, "path", json_object_new_string(path));
     json_object_object_add(o, "format", json_object_new_string(ggml ? "ggml" : "safetensors"));
-    if (!ggml)
-        json_object_object_add(o, "shards", json_object_new_int(1));
+    if (!ggml) {
+        rlx_safetensors *st = NULL;
+        int shards = 0;
+        if (rlx_safetensors_open(path, &st, NULL) == RLX_OK)
+            shards = (int)rlx_safetensors_n_shards(st);
+        rlx_safetensors_close(st);
+        json_object_object_add(o, "shards", json_object_new_int(shards));
+    }
     json_object_object_add(o, "architecture", json_object_new_string("whisper"));
     const rlx_whisper_hparams *h = rlx_whisper_file_hparams(f);
     json_object *hp = json_object_new_object();

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "engine/audio/audio.h"
 #include "engine/runtime/session.h"
@@ -263,6 +264,24 @@ int rlx_cmd_transcribe(int argc, char **argv)
         return rlx_cli_fail("transcribe: -f AUDIO is required (see rlx transcribe --help)");
 
     rlx_error *err = NULL;
+    /* the cheap checks first: the audio opens, the output's folder takes files */
+    rlx_audio_reader *probe = NULL;
+    if (rlx_audio_open(audio, RLX_WHISPER_SAMPLE_RATE, &probe, &err) != RLX_OK) {
+        int rc = rlx_cli_fail("%s", rlx_error_message(err));
+        rlx_error_free(err);
+        return rc;
+    }
+    rlx_audio_close(probe);
+    if (out) {
+        char *dir = strdup(out);
+        char *slash = dir ? strrchr(dir, '/') : NULL;
+        const char *d = !dir ? "." : slash ? (slash == dir ? "/" : (*slash = 0, dir)) : ".";
+        bool ok = access(d, W_OK) == 0;
+        int e = errno;
+        free(dir);
+        if (!ok)
+            return rlx_cli_fail("transcribe: cannot write %s: %s", out, strerror(e));
+    }
     rlx_whisper *w = NULL;
     p.progress = load_progress;
     double t0 = rlx_cli_now();

@@ -472,6 +472,37 @@ static void test_bad_mp3(void **state)
     free(x);
     x = NULL;
 
+    /* Noise from the middle on: a reader hands out the good first part, then
+     * fails in words (or, should the decoder resync, ends normally). */
+    memcpy(bad, mp3, size);
+    for (size_t i = 30000; i < size; i++) {
+        s = s * 1103515245u + 12345u;
+        bad[i] = (uint8_t)(s >> 16);
+    }
+    p = rlx_test_tmp("corrupt-mid.mp3");
+    assert_int_equal(rlx_test_write_file(p, bad, size), 0);
+    rlx_audio_reader *r = NULL;
+    assert_int_equal(rlx_audio_open(p, 16000, &r, &err), RLX_OK);
+    float chunk[4000];
+    int64_t k, got = 0;
+    while ((k = rlx_audio_read(r, chunk, 4000, &err)) > 0)
+        got += k;
+    printf("noise after 30000 bytes: %lld samples, then %s\n", (long long)got,
+           k < 0 ? rlx_error_message(err) : "the end");
+    assert_true(got > 16000); /* the first seconds decoded */
+    if (k < 0) {
+        /* every frame decoded before the damage was handed out */
+        char want[32];
+        snprintf(want, sizeof want, "past %.2f s", (double)got / 16000.0);
+        assert_non_null(strstr(rlx_error_message(err), want));
+        assert_int_equal(rlx_error_code(err), RLX_ERR_FORMAT);
+        assert_non_null(strstr(rlx_error_message(err), "corrupt"));
+        rlx_error_clear(&err);
+        assert_int_equal(rlx_audio_read(r, chunk, 4000, &err), -1); /* stays failed */
+        rlx_error_clear(&err);
+    }
+    rlx_audio_close(r);
+
     uint8_t junk[4096];
     for (size_t i = 0; i < sizeof junk; i++) {
         s = s * 1103515245u + 12345u;

@@ -26,6 +26,7 @@
 
 #include "engine/formats/ggml-whisper.h"
 #include "engine/formats/safetensors.h"
+#include "engine/ir/graph.h"
 #include "engine/runtime/session.h"
 #include "models/whisper/whisper-file.h"
 #include "test-util.h"
@@ -404,7 +405,37 @@ static void test_ggml_roundtrip(void **state)
     if (rlx_whisper_file_add_to_session(f, s, &err) != RLX_OK)
         fail_msg("%s", rlx_error_message(err));
     assert_int_not_equal(rlx_whisper_file_add_to_session(f, s, &err), RLX_OK);
-    rlx_error_free(err);
+    rlx_error_clear(&err);
+
+    /* a program reads them: y = x @ query.weight^T (F16) and z = x + conv1.bias (F32, stored
+     * [8, 1]); the format has no padding, so some of these sit at addresses the session copies
+     * to align. With x = e0, y[r] = w[r][0] = 8 r and z = bias + e0 (element i holds i). */
+    rlx_graph *g = rlx_graph_create();
+    rlx_node x = rlx_graph_input(g, "x", RLX_DTYPE_F32, rlx_shape_make(2, (int64_t[]){1, S}));
+    rlx_whisper_file_tensor(f, "decoder.blocks.0.attn.query.weight", &dt, &sh);
+    rlx_node wq = rlx_graph_param(g, "decoder.blocks.0.attn.query.weight", dt, sh);
+    rlx_whisper_file_tensor(f, "encoder.conv1.bias", &dt, &sh);
+    rlx_node bias = rlx_graph_param(g, "encoder.conv1.bias", dt, sh);
+    rlx_graph_output(g, "y", rlx_graph_matmul(g, "q", x, wq, false, true));
+    rlx_graph_output(g, "z", rlx_graph_add(g, "b", x, bias));
+    if (rlx_graph_status(g) != RLX_OK)
+        fail_msg("%s", rlx_graph_error(g));
+    rlx_session_program *prog = NULL;
+    if (rlx_session_compile(s, g, &prog, &err) != RLX_OK)
+        fail_msg("%s", rlx_error_message(err));
+    float xin[S] = {1}, y[S], z[S];
+    const void *in[] = {xin};
+    void *outs[2];
+    outs[rlx_session_program_output(prog, "y")] = y;
+    outs[rlx_session_program_output(prog, "z")] = z;
+    rlx_sym_values sv = {{0}};
+    if (rlx_session_run(s, prog, &sv, in, outs, &err) != RLX_OK)
+        fail_msg("%s", rlx_error_message(err));
+    for (int r = 0; r < S; r++) {
+        assert_true(y[r] == (float)(8 * r));
+        assert_true(z[r] == (float)r + (r == 0));
+    }
+    rlx_graph_free(g);
     rlx_session_free(s);
     rlx_whisper_file_free(f);
     free(b.p);

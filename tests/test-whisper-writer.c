@@ -22,10 +22,12 @@
 #include "test-util.h"
 #include "whisper-writer.h"
 
+#define N_PROBES 5
+
 /* keep in sync with WEIGHT_PROBES / PROBE_INDEX in whisper_reference.py */
-static const char *const PROBES[4] = {"encoder.conv1.weight", "encoder.blocks.2.attn.key.weight",
-                                      "decoder.token_embedding.weight",
-                                      "decoder.blocks.3.cross_attn_ln.bias"};
+static const char *const PROBES[N_PROBES] = {
+    "encoder.conv1.weight", "encoder.blocks.2.attn.key.weight", "decoder.token_embedding.weight",
+    "decoder.blocks.3.cross_attn_ln.bias", "encoder.positional_embedding"};
 static const int64_t PROBE_INDEX[16] = {0,     1,     2,     3,      100,    1000,   4095, 12345,
                                         40000, 65535, 99999, 123456, 147455, 147449, 17,   383};
 
@@ -36,7 +38,7 @@ static float *ref_probes(void)
     size_t size = 0;
     float *v = rlx_test_read_file(path, &size);
     assert_non_null(v);
-    assert_int_equal(size, 4 * 16 * sizeof(float));
+    assert_int_equal(size, N_PROBES * 16 * sizeof(float));
     return v;
 }
 
@@ -50,7 +52,7 @@ static void test_generator_matches_python(void **state)
 {
     (void)state;
     float *ref = ref_probes();
-    for (int p = 0; p < 4; p++) {
+    for (int p = 0; p < N_PROBES; p++) {
         const rlx_ww_tensor *t = rlx_whisper_writer_find(PROBES[p]);
         assert_non_null(t);
         for (int k = 0; k < 16; k++) {
@@ -145,14 +147,15 @@ static void check_ggml(const char *path, bool f16, const float *ref)
     uint8_t *d = rlx_test_read_file(path, &size);
     assert_non_null(d);
     int32_t ftype = -1;
-    for (int p = 0; p < 4; p++) {
+    for (int p = 0; p < N_PROBES; p++) {
         const rlx_ww_tensor *w = rlx_whisper_writer_find(PROBES[p]);
         ggml_t t;
         assert_true(ggml_find(d, size, PROBES[p], &t, &ftype));
         assert_int_equal(t.n_dims, w->rank);
         for (int k = 0; k < w->rank; k++)
             assert_int_equal(t.ne[k], w->shape[w->rank - 1 - k]);
-        assert_int_equal(t.ttype, f16 && w->rank >= 2 ? 1 : 0);
+        /* convert-pt-to-ggml.py keeps the positional embeddings F32 */
+        assert_int_equal(t.ttype, f16 && w->rank >= 2 && !strstr(w->name, "positional") ? 1 : 0);
         for (int k = 0; k < 16; k++) {
             float want = ref[p * 16 + k];
             if (t.ttype == 1)
@@ -220,7 +223,7 @@ static void test_hf_folder(void **state)
     if (rlx_safetensors_open(dir, &st, &err) != RLX_OK)
         fail_msg("%s", rlx_error_message(err));
     assert_int_equal(rlx_safetensors_n_tensors(st), 167);
-    for (int k = 0; k < 4; k++) {
+    for (int k = 0; k < N_PROBES; k++) {
         const rlx_ww_tensor *w = rlx_whisper_writer_find(PROBES[k]);
         const rlx_st_tensor *t = rlx_safetensors_find(st, w->hf_name);
         assert_non_null(t);

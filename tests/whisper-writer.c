@@ -198,10 +198,23 @@ static float sinusoid(int64_t i)
     return (float)(c < half ? sin(x) : cos(x));
 }
 
+double rlx_whisper_writer_gain(const rlx_ww_tensor *t)
+{
+    if (t->kind != RLX_WW_MATRIX)
+        return 1.0;
+    if (strstr(t->name, ".query.weight") || strstr(t->name, ".key.weight"))
+        return 4.0;
+    if (strstr(t->name, "cross_attn.out.weight"))
+        return 0.25;
+    return 1.0;
+}
+
 void rlx_whisper_writer_fill(const rlx_ww_tensor *t, int64_t first, int64_t n, float *dst)
 {
     uint64_t seed = fnv1a64(t->name);
-    float scale = t->kind == RLX_WW_MATRIX ? (float)sqrt(3.0 / (double)t->fan_in) : 0.0f;
+    float scale = t->kind == RLX_WW_MATRIX
+                      ? (float)(rlx_whisper_writer_gain(t) * sqrt(3.0 / (double)t->fan_in))
+                      : 0.0f;
     for (int64_t k = 0; k < n; k++) {
         int64_t i = first + k;
         switch (t->kind) {

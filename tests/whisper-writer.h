@@ -21,9 +21,14 @@
  * z ^= z >> 31. fnv1a64: offset 0xcbf29ce484222325, prime 0x100000001b3, over
  * the name's bytes. The value, computed in float32:
  *
- *   weights of linears and convolutions     u * (float)sqrt(3 / fan_in)
+ *   weights of linears and convolutions     u * (float)(gain * sqrt(3 / fan_in))
  *       (fan_in = in_features, or in_channels * 3 for the convolutions: variance
- *       1 / fan_in, so each layer keeps the scale of its input)
+ *       gain^2 / fan_in, so each layer keeps the scale of its input);
+ *       gain = 4 for every attention's query and key weights (random attention
+ *       is otherwise nearly uniform, and greedy decoding then repeats one token
+ *       forever), 1/4 for decoder.blocks.*.cross_attn.out.weight (the audio
+ *       context is almost the same vector at every position and would swamp
+ *       the residual stream), 1 for the rest
  *   layer-norm weights                      1 + u / 8
  *   layer-norm biases, all other biases     u / 16
  *   decoder.token_embedding.weight          u / 2
@@ -59,7 +64,7 @@
 #define RLX_WW_N_MELS      80
 
 typedef enum rlx_ww_kind {
-    RLX_WW_MATRIX,    /* u * sqrt(3 / fan_in) */
+    RLX_WW_MATRIX,    /* u * gain * sqrt(3 / fan_in) */
     RLX_WW_LN_WEIGHT, /* 1 + u / 8 */
     RLX_WW_BIAS,      /* u / 16 (layer-norm biases too) */
     RLX_WW_EMBEDDING, /* u / 2 */
@@ -83,6 +88,9 @@ const rlx_ww_tensor *rlx_whisper_writer_tensor(size_t i);
 const rlx_ww_tensor *rlx_whisper_writer_find(const char *name);
 int64_t rlx_whisper_writer_numel(const rlx_ww_tensor *t);
 
+/* The extra factor of a matrix's scale (4 for attention queries and keys,
+ * 1/4 for the cross-attention output, 1 otherwise; see above). */
+double rlx_whisper_writer_gain(const rlx_ww_tensor *t);
 /* Element i (row-major) of tensor t, as float32. */
 float rlx_whisper_writer_value(const rlx_ww_tensor *t, int64_t i);
 /* Elements [first, first + n) into dst. */

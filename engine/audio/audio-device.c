@@ -156,6 +156,10 @@ static rlx_status open_stream(PaDeviceIndex dev, bool input, int want_rate, PaSt
             sp.suggestedLatency =
                 input ? di->defaultHighInputLatency : di->defaultHighOutputLatency;
             PaError e = Pa_IsFormatSupported(input ? &sp : NULL, input ? NULL : &sp, rates[ri]);
+            if (e == paDeviceUnavailable) {
+                last = e;
+                goto failed; /* busy: another rate or channel count will not help */
+            }
             if (e != paFormatIsSupported) {
                 last = e;
                 continue;
@@ -169,9 +173,10 @@ static rlx_status open_stream(PaDeviceIndex dev, bool input, int want_rate, PaSt
             }
             last = e;
             if (e == paDeviceUnavailable)
-                break;
+                goto failed;
         }
     }
+failed:
     if (last == paDeviceUnavailable)
         return rlx_error_set(err, RLX_ERR_DEVICE,
                              "The audio device \"%s\" is busy or unavailable (another program may "

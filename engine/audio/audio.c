@@ -39,9 +39,11 @@ struct rlx_audio_reader {
     float *ibuf;    /* BLOCK * channels interleaved frames */
     float *mono;    /* BLOCK mixed frames, [mono_pos, mono_len) not yet used */
     int64_t mono_pos, mono_len;
-    bool eof;    /* libsndfile has given everything */
-    bool done;   /* and the resampler is flushed */
-    bool failed; /* a decoding error: only close is meaningful now */
+    bool eof;        /* libsndfile has given everything */
+    bool done;       /* and the resampler is flushed */
+    bool failed;     /* a decoding error: only close is meaningful now */
+    bool broken;     /* the decoder hit damage: reading fails once the rest is used */
+    int64_t decoded; /* frames decoded since the last seek (for messages) */
 };
 
 static const char *format_name(int format)
@@ -78,29 +80,36 @@ static const char *format_name(int format)
     }
 }
 
-/* Decodes the next window into r->mono. Returns the frame count (0 at the
- * end of the file) or -1 on a decoding error (err set). */
-static int64_t refill(rlx_audio_reader *r, rlx_error **err)
+/* The sentence for a file whose decoder hit damage after r->decoded frames. */
+static void report_broken(rlx_audio_reader *r, rlx_error **err)
+{
+    r->failed = true;
+    if (r->decoded == 0)
+        rlx_error_set(err, RLX_ERR_FORMAT, "%s is corrupt: none of its audio could be decoded.",
+                      r->path);
+    else
+        rlx_error_set(err, RLX_ERR_FORMAT,
+                      "%s is corrupt: its audio could not be decoded past %.2f s.", r->path,
+                      (double)r->decoded / r->info.sample_rate);
+}
+
+/* Decodes the next window into r->mono and returns its frame count. 0 means
+ * the end (r->eof) or damage (r->broken: the frames before it were handed out
+ * by earlier calls, and the caller reports it once those are used). */
+static int64_t refill(rlx_audio_reader *r)
 {
     int ch = r->info.channels;
+    r->mono_pos = r->mono_len = 0;
+    if (r->broken)
+        return 0;
     sf_count_t k = sf_readf_float(r->sf, r->ibuf, BLOCK);
     if (k < 0 || k > BLOCK) {
-        r->failed = true;
-        rlx_error_set(err, RLX_ERR_FORMAT, "%s could not be decoded: %s.", r->path,
-                      sf_strerror(r->sf));
-        return -1;
+        r->broken = true;
+        return 0;
     }
-    if (k < BLOCK) {
-        int e = sf_error(r->sf);
-        if (e != SF_ERR_NO_ERROR) {
-            r->failed = true;
-            (void)e;
-            rlx_error_set(err, RLX_ERR_FORMAT,
-                          "%s is corrupt: its audio could not be decoded past %.2f s.", r->path,
-                          (double)sf_seek(r->sf, 0, SEEK_CUR) / r->info.sample_rate);
-            return -1;
-        }
-    }
+    /* a short read with the error flag set: damage, not the end */
+    if (k < BLOCK && sf_error(r->sf) != SF_ERR_NO_ERROR)
+        r->broken = true;
     if (ch == 1) {
         memcpy(r->mono, r->ibuf, (size_t)k * sizeof(float));
     } else {
@@ -119,7 +128,8 @@ static int64_t refill(rlx_audio_reader *r, rlx_error **err)
             r->mono[i] = 0.0f;
     r->mono_pos = 0;
     r->mono_len = k;
-    if (k == 0)
+    r->decoded += k;
+    if (k == 0 && !r->broken)
         r->eof = true;
     return k;
 }
@@ -233,8 +243,9 @@ rlx_status rlx_audio_open(const char *path, int out_rate, rlx_audio_reader **out
     }
     /* Decode the first window now, so a file that opens but does not decode
      * (a damaged MP3) fails here, where the caller expects it. */
-    int64_t k = refill(r, err);
-    if (k < 0) {
+    int64_t k = refill(r);
+    if (k == 0 && r->broken) {
+        report_broken(r, err);
         rlx_audio_close(r);
         return RLX_ERR_FORMAT;
     }
@@ -276,8 +287,13 @@ int64_t rlx_audio_read(rlx_audio_reader *r, float *dst, int64_t n, rlx_error **e
     }
     int64_t got = 0;
     while (got < n && !r->done) {
-        if (r->mono_pos == r->mono_len && !r->eof && refill(r, err) < 0)
+        if (r->mono_pos == r->mono_len && !r->eof && refill(r) == 0 && r->broken) {
+            /* hand out what this call has; the next call reports the damage */
+            if (got > 0)
+                break;
+            report_broken(r, err);
             return -1;
+        }
         int64_t avail = r->mono_len - r->mono_pos;
         if (!r->src) {
             if (avail == 0) {
@@ -342,6 +358,8 @@ static rlx_status seek_file(rlx_audio_reader *r, int64_t frame, rlx_error **err)
     }
     r->mono_pos = r->mono_len = 0;
     r->eof = r->done = false;
+    r->broken = false;
+    r->decoded = frame;
     return RLX_OK;
 }
 

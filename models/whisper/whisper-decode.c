@@ -563,6 +563,42 @@ static const float *source_at(const source *src, int64_t at, int64_t *avail)
     return src->buf + (at - src->b0);
 }
 
+/* openai (and whisper.cpp) normalize the log-mel with the maximum over the
+ * whole recording (plus its 30 s of zero padding, whose frames are -10):
+ * one pass over the audio finds it, window by window, before decoding. */
+static rlx_status mel_max(rlx_whisper *w, source *src, float *mel, float *out, rlx_error **err)
+{
+    const int NM = w->hp->n_mels, NF = RLX_WHISPER_N_FRAMES, H = RLX_WHISPER_HOP;
+    float m = -10.0f; /* a frame of the padding */
+    rlx_status st = RLX_OK;
+    for (int64_t f0 = 0;; f0 += NF) {
+        int64_t s0 = f0 * H - 3 * H;
+        if (s0 < 0)
+            s0 = 0;
+        if ((st = source_fill(src, s0, (f0 + NF) * H + RLX_WHISPER_N_FFT, err)) != RLX_OK)
+            return st;
+        int64_t total = src->reader ? (src->eof ? src->total : INT64_MAX) : src->n_mem;
+        /* the last frame holding any audio: frame t covers [160t - 200, 160t + 200) */
+        int64_t last = total == INT64_MAX ? INT64_MAX : (total + 199) / H;
+        if (f0 > last)
+            break;
+        int64_t nf = last - f0 + 1 < NF ? last - f0 + 1 : NF, avail = 0;
+        const float *a = source_at(src, s0, &avail);
+        if ((st = rlx_mel_log(w->mel, a, avail, f0 - s0 / H, nf, mel, err)) != RLX_OK)
+            return st;
+        for (int64_t i = 0; i < (int64_t)NM * nf; i++)
+            m = mel[i] > m ? mel[i] : m;
+    }
+    *out = m;
+    if (src->reader) {
+        if ((st = rlx_audio_seek(src->reader, 0, err)) != RLX_OK)
+            return st;
+        src->b0 = src->n = 0;
+        src->eof = false;
+    }
+    return RLX_OK;
+}
+
 /* ---- segments ---- */
 
 static char *tokens_text(rlx_whisper *w, const int32_t *tok, int n)
@@ -787,6 +823,12 @@ static rlx_status transcribe(rlx_whisper *w, source *src, const rlx_whisper_deco
             ? seek + dp->duration_ms * RLX_WHISPER_SAMPLE_RATE / 1000 / RLX_WHISPER_HOP
             : INT64_MAX;
     bool language_set = false;
+    float mel_top = 0;
+    double tmx = rlx_whisper_now_ms();
+    if ((st = mel_max(w, src, mel, &mel_top, err)) != RLX_OK)
+        goto done;
+    if (w->timing)
+        w->timing->mel_ms += rlx_whisper_now_ms() - tmx;
     for (;;) {
         /* the window's samples: from 3 hops before it (so no frame of it
          * sees the buffer's edge) to 200 samples past its end */
@@ -811,26 +853,13 @@ static rlx_status transcribe(rlx_whisper *w, source *src, const rlx_whisper_deco
         if ((st = rlx_mel_log(w->mel, a, avail, seek - s0 / RLX_WHISPER_HOP, seg, mel, err)) !=
             RLX_OK)
             goto done;
+        rlx_mel_normalize_with(mel, (size_t)NM * (size_t)seg, mel_top);
         /* openai pads a short last window with zeros after normalizing */
-        if (seg < NF) {
+        if (seg < NF)
             for (int m = NM - 1; m >= 0; m--) {
                 memmove(mel + (size_t)m * NF, mel + (size_t)m * seg, sizeof(float) * (size_t)seg);
+                memset(mel + (size_t)m * NF + seg, 0, sizeof(float) * (size_t)(NF - seg));
             }
-            float mx = -INFINITY;
-            for (int m = 0; m < NM; m++)
-                for (int64_t t = 0; t < seg; t++)
-                    mx = mel[(size_t)m * NF + t] > mx ? mel[(size_t)m * NF + t] : mx;
-            for (int m = 0; m < NM; m++) {
-                for (int64_t t = 0; t < seg; t++) {
-                    float *v = &mel[(size_t)m * NF + t];
-                    *v = ((*v > mx - 8 ? *v : mx - 8) + 4) / 4;
-                }
-                for (int64_t t = seg; t < NF; t++)
-                    mel[(size_t)m * NF + t] = 0;
-            }
-        } else {
-            rlx_mel_normalize(mel, (size_t)NM * NF);
-        }
         if (w->timing)
             w->timing->mel_ms += rlx_whisper_now_ms() - tm;
         if ((st = rlx_whisper_encode(w, mel, NULL, err)) != RLX_OK)

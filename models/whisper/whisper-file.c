@@ -220,7 +220,8 @@ struct rlx_whisper_file {
     size_t n_suppress, n_begin_suppress, n_aheads;
 };
 
-#define N_FREQ 201 /* whisper's 400-point FFT */
+#define N_FREQ          201 /* whisper's 400-point FFT */
+#define GREEDY_MAX_WORD 128
 
 static uint64_t hash_bytes(const char *p, size_t n)
 {
@@ -537,7 +538,9 @@ static rlx_status build_vocab_index(rlx_whisper_file *f, rlx_error **err)
     f->vmask = cap - 1;
     for (int32_t id = 0; id < f->sp.eot; id++) {
         size_t n = f->tok_len[id];
-        if (!n)
+        /* whisper's longest token is 33 bytes: longer entries (a hostile file) would only make
+         * the greedy search quadratic in them */
+        if (!n || n > GREEDY_MAX_WORD)
             continue;
         if (n > f->max_word)
             f->max_word = n;

@@ -63,20 +63,6 @@ static rlx_node param(wb *b, const char *name, int rank, const int64_t *dims)
     return rlx_graph_param(b->g, name, dt, sh);
 }
 
-static rlx_node p1(wb *b, const char *fmt, int il, int64_t n)
-{
-    char name[96];
-    snprintf(name, sizeof name, fmt, il);
-    return param(b, name, 1, (int64_t[]){n});
-}
-
-static rlx_node p2(wb *b, const char *fmt, int il, int64_t n, int64_t k)
-{
-    char name[96];
-    snprintf(name, sizeof name, fmt, il);
-    return param(b, name, 2, (int64_t[]){n, k});
-}
-
 static rlx_node reshape(rlx_graph *g, rlx_node x, int rank, const rlx_dim *d)
 {
     return rlx_graph_reshape(g, NULL, x, rlx_shape_make_dims(rank, d));
@@ -192,8 +178,12 @@ rlx_status rlx_whisper_build_encoder(const rlx_whisper_file *f, bool with_output
     }
     x = rlx_graph_layer_norm(g, "ln_post", x, param(&b, "encoder.ln_post.weight", 1, (int64_t[]){n}),
                              param(&b, "encoder.ln_post.bias", 1, (int64_t[]){n}), 1e-5f);
+    /* a program needs an output; the runner's own encoder hands back one row,
+     * the states are what it is for */
     if (with_output)
         rlx_graph_output(g, "enc", x);
+    else
+        rlx_graph_output(g, "enc0", rlx_graph_slice(g, NULL, x, 0, C(0), C(1)));
 
     /* cross-attention keys and values of every decoder layer */
     const int64_t nt = hp->n_text_state;
@@ -226,15 +216,19 @@ rlx_status rlx_whisper_build_decoder(const rlx_whisper_file *f, int nb, int seq_
         return rlx_error_set(err, RLX_ERR_NO_MEMORY, "out of memory building the decoder");
     rlx_graph *g = b.g;
     int seq = rlx_graph_add_symbol(g, "SEQ", seq_max);
-    int past = rlx_graph_add_symbol(g, "PAST", CTX);
+    int past = rlx_graph_add_symbol(g, "PAST", CTX - seq_max);
     rlx_dim S = rlx_dim_sym(seq), P = rlx_dim_sym(past), T, NS = rlx_dim_scale(S, nb);
     rlx_dim_add(P, S, &T);
     rlx_node tokens =
         rlx_graph_input(g, "tokens", RLX_DTYPE_I32, rlx_shape_make_dims(2, (rlx_dim[]){C(nb), S}));
     rlx_node emb = param(&b, "decoder.token_embedding.weight", 2, (int64_t[]){V, n});
     rlx_node pos = param(&b, "decoder.positional_embedding", 2, (int64_t[]){CTX, n});
+    /* positions PAST.. as an input: a slice of the table at a symbolic offset
+     * would have to fit at both symbols' bounds at once */
+    rlx_node posid =
+        rlx_graph_input(g, "positions", RLX_DTYPE_I32, rlx_shape_make_dims(1, (rlx_dim[]){S}));
     rlx_node x = rlx_graph_gather(g, "embed", emb, tokens); /* [NB, S, n] */
-    x = rlx_graph_add(g, NULL, x, rlx_graph_slice(g, NULL, pos, 0, P, S));
+    x = rlx_graph_add(g, NULL, x, rlx_graph_gather(g, "pos", pos, posid));
     x = reshape(g, x, 2, (rlx_dim[]){NS, C(n)});
     const int perm3[3] = {1, 0, 2}, perm4[4] = {0, 2, 1, 3};
     for (int il = 0; il < hp->n_text_layer; il++) {
@@ -316,6 +310,8 @@ rlx_status rlx_whisper_build_reorder(const rlx_whisper_file *f, int nb, rlx_grap
                                           rlx_shape_make(4, (int64_t[]){nb, H, CTX, D}));
             rlx_node rows = reshape(g, st, 2, (rlx_dim[]){C(nb), C(H * CTX * D)});
             rlx_node moved = rlx_graph_gather(g, NULL, rows, src);
+            if (il == 0 && i == 0) /* a program needs an output: one value per beam */
+                rlx_graph_output(g, "probe", rlx_graph_slice(g, NULL, moved, 1, C(0), C(1)));
             moved = reshape(g, moved, 4, (rlx_dim[]){C(nb), C(H), C(CTX), C(D)});
             rlx_graph_scatter(g, NULL, st, moved, 0, C(0));
         }

@@ -15,6 +15,11 @@
 struct rlx_graph;
 
 #define RLX_WHISPER_MAX_BEAMS 16
+/* Decoder programs: steps of up to STEP_SEQ tokens anywhere in the context,
+ * and prompts of up to PREFILL_SEQ tokens from its start (PAST + SEQ must fit
+ * the 448 positions at both symbols' bounds). */
+#define RLX_WHISPER_STEP_SEQ    8
+#define RLX_WHISPER_PREFILL_SEQ 232
 
 /* The name of beam-count nb's self-attention cache of layer il (v: values). */
 void rlx_whisper_cache_name(char *buf, size_t cap, int v, int nb, int il);
@@ -32,7 +37,8 @@ struct rlx_whisper {
     const rlx_whisper_special *sp;
     rlx_session_program *enc, *enc_out, *dec_all;
     /* decoder and beam-reorder programs by beam count, compiled on first use */
-    rlx_session_program *dec[RLX_WHISPER_MAX_BEAMS + 1], *reorder[RLX_WHISPER_MAX_BEAMS + 1];
+    rlx_session_program *dec[RLX_WHISPER_MAX_BEAMS + 1], *pre[RLX_WHISPER_MAX_BEAMS + 1],
+        *reorder[RLX_WHISPER_MAX_BEAMS + 1];
     int max_beams;
     rlx_mel *mel;
     volatile int cancel;

@@ -41,34 +41,29 @@ static rlx_status load_encoder(rlx_whisper *w, bool with_output, rlx_session_pro
     return st ? st : compile(w, g, out, "encoder", err);
 }
 
-static rlx_status load_decoder(rlx_whisper *w, int nb, bool all, rlx_session_program **out,
-                               rlx_error **err)
+static rlx_status load_decoder(rlx_whisper *w, int nb, int seq_max, bool all,
+                               rlx_session_program **out, rlx_error **err)
 {
     if (*out)
         return RLX_OK;
     rlx_graph *g = NULL;
-    rlx_status st = rlx_whisper_build_decoder(w->file, nb, w->hp->n_text_ctx, all, &g, err);
+    rlx_status st = rlx_whisper_build_decoder(w->file, nb, seq_max, all, &g, err);
     return st ? st : compile(w, g, out, "decoder", err);
 }
 
-/* The tokens the decoder never emits as text: openai's non-speech list and
- * the task/sequence specials (its _get_suppress_tokens), sorted. */
+/* The tokens the decoder never emits as text: openai's non-speech list with
+ * the task/sequence specials (its _get_suppress_tokens; the file layer
+ * already adds the specials). */
 static rlx_status make_suppress(rlx_whisper *w, rlx_error **err)
 {
     size_t n = 0;
     const int32_t *base = rlx_whisper_file_suppress_tokens(w->file, &n);
-    const rlx_whisper_special *sp = w->sp;
-    const int32_t extra[] = {sp->transcribe, sp->translate, sp->sot, sp->prev, sp->solm,
-                             sp->no_speech};
-    w->suppress = malloc(sizeof(int32_t) * (n + 6));
+    w->suppress = malloc(sizeof(int32_t) * (n + 1));
     if (!w->suppress)
         return rlx_error_set(err, RLX_ERR_NO_MEMORY, "out of memory");
     for (size_t i = 0; i < n; i++)
         if (base[i] >= 0 && base[i] < w->hp->n_vocab)
             w->suppress[w->n_suppress++] = base[i];
-    for (size_t i = 0; i < 6; i++)
-        if (extra[i] >= 0 && extra[i] < w->hp->n_vocab)
-            w->suppress[w->n_suppress++] = extra[i];
     int32_t *ids = NULL;
     size_t nid = 0;
     w->blank = -1;
@@ -121,7 +116,8 @@ rlx_status rlx_whisper_create(const char *model_path, const rlx_whisper_params *
     if ((st = rlx_whisper_file_add_to_session(w->file, w->s, err)) != RLX_OK)
         goto fail;
     if ((st = load_encoder(w, false, &w->enc, err)) != RLX_OK ||
-        (st = load_decoder(w, 1, false, &w->dec[1], err)) != RLX_OK)
+        (st = load_decoder(w, 1, RLX_WHISPER_STEP_SEQ, false, &w->dec[1], err)) != RLX_OK ||
+        (st = load_decoder(w, 1, RLX_WHISPER_PREFILL_SEQ, false, &w->pre[1], err)) != RLX_OK)
         goto fail;
     rlx_session_set_progress(w->s, NULL, NULL);
     if ((st = rlx_mel_create(w->hp->n_mels, rlx_whisper_file_mel_filters(w->file), &w->mel,
@@ -189,7 +185,7 @@ rlx_status rlx_whisper_encode(rlx_whisper *w, const float *mel, float *enc_out, 
     double t0 = rlx_whisper_now_ms();
     rlx_sym_values sv = {{0}};
     const void *ins[1] = {mel};
-    void *outs[1] = {enc_out};
+    void *outs[1] = {enc_out ? enc_out : w->logits}; /* one row of features, unread */
     st = rlx_session_run(w->s, *prog, &sv, ins, outs, err);
     if (w->timing) {
         w->timing->encode_ms += rlx_whisper_now_ms() - t0;
@@ -213,7 +209,15 @@ static rlx_status run_dec(rlx_whisper *w, rlx_session_program *prog, const int32
     int ps = rlx_session_program_symbol(prog, "PAST");
     if (ps >= 0)
         sv.v[ps] = past;
-    const void *ins[1] = {tokens};
+    int32_t pos[448];
+    for (int32_t i = 0; i < seq; i++)
+        pos[i] = past + i;
+    int ti = rlx_session_program_input(prog, "tokens"), pi = rlx_session_program_input(prog, "positions");
+    if (ti < 0 || pi < 0 || ti + pi != 1)
+        return rlx_error_set(err, RLX_ERR_INTERNAL, "whisper decoder: unexpected inputs");
+    const void *ins[2];
+    ins[ti] = tokens;
+    ins[pi] = pos;
     void *outs[1] = {logits};
     rlx_status st = rlx_session_run(w->s, prog, &sv, ins, outs, err);
     if (w->timing) {
@@ -232,8 +236,16 @@ rlx_status rlx_whisper_run_decoder(rlx_whisper *w, int nb, const int32_t *tokens
         return rlx_error_set(err, RLX_ERR_INVALID_ARG,
                              "whisper decoder: %d beams asked for; 1 to %d are possible", nb,
                              RLX_WHISPER_MAX_BEAMS);
-    rlx_session_program **prog = &w->dec[nb];
-    rlx_status st = load_decoder(w, nb, false, prog, err);
+    bool step = seq <= RLX_WHISPER_STEP_SEQ && past <= w->hp->n_text_ctx - RLX_WHISPER_STEP_SEQ;
+    if (!step && (seq > RLX_WHISPER_PREFILL_SEQ ||
+                  past > w->hp->n_text_ctx - RLX_WHISPER_PREFILL_SEQ))
+        return rlx_error_set(err, RLX_ERR_INVALID_ARG,
+                             "whisper decoder: %d tokens after %d: at most %d at once from the "
+                             "start, or %d anywhere",
+                             seq, past, RLX_WHISPER_PREFILL_SEQ, RLX_WHISPER_STEP_SEQ);
+    rlx_session_program **prog = step ? &w->dec[nb] : &w->pre[nb];
+    rlx_status st = load_decoder(w, nb, step ? RLX_WHISPER_STEP_SEQ : RLX_WHISPER_PREFILL_SEQ,
+                                 false, prog, err);
     return st ? st : run_dec(w, *prog, tokens, seq, past, logits, err);
 }
 
@@ -249,7 +261,9 @@ rlx_status rlx_whisper_run_reorder(rlx_whisper *w, int nb, const int32_t *src, r
     }
     rlx_sym_values sv = {{0}};
     const void *ins[1] = {src};
-    return rlx_session_run(w->s, w->reorder[nb], &sv, ins, NULL, err);
+    float probe[RLX_WHISPER_MAX_BEAMS];
+    void *outs[1] = {probe};
+    return rlx_session_run(w->s, w->reorder[nb], &sv, ins, outs, err);
 }
 
 rlx_status rlx_whisper_decode(rlx_whisper *w, const int32_t *tokens, int32_t n, int32_t past,
@@ -257,7 +271,10 @@ rlx_status rlx_whisper_decode(rlx_whisper *w, const int32_t *tokens, int32_t n, 
 {
     if (!all)
         return rlx_whisper_run_decoder(w, 1, tokens, n, past, logits, err);
-    rlx_status st = load_decoder(w, 1, true, &w->dec_all, err);
+    if (past != 0)
+        return rlx_error_set(err, RLX_ERR_INVALID_ARG,
+                             "whisper decoder: every position's logits start at position 0");
+    rlx_status st = load_decoder(w, 1, w->hp->n_text_ctx, true, &w->dec_all, err);
     return st ? st : run_dec(w, w->dec_all, tokens, n, past, logits, err);
 }
 

@@ -21,8 +21,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     volatile uint8_t sink = 0;
     int32_t n_mel, n_fft;
     const float *fb = rlx_ggml_whisper_mel_filters(w, &n_mel, &n_fft);
-    if ((uint64_t)n_mel * (uint64_t)n_fft > 0)
-        sink ^= (uint8_t)fb[(size_t)n_mel * (size_t)n_fft - 1];
+    if ((uint64_t)n_mel * (uint64_t)n_fft > 0) { /* the bytes: any float may be there */
+        uint8_t last[4];
+        memcpy(last, &fb[(size_t)n_mel * (size_t)n_fft - 1], 4);
+        sink ^= last[0];
+    }
     for (int32_t i = 0; i < rlx_ggml_whisper_n_words(w); i++) {
         size_t len;
         const uint8_t *p = (const uint8_t *)rlx_ggml_whisper_word(w, i, &len);

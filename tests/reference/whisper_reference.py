@@ -22,8 +22,14 @@ The generator (same text in tests/whisper-writer.h):
   u(name, i) = 2 * (splitmix64(fnv1a64(name) + (i + 1) * 0x9e3779b97f4a7c15) >> 40) / 2^24 - 1
   name = the canonical openai state-dict name, i = row-major element index;
   value in float32:
-    linear / conv weights   u * float32(sqrt(3 / fan_in))   (fan_in = in, or in_ch * 3:
-                            variance 1 / fan_in, so each layer keeps its input's scale)
+    linear / conv weights   u * float32(gain * sqrt(3 / fan_in))  (fan_in = in, or in_ch * 3:
+                            variance gain^2 / fan_in, so each layer keeps its input's
+                            scale); gain 4 for every attention's query and key weights
+                            (random attention is otherwise nearly uniform and greedy
+                            decoding repeats one token forever), 1/4 for
+                            decoder.blocks.*.cross_attn.out.weight (the audio context is
+                            nearly the same at every position and would swamp the
+                            residual stream), else 1
     layer-norm weights      1 + u / 8
     all biases (LN too)     u / 16
     token embedding,
@@ -31,8 +37,9 @@ The generator (same text in tests/whisper-writer.h):
     encoder positions       openai's sinusoids(1500, 384), in double, rounded to float32
 
 Every output is float32 little-endian unless said otherwise; fixture layouts:
-  whisper-ref-weights.f32    [4][16] 16 values of each of WEIGHT_PROBES (element
-                             indices PROBE_INDEX), for tests/test-whisper-writer.c
+  whisper-ref-weights.f32    [5][16] 16 values of each of WEIGHT_PROBES (element
+                             indices PROBE_INDEX modulo the tensor's size), for
+                             tests/test-whisper-writer.c
   whisper-ref-mel.f32        [80][MEL_FRAMES] the normalized log-mel ((max(x, M - 8) + 4) / 4)
                              of jfk.wav at the frames MEL_FRAMES (0..255 and 1050..1149),
                              mel-major (row = mel bin, columns in the order listed)
@@ -50,13 +57,17 @@ Every output is float32 little-endian unless said otherwise; fixture layouts:
                              (as float, exact), max logit, logsumexp
   whisper-ref-lang.f32       [99] language probabilities (softmax over the 99 language
                              tokens 50259..50357 of the logits at [sot]), in token order
-  whisper-ref-greedy.txt     text: `no_speech_prob <p>`, then one line per sampled token
+  whisper-ref-greedy.txt     text: `no_speech_prob <p>`, `no_speech_logprob <log p>` (the
+                             softmax of the logits at the sot position of the first
+                             step, at <|nocaptions|> 50362), then one line per sampled token
                              `<id> <margin> <ts_margin>`: margin = chosen logit minus the
                              best other allowed logit after the filters (inf when only one
                              was allowed), ts_margin = log P(any timestamp) - max log P(text)
                              before the last rule (the timestamp-only decision),
                              `<logit> <lse>`: that token's raw logit (before the filters)
-                             and the logsumexp of the raw logits at that step.
+                             and the logsumexp of the raw logits at that step. inf and
+                             -inf appear where one side is fully suppressed (first step:
+                             text; after a lone timestamp: timestamps).
 The *-f16 variants (whisper-ref-{encoder,logits,logits-stats,lang}-f16.f32,
 whisper-ref-greedy-f16.txt) are the same with every weight that whisper.cpp's
 convert-pt-to-ggml.py stores in F16 rounded to float16 first (2-D+ tensors except
@@ -134,7 +145,8 @@ MEL_FRAMES = list(range(0, 256)) + list(range(1050, 1150))
 ENC_ROWS = list(range(0, 16)) + list(range(740, 756)) + list(range(1484, 1500))
 LOGIT_COLS = [i for i in range(0, 50265) if i % 97 == 0] + list(range(50265, N_VOCAB))
 WEIGHT_PROBES = ['encoder.conv1.weight', 'encoder.blocks.2.attn.key.weight',
-                 'decoder.token_embedding.weight', 'decoder.blocks.3.cross_attn_ln.bias']
+                 'decoder.token_embedding.weight', 'decoder.blocks.3.cross_attn_ln.bias',
+                 'encoder.positional_embedding']
 PROBE_INDEX = [0, 1, 2, 3, 100, 1000, 4095, 12345, 40000, 65535, 99999, 123456, 147455,
                147449, 17, 383]  # taken modulo the tensor size
 
@@ -218,6 +230,14 @@ def tensor_specs():
     return specs
 
 
+def gain(name):
+    if '.query.weight' in name or '.key.weight' in name:
+        return 4.0
+    if 'cross_attn.out.weight' in name:
+        return 0.25
+    return 1.0
+
+
 def make_tensor(name, shape, kind):
     n = int(np.prod(shape))
     if kind == 'sin':
@@ -225,7 +245,7 @@ def make_tensor(name, shape, kind):
     u = uniform(name, 0, n)
     if kind == 'mat':
         fan_in = int(np.prod(shape[1:]))
-        v = u * np.float32(math.sqrt(3.0 / fan_in))
+        v = u * np.float32(gain(name) * math.sqrt(3.0 / fan_in))
     elif kind == 'lnw':
         v = np.float32(1.0) + u * np.float32(0.125)
     elif kind == 'bias':
@@ -266,15 +286,20 @@ def linear(x, w, p, bias=True):
 
 def attention(x, xa, w, p, causal, cache=None):
     """openai MultiHeadAttention.qkv_attention: q and k both scaled by d^-0.25.
-    cache (a dict) keeps the cross-attention keys and values of xa, which do
-    not change between decoding steps."""
+    cache (a dict, as openai's kv_cache hooks) keeps the cross-attention keys
+    and values of xa, which do not change between decoding steps, and the
+    self-attention keys and values of the tokens seen so far (x holds only the
+    new ones)."""
     src = x if xa is None else xa
     q = linear(x, w, p + '.query')
-    if cache is not None and p in cache:
+    if cache is not None and xa is not None and p in cache:
         k, v = cache[p]
     else:
         k = linear(src, w, p + '.key', bias=False)
         v = linear(src, w, p + '.value')
+        if cache is not None and xa is None and p in cache:
+            k = torch.cat([cache[p][0], k])
+            v = torch.cat([cache[p][1], v])
         if cache is not None:
             cache[p] = (k, v)
     T, S = q.shape[0], k.shape[0]
@@ -309,14 +334,15 @@ def encoder(mel, w):
     return layer_norm(x, w, 'encoder.ln_post')
 
 
-def decoder(tokens, xa, w, last_only=False, cache=None):
-    """tokens (list) -> logits [T, n_vocab] (or [n_vocab] of the last)"""
+def decoder(tokens, xa, w, last_only=False, cache=None, offset=0):
+    """tokens (list) -> logits [T, n_vocab] (or [n_vocab] of the last); with a
+    cache, tokens are the ones after the first `offset` already in it."""
     T = len(tokens)
     x = w['decoder.token_embedding.weight'][torch.tensor(tokens)] + \
-        w['decoder.positional_embedding'][:T]
+        w['decoder.positional_embedding'][offset:offset + T]
     for i in range(N_LAYER):
         p = f'decoder.blocks.{i}'
-        x = x + attention(layer_norm(x, w, p + '.attn_ln'), None, w, p + '.attn', True)
+        x = x + attention(layer_norm(x, w, p + '.attn_ln'), None, w, p + '.attn', True, cache)
         x = x + attention(layer_norm(x, w, p + '.cross_attn_ln'), xa, w, p + '.cross_attn',
                           False, cache)
         x = x + mlp(layer_norm(x, w, p + '.mlp_ln'), w, p + '.mlp')
@@ -409,10 +435,14 @@ def greedy(xa, w, sample_len=N_TEXT_CTX // 2):
     for i in range(sample_len):
         if i == 0:
             logits_all = decoder(tokens, xa, w, cache=cache)
-            no_speech = float(torch.softmax(logits_all[0], -1)[NO_SPEECH])
+            no_speech = float(torch.log_softmax(logits_all[0], -1)[NO_SPEECH])
             logits = logits_all[-1]
         else:
-            logits = decoder(tokens, xa, w, last_only=True, cache=cache)
+            logits = decoder(tokens[-1:], xa, w, last_only=True, cache=cache,
+                             offset=len(tokens) - 1)
+            if i % 50 == 7:  # the cache against a full recomputation
+                full = decoder(tokens, xa, w, last_only=True)
+                assert float((full - logits).abs().max()) < 1e-9
         f, ts_margin = apply_filters(logits, tokens, sample_begin)
         top2 = torch.topk(f, 2)
         nxt = int(top2.indices[0])
@@ -457,10 +487,11 @@ def run_model(w, mel3000, fixtures, suffix, log):
 
     steps, no_speech = greedy(xa, w)
     with open(os.path.join(fixtures, f'whisper-ref-greedy{suffix}.txt'), 'w') as f:
-        f.write(f'no_speech_prob {no_speech:.9g}\n')
+        f.write(f'no_speech_prob {math.exp(no_speech):.9g}\n')
+        f.write(f'no_speech_logprob {no_speech:.9g}\n')
         for t, m, tm, lo, lse in steps:
             f.write(f'{t} {m:.6g} {tm:.6g} {lo:.7g} {lse:.7g}\n')
-    log(f'greedy{suffix}: no_speech {no_speech:.6g}, {len(steps)} tokens: '
+    log(f'greedy{suffix}: no_speech logprob {no_speech:.6g}, {len(steps)} tokens: '
         f'{[s[0] for s in steps]}')
     log(f'greedy{suffix}: min margin {min(s[1] for s in steps):.4g}, '
         f'min |ts_margin| {min(abs(s[2]) for s in steps):.4g}')
