@@ -1007,7 +1007,8 @@ static void on_segment(RlxTranscriber *tr, gint64 t0, gint64 t1, const char *tex
     Transcript *t = self->run;
     if (!t)
         return;
-    Seg s = {.t0 = t0, .t1 = t1, .text = g_strdup(text)};
+    /* A token can end inside a character: shown and saved as valid UTF-8. */
+    Seg s = {.t0 = t0, .t1 = t1, .text = g_utf8_make_valid(text ? text : "", -1)};
     g_array_append_val(t->segs, s);
     /* Written before the row can be drawn: the save runs ahead of the
      * redraw (G_PRIORITY_HIGH_IDLE < GDK_PRIORITY_REDRAW), once for all the
