@@ -178,7 +178,8 @@ static bool on_progress(void *user, double done_s, double total_s)
 {
     RlxTranscriber *self = user;
     Event *e = event_new(EV_PROGRESS, NULL);
-    e->a = done_s;
+    /* The runner may count a last segment's end, past the recording's. */
+    e->a = total_s > 0 ? MIN(done_s, total_s) : done_s;
     e->b = total_s;
     post(self, e);
     return !cancelled(self);

@@ -15,7 +15,7 @@
  *   started (const char *kind, gboolean multilingual)  the model is ready
  *   language (const char *code, double p)
  *   segment (gint64 t0_ms, gint64 t1_ms, const char *text)
- *   progress (double done_s, double total_s)
+ *   progress (double done_s, double total_s)   done_s <= total_s
  *   finished (int status, const char *message)    status: an rlx_status
  *            (0, RLX_ERR_CANCELLED, or a failure and its sentence)
  *
