@@ -230,6 +230,7 @@ struct _RlxTranscribePane {
     GtkListBox *transcript_list, *segment_list;
     GtkLabel *title_label, *details_label, *progress_label, *record_label;
     GtkWidget *progress_box, *record_box, *record_button, *options_button, *export_button;
+    GtkButton *resume_button;
     GtkProgressBar *progress_bar;
     GtkLevelBar *level_bar;
     AdwToastOverlay *toast_overlay;
@@ -628,6 +629,11 @@ static GtkWidget *segment_row(RlxTranscribePane *self, const Seg *s)
     gtk_label_set_xalign(GTK_LABEL(label), 0);
     gtk_widget_set_hexpand(label, TRUE);
     gtk_widget_set_valign(label, GTK_ALIGN_CENTER);
+    /* GTK 4.8 measures a wrapping label beside another widget a pixel wider
+     * for some heights than its minimum (a wide glyph, CJK or a missing one's
+     * box) and reports it as a critical; a minimum of its own above any one
+     * glyph keeps the two measures equal. */
+    gtk_widget_set_size_request(label, 120, -1);
     gtk_box_append(GTK_BOX(box), time);
     gtk_box_append(GTK_BOX(box), label);
     GtkWidget *row = gtk_list_box_row_new();
@@ -816,6 +822,8 @@ static void update_details(RlxTranscribePane *self)
     g_string_free(s, TRUE);
 }
 
+static gboolean resumable(RlxTranscribePane *self, const Transcript *t);
+
 static void update_state(RlxTranscribePane *self)
 {
     gboolean running = self->run != NULL;
@@ -830,6 +838,17 @@ static void update_state(RlxTranscribePane *self)
     }
     gboolean have_segs = self->current && self->current->segs->len > 0;
     GtkWidget *w = GTK_WIDGET(self);
+    gboolean resume = resumable(self, self->current);
+    gtk_widget_set_visible(GTK_WIDGET(self->resume_button), resume);
+    gtk_widget_action_set_enabled(w, "transcribe.resume", resume);
+    if (resume) {
+        const Transcript *t = self->current;
+        gint64 from = t->segs->len ? g_array_index(t->segs, Seg, t->segs->len - 1).t1 : 0;
+        g_autofree char *at = fmt_duration((double)from / 1000.0);
+        /* Translators: a button under a transcript that was stopped; %s: where, "1:05" */
+        g_autofree char *label = g_strdup_printf(_("Continue from %s"), at);
+        gtk_button_set_label(self->resume_button, label);
+    }
     gtk_widget_action_set_enabled(w, "transcribe.stop", running && !self->stopping);
     gtk_widget_action_set_enabled(w, "transcribe.escape",
                                   (running && !self->stopping) || self->capture || self->playback ||
@@ -1106,7 +1125,8 @@ static void fill_job_device(RlxTranscribePane *self, RlxTranscribeJob *job, char
     job->n_threads = g_settings_get_int(self->settings, "threads");
 }
 
-static void start_transcription(RlxTranscribePane *self, const char *audio)
+/* resume: a transcript to continue after its last segment, or NULL (a new one) */
+static void start_transcription_full(RlxTranscribePane *self, const char *audio, Transcript *resume)
 {
     if (self->run || rlx_transcriber_is_busy(self->transcriber)) {
         toast(self, _("A transcription is running; stop it first"));
@@ -1121,30 +1141,44 @@ static void start_transcription(RlxTranscribePane *self, const char *audio)
         return;
     }
     g_clear_pointer(&self->pending_audio, g_free);
-    Transcript *t = transcript_new();
-    t->title = g_path_get_basename(audio);
-    t->audio = g_strdup(audio);
+    Transcript *t = resume;
+    gint64 offset = 0;
+    if (!t) {
+        t = transcript_new();
+        t->title = g_path_get_basename(audio);
+        t->audio = g_strdup(audio);
+        t->translate = self->translate;
+        if (self->language)
+            t->language = g_strdup(language_code(self->language));
+    } else if (t->segs->len) {
+        offset = g_array_index(t->segs, Seg, t->segs->len - 1).t1;
+    }
+    g_free(t->model);
     t->model = g_strdup(self->model);
-    t->translate = self->translate;
-    if (self->language)
-        t->language = g_strdup(language_code(self->language));
-    t->state = ST_RUNNING;
 
+    /* A continued transcript keeps its language (the one detected too) and
+     * its translation. */
     RlxTranscribeJob job = {
         .model = self->model,
         .audio = audio,
-        .language = language_code(self->language),
-        .translate = self->translate,
+        .language = resume && t->language ? t->language : language_code(self->language),
+        .translate = t->translate,
+        .offset_ms = offset,
     };
     g_autofree char *device = NULL;
     fill_job_device(self, &job, &device);
     if (!rlx_transcriber_start(self->transcriber, &job)) {
-        transcript_free(t);
+        if (!resume)
+            transcript_free(t);
         toast(self, _("A transcription is running; stop it first"));
         return;
     }
-    g_ptr_array_insert(self->transcripts, 0, t);
-    self->before_run = self->current;
+    t->state = ST_RUNNING;
+    if (!resume)
+        g_ptr_array_insert(self->transcripts, 0, t);
+    else
+        g_debug("continuing %s from %" G_GINT64_FORMAT " ms", t->id, offset); /* for the tests */
+    self->before_run = resume ? NULL : self->current;
     self->run = t;
     self->stopping = FALSE;
     self->done_s = self->total_s = 0;
@@ -1157,6 +1191,32 @@ static void start_transcription(RlxTranscribePane *self, const char *audio)
     self->tick = g_timeout_add(500, tick_cb, self);
     show_transcript(self, t);
     rebuild_sidebar(self);
+}
+
+static void start_transcription(RlxTranscribePane *self, const char *audio)
+{
+    start_transcription_full(self, audio, NULL);
+}
+
+static gboolean resumable(RlxTranscribePane *self, const Transcript *t)
+{
+    return t && !self->run && t->audio &&
+           (t->state == ST_STOPPED || t->state == ST_INTERRUPTED || t->state == ST_FAILED);
+}
+
+static void resume_action(GtkWidget *w, const char *name, GVariant *param)
+{
+    RlxTranscribePane *self = RLX_TRANSCRIBE_PANE(w);
+    Transcript *t = self->current;
+    if (!resumable(self, t))
+        return;
+    if (!g_file_test(t->audio, G_FILE_TEST_EXISTS)) {
+        g_autofree char *msg = g_strdup_printf(_("Cannot continue: %s is gone"), t->audio);
+        toast_error(self, msg);
+        return;
+    }
+    g_autofree char *audio = g_strdup(t->audio);
+    start_transcription_full(self, audio, t);
 }
 
 /* ---- files ----------------------------------------------------------------------- */
@@ -1720,6 +1780,7 @@ static void rlx_transcribe_pane_class_init(RlxTranscribePaneClass *klass)
     BIND(record_button);
     BIND(options_button);
     BIND(export_button);
+    BIND(resume_button);
     BIND(progress_bar);
     BIND(level_bar);
     BIND(toast_overlay);
@@ -1735,6 +1796,7 @@ static void rlx_transcribe_pane_class_init(RlxTranscribePaneClass *klass)
     gtk_widget_class_install_action(widget_class, "transcribe.record", NULL, record_action);
     gtk_widget_class_install_action(widget_class, "transcribe.stop", NULL, stop_action);
     gtk_widget_class_install_action(widget_class, "transcribe.escape", NULL, escape_action);
+    gtk_widget_class_install_action(widget_class, "transcribe.resume", NULL, resume_action);
     gtk_widget_class_install_action(widget_class, "transcribe.copy", NULL, copy_action);
     gtk_widget_class_install_action(widget_class, "transcribe.export", "s", export_action);
     gtk_widget_class_install_action(widget_class, "transcribe.delete", NULL, delete_action);

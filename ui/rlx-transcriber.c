@@ -27,6 +27,7 @@ typedef struct {
     int n_threads;
     uint64_t budget;
     gboolean translate;
+    gint64 offset_ms;
     gboolean quit; /* the sentinel that ends the thread */
 } Job;
 
@@ -240,6 +241,7 @@ static void run_job(RlxTranscriber *self, const Job *j)
         rlx_whisper_decode_params dp = rlx_whisper_decode_default_params();
         dp.language = j->language;
         dp.translate = j->translate;
+        dp.offset_ms = j->offset_ms;
         rlx_whisper_callbacks cb = {
             .segment = on_segment,
             .progress = on_progress,
@@ -303,6 +305,7 @@ gboolean rlx_transcriber_start(RlxTranscriber *self, const RlxTranscribeJob *job
     j->n_threads = job->n_threads;
     j->budget = job->budget;
     j->translate = job->translate;
+    j->offset_ms = MAX(0, job->offset_ms);
     g_mutex_lock(&self->lock);
     self->cancel = FALSE;
     g_mutex_unlock(&self->lock);

@@ -41,6 +41,7 @@ typedef struct {
     const char *audio;    /* the recording */
     const char *language; /* "auto" or NULL: detect; "en", "de", ... */
     gboolean translate;   /* into English */
+    gint64 offset_ms;     /* start this far into the recording (to continue one) */
 } RlxTranscribeJob;
 
 #define RLX_TYPE_TRANSCRIBER (rlx_transcriber_get_type())

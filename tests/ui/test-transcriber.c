@@ -4,7 +4,8 @@
  * progress, finished), everything the worker posted while the main loop was
  * busy comes in one dispatch, a second job while one runs is refused, the
  * runner is kept for the next job, Stop ends a long recording early with
- * RLX_ERR_CANCELLED, bad files and models finish with the runner's sentence,
+ * RLX_ERR_CANCELLED, a job continued at an offset times its segments in the
+ * whole recording, bad files and models finish with the runner's sentence,
  * and dropping the transcriber mid-job joins its thread.
  *
  * usage: test-transcriber HEADER_SRC (for-tests-ggml-tiny.bin) AUDIO (jfk.wav) */
@@ -25,7 +26,7 @@ static char *model_path, *audio_path, *long_path, *tmp_dir;
 typedef struct {
     GString *order; /* one letter a signal: L(oading) S(tarted) l(anguage) s(egment) p(rogress) F */
     int n_segments, n_progress, n_loading;
-    gint64 last_t1;
+    gint64 last_t1, first_t0;
     double total_s;
     char *kind, *language;
     gboolean finished;
@@ -63,6 +64,8 @@ static void on_segment(RlxTranscriber *t, gint64 t0, gint64 t1, const char *text
     g_assert_cmpint(t1, >=, t0);
     g_assert_nonnull(text);
     r->last_t1 = t1;
+    if (r->first_t0 < 0)
+        r->first_t0 = t0;
     r->n_segments++;
     if (r->cancel_on_segment) {
         rlx_transcriber_cancel(r->cancel_on_segment);
@@ -90,6 +93,7 @@ static void on_finished(RlxTranscriber *t, int status, const char *message, Rec 
 static RlxTranscriber *transcriber_new(Rec *r)
 {
     memset(r, 0, sizeof *r);
+    r->first_t0 = -1;
     r->order = g_string_new(NULL);
     RlxTranscriber *t = rlx_transcriber_new();
     g_signal_connect(t, "loading", G_CALLBACK(on_loading), r);
@@ -212,6 +216,26 @@ static void test_cancel(void)
     rec_clear(&r);
 }
 
+/* A job continued 90 s into the 110-s recording (what the page's Continue
+ * does): its segments are timed in the whole recording, from there on. */
+static void test_offset(void)
+{
+    Rec r;
+    RlxTranscriber *t = transcriber_new(&r);
+    r.first_t0 = -1;
+    RlxTranscribeJob j = job(long_path);
+    j.offset_ms = 90000;
+    g_assert_true(rlx_transcriber_start(t, &j));
+    wait_finished(&r);
+    g_test_message("signals: %s, first segment at %" G_GINT64_FORMAT " ms", r.order->str,
+                   r.first_t0);
+    g_assert_cmpint(r.status, ==, RLX_OK);
+    g_assert_cmpint(r.n_segments, >=, 1);
+    g_assert_cmpint(r.first_t0, >=, 90000);
+    g_object_unref(t);
+    rec_clear(&r);
+}
+
 static void test_bad_audio(void)
 {
     Rec r;
@@ -306,6 +330,7 @@ int main(int argc, char **argv)
     g_test_add_func("/transcriber/jfk", test_jfk);
     g_test_add_func("/transcriber/batching", test_batching);
     g_test_add_func("/transcriber/cancel", test_cancel);
+    g_test_add_func("/transcriber/offset", test_offset);
     g_test_add_func("/transcriber/bad-audio", test_bad_audio);
     g_test_add_func("/transcriber/bad-model", test_bad_model);
     g_test_add_func("/transcriber/dispose-mid-job", test_dispose_mid_job);
