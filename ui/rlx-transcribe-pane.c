@@ -257,6 +257,7 @@ struct _RlxTranscribePane {
     gboolean stopping;
     gint64 run_start_us;    /* when the model was ready; 0 while loading */
     double done_s, total_s; /* the runner's position */
+    double run_from_s;      /* where this run started in the recording */
     guint tick;             /* refreshes elapsed time while running */
     guint save_idle;        /* the run's next save */
     gboolean follow;        /* the list stays at its end while it grows */
@@ -758,13 +759,17 @@ static void update_progress(RlxTranscribePane *self)
     g_autofree char *total = fmt_duration(self->total_s);
     /* Translators: the position in the recording being transcribed, "0:42 of 3:10" */
     g_autofree char *pos = g_strdup_printf(_("%s of %s"), done, total);
-    gtk_progress_bar_set_text(self->progress_bar, self->stopping ? _("Stopping…") : pos);
+    gtk_progress_bar_set_text(self->progress_bar, self->stopping      ? _("Stopping…")
+                                                  : self->total_s > 0 ? pos
+                                                                      : _("Transcribing…"));
     g_autofree char *el = fmt_duration(elapsed);
     GString *s = g_string_new(NULL);
     /* Translators: wall-clock time the transcription has taken so far */
     g_string_append_printf(s, _("%s elapsed"), el);
-    if (self->done_s > 0 && elapsed > 0.5) {
-        double rtf = self->done_s / elapsed;
+    /* A continued transcript starts past what this run transcribed. */
+    double done_here = self->done_s - self->run_from_s;
+    if (done_here > 0 && elapsed > 0.5) {
+        double rtf = done_here / elapsed;
         if (self->total_s > self->done_s) {
             g_autofree char *left = fmt_duration((self->total_s - self->done_s) / rtf);
             g_string_append(s, " · ");
@@ -1182,6 +1187,7 @@ static void start_transcription_full(RlxTranscribePane *self, const char *audio,
     self->run = t;
     self->stopping = FALSE;
     self->done_s = self->total_s = 0;
+    self->run_from_s = (double)offset / 1000.0;
     self->run_start_us = 0;
     g_autofree char *m = model_name(self->model);
     g_autofree char *text = g_strdup_printf(_("Loading %s…"), m);

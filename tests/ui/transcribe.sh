@@ -19,7 +19,8 @@
 #   4. A long recording (jfk.wav ten times over); Escape after its first
 #      segment: the transcript ends "stopped", its segments kept, fewer than
 #      the whole recording would give.
-#   5. Another long one, kill -9 after its first segments; restart: the
+#   5. Another long one, dropped on the Chat page (it goes to the Transcribe
+#      page), kill -9 after its first segments; restart: the
 #      transcript is there with every segment saved before the kill (shown
 #      as unfinished).                             (dark, 800x600)
 # A screenshot after each goes to ARTIFACT_DIR.
@@ -87,13 +88,15 @@ keys() {
     xdotool key --clearmodifiers "$@"
 }
 
+# start NAME [PAGE]: run rlx-studio, wait for its window, set $wid; Alt+3
+# (the Transcribe page) unless PAGE is "chat".
 start() {
     name=$1
     "$app" >"$art/transcribe-$name.log" 2>&1 &
     pid=$!
     wid=$(wait_window 'RLX Studio$') || fail "no rlx-studio window ($name)"
     xdotool windowfocus --sync "$wid" || fail "cannot focus the window"
-    keys alt+3
+    [ "${2:-}" = chat ] || keys alt+3
 }
 
 source_says() {
@@ -106,8 +109,8 @@ drag() {
     "$source_app" "$1" >"$slog" 2>&1 &
     spid=$!
     wait_for "the drag source shows no window" source_says ready
-    swid=$(visible '^rlx drag source$')
-    [ -n "$swid" ] || fail "no drag source window"
+    # "ready" is said at map; the window may reach xdotool's list a moment later.
+    swid=$(wait_window '^rlx drag source$') || fail "no drag source window"
     xdotool windowmove --sync "$swid" 1040 640 || fail "cannot move the drag source"
     xdotool mousemove --sync 1140 700 mousedown 1
     x=1140
@@ -347,9 +350,11 @@ check_log light
 settings 800 600 "whisper-model='$model'"
 ADW_DEBUG_COLOR_SCHEME=prefer-dark
 export ADW_DEBUG_COLOR_SCHEME
-start dark
+start dark chat
 before=$(count)
+# Dropped on the Chat page: a recording goes to the Transcribe page.
 drag "$long" 400 300
+wait_log "transcribe page shown"
 wait_for "no transcript of long.wav" more_than "$before"
 file=$(newest)
 wait_for "no segments of long.wav saved" segments_at_least "$file" 2
