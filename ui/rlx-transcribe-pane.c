@@ -406,9 +406,13 @@ static void load_transcripts(RlxTranscribePane *self)
         Transcript *t = o ? transcript_from_json(o) : NULL;
         if (o)
             json_object_put(o);
-        if (t)
+        if (t) {
+            /* Named after its file, whatever the file says: a path is made
+             * from the id to save and delete it. */
+            g_free(t->id);
+            t->id = g_strndup(name, strlen(name) - strlen(".json"));
             g_ptr_array_add(self->transcripts, t);
-        else
+        } else
             g_warning("%s is not a transcript; left alone", path);
     }
     g_ptr_array_sort(self->transcripts, newest_first);
@@ -929,7 +933,8 @@ static void build_options(RlxTranscribePane *self, Options *o, GtkBox *parent)
     o->model_row = ADW_ACTION_ROW(model);
 
     GtkStringList *names = gtk_string_list_new(NULL);
-    gtk_string_list_append(names, _("Detect"));
+    /* Translators: the language menu's first entry: the model detects it */
+    gtk_string_list_append(names, _("Auto"));
     for (guint i = 0, n = n_languages(); i < n; i++) {
         g_autofree char *lang = language_name(rlx_whisper_language_code((int)i));
         gtk_string_list_append(names, lang);
@@ -1051,8 +1056,11 @@ static void on_progress(RlxTranscriber *tr, double done_s, double total_s, RlxTr
         return;
     self->done_s = done_s;
     self->total_s = total_s;
-    if (total_s > 0)
+    if (total_s > 0 && self->run->duration_s != total_s) {
         self->run->duration_s = total_s;
+        if (self->run == self->current)
+            update_details(self);
+    }
     update_progress(self);
 }
 
