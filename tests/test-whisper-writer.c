@@ -4,6 +4,7 @@
  * script), and the files it writes must hold them where the formats say.
  * The ggml file is parsed here by hand (whisper.cpp's layout), the
  * safetensors file with engine/formats/safetensors.h. */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -272,6 +273,92 @@ static void test_bad_header(void **state)
     remove(path);
 }
 
+/* the fixtures load through the helpers and are consistent with each other
+ * (facts that hold for any correct reference, not our numbers pasted back) */
+static void test_fixtures(void **state)
+{
+    (void)state;
+    static const char *const sfx[2] = {"", "-f16"};
+    char name[128];
+    for (int v = 0; v < 2; v++) {
+        snprintf(name, sizeof name, "whisper-ref-lang%s.f32", sfx[v]);
+        float *lang = rlx_ww_fixture_f32(name, 99);
+        assert_non_null(lang);
+        double sum = 0;
+        for (int k = 0; k < 99; k++)
+            sum += lang[k];
+        assert_float_equal(sum, 1.0, 1e-5);
+        free(lang);
+
+        snprintf(name, sizeof name, "whisper-ref-logits-stats%s.f32", sfx[v]);
+        float *stats = rlx_ww_fixture_f32(name, 8 * 3);
+        snprintf(name, sizeof name, "whisper-ref-logits%s.f32", sfx[v]);
+        float *logits = rlx_ww_fixture_f32(name, 8 * RLX_WW_LOGIT_COLS);
+        assert_non_null(stats);
+        assert_non_null(logits);
+        for (int t = 0; t < 8; t++) {
+            assert_true(stats[t * 3 + 2] >= stats[t * 3 + 1]); /* logsumexp >= max */
+            for (int j = 0; j < RLX_WW_LOGIT_COLS; j++) {
+                assert_true(logits[t * RLX_WW_LOGIT_COLS + j] <= stats[t * 3 + 1]);
+                if (rlx_ww_logit_col(j) == (int)stats[t * 3])
+                    assert_float_equal(logits[t * RLX_WW_LOGIT_COLS + j], stats[t * 3 + 1], 0);
+            }
+        }
+        free(stats);
+        free(logits);
+
+        snprintf(name, sizeof name, "whisper-ref-encoder%s.f32", sfx[v]);
+        float *enc = rlx_ww_fixture_f32(name, RLX_WW_ENC_ROWS * 384);
+        assert_non_null(enc);
+        free(enc);
+
+        rlx_ww_greedy g;
+        snprintf(name, sizeof name, "whisper-ref-greedy%s.txt", sfx[v]);
+        assert_true(rlx_ww_fixture_greedy(name, &g));
+        /* openai's rules: the first token is a timestamp within 1.0 s */
+        assert_true(g.id[0] >= 50364 && g.id[0] <= 50414);
+        assert_float_equal(g.no_speech_prob, exp(g.no_speech_logprob), 1e-6 * g.no_speech_prob);
+        for (int k = 0; k < g.n; k++) {
+            assert_true(g.id[k] >= 0 && g.id[k] < RLX_WW_N_VOCAB);
+            assert_true(g.logit[k] <= g.lse[k] + 1e-4);
+            assert_true(g.margin[k] > 0);
+        }
+    }
+    assert_int_equal(rlx_ww_prompt[0], 50258);
+    assert_int_equal(rlx_ww_enc_row(47), 1499);
+    assert_int_equal(rlx_ww_logit_col(RLX_WW_LOGIT_COLS - 1), RLX_WW_N_VOCAB - 1);
+    assert_int_equal(rlx_ww_mel_frame(RLX_WW_MEL_COLS - 1), 1149);
+
+    /* the mel: normalized = (max(log, M - 8) + 4) / 4, and frames past the
+     * audio (176000 samples = frame 1100, plus the 200-sample half window)
+     * see only padding zeros: log10(1e-10) clamped to M - 8 */
+    float *mel = rlx_ww_fixture_f32("whisper-ref-mel.f32", 80 * RLX_WW_MEL_COLS);
+    float *lg = rlx_ww_fixture_f32("whisper-ref-mel-log.f32", 80 * RLX_WW_MEL_COLS);
+    float *mx = rlx_ww_fixture_f32("whisper-ref-mel-max.f32", 2);
+    assert_non_null(mel);
+    assert_non_null(lg);
+    assert_non_null(mx);
+    assert_float_equal(mx[1], 4100, 0);
+    for (int m = 0; m < 80; m++)
+        for (int j = 0; j < RLX_WW_MEL_COLS; j++) {
+            float l = lg[m * RLX_WW_MEL_COLS + j], want = (fmaxf(l, mx[0] - 8) + 4) / 4;
+            assert_float_equal(mel[m * RLX_WW_MEL_COLS + j], want, 1e-6);
+            assert_true(l <= mx[0]);
+            if (rlx_ww_mel_frame(j) >= 1102)
+                assert_float_equal(mel[m * RLX_WW_MEL_COLS + j], (mx[0] - 4) / 4, 1e-6);
+        }
+    /* the encoder input agrees with the mel fixture where both have frames */
+    float *in = rlx_ww_fixture_mel_input();
+    assert_non_null(in);
+    for (int m = 0; m < 80; m++)
+        for (int j = 0; j < RLX_WW_MEL_COLS; j++)
+            assert_float_equal(in[m * 3000 + rlx_ww_mel_frame(j)], mel[m * RLX_WW_MEL_COLS + j], 0);
+    free(in);
+    free(mel);
+    free(lg);
+    free(mx);
+}
+
 int main(void)
 {
     rlx_test_need_data("whisper/for-tests-ggml-tiny.bin", NULL);
@@ -280,6 +367,7 @@ int main(void)
         cmocka_unit_test(test_ggml_files),
         cmocka_unit_test(test_hf_folder),
         cmocka_unit_test(test_bad_header),
+        cmocka_unit_test(test_fixtures),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -625,7 +625,7 @@ static rlx_status write_vocab(const char *dir, const source *s, rlx_error **err)
     if (out_open(&o, path, err) != RLX_OK)
         return RLX_ERR_IO;
     /* the words, except those we cannot spell: the empty id 50256, and the
-     * ~1,100 that for-tests-ggml-tiny.bin stores lossily (partial UTF-8
+     * 1,480 that for-tests-ggml-tiny.bin stores lossily (partial UTF-8
      * sequences decoded to U+FFFD when the file was made, so many ids share
      * one spelling); a reader sees those ids as absent */
     size_t at = s->vocab_at + 4;
@@ -725,4 +725,100 @@ rlx_status rlx_whisper_writer_hf(const char *header_src, const char *out_dir, rl
     if (st == RLX_OK)
         st = write_safetensors(out_dir, err);
     return st;
+}
+
+/* ---- fixtures ---- */
+
+const int32_t rlx_ww_prompt[RLX_WW_PROMPT_LEN] = {50258, 50259, 50359, 50364, 400, 1012, 11, 1029};
+
+int rlx_ww_mel_frame(int j)
+{
+    return j < 256 ? j : 1050 + (j - 256);
+}
+
+int rlx_ww_enc_row(int j)
+{
+    return j < 16 ? j : j < 32 ? 740 + (j - 16) : 1484 + (j - 32);
+}
+
+int rlx_ww_logit_col(int j)
+{
+    return j < 519 ? 97 * j : 50265 + (j - 519);
+}
+
+static FILE *open_fixture(const char *name, const char *mode)
+{
+#ifdef RLX_TEST_SOURCE_DIR
+    char path[4096];
+    snprintf(path, sizeof path, "%s/tests/fixtures/%s", RLX_TEST_SOURCE_DIR, name);
+    return fopen(path, mode);
+#else
+    (void)name;
+    (void)mode;
+    return NULL;
+#endif
+}
+
+float *rlx_ww_fixture_f32(const char *name, size_t n)
+{
+    FILE *f = open_fixture(name, "rb");
+    if (!f)
+        return NULL;
+    float *v = malloc(n * sizeof(float) + 1);
+    char extra;
+    if (!v || fread(v, sizeof(float), n, f) != n || fread(&extra, 1, 1, f) != 0) {
+        free(v);
+        v = NULL;
+    }
+    fclose(f);
+    return v;
+}
+
+float *rlx_ww_fixture_mel_input(void)
+{
+    float *a = rlx_ww_fixture_f32("whisper-ref-mel-input-a.f32", 80 * 551);
+    float *b = rlx_ww_fixture_f32("whisper-ref-mel-input-b.f32", 80 * 551);
+    float *mx = rlx_ww_fixture_f32("whisper-ref-mel-max.f32", 2);
+    float *mel = a && b && mx ? malloc(sizeof(float) * 80 * 3000) : NULL;
+    if (mel) {
+        /* frames past 1101 see only the padding zeros: log10 clamps to -10,
+         * below the max - 8 floor, so they are (M - 8 + 4) / 4 */
+        float pad = (mx[0] - 4.0f) / 4.0f;
+        for (int m = 0; m < 80; m++)
+            for (int t = 0; t < 3000; t++)
+                mel[m * 3000 + t] = t < 551    ? a[m * 551 + t]
+                                    : t < 1102 ? b[m * 551 + t - 551]
+                                               : pad;
+    }
+    free(a);
+    free(b);
+    free(mx);
+    return mel;
+}
+
+bool rlx_ww_fixture_greedy(const char *name, rlx_ww_greedy *g)
+{
+    memset(g, 0, sizeof *g);
+    FILE *f = open_fixture(name, "r");
+    if (!f)
+        return false;
+    char line[512];
+    int keys = 0;
+    bool ok = true;
+    while (ok && fgets(line, sizeof line, f)) {
+        if (sscanf(line, "no_speech_prob %lf", &g->no_speech_prob) == 1) {
+            keys++;
+        } else if (sscanf(line, "no_speech_logprob %lf", &g->no_speech_logprob) == 1) {
+            keys++;
+        } else if (line[0] >= '0' && line[0] <= '9') {
+            int k = g->n;
+            ok = k < 224 && sscanf(line, "%d %lf %lf %lf %lf", &g->id[k], &g->margin[k],
+                                   &g->ts_margin[k], &g->logit[k], &g->lse[k]) == 5;
+            g->n += ok;
+        } else if (line[0] != '\n' && line[0] != '#') {
+            ok = false;
+        }
+    }
+    fclose(f);
+    return ok && keys == 2 && g->n > 0;
 }

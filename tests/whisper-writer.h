@@ -43,7 +43,12 @@
  * the activations stay O(1) through the four layers of each stack.
  * tests/reference/whisper_reference.py implements the same generator in numpy.
  *
- * Thread safety: all functions are reentrant (no global state).
+ * Writing takes well under a second a file in a release build (~150 MB for
+ * F32, ~78 MB for F16).
+ *
+ * Thread safety: the tensor table is built on first use, without a lock:
+ * call any function once before using them from several threads; after that
+ * everything is reentrant.
  */
 #ifndef RLX_TESTS_WHISPER_WRITER_H
 #define RLX_TESTS_WHISPER_WRITER_H
@@ -113,9 +118,54 @@ rlx_status rlx_whisper_writer_ggml(const char *header_src, const char *out_path,
  * transformers' names; conv biases [n]; no proj_out, it is tied), and from
  * header_src's vocabulary vocab.json (GPT-2 byte-to-unicode strings) and
  * added_tokens.json (the special and timestamp tokens). vocab.json leaves out
- * the ids header_src cannot spell (empty id 50256; the ~1,100 words the test
- * file stores as U+FFFD). No merges.txt or tokenizer.json: the ggml vocabulary
- * does not hold the BPE merges. */
+ * the ids header_src cannot spell (empty id 50256; the 1,480 words the test
+ * file stores with U+FFFD in place of partial UTF-8). No merges.txt or tokenizer.json: the ggml
+ * vocabulary does not hold the BPE merges. */
 rlx_status rlx_whisper_writer_hf(const char *header_src, const char *out_dir, rlx_error **err);
+
+/* ---- the fixtures of tests/reference/whisper_reference.py ----
+ * (layouts in that script's docstring; "-f16" variants for the F16 weights) */
+
+/* the decoder prompt of whisper-ref-logits*.f32: sot, <|en|>, <|transcribe|>,
+ * <|0.00|>, then four text tokens */
+#define RLX_WW_PROMPT_LEN 8
+extern const int32_t rlx_ww_prompt[RLX_WW_PROMPT_LEN];
+/* whisper-ref-mel*.f32: [80][RLX_WW_MEL_COLS], column j is frame
+ * rlx_ww_mel_frame(j) (0..255, then 1050..1149) */
+#define RLX_WW_MEL_COLS 356
+int rlx_ww_mel_frame(int j);
+/* whisper-ref-encoder*.f32: [RLX_WW_ENC_ROWS][384], row j is encoder position
+ * rlx_ww_enc_row(j) (0..15, 740..755, 1484..1499) */
+#define RLX_WW_ENC_ROWS 48
+int rlx_ww_enc_row(int j);
+/* whisper-ref-logits*.f32: [8][RLX_WW_LOGIT_COLS], column j is vocabulary id
+ * rlx_ww_logit_col(j) (multiples of 97 below 50265, then 50265..51864) */
+#define RLX_WW_LOGIT_COLS 2119
+int rlx_ww_logit_col(int j);
+
+/* A whole fixture tests/fixtures/<name> of exactly n float32s (malloc'd; the
+ * caller frees), or NULL when it is missing or another size. */
+float *rlx_ww_fixture_f32(const char *name, size_t n);
+
+/* The encoder input of the encoder/decoder fixtures: the reference's normalized
+ * mel of jfk.wav, [80][3000] mel-major (malloc'd; the caller frees), assembled
+ * from whisper-ref-mel-input-{a,b}.f32 and the constant frames past 1101;
+ * NULL when a fixture is missing. */
+float *rlx_ww_fixture_mel_input(void);
+
+/* whisper-ref-greedy*.txt */
+typedef struct rlx_ww_greedy {
+    int n;                 /* sampled tokens (up to 224) */
+    int32_t id[224];       /* the greedy tokens after sot, <|en|>, <|transcribe|> */
+    double margin[224];    /* chosen minus best other allowed logit (near tie if small) */
+    double ts_margin[224]; /* log P(timestamps) - max log P(text), +-inf where one is all
+                              suppressed */
+    double logit[224];     /* the chosen token's raw logit */
+    double lse[224];       /* logsumexp of the raw logits */
+    double no_speech_prob; /* softmax at the sot position of the first step, at 50362 */
+    double no_speech_logprob;
+} rlx_ww_greedy;
+/* false when the fixture is missing or malformed */
+bool rlx_ww_fixture_greedy(const char *name, rlx_ww_greedy *out);
 
 #endif
