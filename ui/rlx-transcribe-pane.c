@@ -482,29 +482,35 @@ static void drop_play_cache(RlxTranscribePane *self)
 
 /* The segment being heard is the selected row: the last that starts at or
  * before the position. */
+static void highlight_at(RlxTranscribePane *self, gint64 ms)
+{
+    Transcript *t = self->current;
+    int index = -1;
+    for (guint i = 0; t && i < t->segs->len && g_array_index(t->segs, Seg, i).t0 <= ms; i++)
+        index = (int)i;
+    if (index < 0 || index == self->playing_index)
+        return;
+    self->playing_index = index;
+    g_debug("playing segment %d", index); /* for the UI tests */
+    GtkListBoxRow *row = gtk_list_box_get_row_at_index(self->segment_list, index);
+    if (row)
+        gtk_list_box_select_row(self->segment_list, row);
+}
+
 static gboolean play_tick_cb(gpointer data)
 {
     RlxTranscribePane *self = data;
-    Transcript *t = self->current;
-    if (!self->playback || !t) {
+    if (!self->playback || !self->current) {
         self->play_tick = 0;
         return G_SOURCE_REMOVE;
     }
+    highlight_at(self,
+                 rlx_audio_playback_position(self->playback) * 1000 / RLX_WHISPER_SAMPLE_RATE);
     if (rlx_audio_playback_finished(self->playback)) {
         self->play_tick = 0;
         stop_playback(self);
         update_state(self);
         return G_SOURCE_REMOVE;
-    }
-    gint64 ms = rlx_audio_playback_position(self->playback) * 1000 / RLX_WHISPER_SAMPLE_RATE;
-    int index = -1;
-    for (guint i = 0; i < t->segs->len && g_array_index(t->segs, Seg, i).t0 <= ms; i++)
-        index = (int)i;
-    if (index >= 0 && index != self->playing_index) {
-        self->playing_index = index;
-        GtkListBoxRow *row = gtk_list_box_get_row_at_index(self->segment_list, index);
-        if (row)
-            gtk_list_box_select_row(self->segment_list, row);
     }
     return G_SOURCE_CONTINUE;
 }
@@ -523,6 +529,7 @@ static void start_playing(RlxTranscribePane *self, gint64 from_ms)
         rlx_error_free(err);
     } else {
         g_debug("playing from %" G_GINT64_FORMAT " ms", from_ms); /* for the UI tests */
+        highlight_at(self, from_ms);
         self->play_tick = g_timeout_add(100, play_tick_cb, self);
     }
     update_state(self);
@@ -579,7 +586,6 @@ static void play_from(RlxTranscribePane *self, guint index)
     gint64 from = g_array_index(t->segs, Seg, index).t0;
     if (self->play_x && g_strcmp0(self->play_path, t->audio) == 0) {
         start_playing(self, from);
-        self->playing_index = (int)index;
         return;
     }
     /* Decoding a long recording takes a while: off the main thread. */
