@@ -22,7 +22,8 @@
 #   5. Another long one, dropped on the Chat page (it goes to the Transcribe
 #      page), kill -9 after its first segments; restart: the
 #      transcript is there with every segment saved before the kill (shown
-#      as unfinished).                             (dark, 800x600)
+#      as unfinished). Ctrl+Q mid-file: a clean exit, the transcript kept as
+#      stopped.                                    (dark, 800x600)
 # A screenshot after each goes to ARTIFACT_DIR.
 #
 # The model: $RLX_TEST_WHISPER_MODEL (a whisper.cpp ggml .bin, say a real
@@ -383,7 +384,16 @@ wait_log "showing transcript $id: $nsaved segments, interrupted"
 echo "kill -9: $nsaved segments kept"
 sleep 0.5
 shot dark-after-kill
+
+# Ctrl+Q mid-file: a clean exit, the transcript kept as stopped.
+before=$(count)
+drag "$long" 400 300
+wait_for "no transcript of long.wav" more_than "$before"
+file=$(newest)
+wait_for "no segment of long.wav saved" segments_at_least "$file" 1
 quit
 check_log dark-restart
+[ "$(tfield "$file" state)" = stopped ] || fail "state $(tfield "$file" state) after Ctrl+Q"
+echo "Ctrl+Q mid-file: $(tfield "$file" n) segments kept"
 
 echo "PASS"
