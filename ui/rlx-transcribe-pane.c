@@ -1611,7 +1611,8 @@ static void finish_recording(RlxTranscribePane *self, gboolean transcribe)
     RecBuf *b = self->rec;
     g_debug("recording stopped: %" G_GINT64_FORMAT " samples", b->n); /* for the UI tests */
     if (b->n == 0) {
-        toast(self, _("Nothing was recorded"));
+        if (transcribe) /* not while the pane goes */
+            toast(self, _("Nothing was recorded"));
         update_state(self);
         return;
     }

@@ -12,11 +12,15 @@
  *   rlx_transcribe_pane_setup(pane, settings);
  *   rlx_transcribe_pane_open(pane, file); // a recording, or a model
  *
- * Actions (group "transcribe"): open (Ctrl+O), new, record, stop (Escape:
- * the transcription, keeping its segments, or the recording, which is then
- * transcribed), copy (Ctrl+Shift+C: every segment's text), export (string:
- * "txt", "srt", "vtt", "json"), export-menu (Ctrl+E: pops up the formats),
- * delete, model-file, model-folder.
+ * Actions (group "transcribe"): open (Ctrl+O), new, record (Ctrl+R: starts
+ * recording, or stops it and transcribes what was recorded), stop (the
+ * transcription, keeping its segments), escape (Escape: stops whatever is
+ * under way: recording, playback or transcription), resume (continues a
+ * stopped or unfinished transcript after its last segment), copy
+ * (Ctrl+Shift+C: every segment's text), export (string: "txt", "srt",
+ * "vtt", "json"), export-menu (Ctrl+E: pops up the formats), delete,
+ * model-file, model-folder. The keys work while the focus is in the page
+ * (it moves there when the page is shown).
  *
  * Settings: whisper-model (the last model chosen), whisper-language,
  * whisper-translate; device, memory-budget-mib and threads as the Chat page
