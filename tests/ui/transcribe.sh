@@ -96,11 +96,11 @@ keys() {
     xdotool key --clearmodifiers "$@"
 }
 
-# start NAME [PAGE]: run rlx-studio, wait for its window, set $wid; Alt+3
-# (the Transcribe page) unless PAGE is "chat".
+# start NAME [PAGE [ASAN_OPTIONS]]: run rlx-studio, wait for its window, set
+# $wid; Alt+3 (the Transcribe page) unless PAGE is "chat".
 start() {
     name=$1
-    "$app" >"$art/transcribe-$name.log" 2>&1 &
+    ASAN_OPTIONS=${3:-${ASAN_OPTIONS:-}} "$app" >"$art/transcribe-$name.log" 2>&1 &
     pid=$!
     wid=$(wait_window 'RLX Studio$') || fail "no rlx-studio window ($name)"
     xdotool windowfocus --sync "$wid" || fail "cannot focus the window"
@@ -196,8 +196,11 @@ segments_at_least() {
 }
 
 # 1. drop a recording, then the model (light, 1280x800) ------------------------
+# This run opens GTK's file chooser (the exports), which leaks at exit in GTK
+# 4.8 itself (see conversations.sh): it alone is not leak-checked under ASan
+# (memory errors still are); the runs of step 5 are.
 settings 1280 760
-start light
+start light transcribe "${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
 wait_log "transcribe page shown"
 sleep 1
 shot light-empty
