@@ -192,7 +192,8 @@ int rlx_bench_whisper_main(int argc, char **argv)
         printf("memory    peak RSS %s; weights %s (file %s), caches %s, activations %s\n",
                rlx_format_bytes((uint64_t)ru.ru_maxrss * 1024, b1, sizeof b1),
                rlx_format_bytes(mi.weights_bytes, b2, sizeof b2),
-               rlx_format_bytes(file, b3, sizeof b3), rlx_format_bytes(mi.state_bytes, b4, sizeof b4),
+               rlx_format_bytes(file, b3, sizeof b3),
+               rlx_format_bytes(mi.state_bytes, b4, sizeof b4),
                rlx_format_bytes(mi.arena_bytes, b5, sizeof b5));
     }
     free(x), free(mel), free(logits), free(tm), free(te), free(td), free(tt);

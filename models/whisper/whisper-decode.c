@@ -582,7 +582,7 @@ static rlx_status mel_max(rlx_whisper *w, source *src, float *mel, float *out, r
         int64_t last = total == INT64_MAX ? INT64_MAX : (total + 199) / H;
         if (f0 > last)
             break;
-        int64_t nf = last - f0 + 1 < NF ? last - f0 + 1 : NF, avail = 0;
+        int64_t nf = last - f0 < NF ? last - f0 + 1 : NF, avail = 0; /* no overflow at INT64_MAX */
         const float *a = source_at(src, s0, &avail);
         if ((st = rlx_mel_log(w->mel, a, avail, f0 - s0 / H, nf, mel, err)) != RLX_OK)
             return st;
@@ -774,8 +774,9 @@ static rlx_status transcribe(rlx_whisper *w, source *src, const rlx_whisper_deco
     const int NM = w->hp->n_mels, NF = RLX_WHISPER_N_FRAMES;
     const int tb = sp->timestamp_begin;
     if (dp->beam_size > RLX_WHISPER_MAX_BEAMS)
-        return rlx_error_set(err, RLX_ERR_INVALID_ARG, "a beam size of %d is too large (at most %d)",
-                             dp->beam_size, RLX_WHISPER_MAX_BEAMS);
+        return rlx_error_set(err, RLX_ERR_INVALID_ARG,
+                             "a beam size of %d is too large (at most %d)", dp->beam_size,
+                             RLX_WHISPER_MAX_BEAMS);
     decoder d = {.w = w, .dp = dp, .rng = dp->seed ^ 0x5EEDull, .lang_token = -1};
     float *mel = malloc(sizeof(float) * (size_t)NM * NF);
     d.lp = malloc(sizeof(float) * (size_t)w->hp->n_vocab);
@@ -815,9 +816,8 @@ static rlx_status transcribe(rlx_whisper *w, source *src, const rlx_whisper_deco
             goto done;
     }
     int ctx_from = 0;
-    int64_t seek = dp->offset_ms > 0 ? dp->offset_ms * RLX_WHISPER_SAMPLE_RATE / 1000 /
-                                           RLX_WHISPER_HOP
-                                     : 0;
+    int64_t seek =
+        dp->offset_ms > 0 ? dp->offset_ms * RLX_WHISPER_SAMPLE_RATE / 1000 / RLX_WHISPER_HOP : 0;
     int64_t seek_end_limit =
         dp->duration_ms > 0
             ? seek + dp->duration_ms * RLX_WHISPER_SAMPLE_RATE / 1000 / RLX_WHISPER_HOP
@@ -925,8 +925,9 @@ static rlx_status transcribe(rlx_whisper *w, source *src, const rlx_whisper_deco
         double done_s = (double)seek * RLX_WHISPER_HOP / RLX_WHISPER_SAMPLE_RATE;
         r->timings.audio_s = done_s;
         if (cb && cb->progress) {
-            int64_t est = src->reader ? (src->eof ? src->total : rlx_audio_reader_length(src->reader))
-                                      : src->n_mem;
+            int64_t est = src->reader
+                              ? (src->eof ? src->total : rlx_audio_reader_length(src->reader))
+                              : src->n_mem;
             if (!cb->progress(cb->user, done_s, (double)est / RLX_WHISPER_SAMPLE_RATE))
                 col.stop = true;
         }
@@ -1016,8 +1017,9 @@ rlx_status rlx_whisper_decode_window(rlx_whisper *w, const rlx_whisper_decode_pa
     if (!dp)
         dp = &def;
     if (dp->beam_size > RLX_WHISPER_MAX_BEAMS)
-        return rlx_error_set(err, RLX_ERR_INVALID_ARG, "a beam size of %d is too large (at most %d)",
-                             dp->beam_size, RLX_WHISPER_MAX_BEAMS);
+        return rlx_error_set(err, RLX_ERR_INVALID_ARG,
+                             "a beam size of %d is too large (at most %d)", dp->beam_size,
+                             RLX_WHISPER_MAX_BEAMS);
     decoder d = {.w = w, .dp = dp, .rng = dp->seed ^ 0x5EEDull, .lang_token = -1};
     d.lp = malloc(sizeof(float) * (size_t)w->hp->n_vocab);
     window_result *wr = malloc(sizeof *wr);
@@ -1064,8 +1066,7 @@ void rlx_whisper_result_free(rlx_whisper_result *r)
 }
 
 rlx_status rlx_whisper_detect_language(rlx_whisper *w, const float *samples, int64_t n,
-                                       float *probs, int32_t cap, int32_t *n_probs,
-                                       rlx_error **err)
+                                       float *probs, int32_t cap, int32_t *n_probs, rlx_error **err)
 {
     *n_probs = 0;
     if (!rlx_whisper_file_multilingual(w->file))

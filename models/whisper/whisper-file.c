@@ -1029,9 +1029,13 @@ static bool hf_to_canonical(const char *hf, char *out, size_t cap)
     return false;
 }
 
-/* vocab.json + merges.txt (+ added_tokens.json): a byte-level BPE tokenizer like GPT-2's. */
-static rlx_status load_vocab_merges(const char *dir, rlx_tokenizer **out, rlx_error **err)
+/* vocab.json + merges.txt (+ added_tokens.json): a byte-level BPE tokenizer like GPT-2's.
+ * Without merges.txt (*no_merges set) the tokenizer only names the tokens, and text is
+ * encoded as a ggml file's is. */
+static rlx_status load_vocab_merges(const char *dir, rlx_tokenizer **out, bool *no_merges,
+                                    rlx_error **err)
 {
+    *no_merges = false;
     bool failed;
     json_object *vocab = read_json_file(dir, "vocab.json", true, err, &failed);
     if (!vocab)
@@ -1088,7 +1092,7 @@ static rlx_status load_vocab_merges(const char *dir, rlx_tokenizer **out, rlx_er
     snprintf(p, sizeof p, "%s/merges.txt", dir);
     FILE *mf = fopen(p, "r");
     if (!mf) {
-        s = rlx_error_set(err, RLX_ERR_FORMAT, "%s has vocab.json but no merges.txt", dir);
+        *no_merges = true;
         goto done;
     }
     char line[1024];
@@ -1241,10 +1245,11 @@ static rlx_status open_hf(rlx_whisper_file *f, rlx_error **err)
     char tp[4200];
     snprintf(tp, sizeof tp, "%s/tokenizer.json", f->path);
     struct stat sb;
+    bool no_merges = false;
     if (stat(tp, &sb) == 0)
         s = rlx_tokenizer_from_hf_json(tp, &f->tok, err);
     else
-        s = load_vocab_merges(f->path, &f->tok, err);
+        s = load_vocab_merges(f->path, &f->tok, &no_merges, err);
     if (s != RLX_OK)
         goto done;
     rlx_token e = rlx_tokenizer_find(f->tok, "<|endoftext|>", 13);
@@ -1263,6 +1268,12 @@ static rlx_status open_hf(rlx_whisper_file *f, rlx_error **err)
     }
     if ((s = build_tokens(f, hf_word, f->tok, err)) != RLX_OK)
         goto done;
+    if (no_merges) { /* greedy longest match over the vocabulary, as for ggml files */
+        rlx_tokenizer_free(f->tok);
+        f->tok = NULL;
+        if ((s = build_vocab_index(f, err)) != RLX_OK)
+            goto done;
+    }
 
     /* mel filterbank: librosa's, as openai's mel_filters.npz was made */
     if (!(f->filters = malloc((size_t)h->n_mels * N_FREQ * sizeof(float)))) {

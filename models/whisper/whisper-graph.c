@@ -149,13 +149,11 @@ rlx_status rlx_whisper_build_encoder(const rlx_whisper_file *f, bool with_output
         g, "conv1", mel, param(&b, "encoder.conv1.weight", 3, (int64_t[]){n, hp->n_mels, 3}),
         param(&b, "encoder.conv1.bias", 1, (int64_t[]){n}), 1, 1, 1, 1);
     x = rlx_graph_gelu(g, NULL, x, RLX_GELU_ERF);
-    x = rlx_graph_conv1d(g, "conv2", x,
-                         param(&b, "encoder.conv2.weight", 3, (int64_t[]){n, n, 3}),
+    x = rlx_graph_conv1d(g, "conv2", x, param(&b, "encoder.conv2.weight", 3, (int64_t[]){n, n, 3}),
                          param(&b, "encoder.conv2.bias", 1, (int64_t[]){n}), 2, 1, 1, 1);
     x = rlx_graph_gelu(g, NULL, x, RLX_GELU_ERF);
     x = reshape(g, rlx_graph_transpose(g, NULL, x, 1, 2), 2, (rlx_dim[]){C(A), C(n)});
-    x = rlx_graph_add(g, NULL, x,
-                      param(&b, "encoder.positional_embedding", 2, (int64_t[]){A, n}));
+    x = rlx_graph_add(g, NULL, x, param(&b, "encoder.positional_embedding", 2, (int64_t[]){A, n}));
     const int perm[3] = {1, 0, 2};
     for (int il = 0; il < hp->n_audio_layer; il++) {
         rlx_node h = layer_norm(&b, x, "encoder.blocks.%d.attn_ln", il, n);
@@ -176,7 +174,8 @@ rlx_status rlx_whisper_build_encoder(const rlx_whisper_file *f, bool with_output
         h = layer_norm(&b, x, "encoder.blocks.%d.mlp_ln", il, n);
         x = rlx_graph_add(g, NULL, x, mlp(&b, h, "encoder", il, n));
     }
-    x = rlx_graph_layer_norm(g, "ln_post", x, param(&b, "encoder.ln_post.weight", 1, (int64_t[]){n}),
+    x = rlx_graph_layer_norm(g, "ln_post", x,
+                             param(&b, "encoder.ln_post.weight", 1, (int64_t[]){n}),
                              param(&b, "encoder.ln_post.bias", 1, (int64_t[]){n}), 1e-5f);
     /* a program needs an output; the runner's own encoder hands back one row,
      * the states are what it is for */
@@ -265,8 +264,8 @@ rlx_status rlx_whisper_build_decoder(const rlx_whisper_file *f, int nb, int seq_
         for (int i = 0; i < 2; i++) {
             char name[48];
             snprintf(name, sizeof name, "whisper.x%c.%d", i ? 'v' : 'k', il);
-            xkv[i] = rlx_graph_state(g, name, RLX_DTYPE_F32,
-                                     rlx_shape_make(4, (int64_t[]){1, H, A, D}));
+            xkv[i] =
+                rlx_graph_state(g, name, RLX_DTYPE_F32, rlx_shape_make(4, (int64_t[]){1, H, A, D}));
         }
         rlx_attention_params xp = {.mask = RLX_MASK_NONE};
         a = rlx_graph_attention(g, NULL, q, xkv[0], xkv[1], RLX_NODE_INVALID, xp);

@@ -73,8 +73,7 @@ static json_object *result_json(const rlx_whisper_result *r)
 {
     json_object *root = json_object_new_object();
     json_object_object_add(root, "language", json_object_new_string(r->language));
-    json_object_object_add(root, "language_probability",
-                           json_object_new_double(r->language_p));
+    json_object_object_add(root, "language_probability", json_object_new_double(r->language_p));
     json_object *segs = json_object_new_array();
     for (int i = 0; i < r->n_segments; i++) {
         const rlx_whisper_segment *s = &r->segments[i];
@@ -172,8 +171,8 @@ rlx_status rlx_whisper_save(const rlx_whisper_result *r, rlx_whisper_format fmt,
     snprintf(tmp, n + 16, "%s.tmp%ld", path, (long)getpid());
     FILE *f = fopen(tmp, "w");
     if (!f) {
-        rlx_status st = rlx_error_set(err, RLX_ERR_IO, "cannot write %s: %s", path,
-                                      strerror(errno));
+        rlx_status st =
+            rlx_error_set(err, RLX_ERR_IO, "cannot write %s: %s", path, strerror(errno));
         free(tmp);
         return st;
     }

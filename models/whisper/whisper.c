@@ -21,8 +21,8 @@ rlx_whisper_params rlx_whisper_default_params(void)
     return (rlx_whisper_params){.device = "cpu", .max_beams = 5};
 }
 
-static rlx_status compile(rlx_whisper *w, rlx_graph *g, rlx_session_program **out,
-                          const char *what, rlx_error **err)
+static rlx_status compile(rlx_whisper *w, rlx_graph *g, rlx_session_program **out, const char *what,
+                          rlx_error **err)
 {
     rlx_status st = rlx_session_compile(w->s, g, out, err);
     rlx_graph_free(g);
@@ -120,8 +120,8 @@ rlx_status rlx_whisper_create(const char *model_path, const rlx_whisper_params *
         (st = load_decoder(w, 1, RLX_WHISPER_PREFILL_SEQ, false, &w->pre[1], err)) != RLX_OK)
         goto fail;
     rlx_session_set_progress(w->s, NULL, NULL);
-    if ((st = rlx_mel_create(w->hp->n_mels, rlx_whisper_file_mel_filters(w->file), &w->mel,
-                             err)) != RLX_OK)
+    if ((st = rlx_mel_create(w->hp->n_mels, rlx_whisper_file_mel_filters(w->file), &w->mel, err)) !=
+        RLX_OK)
         goto fail;
     size_t rows = RLX_WHISPER_MAX_BEAMS;
     w->logits = malloc(sizeof(float) * rows * (size_t)w->hp->n_vocab);
@@ -201,8 +201,8 @@ static rlx_status run_dec(rlx_whisper *w, rlx_session_program *prog, const int32
 {
     if (seq < 1 || past < 0 || past + seq > w->hp->n_text_ctx)
         return rlx_error_set(err, RLX_ERR_INVALID_ARG,
-                             "whisper decoder: %d tokens after %d do not fit its %d positions",
-                             seq, past, w->hp->n_text_ctx);
+                             "whisper decoder: %d tokens after %d do not fit its %d positions", seq,
+                             past, w->hp->n_text_ctx);
     double t0 = rlx_whisper_now_ms();
     rlx_sym_values sv = {{0}};
     sv.v[rlx_session_program_symbol(prog, "SEQ")] = seq;
@@ -212,7 +212,8 @@ static rlx_status run_dec(rlx_whisper *w, rlx_session_program *prog, const int32
     int32_t pos[448];
     for (int32_t i = 0; i < seq; i++)
         pos[i] = past + i;
-    int ti = rlx_session_program_input(prog, "tokens"), pi = rlx_session_program_input(prog, "positions");
+    int ti = rlx_session_program_input(prog, "tokens"),
+        pi = rlx_session_program_input(prog, "positions");
     if (ti < 0 || pi < 0 || ti + pi != 1)
         return rlx_error_set(err, RLX_ERR_INTERNAL, "whisper decoder: unexpected inputs");
     const void *ins[2];
@@ -237,8 +238,8 @@ rlx_status rlx_whisper_run_decoder(rlx_whisper *w, int nb, const int32_t *tokens
                              "whisper decoder: %d beams asked for; 1 to %d are possible", nb,
                              RLX_WHISPER_MAX_BEAMS);
     bool step = seq <= RLX_WHISPER_STEP_SEQ && past <= w->hp->n_text_ctx - RLX_WHISPER_STEP_SEQ;
-    if (!step && (seq > RLX_WHISPER_PREFILL_SEQ ||
-                  past > w->hp->n_text_ctx - RLX_WHISPER_PREFILL_SEQ))
+    if (!step &&
+        (seq > RLX_WHISPER_PREFILL_SEQ || past > w->hp->n_text_ctx - RLX_WHISPER_PREFILL_SEQ))
         return rlx_error_set(err, RLX_ERR_INVALID_ARG,
                              "whisper decoder: %d tokens after %d: at most %d at once from the "
                              "start, or %d anywhere",
@@ -274,7 +275,7 @@ rlx_status rlx_whisper_decode(rlx_whisper *w, const int32_t *tokens, int32_t n, 
     if (past != 0)
         return rlx_error_set(err, RLX_ERR_INVALID_ARG,
                              "whisper decoder: every position's logits start at position 0");
-    rlx_status st = load_decoder(w, 1, w->hp->n_text_ctx, true, &w->dec_all, err);
+    rlx_status st = load_decoder(w, 1, RLX_WHISPER_PREFILL_SEQ, true, &w->dec_all, err);
     return st ? st : run_dec(w, w->dec_all, tokens, n, past, logits, err);
 }
 
@@ -282,8 +283,7 @@ rlx_status rlx_whisper_mel(rlx_whisper *w, const float *samples, int64_t n, int6
                            float *mel, rlx_error **err)
 {
     double t0 = rlx_whisper_now_ms();
-    rlx_status st =
-        rlx_mel_log(w->mel, samples, n, start_frame, RLX_WHISPER_N_FRAMES, mel, err);
+    rlx_status st = rlx_mel_log(w->mel, samples, n, start_frame, RLX_WHISPER_N_FRAMES, mel, err);
     if (st == RLX_OK)
         rlx_mel_normalize(mel, (size_t)w->hp->n_mels * RLX_WHISPER_N_FRAMES);
     if (w->timing)

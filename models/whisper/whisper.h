@@ -66,10 +66,10 @@ typedef struct rlx_whisper rlx_whisper;
 typedef bool (*rlx_whisper_progress_fn)(void *user, const char *stage, double fraction);
 
 typedef struct rlx_whisper_params {
-    const char *device;     /* "cpu", "vulkan:0", "cuda:0"; NULL = "cpu" */
-    int n_threads;          /* CPU threads; 0 = one per core the process may use */
-    uint64_t memory_budget; /* bytes; 0 = the device's (see rlx_session_params) */
-    int max_beams;          /* the largest beam size decodes will ask for (5) */
+    const char *device;               /* "cpu", "vulkan:0", "cuda:0"; NULL = "cpu" */
+    int n_threads;                    /* CPU threads; 0 = one per core the process may use */
+    uint64_t memory_budget;           /* bytes; 0 = the device's (see rlx_session_params) */
+    int max_beams;                    /* the largest beam size decodes will ask for (5) */
     rlx_whisper_progress_fn progress; /* loading progress, or NULL */
     void *progress_user;
 } rlx_whisper_params;
@@ -93,13 +93,13 @@ RLX_API const char *rlx_whisper_kind(const rlx_whisper *w);
 RLX_API bool rlx_whisper_is_multilingual(const rlx_whisper *w);
 
 typedef struct rlx_whisper_decode_params {
-    const char *language; /* "auto" or NULL: detect (English-only models: "en"); "en", "de", ... */
-    bool translate;       /* translate to English instead of transcribing */
-    bool no_timestamps;   /* one segment per window, no timestamp tokens */
-    int beam_size;        /* <= 1: greedy (best_of samples when falling back); else beam search */
-    int best_of;          /* candidates sampled at temperature > 0 (5) */
-    float temperature;    /* the first temperature (0) */
-    float temperature_inc;    /* fallback step (0.2); 0 or no_fallback: no fallback */
+    const char *language;  /* "auto" or NULL: detect (English-only models: "en"); "en", "de", ... */
+    bool translate;        /* translate to English instead of transcribing */
+    bool no_timestamps;    /* one segment per window, no timestamp tokens */
+    int beam_size;         /* <= 1: greedy (best_of samples when falling back); else beam search */
+    int best_of;           /* candidates sampled at temperature > 0 (5) */
+    float temperature;     /* the first temperature (0) */
+    float temperature_inc; /* fallback step (0.2); 0 or no_fallback: no fallback */
     bool no_fallback;
     float compression_ratio_threshold; /* 2.4; fall back above it */
     float logprob_threshold;           /* -1.0; fall back below it */
@@ -181,8 +181,8 @@ RLX_API rlx_status rlx_whisper_transcribe_file(rlx_whisper *w, const char *path,
 /* The same on 16 kHz mono samples in memory. */
 RLX_API rlx_status rlx_whisper_transcribe(rlx_whisper *w, const float *samples, int64_t n,
                                           const rlx_whisper_decode_params *dp,
-                                          const rlx_whisper_callbacks *cb,
-                                          rlx_whisper_result **out, rlx_error **err);
+                                          const rlx_whisper_callbacks *cb, rlx_whisper_result **out,
+                                          rlx_error **err);
 RLX_API void rlx_whisper_result_free(rlx_whisper_result *r);
 
 /* Language detection on the first 30 s of samples: probs[i] for language i
@@ -228,8 +228,8 @@ typedef enum rlx_whisper_format {
 /* The format a path's extension names (.txt .srt .vtt .json); -1 if none. */
 RLX_API int rlx_whisper_format_from_path(const char *path);
 /* Write all segments in a format; RLX_ERR_IO when the stream fails. */
-RLX_API rlx_status rlx_whisper_write(const rlx_whisper_result *r, rlx_whisper_format fmt,
-                                     FILE *f, rlx_error **err);
+RLX_API rlx_status rlx_whisper_write(const rlx_whisper_result *r, rlx_whisper_format fmt, FILE *f,
+                                     rlx_error **err);
 /* "00:01:02,345" (SRT, comma) or "00:01:02.345" (VTT, dot) into buf. */
 RLX_API char *rlx_whisper_format_time(int64_t ms, bool comma, char *buf, size_t cap);
 /* Write atomically to a path (temporary file + rename). */

@@ -62,12 +62,18 @@ void main()
         float cm = -1.0 / 0.0;
         for (int j = 0; j < n; j++) cm = max(cm, sc[j]);
         float nm = max(m, cm);
+        // each thread turns its own key's score into a weight (one exp per
+        // key, not one per key and thread), then all read the weights
+        float p_own = int(t) < n && x != -1.0 / 0.0 && nm != -1.0 / 0.0 ? exp(x - nm) : 0.0;
+        barrier();
+        sc[t] = p_own;
+        barrier();
         if (nm != -1.0 / 0.0) {
             float f = m == -1.0 / 0.0 ? 0.0 : exp(m - nm);
             l *= f;
             for (int u = 0; u < MAXU; u++) acc[u] *= f;
             for (int j = 0; j < n; j++) {
-                float p = sc[j] == -1.0 / 0.0 ? 0.0 : exp(sc[j] - nm);
+                float p = sc[j];
                 l += p;
                 if (p == 0.0) continue;
                 int vb = vo + (t0 + j) * P(27);

@@ -1,0 +1,383 @@
+/* The Whisper runner (models/whisper) against the independent PyTorch
+ * reference (tests/reference/whisper_reference.py), on a random-weight model
+ * with whisper-tiny's real shapes that tests/whisper-writer.c writes with the
+ * same counter-based weights the script builds, as a whisper.cpp ggml .bin
+ * (F32 and F16) and as a Hugging Face folder, on every backend with a device.
+ *
+ * What is compared, and the tolerances (float32 here, float64 in the
+ * reference, from the same float32 weights):
+ * - the normalized log-mel of jfk.wav at 356 frames: 1e-4 absolute (values in
+ *   about [-1, 1.5]; float32 FFT against float64, measured 1e-5);
+ * - the encoder output at 48 rows of 384: 2e-3 absolute on values of O(1)
+ *   (float32 sums over 4 layers of 384- and 1536-long dots and 1500-long
+ *   softmaxes; a wrong scale, mask, layout or norm is off by 1e-1 and more);
+ *   our encoder reads our own mel, so the mel's error is inside this too;
+ * - the decoder's logits for an 8-token prompt at all 8 positions on 2,119
+ *   vocabulary columns, and each position's argmax over the whole
+ *   vocabulary: 5e-3 absolute on logits of O(10), the argmax exact where the
+ *   reference's top-2 gap exceeds that;
+ * - the language probabilities over 99 languages: 1e-3 absolute;
+ * - the no-speech probability, as a log-probability: 2e-2 absolute;
+ * - greedy decoding of the window with openai's suppression and timestamp
+ *   rules: the same tokens up to the first step the reference marks as a
+ *   near tie (a margin under 2e-2), at least 32 of them.
+ * The F16 file is compared with the reference's F16-rounded weights
+ * (the -f16 fixtures); the two F32 files with the F32 ones. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "backends/backend.h"
+#include "engine/audio/audio.h"
+#include "models/whisper/whisper-file.h"
+#include "models/whisper/whisper.h"
+#include "test-util.h"
+#include "whisper-writer.h"
+
+#define N_VOCAB     51865
+#define N_STATE     384
+#define N_MELS      80
+#define N_FRAMES    3000
+#define MEL_COLS    356
+#define ENC_ROWS    48
+#define N_PROMPT    8
+#define LOGIT_COLS  2119
+#define N_LANGS     99
+#define MAX_GREEDY  448
+#define MAX_DEVICES 4
+
+#define MEL_TOL    1e-4
+#define ENC_TOL    2e-3
+#define LOGIT_TOL  5e-3
+#define LANG_TOL   1e-3
+#define NOSP_TOL   2e-2
+#define TIE_MARGIN 2e-2
+
+static const int32_t prompt[N_PROMPT] = {50258, 50259, 50359, 50364, 400, 1012, 11, 1029};
+
+typedef struct {
+    float *mel, *enc, *logits, *stats, *lang;
+    int32_t greedy[MAX_GREEDY];
+    double margin[MAX_GREEDY];
+    int n_greedy;
+    double no_speech_logprob;
+} reference;
+
+typedef struct {
+    char f32[512], f16[512], hf[512];
+    float *audio;
+    int64_t n_audio;
+    reference ref[2]; /* [0] f32, [1] f16 */
+    int mel_frames[MEL_COLS], enc_rows[ENC_ROWS], logit_cols[LOGIT_COLS];
+    char dev[MAX_DEVICES][32];
+    bool soft[MAX_DEVICES];
+    int n_dev;
+} fixture;
+
+static void *read_fixture(const char *name, size_t bytes)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/tests/fixtures/%s", RLX_TEST_SOURCE_DIR, name);
+    size_t size = 0;
+    void *p = rlx_test_read_file(path, &size);
+    if (p && size != bytes) {
+        fprintf(stderr, "%s: %zu bytes, expected %zu\n", name, size, bytes);
+        free(p);
+        return NULL;
+    }
+    if (!p)
+        fprintf(stderr, "cannot read %s\n", path);
+    return p;
+}
+
+static bool read_greedy(const char *name, reference *r)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/tests/fixtures/%s", RLX_TEST_SOURCE_DIR, name);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return false;
+    char key[64];
+    double v;
+    r->n_greedy = 0;
+    r->no_speech_logprob = NAN;
+    char line[256];
+    while (fgets(line, sizeof line, f)) {
+        if (sscanf(line, "%63s %lf", key, &v) == 2 && !strcmp(key, "no_speech_logprob")) {
+            r->no_speech_logprob = v;
+            continue;
+        }
+        int id;
+        char m[32];
+        if (sscanf(line, "%d %31s", &id, m) == 2 && r->n_greedy < MAX_GREEDY) {
+            r->greedy[r->n_greedy] = id;
+            r->margin[r->n_greedy] = strtod(m, NULL); /* "inf" parses */
+            r->n_greedy++;
+        }
+    }
+    fclose(f);
+    return r->n_greedy > 0 && !isnan(r->no_speech_logprob);
+}
+
+static bool load_ref(reference *r, bool f16)
+{
+    char name[96];
+    const char *sfx = f16 ? "-f16" : "";
+    r->mel = read_fixture("whisper-ref-mel.f32", sizeof(float) * N_MELS * MEL_COLS);
+    snprintf(name, sizeof name, "whisper-ref-encoder%s.f32", sfx);
+    r->enc = read_fixture(name, sizeof(float) * ENC_ROWS * N_STATE);
+    snprintf(name, sizeof name, "whisper-ref-logits%s.f32", sfx);
+    r->logits = read_fixture(name, sizeof(float) * N_PROMPT * LOGIT_COLS);
+    snprintf(name, sizeof name, "whisper-ref-logits-stats%s.f32", sfx);
+    r->stats = read_fixture(name, sizeof(float) * N_PROMPT * 3);
+    snprintf(name, sizeof name, "whisper-ref-lang%s.f32", sfx);
+    r->lang = read_fixture(name, sizeof(float) * N_LANGS);
+    snprintf(name, sizeof name, "whisper-ref-greedy%s.txt", sfx);
+    return r->mel && r->enc && r->logits && r->stats && r->lang && read_greedy(name, r);
+}
+
+static int setup(void **state)
+{
+    fixture *f = calloc(1, sizeof *f);
+    *state = f;
+    if (!f)
+        return -1;
+    rlx_error *err = NULL;
+    const char *src = rlx_test_data("whisper/for-tests-ggml-tiny.bin");
+    char srcpath[512];
+    snprintf(srcpath, sizeof srcpath, "%s", src);
+    snprintf(f->f32, sizeof f->f32, "%s", rlx_test_tmp("tiny-f32.bin"));
+    snprintf(f->f16, sizeof f->f16, "%s", rlx_test_tmp("tiny-f16.bin"));
+    snprintf(f->hf, sizeof f->hf, "%s", rlx_test_tmp("tiny-hf"));
+    if (rlx_whisper_writer_ggml(srcpath, f->f32, false, &err) != RLX_OK ||
+        rlx_whisper_writer_ggml(srcpath, f->f16, true, &err) != RLX_OK ||
+        rlx_whisper_writer_hf(srcpath, f->hf, &err) != RLX_OK) {
+        fprintf(stderr, "writer: %s\n", rlx_error_message(err));
+        rlx_error_free(err);
+        return -1;
+    }
+    if (rlx_audio_load(rlx_test_data("audio/jfk.wav"), 16000, &f->audio, &f->n_audio, &err) !=
+        RLX_OK) {
+        fprintf(stderr, "jfk.wav: %s\n", rlx_error_message(err));
+        rlx_error_free(err);
+        return -1;
+    }
+    if (!load_ref(&f->ref[0], false) || !load_ref(&f->ref[1], true))
+        return -1;
+    int k = 0;
+    for (int i = 0; i < 256; i++)
+        f->mel_frames[k++] = i;
+    for (int i = 1050; i < 1150; i++)
+        f->mel_frames[k++] = i;
+    k = 0;
+    for (int i = 0; i < 16; i++)
+        f->enc_rows[k++] = i;
+    for (int i = 740; i < 756; i++)
+        f->enc_rows[k++] = i;
+    for (int i = 1484; i < 1500; i++)
+        f->enc_rows[k++] = i;
+    k = 0;
+    for (int i = 0; i < 50265; i += 97)
+        f->logit_cols[k++] = i;
+    for (int i = 50265; i < N_VOCAB; i++)
+        f->logit_cols[k++] = i;
+    assert_int_equal(k, LOGIT_COLS);
+    for (int b = 0; b < rlx_backend_count() && f->n_dev < MAX_DEVICES; b++) {
+        const rlx_backend_i *be = rlx_backend_at(b);
+        if (!be || !be->device_count || be->device_count() < 1)
+            continue;
+        snprintf(f->dev[f->n_dev], sizeof f->dev[0], "%s", be->name);
+        rlx_device_info info;
+        f->soft[f->n_dev] =
+            be->device_info(0, &info, NULL) == RLX_OK && info.type == RLX_DEVICE_GPU_SOFTWARE;
+        f->n_dev++;
+    }
+    return 0;
+}
+
+static void free_ref(reference *r)
+{
+    free(r->mel), free(r->enc), free(r->logits), free(r->stats), free(r->lang);
+}
+
+static int teardown(void **state)
+{
+    fixture *f = *state;
+    if (f) {
+        free_ref(&f->ref[0]);
+        free_ref(&f->ref[1]);
+        free(f->audio);
+        free(f);
+    }
+    return 0;
+}
+
+static rlx_whisper *open_model(const char *path, const char *dev)
+{
+    rlx_whisper_params p = rlx_whisper_default_params();
+    p.device = dev;
+    p.max_beams = 1;
+    rlx_whisper *w = NULL;
+    rlx_error *err = NULL;
+    if (rlx_whisper_create(path, &p, &w, &err) != RLX_OK) {
+        fprintf(stderr, "%s on %s: %s\n", path, dev, rlx_error_message(err));
+        rlx_error_free(err);
+    }
+    return w;
+}
+
+#define CHECK(expr)                                                      \
+    do {                                                                 \
+        rlx_error *err_ = NULL;                                          \
+        rlx_status st_ = (expr);                                         \
+        if (st_ != RLX_OK)                                               \
+            fprintf(stderr, "%s: %s\n", #expr, rlx_error_message(err_)); \
+        rlx_error_free(err_);                                            \
+        assert_int_equal(st_, RLX_OK);                                   \
+    } while (0)
+
+/* Everything one model file on one device is checked for. A software device
+ * (lavapipe runs the whole encoder in minutes) skips the second encoder run
+ * of the language detection and decodes 32 tokens. */
+static void check_model(fixture *f, const char *path, const char *dev, const reference *ref,
+                        bool soft)
+{
+    rlx_whisper *w = open_model(path, dev);
+    assert_non_null(w);
+    rlx_error *err = NULL;
+    float *mel = malloc(sizeof(float) * N_MELS * N_FRAMES);
+    float *enc = malloc(sizeof(float) * 1500 * N_STATE);
+    float *logits = malloc(sizeof(float) * N_PROMPT * N_VOCAB);
+    assert_true(mel && enc && logits);
+
+    /* mel */
+    assert_int_equal(rlx_whisper_mel(w, f->audio, f->n_audio, 0, mel, &err), RLX_OK);
+    double dm = 0;
+    for (int m = 0; m < N_MELS; m++)
+        for (int c = 0; c < MEL_COLS; c++)
+            dm = fmax(dm, fabs(mel[m * N_FRAMES + f->mel_frames[c]] - ref->mel[m * MEL_COLS + c]));
+    /* encoder */
+    assert_int_equal(rlx_whisper_encode(w, mel, enc, &err), RLX_OK);
+    double de = 0;
+    for (int r = 0; r < ENC_ROWS; r++)
+        for (int c = 0; c < N_STATE; c++)
+            de = fmax(de, fabs(enc[f->enc_rows[r] * N_STATE + c] - ref->enc[r * N_STATE + c]));
+    /* prompt logits, every position */
+    if (rlx_whisper_decode(w, prompt, N_PROMPT, 0, true, logits, &err) != RLX_OK)
+        fprintf(stderr, "decode: %s\n", rlx_error_message(err));
+    assert_null(err);
+    double dl = 0;
+    int argmax_bad = 0;
+    for (int t = 0; t < N_PROMPT; t++) {
+        const float *row = logits + (size_t)t * N_VOCAB;
+        for (int c = 0; c < LOGIT_COLS; c++)
+            dl = fmax(dl, fabs(row[f->logit_cols[c]] - ref->logits[t * LOGIT_COLS + c]));
+        int best = 0;
+        for (int i = 1; i < N_VOCAB; i++)
+            best = row[i] > row[best] ? i : best;
+        int want = (int)ref->stats[t * 3];
+        /* a near tie may go either way: then the two logits must agree */
+        if (best != want && fabs(row[best] - row[want]) > LOGIT_TOL)
+            argmax_bad++;
+    }
+    /* greedy window with openai's rules (English, transcribe) */
+    rlx_whisper_decode_params dp = rlx_whisper_decode_default_params();
+    dp.language = "en";
+    if (soft)
+        dp.max_tokens_per_window = 32;
+    int32_t toks[MAX_GREEDY];
+    int32_t n = 0;
+    float avg = 0, nosp = 0;
+    if (rlx_whisper_decode_window(w, &dp, toks, MAX_GREEDY, &n, &avg, &nosp, &err) != RLX_OK)
+        fprintf(stderr, "decode_window: %s\n", rlx_error_message(err));
+    assert_null(err);
+    int same = 0, sure = 0;
+    while (sure < ref->n_greedy && sure < n && ref->margin[sure] >= TIE_MARGIN)
+        sure++;
+    while (same < n && same < ref->n_greedy && toks[same] == ref->greedy[same])
+        same++;
+    double dns = fabs(log(nosp) - ref->no_speech_logprob);
+    /* language probabilities */
+    float probs[128];
+    int32_t np = 0;
+    double dg = 0;
+    if (!soft) {
+        assert_int_equal(
+            rlx_whisper_detect_language(w, f->audio, f->n_audio, probs, 128, &np, &err), RLX_OK);
+        assert_int_equal(np, N_LANGS);
+        for (int i = 0; i < N_LANGS; i++)
+            dg = fmax(dg, fabs(probs[i] - ref->lang[i]));
+    }
+
+    printf("[ %s ] %s: mel %.2g, encoder %.2g, logits %.2g (argmax off %d), language %.2g, "
+           "no-speech log %.2g, greedy %d/%d same (first near tie at %d, ours has %d)\n",
+           dev, strrchr(path, '/') + 1, dm, de, dl, argmax_bad, dg, dns, same, ref->n_greedy, sure,
+           n);
+    assert_true(dm <= MEL_TOL);
+    assert_true(de <= ENC_TOL);
+    assert_true(dl <= LOGIT_TOL);
+    assert_int_equal(argmax_bad, 0);
+    assert_true(dg <= LANG_TOL);
+    assert_true(dns <= NOSP_TOL);
+    assert_true(sure >= 16);
+    assert_true(same >= sure);
+    free(mel), free(enc), free(logits);
+    rlx_whisper_free(w);
+}
+
+static void cpu_ggml_f32(void **state)
+{
+    fixture *f = *state;
+    check_model(f, f->f32, "cpu", &f->ref[0], false);
+}
+
+static void cpu_ggml_f16(void **state)
+{
+    fixture *f = *state;
+    check_model(f, f->f16, "cpu", &f->ref[1], false);
+}
+
+static void cpu_hf_folder(void **state)
+{
+    fixture *f = *state;
+    check_model(f, f->hf, "cpu", &f->ref[0], false);
+}
+
+/* every device but the CPU (the F16 file: the GPU kernels' F16 paths) */
+static void devices_other_than_cpu(void **state)
+{
+    fixture *f = *state;
+    int n = 0;
+    for (int d = 0; d < f->n_dev; d++)
+        if (strcmp(f->dev[d], "cpu")) {
+            check_model(f, f->f16, f->dev[d], &f->ref[1], f->soft[d]);
+            n++;
+        }
+    if (!n)
+        printf("[ whisper ] no device but the CPU here\n");
+}
+
+/* argv[1]: "cpu" (the CPU tests), "devices" (the other devices), or a test's
+ * name; none: all of them */
+int main(int argc, char **argv)
+{
+    if (argc > 1)
+        cmocka_set_test_filter(!strcmp(argv[1], "cpu")       ? "cpu_*"
+                               : !strcmp(argv[1], "devices") ? "devices_*"
+                                                             : argv[1]);
+    rlx_test_need_data("whisper/for-tests-ggml-tiny.bin", "audio/jfk.wav", NULL);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(cpu_ggml_f32),
+        cmocka_unit_test(cpu_ggml_f16),
+        cmocka_unit_test(cpu_hf_folder),
+        cmocka_unit_test(devices_other_than_cpu),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
