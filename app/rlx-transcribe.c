@@ -37,6 +37,8 @@ static const char usage[] =
     "  --no-speech-threshold P  skip windows whose no-speech probability is above P\n"
     "                       (default 0.6)\n"
     "  --no-context         do not condition a window on the previous window's text\n"
+    "  --word-timestamps    time every word (from the cross-attention alignment heads and\n"
+    "                       dynamic time warping, as openai-whisper); in -o .json\n"
     "  --prompt TEXT        initial prompt (names, spelling, style)\n"
     "  --offset S           start S seconds into the audio\n"
     "  --duration S         transcribe S seconds only\n"
@@ -175,6 +177,8 @@ int rlx_cmd_transcribe(int argc, char **argv)
             dp.no_fallback = true;
         else if (!strcmp(a, "--no-context"))
             dp.condition_on_previous_text = false;
+        else if (!strcmp(a, "--word-timestamps"))
+            dp.word_timestamps = true;
         else if (!strcmp(a, "--detect-language"))
             detect_only = true;
         else if (!strcmp(a, "-q") || !strcmp(a, "--quiet"))

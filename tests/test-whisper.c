@@ -37,6 +37,7 @@
 #include "backends/backend.h"
 #include "engine/audio/audio.h"
 #include "models/whisper/whisper-file.h"
+#include "models/whisper/whisper-internal.h"
 #include "models/whisper/whisper.h"
 #include "test-util.h"
 #include "whisper-writer.h"
@@ -350,6 +351,93 @@ static void cpu_hf_folder(void **state)
     check_model(f, f->hf, "cpu", &f->ref[0], false);
 }
 
+/* Word timestamps against tests/reference/whisper_words_reference.py, in
+ * its two halves:
+ * - the alignment matrix (the alignment heads' cross-attention over the jfk
+ *   transcript's tokens, softmax, standardized, median-filtered, averaged):
+ *   1e-2 absolute on standardized values up to about 5 (float32 against
+ *   float64; dividing by the standard deviation over 29 tokens of
+ *   probabilities near 1/550 amplifies the scores' 1e-5 errors, measured
+ *   4.5e-3; a wrong head, scale or filter is off by 1e-1 and more);
+ * - the words that DTW of the reference's own matrix gives: exact (the
+ *   same float32 DTW as openai's dtw_cpu, on the same input).
+ * End to end (our matrix into our DTW) the random model's attention is flat,
+ * so near ties may send the warp elsewhere: only order and range are checked
+ * there. */
+static const int32_t jfk_text[] = {400, 370,  452, 7177, 6280, 11,   1029, 406,  437,
+                                   428, 1941, 393, 360,  337,  291,  11,   1029, 437,
+                                   291, 393,  360, 337,  428,  1941, 13};
+#define N_JFK  ((int)(sizeof jfk_text / sizeof jfk_text[0]))
+#define WORD_F 550
+
+static void cpu_word_timestamps(void **state)
+{
+    fixture *f = *state;
+    char path[512];
+    snprintf(path, sizeof path, "%s/tests/fixtures/whisper-ref-words.txt", RLX_TEST_SOURCE_DIR);
+    FILE *fp = fopen(path, "r");
+    assert_non_null(fp);
+    double ref_t0[64], ref_t1[64];
+    int ref_first[64], ref_cnt[64], nw = 0;
+    while (nw < 64 &&
+           fscanf(fp, "%lf %lf %d %d", &ref_t0[nw], &ref_t1[nw], &ref_first[nw], &ref_cnt[nw]) == 4)
+        nw++;
+    fclose(fp);
+    float *ref_mat =
+        read_fixture("whisper-ref-words-matrix.f32", sizeof(float) * (N_JFK + 1) * WORD_F);
+    assert_non_null(ref_mat);
+    rlx_whisper *w = open_model(f->f32, "cpu");
+    assert_non_null(w);
+    float *mel = rlx_ww_fixture_mel_input();
+    assert_non_null(mel);
+    CHECK(rlx_whisper_encode(w, mel, NULL, &err_));
+    free(mel);
+    const int32_t sot[3] = {50258, 50259, 50359};
+    float *mat = malloc(sizeof(float) * (N_JFK + 1) * 1500);
+    assert_non_null(mat);
+    int F = 0;
+    CHECK(rlx_whisper_align_matrix(w, sot, 3, jfk_text, N_JFK, 1100, mat, &F, &err_));
+    assert_int_equal(F, WORD_F);
+    double dm = 0;
+    for (int i = 0; i < (N_JFK + 1) * WORD_F; i++)
+        dm = fmax(dm, fabs(mat[i] - ref_mat[i]));
+    float t0[N_JFK], t1[N_JFK];
+    int first[N_JFK], cnt[N_JFK];
+    int n = rlx_whisper_words_from_matrix(w, jfk_text, N_JFK, ref_mat, WORD_F, t0, t1, first, cnt,
+                                          NULL);
+    assert_int_equal(n, nw);
+    int exact = 0;
+    for (int i = 0; i < nw; i++)
+        exact += first[i] == ref_first[i] && cnt[i] == ref_cnt[i] &&
+                 lround(t0[i] * 1000) == lround(ref_t0[i] * 1000) &&
+                 lround(t1[i] * 1000) == lround(ref_t1[i] * 1000);
+    /* end to end, through a segment */
+    rlx_whisper_token toks[N_JFK];
+    for (int i = 0; i < N_JFK; i++)
+        toks[i] = (rlx_whisper_token){.id = jfk_text[i], .p = 0.5f, .t0_ms = -1, .t1_ms = -1};
+    rlx_whisper_segment seg = {.t0_ms = 0, .t1_ms = 11000, .n_tokens = N_JFK, .tokens = toks};
+    CHECK(rlx_whisper_add_words(w, sot, 3, &seg, 1, 1100, 0, &err_));
+    bool ordered = seg.n_words == nw;
+    for (int i = 0; i < seg.n_words; i++)
+        ordered = ordered && seg.words[i].t0_ms <= seg.words[i].t1_ms &&
+                  (i == 0 || seg.words[i - 1].t1_ms <= seg.words[i].t0_ms) &&
+                  seg.words[i].t1_ms <= 11000 && seg.words[i].p == 0.5f;
+    printf("[ cpu ] word timestamps: matrix %.2g, DTW words %d of %d exact, end to end %s "
+           "('%s' %lld..%lld ms)\n",
+           dm, exact, nw, ordered ? "ordered" : "NOT ordered", seg.n_words ? seg.words[0].text : "",
+           seg.n_words ? (long long)seg.words[0].t0_ms : 0LL,
+           seg.n_words ? (long long)seg.words[0].t1_ms : 0LL);
+    assert_true(dm <= 1e-2);
+    assert_int_equal(exact, nw);
+    assert_true(ordered);
+    for (int i = 0; i < seg.n_words; i++)
+        free(seg.words[i].text);
+    free(seg.words);
+    free(mat);
+    free(ref_mat);
+    rlx_whisper_free(w);
+}
+
 /* every device but the CPU (the F16 file: the GPU kernels' F16 paths) */
 static void devices_other_than_cpu(void **state)
 {
@@ -374,9 +462,8 @@ int main(int argc, char **argv)
                                                              : argv[1]);
     rlx_test_need_data("whisper/for-tests-ggml-tiny.bin", "audio/jfk.wav", NULL);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(cpu_ggml_f32),
-        cmocka_unit_test(cpu_ggml_f16),
-        cmocka_unit_test(cpu_hf_folder),
+        cmocka_unit_test(cpu_ggml_f32),           cmocka_unit_test(cpu_ggml_f16),
+        cmocka_unit_test(cpu_hf_folder),          cmocka_unit_test(cpu_word_timestamps),
         cmocka_unit_test(devices_other_than_cpu),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -636,7 +636,7 @@ typedef struct {
     rlx_whisper *w;
     rlx_whisper_result *r;
     const rlx_whisper_callbacks *cb;
-    int cap;
+    int cap, reported;
     bool stop;
 } collector;
 
@@ -680,9 +680,15 @@ static rlx_status add_segment(collector *c, int64_t t0, int64_t t1, const int32_
     s->temperature = wr->temperature;
     s->compression_ratio = wr->compression_ratio;
     r->n_segments++;
-    if (c->cb && c->cb->segment && !c->cb->segment(c->cb->user, s))
-        c->stop = true;
     return RLX_OK;
+}
+
+/* The segments added since the last report, to the callback. */
+static void report(collector *c)
+{
+    for (; c->reported < c->r->n_segments; c->reported++)
+        if (c->cb && c->cb->segment && !c->cb->segment(c->cb->user, &c->r->segments[c->reported]))
+            c->stop = true;
 }
 
 /* ---- the transcription ---- */
@@ -876,6 +882,7 @@ static rlx_status transcribe(rlx_whisper *w, source *src, const rlx_whisper_deco
         bool skip = dp->no_speech_threshold > 0 && wr->no_speech_prob > dp->no_speech_threshold;
         if (skip && dp->logprob_threshold != 0 && wr->avg_logprob > dp->logprob_threshold)
             skip = false;
+        int first_new = r->n_segments;
         if (skip) {
             seek += seg;
         } else {
@@ -922,6 +929,12 @@ static rlx_status transcribe(rlx_whisper *w, source *src, const rlx_whisper_deco
             if (!dp->condition_on_previous_text || wr->temperature > 0.5f)
                 ctx_from = ctx.n;
         }
+        if (dp->word_timestamps && r->n_segments > first_new &&
+            (st = rlx_whisper_add_words(w, d.initial + d.sot_index, d.lang_token >= 0 ? 3 : 1,
+                                        r->segments + first_new, r->n_segments - first_new, seg,
+                                        t_off, err)) != RLX_OK)
+            goto done;
+        report(&col);
         double done_s = (double)seek * RLX_WHISPER_HOP / RLX_WHISPER_SAMPLE_RATE;
         r->timings.audio_s = done_s;
         if (cb && cb->progress) {

@@ -25,8 +25,11 @@ struct rlx_graph;
 void rlx_whisper_cache_name(char *buf, size_t cap, int v, int nb, int il);
 rlx_status rlx_whisper_build_encoder(const rlx_whisper_file *f, bool with_output,
                                      struct rlx_graph **out, rlx_error **err);
+/* heads: n_heads (layer, head) pairs whose cross-attention scores come out
+ * as "xqk" [1, n, SEQ, n_audio_ctx] (word timestamps); NULL/0: none. */
 rlx_status rlx_whisper_build_decoder(const rlx_whisper_file *f, int nb, int seq_max, bool all,
-                                     struct rlx_graph **out, rlx_error **err);
+                                     const int32_t *heads, int n_heads, struct rlx_graph **out,
+                                     rlx_error **err);
 rlx_status rlx_whisper_build_reorder(const rlx_whisper_file *f, int nb, struct rlx_graph **out,
                                      rlx_error **err);
 
@@ -35,7 +38,7 @@ struct rlx_whisper {
     rlx_session *s;
     const rlx_whisper_hparams *hp;
     const rlx_whisper_special *sp;
-    rlx_session_program *enc, *enc_out, *dec_all;
+    rlx_session_program *enc, *enc_out, *dec_all, *align;
     /* decoder and beam-reorder programs by beam count, compiled on first use */
     rlx_session_program *dec[RLX_WHISPER_MAX_BEAMS + 1], *pre[RLX_WHISPER_MAX_BEAMS + 1],
         *reorder[RLX_WHISPER_MAX_BEAMS + 1];
@@ -59,5 +62,25 @@ rlx_status rlx_whisper_run_decoder(rlx_whisper *w, int nb, const int32_t *tokens
 rlx_status rlx_whisper_run_reorder(rlx_whisper *w, int nb, const int32_t *src, rlx_error **err);
 
 double rlx_whisper_now_ms(void);
+
+/* Word timestamps for the n_segs segments one window just gave (whisper-words.c):
+ * sot_seq the window's start-of-transcript sequence (sot[, language, task]),
+ * n_frames the window's audio frames, t_off_ms its start. Fills each
+ * segment's words and its tokens' times. */
+rlx_status rlx_whisper_add_words(rlx_whisper *w, const int32_t *sot_seq, int n_sot,
+                                 rlx_whisper_segment *segs, int n_segs, int64_t n_frames,
+                                 int64_t t_off_ms, rlx_error **err);
+/* Its two halves, for tests: the alignment heads' filtered, averaged
+ * cross-attention over the no-timestamps and text tokens' rows
+ * ([(n_text + 1) * F], F = n_frames / 2 into *out_f) ... */
+rlx_status rlx_whisper_align_matrix(rlx_whisper *w, const int32_t *sot_seq, int n_sot,
+                                    const int32_t *text, int n_text, int64_t n_frames, float *mat,
+                                    int *out_f, rlx_error **err);
+/* ... and the words that dynamic time warping of -mat gives: start/end
+ * seconds, first token and count per word, texts (malloc'd) if not NULL;
+ * the word count, or -1 when out of memory. */
+int rlx_whisper_words_from_matrix(const rlx_whisper *w, const int32_t *text, int n_text,
+                                  const float *mat, int F, float *t0, float *t1, int *first,
+                                  int *count, char **texts);
 
 #endif
