@@ -4,6 +4,7 @@
  * stops after the current step, keeps what was printed, writes the output
  * file with it and exits 130. */
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -13,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "engine/audio/audio-device-internal.h"
 #include "engine/audio/audio-device.h"
 #include "engine/audio/audio.h"
 #include "engine/runtime/session.h"
@@ -37,6 +39,8 @@ static const char usage[] =
     "  --device-index N     the input device for --mic (default: the system's default;\n"
     "                       see --list-devices)\n"
     "  --list-devices       list the audio input devices (index, name, default) and exit\n"
+    "  --mic-file AUDIO     --mic with AUDIO standing in for the microphone, fed through\n"
+    "                       the same capture path at 8x real time (tests, demos)\n"
     "  -o OUT               also write the transcript: .txt, .srt, .vtt or .json\n"
     "  --language L         auto (default: detect), or a code such as en, de, ja\n"
     "  --translate          translate into English\n"
@@ -57,7 +61,9 @@ static const char usage[] =
     "  --memory-budget SIZE e.g. 2G, 512M\n"
     "  -t THREADS           CPU threads (default: one per core)\n"
     "  --detect-language    print the five likeliest languages and exit\n"
-    "  -q, --quiet          no segments on stdout (with -o)\n";
+    "  -q, --quiet          no segments on stdout (with -o)\n"
+    "  -v, --verbose        let the audio libraries print their own messages\n"
+    "                       (libmpg123 on damaged MP3 frames, ALSA, JACK)\n";
 
 static rlx_whisper *running;
 /* set by Ctrl+C; read by the callbacks and the live loop */
@@ -72,6 +78,39 @@ static void on_sigint(int sig)
 }
 
 static bool quiet;
+
+/* Audio libraries print to stderr on their own: libmpg123 (inside libsndfile)
+ * about every bad MP3 frame, ALSA and JACK (inside PortAudio) about every
+ * sound card a machine lacks. Their failures come back to us as sentences,
+ * so while they run, fd 2 points at /dev/null (unless --verbose) and our own
+ * messages are printed with it restored. Single-threaded use only: the
+ * command's main thread mutes and unmutes. */
+static bool verbose;
+static int saved_stderr = -1;
+
+static void mute_libs(void)
+{
+    if (verbose || saved_stderr >= 0)
+        return;
+    fflush(stderr);
+    int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    if (null < 0)
+        return;
+    saved_stderr = fcntl(2, F_DUPFD_CLOEXEC, 3);
+    if (saved_stderr >= 0)
+        dup2(null, 2);
+    close(null);
+}
+
+static void unmute_libs(void)
+{
+    if (saved_stderr < 0)
+        return;
+    fflush(stderr);
+    dup2(saved_stderr, 2);
+    close(saved_stderr);
+    saved_stderr = -1;
+}
 
 static bool print_segment(void *user, const rlx_whisper_segment *s)
 {
@@ -103,8 +142,13 @@ static bool keep_going(void *user, double done_s, double total_s)
 static void print_language(void *user, const char *code, float p)
 {
     (void)user;
-    if (p < 1.0f)
+    if (p < 1.0f) {
+        bool muted = saved_stderr >= 0;
+        unmute_libs();
         fprintf(stderr, "rlx: detected language: %s (%.0f%%)\n", code, 100.0 * p);
+        if (muted)
+            mute_libs();
+    }
 }
 
 static bool load_progress(void *user, const char *stage, double f)
@@ -155,7 +199,10 @@ static int detect(rlx_whisper *w, const char *path)
     rlx_error *err = NULL;
     float *x = NULL;
     int64_t n = 0;
-    if (rlx_audio_load(path, RLX_WHISPER_SAMPLE_RATE, &x, &n, &err) != RLX_OK) {
+    mute_libs();
+    rlx_status lst = rlx_audio_load(path, RLX_WHISPER_SAMPLE_RATE, &x, &n, &err);
+    unmute_libs();
+    if (lst != RLX_OK) {
         int rc = rlx_cli_fail("%s", rlx_error_message(err));
         rlx_error_free(err);
         return rc;
@@ -190,7 +237,10 @@ static rlx_audio_device_info *input_devices(int *n, char **why)
     rlx_error *err = NULL;
     *n = 0;
     *why = NULL;
-    if (rlx_audio_devices_list(&all, &na, &err) != RLX_OK) {
+    mute_libs();
+    rlx_status st = rlx_audio_devices_list(&all, &na, &err);
+    unmute_libs();
+    if (st != RLX_OK) {
         *why = strdup(rlx_error_message(err));
         rlx_error_free(err);
         return NULL;
@@ -287,11 +337,36 @@ static rlx_status drain_mic(rlx_whisper_live *l, float **tmp, size_t *tmp_cap, b
     return n ? rlx_whisper_live_push(l, x, n, err) : RLX_OK;
 }
 
-/* Live transcription from an input device until Ctrl+C. Returns the live
- * loop's status; *out_live holds the settled segments. */
-static rlx_status run_mic(rlx_whisper *w, int device, const rlx_whisper_decode_params *dp,
-                          rlx_whisper_live **out_live, rlx_error **err)
+/* --mic-file: a file stands in for the microphone, fed by this thread into
+ * the same capture path (ring, delivery thread, chunks) at 8x real time. */
+typedef struct {
+    rlx_audio_capture *cap;
+    const float *x;
+    int64_t n;
+    volatile int stop; /* atomic: set by the main thread */
+    volatile int done; /* atomic: set by the feeder */
+} feeder;
+
+static void *feed_thread(void *arg)
 {
+    feeder *f = arg;
+    const int64_t block = 1600; /* 0.1 s, every 12.5 ms */
+    for (int64_t i = 0; i < f->n && !__atomic_load_n(&f->stop, __ATOMIC_RELAXED); i += block) {
+        int64_t k = f->n - i < block ? f->n - i : block;
+        rlx_audio_capture_feed(f->cap, f->x + i, (size_t)k);
+        nanosleep(&(struct timespec){.tv_nsec = 12500000L}, NULL);
+    }
+    __atomic_store_n(&f->done, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+/* Live transcription from an input device (or fake_file) until Ctrl+C (or
+ * the file's end: *interrupted false). *out_live holds the settled segments. */
+static rlx_status run_mic(rlx_whisper *w, int device, const char *fake_file,
+                          const rlx_whisper_decode_params *dp, rlx_whisper_live **out_live,
+                          bool *interrupted, rlx_error **err)
+{
+    *interrupted = false;
     rlx_whisper_callbacks cb = {.segment = print_segment, .language = print_language};
     rlx_status st = rlx_whisper_live_create(w, dp, NULL, &cb, out_live, err);
     if (st != RLX_OK)
@@ -302,13 +377,39 @@ static rlx_status run_mic(rlx_whisper *w, int device, const rlx_whisper_decode_p
     cp.rate = RLX_WHISPER_SAMPLE_RATE;
     cp.on_chunk = on_chunk;
     rlx_audio_capture *cap = NULL;
-    if ((st = rlx_audio_capture_start(&cp, &cap, err)) != RLX_OK)
+    feeder fd = {0};
+    float *fake = NULL;
+    pthread_t feed_tid;
+    bool feeding = false;
+    mute_libs();
+    if (fake_file) {
+        st = rlx_audio_load(fake_file, RLX_WHISPER_SAMPLE_RATE, &fake, &fd.n, err);
+        if (st == RLX_OK)
+            st = rlx_audio_capture_start_detached(&cp, RLX_WHISPER_SAMPLE_RATE, 1, &cap, err);
+    } else {
+        st = rlx_audio_capture_start(&cp, &cap, err);
+    }
+    unmute_libs();
+    if (st != RLX_OK) {
+        free(fake);
         return st;
-    fprintf(stderr, "rlx: listening (device rate %d Hz); Ctrl+C stops\n",
-            rlx_audio_capture_device_rate(cap));
+    }
+    if (fake_file) {
+        fd.cap = cap;
+        fd.x = fake;
+        feeding = pthread_create(&feed_tid, NULL, feed_thread, &fd) == 0;
+        if (!feeding)
+            fd.done = 1;
+        fprintf(stderr, "rlx: listening to %s as a microphone; Ctrl+C stops\n", fake_file);
+    } else {
+        fprintf(stderr, "rlx: listening (device rate %d Hz); Ctrl+C stops\n",
+                rlx_audio_capture_device_rate(cap));
+    }
+    mute_libs();
     float *tmp = NULL;
     size_t tmp_cap = 0;
     while (!stop_requested) {
+        bool fed_all = fake_file && __atomic_load_n(&fd.done, __ATOMIC_ACQUIRE);
         st = drain_mic(l, &tmp, &tmp_cap, true, err);
         if (st == RLX_ERR_CANCELLED && stop_requested) {
             /* Ctrl+C stopped a decode: the flush below decodes that audio again */
@@ -316,12 +417,19 @@ static rlx_status run_mic(rlx_whisper *w, int device, const rlx_whisper_decode_p
             *err = NULL;
             st = RLX_OK;
         }
-        if (st != RLX_OK)
+        if (st != RLX_OK || fed_all)
             break;
+    }
+    *interrupted = stop_requested != 0;
+    if (feeding) {
+        __atomic_store_n(&fd.stop, 1, __ATOMIC_RELAXED);
+        pthread_join(feed_tid, NULL);
     }
     int64_t dropped = rlx_audio_capture_dropped(cap);
     int dev_rate = rlx_audio_capture_device_rate(cap);
     rlx_audio_capture_stop(cap); /* delivers the last, shorter chunk */
+    unmute_libs();
+    free(fake);
     if (dropped > 0 && dev_rate > 0)
         fprintf(stderr, "rlx: %.1f s of audio were lost (the system was too busy)\n",
                 (double)dropped / dev_rate);
@@ -329,7 +437,6 @@ static rlx_status run_mic(rlx_whisper *w, int device, const rlx_whisper_decode_p
         /* the rest without a decode step in between, then everything settles;
          * a second Ctrl+C stops the flush (what settled is kept) */
         stop_requested = 0;
-        l = *out_live;
         pthread_mutex_lock(&mic.mu);
         bool lost = mic.lost;
         pthread_mutex_unlock(&mic.mu);
@@ -338,12 +445,15 @@ static rlx_status run_mic(rlx_whisper *w, int device, const rlx_whisper_decode_p
         st = drain_mic(l, &tmp, &tmp_cap, false, err);
         if (st == RLX_OK)
             st = rlx_whisper_live_flush(l, err);
+        if (stop_requested)
+            *interrupted = true;
     }
     free(tmp);
     pthread_mutex_lock(&mic.mu);
     free(mic.x);
     mic.x = NULL;
     mic.n = mic.cap = 0;
+    mic.lost = false;
     pthread_mutex_unlock(&mic.mu);
     return st;
 }
@@ -352,10 +462,11 @@ int rlx_cmd_transcribe(int argc, char **argv)
 {
     rlx_whisper_params p = rlx_whisper_default_params();
     rlx_whisper_decode_params dp = rlx_whisper_decode_default_params();
-    const char *model = NULL, *audio = NULL, *out = NULL;
+    const char *model = NULL, *audio = NULL, *out = NULL, *mic_file = NULL;
     bool detect_only = false, use_mic = false, list_only = false;
     int device_index = -1;
     quiet = false;
+    verbose = false;
     stop_requested = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -376,6 +487,8 @@ int rlx_cmd_transcribe(int argc, char **argv)
             detect_only = true;
         else if (!strcmp(a, "-q") || !strcmp(a, "--quiet"))
             quiet = true;
+        else if (!strcmp(a, "-v") || !strcmp(a, "--verbose"))
+            verbose = true;
         else if (!strcmp(a, "--mic"))
             use_mic = true;
         else if (!strcmp(a, "--list-devices"))
@@ -447,7 +560,16 @@ int rlx_cmd_transcribe(int argc, char **argv)
             dp.seed = (uint64_t)l;
         } else if (!strcmp(a, "--device"))
             p.device = v;
-        else if (!strcmp(a, "--memory-budget")) {
+        else if (!strcmp(a, "--mic-file")) {
+            mic_file = v;
+            use_mic = true;
+        } else if (!strcmp(a, "--device-index")) {
+            if (!rlx_cli_parse_long(v, 0, 100000, &l))
+                return rlx_cli_fail("transcribe: --device-index must be a device number from "
+                                    "--list-devices, not '%s'",
+                                    v);
+            device_index = (int)l;
+        } else if (!strcmp(a, "--memory-budget")) {
             if (!parse_size(v, &p.memory_budget))
                 return rlx_cli_fail("transcribe: --memory-budget %s: give a size such as 2G or "
                                     "512M",
@@ -476,7 +598,7 @@ int rlx_cmd_transcribe(int argc, char **argv)
     rlx_error *err = NULL;
     /* the cheap checks first: the audio opens (or an input device exists), the
      * output's folder takes files */
-    if (use_mic) {
+    if (use_mic && !mic_file) {
         int n = 0;
         char *why = NULL;
         rlx_audio_device_info *d = input_devices(&n, &why);
@@ -496,12 +618,16 @@ int rlx_cmd_transcribe(int argc, char **argv)
                                 device_index);
     } else {
         rlx_audio_reader *probe = NULL;
-        if (rlx_audio_open(audio, RLX_WHISPER_SAMPLE_RATE, &probe, &err) != RLX_OK) {
+        mute_libs();
+        rlx_status pst =
+            rlx_audio_open(mic_file ? mic_file : audio, RLX_WHISPER_SAMPLE_RATE, &probe, &err);
+        rlx_audio_close(probe);
+        unmute_libs();
+        if (pst != RLX_OK) {
             int rc = rlx_cli_fail("%s", rlx_error_message(err));
             rlx_error_free(err);
             return rc;
         }
-        rlx_audio_close(probe);
     }
     if (out) {
         char *dir = strdup(out);
@@ -541,13 +667,16 @@ int rlx_cmd_transcribe(int argc, char **argv)
     rlx_whisper_live *live = NULL;
     rlx_status st;
     if (use_mic) {
-        st = run_mic(w, device_index, &dp, &live, &err);
-        if (st == RLX_OK && live)
-            st = RLX_ERR_CANCELLED; /* the live loop ends only at Ctrl+C */
+        bool interrupted = false;
+        st = run_mic(w, device_index, mic_file, &dp, &live, &interrupted, &err);
+        if (st == RLX_OK && interrupted)
+            st = rlx_error_set(&err, RLX_ERR_CANCELLED, "the transcription was stopped");
     } else if (stop_requested) {
         st = rlx_error_set(&err, RLX_ERR_CANCELLED, "the transcription was stopped");
     } else {
+        mute_libs();
         st = rlx_whisper_transcribe_file(w, audio, &dp, &cb, &r, &err);
+        unmute_libs();
     }
     running = NULL;
     sigaction(SIGINT, &old, NULL);
