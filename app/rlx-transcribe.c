@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <pthread.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -42,6 +43,7 @@ static const char usage[] =
     "  --mic-file AUDIO     --mic with AUDIO standing in for the microphone, fed through\n"
     "                       the same capture path at 8x real time (tests, demos)\n"
     "  -o OUT               also write the transcript: .txt, .srt, .vtt or .json\n"
+    "                       (the extension says which; -o may be given several times)\n"
     "  --language L         auto (default: detect), or a code such as en, de, ja\n"
     "  --translate          translate into English\n"
     "  --no-timestamps      no timestamp tokens: one segment per 30-s window\n"
@@ -462,7 +464,9 @@ int rlx_cmd_transcribe(int argc, char **argv)
 {
     rlx_whisper_params p = rlx_whisper_default_params();
     rlx_whisper_decode_params dp = rlx_whisper_decode_default_params();
-    const char *model = NULL, *audio = NULL, *out = NULL, *mic_file = NULL;
+    const char *model = NULL, *audio = NULL, *mic_file = NULL;
+    const char *outs[8];
+    int n_outs = 0;
     bool detect_only = false, use_mic = false, list_only = false;
     int device_index = -1;
     quiet = false;
@@ -500,6 +504,34 @@ int rlx_cmd_transcribe(int argc, char **argv)
         if (a[0] != '-')
             return rlx_cli_fail("transcribe: unexpected argument '%s' (see rlx transcribe --help)",
                                 a);
+        static const char *const with_value[] = {"-m",
+                                                 "--model",
+                                                 "-f",
+                                                 "--file",
+                                                 "-o",
+                                                 "--output",
+                                                 "--language",
+                                                 "-l",
+                                                 "--beam-size",
+                                                 "--best-of",
+                                                 "--temperature",
+                                                 "--temperature-inc",
+                                                 "--no-speech-threshold",
+                                                 "--prompt",
+                                                 "--offset",
+                                                 "--duration",
+                                                 "--seed",
+                                                 "--device",
+                                                 "--device-index",
+                                                 "--mic-file",
+                                                 "--memory-budget",
+                                                 "-t",
+                                                 "--threads"};
+        bool known = false;
+        for (size_t k = 0; k < sizeof with_value / sizeof *with_value && !known; k++)
+            known = !strcmp(a, with_value[k]);
+        if (!known)
+            return rlx_cli_fail("transcribe: unknown option '%s' (see rlx transcribe --help)", a);
         if (i + 1 >= argc)
             return rlx_cli_fail("transcribe: %s needs a value (see rlx transcribe --help)", a);
         const char *v = argv[++i];
@@ -514,7 +546,9 @@ int rlx_cmd_transcribe(int argc, char **argv)
                 return rlx_cli_fail("transcribe: -o %s: the name must end in .txt, .srt, .vtt "
                                     "or .json",
                                     v);
-            out = v;
+            if (n_outs == 8)
+                return rlx_cli_fail("transcribe: at most 8 -o files");
+            outs[n_outs++] = v;
         } else if (!strcmp(a, "--language") || !strcmp(a, "-l")) {
             if (strcmp(v, "auto") && rlx_whisper_language_find(v) < 0)
                 return rlx_cli_fail("transcribe: --language %s: not a Whisper language (use a "
@@ -629,15 +663,21 @@ int rlx_cmd_transcribe(int argc, char **argv)
             return rc;
         }
     }
-    if (out) {
+    for (int k = 0; k < n_outs; k++) {
+        const char *out = outs[k];
         char *dir = strdup(out);
         char *slash = dir ? strrchr(dir, '/') : NULL;
         const char *d = !dir ? "." : slash ? (slash == dir ? "/" : (*slash = 0, dir)) : ".";
-        bool ok = access(d, W_OK) == 0;
+        struct stat db;
+        bool ok = stat(d, &db) == 0 && (S_ISDIR(db.st_mode) || (errno = ENOTDIR, false)) &&
+                  access(d, W_OK) == 0;
         int e = errno;
         free(dir);
         if (!ok)
             return rlx_cli_fail("transcribe: cannot write %s: %s", out, strerror(e));
+        struct stat sb;
+        if (stat(out, &sb) == 0 && S_ISDIR(sb.st_mode))
+            return rlx_cli_fail("transcribe: cannot write %s: it is a folder", out);
     }
     /* Ctrl+C from here on stops cleanly (also while the model loads) */
     struct sigaction sa = {.sa_handler = on_sigint}, old;
@@ -699,11 +739,12 @@ int rlx_cmd_transcribe(int argc, char **argv)
         err = NULL;
         rc = 130;
     }
-    if (res && out) {
-        if (rlx_whisper_save(res, (rlx_whisper_format)rlx_whisper_format_from_path(out), out,
-                             &err) != RLX_OK) {
+    for (int k = 0; res && k < n_outs; k++) {
+        if (rlx_whisper_save(res, (rlx_whisper_format)rlx_whisper_format_from_path(outs[k]),
+                             outs[k], &err) != RLX_OK) {
             int wrc = rlx_cli_fail("%s", rlx_error_message(err));
             rlx_error_free(err);
+            err = NULL;
             if (rc == 0)
                 rc = wrc;
         }
