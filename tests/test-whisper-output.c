@@ -188,6 +188,29 @@ static void test_json(void **state)
     free(got);
 }
 
+/* A segment whose text is blank makes no cue (an empty cue would end an SRT
+ * file early for many readers); the numbering has no gap. */
+static void test_blank_cue(void **state)
+{
+    (void)state;
+    rlx_whisper_result r;
+    rlx_whisper_segment s[N_SEG];
+    build(&r, s);
+    static char blank[] = " \n \n";
+    s[1].text = blank;
+    r.n_segments = 3;
+    size_t n = 0;
+    char *got = written(&r, RLX_WHISPER_SRT, &n);
+    static const char want[] = "1\n00:00:00,000 --> 00:00:04,120\nAnd so, my fellow Americans\n\n"
+                               "2\n01:39:59,000 --> 01:40:12,345\nA --> B & C <i>\n\n";
+    assert_int_equal(n, strlen(want));
+    assert_memory_equal(got, want, n);
+    free(got);
+    got = written(&r, RLX_WHISPER_VTT, &n);
+    assert_null(strstr(got, "04.120 --> 00:01:01.005"));
+    free(got);
+}
+
 static void test_format_from_path(void **state)
 {
     (void)state;
@@ -351,6 +374,7 @@ int main(void)
         cmocka_unit_test(test_srt),
         cmocka_unit_test(test_vtt),
         cmocka_unit_test(test_json),
+        cmocka_unit_test(test_blank_cue),
         cmocka_unit_test(test_format_from_path),
         cmocka_unit_test(test_format_time),
         cmocka_unit_test(test_save),

@@ -225,20 +225,22 @@ rlx_status rlx_whisper_write(const rlx_whisper_result *r, rlx_whisper_format fmt
     } else if (fmt == RLX_WHISPER_TXT || fmt == RLX_WHISPER_SRT || fmt == RLX_WHISPER_VTT) {
         if (fmt == RLX_WHISPER_VTT)
             fputs("WEBVTT\n\n", f);
+        int cue = 0;
         for (int i = 0; i < r->n_segments; i++) {
             const rlx_whisper_segment *s = &r->segments[i];
             char *text = valid_utf8(s->text ? s->text : "");
             if (!text)
                 return rlx_error_set(err, RLX_ERR_NO_MEMORY, "out of memory");
+            const char *t = trimmed(text);
             if (fmt == RLX_WHISPER_TXT) {
-                fprintf(f, "%s\n", trimmed(text));
-            } else {
+                fprintf(f, "%s\n", t);
+            } else if (*t) { /* a cue without text would read as the end of the file */
                 bool srt = fmt == RLX_WHISPER_SRT;
                 if (srt)
-                    fprintf(f, "%d\n", i + 1);
+                    fprintf(f, "%d\n", ++cue);
                 fprintf(f, "%s --> %s\n", rlx_whisper_format_time(s->t0_ms, srt, a, 32),
                         rlx_whisper_format_time(s->t1_ms, srt, b, 32));
-                put_cue_text(f, trimmed(text), !srt);
+                put_cue_text(f, t, !srt);
                 fputs("\n\n", f);
             }
             free(text);
