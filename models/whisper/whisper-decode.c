@@ -640,9 +640,17 @@ typedef struct {
     bool stop;
 } collector;
 
-static rlx_status add_segment(collector *c, int64_t t0, int64_t t1, const int32_t *tok,
-                              const float *p, int n, const window_result *wr, rlx_error **err)
+static rlx_status add_segment(collector *c, int64_t t0, int64_t t1, int64_t t_end,
+                              const int32_t *tok, const float *p, int n, const window_result *wr,
+                              rlx_error **err)
 {
+    /* a timestamp token can name a time past the audio decoded (the window's
+     * padding): a segment ends where the audio does, and one that would start
+     * there is dropped below */
+    if (t1 > t_end)
+        t1 = t_end;
+    if (t0 > t_end)
+        t0 = t_end;
     char *text = tokens_text(c->w, tok, n);
     if (!text)
         return rlx_error_set(err, RLX_ERR_NO_MEMORY, "out of memory");
@@ -879,6 +887,7 @@ static rlx_status transcribe(rlx_whisper *w, source *src, const rlx_whisper_deco
         if ((st = decode_with_fallback(&d, wr, err)) != RLX_OK)
             goto done;
         int64_t t_off = seek * RLX_WHISPER_HOP * 1000 / RLX_WHISPER_SAMPLE_RATE;
+        int64_t t_end = (seek + seg) * RLX_WHISPER_HOP * 1000 / RLX_WHISPER_SAMPLE_RATE;
         bool skip = dp->no_speech_threshold > 0 && wr->no_speech_prob > dp->no_speech_threshold;
         if (skip && dp->logprob_threshold != 0 && wr->avg_logprob > dp->logprob_threshold)
             skip = false;
@@ -900,8 +909,8 @@ static rlx_status transcribe(rlx_whisper *w, source *src, const rlx_whisper_deco
                 for (int k = 0; k < ns && !col.stop; k++) {
                     int cur = slices[k];
                     int64_t a0 = (t[last] - tb) * 20, a1 = (t[cur - 1] - tb) * 20;
-                    if ((st = add_segment(&col, t_off + a0, t_off + a1, t + last, wr->p + last,
-                                          cur - last, wr, err)) != RLX_OK)
+                    if ((st = add_segment(&col, t_off + a0, t_off + a1, t_end, t + last,
+                                          wr->p + last, cur - last, wr, err)) != RLX_OK)
                         goto done;
                     last = cur;
                 }
@@ -917,7 +926,8 @@ static rlx_status transcribe(rlx_whisper *w, source *src, const rlx_whisper_deco
                         last_ts = t[i];
                 if (last_ts >= 0 && last_ts != tb)
                     dur = (int64_t)(last_ts - tb) * 20;
-                if ((st = add_segment(&col, t_off, t_off + dur, t, wr->p, n, wr, err)) != RLX_OK)
+                if ((st = add_segment(&col, t_off, t_off + dur, t_end, t, wr->p, n, wr, err)) !=
+                    RLX_OK)
                     goto done;
                 seek += seg;
             }
@@ -935,7 +945,8 @@ static rlx_status transcribe(rlx_whisper *w, source *src, const rlx_whisper_deco
                                         t_off, err)) != RLX_OK)
             goto done;
         report(&col);
-        double done_s = (double)seek * RLX_WHISPER_HOP / RLX_WHISPER_SAMPLE_RATE;
+        double done_s =
+            (double)(seek < seek_end ? seek : seek_end) * RLX_WHISPER_HOP / RLX_WHISPER_SAMPLE_RATE;
         r->timings.audio_s = done_s;
         if (cb && cb->progress) {
             int64_t est = src->reader
