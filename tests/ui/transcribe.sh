@@ -242,7 +242,8 @@ keys ctrl+r
 wait_for "Ctrl+R neither recorded nor said why" recorded
 if grep -q "Cannot record: " "$art/transcribe-light.log"; then
     grep "Cannot record: " "$art/transcribe-light.log" | tail -n 1
-    shot light-no-microphone
+    sleep 0.5 # the toast slides in
+shot light-no-microphone
 else
     sleep 2
     shot light-recording
@@ -306,6 +307,7 @@ EOF
 export_srt /proc/jfk.srt
 wait_log "Cannot export: "
 grep "Cannot export: " "$art/transcribe-light.log" | tail -n 1
+sleep 0.5 # the toast slides in
 shot light-export-error
 
 # 3. not a recording ----------------------------------------------------------------
@@ -315,6 +317,7 @@ drag "$work/notes.txt" 640 420
 wait_log "Cannot transcribe notes.txt: "
 [ "$(count)" = "$before" ] || fail "a transcript was kept for a text file"
 grep "Cannot transcribe notes.txt: " "$art/transcribe-light.log" | tail -n 1
+sleep 0.5 # the toast slides in
 shot light-not-audio
 
 # A model that is not one: its load fails with a toast, nothing is kept.
@@ -325,6 +328,7 @@ drag "$audio" 640 420
 wait_log "Cannot load the Whisper model: "
 [ "$(count)" = "$before" ] || fail "a transcript was kept for a model that did not load"
 grep "Cannot load the Whisper model: " "$art/transcribe-light.log" | tail -n 1
+sleep 0.5 # the toast slides in
 shot light-bad-model
 drag "$model" 640 420
 wait_log "Model: ggml-test-model.bin"
