@@ -243,7 +243,7 @@ wait_for "Ctrl+R neither recorded nor said why" recorded
 if grep -q "Cannot record: " "$art/transcribe-light.log"; then
     grep "Cannot record: " "$art/transcribe-light.log" | tail -n 1
     sleep 0.5 # the toast slides in
-shot light-no-microphone
+    shot light-no-microphone
 else
     sleep 2
     shot light-recording
