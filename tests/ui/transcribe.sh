@@ -242,6 +242,7 @@ keys ctrl+r
 wait_for "Ctrl+R neither recorded nor said why" recorded
 if grep -q "Cannot record: " "$art/transcribe-light.log"; then
     grep "Cannot record: " "$art/transcribe-light.log" | tail -n 1
+    sleep 0.5 # the toast slides in
     shot light-no-microphone
 else
     sleep 2
@@ -250,13 +251,18 @@ else
     keys Escape # stop and transcribe
     wait_log "recording saved: "
     wait_for "the recording was not transcribed" more_than "$before"
-    wait_log "transcription done: .*" # the second "done" is the recording's
-    [ "$(grep -c "transcription done" "$art/transcribe-light.log")" -ge 2 ] ||
-        wait_for "the recording's transcription did not end" \
-            sh -c "[ \$(grep -c 'transcription done' '$art/transcribe-light.log') -ge 2 ]"
+    # the first "done" was jfk.wav's
+    two_done() {
+        [ "$(grep -c "transcription done" "$art/transcribe-light.log")" -ge 2 ]
+    }
+    wait_for "the recording's transcription did not end" two_done
+    # The recording is the newest transcript: it ends "done". Its file is
+    # what export_srt below exports (jfk.wav's checks then read it too).
+    file=$(newest)
+    [ "$(tfield "$file" state)" = done ] || fail "the recording's transcript: $(tfield "$file" state)"
 fi
 
-# 2. export SRT, then to a folder that does not exist --------------------------
+# 2. export SRT, then to a path that cannot be written -------------------------
 export_srt() {
     keys ctrl+e
     sleep 0.5
@@ -306,6 +312,7 @@ EOF
 export_srt /proc/jfk.srt
 wait_log "Cannot export: "
 grep "Cannot export: " "$art/transcribe-light.log" | tail -n 1
+sleep 0.5 # the toast slides in
 shot light-export-error
 
 # 3. not a recording ----------------------------------------------------------------
@@ -315,6 +322,7 @@ drag "$work/notes.txt" 640 420
 wait_log "Cannot transcribe notes.txt: "
 [ "$(count)" = "$before" ] || fail "a transcript was kept for a text file"
 grep "Cannot transcribe notes.txt: " "$art/transcribe-light.log" | tail -n 1
+sleep 0.5 # the toast slides in
 shot light-not-audio
 
 # A model that is not one: its load fails with a toast, nothing is kept.
@@ -325,6 +333,7 @@ drag "$audio" 640 420
 wait_log "Cannot load the Whisper model: "
 [ "$(count)" = "$before" ] || fail "a transcript was kept for a model that did not load"
 grep "Cannot load the Whisper model: " "$art/transcribe-light.log" | tail -n 1
+sleep 0.5 # the toast slides in
 shot light-bad-model
 drag "$model" 640 420
 wait_log "Model: ggml-test-model.bin"
