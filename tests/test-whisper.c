@@ -438,6 +438,65 @@ static void cpu_word_timestamps(void **state)
     rlx_whisper_free(w);
 }
 
+/* A Q8_0 file (whisper.cpp quantize's layout: the matrices in blocks, the
+ * conv weights F16) against the same weights decoded to F32 in an F32 file.
+ * The quantized kernels also round the activations to 8 bits (as ggml's
+ * do), and this random model amplifies small errors about 150-fold (F16
+ * rounding of its weights, 0.05%, moves its logits by 1.0 of 21), so the
+ * two agree only statistically: the relative RMS difference is bounded by
+ * 0.5 for the encoder output and the logits (measured 0.16 and 0.25); a
+ * wrong block layout, scale or row order gives 1 and more. */
+static void cpu_ggml_q8_0(void **state)
+{
+    fixture *f = *state;
+    char path[2][512];
+    const char *src = rlx_test_data("whisper/for-tests-ggml-tiny.bin");
+    char srcpath[512];
+    snprintf(srcpath, sizeof srcpath, "%s", src);
+    float *enc[2], *logits[2];
+    float *mel = rlx_ww_fixture_mel_input();
+    assert_non_null(mel);
+    for (int k = 0; k < 2; k++) {
+        snprintf(path[k], sizeof path[k], "%s",
+                 rlx_test_tmp(k ? "tiny-q8_0-f32.bin" : "tiny-q8_0.bin"));
+        rlx_error *err = NULL;
+        assert_int_equal(rlx_whisper_writer_ggml_q8_0(srcpath, path[k], k == 1, &err), RLX_OK);
+        rlx_whisper *w = open_model(path[k], "cpu");
+        assert_non_null(w);
+        rlx_dtype dt;
+        rlx_shape sh;
+        assert_true(rlx_whisper_file_tensor(rlx_whisper_model_file(w),
+                                            "decoder.blocks.0.mlp.0.weight", &dt, &sh));
+        assert_int_equal(dt, k ? RLX_DTYPE_F32 : RLX_DTYPE_Q8_0);
+        enc[k] = malloc(sizeof(float) * 1500 * N_STATE);
+        logits[k] = malloc(sizeof(float) * N_PROMPT * N_VOCAB);
+        assert_true(enc[k] && logits[k]);
+        assert_int_equal(rlx_whisper_encode(w, mel, enc[k], &err), RLX_OK);
+        assert_int_equal(rlx_whisper_decode(w, prompt, N_PROMPT, 0, true, logits[k], &err), RLX_OK);
+        rlx_whisper_free(w);
+    }
+    double de = 0, dl = 0, se = 0, sx = 0, sl = 0, sy = 0;
+    for (size_t i = 0; i < (size_t)1500 * N_STATE; i++) {
+        de = fmax(de, fabs(enc[0][i] - enc[1][i]));
+        se += (enc[0][i] - enc[1][i]) * (double)(enc[0][i] - enc[1][i]);
+        sx += enc[1][i] * (double)enc[1][i];
+    }
+    for (size_t i = 0; i < (size_t)N_PROMPT * N_VOCAB; i++) {
+        dl = fmax(dl, fabs(logits[0][i] - logits[1][i]));
+        sl += (logits[0][i] - logits[1][i]) * (double)(logits[0][i] - logits[1][i]);
+        sy += logits[1][i] * (double)logits[1][i];
+    }
+    printf("[ cpu ] tiny-q8_0.bin against its weights in F32: encoder %.3g (rms %.3g), logits "
+           "%.3g (rms %.3g)\n",
+           de, sqrt(se / sx), dl, sqrt(sl / sy));
+    assert_true(sqrt(se / sx) <= 0.5);
+    assert_true(sqrt(sl / sy) <= 0.5);
+    (void)f;
+    free(mel);
+    for (int k = 0; k < 2; k++)
+        free(enc[k]), free(logits[k]);
+}
+
 /* every device but the CPU (the F16 file: the GPU kernels' F16 paths) */
 static void devices_other_than_cpu(void **state)
 {
@@ -462,9 +521,9 @@ int main(int argc, char **argv)
                                                              : argv[1]);
     rlx_test_need_data("whisper/for-tests-ggml-tiny.bin", "audio/jfk.wav", NULL);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(cpu_ggml_f32),           cmocka_unit_test(cpu_ggml_f16),
-        cmocka_unit_test(cpu_hf_folder),          cmocka_unit_test(cpu_word_timestamps),
-        cmocka_unit_test(devices_other_than_cpu),
+        cmocka_unit_test(cpu_ggml_f32),  cmocka_unit_test(cpu_ggml_f16),
+        cmocka_unit_test(cpu_hf_folder), cmocka_unit_test(cpu_word_timestamps),
+        cmocka_unit_test(cpu_ggml_q8_0), cmocka_unit_test(devices_other_than_cpu),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
