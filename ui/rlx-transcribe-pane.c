@@ -1,4 +1,5 @@
 #include "rlx-transcribe-pane.h"
+#include "rlx-toasts.h"
 
 #include "rlx-transcriber.h"
 
@@ -276,63 +277,19 @@ struct _RlxTranscribePane {
     guint play_tick;
     int playing_index; /* the segment row highlighted, -1: none */
 
-    GQueue pending_toasts; /* AdwToast *, until the pane is mapped */
-    AdwToast *last_toast;  /* weak */
+    RlxToasts toasts;
 };
 
 G_DEFINE_FINAL_TYPE(RlxTranscribePane, rlx_transcribe_pane, GTK_TYPE_WIDGET)
 
 /* ---- toasts ----------------------------------------------------------------- */
 
-/* One at a time, the newest (as on the Chat page); one asked for before the
- * page is on screen waits for it. */
-static void show_pending_toasts(RlxTranscribePane *self)
-{
-    GtkWidget *overlay = GTK_WIDGET(self->toast_overlay);
-    if (!overlay || !gtk_widget_get_mapped(overlay))
-        return;
-    for (AdwToast *t; (t = g_queue_pop_head(&self->pending_toasts));) {
-        if (self->last_toast) {
-            g_object_remove_weak_pointer(G_OBJECT(self->last_toast), (gpointer *)&self->last_toast);
-            adw_toast_dismiss(self->last_toast);
-        }
-        self->last_toast = t;
-        g_object_add_weak_pointer(G_OBJECT(t), (gpointer *)&self->last_toast);
-        adw_toast_overlay_add_toast(ADW_TOAST_OVERLAY(overlay), t);
-    }
-}
-
-static void toast_details(AdwToast *t, RlxTranscribePane *self)
-{
-    GtkRoot *root = gtk_widget_get_root(GTK_WIDGET(self));
-    AdwMessageDialog *d = ADW_MESSAGE_DIALOG(
-        adw_message_dialog_new(GTK_IS_WINDOW(root) ? GTK_WINDOW(root) : NULL, NULL,
-                               g_object_get_data(G_OBJECT(t), "rlx-details")));
-    adw_message_dialog_add_response(d, "close", _("_Close"));
-    gtk_window_present(GTK_WINDOW(d));
-}
-
-#define TOAST_CHARS 64
-
-/* button and action (nullable): a button that runs an action of the page. */
+/* One at a time, the newest, as on the Chat page (ui/rlx-toasts.h).
+ * button and action (nullable): a button that runs an action of the page. */
 static void toast_full(RlxTranscribePane *self, const char *text, AdwToastPriority priority,
                        const char *button, const char *action)
 {
-    g_message("%s", text); /* also for the log (and the UI tests) */
-    AdwToast *t = adw_toast_new(text);
-    adw_toast_set_timeout(t, 6);
-    adw_toast_set_priority(t, priority);
-    if (button) {
-        adw_toast_set_button_label(t, button);
-        adw_toast_set_action_name(t, action);
-    } else if (g_utf8_strlen(text, -1) > TOAST_CHARS) {
-        adw_toast_set_button_label(t, _("Details"));
-        g_object_set_data_full(G_OBJECT(t), "rlx-details", g_strdup(text), g_free);
-        g_signal_connect_object(t, "button-clicked", G_CALLBACK(toast_details), self, 0);
-    }
-    g_queue_clear_full(&self->pending_toasts, g_object_unref);
-    g_queue_push_tail(&self->pending_toasts, t);
-    show_pending_toasts(self);
+    rlx_toasts_show(&self->toasts, text, priority, button, action);
 }
 
 static void toast_action(RlxTranscribePane *self, const char *text, const char *button,
@@ -1731,7 +1688,7 @@ static gboolean focus_idle(gpointer data)
 static void rlx_transcribe_pane_map(GtkWidget *widget)
 {
     GTK_WIDGET_CLASS(rlx_transcribe_pane_parent_class)->map(widget);
-    show_pending_toasts(RLX_TRANSCRIBE_PANE(widget));
+    rlx_toasts_flush(&RLX_TRANSCRIBE_PANE(widget)->toasts);
     g_debug("transcribe page shown"); /* for the UI tests */
     g_idle_add_full(G_PRIORITY_DEFAULT_IDLE, focus_idle, g_object_ref(widget), g_object_unref);
 }
@@ -1764,9 +1721,7 @@ static void rlx_transcribe_pane_dispose(GObject *object)
 static void rlx_transcribe_pane_finalize(GObject *object)
 {
     RlxTranscribePane *self = RLX_TRANSCRIBE_PANE(object);
-    g_queue_clear_full(&self->pending_toasts, g_object_unref);
-    if (self->last_toast)
-        g_object_remove_weak_pointer(G_OBJECT(self->last_toast), (gpointer *)&self->last_toast);
+    rlx_toasts_clear(&self->toasts);
     g_ptr_array_unref(self->transcripts);
     g_free(self->model);
     g_free(self->pending_audio);
@@ -1853,7 +1808,7 @@ static void scroller_value_changed(GtkAdjustment *adj, RlxTranscribePane *self)
 static void rlx_transcribe_pane_init(RlxTranscribePane *self)
 {
     gtk_widget_init_template(GTK_WIDGET(self));
-    g_queue_init(&self->pending_toasts);
+    rlx_toasts_init(&self->toasts, self->toast_overlay, GTK_WIDGET(self));
     self->rec = g_new0(RecBuf, 1);
     g_mutex_init(&self->rec->lock);
     self->playing_index = -1;
