@@ -79,6 +79,12 @@ rlx_status rlx_whisper_align_matrix(rlx_whisper *w, const int32_t *sot_seq, int 
 /* ... and the words that dynamic time warping of -mat gives: start/end
  * seconds, first token and count per word, texts (malloc'd) if not NULL;
  * the word count, or -1 when out of memory. */
+/* openai's merge_punctuations on n words (texts malloc'd, changed in place):
+ * an opening mark with its space joins the next word, a closing mark the
+ * word before; the merged word keeps its own times and gains the mark's
+ * tokens. Returns the words left (-1: no memory). */
+int rlx_whisper_merge_punctuation(char **texts, int *first, int *count, float *t0, float *t1,
+                                  int n);
 int rlx_whisper_words_from_matrix(const rlx_whisper *w, const int32_t *text, int n_text,
                                   const float *mat, int F, float *t0, float *t1, int *first,
                                   int *count, char **texts);

@@ -337,6 +337,90 @@ done:
     return nw;
 }
 
+static bool trimmed_in(const char *word, const char *const *set)
+{
+    while (*word == ' ')
+        word++;
+    size_t n = strlen(word);
+    while (n && word[n - 1] == ' ')
+        n--;
+    for (; *set; set++)
+        if (strlen(*set) == n && !strncmp(*set, word, n))
+            return true;
+    return false;
+}
+
+static bool exactly_in(const char *word, const char *const *set)
+{
+    for (; *set; set++)
+        if (!strcmp(*set, word))
+            return true;
+    return false;
+}
+
+static char *join(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    char *r = malloc(la + lb + 1);
+    if (r) {
+        memcpy(r, a, la);
+        memcpy(r + la, b, lb + 1);
+    }
+    return r;
+}
+
+int rlx_whisper_merge_punctuation(char **texts, int *first, int *count, float *t0, float *t1, int n)
+{
+    static const char *const pre[] = {"\"", "'", "\u201c", "\u00bf", "(", "[", "{", "-", NULL};
+    static const char *const app[] = {"\"",     "'",      ".", "\u3002", ",",      "\uff0c",
+                                      "!",      "\uff01", "?", "\uff1f", ":",      "\uff1a",
+                                      "\u201d", ")",      "]", "}",      "\u3001", NULL};
+    /* an opening mark (" (, with its space) joins the word after it */
+    for (int i = n - 2, j = n - 1; i >= 0; i--) {
+        if (texts[i][0] == ' ' && trimmed_in(texts[i], pre)) {
+            char *m = join(texts[i], texts[j]);
+            if (!m)
+                return -1;
+            free(texts[j]);
+            texts[j] = m;
+            texts[i][0] = 0;
+            first[j] = first[i];
+            count[j] += count[i];
+            count[i] = 0;
+        } else {
+            j = i;
+        }
+    }
+    /* a closing mark (. , ! ? ...) joins the word before it */
+    for (int i = 0, j = 1; j < n; j++) {
+        size_t li = strlen(texts[i]);
+        if ((li == 0 || texts[i][li - 1] != ' ') && exactly_in(texts[j], app)) {
+            char *m = join(texts[i], texts[j]);
+            if (!m)
+                return -1;
+            free(texts[i]);
+            texts[i] = m;
+            texts[j][0] = 0;
+            count[i] += count[j];
+            count[j] = 0;
+        } else {
+            i = j;
+        }
+    }
+    /* drop the emptied ones */
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        if (!texts[i][0]) {
+            free(texts[i]);
+            continue;
+        }
+        texts[k] = texts[i], first[k] = first[i], count[k] = count[i];
+        t0[k] = t0[i], t1[k] = t1[i];
+        k++;
+    }
+    return k;
+}
+
 rlx_status rlx_whisper_add_words(rlx_whisper *w, const int32_t *sot_seq, int n_sot,
                                  rlx_whisper_segment *segs, int n_segs, int64_t n_frames,
                                  int64_t t_off_ms, rlx_error **err)
@@ -370,6 +454,15 @@ rlx_status rlx_whisper_add_words(rlx_whisper *w, const int32_t *sot_seq, int n_s
         RLX_OK)
         goto done;
     nw = rlx_whisper_words_from_matrix(w, text, n_text, mat, F, t0, t1, first, count, texts);
+    if (nw > 0) {
+        for (int k = 0; k < nw; k++)
+            if (!texts[k]) {
+                nw = -1;
+                break;
+            }
+        if (nw > 0)
+            nw = rlx_whisper_merge_punctuation(texts, first, count, t0, t1, nw);
+    }
     if (nw < 0) {
         st = rlx_error_set(err, RLX_ERR_NO_MEMORY, "out of memory for word timestamps");
         goto done;
