@@ -172,6 +172,13 @@ static void apply_filters(decoder *d, const int32_t *s, int n, float *logits)
             logits[i] = -INFINITY;
 }
 
+void rlx_whisper_filter_logits(rlx_whisper *w, const rlx_whisper_decode_params *dp,
+                               const int32_t *sampled, int n, float *logits, float *scratch)
+{
+    decoder d = {.w = w, .dp = dp, .lp = scratch};
+    apply_filters(&d, sampled, n, logits);
+}
+
 static bool cancelled(rlx_whisper *w)
 {
     return __atomic_load_n(&w->cancel, __ATOMIC_RELAXED) != 0;
@@ -483,6 +490,33 @@ static rlx_status decode_at(decoder *d, float temperature, window_result *r, rlx
     return st;
 }
 
+/* Fall back when the text is too repetitive or too unlikely, unless the
+ * window is likely no speech. A threshold of 0 (the log-probability's) or
+ * below (the others) is openai's None. */
+bool rlx_whisper_needs_fallback(const rlx_whisper_decode_params *dp, float compression_ratio,
+                                double avg_logprob, float no_speech_prob)
+{
+    bool lp_set = dp->logprob_threshold != 0;
+    bool fallback = false;
+    if (dp->compression_ratio_threshold > 0 && compression_ratio > dp->compression_ratio_threshold)
+        fallback = true;
+    if (lp_set && avg_logprob < dp->logprob_threshold)
+        fallback = true;
+    if (dp->no_speech_threshold > 0 && no_speech_prob > dp->no_speech_threshold)
+        fallback = false;
+    return fallback;
+}
+
+/* openai's no-speech skip: likely no speech, unless the text is likely. */
+bool rlx_whisper_should_skip(const rlx_whisper_decode_params *dp, double avg_logprob,
+                             float no_speech_prob)
+{
+    bool skip = dp->no_speech_threshold > 0 && no_speech_prob > dp->no_speech_threshold;
+    if (skip && dp->logprob_threshold != 0 && avg_logprob > dp->logprob_threshold)
+        skip = false;
+    return skip;
+}
+
 static rlx_status decode_with_fallback(decoder *d, window_result *r, rlx_error **err)
 {
     const rlx_whisper_decode_params *dp = d->dp;
@@ -491,14 +525,8 @@ static rlx_status decode_with_fallback(decoder *d, window_result *r, rlx_error *
         rlx_status st = decode_at(d, t, r, err);
         if (st != RLX_OK)
             return st;
-        bool fallback = false;
-        if (dp->compression_ratio_threshold > 0 &&
-            r->compression_ratio > dp->compression_ratio_threshold)
-            fallback = true;
-        if (dp->logprob_threshold != 0 && r->avg_logprob < dp->logprob_threshold)
-            fallback = true;
-        if (dp->no_speech_threshold > 0 && r->no_speech_prob > dp->no_speech_threshold)
-            fallback = false;
+        bool fallback =
+            rlx_whisper_needs_fallback(dp, r->compression_ratio, r->avg_logprob, r->no_speech_prob);
         float next = t + dp->temperature_inc;
         if (!fallback || dp->no_fallback || dp->temperature_inc <= 0 || next > 1.0f + 1e-6f)
             return RLX_OK;
@@ -873,10 +901,7 @@ static rlx_status transcribe(rlx_whisper *w, source *src, const rlx_whisper_deco
         if ((st = decode_with_fallback(&d, wr, err)) != RLX_OK)
             goto done;
         int64_t t_off = seek * RLX_WHISPER_HOP * 1000 / RLX_WHISPER_SAMPLE_RATE;
-        bool skip = dp->no_speech_threshold > 0 && wr->no_speech_prob > dp->no_speech_threshold;
-        if (skip && dp->logprob_threshold != 0 && wr->avg_logprob > dp->logprob_threshold)
-            skip = false;
-        if (skip) {
+        if (rlx_whisper_should_skip(dp, wr->avg_logprob, wr->no_speech_prob)) {
             seek += seg;
         } else {
             const int32_t *t = wr->tokens;

@@ -60,4 +60,16 @@ rlx_status rlx_whisper_run_reorder(rlx_whisper *w, int nb, const int32_t *src, r
 
 double rlx_whisper_now_ms(void);
 
+/* openai's logit filters (SuppressBlank, SuppressTokens, ApplyTimestampRules)
+ * on one step's logits [n_vocab], in place; sampled: the n tokens after the
+ * initial ones; scratch: [n_vocab] floats. For tests. */
+void rlx_whisper_filter_logits(rlx_whisper *w, const rlx_whisper_decode_params *dp,
+                               const int32_t *sampled, int n, float *logits, float *scratch);
+/* openai's temperature-fallback decision and no-speech skip for one window's
+ * compression ratio, average log-probability and no-speech probability. */
+bool rlx_whisper_needs_fallback(const rlx_whisper_decode_params *dp, float compression_ratio,
+                                double avg_logprob, float no_speech_prob);
+bool rlx_whisper_should_skip(const rlx_whisper_decode_params *dp, double avg_logprob,
+                             float no_speech_prob);
+
 #endif
