@@ -212,7 +212,7 @@ static rlx_status prefill(decoder *d, int nb, float *no_speech, rlx_error **err)
     return st;
 }
 
-static float compression_ratio(rlx_whisper *w, const int32_t *tok, int n)
+float rlx_whisper_compression_ratio(rlx_whisper *w, const int32_t *tok, int n)
 {
     size_t cap = 16, len = 0;
     char *text = malloc(cap);
@@ -484,7 +484,7 @@ static rlx_status decode_at(decoder *d, float temperature, window_result *r, rlx
         r->avg_logprob = best->sum_logprob / (best->n + 1);
         r->no_speech_prob = no_speech;
         r->temperature = temperature;
-        r->compression_ratio = compression_ratio(d->w, r->tokens, r->n);
+        r->compression_ratio = rlx_whisper_compression_ratio(d->w, r->tokens, r->n);
     }
     free(best), free(s);
     return st;

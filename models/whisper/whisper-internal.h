@@ -71,5 +71,8 @@ bool rlx_whisper_needs_fallback(const rlx_whisper_decode_params *dp, float compr
                                 double avg_logprob, float no_speech_prob);
 bool rlx_whisper_should_skip(const rlx_whisper_decode_params *dp, double avg_logprob,
                              float no_speech_prob);
+/* the compression ratio of a window's sampled tokens, as openai's fallback
+ * measures repetition */
+float rlx_whisper_compression_ratio(rlx_whisper *w, const int32_t *tok, int n);
 
 #endif

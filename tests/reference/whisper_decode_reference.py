@@ -56,9 +56,11 @@ whisper-ref-transcribe.txt, per recording (`audio jfk` or `audio jfk3`):
   `content_frames <n>`, then per window `window <seek> <segment_size> <n_tokens>
   <avg_logprob> <no_speech_prob> <compression_ratio> <min_margin> <n_prompt>`
   (min_margin: the smallest greedy margin or |ts_margin| of that window, near tie
-  when < 2e-2), `wtokens <id> ...` (the window's sampled tokens), then per segment
+  when < 2e-2), `wtokens <id> ...` (the window's sampled tokens), `wmargins <m> ...` (that
+  margin at each step, the eot step included), then per segment
   `segment <start_ms> <end_ms> <emptied 0|1> <n> <id> ...` (times in integer ms:
-  seek * 10 + position * 20, exact), and `end`.
+  seek * 10 + position * 20, exact; the tokens of the window it was cut from, also
+  for an emptied one, whose tokens openai then drops), and `end`.
 whisper-ref-rules.txt
   logits: x[i] = ((i * 2654435761 mod 2^32) >> 7 mod 1024) / 64 - 8 (exact in float32),
   plus `ts_bias` on every timestamp id (>= 50364); per case:
@@ -141,12 +143,12 @@ def initial_tokens(prompt):
 
 def greedy(xa, w, prompt):
     """one window at temperature 0: tokens (no eot), sum_logprob, no_speech_prob,
-    smallest margin"""
+    per-step margins (min of the greedy margin and |ts_margin|)"""
     init = initial_tokens(prompt)
     sot_index = init.index(R.SOT)
     tokens = list(init)
     cache = {}
-    out, sum_lp, min_margin, no_speech = [], 0.0, math.inf, None
+    out, sum_lp, margins, no_speech = [], 0.0, [], None
     for i in range(SAMPLE_LEN):
         if i == 0:
             all_logits = R.decoder(tokens, xa, w, cache=cache)
@@ -158,7 +160,7 @@ def greedy(xa, w, prompt):
         f, ts_margin = R.apply_filters(logits, tokens, len(init))
         top2 = torch.topk(f, 2)
         nxt = int(top2.indices[0])
-        min_margin = min(min_margin, float(top2.values[0] - top2.values[1]), abs(ts_margin))
+        margins.append(min(float(top2.values[0] - top2.values[1]), abs(ts_margin)))
         sum_lp += float(torch.log_softmax(f, -1)[nxt])
         tokens.append(nxt)
         if nxt == R.EOT:
@@ -166,7 +168,7 @@ def greedy(xa, w, prompt):
         out.append(nxt)
         if len(tokens) > R.N_TEXT_CTX:
             break
-    return out, sum_lp, no_speech, min_margin
+    return out, sum_lp, no_speech, margins
 
 
 def beam_search(xa, w):
@@ -272,15 +274,17 @@ def transcribe(audio, w, filters, vocab, log):
         mel[:, :size] = norm[:, seek:seek + size]
         xa = R.encoder(torch.from_numpy(mel), w)
         prompt = all_tokens[prompt_reset_since:]
-        toks, sum_lp, nsp, mm = greedy(xa, w, prompt)
+        toks, sum_lp, nsp, margins = greedy(xa, w, prompt)
+        mm = min(margins)
         text = decode_text(vocab, toks).strip()
         cr = compression_ratio(text)
         avg = sum_lp / (len(toks) + 1)
         n_prompt = len(initial_tokens(prompt)) - 3
         windows.append(dict(seek=seek, size=size, tokens=toks, avg=avg, nsp=nsp, cr=cr,
-                            margin=mm, n_prompt=n_prompt, segments=[]))
+                            margin=mm, margins=margins, n_prompt=n_prompt, segments=[]))
+        tie = next((i for i, m in enumerate(margins) if m < 2e-2), None)
         log(f'  window at {seek}: {len(toks)} tokens, avg {avg:.4f}, cr {cr:.4f}, '
-            f'margin {mm:.3g}, prompt {n_prompt}')
+            f'margin {mm:.3g} (first near tie at step {tie}), prompt {n_prompt}')
         if should_skip(avg, nsp):
             seek += size
             continue
@@ -314,12 +318,11 @@ def transcribe(audio, w, filters, vocab, log):
             cur.append(seg(t_off, t_off + dur, toks))
             seek += size
         for s in cur:
+            # openai empties it: no text, and no tokens for the next prompt
             s['emptied'] = s['start'] == s['end'] or s['text'].strip() == ''
-            if s['emptied']:
-                s['tokens'] = []
         segments += cur
         windows[-1]['segments'] = cur
-        all_tokens += [t for s in cur for t in s['tokens']]
+        all_tokens += [t for s in cur if not s['emptied'] for t in s['tokens']]
         # condition_on_previous_text at temperature 0: the prompt is never reset
     return content_frames, windows, segments
 
@@ -454,6 +457,7 @@ def main():
                                 f'{wd["avg"]:.9g} {wd["nsp"]:.9g} {wd["cr"]:.9g} '
                                 f'{wd["margin"]:.6g} {wd["n_prompt"]}\n')
                         f.write(f'wtokens {" ".join(map(str, wd["tokens"]))}\n')
+                        f.write(f'wmargins {" ".join(f"{m:.3g}" for m in wd["margins"])}\n')
                         for s in wd['segments']:
                             f.write(f'segment {s["start"]} {s["end"]} {int(s["emptied"])} '
                                     f'{len(s["tokens"])} {" ".join(map(str, s["tokens"]))}'
