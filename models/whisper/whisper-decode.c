@@ -490,9 +490,10 @@ static rlx_status decode_at(decoder *d, float temperature, window_result *r, rlx
     return st;
 }
 
-/* Fall back when the text is too repetitive or too unlikely, unless the
- * window is likely no speech. A threshold of 0 (the log-probability's) or
- * below (the others) is openai's None. */
+/* openai's decode_with_fallback: too repetitive or too unlikely falls back,
+ * unless the window is silence: likely no speech AND the text unlikely (a
+ * likely text that repeats itself still falls back). A threshold of 0 (the
+ * log-probability's) or below (the others) is openai's None. */
 bool rlx_whisper_needs_fallback(const rlx_whisper_decode_params *dp, float compression_ratio,
                                 double avg_logprob, float no_speech_prob)
 {
@@ -502,7 +503,8 @@ bool rlx_whisper_needs_fallback(const rlx_whisper_decode_params *dp, float compr
         fallback = true;
     if (lp_set && avg_logprob < dp->logprob_threshold)
         fallback = true;
-    if (dp->no_speech_threshold > 0 && no_speech_prob > dp->no_speech_threshold)
+    if (dp->no_speech_threshold > 0 && no_speech_prob > dp->no_speech_threshold && lp_set &&
+        avg_logprob < dp->logprob_threshold)
         fallback = false;
     return fallback;
 }
