@@ -670,8 +670,12 @@ typedef struct {
     bool stop;
 } collector;
 
+/* A segment of the window's tokens; an instantaneous or blank one is left
+ * out, and so are its tokens from the next window's prompt (openai empties
+ * it). The others' tokens go to ctx, the previous text. */
 static rlx_status add_segment(collector *c, int64_t t0, int64_t t1, const int32_t *tok,
-                              const float *p, int n, const window_result *wr, rlx_error **err)
+                              const float *p, int n, const window_result *wr, ilist *ctx,
+                              rlx_error **err)
 {
     char *text = tokens_text(c->w, tok, n);
     if (!text)
@@ -680,6 +684,11 @@ static rlx_status add_segment(collector *c, int64_t t0, int64_t t1, const int32_
         free(text);
         return RLX_OK;
     }
+    for (int i = 0; i < n; i++)
+        if (!ilist_push(ctx, tok[i])) {
+            free(text);
+            return rlx_error_set(err, RLX_ERR_NO_MEMORY, "out of memory");
+        }
     rlx_whisper_result *r = c->r;
     if (r->n_segments == c->cap) {
         int cap = c->cap ? 2 * c->cap : 16;
@@ -921,7 +930,7 @@ static rlx_status transcribe(rlx_whisper *w, source *src, const rlx_whisper_deco
                     int cur = slices[k];
                     int64_t a0 = (t[last] - tb) * 20, a1 = (t[cur - 1] - tb) * 20;
                     if ((st = add_segment(&col, t_off + a0, t_off + a1, t + last, wr->p + last,
-                                          cur - last, wr, err)) != RLX_OK)
+                                          cur - last, wr, &ctx, err)) != RLX_OK)
                         goto done;
                     last = cur;
                 }
@@ -937,15 +946,11 @@ static rlx_status transcribe(rlx_whisper *w, source *src, const rlx_whisper_deco
                         last_ts = t[i];
                 if (last_ts >= 0 && last_ts != tb)
                     dur = (int64_t)(last_ts - tb) * 20;
-                if ((st = add_segment(&col, t_off, t_off + dur, t, wr->p, n, wr, err)) != RLX_OK)
+                if ((st = add_segment(&col, t_off, t_off + dur, t, wr->p, n, wr, &ctx, err)) !=
+                    RLX_OK)
                     goto done;
                 seek += seg;
             }
-            for (int i = 0; i < n; i++)
-                if (!ilist_push(&ctx, t[i])) {
-                    st = rlx_error_set(err, RLX_ERR_NO_MEMORY, "out of memory");
-                    goto done;
-                }
             if (!dp->condition_on_previous_text || wr->temperature > 0.5f)
                 ctx_from = ctx.n;
         }
