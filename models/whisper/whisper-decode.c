@@ -299,11 +299,15 @@ static rlx_status sample_one(decoder *d, float temperature, seq *out, float *no_
         float lp;
         int tok = pick(d, w->logits, temperature, &lp);
         out->sum_logprob += lp;
-        if (tok == eot || past + 1 >= w->hp->n_text_ctx)
+        if (tok == eot)
             break;
         out->tok[out->n] = tok;
         out->p[out->n] = expf(lp);
         out->n++;
+        /* openai stops once the tokens outgrow the text context: the last
+         * one is kept, with no position left to feed it */
+        if (past + 1 > w->hp->n_text_ctx)
+            break;
         if (cancelled(w))
             return RLX_ERR_CANCELLED;
         st = rlx_whisper_run_decoder(w, 1, (int32_t[]){tok}, 1, past, w->logits, err);
@@ -406,7 +410,7 @@ static rlx_status beam_search(decoder *d, int nb, seq *best, float *no_speech, r
             kept++;
         }
         n_fin += new_fin;
-        if (n_fin >= nb || kept < nb || past + 1 >= w->hp->n_text_ctx)
+        if (n_fin >= nb || kept < nb || past + 1 > w->hp->n_text_ctx)
             break;
         if (cancelled(w)) {
             st = RLX_ERR_CANCELLED;
@@ -798,7 +802,9 @@ static void build_initial(decoder *d, const ilist *ctx, int ctx_from)
     if (d->dp->no_timestamps)
         d->initial[n++] = sp->no_timestamps;
     d->n_initial = n;
-    int room = w->hp->n_text_ctx - n;
+    /* tokens at positions n..n_text_ctx-1 are fed back; one more is sampled
+     * from the last position */
+    int room = w->hp->n_text_ctx + 1 - n;
     int len = d->dp->max_tokens_per_window > 0 ? d->dp->max_tokens_per_window : 224;
     if (len > w->hp->n_text_ctx / 2)
         len = w->hp->n_text_ctx / 2;
