@@ -212,40 +212,104 @@ static rlx_status prefill(decoder *d, int nb, float *no_speech, rlx_error **err)
     return st;
 }
 
+/* One character of UTF-8 at s (n bytes left): its length when valid, else 0
+ * with *skip = the bytes Python's decode(errors="replace") turns into one
+ * U+FFFD (the longest start of a valid sequence, at least 1). */
+static int utf8_char(const unsigned char *s, size_t n, int *skip)
+{
+    unsigned char b = s[0];
+    int len = b < 0x80                 ? 1
+              : b >= 0xC2 && b <= 0xDF ? 2
+              : b >= 0xE0 && b <= 0xEF ? 3
+              : b >= 0xF0 && b <= 0xF4 ? 4
+                                       : 0;
+    *skip = 1;
+    if (len <= 1)
+        return len;
+    unsigned char lo = 0x80, hi = 0xBF; /* the second byte's range */
+    if (b == 0xE0)
+        lo = 0xA0;
+    else if (b == 0xED)
+        hi = 0x9F;
+    else if (b == 0xF0)
+        lo = 0x90;
+    else if (b == 0xF4)
+        hi = 0x8F;
+    for (int k = 1; k < len; k++) {
+        if ((size_t)k >= n || s[k] < (k == 1 ? lo : 0x80) || s[k] > (k == 1 ? hi : 0xBF)) {
+            *skip = k;
+            return 0;
+        }
+    }
+    return len;
+}
+
+/* Python's str.isspace for the code point of a valid UTF-8 character */
+static bool py_space(const unsigned char *s, int len)
+{
+    uint32_t c = len == 1   ? s[0]
+                 : len == 2 ? (uint32_t)(s[0] & 0x1F) << 6 | (s[1] & 0x3F)
+                 : len == 3
+                     ? (uint32_t)(s[0] & 0x0F) << 12 | (uint32_t)(s[1] & 0x3F) << 6 | (s[2] & 0x3F)
+                     : 0;
+    return (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20) || c == 0x85 || c == 0xA0 ||
+           c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 ||
+           c == 0x202F || c == 0x205F || c == 0x3000;
+}
+
+/* openai's compression_ratio(tokenizer.decode(tokens).strip()): the bytes of
+ * the tokens below <|0.00|> (special tokens by their "<|...|>" names), read as
+ * UTF-8 with each invalid stretch one U+FFFD, surrounding whitespace removed,
+ * against their zlib-compressed (level 6, as zlib.compress) length. */
 float rlx_whisper_compression_ratio(rlx_whisper *w, const int32_t *tok, int n)
 {
-    size_t cap = 16, len = 0;
-    char *text = malloc(cap);
-    for (int i = 0; text && i < n; i++) {
-        if (tok[i] >= w->sp->eot)
-            continue;
+    size_t len = 0;
+    for (int i = 0; i < n; i++) {
         size_t l = 0;
-        const char *s = rlx_whisper_file_token(w->file, tok[i], &l);
-        if (!s)
-            continue;
-        if (len + l > cap) {
-            while (len + l > cap)
-                cap *= 2;
-            char *nt = realloc(text, cap);
-            if (!nt) {
-                free(text);
-                return 0;
-            }
-            text = nt;
-        }
-        memcpy(text + len, s, l);
-        len += l;
+        if (tok[i] >= 0 && tok[i] < w->sp->timestamp_begin &&
+            rlx_whisper_file_token(w->file, tok[i], &l))
+            len += l;
     }
-    if (!text || len == 0) {
-        free(text);
-        return 0;
-    }
-    uLongf zlen = compressBound(len);
-    unsigned char *z = malloc(zlen);
+    /* raw bytes, then the decoded text (a replaced byte grows to at most 3) */
+    unsigned char *raw = malloc(len + 1), *text = malloc(3 * len + 1);
     float r = 0;
-    if (z && compress2(z, &zlen, (const Bytef *)text, len, Z_DEFAULT_COMPRESSION) == Z_OK)
-        r = (float)len / (float)zlen;
+    if (!raw || !text)
+        goto out;
+    size_t k = 0;
+    for (int i = 0; i < n; i++) {
+        size_t l = 0;
+        const char *s = tok[i] >= 0 && tok[i] < w->sp->timestamp_begin
+                            ? rlx_whisper_file_token(w->file, tok[i], &l)
+                            : NULL;
+        if (s) {
+            memcpy(raw + k, s, l);
+            k += l;
+        }
+    }
+    size_t tl = 0, first = SIZE_MAX, end = 0; /* [first, end): the text without its spaces */
+    for (size_t i = 0; i < len;) {
+        int skip, cl = utf8_char(raw + i, len - i, &skip);
+        const unsigned char *c = cl ? raw + i : (const unsigned char *)"\xEF\xBF\xBD";
+        int out = cl ? cl : 3;
+        if (!py_space(c, out)) {
+            if (first == SIZE_MAX)
+                first = tl;
+            end = tl + (size_t)out;
+        }
+        memcpy(text + tl, c, (size_t)out);
+        tl += (size_t)out;
+        i += cl ? (size_t)cl : (size_t)skip;
+    }
+    if (first == SIZE_MAX)
+        goto out; /* empty: openai divides by the 8 bytes of an empty zlib stream, 0 */
+    size_t m = end - first;
+    uLongf zlen = compressBound(m);
+    unsigned char *z = malloc(zlen);
+    if (z && compress2(z, &zlen, text + first, m, Z_DEFAULT_COMPRESSION) == Z_OK)
+        r = (float)((double)m / (double)zlen);
     free(z);
+out:
+    free(raw);
     free(text);
     return r;
 }
