@@ -30,8 +30,11 @@ decoding.py and transcribe.py (release 20250625) for facts only:
     window when it ends with a single timestamp or has no pair); a segment whose
     start equals its end or whose text is blank is emptied (its tokens are not part
     of the next prompt). Segment times are time_offset + position * 0.02 s.
-    Two recordings: jfk.wav (11 s: one window) and jfk.wav three times over (33 s:
-    several windows, each after the first with the previous text as its prompt).
+    Three runs: jfk.wav (11 s: one window, sample_len 224); jfk.wav three times over
+    (33 s) with openai's sample_len option at 32, and jfk.wav with sample_len 100,
+    where the windows end before the random model's near ties: several windows,
+    each after the first with the previous text as its prompt (jfk100: timestamp
+    pairs and unfinished tails, seek from the last timestamp).
   * The compression ratio as openai computes it: tokenizer.decode (tokens below
     <|0.00|>, special tokens as their "<|...|>" text, bytes decoded as UTF-8 with
     errors replaced), .strip(), UTF-8 bytes, len / len(zlib.compress(bytes)). The
@@ -52,8 +55,8 @@ whisper-ref-beam.txt
   finished candidate against the last kept beam), `no_speech_prob <p>`,
   `tokens <n> <id> ...` (the chosen sequence without the eot),
   then `step <i> <gap>` per step.
-whisper-ref-transcribe.txt, per recording (`audio jfk` or `audio jfk3`):
-  `content_frames <n>`, then per window `window <seek> <segment_size> <n_tokens>
+whisper-ref-transcribe.txt, per run (`audio jfk`, `audio jfk3`, `audio jfk100`):
+  `sample_len <n>`, `content_frames <n>`, then per window `window <seek> <segment_size> <n_tokens>
   <avg_logprob> <no_speech_prob> <compression_ratio> <min_margin> <n_prompt>`
   (min_margin: the smallest greedy margin or |ts_margin| of that window, near tie
   when < 2e-2), `wtokens <id> ...` (the window's sampled tokens), `wmargins <m> ...` (that
@@ -141,7 +144,7 @@ def initial_tokens(prompt):
     return init + [R.SOT, R.LANG0, R.TRANSCRIBE]
 
 
-def greedy(xa, w, prompt):
+def greedy(xa, w, prompt, sample_len=SAMPLE_LEN):
     """one window at temperature 0: tokens (no eot), sum_logprob, no_speech_prob,
     per-step margins (min of the greedy margin and |ts_margin|)"""
     init = initial_tokens(prompt)
@@ -149,7 +152,7 @@ def greedy(xa, w, prompt):
     tokens = list(init)
     cache = {}
     out, sum_lp, margins, no_speech = [], 0.0, [], None
-    for i in range(SAMPLE_LEN):
+    for i in range(sample_len):
         if i == 0:
             all_logits = R.decoder(tokens, xa, w, cache=cache)
             no_speech = float(torch.softmax(all_logits[sot_index], -1)[R.NO_SPEECH])
@@ -263,7 +266,7 @@ def should_skip(avg, nsp, lpt=-1.0, nst=0.6):
     return skip
 
 
-def transcribe(audio, w, filters, vocab, log):
+def transcribe(audio, w, filters, vocab, log, sample_len):
     _, norm, _ = R.log_mel(audio, filters)
     content_frames = norm.shape[1] - R.N_FRAMES
     seek, all_tokens, segments, windows = 0, [], [], []
@@ -274,7 +277,7 @@ def transcribe(audio, w, filters, vocab, log):
         mel[:, :size] = norm[:, seek:seek + size]
         xa = R.encoder(torch.from_numpy(mel), w)
         prompt = all_tokens[prompt_reset_since:]
-        toks, sum_lp, nsp, margins = greedy(xa, w, prompt)
+        toks, sum_lp, nsp, margins = greedy(xa, w, prompt, sample_len)
         mm = min(margins)
         text = decode_text(vocab, toks).strip()
         cr = compression_ratio(text)
@@ -442,16 +445,20 @@ def main():
                 log(f'  candidate: {len(t)} tokens, sum {lp:.4f}, score {r:.4f}')
 
         if 'transcribe' in only or 'fallback' in only:
-            runs = [('jfk', audio), ('jfk3', np.concatenate([audio, audio, audio]))]
+            # with openai's sample_len option shorter, the windows end before the
+            # random model's first near tie, so that every window compares
+            runs = [('jfk', audio, SAMPLE_LEN),
+                    ('jfk3', np.concatenate([audio, audio, audio]), 32),
+                    ('jfk100', audio, 100)]
             if 'transcribe' not in only:
                 runs = runs[:1]
             results = []
             with open(fx('whisper-ref-transcribe.txt'), 'w') as f:
-                for name, a in runs:
+                for name, a, sl in runs:
                     log(f'transcribe {name}:')
-                    cf, windows, segs = transcribe(a, w, filters, vocab, log)
+                    cf, windows, segs = transcribe(a, w, filters, vocab, log, sl)
                     results.append(windows)
-                    f.write(f'audio {name}\ncontent_frames {cf}\n')
+                    f.write(f'audio {name}\nsample_len {sl}\ncontent_frames {cf}\n')
                     for wd in windows:
                         f.write(f'window {wd["seek"]} {wd["size"]} {len(wd["tokens"])} '
                                 f'{wd["avg"]:.9g} {wd["nsp"]:.9g} {wd["cr"]:.9g} '
