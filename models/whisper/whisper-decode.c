@@ -172,6 +172,13 @@ static void apply_filters(decoder *d, const int32_t *s, int n, float *logits)
             logits[i] = -INFINITY;
 }
 
+void rlx_whisper_filter_logits(rlx_whisper *w, const rlx_whisper_decode_params *dp,
+                               const int32_t *sampled, int n, float *logits, float *scratch)
+{
+    decoder d = {.w = w, .dp = dp, .lp = scratch};
+    apply_filters(&d, sampled, n, logits);
+}
+
 static bool cancelled(rlx_whisper *w)
 {
     return __atomic_load_n(&w->cancel, __ATOMIC_RELAXED) != 0;
@@ -205,40 +212,104 @@ static rlx_status prefill(decoder *d, int nb, float *no_speech, rlx_error **err)
     return st;
 }
 
-static float compression_ratio(rlx_whisper *w, const int32_t *tok, int n)
+/* One character of UTF-8 at s (n bytes left): its length when valid, else 0
+ * with *skip = the bytes Python's decode(errors="replace") turns into one
+ * U+FFFD (the longest start of a valid sequence, at least 1). */
+static int utf8_char(const unsigned char *s, size_t n, int *skip)
 {
-    size_t cap = 16, len = 0;
-    char *text = malloc(cap);
-    for (int i = 0; text && i < n; i++) {
-        if (tok[i] >= w->sp->eot)
-            continue;
-        size_t l = 0;
-        const char *s = rlx_whisper_file_token(w->file, tok[i], &l);
-        if (!s)
-            continue;
-        if (len + l > cap) {
-            while (len + l > cap)
-                cap *= 2;
-            char *nt = realloc(text, cap);
-            if (!nt) {
-                free(text);
-                return 0;
-            }
-            text = nt;
+    unsigned char b = s[0];
+    int len = b < 0x80                 ? 1
+              : b >= 0xC2 && b <= 0xDF ? 2
+              : b >= 0xE0 && b <= 0xEF ? 3
+              : b >= 0xF0 && b <= 0xF4 ? 4
+                                       : 0;
+    *skip = 1;
+    if (len <= 1)
+        return len;
+    unsigned char lo = 0x80, hi = 0xBF; /* the second byte's range */
+    if (b == 0xE0)
+        lo = 0xA0;
+    else if (b == 0xED)
+        hi = 0x9F;
+    else if (b == 0xF0)
+        lo = 0x90;
+    else if (b == 0xF4)
+        hi = 0x8F;
+    for (int k = 1; k < len; k++) {
+        if ((size_t)k >= n || s[k] < (k == 1 ? lo : 0x80) || s[k] > (k == 1 ? hi : 0xBF)) {
+            *skip = k;
+            return 0;
         }
-        memcpy(text + len, s, l);
-        len += l;
     }
-    if (!text || len == 0) {
-        free(text);
-        return 0;
+    return len;
+}
+
+/* Python's str.isspace for the code point of a valid UTF-8 character */
+static bool py_space(const unsigned char *s, int len)
+{
+    uint32_t c = len == 1   ? s[0]
+                 : len == 2 ? (uint32_t)(s[0] & 0x1F) << 6 | (s[1] & 0x3F)
+                 : len == 3
+                     ? (uint32_t)(s[0] & 0x0F) << 12 | (uint32_t)(s[1] & 0x3F) << 6 | (s[2] & 0x3F)
+                     : 0;
+    return (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20) || c == 0x85 || c == 0xA0 ||
+           c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 ||
+           c == 0x202F || c == 0x205F || c == 0x3000;
+}
+
+/* openai's compression_ratio(tokenizer.decode(tokens).strip()): the bytes of
+ * the tokens below <|0.00|> (special tokens by their "<|...|>" names), read as
+ * UTF-8 with each invalid stretch one U+FFFD, surrounding whitespace removed,
+ * against their zlib-compressed (level 6, as zlib.compress) length. */
+float rlx_whisper_compression_ratio(rlx_whisper *w, const int32_t *tok, int n)
+{
+    size_t len = 0;
+    for (int i = 0; i < n; i++) {
+        size_t l = 0;
+        if (tok[i] >= 0 && tok[i] < w->sp->timestamp_begin &&
+            rlx_whisper_file_token(w->file, tok[i], &l))
+            len += l;
     }
-    uLongf zlen = compressBound(len);
-    unsigned char *z = malloc(zlen);
+    /* raw bytes, then the decoded text (a replaced byte grows to at most 3) */
+    unsigned char *raw = malloc(len + 1), *text = malloc(3 * len + 1);
     float r = 0;
-    if (z && compress2(z, &zlen, (const Bytef *)text, len, Z_DEFAULT_COMPRESSION) == Z_OK)
-        r = (float)len / (float)zlen;
+    if (!raw || !text)
+        goto out;
+    size_t k = 0;
+    for (int i = 0; i < n; i++) {
+        size_t l = 0;
+        const char *s = tok[i] >= 0 && tok[i] < w->sp->timestamp_begin
+                            ? rlx_whisper_file_token(w->file, tok[i], &l)
+                            : NULL;
+        if (s) {
+            memcpy(raw + k, s, l);
+            k += l;
+        }
+    }
+    size_t tl = 0, first = SIZE_MAX, end = 0; /* [first, end): the text without its spaces */
+    for (size_t i = 0; i < len;) {
+        int skip, cl = utf8_char(raw + i, len - i, &skip);
+        const unsigned char *c = cl ? raw + i : (const unsigned char *)"\xEF\xBF\xBD";
+        int out = cl ? cl : 3;
+        if (!py_space(c, out)) {
+            if (first == SIZE_MAX)
+                first = tl;
+            end = tl + (size_t)out;
+        }
+        memcpy(text + tl, c, (size_t)out);
+        tl += (size_t)out;
+        i += cl ? (size_t)cl : (size_t)skip;
+    }
+    if (first == SIZE_MAX)
+        goto out; /* empty: openai divides by the 8 bytes of an empty zlib stream, 0 */
+    size_t m = end - first;
+    uLongf zlen = compressBound(m);
+    unsigned char *z = malloc(zlen);
+    if (z && compress2(z, &zlen, text + first, m, Z_DEFAULT_COMPRESSION) == Z_OK)
+        r = (float)((double)m / (double)zlen);
     free(z);
+out:
+    free(raw);
     free(text);
     return r;
 }
@@ -292,11 +363,15 @@ static rlx_status sample_one(decoder *d, float temperature, seq *out, float *no_
         float lp;
         int tok = pick(d, w->logits, temperature, &lp);
         out->sum_logprob += lp;
-        if (tok == eot || past + 1 >= w->hp->n_text_ctx)
+        if (tok == eot)
             break;
         out->tok[out->n] = tok;
         out->p[out->n] = expf(lp);
         out->n++;
+        /* openai stops once the tokens outgrow the text context: the last
+         * one is kept, with no position left to feed it */
+        if (past + 1 > w->hp->n_text_ctx)
+            break;
         if (cancelled(w))
             return RLX_ERR_CANCELLED;
         st = rlx_whisper_run_decoder(w, 1, (int32_t[]){tok}, 1, past, w->logits, err);
@@ -399,7 +474,7 @@ static rlx_status beam_search(decoder *d, int nb, seq *best, float *no_speech, r
             kept++;
         }
         n_fin += new_fin;
-        if (n_fin >= nb || kept < nb || past + 1 >= w->hp->n_text_ctx)
+        if (n_fin >= nb || kept < nb || past + 1 > w->hp->n_text_ctx)
             break;
         if (cancelled(w)) {
             st = RLX_ERR_CANCELLED;
@@ -477,10 +552,39 @@ static rlx_status decode_at(decoder *d, float temperature, window_result *r, rlx
         r->avg_logprob = best->sum_logprob / (best->n + 1);
         r->no_speech_prob = no_speech;
         r->temperature = temperature;
-        r->compression_ratio = compression_ratio(d->w, r->tokens, r->n);
+        r->compression_ratio = rlx_whisper_compression_ratio(d->w, r->tokens, r->n);
     }
     free(best), free(s);
     return st;
+}
+
+/* openai's decode_with_fallback: too repetitive or too unlikely falls back,
+ * unless the window is silence: likely no speech AND the text unlikely (a
+ * likely text that repeats itself still falls back). A threshold of 0 (the
+ * log-probability's) or below (the others) is openai's None. */
+bool rlx_whisper_needs_fallback(const rlx_whisper_decode_params *dp, float compression_ratio,
+                                double avg_logprob, float no_speech_prob)
+{
+    bool lp_set = dp->logprob_threshold != 0;
+    bool fallback = false;
+    if (dp->compression_ratio_threshold > 0 && compression_ratio > dp->compression_ratio_threshold)
+        fallback = true;
+    if (lp_set && avg_logprob < dp->logprob_threshold)
+        fallback = true;
+    if (dp->no_speech_threshold > 0 && no_speech_prob > dp->no_speech_threshold && lp_set &&
+        avg_logprob < dp->logprob_threshold)
+        fallback = false;
+    return fallback;
+}
+
+/* openai's no-speech skip: likely no speech, unless the text is likely. */
+bool rlx_whisper_should_skip(const rlx_whisper_decode_params *dp, double avg_logprob,
+                             float no_speech_prob)
+{
+    bool skip = dp->no_speech_threshold > 0 && no_speech_prob > dp->no_speech_threshold;
+    if (skip && dp->logprob_threshold != 0 && avg_logprob > dp->logprob_threshold)
+        skip = false;
+    return skip;
 }
 
 static rlx_status decode_with_fallback(decoder *d, window_result *r, rlx_error **err)
@@ -491,14 +595,8 @@ static rlx_status decode_with_fallback(decoder *d, window_result *r, rlx_error *
         rlx_status st = decode_at(d, t, r, err);
         if (st != RLX_OK)
             return st;
-        bool fallback = false;
-        if (dp->compression_ratio_threshold > 0 &&
-            r->compression_ratio > dp->compression_ratio_threshold)
-            fallback = true;
-        if (dp->logprob_threshold != 0 && r->avg_logprob < dp->logprob_threshold)
-            fallback = true;
-        if (dp->no_speech_threshold > 0 && r->no_speech_prob > dp->no_speech_threshold)
-            fallback = false;
+        bool fallback =
+            rlx_whisper_needs_fallback(dp, r->compression_ratio, r->avg_logprob, r->no_speech_prob);
         float next = t + dp->temperature_inc;
         if (!fallback || dp->no_fallback || dp->temperature_inc <= 0 || next > 1.0f + 1e-6f)
             return RLX_OK;
@@ -640,9 +738,12 @@ typedef struct {
     bool stop;
 } collector;
 
+/* A segment of the window's tokens; an instantaneous or blank one is left
+ * out, and so are its tokens from the next window's prompt (openai empties
+ * it). The others' tokens go to ctx, the previous text. */
 static rlx_status add_segment(collector *c, int64_t t0, int64_t t1, int64_t t_end,
                               const int32_t *tok, const float *p, int n, const window_result *wr,
-                              rlx_error **err)
+                              ilist *ctx, rlx_error **err)
 {
     /* a timestamp token can name a time past the audio decoded (the window's
      * padding): a segment ends where the audio does, and one that would start
@@ -658,6 +759,11 @@ static rlx_status add_segment(collector *c, int64_t t0, int64_t t1, int64_t t_en
         free(text);
         return RLX_OK;
     }
+    for (int i = 0; i < n; i++)
+        if (!ilist_push(ctx, tok[i])) {
+            free(text);
+            return rlx_error_set(err, RLX_ERR_NO_MEMORY, "out of memory");
+        }
     rlx_whisper_result *r = c->r;
     if (r->n_segments == c->cap) {
         int cap = c->cap ? 2 * c->cap : 16;
@@ -773,7 +879,9 @@ static void build_initial(decoder *d, const ilist *ctx, int ctx_from)
     if (d->dp->no_timestamps)
         d->initial[n++] = sp->no_timestamps;
     d->n_initial = n;
-    int room = w->hp->n_text_ctx - n;
+    /* tokens at positions n..n_text_ctx-1 are fed back; one more is sampled
+     * from the last position */
+    int room = w->hp->n_text_ctx + 1 - n;
     int len = d->dp->max_tokens_per_window > 0 ? d->dp->max_tokens_per_window : 224;
     if (len > w->hp->n_text_ctx / 2)
         len = w->hp->n_text_ctx / 2;
@@ -888,11 +996,8 @@ static rlx_status transcribe(rlx_whisper *w, source *src, const rlx_whisper_deco
             goto done;
         int64_t t_off = seek * RLX_WHISPER_HOP * 1000 / RLX_WHISPER_SAMPLE_RATE;
         int64_t t_end = (seek + seg) * RLX_WHISPER_HOP * 1000 / RLX_WHISPER_SAMPLE_RATE;
-        bool skip = dp->no_speech_threshold > 0 && wr->no_speech_prob > dp->no_speech_threshold;
-        if (skip && dp->logprob_threshold != 0 && wr->avg_logprob > dp->logprob_threshold)
-            skip = false;
         int first_new = r->n_segments;
-        if (skip) {
+        if (rlx_whisper_should_skip(dp, wr->avg_logprob, wr->no_speech_prob)) {
             seek += seg;
         } else {
             const int32_t *t = wr->tokens;
@@ -910,7 +1015,7 @@ static rlx_status transcribe(rlx_whisper *w, source *src, const rlx_whisper_deco
                     int cur = slices[k];
                     int64_t a0 = (t[last] - tb) * 20, a1 = (t[cur - 1] - tb) * 20;
                     if ((st = add_segment(&col, t_off + a0, t_off + a1, t_end, t + last,
-                                          wr->p + last, cur - last, wr, err)) != RLX_OK)
+                                          wr->p + last, cur - last, wr, &ctx, err)) != RLX_OK)
                         goto done;
                     last = cur;
                 }
@@ -926,16 +1031,11 @@ static rlx_status transcribe(rlx_whisper *w, source *src, const rlx_whisper_deco
                         last_ts = t[i];
                 if (last_ts >= 0 && last_ts != tb)
                     dur = (int64_t)(last_ts - tb) * 20;
-                if ((st = add_segment(&col, t_off, t_off + dur, t_end, t, wr->p, n, wr, err)) !=
-                    RLX_OK)
+                if ((st = add_segment(&col, t_off, t_off + dur, t_end, t, wr->p, n, wr, &ctx,
+                                      err)) != RLX_OK)
                     goto done;
                 seek += seg;
             }
-            for (int i = 0; i < n; i++)
-                if (!ilist_push(&ctx, t[i])) {
-                    st = rlx_error_set(err, RLX_ERR_NO_MEMORY, "out of memory");
-                    goto done;
-                }
             if (!dp->condition_on_previous_text || wr->temperature > 0.5f)
                 ctx_from = ctx.n;
         }
