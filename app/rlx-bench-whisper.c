@@ -24,10 +24,12 @@ static const char usage[] =
     "  -m MODEL             a whisper.cpp ggml .bin file or a Hugging Face folder\n"
     "  -f AUDIO             a recording to transcribe end to end\n"
     "  -r N                 repetitions (default 3)\n"
-    "  -n N                 decoder steps timed (default 64)\n"
+    "  -n N                 decoder steps timed (default 256, as whisper-bench)\n"
     "  --language L         for -f (default en)\n"
     "  --device DEV         cpu (default), vulkan:N, cuda:N\n"
     "  -t THREADS           CPU threads (default: one per core)\n";
+
+#define PROMPT 224 /* tokens of the timed prompt (the prompt program takes 232) */
 
 static int cmp_d(const void *a, const void *b)
 {
@@ -59,7 +61,7 @@ int rlx_bench_whisper_main(int argc, char **argv)
     const char *model = NULL, *audio = NULL, *lang = "en";
     rlx_whisper_params p = rlx_whisper_default_params();
     p.max_beams = 1;
-    long reps = 3, steps = 64;
+    long reps = 3, steps = 256;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -82,8 +84,8 @@ int rlx_bench_whisper_main(int argc, char **argv)
             if (!rlx_cli_parse_long(v, 1, 100, &reps))
                 return rlx_cli_fail("bench whisper: -r must be 1 to 100, not '%s'", v);
         } else if (!strcmp(a, "-n")) {
-            if (!rlx_cli_parse_long(v, 1, 200, &steps))
-                return rlx_cli_fail("bench whisper: -n must be 1 to 200, not '%s'", v);
+            if (!rlx_cli_parse_long(v, 1, 440, &steps))
+                return rlx_cli_fail("bench whisper: -n must be 1 to 440, not '%s'", v);
         } else if (!strcmp(a, "-t")) {
             int rc = rlx_cli_parse_threads("bench whisper", a, v, &p.n_threads);
             if (rc)
@@ -109,8 +111,9 @@ int rlx_bench_whisper_main(int argc, char **argv)
     float *x = malloc(sizeof(float) * (size_t)ns), *mel = malloc(sizeof(float) * (size_t)NM * NF);
     float *logits = malloc(sizeof(float) * (size_t)hp->n_vocab);
     double *tm = calloc((size_t)reps, sizeof(double)), *te = calloc((size_t)reps, sizeof(double)),
-           *td = calloc((size_t)reps, sizeof(double)), *tt = calloc((size_t)reps, sizeof(double));
-    if (!x || !mel || !logits || !tm || !te || !td || !tt) {
+           *td = calloc((size_t)reps, sizeof(double)), *tt = calloc((size_t)reps, sizeof(double)),
+           *tp = calloc((size_t)reps, sizeof(double));
+    if (!x || !mel || !logits || !tm || !te || !td || !tt || !tp) {
         rlx_whisper_free(w);
         return rlx_cli_fail("bench whisper: out of memory");
     }
@@ -134,24 +137,28 @@ int rlx_bench_whisper_main(int argc, char **argv)
             break;
         }
         double c = rlx_cli_now();
-        /* prompt: sot, en, transcribe, then single steps */
-        int32_t prompt[3] = {sp->sot, sp->lang_first, sp->transcribe};
-        if (rlx_whisper_decode(w, prompt, 3, 0, false, logits, &err) != RLX_OK) {
+        /* as whisper.cpp's whisper-bench: single-token steps at positions
+         * 0, 1, ..., then a prompt of PROMPT tokens at once */
+        for (long k = 0; k < steps && !rc; k++) {
+            int32_t tok = k ? (int32_t)(220 + k * 37 % 5000) : sp->sot;
+            if (rlx_whisper_decode(w, &tok, 1, (int32_t)k, false, logits, &err) != RLX_OK)
+                rc = fail_err(err);
+        }
+        if (rc)
+            break;
+        double d = rlx_cli_now();
+        int32_t prompt[PROMPT];
+        for (int k = 0; k < PROMPT; k++)
+            prompt[k] = k ? 220 + k * 53 % 5000 : sp->sot;
+        if (rlx_whisper_decode(w, prompt, PROMPT, 0, false, logits, &err) != RLX_OK) {
             rc = fail_err(err);
             break;
-        }
-        double d = rlx_cli_now();
-        for (long k = 0; k < steps; k++) {
-            int32_t tok = (int32_t)(220 + k * 37 % 5000);
-            if (rlx_whisper_decode(w, &tok, 1, (int32_t)(3 + k), false, logits, &err) != RLX_OK) {
-                rc = fail_err(err);
-                break;
-            }
         }
         double e = rlx_cli_now();
         tm[r] = (b - a) * 1e3;
         te[r] = (c - b) * 1e3;
-        td[r] = (e - d) * 1e3 / (double)steps;
+        td[r] = (d - c) * 1e3 / (double)steps;
+        tp[r] = (e - d) * 1e3 / PROMPT;
     }
     if (!rc && audio) {
         rlx_whisper_decode_params dp = rlx_whisper_decode_default_params();
@@ -185,8 +192,11 @@ int rlx_bench_whisper_main(int argc, char **argv)
         printf("log-mel   %8.2f ms per 30-s window\n", median(tm, (int)reps));
         printf("encoder   %8.2f ms per 30-s window\n", median(te, (int)reps));
         double dms = median(td, (int)reps);
-        printf("decoder   %8.2f ms per token  (%.1f tokens/s, one beam)\n", dms,
-               dms > 0 ? 1e3 / dms : 0);
+        printf("decoder   %8.2f ms per token  (%.1f tokens/s; %ld single steps from position "
+               "0, one beam)\n",
+               dms, dms > 0 ? 1e3 / dms : 0, steps);
+        printf("prompt    %8.2f ms per token  (%d tokens at once)\n", median(tp, (int)reps),
+               PROMPT);
         if (audio)
             printf("file      %.1f s of audio in %.2f s: %.1fx realtime\n", audio_s, wall_s, rtf);
         printf("memory    peak RSS %s; weights %s (file %s), caches %s, activations %s\n",
@@ -196,7 +206,7 @@ int rlx_bench_whisper_main(int argc, char **argv)
                rlx_format_bytes(mi.state_bytes, b4, sizeof b4),
                rlx_format_bytes(mi.arena_bytes, b5, sizeof b5));
     }
-    free(x), free(mel), free(logits), free(tm), free(te), free(td), free(tt);
+    free(x), free(mel), free(logits), free(tm), free(te), free(td), free(tt), free(tp);
     rlx_whisper_free(w);
     return rc;
 }

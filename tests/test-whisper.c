@@ -37,6 +37,7 @@
 #include "backends/backend.h"
 #include "engine/audio/audio.h"
 #include "models/whisper/whisper-file.h"
+#include "models/whisper/whisper-internal.h"
 #include "models/whisper/whisper.h"
 #include "test-util.h"
 #include "whisper-writer.h"
@@ -350,6 +351,186 @@ static void cpu_hf_folder(void **state)
     check_model(f, f->hf, "cpu", &f->ref[0], false);
 }
 
+/* Word timestamps against tests/reference/whisper_words_reference.py, in
+ * its two halves:
+ * - the alignment matrix (the alignment heads' cross-attention over the jfk
+ *   transcript's tokens, softmax, standardized, median-filtered, averaged):
+ *   1e-2 absolute on standardized values up to about 5 (float32 against
+ *   float64; dividing by the standard deviation over 29 tokens of
+ *   probabilities near 1/550 amplifies the scores' 1e-5 errors, measured
+ *   4.5e-3; a wrong head, scale or filter is off by 1e-1 and more);
+ * - the words that DTW of the reference's own matrix gives: exact (the
+ *   same float32 DTW as openai's dtw_cpu, on the same input).
+ * End to end (our matrix into our DTW) the random model's attention is flat,
+ * so near ties may send the warp elsewhere: only order and range are checked
+ * there. */
+static const int32_t jfk_text[] = {400, 370,  452, 7177, 6280, 11,   1029, 406,  437,
+                                   428, 1941, 393, 360,  337,  291,  11,   1029, 437,
+                                   291, 393,  360, 337,  428,  1941, 13};
+#define N_JFK  ((int)(sizeof jfk_text / sizeof jfk_text[0]))
+#define WORD_F 550
+
+static void cpu_word_timestamps(void **state)
+{
+    fixture *f = *state;
+    char path[512];
+    snprintf(path, sizeof path, "%s/tests/fixtures/whisper-ref-words.txt", RLX_TEST_SOURCE_DIR);
+    FILE *fp = fopen(path, "r");
+    assert_non_null(fp);
+    double ref_t0[64], ref_t1[64];
+    int ref_first[64], ref_cnt[64], nw = 0;
+    while (nw < 64 &&
+           fscanf(fp, "%lf %lf %d %d", &ref_t0[nw], &ref_t1[nw], &ref_first[nw], &ref_cnt[nw]) == 4)
+        nw++;
+    fclose(fp);
+    float *ref_mat =
+        read_fixture("whisper-ref-words-matrix.f32", sizeof(float) * (N_JFK + 1) * WORD_F);
+    assert_non_null(ref_mat);
+    rlx_whisper *w = open_model(f->f32, "cpu");
+    assert_non_null(w);
+    float *mel = rlx_ww_fixture_mel_input();
+    assert_non_null(mel);
+    CHECK(rlx_whisper_encode(w, mel, NULL, &err_));
+    free(mel);
+    const int32_t sot[3] = {50258, 50259, 50359};
+    float *mat = malloc(sizeof(float) * (N_JFK + 1) * 1500);
+    assert_non_null(mat);
+    int F = 0;
+    CHECK(rlx_whisper_align_matrix(w, sot, 3, jfk_text, N_JFK, 1100, mat, &F, &err_));
+    assert_int_equal(F, WORD_F);
+    double dm = 0;
+    for (int i = 0; i < (N_JFK + 1) * WORD_F; i++)
+        dm = fmax(dm, fabs(mat[i] - ref_mat[i]));
+    float t0[N_JFK], t1[N_JFK];
+    int first[N_JFK], cnt[N_JFK];
+    int n = rlx_whisper_words_from_matrix(w, jfk_text, N_JFK, ref_mat, WORD_F, t0, t1, first, cnt,
+                                          NULL);
+    assert_int_equal(n, nw);
+    int exact = 0;
+    for (int i = 0; i < nw; i++)
+        exact += first[i] == ref_first[i] && cnt[i] == ref_cnt[i] &&
+                 lround(t0[i] * 1000) == lround(ref_t0[i] * 1000) &&
+                 lround(t1[i] * 1000) == lround(ref_t1[i] * 1000);
+    /* end to end, through a segment */
+    rlx_whisper_token toks[N_JFK];
+    for (int i = 0; i < N_JFK; i++)
+        toks[i] = (rlx_whisper_token){.id = jfk_text[i], .p = 0.5f, .t0_ms = -1, .t1_ms = -1};
+    rlx_whisper_segment seg = {.t0_ms = 0, .t1_ms = 11000, .n_tokens = N_JFK, .tokens = toks};
+    CHECK(rlx_whisper_add_words(w, sot, 3, &seg, 1, 1100, 0, &err_));
+    /* the two commas and the full stop join the words before them */
+    bool ordered = seg.n_words == nw - 3;
+    for (int i = 0; i < seg.n_words; i++)
+        ordered = ordered && seg.words[i].t0_ms <= seg.words[i].t1_ms &&
+                  (i == 0 || seg.words[i - 1].t1_ms <= seg.words[i].t0_ms) &&
+                  seg.words[i].t1_ms <= 11000 && seg.words[i].p == 0.5f;
+    printf("[ cpu ] word timestamps: matrix %.2g, DTW words %d of %d exact, end to end %s "
+           "('%s' %lld..%lld ms)\n",
+           dm, exact, nw, ordered ? "ordered" : "NOT ordered", seg.n_words ? seg.words[0].text : "",
+           seg.n_words ? (long long)seg.words[0].t0_ms : 0LL,
+           seg.n_words ? (long long)seg.words[0].t1_ms : 0LL);
+    assert_true(dm <= 1e-2);
+    assert_int_equal(exact, nw);
+    assert_true(ordered);
+    for (int i = 0; i < seg.n_words; i++)
+        free(seg.words[i].text);
+    free(seg.words);
+    free(mat);
+    free(ref_mat);
+    rlx_whisper_free(w);
+}
+
+/* A Q8_0 file (whisper.cpp quantize's layout: the matrices in blocks, the
+ * conv weights F16) against the same weights decoded to F32 in an F32 file.
+ * The quantized kernels also round the activations to 8 bits (as ggml's
+ * do), and this random model amplifies small errors about 150-fold (F16
+ * rounding of its weights, 0.05%, moves its logits by 1.0 of 21), so the
+ * two agree only statistically: the relative RMS difference is bounded by
+ * 0.5 for the encoder output and the logits (measured 0.16 and 0.25); a
+ * wrong block layout, scale or row order gives 1 and more. */
+static void cpu_ggml_q8_0(void **state)
+{
+    fixture *f = *state;
+    char path[2][512];
+    const char *src = rlx_test_data("whisper/for-tests-ggml-tiny.bin");
+    char srcpath[512];
+    snprintf(srcpath, sizeof srcpath, "%s", src);
+    float *enc[2], *logits[2];
+    float *mel = rlx_ww_fixture_mel_input();
+    assert_non_null(mel);
+    for (int k = 0; k < 2; k++) {
+        snprintf(path[k], sizeof path[k], "%s",
+                 rlx_test_tmp(k ? "tiny-q8_0-f32.bin" : "tiny-q8_0.bin"));
+        rlx_error *err = NULL;
+        assert_int_equal(rlx_whisper_writer_ggml_q8_0(srcpath, path[k], k == 1, &err), RLX_OK);
+        rlx_whisper *w = open_model(path[k], "cpu");
+        assert_non_null(w);
+        rlx_dtype dt;
+        rlx_shape sh;
+        assert_true(rlx_whisper_file_tensor(rlx_whisper_model_file(w),
+                                            "decoder.blocks.0.mlp.0.weight", &dt, &sh));
+        assert_int_equal(dt, k ? RLX_DTYPE_F32 : RLX_DTYPE_Q8_0);
+        enc[k] = malloc(sizeof(float) * 1500 * N_STATE);
+        logits[k] = malloc(sizeof(float) * N_PROMPT * N_VOCAB);
+        assert_true(enc[k] && logits[k]);
+        assert_int_equal(rlx_whisper_encode(w, mel, enc[k], &err), RLX_OK);
+        assert_int_equal(rlx_whisper_decode(w, prompt, N_PROMPT, 0, true, logits[k], &err), RLX_OK);
+        rlx_whisper_free(w);
+    }
+    double de = 0, dl = 0, se = 0, sx = 0, sl = 0, sy = 0;
+    for (size_t i = 0; i < (size_t)1500 * N_STATE; i++) {
+        de = fmax(de, fabs(enc[0][i] - enc[1][i]));
+        se += (enc[0][i] - enc[1][i]) * (double)(enc[0][i] - enc[1][i]);
+        sx += enc[1][i] * (double)enc[1][i];
+    }
+    for (size_t i = 0; i < (size_t)N_PROMPT * N_VOCAB; i++) {
+        dl = fmax(dl, fabs(logits[0][i] - logits[1][i]));
+        sl += (logits[0][i] - logits[1][i]) * (double)(logits[0][i] - logits[1][i]);
+        sy += logits[1][i] * (double)logits[1][i];
+    }
+    printf("[ cpu ] tiny-q8_0.bin against its weights in F32: encoder %.3g (rms %.3g), logits "
+           "%.3g (rms %.3g)\n",
+           de, sqrt(se / sx), dl, sqrt(sl / sy));
+    assert_true(sqrt(se / sx) <= 0.5);
+    assert_true(sqrt(sl / sy) <= 0.5);
+    (void)f;
+    free(mel);
+    for (int k = 0; k < 2; k++)
+        free(enc[k]), free(logits[k]);
+}
+
+/* openai's merge_punctuations, on words worked out by hand from its rules:
+ * an opening mark after a space joins the next word, a closing mark the
+ * word before (unless that ends in a space); merged words keep their own
+ * times. */
+static void cpu_merge_punctuation(void **state)
+{
+    (void)state;
+    const char *in[] = {" Ask", " not", ",", " \"", "what", "\"", " you", " (", "can", ")", "."};
+    const int n = 11;
+    char *texts[11];
+    int first[11], count[11];
+    float t0[11], t1[11];
+    for (int i = 0; i < n; i++) {
+        texts[i] = strdup(in[i]);
+        first[i] = i;
+        count[i] = 1;
+        t0[i] = (float)i;
+        t1[i] = (float)i + 0.5f;
+    }
+    int k = rlx_whisper_merge_punctuation(texts, first, count, t0, t1, n);
+    assert_int_equal(k, 5);
+    const char *want[] = {" Ask", " not,", " \"what\"", " you", " (can)."};
+    const int wf[] = {0, 1, 3, 6, 7}, wc[] = {1, 2, 3, 1, 4};
+    const float wt[] = {0, 1, 4, 6, 8};
+    for (int i = 0; i < k; i++) {
+        assert_string_equal(texts[i], want[i]);
+        assert_int_equal(first[i], wf[i]);
+        assert_int_equal(count[i], wc[i]);
+        assert_true(t0[i] == wt[i] && t1[i] == wt[i] + 0.5f);
+        free(texts[i]);
+    }
+}
+
 /* every device but the CPU (the F16 file: the GPU kernels' F16 paths) */
 static void devices_other_than_cpu(void **state)
 {
@@ -374,9 +555,9 @@ int main(int argc, char **argv)
                                                              : argv[1]);
     rlx_test_need_data("whisper/for-tests-ggml-tiny.bin", "audio/jfk.wav", NULL);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(cpu_ggml_f32),
-        cmocka_unit_test(cpu_ggml_f16),
-        cmocka_unit_test(cpu_hf_folder),
+        cmocka_unit_test(cpu_ggml_f32),           cmocka_unit_test(cpu_ggml_f16),
+        cmocka_unit_test(cpu_hf_folder),          cmocka_unit_test(cpu_word_timestamps),
+        cmocka_unit_test(cpu_ggml_q8_0),          cmocka_unit_test(cpu_merge_punctuation),
         cmocka_unit_test(devices_other_than_cpu),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

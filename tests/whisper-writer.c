@@ -2,6 +2,8 @@
  * for the generator, which tests/reference/whisper_reference.py reproduces. */
 #include "whisper-writer.h"
 
+#include "backends/cpu/kernels.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -390,13 +392,79 @@ static rlx_status source_read(const char *path, source *s, rlx_error **err)
 
 /* ---- ggml ---- */
 
+/* Q8_0 rows (blocks of 32) of a tensor whose last dim is a multiple of 32 */
+static rlx_status put_q8_0(out *o, const rlx_ww_tensor *t, float *buf)
+{
+    int64_t k = t->shape[t->rank - 1], rows = rlx_whisper_writer_numel(t) / k;
+    size_t bytes = (size_t)(k / 32) * 34;
+    uint8_t *q = malloc(bytes);
+    if (!q || k % 32 || k > CHUNK) {
+        free(q);
+        return RLX_ERR_INVALID_ARG;
+    }
+    for (int64_t r = 0; r < rows; r++) {
+        rlx_whisper_writer_fill(t, r * k, k, buf);
+        if (rlx_cpu_quantize_row(RLX_DTYPE_Q8_0, buf, q, k) != RLX_OK) {
+            free(q);
+            return RLX_ERR_INVALID_ARG;
+        }
+        put(o, q, bytes);
+    }
+    free(q);
+    return RLX_OK;
+}
+
+static rlx_status write_ggml(const char *header_src, const char *out_path, int kind,
+                             rlx_error **err);
+
 rlx_status rlx_whisper_writer_ggml(const char *header_src, const char *out_path, bool f16,
                                    rlx_error **err)
 {
+    return write_ggml(header_src, out_path, f16 ? 1 : 0, err);
+}
+
+rlx_status rlx_whisper_writer_ggml_q8_0(const char *header_src, const char *out_path, bool as_f32,
+                                        rlx_error **err)
+{
+    return write_ggml(header_src, out_path, as_f32 ? -7 : 7, err);
+}
+
+/* F32 rows holding what Q8_0 blocks of them decode to */
+static rlx_status put_q8_0_f32(out *o, const rlx_ww_tensor *t, float *buf)
+{
+    int64_t k = t->shape[t->rank - 1], rows = rlx_whisper_writer_numel(t) / k;
+    uint8_t *q = malloc((size_t)(k / 32) * 34);
+    if (!q || k % 32 || k > CHUNK) {
+        free(q);
+        return RLX_ERR_INVALID_ARG;
+    }
+    for (int64_t r = 0; r < rows; r++) {
+        rlx_whisper_writer_fill(t, r * k, k, buf);
+        if (rlx_cpu_quantize_row(RLX_DTYPE_Q8_0, buf, q, k) != RLX_OK ||
+            rlx_cpu_dequantize_row(RLX_DTYPE_Q8_0, q, buf, k) != RLX_OK) {
+            free(q);
+            return RLX_ERR_INVALID_ARG;
+        }
+        put(o, buf, (size_t)k * 4);
+    }
+    free(q);
+    return RLX_OK;
+}
+
+/* kind: ggml's ftype: 0 F32, 1 F16, 7 Q8_0; -7: F32 with the Q8_0 file's
+ * values (its matrices quantized and decoded again, its conv weights F16-rounded) */
+static rlx_status write_ggml(const char *header_src, const char *out_path, int kind,
+                             rlx_error **err)
+{
+    bool as_f32 = kind == -7;
+    if (as_f32)
+        kind = 7;
+    bool f16 = kind != 0;
     source s;
     if (source_read(header_src, &s, err) != RLX_OK)
         return RLX_ERR_FORMAT;
-    int32_t ftype = f16 ? 1 : 0;
+    /* quantized files carry ggml's quantization version (2) as ftype + 1000 * 2 */
+    int32_t ftype = as_f32 ? 1 : kind == 7 ? kind + 2000 : kind;
     memcpy(s.data + 44, &ftype, 4);
     out o;
     if (out_open(&o, out_path, err) != RLX_OK) {
@@ -418,10 +486,13 @@ rlx_status rlx_whisper_writer_ggml(const char *header_src, const char *out_path,
         /* convert-pt-to-ggml.py: F32 for 1-D tensors, the conv biases and
          * the positional embeddings */
         bool half = f16 && n_dims >= 2 && !conv_bias && !strstr(t->name, "positional_embedding");
+        /* whisper.cpp's quantize: the 2-D matrices but the positional
+         * embeddings; the 3-D conv weights keep their F16 */
+        bool q8 = kind == 7 && half && n_dims == 2;
         int32_t name_len = (int32_t)strlen(t->name);
         put_i32(&o, n_dims);
         put_i32(&o, name_len);
-        put_i32(&o, half ? 1 : 0);
+        put_i32(&o, as_f32 ? (q8 ? 0 : half ? 1 : 0) : q8 ? 8 : half ? 1 : 0);
         if (conv_bias) {
             put_i32(&o, 1);
             put_i32(&o, (int32_t)t->shape[0]);
@@ -430,7 +501,15 @@ rlx_status rlx_whisper_writer_ggml(const char *header_src, const char *out_path,
                 put_i32(&o, (int32_t)t->shape[d]);
         }
         put(&o, t->name, (size_t)name_len);
-        put_tensor(&o, t, half, buf);
+        if (q8) {
+            if ((as_f32 ? put_q8_0_f32(&o, t, buf) : put_q8_0(&o, t, buf)) != RLX_OK) {
+                free(buf);
+                fclose(o.f);
+                return rlx_error_set(err, RLX_ERR_INTERNAL, "Q8_0 rows of %s failed.", t->name);
+            }
+        } else {
+            put_tensor(&o, t, half, buf);
+        }
     }
     free(buf);
     return out_close(&o, err);

@@ -111,6 +111,15 @@ void rlx_whisper_writer_fill(const rlx_ww_tensor *t, int64_t first, int64_t n, f
 rlx_status rlx_whisper_writer_ggml(const char *header_src, const char *out_path, bool f16,
                                    rlx_error **err);
 
+/* The same with ftype 7, as whisper.cpp's quantize q8_0 writes it: every 2-D
+ * matrix but the positional embeddings in Q8_0 blocks (our CPU quantizer,
+ * ggml's block layout), the conv weights F16, the rest F32. as_f32: those
+ * matrices as F32 holding exactly what the blocks decode to (the conv
+ * weights F16 as before), so the quantized path can be checked against the
+ * float path on the same weights. */
+rlx_status rlx_whisper_writer_ggml_q8_0(const char *header_src, const char *out_path, bool as_f32,
+                                        rlx_error **err);
+
 /* A Hugging Face folder at out_dir (created when missing): config.json
  * (openai/whisper-tiny's WhisperConfig), generation_config.json (its
  * suppress_tokens, begin_suppress_tokens, lang_to_id, task_to_id,

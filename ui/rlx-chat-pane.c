@@ -1,4 +1,5 @@
 #include "rlx-chat-pane.h"
+#include "rlx-toasts.h"
 
 #include "rlx-failure.h"
 #include "rlx-markdown.h"
@@ -86,9 +87,8 @@ struct _RlxChatPane {
     GCancellable *stop;
     guint save_source; /* the streaming reply's next save */
     gboolean loading;
-    double load_fraction;  /* the last fraction the engine reported */
-    GQueue pending_toasts; /* AdwToast *, until the window is mapped */
-    AdwToast *last_toast;  /* weak: the one on screen or due */
+    double load_fraction; /* the last fraction the engine reported */
+    RlxToasts toasts;
 
     /* Conversation files are written by one worker at a time, in order. */
     struct Saver *saver;
@@ -103,57 +103,11 @@ G_DEFINE_FINAL_TYPE(RlxChatPane, rlx_chat_pane, GTK_TYPE_WIDGET)
 
 /* ---- helpers ---------------------------------------------------------------- */
 
-/* The toasts show over the conversation, never over the message entry, and
- * one at a time: a new one replaces the one shown (AdwToastOverlay would
- * queue it behind, or put the old one back in line after it, so that an
- * error came back after a later success, or a success waited out an old
- * error). */
-static void show_pending_toasts(RlxChatPane *self)
-{
-    GtkWidget *overlay = GTK_WIDGET(self->toast_overlay);
-    if (!overlay || !gtk_widget_get_mapped(overlay))
-        return;
-    for (AdwToast *t; (t = g_queue_pop_head(&self->pending_toasts));) {
-        if (self->last_toast) {
-            g_object_remove_weak_pointer(G_OBJECT(self->last_toast), (gpointer *)&self->last_toast);
-            adw_toast_dismiss(self->last_toast);
-        }
-        self->last_toast = t;
-        g_object_add_weak_pointer(G_OBJECT(t), (gpointer *)&self->last_toast);
-        adw_toast_overlay_add_toast(ADW_TOAST_OVERLAY(overlay), t);
-    }
-}
-
-static void toast_details(AdwToast *t, RlxChatPane *self)
-{
-    GtkRoot *root = gtk_widget_get_root(GTK_WIDGET(self));
-    AdwMessageDialog *d = ADW_MESSAGE_DIALOG(
-        adw_message_dialog_new(GTK_IS_WINDOW(root) ? GTK_WINDOW(root) : NULL, NULL,
-                               g_object_get_data(G_OBJECT(t), "rlx-details")));
-    adw_message_dialog_add_response(d, "close", _("_Close"));
-    gtk_window_present(GTK_WINDOW(d));
-}
-
-/* Toasts have one line: at 800 px about 70 characters show. A longer one (an
- * engine error with its figures) gets a Details button with the whole text. */
-#define TOAST_CHARS 64
-
+/* The toasts show over the conversation, never over the message entry
+ * (ui/rlx-toasts.h: one at a time, Details for a long one). */
 static void toast_full(RlxChatPane *self, const char *text, AdwToastPriority priority)
 {
-    g_message("%s", text); /* also for whoever reads the log (and the UI tests) */
-    AdwToast *t = adw_toast_new(text);
-    adw_toast_set_timeout(t, 6);
-    adw_toast_set_priority(t, priority);
-    if (g_utf8_strlen(text, -1) > TOAST_CHARS) {
-        adw_toast_set_button_label(t, _("Details"));
-        g_object_set_data_full(G_OBJECT(t), "rlx-details", g_strdup(text), g_free);
-        g_signal_connect_object(t, "button-clicked", G_CALLBACK(toast_details), self, 0);
-    }
-    /* A toast given to an overlay that is not on screen yet would never show;
-     * one still waiting for it is replaced like one on screen. */
-    g_queue_clear_full(&self->pending_toasts, g_object_unref);
-    g_queue_push_tail(&self->pending_toasts, t);
-    show_pending_toasts(self);
+    rlx_toasts_show(&self->toasts, text, priority, NULL, NULL);
 }
 
 static void toast(RlxChatPane *self, const char *text)
@@ -1738,15 +1692,13 @@ static void rlx_chat_pane_dispose(GObject *object)
 static void rlx_chat_pane_map(GtkWidget *widget)
 {
     GTK_WIDGET_CLASS(rlx_chat_pane_parent_class)->map(widget);
-    show_pending_toasts(RLX_CHAT_PANE(widget));
+    rlx_toasts_flush(&RLX_CHAT_PANE(widget)->toasts);
 }
 
 static void rlx_chat_pane_finalize(GObject *object)
 {
     RlxChatPane *self = RLX_CHAT_PANE(object);
-    g_queue_clear_full(&self->pending_toasts, g_object_unref);
-    if (self->last_toast)
-        g_object_remove_weak_pointer(G_OBJECT(self->last_toast), (gpointer *)&self->last_toast);
+    rlx_toasts_clear(&self->toasts);
     g_ptr_array_unref(self->convs);
     g_free(self->model_path);
     G_OBJECT_CLASS(rlx_chat_pane_parent_class)->finalize(object);
@@ -1821,7 +1773,7 @@ static void rlx_chat_pane_init(RlxChatPane *self)
 {
     g_type_ensure(RLX_TYPE_SAMPLING_POPOVER);
     gtk_widget_init_template(GTK_WIDGET(self));
-    g_queue_init(&self->pending_toasts);
+    rlx_toasts_init(&self->toasts, self->toast_overlay, GTK_WIDGET(self));
     g_queue_init(&self->saves);
     self->saver = g_new0(Saver, 1);
     g_atomic_ref_count_init(&self->saver->ref);

@@ -2,6 +2,7 @@
 
 #include "rlx-chat-pane.h"
 #include "rlx-engine.h"
+#include "rlx-transcribe-pane.h"
 
 #include <glib/gi18n.h>
 
@@ -11,6 +12,7 @@ struct _RlxWindow {
     AdwViewStack *stack;
     AdwToastOverlay *toasts;
     RlxChatPane *chat_pane;
+    RlxTranscribePane *transcribe_pane;
     GtkDropDown *device_dropdown;
     GtkDrawingArea *memory_bar, *memory_mini;
     GtkLabel *memory_used;
@@ -402,7 +404,15 @@ static gboolean on_drop(GtkDropTarget *target, const GValue *value, double x, do
 {
     if (!G_VALUE_HOLDS(value, G_TYPE_FILE))
         return FALSE;
-    rlx_window_open_model(self, g_value_get_object(value));
+    GFile *file = g_value_get_object(value);
+    /* A recording or a Whisper model dropped outside the Transcribe page
+     * (which takes its own drops) goes there. */
+    if (rlx_transcribe_pane_wants_file(file)) {
+        adw_view_stack_set_visible_child_name(self->stack, "transcribe");
+        rlx_transcribe_pane_open(self->transcribe_pane, file);
+        return TRUE;
+    }
+    rlx_window_open_model(self, file);
     return TRUE;
 }
 
@@ -421,6 +431,7 @@ static void rlx_window_constructed(GObject *object)
     width_class_changed(object, NULL, self);
     setup_devices(self);
     rlx_chat_pane_setup(self->chat_pane, self->engine, self->settings);
+    rlx_transcribe_pane_setup(self->transcribe_pane, self->settings);
 }
 
 static void rlx_window_set_property(GObject *object, guint prop_id, const GValue *value,
@@ -484,6 +495,7 @@ static void rlx_window_class_init(RlxWindowClass *klass)
     gtk_widget_class_bind_template_child(widget_class, RlxWindow, stack);
     gtk_widget_class_bind_template_child(widget_class, RlxWindow, toasts);
     gtk_widget_class_bind_template_child(widget_class, RlxWindow, chat_pane);
+    gtk_widget_class_bind_template_child(widget_class, RlxWindow, transcribe_pane);
     gtk_widget_class_bind_template_child(widget_class, RlxWindow, device_dropdown);
     gtk_widget_class_bind_template_child(widget_class, RlxWindow, memory_bar);
     gtk_widget_class_bind_template_child(widget_class, RlxWindow, memory_mini);
@@ -500,6 +512,7 @@ static void rlx_window_class_init(RlxWindowClass *klass)
 static void rlx_window_init(RlxWindow *self)
 {
     g_type_ensure(RLX_TYPE_CHAT_PANE);
+    g_type_ensure(RLX_TYPE_TRANSCRIBE_PANE);
     gtk_widget_init_template(GTK_WIDGET(self));
     self->engine = rlx_engine_new();
     g_signal_connect(self->engine, "memory", G_CALLBACK(on_memory), self);

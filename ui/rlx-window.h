@@ -9,7 +9,8 @@
  * to settings (keys window-width, window-height, window-maximized).
  * win.show-memory and win.show-sampling pop up the memory and sampling
  * popovers. The header bar's device selector writes the "device" key and
- * reloads a loaded model there; a GGUF dropped on the window is opened.
+ * reloads a loaded model there; a GGUF dropped on the window is opened (a
+ * recording or a Whisper model goes to the Transcribe page).
  *
  * Thread safety: main thread only.
  */

@@ -734,16 +734,17 @@ typedef struct {
     rlx_whisper *w;
     rlx_whisper_result *r;
     const rlx_whisper_callbacks *cb;
-    int cap;
+    int cap, reported;
     bool stop;
 } collector;
 
-/* A segment of the window's tokens; an instantaneous or blank one is left
- * out, and so are its tokens from the next window's prompt (openai empties
- * it). The others' tokens go to ctx, the previous text. */
-static rlx_status add_segment(collector *c, int64_t t0, int64_t t1, const int32_t *tok,
-                              const float *p, int n, const window_result *wr, ilist *ctx,
-                              rlx_error **err)
+/* A segment of the window's tokens. openai empties an instantaneous or
+ * blank one and leaves its tokens out of the next window's prompt; the
+ * others' tokens go to ctx, the previous text (also those of a segment
+ * dropped below for starting past the audio, which openai keeps). */
+static rlx_status add_segment(collector *c, int64_t t0, int64_t t1, int64_t t_end,
+                              const int32_t *tok, const float *p, int n, const window_result *wr,
+                              ilist *ctx, rlx_error **err)
 {
     char *text = tokens_text(c->w, tok, n);
     if (!text)
@@ -757,6 +758,17 @@ static rlx_status add_segment(collector *c, int64_t t0, int64_t t1, const int32_
             free(text);
             return rlx_error_set(err, RLX_ERR_NO_MEMORY, "out of memory");
         }
+    /* a timestamp token can name a time past the audio decoded (the window's
+     * padding): a segment ends where the audio does, and one that would start
+     * there is dropped */
+    if (t1 > t_end)
+        t1 = t_end;
+    if (t0 > t_end)
+        t0 = t_end;
+    if (t1 <= t0) {
+        free(text);
+        return RLX_OK;
+    }
     rlx_whisper_result *r = c->r;
     if (r->n_segments == c->cap) {
         int cap = c->cap ? 2 * c->cap : 16;
@@ -787,9 +799,15 @@ static rlx_status add_segment(collector *c, int64_t t0, int64_t t1, const int32_
     s->temperature = wr->temperature;
     s->compression_ratio = wr->compression_ratio;
     r->n_segments++;
-    if (c->cb && c->cb->segment && !c->cb->segment(c->cb->user, s))
-        c->stop = true;
     return RLX_OK;
+}
+
+/* The segments added since the last report, to the callback. */
+static void report(collector *c)
+{
+    for (; c->reported < c->r->n_segments; c->reported++)
+        if (c->cb && c->cb->segment && !c->cb->segment(c->cb->user, &c->r->segments[c->reported]))
+            c->stop = true;
 }
 
 /* ---- the transcription ---- */
@@ -982,6 +1000,8 @@ static rlx_status transcribe(rlx_whisper *w, source *src, const rlx_whisper_deco
         if ((st = decode_with_fallback(&d, wr, err)) != RLX_OK)
             goto done;
         int64_t t_off = seek * RLX_WHISPER_HOP * 1000 / RLX_WHISPER_SAMPLE_RATE;
+        int64_t t_end = (seek + seg) * RLX_WHISPER_HOP * 1000 / RLX_WHISPER_SAMPLE_RATE;
+        int first_new = r->n_segments;
         if (rlx_whisper_should_skip(dp, wr->avg_logprob, wr->no_speech_prob)) {
             seek += seg;
         } else {
@@ -999,8 +1019,8 @@ static rlx_status transcribe(rlx_whisper *w, source *src, const rlx_whisper_deco
                 for (int k = 0; k < ns && !col.stop; k++) {
                     int cur = slices[k];
                     int64_t a0 = (t[last] - tb) * 20, a1 = (t[cur - 1] - tb) * 20;
-                    if ((st = add_segment(&col, t_off + a0, t_off + a1, t + last, wr->p + last,
-                                          cur - last, wr, &ctx, err)) != RLX_OK)
+                    if ((st = add_segment(&col, t_off + a0, t_off + a1, t_end, t + last,
+                                          wr->p + last, cur - last, wr, &ctx, err)) != RLX_OK)
                         goto done;
                     last = cur;
                 }
@@ -1016,15 +1036,22 @@ static rlx_status transcribe(rlx_whisper *w, source *src, const rlx_whisper_deco
                         last_ts = t[i];
                 if (last_ts >= 0 && last_ts != tb)
                     dur = (int64_t)(last_ts - tb) * 20;
-                if ((st = add_segment(&col, t_off, t_off + dur, t, wr->p, n, wr, &ctx, err)) !=
-                    RLX_OK)
+                if ((st = add_segment(&col, t_off, t_off + dur, t_end, t, wr->p, n, wr, &ctx,
+                                      err)) != RLX_OK)
                     goto done;
                 seek += seg;
             }
             if (!dp->condition_on_previous_text || wr->temperature > 0.5f)
                 ctx_from = ctx.n;
         }
-        double done_s = (double)seek * RLX_WHISPER_HOP / RLX_WHISPER_SAMPLE_RATE;
+        if (dp->word_timestamps && r->n_segments > first_new &&
+            (st = rlx_whisper_add_words(w, d.initial + d.sot_index, d.lang_token >= 0 ? 3 : 1,
+                                        r->segments + first_new, r->n_segments - first_new, seg,
+                                        t_off, err)) != RLX_OK)
+            goto done;
+        report(&col);
+        double done_s =
+            (double)(seek < seek_end ? seek : seek_end) * RLX_WHISPER_HOP / RLX_WHISPER_SAMPLE_RATE;
         r->timings.audio_s = done_s;
         if (cb && cb->progress) {
             int64_t est = src->reader

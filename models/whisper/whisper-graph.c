@@ -19,6 +19,7 @@
  */
 #include "models/whisper/whisper-internal.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -204,7 +205,8 @@ rlx_status rlx_whisper_build_encoder(const rlx_whisper_file *f, bool with_output
 }
 
 rlx_status rlx_whisper_build_decoder(const rlx_whisper_file *f, int nb, int seq_max, bool all,
-                                     rlx_graph **out, rlx_error **err)
+                                     const int32_t *heads, int n_heads, rlx_graph **out,
+                                     rlx_error **err)
 {
     *out = NULL;
     const rlx_whisper_hparams *hp = rlx_whisper_file_hparams(f);
@@ -230,6 +232,8 @@ rlx_status rlx_whisper_build_decoder(const rlx_whisper_file *f, int nb, int seq_
     x = rlx_graph_add(g, NULL, x, rlx_graph_gather(g, "pos", pos, posid));
     x = reshape(g, x, 2, (rlx_dim[]){NS, C(n)});
     const int perm3[3] = {1, 0, 2}, perm4[4] = {0, 2, 1, 3};
+    rlx_node qks[64];
+    int n_qk = 0;
     for (int il = 0; il < hp->n_text_layer; il++) {
         /* self-attention over the beam's cache */
         rlx_node h = layer_norm(&b, x, "decoder.blocks.%d.attn_ln", il, n);
@@ -267,6 +271,18 @@ rlx_status rlx_whisper_build_decoder(const rlx_whisper_file *f, int nb, int seq_
             xkv[i] =
                 rlx_graph_state(g, name, RLX_DTYPE_F32, rlx_shape_make(4, (int64_t[]){1, H, A, D}));
         }
+        /* the alignment heads' cross-attention scores (before the softmax),
+         * for word timestamps */
+        for (int ah = 0; ah < n_heads; ah++) {
+            if (heads[2 * ah] != il || heads[2 * ah + 1] < 0 || heads[2 * ah + 1] >= H)
+                continue;
+            rlx_node qh = rlx_graph_slice(g, NULL, q, 1, C(heads[2 * ah + 1]), C(1));
+            rlx_node kh = rlx_graph_slice(g, NULL, xkv[0], 1, C(heads[2 * ah + 1]), C(1));
+            rlx_node qk = rlx_graph_matmul(g, NULL, qh, kh, false, true); /* [1, 1, NS, A] */
+            qk = rlx_graph_scale(g, NULL, qk, 1.0f / sqrtf((float)D), 0.0f);
+            n_qk = n_qk < 64 ? n_qk : 63;
+            qks[n_qk++] = qk;
+        }
         rlx_attention_params xp = {.mask = RLX_MASK_NONE};
         a = rlx_graph_attention(g, NULL, q, xkv[0], xkv[1], RLX_NODE_INVALID, xp);
         a = reshape(g, a, 3, (rlx_dim[]){C(H), NS, C(D)});
@@ -287,6 +303,8 @@ rlx_status rlx_whisper_build_decoder(const rlx_whisper_file *f, int nb, int seq_
     x = rlx_graph_layer_norm(g, "ln", x, param(&b, "decoder.ln.weight", 1, (int64_t[]){n}),
                              param(&b, "decoder.ln.bias", 1, (int64_t[]){n}), 1e-5f);
     rlx_graph_output(g, "logits", rlx_graph_matmul(g, "head", x, emb, false, true));
+    if (n_qk > 0)
+        rlx_graph_output(g, "xqk", n_qk == 1 ? qks[0] : rlx_graph_concat(g, NULL, n_qk, qks, 1));
     return finish(&b, out, err);
 }
 

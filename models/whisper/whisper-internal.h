@@ -25,8 +25,11 @@ struct rlx_graph;
 void rlx_whisper_cache_name(char *buf, size_t cap, int v, int nb, int il);
 rlx_status rlx_whisper_build_encoder(const rlx_whisper_file *f, bool with_output,
                                      struct rlx_graph **out, rlx_error **err);
+/* heads: n_heads (layer, head) pairs whose cross-attention scores come out
+ * as "xqk" [1, n, SEQ, n_audio_ctx] (word timestamps); NULL/0: none. */
 rlx_status rlx_whisper_build_decoder(const rlx_whisper_file *f, int nb, int seq_max, bool all,
-                                     struct rlx_graph **out, rlx_error **err);
+                                     const int32_t *heads, int n_heads, struct rlx_graph **out,
+                                     rlx_error **err);
 rlx_status rlx_whisper_build_reorder(const rlx_whisper_file *f, int nb, struct rlx_graph **out,
                                      rlx_error **err);
 
@@ -35,7 +38,7 @@ struct rlx_whisper {
     rlx_session *s;
     const rlx_whisper_hparams *hp;
     const rlx_whisper_special *sp;
-    rlx_session_program *enc, *enc_out, *dec_all;
+    rlx_session_program *enc, *enc_out, *dec_all, *align;
     /* decoder and beam-reorder programs by beam count, compiled on first use */
     rlx_session_program *dec[RLX_WHISPER_MAX_BEAMS + 1], *pre[RLX_WHISPER_MAX_BEAMS + 1],
         *reorder[RLX_WHISPER_MAX_BEAMS + 1];
@@ -74,5 +77,31 @@ bool rlx_whisper_should_skip(const rlx_whisper_decode_params *dp, double avg_log
 /* the compression ratio of a window's sampled tokens, as openai's fallback
  * measures repetition */
 float rlx_whisper_compression_ratio(rlx_whisper *w, const int32_t *tok, int n);
+
+/* Word timestamps for the n_segs segments one window just gave (whisper-words.c):
+ * sot_seq the window's start-of-transcript sequence (sot[, language, task]),
+ * n_frames the window's audio frames, t_off_ms its start. Fills each
+ * segment's words and its tokens' times. */
+rlx_status rlx_whisper_add_words(rlx_whisper *w, const int32_t *sot_seq, int n_sot,
+                                 rlx_whisper_segment *segs, int n_segs, int64_t n_frames,
+                                 int64_t t_off_ms, rlx_error **err);
+/* Its two halves, for tests: the alignment heads' filtered, averaged
+ * cross-attention over the no-timestamps and text tokens' rows
+ * ([(n_text + 1) * F], F = n_frames / 2 into *out_f) ... */
+rlx_status rlx_whisper_align_matrix(rlx_whisper *w, const int32_t *sot_seq, int n_sot,
+                                    const int32_t *text, int n_text, int64_t n_frames, float *mat,
+                                    int *out_f, rlx_error **err);
+/* ... and the words that dynamic time warping of -mat gives: start/end
+ * seconds, first token and count per word, texts (malloc'd) if not NULL;
+ * the word count, or -1 when out of memory. */
+/* openai's merge_punctuations on n words (texts malloc'd, changed in place):
+ * an opening mark with its space joins the next word, a closing mark the
+ * word before; the merged word keeps its own times and gains the mark's
+ * tokens. Returns the words left (-1: no memory). */
+int rlx_whisper_merge_punctuation(char **texts, int *first, int *count, float *t0, float *t1,
+                                  int n);
+int rlx_whisper_words_from_matrix(const rlx_whisper *w, const int32_t *text, int n_text,
+                                  const float *mat, int F, float *t0, float *t1, int *first,
+                                  int *count, char **texts);
 
 #endif

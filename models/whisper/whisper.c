@@ -47,7 +47,7 @@ static rlx_status load_decoder(rlx_whisper *w, int nb, int seq_max, bool all,
     if (*out)
         return RLX_OK;
     rlx_graph *g = NULL;
-    rlx_status st = rlx_whisper_build_decoder(w->file, nb, seq_max, all, &g, err);
+    rlx_status st = rlx_whisper_build_decoder(w->file, nb, seq_max, all, NULL, 0, &g, err);
     return st ? st : compile(w, g, out, "decoder", err);
 }
 
