@@ -738,20 +738,14 @@ typedef struct {
     bool stop;
 } collector;
 
-/* A segment of the window's tokens; an instantaneous or blank one is left
- * out, and so are its tokens from the next window's prompt (openai empties
- * it). The others' tokens go to ctx, the previous text. */
+/* A segment of the window's tokens. openai empties an instantaneous or
+ * blank one and leaves its tokens out of the next window's prompt; the
+ * others' tokens go to ctx, the previous text (also those of a segment
+ * dropped below for starting past the audio, which openai keeps). */
 static rlx_status add_segment(collector *c, int64_t t0, int64_t t1, int64_t t_end,
                               const int32_t *tok, const float *p, int n, const window_result *wr,
                               ilist *ctx, rlx_error **err)
 {
-    /* a timestamp token can name a time past the audio decoded (the window's
-     * padding): a segment ends where the audio does, and one that would start
-     * there is dropped below */
-    if (t1 > t_end)
-        t1 = t_end;
-    if (t0 > t_end)
-        t0 = t_end;
     char *text = tokens_text(c->w, tok, n);
     if (!text)
         return rlx_error_set(err, RLX_ERR_NO_MEMORY, "out of memory");
@@ -764,6 +758,17 @@ static rlx_status add_segment(collector *c, int64_t t0, int64_t t1, int64_t t_en
             free(text);
             return rlx_error_set(err, RLX_ERR_NO_MEMORY, "out of memory");
         }
+    /* a timestamp token can name a time past the audio decoded (the window's
+     * padding): a segment ends where the audio does, and one that would start
+     * there is dropped */
+    if (t1 > t_end)
+        t1 = t_end;
+    if (t0 > t_end)
+        t0 = t_end;
+    if (t1 <= t0) {
+        free(text);
+        return RLX_OK;
+    }
     rlx_whisper_result *r = c->r;
     if (r->n_segments == c->cap) {
         int cap = c->cap ? 2 * c->cap : 16;

@@ -63,6 +63,21 @@ rlx_status rlx_whisper_run_reorder(rlx_whisper *w, int nb, const int32_t *src, r
 
 double rlx_whisper_now_ms(void);
 
+/* openai's logit filters (SuppressBlank, SuppressTokens, ApplyTimestampRules)
+ * on one step's logits [n_vocab], in place; sampled: the n tokens after the
+ * initial ones; scratch: [n_vocab] floats. For tests. */
+void rlx_whisper_filter_logits(rlx_whisper *w, const rlx_whisper_decode_params *dp,
+                               const int32_t *sampled, int n, float *logits, float *scratch);
+/* openai's temperature-fallback decision and no-speech skip for one window's
+ * compression ratio, average log-probability and no-speech probability. */
+bool rlx_whisper_needs_fallback(const rlx_whisper_decode_params *dp, float compression_ratio,
+                                double avg_logprob, float no_speech_prob);
+bool rlx_whisper_should_skip(const rlx_whisper_decode_params *dp, double avg_logprob,
+                             float no_speech_prob);
+/* the compression ratio of a window's sampled tokens, as openai's fallback
+ * measures repetition */
+float rlx_whisper_compression_ratio(rlx_whisper *w, const int32_t *tok, int n);
+
 /* Word timestamps for the n_segs segments one window just gave (whisper-words.c):
  * sot_seq the window's start-of-transcript sequence (sot[, language, task]),
  * n_frames the window's audio frames, t_off_ms its start. Fills each
@@ -88,19 +103,5 @@ int rlx_whisper_merge_punctuation(char **texts, int *first, int *count, float *t
 int rlx_whisper_words_from_matrix(const rlx_whisper *w, const int32_t *text, int n_text,
                                   const float *mat, int F, float *t0, float *t1, int *first,
                                   int *count, char **texts);
-/* openai's logit filters (SuppressBlank, SuppressTokens, ApplyTimestampRules)
- * on one step's logits [n_vocab], in place; sampled: the n tokens after the
- * initial ones; scratch: [n_vocab] floats. For tests. */
-void rlx_whisper_filter_logits(rlx_whisper *w, const rlx_whisper_decode_params *dp,
-                               const int32_t *sampled, int n, float *logits, float *scratch);
-/* openai's temperature-fallback decision and no-speech skip for one window's
- * compression ratio, average log-probability and no-speech probability. */
-bool rlx_whisper_needs_fallback(const rlx_whisper_decode_params *dp, float compression_ratio,
-                                double avg_logprob, float no_speech_prob);
-bool rlx_whisper_should_skip(const rlx_whisper_decode_params *dp, double avg_logprob,
-                             float no_speech_prob);
-/* the compression ratio of a window's sampled tokens, as openai's fallback
- * measures repetition */
-float rlx_whisper_compression_ratio(rlx_whisper *w, const int32_t *tok, int n);
 
 #endif
