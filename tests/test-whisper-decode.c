@@ -413,14 +413,7 @@ static bool read_transcript(const char *audio, ref_transcript *t)
             long long a, b;
             if (sscanf(line, "segment %lld %lld %d %d%n", &a, &b, &s->emptied, &s->n, &off) == 4 &&
                 s->n >= 0 && s->n <= MAX_TOK && read_ints(line + off, s->tok, MAX_TOK) == s->n) {
-                /* our one departure from openai: a timestamp past the end of
-                 * the audio (in the last window's padding) is clipped to the
-                 * end, and a segment left with no length is dropped as an
-                 * instantaneous one */
-                int64_t end = t->content_frames * 10;
-                s->t0 = a < end ? a : end, s->t1 = b < end ? b : end;
-                if (s->t1 <= s->t0)
-                    s->emptied = 1;
+                s->t0 = a, s->t1 = b;
                 t->n_seg++;
                 w->n_segments++;
             }
