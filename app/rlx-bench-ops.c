@@ -856,6 +856,31 @@ static int bench_gpu(const char *spec, bool force_f32, const char *section, int 
                 gpu_print(what, ran, dm, wm, 4.0 * pairs * (double)D * H, "GFLOP/s");
             }
     }
+    /* long prompts with f32 operands, run on software devices too: Whisper's
+     * encoder (no mask, 1500 frames, 6 heads) and an LLM prefill (causal) */
+    if (all || !strcmp(section, "attn") || !strcmp(section, "attn-long")) {
+        printf("\nattention (f32, long prompts)    %13s %13s  %11s\n", "device", "wall",
+               "throughput");
+        static const struct {
+            int64_t H, S, D;
+            int mask;
+        } cases[] = {{6, 1500, 64, RLX_MASK_NONE}, {32, 512, 64, RLX_MASK_CAUSAL}};
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+            int64_t H = cases[i].H, S = cases[i].S, D = cases[i].D;
+            memset(&p, 0, sizeof p);
+            p.attn.mask = cases[i].mask;
+            p.attn.scale = 1.0f / sqrtf((float)D);
+            for (int v = 0; v < 4; v++)
+                gpu_value(&o, v, 3, RLX_DTYPE_F32, 4, (int64_t[]){1, H, S, D});
+            double dm = 0, wm = 0;
+            const char *ran = gpu_time(&o, RLX_OP_ATTENTION, &p, 3, repeats, &dm, &wm);
+            double pairs = cases[i].mask ? 0.5 * (double)S * (double)(S + 1) : (double)S * S;
+            char what[64];
+            snprintf(what, sizeof what, "q/kv %4lld heads %lld dim %lld %s", (long long)S,
+                     (long long)H, (long long)D, cases[i].mask ? "causal" : "no mask");
+            gpu_print(what, ran, dm, wm, 4.0 * pairs * (double)D * H, "GFLOP/s");
+        }
+    }
     be->device_close(o.dev);
     return 0;
 }
@@ -864,7 +889,7 @@ static void usage(void)
 {
     printf("usage: rlx bench ops [-t THREADS] [-r REPEATS] [--section S] [--type T]\n"
            "                     [--isa ISA] [--device DEV [--f32]]\n"
-           "  sections: all (default), bw, gemm, matvec, attn; with --device also qgemm "
+           "  sections: all (default), bw, gemm, matvec, attn, attn-long; with --device also qgemm "
            "(prompt-sized\n"
            "            matmuls of quantized weights, on CUDA beside cuBLAS F16)\n"
            "  --type T           the matrix-vector products of weight type T only (Q8_0, F16...)\n"
@@ -919,10 +944,10 @@ int rlx_bench_ops_main(int argc, char **argv)
     }
     if (strcmp(section, "all") && strcmp(section, "bw") && strcmp(section, "gemm") &&
         strcmp(section, "matvec") && strcmp(section, "attn") &&
-        (strcmp(section, "qgemm") || !strcmp(device, "cpu"))) {
+        ((strcmp(section, "qgemm") && strcmp(section, "attn-long")) || !strcmp(device, "cpu"))) {
         fprintf(stderr,
-                "rlx bench ops: no section '%s' (all, bw, gemm, matvec, attn; qgemm with "
-                "--device)\n",
+                "rlx bench ops: no section '%s' (all, bw, gemm, matvec, attn; qgemm and "
+                "attn-long with --device)\n",
                 section);
         return 1;
     }

@@ -27,6 +27,12 @@ static const uint32_t spv_rope[] =
 static const uint32_t spv_attention[] =
 #include "backends/vulkan/attention.spv.h"
     ;
+static const uint32_t spv_attention_tile[] =
+#include "backends/vulkan/attention-tile.spv.h"
+    ;
+static const uint32_t spv_attention_tile128[] =
+#include "backends/vulkan/attention-tile128.spv.h"
+    ;
 static const uint32_t spv_conv[] =
 #include "backends/vulkan/conv.spv.h"
     ;
@@ -50,6 +56,12 @@ static const uint32_t spv_rope_f16[] =
     ;
 static const uint32_t spv_attention_f16[] =
 #include "backends/vulkan/attention-f16.spv.h"
+    ;
+static const uint32_t spv_attention_tile_f16[] =
+#include "backends/vulkan/attention-tile-f16.spv.h"
+    ;
+static const uint32_t spv_attention_tile128_f16[] =
+#include "backends/vulkan/attention-tile128-f16.spv.h"
     ;
 static const uint32_t spv_conv_f16[] =
 #include "backends/vulkan/conv-f16.spv.h"
@@ -76,6 +88,9 @@ static const struct {
         [VK_K_CONV] = {spv_conv, sizeof spv_conv, "conv"},
         [VK_K_SPATIAL] = {spv_spatial, sizeof spv_spatial, "spatial"},
         [VK_K_GATHER] = {spv_gather, sizeof spv_gather, "gather"},
+        [VK_K_ATTN_T64] = {spv_attention_tile, sizeof spv_attention_tile, "attention (tiled)"},
+        [VK_K_ATTN_T128] = {spv_attention_tile128, sizeof spv_attention_tile128,
+                            "attention (tiled, dims to 128)"},
     },
     {
         [VK_K_EW] = {spv_ew_f16, sizeof spv_ew_f16, "ew (f16)"},
@@ -86,6 +101,10 @@ static const struct {
         [VK_K_CONV] = {spv_conv_f16, sizeof spv_conv_f16, "conv (f16)"},
         [VK_K_SPATIAL] = {spv_spatial_f16, sizeof spv_spatial_f16, "spatial (f16)"},
         [VK_K_GATHER] = {spv_gather_f16, sizeof spv_gather_f16, "gather (f16)"},
+        [VK_K_ATTN_T64] = {spv_attention_tile_f16, sizeof spv_attention_tile_f16,
+                           "attention (tiled, f16)"},
+        [VK_K_ATTN_T128] = {spv_attention_tile128_f16, sizeof spv_attention_tile128_f16,
+                            "attention (tiled, dims to 128, f16)"},
     },
 };
 

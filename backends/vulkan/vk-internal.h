@@ -20,6 +20,8 @@ typedef enum vk_kernel {
     VK_K_CONV,
     VK_K_SPATIAL,
     VK_K_GATHER,
+    VK_K_ATTN_T64,  /* attention-tile.comp: head dims up to 64 */
+    VK_K_ATTN_T128, /* the same built for head dims up to 128 */
     VK_K_COUNT
 } vk_kernel;
 

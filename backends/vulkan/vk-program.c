@@ -37,11 +37,17 @@ _Static_assert(RLX_ACT_RELU == 1 && RLX_ACT_TANH == 6, "shaders/common.glsl's ac
 #define MAX_GROUPS  65535
 #define ATTN_MAX_D  256
 #define ATTN_MAX_DV (8 * VK_LS)
-#define MAX_AXES    3     /* axes one dispatch may be split along */
-#define MAX_CHUNKS  65536 /* dispatches one split dispatch may become */
-#define MAX_SEGS    16    /* command buffers a run is submitted in (cancel between them) */
-#define SEG_DISP    32    /* dispatches at least in one of them */
-#define SEG_RUN_S   1.0   /* a run at least this long is submitted in parts */
+/* The tiled attention kernel (attention-tile.comp) for this many query rows
+ * per head or more, with head dims up to ATTN_TILE_MAX_D: below it the rows
+ * are too few to share K and V loads, and a workgroup per row spreads one
+ * row's keys over its threads instead. */
+#define ATTN_TILE_MIN_S 32
+#define ATTN_TILE_MAX_D 128
+#define MAX_AXES        3     /* axes one dispatch may be split along */
+#define MAX_CHUNKS      65536 /* dispatches one split dispatch may become */
+#define MAX_SEGS        16    /* command buffers a run is submitted in (cancel between them) */
+#define SEG_DISP        32    /* dispatches at least in one of them */
+#define SEG_RUN_S       1.0   /* a run at least this long is submitted in parts */
 
 /* An operand as a shader sees it: dims and element strides (already
  * broadcast / permuted / sliced for this op), plus bytes past the value's
@@ -898,20 +904,56 @@ static bool fill_rope(fill_ctx *c, const rlx_lir_instr *ins)
     return true;
 }
 
+static void set_items(const vk_disp *D, int32_t *w);
+static int32_t *fill_attention_rec(fill_ctx *c, const rlx_lir_instr *ins, vk_kernel kk,
+                                   const vt *qp, const vt *kp, const vt *vp, const vt *op,
+                                   bool idle);
+
 static bool fill_attention(fill_ctx *c, const rlx_lir_instr *ins)
 {
     vk_program *P = c->P;
     vt q = vt_of(P, ins->in[0], c->sv), k = vt_of(P, ins->in[1], c->sv),
        v = vt_of(P, ins->in[2], c->sv), o = vt_of(P, ins->out, c->sv);
-    int rq = q.rank, rk = k.rank, rv = v.rank, ro = o.rank;
-    int64_t B = rq == 4 ? q.ne[0] : 1;
+    int rq = q.rank, rk = k.rank, rv = v.rank;
     int64_t Hq = q.ne[rq - 3], S = q.ne[rq - 2], D = q.ne[rq - 1];
-    int64_t Hkv = k.ne[rk - 3], T = k.ne[rk - 2], Dv = v.ne[rv - 1];
+    int64_t Hkv = k.ne[rk - 3], Dv = v.ne[rv - 1];
     if (Hkv <= 0 || Hq % Hkv)
         return fail(c, "query heads are not a multiple of the key/value heads");
     if (D > ATTN_MAX_D || Dv > ATTN_MAX_DV)
         return fail(c, "head dim too large");
-    int32_t *w = new_disp(c, VK_K_ATTN, true, B * Hq * S);
+    /* With many query rows a second, tiled dispatch: made at create when the
+     * rows' bound reaches ATTN_TILE_MIN_S, and kept (so the recorded command
+     * buffer replays); each run gives the work to one of the pair by its
+     * row count and sizes the other to no workgroups. */
+    vk_kernel tk = VK_K_COUNT;
+    if (c->fixed) {
+        vk_kernel f = c->fixed[c->n + 1].k;
+        if (f == VK_K_ATTN_T64 || f == VK_K_ATTN_T128)
+            tk = f;
+    } else if (S >= ATTN_TILE_MIN_S && D <= ATTN_TILE_MAX_D && Dv <= ATTN_TILE_MAX_D) {
+        tk = D <= 64 && Dv <= 64 ? VK_K_ATTN_T64 : VK_K_ATTN_T128;
+    }
+    int64_t td = tk == VK_K_ATTN_T64 ? 64 : ATTN_TILE_MAX_D;
+    bool tiled = tk != VK_K_COUNT && S >= ATTN_TILE_MIN_S && D <= td && Dv <= td;
+    int32_t *w = fill_attention_rec(c, ins, VK_K_ATTN, &q, &k, &v, &o, tiled);
+    if (w && tk != VK_K_COUNT)
+        w = fill_attention_rec(c, ins, tk, &q, &k, &v, &o, !tiled);
+    return w != NULL;
+}
+
+/* One attention dispatch of kernel kk; idle: sized to no workgroups. */
+static int32_t *fill_attention_rec(fill_ctx *c, const rlx_lir_instr *ins, vk_kernel kk,
+                                   const vt *qp, const vt *kp, const vt *vp, const vt *op,
+                                   bool idle)
+{
+    vk_program *P = c->P;
+    vt q = *qp, k = *kp, v = *vp, o = *op;
+    int rq = q.rank, rk = k.rank, rv = v.rank, ro = o.rank;
+    int64_t B = rq == 4 ? q.ne[0] : 1;
+    int64_t Hq = q.ne[rq - 3], S = q.ne[rq - 2], D = q.ne[rq - 1];
+    int64_t Hkv = k.ne[rk - 3], T = k.ne[rk - 2], Dv = v.ne[rv - 1];
+    int32_t *w = new_disp(c, kk, true, 0);
+    w[PRM(32)] = idle;
     put_desc(c, w, 0, &q);
     put_desc(c, w, 1, &k);
     put_desc(c, w, 2, &v);
@@ -949,7 +991,8 @@ static bool fill_attention(fill_ctx *c, const rlx_lir_instr *ins)
         for (int d = 0; d < 3; d++)
             w[PRM(20 + 3 * j + d)] = (int32_t)ts[j]->st[rr - 3 + d];
     }
-    return true;
+    set_items(&c->d[c->n - 1], w);
+    return w;
 }
 
 static void as4d(const vt *t, int64_t *ne, int64_t *st)
@@ -1302,7 +1345,9 @@ static int split_axes(const vk_disp *D, int32_t *w, split_axis *ax)
         }
         break;
     }
-    case VK_K_ATTN: {
+    case VK_K_ATTN:
+    case VK_K_ATTN_T64:
+    case VK_K_ATTN_T128: {
         int g = w[PRM(4)] > 0 ? w[PRM(1)] / w[PRM(4)] : 1;
         if (g < 1 || g > 127)
             return 0;
@@ -1419,7 +1464,11 @@ static void set_items(const vk_disp *D, int32_t *w)
         break;
     }
     case VK_K_ATTN:
-        n = (int64_t)w[PRM(0)] * w[PRM(1)] * w[PRM(2)];
+        n = w[PRM(32)] ? 0 : (int64_t)w[PRM(0)] * w[PRM(1)] * w[PRM(2)];
+        break;
+    case VK_K_ATTN_T64:
+    case VK_K_ATTN_T128: /* a workgroup per VK_LS query rows of a head */
+        n = w[PRM(32)] ? 0 : (int64_t)w[PRM(0)] * w[PRM(1)] * ((w[PRM(2)] + VK_LS - 1) / VK_LS);
         break;
     default:
         for (int d = 0; d < qo[1]; d++)

@@ -1,7 +1,8 @@
 #version 450
 // One workgroup per query row: scores for a chunk of LS keys at a time,
 // online softmax, each thread owning Dv/LS output dims. K and V are read
-// in place in their own dtype and layout.
+// in place in their own dtype and layout. Decode-sized steps (fewer than
+// ATTN_TILE_MIN_S rows per head) run here; longer ones in attention-tile.comp.
 // P(0) B, P(1) Hq, P(2) S, P(3) D, P(4) Hkv, P(5) T, P(6) Dv, PF(7) scale,
 // PF(8) softcap, P(9) mask, P(10) window, P(11) bias; batch strides
 // q,k,v,o P(12..15); bias strides P(16..19); (h, s, d) strides of
