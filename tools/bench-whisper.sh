@@ -28,13 +28,17 @@ while [ $i -lt "$reps" ]; do
     sed -n 's/^decoder *\([0-9.]*\) ms.*/\1/p' "$tmp/rb" >>"$tmp/r-dec"
     sed -n 's/^prompt *\([0-9.]*\) ms.*/\1/p' "$tmp/rb" >>"$tmp/r-pp"
     s=$(date +%s.%N)
-    "$wdir/whisper-cli" -m "$model" -f "$audio" -t "$threads" -l en -bs 1 -bo 1 -nf -np >/dev/null 2>&1
+    "$wdir/whisper-cli" -m "$model" -f "$audio" -t "$threads" -l en -bs 1 -bo 1 -nf >/dev/null 2>"$tmp/wc"
     e=$(date +%s.%N)
     echo "$e - $s" | bc >>"$tmp/w-file"
+    # tokens it decoded: its single steps and batched runs
+    sed -n 's/.*\(decode\|batchd\) time = *[0-9.]* ms \/ *\([0-9]*\) runs.*/\2/p' "$tmp/wc" |
+        awk '{n += $1} END {print n}' >>"$tmp/w-tok"
     s=$(date +%s.%N)
-    "$rlx" transcribe -m "$model" -f "$audio" -t "$threads" --language en --no-fallback -q >/dev/null 2>&1
+    "$rlx" transcribe -m "$model" -f "$audio" -t "$threads" --language en --no-fallback -q >/dev/null 2>"$tmp/rc"
     e=$(date +%s.%N)
     echo "$e - $s" | bc >>"$tmp/r-file"
+    sed -n 's/.*tokens\/s (\([0-9]*\)).*/\1/p' "$tmp/rc" >>"$tmp/r-tok"
     i=$((i + 1))
 done
 printf '%-34s %12s %12s %8s\n' "$(basename "$model"), $threads threads" "rlx" "whisper.cpp" "ratio"
@@ -46,3 +50,7 @@ row enc "encoder, ms per 30-s window"
 row dec "decoder, ms per token"
 row pp "prompt, ms per token"
 row file "$(basename "$audio"), s (whole run)"
+row tok "  tokens it decoded (its own text)"
+echo "(the whole runs decode their own text: on random weights the two stop after"
+echo " different numbers of tokens, so compare the stage rows; on a trained model"
+echo " the texts, and so the token counts, agree)"
