@@ -900,10 +900,11 @@ static rlx_status transcribe(rlx_whisper *w, source *src, const rlx_whisper_deco
     const rlx_whisper_special *sp = w->sp;
     const int NM = w->hp->n_mels, NF = RLX_WHISPER_N_FRAMES;
     const int tb = sp->timestamp_begin;
-    if (dp->beam_size > RLX_WHISPER_MAX_BEAMS)
+    if (dp->beam_size > w->max_beams)
         return rlx_error_set(err, RLX_ERR_INVALID_ARG,
-                             "a beam size of %d is too large (at most %d)", dp->beam_size,
-                             RLX_WHISPER_MAX_BEAMS);
+                             "a beam size of %d is more than this model was loaded for (%d, "
+                             "rlx_whisper_params.max_beams)",
+                             dp->beam_size, w->max_beams);
     decoder d = {.w = w, .dp = dp, .rng = dp->seed ^ 0x5EEDull, .lang_token = -1};
     float *mel = malloc(sizeof(float) * (size_t)NM * NF);
     d.lp = malloc(sizeof(float) * (size_t)w->hp->n_vocab);
@@ -1145,10 +1146,11 @@ rlx_status rlx_whisper_decode_window(rlx_whisper *w, const rlx_whisper_decode_pa
     rlx_whisper_decode_params def = rlx_whisper_decode_default_params();
     if (!dp)
         dp = &def;
-    if (dp->beam_size > RLX_WHISPER_MAX_BEAMS)
+    if (dp->beam_size > w->max_beams)
         return rlx_error_set(err, RLX_ERR_INVALID_ARG,
-                             "a beam size of %d is too large (at most %d)", dp->beam_size,
-                             RLX_WHISPER_MAX_BEAMS);
+                             "a beam size of %d is more than this model was loaded for (%d, "
+                             "rlx_whisper_params.max_beams)",
+                             dp->beam_size, w->max_beams);
     decoder d = {.w = w, .dp = dp, .rng = dp->seed ^ 0x5EEDull, .lang_token = -1};
     d.lp = malloc(sizeof(float) * (size_t)w->hp->n_vocab);
     window_result *wr = malloc(sizeof *wr);

@@ -18,7 +18,7 @@ double rlx_whisper_now_ms(void)
 
 rlx_whisper_params rlx_whisper_default_params(void)
 {
-    return (rlx_whisper_params){.device = "cpu", .max_beams = 5};
+    return (rlx_whisper_params){.device = "cpu", .max_beams = 1};
 }
 
 static rlx_status compile(rlx_whisper *w, rlx_graph *g, rlx_session_program **out, const char *what,
@@ -118,6 +118,13 @@ rlx_status rlx_whisper_create(const char *model_path, const rlx_whisper_params *
     if ((st = load_encoder(w, false, &w->enc, err)) != RLX_OK ||
         (st = load_decoder(w, 1, RLX_WHISPER_STEP_SEQ, false, &w->dec[1], err)) != RLX_OK ||
         (st = load_decoder(w, 1, RLX_WHISPER_PREFILL_SEQ, false, &w->pre[1], err)) != RLX_OK)
+        goto fail;
+    /* the beam programs (and their caches, max_beams times one beam's) now, so
+     * the memory budget is checked before anything is transcribed */
+    if (w->max_beams > 1 && ((st = load_decoder(w, w->max_beams, RLX_WHISPER_STEP_SEQ, false,
+                                                &w->dec[w->max_beams], err)) != RLX_OK ||
+                             (st = load_decoder(w, w->max_beams, RLX_WHISPER_PREFILL_SEQ, false,
+                                                &w->pre[w->max_beams], err)) != RLX_OK))
         goto fail;
     rlx_session_set_progress(w->s, NULL, NULL);
     if ((st = rlx_mel_create(w->hp->n_mels, rlx_whisper_file_mel_filters(w->file), &w->mel, err)) !=

@@ -66,10 +66,11 @@ typedef struct rlx_whisper rlx_whisper;
 typedef bool (*rlx_whisper_progress_fn)(void *user, const char *stage, double fraction);
 
 typedef struct rlx_whisper_params {
-    const char *device;               /* "cpu", "vulkan:0", "cuda:0"; NULL = "cpu" */
-    int n_threads;                    /* CPU threads; 0 = one per core the process may use */
-    uint64_t memory_budget;           /* bytes; 0 = the device's (see rlx_session_params) */
-    int max_beams;                    /* the largest beam size decodes will ask for (5) */
+    const char *device;     /* "cpu", "vulkan:0", "cuda:0"; NULL = "cpu" */
+    int n_threads;          /* CPU threads; 0 = one per core the process may use */
+    uint64_t memory_budget; /* bytes; 0 = the device's (see rlx_session_params) */
+    int max_beams;          /* the largest beam size decodes will ask for (1, up to 16): its
+                             * programs and caches are made, and budgeted, at load */
     rlx_whisper_progress_fn progress; /* loading progress, or NULL */
     void *progress_user;
 } rlx_whisper_params;
