@@ -1041,6 +1041,15 @@ static char *without_path(const char *message, const char *path)
     return g_strjoinv(base, parts);
 }
 
+/* The loaded model's memory goes on to the window's header bar. */
+static guint pane_signal_memory;
+
+static void on_memory(RlxTranscriber *tr, const RlxMemoryInfo *m, RlxTranscribePane *self)
+{
+    (void)tr;
+    g_signal_emit(self, pane_signal_memory, 0, m);
+}
+
 static void on_finished(RlxTranscriber *tr, int status, const char *message,
                         RlxTranscribePane *self)
 {
@@ -1738,6 +1747,8 @@ static void rlx_transcribe_pane_class_init(RlxTranscribePaneClass *klass)
     object_class->dispose = rlx_transcribe_pane_dispose;
     object_class->finalize = rlx_transcribe_pane_finalize;
     widget_class->map = rlx_transcribe_pane_map;
+    pane_signal_memory = g_signal_new("memory", G_TYPE_FROM_CLASS(klass), G_SIGNAL_RUN_LAST, 0,
+                                      NULL, NULL, NULL, G_TYPE_NONE, 1, G_TYPE_POINTER);
 
     gtk_widget_class_set_layout_manager_type(widget_class, GTK_TYPE_BIN_LAYOUT);
     gtk_widget_class_set_template_from_resource(widget_class,
@@ -1843,6 +1854,7 @@ static void rlx_transcribe_pane_init(RlxTranscribePane *self)
     g_signal_connect(self->transcriber, "segment", G_CALLBACK(on_segment), self);
     g_signal_connect(self->transcriber, "progress", G_CALLBACK(on_progress), self);
     g_signal_connect(self->transcriber, "finished", G_CALLBACK(on_finished), self);
+    g_signal_connect(self->transcriber, "memory", G_CALLBACK(on_memory), self);
 
     GtkDropTarget *drop = gtk_drop_target_new(G_TYPE_INVALID, GDK_ACTION_COPY);
     GType types[] = {GDK_TYPE_FILE_LIST, G_TYPE_FILE};

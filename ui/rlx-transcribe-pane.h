@@ -22,6 +22,9 @@
  * model-file, model-folder. The keys work while the focus is in the page
  * (it moves there when the page is shown).
  *
+ * Signal: memory (const RlxMemoryInfo *): what the loaded Whisper model
+ * takes on its device (for the header bar, while this page is shown).
+ *
  * Settings: whisper-model (the last model chosen), whisper-language,
  * whisper-translate; device, memory-budget-mib and threads as the Chat page
  * uses them.

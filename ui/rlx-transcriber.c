@@ -1,5 +1,6 @@
 #include "rlx-transcriber.h"
 
+#include "engine/runtime/session.h"
 #include "models/whisper/whisper.h"
 
 #include <string.h>
@@ -11,6 +12,7 @@ enum {
     EV_SEGMENT,
     EV_PROGRESS,
     EV_FINISHED,
+    EV_MEMORY,
 };
 
 typedef struct {
@@ -20,6 +22,7 @@ typedef struct {
     gint64 t0, t1;
     int status;
     gboolean flag;
+    RlxMemoryInfo mem;
 } Event;
 
 typedef struct {
@@ -61,6 +64,7 @@ enum {
     SIG_SEGMENT,
     SIG_PROGRESS,
     SIG_FINISHED,
+    SIG_MEMORY,
     N_SIGNALS,
 };
 static guint signals[N_SIGNALS];
@@ -107,6 +111,9 @@ static gboolean dispatch(gpointer data)
             break;
         case EV_PROGRESS:
             g_signal_emit(self, signals[SIG_PROGRESS], 0, e->a, e->b);
+            break;
+        case EV_MEMORY:
+            g_signal_emit(self, signals[SIG_MEMORY], 0, &e->mem);
             break;
         case EV_FINISHED:
             /* Not busy before the signal: its handler may start the next job. */
@@ -224,6 +231,19 @@ static rlx_status ensure_runner(RlxTranscriber *self, const Job *j, rlx_error **
         return st;
     }
     self->runner_key = g_steal_pointer(&key);
+    /* what the model takes on its device, for the header bar's memory */
+    rlx_session *s = rlx_whisper_session(self->runner);
+    rlx_session_memory_info mi = rlx_session_memory(s);
+    rlx_device_info di;
+    Event *e = event_new(EV_MEMORY, NULL);
+    e->mem.weights = mi.weights_bytes;
+    e->mem.kv_cache = mi.state_bytes;
+    e->mem.activations = mi.arena_bytes;
+    e->mem.budget = mi.budget_bytes;
+    if (rlx_session_device_info(s, &di, NULL) == RLX_OK)
+        e->mem.device_total = di.total_memory;
+    e->mem.on_gpu = strcmp(rlx_session_backend(s)->name, "cpu") != 0;
+    post(self, e);
     return RLX_OK;
 }
 
@@ -384,6 +404,8 @@ static void rlx_transcriber_class_init(RlxTranscriberClass *klass)
                                          G_TYPE_NONE, 2, G_TYPE_DOUBLE, G_TYPE_DOUBLE);
     signals[SIG_FINISHED] = g_signal_new("finished", t, G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL,
                                          G_TYPE_NONE, 2, G_TYPE_INT, G_TYPE_STRING);
+    signals[SIG_MEMORY] = g_signal_new("memory", t, G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL,
+                                       G_TYPE_NONE, 1, G_TYPE_POINTER);
 }
 
 static void rlx_transcriber_init(RlxTranscriber *self)

@@ -16,6 +16,7 @@
  *   language (const char *code, double p)
  *   segment (gint64 t0_ms, gint64 t1_ms, const char *text)
  *   progress (double done_s, double total_s)   done_s <= total_s
+ *   memory (const RlxMemoryInfo *)   what the model takes, once it is loaded
  *   finished (int status, const char *message)    status: an rlx_status
  *            (0, RLX_ERR_CANCELLED, or a failure and its sentence)
  *
@@ -30,6 +31,8 @@
 
 #include <gio/gio.h>
 #include <stdint.h>
+
+#include "rlx-engine.h" /* RlxMemoryInfo */
 
 G_BEGIN_DECLS
 

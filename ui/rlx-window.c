@@ -25,7 +25,9 @@ struct _RlxWindow {
 
     RlxEngine *engine;
     GPtrArray *devices; /* RlxDevice */
-    RlxMemoryInfo mem;
+    RlxMemoryInfo mem;  /* shown: the visible page's */
+    /* each page's model: the Chat page's LLM, the Transcribe page's Whisper */
+    RlxMemoryInfo mem_chat, mem_transcribe;
     GtkLabel *mem_labels[4];
     GtkLabel *layers_label; /* "3 of 28 layers on the GPU…", GPU devices only */
     char *device_id;        /* the device setting the window last applied */
@@ -237,10 +239,34 @@ static void on_model_loaded(RlxEngine *e, RlxWindow *self)
     adw_view_switcher_title_set_subtitle(self->switcher_title, i->name);
 }
 
+/* The header bar's memory is the visible page's model's: the Transcribe
+ * page's Whisper model there, the chat model elsewhere. */
+static void show_page_memory(RlxWindow *self)
+{
+    const char *page = adw_view_stack_get_visible_child_name(self->stack);
+    self->mem = g_strcmp0(page, "transcribe") == 0 ? self->mem_transcribe : self->mem_chat;
+    update_memory_labels(self);
+}
+
 static void on_memory(RlxEngine *e, const RlxMemoryInfo *m, RlxWindow *self)
 {
-    self->mem = *m;
-    update_memory_labels(self);
+    (void)e;
+    self->mem_chat = *m;
+    show_page_memory(self);
+}
+
+static void on_transcribe_memory(RlxTranscribePane *p, const RlxMemoryInfo *m, RlxWindow *self)
+{
+    (void)p;
+    self->mem_transcribe = *m;
+    show_page_memory(self);
+}
+
+static void on_page_changed(AdwViewStack *stack, GParamSpec *pspec, RlxWindow *self)
+{
+    (void)stack;
+    (void)pspec;
+    show_page_memory(self);
 }
 
 static void build_memory_grid(RlxWindow *self)
@@ -516,6 +542,8 @@ static void rlx_window_init(RlxWindow *self)
     gtk_widget_init_template(GTK_WIDGET(self));
     self->engine = rlx_engine_new();
     g_signal_connect(self->engine, "memory", G_CALLBACK(on_memory), self);
+    g_signal_connect(self->transcribe_pane, "memory", G_CALLBACK(on_transcribe_memory), self);
+    g_signal_connect(self->stack, "notify::visible-child-name", G_CALLBACK(on_page_changed), self);
     gtk_drawing_area_set_draw_func(self->memory_bar, draw_memory, self, NULL);
     gtk_drawing_area_set_draw_func(self->memory_mini, draw_memory, self, NULL);
     g_signal_connect(self->engine, "model-loaded", G_CALLBACK(on_model_loaded), self);
