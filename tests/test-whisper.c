@@ -416,7 +416,7 @@ static void cpu_word_timestamps(void **state)
     for (int i = 0; i < N_JFK; i++)
         toks[i] = (rlx_whisper_token){.id = jfk_text[i], .p = 0.5f, .t0_ms = -1, .t1_ms = -1};
     rlx_whisper_segment seg = {.t0_ms = 0, .t1_ms = 11000, .n_tokens = N_JFK, .tokens = toks};
-    CHECK(rlx_whisper_add_words(w, sot, 3, &seg, 1, 1100, 0, &err_));
+    CHECK(rlx_whisper_add_words(w, sot, 3, &seg, 1, 1100, 0, NULL, &err_));
     /* the two commas and the full stop join the words before them */
     bool ordered = seg.n_words == nw - 3;
     for (int i = 0; i < seg.n_words; i++)
@@ -531,6 +531,36 @@ static void cpu_merge_punctuation(void **state)
     }
 }
 
+/* openai's add_word_timestamps heuristics on times worked out by hand from
+ * its source: a sentence end longer than twice the median word is cut; the
+ * first word after a pause is cut to twice the median, a segment takes its
+ * start from its first word, and a last word running 0.5 s past the
+ * segment ends with it. */
+static void cpu_word_heuristics(void **state)
+{
+    (void)state;
+    char a[] = " a", b[] = " b", dot[] = ".", c[] = " c";
+    char *texts[4] = {a, b, dot, c};
+    float t0[4] = {0, 0.2f, 0.4f, 2.4f}, t1[4] = {0.2f, 0.4f, 2.4f, 2.6f};
+    float median = 0, max_dur = 0;
+    rlx_whisper_clip_long_words(texts, t0, t1, 4, &median, &max_dur);
+    assert_true(fabsf(median - 0.2f) < 1e-6f && fabsf(max_dur - 0.4f) < 1e-6f);
+    assert_true(fabsf(t1[2] - 0.8f) < 1e-6f && t0[2] == 0.4f && t1[3] == 2.6f);
+
+    rlx_whisper_word words[3] = {{.text = a, .t0_ms = 0, .t1_ms = 2000},
+                                 {.text = b, .t0_ms = 2000, .t1_ms = 2200},
+                                 {.text = c, .t0_ms = 2200, .t1_ms = 6000}};
+    rlx_whisper_segment seg = {.t0_ms = 1000, .t1_ms = 5000, .n_words = 3, .words = words};
+    double last = 0;
+    rlx_whisper_fit_segment_words(&seg, 0.2f, 0.4f, &last);
+    assert_int_equal(seg.t0_ms, 1600);
+    assert_int_equal(seg.t1_ms, 5000);
+    assert_int_equal(words[0].t0_ms, 1600);
+    assert_int_equal(words[0].t1_ms, 2000);
+    assert_int_equal(words[2].t1_ms, 5000);
+    assert_true(last == 5.0);
+}
+
 /* every device but the CPU (the F16 file: the GPU kernels' F16 paths) */
 static void devices_other_than_cpu(void **state)
 {
@@ -555,10 +585,10 @@ int main(int argc, char **argv)
                                                              : argv[1]);
     rlx_test_need_data("whisper/for-tests-ggml-tiny.bin", "audio/jfk.wav", NULL);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(cpu_ggml_f32),           cmocka_unit_test(cpu_ggml_f16),
-        cmocka_unit_test(cpu_hf_folder),          cmocka_unit_test(cpu_word_timestamps),
-        cmocka_unit_test(cpu_ggml_q8_0),          cmocka_unit_test(cpu_merge_punctuation),
-        cmocka_unit_test(devices_other_than_cpu),
+        cmocka_unit_test(cpu_ggml_f32),        cmocka_unit_test(cpu_ggml_f16),
+        cmocka_unit_test(cpu_hf_folder),       cmocka_unit_test(cpu_word_timestamps),
+        cmocka_unit_test(cpu_ggml_q8_0),       cmocka_unit_test(cpu_merge_punctuation),
+        cmocka_unit_test(cpu_word_heuristics), cmocka_unit_test(devices_other_than_cpu),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

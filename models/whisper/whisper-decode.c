@@ -951,6 +951,7 @@ static rlx_status transcribe(rlx_whisper *w, source *src, const rlx_whisper_deco
             ? seek + dp->duration_ms * RLX_WHISPER_SAMPLE_RATE / 1000 / RLX_WHISPER_HOP
             : INT64_MAX;
     bool language_set = false;
+    double last_speech = 0; /* openai's last_speech_timestamp (word timestamps) */
     float mel_top = 0;
     double tmx = rlx_whisper_now_ms();
     if ((st = mel_max(w, src, mel, &mel_top, err)) != RLX_OK)
@@ -1003,12 +1004,13 @@ static rlx_status transcribe(rlx_whisper *w, source *src, const rlx_whisper_deco
         int64_t t_off = seek * RLX_WHISPER_HOP * 1000 / RLX_WHISPER_SAMPLE_RATE;
         int64_t t_end = (seek + seg) * RLX_WHISPER_HOP * 1000 / RLX_WHISPER_SAMPLE_RATE;
         int first_new = r->n_segments;
+        bool single_end = false;
         if (rlx_whisper_should_skip(dp, wr->avg_logprob, wr->no_speech_prob)) {
             seek += seg;
         } else {
             const int32_t *t = wr->tokens;
             int n = wr->n;
-            bool single_end = n >= 2 && t[n - 2] < tb && t[n - 1] >= tb;
+            single_end = n >= 2 && t[n - 2] < tb && t[n - 1] >= tb;
             int slices[MAX_TOK + 1], ns = 0;
             for (int i = 1; i < n; i++)
                 if (t[i] >= tb && t[i - 1] >= tb)
@@ -1048,8 +1050,21 @@ static rlx_status transcribe(rlx_whisper *w, source *src, const rlx_whisper_deco
         if (dp->word_timestamps && r->n_segments > first_new &&
             (st = rlx_whisper_add_words(w, d.initial + d.sot_index, d.lang_token >= 0 ? 3 : 1,
                                         r->segments + first_new, r->n_segments - first_new, seg,
-                                        t_off, err)) != RLX_OK)
+                                        t_off, &last_speech, err)) != RLX_OK)
             goto done;
+        if (dp->word_timestamps && r->n_segments > first_new) {
+            /* openai: with word timestamps the next window starts at the last
+             * word's end (unless the window ended on a lone timestamp) */
+            int64_t end_ms = -1;
+            for (int k = r->n_segments - 1; k >= first_new && end_ms < 0; k--)
+                if (r->segments[k].n_words > 0)
+                    end_ms = r->segments[k].words[r->segments[k].n_words - 1].t1_ms;
+            if (end_ms < 0)
+                end_ms = r->segments[r->n_segments - 1].t1_ms;
+            if (!single_end && end_ms > t_off)
+                seek = (end_ms + 5) / 10; /* 100 frames a second */
+            last_speech = end_ms / 1000.0;
+        }
         report(&col);
         double done_s =
             (double)(seek < seek_end ? seek : seek_end) * RLX_WHISPER_HOP / RLX_WHISPER_SAMPLE_RATE;

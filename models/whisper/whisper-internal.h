@@ -84,7 +84,18 @@ float rlx_whisper_compression_ratio(rlx_whisper *w, const int32_t *tok, int n);
  * segment's words and its tokens' times. */
 rlx_status rlx_whisper_add_words(rlx_whisper *w, const int32_t *sot_seq, int n_sot,
                                  rlx_whisper_segment *segs, int n_segs, int64_t n_frames,
-                                 int64_t t_off_ms, rlx_error **err);
+                                 int64_t t_off_ms, double *last_speech_s, rlx_error **err);
+/* openai's add_word_timestamps heuristics. Before the punctuation merge: the
+ * median of the words' nonzero durations (at most 0.7 s) into *median, twice
+ * it into *max_dur, and a word longer than that at a sentence's end (or just
+ * after one) cut to it. Per segment (last_speech_s in/out, seconds): the
+ * first words after a pause cut to max_dur, and the segment's start and end
+ * taken from its words unless a word is too long, then the word's from the
+ * segment. A NULL last_speech_s in rlx_whisper_add_words skips the latter. */
+void rlx_whisper_clip_long_words(char *const *texts, float *t0, float *t1, int n, float *median,
+                                 float *max_dur);
+void rlx_whisper_fit_segment_words(rlx_whisper_segment *seg, float median, float max_dur,
+                                   double *last_speech_s);
 /* Its two halves, for tests: the alignment heads' filtered, averaged
  * cross-attention over the no-timestamps and text tokens' rows
  * ([(n_text + 1) * F], F = n_frames / 2 into *out_f) ... */

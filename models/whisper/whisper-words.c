@@ -337,25 +337,31 @@ done:
     return nw;
 }
 
-static bool trimmed_in(const char *word, const char *const *set)
+/* openai tests `word in "...marks..."` on Python strings: a substring test,
+ * so an empty word is in every set */
+static bool in_marks(const char *word, size_t n, const char *marks)
+{
+    if (n == 0)
+        return true;
+    char *w = strndup(word, n);
+    bool in = w && strstr(marks, w) != NULL;
+    free(w);
+    return in;
+}
+
+static bool trimmed_in(const char *word, const char *marks)
 {
     while (*word == ' ')
         word++;
     size_t n = strlen(word);
     while (n && word[n - 1] == ' ')
         n--;
-    for (; *set; set++)
-        if (strlen(*set) == n && !strncmp(*set, word, n))
-            return true;
-    return false;
+    return in_marks(word, n, marks);
 }
 
-static bool exactly_in(const char *word, const char *const *set)
+static bool exactly_in(const char *word, const char *marks)
 {
-    for (; *set; set++)
-        if (!strcmp(*set, word))
-            return true;
-    return false;
+    return in_marks(word, strlen(word), marks);
 }
 
 static char *join(const char *a, const char *b)
@@ -371,10 +377,9 @@ static char *join(const char *a, const char *b)
 
 int rlx_whisper_merge_punctuation(char **texts, int *first, int *count, float *t0, float *t1, int n)
 {
-    static const char *const pre[] = {"\"", "'", "\u201c", "\u00bf", "(", "[", "{", "-", NULL};
-    static const char *const app[] = {"\"",     "'",      ".", "\u3002", ",",      "\uff0c",
-                                      "!",      "\uff01", "?", "\uff1f", ":",      "\uff1a",
-                                      "\u201d", ")",      "]", "}",      "\u3001", NULL};
+    /* openai's prepend_punctuations and append_punctuations */
+    static const char pre[] = "\"'\u201c\u00bf([{-";
+    static const char app[] = "\"'.\u3002,\uff0c!\uff01?\uff1f:\uff1a\u201d)]}\u3001";
     /* an opening mark (" (, with its space) joins the word after it */
     for (int i = n - 2, j = n - 1; i >= 0; i--) {
         if (texts[i][0] == ' ' && trimmed_in(texts[i], pre)) {
@@ -421,9 +426,87 @@ int rlx_whisper_merge_punctuation(char **texts, int *first, int *count, float *t
     return k;
 }
 
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+void rlx_whisper_clip_long_words(char *const *texts, float *t0, float *t1, int n, float *median,
+                                 float *max_dur)
+{
+    /* the median of the words' nonzero durations, at most 0.7 s */
+    double *d = malloc(sizeof(double) * (size_t)(n > 0 ? n : 1));
+    int nd = 0;
+    for (int i = 0; d && i < n; i++)
+        if (t1[i] - t0[i] != 0)
+            d[nd++] = t1[i] - t0[i];
+    double med = 0;
+    if (nd > 0) {
+        qsort(d, (size_t)nd, sizeof *d, cmp_d);
+        med = nd % 2 ? d[nd / 2] : 0.5 * (d[nd / 2 - 1] + d[nd / 2]);
+    }
+    free(d);
+    med = med < 0.7 ? med : 0.7;
+    float mx = (float)(2 * med);
+    *median = (float)med;
+    *max_dur = mx;
+    if (nd == 0)
+        return;
+    /* a word at a sentence's end (or right after one) is at most twice it */
+    static const char marks[] = ".\u3002!\uff01?\uff1f";
+    for (int i = 1; i < n; i++)
+        if (t1[i] - t0[i] > mx) {
+            if (exactly_in(texts[i], marks))
+                t1[i] = t0[i] + mx;
+            else if (exactly_in(texts[i - 1], marks))
+                t0[i] = t1[i] - mx;
+        }
+}
+
+void rlx_whisper_fit_segment_words(rlx_whisper_segment *seg, float median, float max_dur,
+                                   double *last_speech_s)
+{
+    if (seg->n_words == 0)
+        return;
+    rlx_whisper_word *wd = seg->words;
+    const int n = seg->n_words;
+    double s0 = seg->t0_ms / 1000.0, s1 = seg->t1_ms / 1000.0;
+    double w0s = wd[0].t0_ms / 1000.0, w0e = wd[0].t1_ms / 1000.0;
+    /* the first (and second) word after a pause at most twice the median */
+    if (w0e - *last_speech_s > median * 4 &&
+        (w0e - w0s > max_dur || (n > 1 && wd[1].t1_ms / 1000.0 - w0s > max_dur * 2))) {
+        if (n > 1 && (wd[1].t1_ms - wd[1].t0_ms) / 1000.0 > max_dur) {
+            double e1 = wd[1].t1_ms / 1000.0;
+            double boundary = e1 / 2 > e1 - max_dur ? e1 / 2 : e1 - max_dur;
+            w0e = boundary;
+            wd[1].t0_ms = llround(boundary * 1000);
+        }
+        w0s = w0e - max_dur > 0 ? w0e - max_dur : 0;
+    }
+    /* the segment's own start where the first word is too long, else the word's */
+    if (s0 < w0e && s0 - 0.5 > w0s) {
+        double a = w0e - median < s0 ? w0e - median : s0;
+        w0s = a > 0 ? a : 0;
+    } else {
+        s0 = w0s;
+    }
+    wd[0].t0_ms = llround(w0s * 1000);
+    wd[0].t1_ms = llround(w0e * 1000);
+    /* and its own end where the last word is too long */
+    double ls = wd[n - 1].t0_ms / 1000.0, le = wd[n - 1].t1_ms / 1000.0;
+    if (s1 > ls && s1 + 0.5 < le)
+        wd[n - 1].t1_ms = llround((ls + median > s1 ? ls + median : s1) * 1000);
+    else
+        s1 = le;
+    seg->t0_ms = llround(s0 * 1000);
+    seg->t1_ms = llround(s1 * 1000);
+    *last_speech_s = s1;
+}
+
 rlx_status rlx_whisper_add_words(rlx_whisper *w, const int32_t *sot_seq, int n_sot,
                                  rlx_whisper_segment *segs, int n_segs, int64_t n_frames,
-                                 int64_t t_off_ms, rlx_error **err)
+                                 int64_t t_off_ms, double *last_speech_s, rlx_error **err)
 {
     const rlx_whisper_special *sp = w->sp;
     int32_t text[RLX_WHISPER_PREFILL_SEQ];
@@ -446,6 +529,7 @@ rlx_status rlx_whisper_add_words(rlx_whisper *w, const int32_t *sot_seq, int n_s
     char **texts = calloc((size_t)n_text, sizeof(char *));
     rlx_status st = RLX_OK;
     int nw = -1;
+    float median = 0, max_dur = 0;
     if (!mat || !t0 || !t1 || !first || !count || !texts) {
         st = rlx_error_set(err, RLX_ERR_NO_MEMORY, "out of memory for word timestamps");
         goto done;
@@ -460,8 +544,10 @@ rlx_status rlx_whisper_add_words(rlx_whisper *w, const int32_t *sot_seq, int n_s
                 nw = -1;
                 break;
             }
-        if (nw > 0)
+        if (nw > 0) {
+            rlx_whisper_clip_long_words(texts, t0, t1, nw, &median, &max_dur);
             nw = rlx_whisper_merge_punctuation(texts, first, count, t0, t1, nw);
+        }
     }
     if (nw < 0) {
         st = rlx_error_set(err, RLX_ERR_NO_MEMORY, "out of memory for word timestamps");
@@ -486,14 +572,17 @@ rlx_status rlx_whisper_add_words(rlx_whisper *w, const int32_t *sot_seq, int n_s
                 rlx_whisper_word *o = &segs[s].words[k];
                 o->text = texts[wi + k];
                 texts[wi + k] = NULL;
-                o->t0_ms = t_off_ms + (int64_t)lroundf(t0[wi + k] * 1000);
-                o->t1_ms = t_off_ms + (int64_t)lroundf(t1[wi + k] * 1000);
+                /* openai's round(time_offset + t, 2) */
+                o->t0_ms = llround((t_off_ms / 1000.0 + t0[wi + k]) * 100) * 10;
+                o->t1_ms = llround((t_off_ms / 1000.0 + t1[wi + k]) * 100) * 10;
                 double ps = 0;
                 for (int i = 0; i < count[wi + k]; i++)
                     ps += probs[first[wi + k] + i];
                 o->p = (float)(ps / count[wi + k]);
             }
             segs[s].n_words = cnt;
+            if (last_speech_s)
+                rlx_whisper_fit_segment_words(&segs[s], median, max_dur, last_speech_s);
             /* each token of a word gets the word's span */
             int ti = 0;
             for (int k = 0; k < segs[s].n_tokens; k++) {
