@@ -55,8 +55,11 @@ for model in "$@"; do
             fi
             for t in 1 0; do
                 out="$tmp/$name-$cond-$t-$r.json"
+                # t 0: the default (no -t; rlx refuses -t 0)
+                targ=""
+                [ "$t" = 0 ] || targ="-t $t"
                 # shellcheck disable=SC2086
-                $pin "$rlx" bench -m "$model" -p "$p" -n "$n" -r 3 -t "$t" --json > "$out"
+                $pin "$rlx" bench -m "$model" -p "$p" -n "$n" -r 3 $targ --json > "$out"
             done
             if [ -n "$yes_pid" ]; then
                 kill "$yes_pid"
