@@ -621,6 +621,14 @@ static rlx_status source_fill(source *src, int64_t from, int64_t upto, rlx_error
 {
     if (!src->reader)
         return RLX_OK;
+    if (from > src->b0 + src->n && !src->eof) {
+        /* a jump ahead (--offset): seek there instead of buffering the gap */
+        rlx_status st = rlx_audio_seek(src->reader, from, err);
+        if (st != RLX_OK)
+            return st;
+        src->b0 = from;
+        src->n = 0;
+    }
     if (from > src->b0) {
         int64_t drop = from - src->b0;
         if (drop > src->n)
@@ -946,6 +954,7 @@ static rlx_status transcribe(rlx_whisper *w, source *src, const rlx_whisper_deco
     int ctx_from = 0;
     int64_t seek =
         dp->offset_ms > 0 ? dp->offset_ms * RLX_WHISPER_SAMPLE_RATE / 1000 / RLX_WHISPER_HOP : 0;
+    const int64_t seek0 = seek; /* the timings count the audio from here */
     int64_t seek_end_limit =
         dp->duration_ms > 0
             ? seek + dp->duration_ms * RLX_WHISPER_SAMPLE_RATE / 1000 / RLX_WHISPER_HOP
@@ -1068,7 +1077,7 @@ static rlx_status transcribe(rlx_whisper *w, source *src, const rlx_whisper_deco
         report(&col);
         double done_s =
             (double)(seek < seek_end ? seek : seek_end) * RLX_WHISPER_HOP / RLX_WHISPER_SAMPLE_RATE;
-        r->timings.audio_s = done_s;
+        r->timings.audio_s = done_s - (double)seek0 * RLX_WHISPER_HOP / RLX_WHISPER_SAMPLE_RATE;
         if (cb && cb->progress) {
             int64_t est = src->reader
                               ? (src->eof ? src->total : rlx_audio_reader_length(src->reader))
