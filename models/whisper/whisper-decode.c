@@ -115,13 +115,18 @@ static void apply_filters(decoder *d, const int32_t *s, int n, float *logits)
     rlx_whisper *w = d->w;
     const rlx_whisper_special *sp = w->sp;
     const int V = w->hp->n_vocab, tb = sp->timestamp_begin;
+    /* the file's lists: SuppressBlank's (" " and the end of text, or
+     * generation_config's) and the non-speech tokens with the specials */
+    size_t nl = 0;
+    const int32_t *list;
     if (n == 0) {
-        if (w->blank >= 0)
-            logits[w->blank] = -INFINITY;
-        logits[sp->eot] = -INFINITY;
+        list = rlx_whisper_file_begin_suppress_tokens(w->file, &nl);
+        for (size_t i = 0; i < nl; i++)
+            logits[list[i]] = -INFINITY;
     }
-    for (size_t i = 0; i < w->n_suppress; i++)
-        logits[w->suppress[i]] = -INFINITY;
+    list = rlx_whisper_file_suppress_tokens(w->file, &nl);
+    for (size_t i = 0; i < nl; i++)
+        logits[list[i]] = -INFINITY;
     if (d->dp->no_timestamps)
         return;
     logits[sp->no_timestamps] = -INFINITY;

@@ -45,11 +45,7 @@ struct rlx_whisper {
     int max_beams;
     rlx_mel *mel;
     volatile int cancel;
-    float *logits; /* [RLX_WHISPER_MAX_BEAMS][n_vocab] */
-    /* token ids of " " (suppress-blank) and the suppress list with the specials */
-    int32_t blank;
-    int32_t *suppress;
-    size_t n_suppress;
+    float *logits;               /* [RLX_WHISPER_MAX_BEAMS][n_vocab] */
     rlx_whisper_timings *timing; /* of the transcription running, or NULL */
 };
 

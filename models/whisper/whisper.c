@@ -51,28 +51,6 @@ static rlx_status load_decoder(rlx_whisper *w, int nb, int seq_max, bool all,
     return st ? st : compile(w, g, out, "decoder", err);
 }
 
-/* The tokens the decoder never emits as text: openai's non-speech list with
- * the task/sequence specials (its _get_suppress_tokens; the file layer
- * already adds the specials). */
-static rlx_status make_suppress(rlx_whisper *w, rlx_error **err)
-{
-    size_t n = 0;
-    const int32_t *base = rlx_whisper_file_suppress_tokens(w->file, &n);
-    w->suppress = malloc(sizeof(int32_t) * (n + 1));
-    if (!w->suppress)
-        return rlx_error_set(err, RLX_ERR_NO_MEMORY, "out of memory");
-    for (size_t i = 0; i < n; i++)
-        if (base[i] >= 0 && base[i] < w->hp->n_vocab)
-            w->suppress[w->n_suppress++] = base[i];
-    int32_t *ids = NULL;
-    size_t nid = 0;
-    w->blank = -1;
-    if (rlx_whisper_file_encode(w->file, " ", 1, &ids, &nid, NULL) == RLX_OK && nid >= 1)
-        w->blank = ids[0];
-    free(ids);
-    return RLX_OK;
-}
-
 rlx_status rlx_whisper_create(const char *model_path, const rlx_whisper_params *p,
                               rlx_whisper **out, rlx_error **err)
 {
@@ -136,8 +114,6 @@ rlx_status rlx_whisper_create(const char *model_path, const rlx_whisper_params *
         st = rlx_error_set(err, RLX_ERR_NO_MEMORY, "out of memory for the logits");
         goto fail;
     }
-    if ((st = make_suppress(w, err)) != RLX_OK)
-        goto fail;
     *out = w;
     return RLX_OK;
 fail:
@@ -153,7 +129,6 @@ void rlx_whisper_free(rlx_whisper *w)
     rlx_whisper_file_free(w->file);
     rlx_mel_free(w->mel);
     free(w->logits);
-    free(w->suppress);
     free(w);
 }
 
