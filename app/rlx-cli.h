@@ -4,6 +4,7 @@
 #define RLX_APP_RLX_CLI_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 int rlx_cmd_info(int argc, char **argv);
 int rlx_cmd_tokenize(int argc, char **argv);
@@ -21,6 +22,10 @@ int rlx_cli_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* A whole decimal number in [lo, hi] (nothing else in s) into *out. */
 bool rlx_cli_parse_long(const char *s, long lo, long hi, long *out);
+
+/* A size such as 6G, 512M, 1.5GiB, 4096 (bytes; K/M/G/T are powers of 1024)
+ * into *out. */
+bool rlx_cli_parse_size(const char *s, uint64_t *out);
 
 /* The CPUs this process may run on (its affinity mask), at least 1. */
 int rlx_cli_usable_cpus(void);

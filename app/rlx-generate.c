@@ -86,48 +86,6 @@ typedef struct {
     bool no_bos, verbose;
 } options;
 
-static bool parse_size(const char *s, uint64_t *out)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || v < 0)
-        return false;
-    double mul = 1;
-    switch (*end) {
-    case 'k':
-    case 'K':
-        mul = 1024.0;
-        end++;
-        break;
-    case 'm':
-    case 'M':
-        mul = 1024.0 * 1024;
-        end++;
-        break;
-    case 'g':
-    case 'G':
-        mul = 1024.0 * 1024 * 1024;
-        end++;
-        break;
-    case 't':
-    case 'T':
-        mul = 1024.0 * 1024 * 1024 * 1024;
-        end++;
-        break;
-    default:
-        break;
-    }
-    if (*end == 'i' || *end == 'B' || *end == 'b')
-        end++;
-    if (*end == 'B')
-        end++;
-    if (*end)
-        return false;
-    *out = (uint64_t)(v * mul);
-    return true;
-}
-
 static bool parse_float(const char *s, float *out)
 {
     char *end;
@@ -408,7 +366,7 @@ static int parse_args(const char *cmd, int argc, char **argv, options *o)
             else
                 return rlx_cli_fail("%s: --kv-type is f16, f32 or q8_0, not '%s'", cmd, v);
         } else if (!strcmp(a, "--memory-budget")) {
-            if (!parse_size(v, &sz) || !sz)
+            if (!rlx_cli_parse_size(v, &sz) || !sz)
                 return rlx_cli_fail("%s: --memory-budget wants a size like 6G or 512M, not '%s'",
                                     cmd, v);
             o->lp.memory_budget = sz;

@@ -176,28 +176,6 @@ static bool parse_float(const char *s, double lo, double hi, double *out)
     return true;
 }
 
-static bool parse_size(const char *s, uint64_t *out)
-{
-    char *end = NULL;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || v <= 0)
-        return false;
-    double m = 1;
-    if (*end == 'K' || *end == 'k')
-        m = 1024.0, end++;
-    else if (*end == 'M' || *end == 'm')
-        m = 1024.0 * 1024, end++;
-    else if (*end == 'G' || *end == 'g')
-        m = 1024.0 * 1024 * 1024, end++;
-    if (*end == 'i' || *end == 'B')
-        end += *end == 'i' && end[1] == 'B' ? 2 : 1;
-    if (*end)
-        return false;
-    *out = (uint64_t)(v * m);
-    return true;
-}
-
 static int detect(rlx_whisper *w, const char *path)
 {
     rlx_error *err = NULL;
@@ -608,7 +586,7 @@ int rlx_cmd_transcribe(int argc, char **argv)
                                     v);
             device_index = (int)l;
         } else if (!strcmp(a, "--memory-budget")) {
-            if (!parse_size(v, &p.memory_budget))
+            if (!rlx_cli_parse_size(v, &p.memory_budget) || p.memory_budget == 0)
                 return rlx_cli_fail("transcribe: --memory-budget %s: give a size such as 2G or "
                                     "512M",
                                     v);

@@ -35,6 +35,48 @@ bool rlx_cli_parse_long(const char *s, long lo, long hi, long *out)
     return true;
 }
 
+bool rlx_cli_parse_size(const char *s, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || v < 0)
+        return false;
+    double mul = 1;
+    switch (*end) {
+    case 'k':
+    case 'K':
+        mul = 1024.0;
+        end++;
+        break;
+    case 'm':
+    case 'M':
+        mul = 1024.0 * 1024;
+        end++;
+        break;
+    case 'g':
+    case 'G':
+        mul = 1024.0 * 1024 * 1024;
+        end++;
+        break;
+    case 't':
+    case 'T':
+        mul = 1024.0 * 1024 * 1024 * 1024;
+        end++;
+        break;
+    default:
+        break;
+    }
+    if (*end == 'i' || *end == 'B' || *end == 'b')
+        end++;
+    if (*end == 'B')
+        end++;
+    if (*end)
+        return false;
+    *out = (uint64_t)(v * mul);
+    return true;
+}
+
 int rlx_cli_usable_cpus(void)
 {
     cpu_set_t set;
