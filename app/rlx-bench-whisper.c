@@ -14,6 +14,7 @@
 #include "engine/runtime/session.h"
 #include "models/whisper/whisper-file.h"
 #include "models/whisper/whisper.h"
+#include "rlx-bench-ops.h"
 #include "rlx-cli.h"
 
 static const char usage[] =
@@ -30,18 +31,6 @@ static const char usage[] =
     "  -t THREADS           CPU threads (default: one per core)\n";
 
 #define PROMPT 224 /* tokens of the timed prompt (the prompt program takes 232) */
-
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_d);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 static int fail_err(rlx_error *err)
 {
@@ -175,7 +164,7 @@ int rlx_bench_whisper_main(int argc, char **argv)
             rlx_whisper_result_free(res);
         }
         if (!rc) {
-            wall_s = median(tt, (int)reps);
+            wall_s = rlx_bench_median(tt, (int)reps);
             rtf = wall_s > 0 ? audio_s / wall_s : 0;
         }
     }
@@ -189,14 +178,14 @@ int rlx_bench_whisper_main(int argc, char **argv)
                rlx_whisper_kind(w), model, hp->n_audio_layer, hp->n_text_layer, hp->n_audio_state,
                NM, load_s);
         printf("device    %s, %d repetitions (median)\n", p.device ? p.device : "cpu", (int)reps);
-        printf("log-mel   %8.2f ms per 30-s window\n", median(tm, (int)reps));
-        printf("encoder   %8.2f ms per 30-s window\n", median(te, (int)reps));
-        double dms = median(td, (int)reps);
+        printf("log-mel   %8.2f ms per 30-s window\n", rlx_bench_median(tm, (int)reps));
+        printf("encoder   %8.2f ms per 30-s window\n", rlx_bench_median(te, (int)reps));
+        double dms = rlx_bench_median(td, (int)reps);
         printf("decoder   %8.2f ms per token  (%.1f tokens/s; %ld single steps from position "
                "0, one beam)\n",
                dms, dms > 0 ? 1e3 / dms : 0, steps);
-        printf("prompt    %8.2f ms per token  (%d tokens at once)\n", median(tp, (int)reps),
-               PROMPT);
+        printf("prompt    %8.2f ms per token  (%d tokens at once)\n",
+               rlx_bench_median(tp, (int)reps), PROMPT);
         if (audio)
             printf("file      %.1f s of audio in %.2f s: %.1fx realtime\n", audio_s, wall_s, rtf);
         printf("memory    peak RSS %s; weights %s (file %s), caches %s, activations %s\n",
