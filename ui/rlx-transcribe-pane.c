@@ -1,5 +1,6 @@
 #include "rlx-transcribe-pane.h"
 #include "rlx-toasts.h"
+#include "rlx-transcript.h"
 
 #include "rlx-transcriber.h"
 
@@ -54,164 +55,6 @@ static char *language_name(const char *code)
         if (p == s || p[-1] == ' ')
             *p = g_ascii_toupper(*p);
     return s;
-}
-
-/* ---- transcripts ---------------------------------------------------------------- */
-
-typedef struct {
-    gint64 t0, t1; /* ms */
-    char *text;
-} Seg;
-
-typedef enum {
-    ST_RUNNING,
-    ST_DONE,
-    ST_STOPPED,
-    ST_FAILED,
-    ST_INTERRUPTED, /* the app ended while it ran */
-} TState;
-
-static const char *const state_names[] = {"transcribing", "done", "stopped", "failed",
-                                          "interrupted"};
-
-typedef struct {
-    char *id;
-    char *title;
-    char *audio; /* the recording's path */
-    char *model;
-    char *language; /* used or detected; NULL before known */
-    gboolean translate;
-    gint64 created, updated;
-    double duration_s; /* 0: not known yet */
-    TState state;
-    GArray *segs; /* Seg */
-    gboolean saved_once;
-} Transcript;
-
-static void seg_clear(Seg *s)
-{
-    g_free(s->text);
-}
-
-static Transcript *transcript_new(void)
-{
-    Transcript *t = g_new0(Transcript, 1);
-    t->id = g_uuid_string_random();
-    t->created = t->updated = g_get_real_time() / 1000000;
-    t->segs = g_array_new(FALSE, TRUE, sizeof(Seg));
-    g_array_set_clear_func(t->segs, (GDestroyNotify)seg_clear);
-    return t;
-}
-
-static void transcript_free(Transcript *t)
-{
-    g_free(t->id);
-    g_free(t->title);
-    g_free(t->audio);
-    g_free(t->model);
-    g_free(t->language);
-    g_array_unref(t->segs);
-    g_free(t);
-}
-
-static char *transcripts_dir(void)
-{
-    return g_build_filename(g_get_user_data_dir(), "rlx-studio", "transcripts", NULL);
-}
-
-static char *transcript_path(const Transcript *t)
-{
-    g_autofree char *dir = transcripts_dir();
-    g_autofree char *name = g_strconcat(t->id, ".json", NULL);
-    return g_build_filename(dir, name, NULL);
-}
-
-static json_object *transcript_to_json(const Transcript *t)
-{
-    json_object *o = json_object_new_object();
-    json_object_object_add(o, "version", json_object_new_int(1));
-    json_object_object_add(o, "id", json_object_new_string(t->id));
-    json_object_object_add(o, "title", json_object_new_string(t->title ? t->title : ""));
-    if (t->audio)
-        json_object_object_add(o, "audio", json_object_new_string(t->audio));
-    if (t->model)
-        json_object_object_add(o, "model", json_object_new_string(t->model));
-    if (t->language)
-        json_object_object_add(o, "language", json_object_new_string(t->language));
-    json_object_object_add(o, "translate", json_object_new_boolean(t->translate));
-    json_object_object_add(o, "created", json_object_new_int64(t->created));
-    json_object_object_add(o, "updated", json_object_new_int64(t->updated));
-    json_object_object_add(o, "duration_s", json_object_new_double(t->duration_s));
-    json_object_object_add(o, "state", json_object_new_string(state_names[t->state]));
-    json_object *arr = json_object_new_array();
-    for (guint i = 0; i < t->segs->len; i++) {
-        const Seg *s = &g_array_index(t->segs, Seg, i);
-        json_object *so = json_object_new_object();
-        json_object_object_add(so, "start_ms", json_object_new_int64(s->t0));
-        json_object_object_add(so, "end_ms", json_object_new_int64(s->t1));
-        json_object_object_add(so, "text", json_object_new_string(s->text));
-        json_object_array_add(arr, so);
-    }
-    json_object_object_add(o, "segments", arr);
-    return o;
-}
-
-static const char *jstr(json_object *o, const char *key)
-{
-    json_object *v = NULL;
-    if (json_object_object_get_ex(o, key, &v) && json_object_is_type(v, json_type_string))
-        return json_object_get_string(v);
-    return NULL;
-}
-
-static gint64 jint(json_object *o, const char *key, gint64 def)
-{
-    json_object *v = NULL;
-    if (json_object_object_get_ex(o, key, &v) &&
-        (json_object_is_type(v, json_type_int) || json_object_is_type(v, json_type_double)))
-        return json_object_get_int64(v);
-    return def;
-}
-
-static Transcript *transcript_from_json(json_object *o)
-{
-    if (!json_object_is_type(o, json_type_object) || !jstr(o, "id"))
-        return NULL;
-    Transcript *t = transcript_new();
-    g_free(t->id);
-    t->id = g_strdup(jstr(o, "id"));
-    t->title = g_strdup(jstr(o, "title") ? jstr(o, "title") : _("Transcript"));
-    t->audio = g_strdup(jstr(o, "audio"));
-    t->model = g_strdup(jstr(o, "model"));
-    t->language = g_strdup(jstr(o, "language"));
-    json_object *v = NULL;
-    if (json_object_object_get_ex(o, "translate", &v))
-        t->translate = json_object_get_boolean(v);
-    t->created = jint(o, "created", 0);
-    t->updated = jint(o, "updated", t->created);
-    if (json_object_object_get_ex(o, "duration_s", &v))
-        t->duration_s = MAX(0.0, json_object_get_double(v));
-    t->state = ST_DONE;
-    const char *st = jstr(o, "state");
-    for (guint i = 0; st && i < G_N_ELEMENTS(state_names); i++)
-        if (strcmp(st, state_names[i]) == 0)
-            t->state = i;
-    /* Saved while it ran, and the app is only now starting: it was cut short. */
-    if (t->state == ST_RUNNING)
-        t->state = ST_INTERRUPTED;
-    if (json_object_object_get_ex(o, "segments", &v) && json_object_is_type(v, json_type_array)) {
-        for (size_t i = 0; i < json_object_array_length(v); i++) {
-            json_object *so = json_object_array_get_idx(v, i);
-            if (!json_object_is_type(so, json_type_object) || !jstr(so, "text"))
-                continue;
-            Seg s = {.t0 = MAX(0, jint(so, "start_ms", 0)),
-                     .t1 = MAX(0, jint(so, "end_ms", 0)),
-                     .text = g_strdup(jstr(so, "text"))};
-            g_array_append_val(t->segs, s);
-        }
-    }
-    t->saved_once = TRUE;
-    return t;
 }
 
 /* ---- the pane ----------------------------------------------------------------- */
@@ -312,67 +155,19 @@ static void toast_error(RlxTranscribePane *self, const char *text)
 
 static gboolean transcript_save(RlxTranscribePane *self, Transcript *t)
 {
-    t->updated = g_get_real_time() / 1000000;
-    g_autofree char *dir = transcripts_dir();
-    g_autofree char *path = transcript_path(t);
     g_autoptr(GError) error = NULL;
-    if (g_mkdir_with_parents(dir, 0700) != 0) {
-        g_set_error(&error, G_FILE_ERROR, g_file_error_from_errno(errno), "%s: %s", dir,
-                    g_strerror(errno));
-    } else {
-        json_object *o = transcript_to_json(t);
-        const char *text = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY |
-                                                                 JSON_C_TO_STRING_NOSLASHESCAPE);
-        /* a temporary file renamed over the old one */
-        g_file_set_contents(path, text, -1, &error);
-        json_object_put(o);
-    }
-    if (error) {
+    if (!rlx_transcript_save(t, &error)) {
         g_autofree char *msg = g_strdup_printf(_("Cannot save the transcript: %s"), error->message);
         toast_error(self, msg);
         return FALSE;
     }
-    t->saved_once = TRUE;
     g_debug("transcript saved: %u segments", t->segs->len); /* for the UI tests */
     return TRUE;
 }
 
-static void transcript_delete_file(Transcript *t)
-{
-    g_autofree char *path = transcript_path(t);
-    if (g_unlink(path) != 0 && errno != ENOENT)
-        g_warning("cannot delete %s: %s", path, g_strerror(errno));
-}
-
-static gint newest_first(gconstpointer a, gconstpointer b)
-{
-    const Transcript *x = *(Transcript *const *)a, *y = *(Transcript *const *)b;
-    return (x->created < y->created) - (x->created > y->created);
-}
-
 static void load_transcripts(RlxTranscribePane *self)
 {
-    g_autofree char *dir = transcripts_dir();
-    g_autoptr(GDir) d = g_dir_open(dir, 0, NULL);
-    const char *name;
-    while (d && (name = g_dir_read_name(d))) {
-        if (!g_str_has_suffix(name, ".json"))
-            continue;
-        g_autofree char *path = g_build_filename(dir, name, NULL);
-        json_object *o = json_object_from_file(path);
-        Transcript *t = o ? transcript_from_json(o) : NULL;
-        if (o)
-            json_object_put(o);
-        if (t) {
-            /* Named after its file, whatever the file says: a path is made
-             * from the id to save and delete it. */
-            g_free(t->id);
-            t->id = g_strndup(name, strlen(name) - strlen(".json"));
-            g_ptr_array_add(self->transcripts, t);
-        } else
-            g_warning("%s is not a transcript; left alone", path);
-    }
-    g_ptr_array_sort(self->transcripts, newest_first);
+    rlx_transcript_load_all(self->transcripts);
 }
 
 /* ---- formatting ---------------------------------------------------------------- */
@@ -687,7 +482,7 @@ static void show_transcript(RlxTranscribePane *self, Transcript *t)
     self->current = t;
     if (t) /* for the UI tests */
         g_debug("showing transcript %s: %u segments, %s", t->id, t->segs->len,
-                state_names[t->state]);
+                rlx_transcript_state_name(t->state));
     rebuild_segments(self);
     self->follow = TRUE;
     g_idle_add_full(G_PRIORITY_LOW, scroll_idle, g_object_ref(self), g_object_unref);
@@ -1066,13 +861,14 @@ static void on_finished(RlxTranscriber *tr, int status, const char *message,
         t->duration_s = self->total_s;
     double elapsed =
         self->run_start_us ? (double)(g_get_monotonic_time() - self->run_start_us) / 1e6 : 0;
-    g_message("transcription %s: %u segments, %.1f s of audio in %.1f s", state_names[t->state],
-              t->segs->len, self->done_s, elapsed); /* for the tests */
+    g_message("transcription %s: %u segments, %.1f s of audio in %.1f s",
+              rlx_transcript_state_name(t->state), t->segs->len, self->done_s,
+              elapsed); /* for the tests */
     run_ended(self);
     if (t->segs->len == 0 && t->state != ST_DONE) {
         /* Nothing to keep: a file that could not be read, a model that failed. */
         if (t->saved_once)
-            transcript_delete_file(t);
+            rlx_transcript_delete_file(t);
         g_ptr_array_remove(self->transcripts, t);
         if (self->current == t) {
             Transcript *back = self->before_run;
@@ -1129,7 +925,7 @@ static void start_transcription_full(RlxTranscribePane *self, const char *audio,
     Transcript *t = resume;
     gint64 offset = 0;
     if (!t) {
-        t = transcript_new();
+        t = rlx_transcript_new();
         t->title = g_path_get_basename(audio);
         t->audio = g_strdup(audio);
         t->translate = self->translate;
@@ -1154,7 +950,7 @@ static void start_transcription_full(RlxTranscribePane *self, const char *audio,
     fill_job_device(self, &job, &device);
     if (!rlx_transcriber_start(self->transcriber, &job)) {
         if (!resume)
-            transcript_free(t);
+            rlx_transcript_free(t);
         toast(self, _("A transcription is running; stop it first"));
         return;
     }
@@ -1502,7 +1298,7 @@ static void delete_action(GtkWidget *w, const char *name, GVariant *param)
     Transcript *t = self->current;
     if (!t || t == self->run)
         return;
-    transcript_delete_file(t);
+    rlx_transcript_delete_file(t);
     self->current = NULL;
     if (self->before_run == t)
         self->before_run = NULL;
@@ -1719,7 +1515,7 @@ static void rlx_transcribe_pane_dispose(GObject *object)
         if (self->run->segs->len)
             transcript_save(self, self->run);
         else if (self->run->saved_once)
-            transcript_delete_file(self->run);
+            rlx_transcript_delete_file(self->run);
         run_ended(self);
     }
     g_clear_object(&self->settings);
@@ -1823,7 +1619,7 @@ static void rlx_transcribe_pane_init(RlxTranscribePane *self)
     self->rec = g_new0(RecBuf, 1);
     g_mutex_init(&self->rec->lock);
     self->playing_index = -1;
-    self->transcripts = g_ptr_array_new_with_free_func((GDestroyNotify)transcript_free);
+    self->transcripts = g_ptr_array_new_with_free_func((GDestroyNotify)rlx_transcript_free);
     g_object_bind_property(self->flap, "reveal-flap", self->sidebar_button, "active",
                            G_BINDING_BIDIRECTIONAL | G_BINDING_SYNC_CREATE);
     build_options(self, &self->opts[0], self->empty_options);
