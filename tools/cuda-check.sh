@@ -1,73 +1,119 @@
 #!/bin/sh
 # The CUDA backend's checks and benchmarks on a machine with an NVIDIA GPU
 # (CI has none: there the GPU tests skip). Run from a release build:
-#   tools/cuda-check.sh [BUILD_DIR] [OUT_DIR] [quick|full]
-# It runs the CUDA device tests, the op conformance suite (every backend,
-# Vulkan through NVIDIA's driver included), stories260K and TAEF2 through
-# the stack, stories260K greedy on cuda:0 against the CPU's tokens, then
-# (full) random-weight Qwen3-0.6B and Llama-3.2-1B files through `rlx bench`
-# on cuda:0 and vulkan:0 and `rlx bench ops --device cuda:0`. Logs go to
-# OUT_DIR; a summary is printed last.
+#   tools/cuda-check.sh [BUILD_DIR] [OUT_DIR] [quick|full|bench]
+# quick: the CUDA device tests, the op conformance suite (every backend,
+# Vulkan through NVIDIA's driver included), stories260K, TAEF2 and Whisper
+# through the stack on every device, stories260K greedy on cuda:0 against
+# the CPU's tokens, and `rlx bench ops` on cuda:0 and vulkan:0.
+# full: quick, then random-weight Qwen3-0.6B and Llama-3.2-1B files
+# (Q4_K_M, Q8_0, F16) through `rlx bench` on cuda:0 and (Q4_K_M) vulkan:0.
+# bench: the full run's benchmarks alone.
+# Each step has its own time limit, so one hang costs one step. Logs go to
+# OUT_DIR/logs.tar.gz (refreshed after every step, so a run cut short still
+# returns what it did); a summary is printed last.
 set -u
 build=${1:-build-release}
 out=${2:-/tmp/cuda-check}
 mode=${3:-full}
 data=${RLX_DATA:-$(cd "$(dirname "$0")/../.." && pwd)/shared/data}
+logs=$(mktemp -d)
 mkdir -p "$out"
 rlx="$build/app/rlx"
 summary=""
-note() { summary="$summary$1
-"; echo "== $1"; }
+pack() { tar -C "$logs" -czf "$out/logs.tar.gz" . 2>/dev/null; }
+note() {
+    summary="$summary$1
+"
+    echo "== $1"
+    printf '%s\n' "$1" >>"$logs/summary.txt"
+}
 step() { # name timeout command...
     name=$1; t=$2; shift 2
     start=$(date +%s)
-    timeout "$t" "$@" >"$out/$name.log" 2>&1
+    timeout -k 5 "$t" "$@" >"$logs/$name.log" 2>&1
     rc=$?
     secs=$(($(date +%s) - start))
-    note "$(printf '%-26s rc=%-3s %4ss  %s' "$name" "$rc" "$secs" "$(grep -E 'PASSED|FAILED|passed|failed' "$out/$name.log" | tail -1)")"
+    note "$(printf '%-30s rc=%-3s %4ss  %s' "$name" "$rc" "$secs" \
+        "$(grep -E 'PASSED|FAILED|passed|failed|t/s|error' "$logs/$name.log" | tail -1 | cut -c1-90)")"
+    pack
     return $rc
 }
-nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv >"$out/gpu.txt" 2>&1
-"$rlx" info --devices >"$out/devices.txt" 2>&1
-cat "$out/devices.txt"
+nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm,clocks.max.mem \
+    --format=csv >"$logs/gpu.txt" 2>&1
+cat "$logs/gpu.txt"
+"$rlx" info --devices >"$logs/devices.txt" 2>&1
+cat "$logs/devices.txt"
+# the GPU's memory bandwidth (a device-to-device copy, bytes read + written),
+# the floor `rlx bench` decode is put against; PyTorch is on the lent machines
+env -u LD_LIBRARY_PATH python3 - >"$logs/d2d.txt" 2>&1 <<'EOF'
+import torch
+n = 1 << 30
+x = torch.empty(n, dtype=torch.uint8, device="cuda").random_(0, 255)
+y = torch.empty_like(x)
+for _ in range(3): y.copy_(x)
+a = torch.cuda.Event(enable_timing=True); b = torch.cuda.Event(enable_timing=True)
+a.record()
+for _ in range(20): y.copy_(x)
+b.record(); b.synchronize()
+print("d2d copy GB/s (read+write): %.0f" % (2 * n * 20 / (a.elapsed_time(b) / 1e3) / 1e9))
+EOF
+cat "$logs/d2d.txt"
+pack
 
-step cuda-device 300 "$build/tests/test-cuda-device"
-step cuda-host 60 "$build/tests/test-cuda-host"
-step conformance 600 env CMOCKA_MESSAGE_OUTPUT=stdout "$build/tests/test-conformance"
-step llm-stories 300 "$build/tests/test-llm-stories"
-step taef2 300 "$build/tests/test-taef2"
+if [ "$mode" != bench ]; then
+    step cuda-host 30 "$build/tests/test-cuda-host"
+    step cuda-device 90 "$build/tests/test-cuda-device"
+    step conformance 150 env CMOCKA_MESSAGE_OUTPUT=stdout "$build/tests/test-conformance"
+    step llm-stories 90 "$build/tests/test-llm-stories"
+    step llm-offload 90 "$build/tests/test-llm-offload"
+    step taef2 90 "$build/tests/test-taef2"
+    step whisper-devices 120 "$build/tests/test-whisper" devices
 
-# stories260K greedy: cuda:0 must give the CPU's tokens
-p="Once upon a time"
-"$rlx" generate -m "$data/llm/stories260K.gguf" -p "$p" -n 96 --temp 0 >"$out/stories-cpu.txt" 2>/dev/null
-"$rlx" generate -m "$data/llm/stories260K.gguf" -p "$p" -n 96 --temp 0 --device cuda:0 >"$out/stories-cuda.txt" 2>"$out/stories-cuda.err"
-if cmp -s "$out/stories-cpu.txt" "$out/stories-cuda.txt"; then note "stories260K greedy: cuda:0 = cpu"; else note "stories260K greedy: cuda:0 DIFFERS from cpu"; fi
+    # stories260K greedy: cuda:0 must give the CPU's tokens
+    p="Once upon a time"
+    "$rlx" generate -m "$data/llm/stories260K.gguf" -p "$p" -n 96 --temp 0 \
+        >"$logs/stories-cpu.txt" 2>/dev/null
+    timeout 60 "$rlx" generate -m "$data/llm/stories260K.gguf" -p "$p" -n 96 --temp 0 \
+        --device cuda:0 >"$logs/stories-cuda.txt" 2>"$logs/stories-cuda.err"
+    if cmp -s "$logs/stories-cpu.txt" "$logs/stories-cuda.txt"; then
+        note "stories260K greedy: cuda:0 = cpu"
+    else
+        note "stories260K greedy: cuda:0 DIFFERS from cpu"
+    fi
 
-step bench-ops-cuda 200 "$rlx" bench ops --device cuda:0
+    step bench-ops-cuda 120 "$rlx" bench ops --device cuda:0
+    step bench-ops-vulkan 90 "$rlx" bench ops --device vulkan:0 --section gemm
+fi
 
-[ "$mode" = full ] || { echo; echo "$summary"; exit 0; }
-
-models=/tmp/rlx-models
-mkdir -p "$models"
-threads=$(nproc)
-mk() { # shape vocab out
-    [ -f "$3" ] || "$rlx" make-model --shape "$1" --vocab "$2" --out "$3" --dtype f16 -t "$threads" >/dev/null 2>&1
-}
-mk qwen3-0.6b "$data/tokenizers/ggml-vocab-qwen2.gguf" "$models/qwen3-0.6b-f16.gguf"
-mk llama-3.2-1b "$data/tokenizers/ggml-vocab-llama-bpe.gguf" "$models/llama-3.2-1b-f16.gguf"
-for m in qwen3-0.6b llama-3.2-1b; do
-    for q in Q4_K_M Q8_0; do
-        f="$models/$m-$(echo $q | tr A-Z a-z).gguf"
-        [ -f "$f" ] || "$rlx" quantize "$models/$m-f16.gguf" "$f" "$q" -t "$threads" >/dev/null 2>&1
+if [ "$mode" != quick ]; then
+    models=/tmp/rlx-models
+    mkdir -p "$models"
+    threads=$(nproc)
+    mk() { # shape vocab out
+        [ -f "$3" ] || "$rlx" make-model --shape "$1" --vocab "$2" --out "$3" --dtype f16 \
+            -t "$threads" >/dev/null 2>&1
+    }
+    mk qwen3-0.6b "$data/tokenizers/ggml-vocab-qwen2.gguf" "$models/qwen3-0.6b-f16.gguf"
+    mk llama-3.2-1b "$data/tokenizers/ggml-vocab-llama-bpe.gguf" "$models/llama-3.2-1b-f16.gguf"
+    for m in qwen3-0.6b llama-3.2-1b; do
+        for q in Q4_K_M Q8_0; do
+            f="$models/$m-$(echo $q | tr A-Z a-z).gguf"
+            [ -f "$f" ] || "$rlx" quantize "$models/$m-f16.gguf" "$f" "$q" -t "$threads" \
+                >/dev/null 2>&1
+        done
     done
-done
-for f in "$models"/*.gguf; do
-    b=$(basename "$f" .gguf)
-    step "bench-cuda-$b" 240 "$rlx" bench -m "$f" -p 512 -n 64 -r 3 --device cuda:0
-done
-for f in "$models"/qwen3-0.6b-q4_k_m.gguf "$models"/llama-3.2-1b-q4_k_m.gguf; do
-    b=$(basename "$f" .gguf)
-    step "bench-vulkan-$b" 240 "$rlx" bench -m "$f" -p 512 -n 64 -r 3 --device vulkan:0
-done
+    for b in llama-3.2-1b-q4_k_m qwen3-0.6b-q4_k_m llama-3.2-1b-q8_0 llama-3.2-1b-f16 \
+             qwen3-0.6b-q8_0 qwen3-0.6b-f16; do
+        step "bench-cuda-$b" 60 "$rlx" bench -m "$models/$b.gguf" -p 512 -n 64 -r 3 \
+            --device cuda:0
+    done
+    for b in llama-3.2-1b-q4_k_m qwen3-0.6b-q4_k_m; do
+        step "bench-vulkan-$b" 60 "$rlx" bench -m "$models/$b.gguf" -p 512 -n 64 -r 3 \
+            --device vulkan:0
+    done
+fi
+pack
 echo
+cat "$logs/d2d.txt"
 echo "$summary"
