@@ -280,10 +280,11 @@ static void test_refusals_and_gather_range(void **state)
 
 /* The append into a Q8_0 KV cache: float rows quantized on the device with
  * ggml's rounding (d = amax / 127 as f16, q = round-half-away(x / d)),
- * written beside the rows already there; the reference is computed here. */
-static void test_q8_append(void **state)
+ * written beside the rows already there; the reference is computed here.
+ * In place (the state's own buffer, as a KV cache is written) and into
+ * another buffer (the state's blocks copied). */
+static void q8_append_case(bool in_place)
 {
-    (void)state;
     enum { CAP = 4, W = 64, OFF = 2 };
     const int nb = CAP * W / 32;
     uint8_t st[CAP * W / 32 * 34];
@@ -301,6 +302,7 @@ static void test_q8_append(void **state)
     vals[1] = rlx_test_val(RLX_DTYPE_F32, 2, (int64_t[]){1, W}, RLX_HOME_INPUT, 1, 0);
     vals[2] = rlx_test_val(RLX_DTYPE_Q8_0, 2, (int64_t[]){CAP, W}, RLX_HOME_OUTPUT, 0, 0);
     rlx_lir_instr ins = {.op = RLX_OP_SCATTER, .n_in = 2, .in = {0, 1}, .out = 2};
+    ins.in_place = in_place;
     ins.p.scatter.axis = 0;
     ins.p.scatter.offset = rlx_dim_const(OFF);
     rlx_lir_binding ib[2], ob[1];
@@ -323,13 +325,14 @@ static void test_q8_append(void **state)
     rlx_buffer *bs = NULL, *bx = NULL, *bo = NULL;
     assert_int_equal(cu->buffer_from_host(d, st, sizeof st, &bs, NULL), RLX_OK);
     assert_int_equal(cu->buffer_from_host(d, src, sizeof src, &bx, NULL), RLX_OK);
-    assert_int_equal(cu->buffer_alloc(d, sizeof st, &bo, NULL), RLX_OK);
-    rlx_buffer_ref in[2] = {{bs, 0}, {bx, 0}}, out = {bo, 0};
+    if (!in_place)
+        assert_int_equal(cu->buffer_alloc(d, sizeof st, &bo, NULL), RLX_OK);
+    rlx_buffer_ref in[2] = {{bs, 0}, {bx, 0}}, out = {in_place ? bs : bo, 0};
     rlx_program_bindings bind = {.inputs = in, .outputs = &out};
     if (cu->program_run(p, &bind, NULL, &err) != RLX_OK)
         fail_msg("program_run: %s", rlx_error_message(err));
     uint8_t got[sizeof st];
-    assert_int_equal(cu->buffer_read(bo, 0, got, sizeof got, NULL), RLX_OK);
+    assert_int_equal(cu->buffer_read(in_place ? bs : bo, 0, got, sizeof got, NULL), RLX_OK);
     uint8_t want[sizeof st];
     memcpy(want, st, sizeof st);
     for (int b = 0; b < W / 32; b++) {
@@ -349,14 +352,34 @@ static void test_q8_append(void **state)
         }
     }
     for (size_t i = 0; i < sizeof st; i++)
-        if (got[i] != want[i])
-            fail_msg("byte %zu (block %zu, +%zu): got %u, want %u (state had %u)", i, i / 34,
-                     i % 34, got[i], want[i], st[i]);
+        if (got[i] != want[i]) {
+            /* every block, so a wrong place, scale or rounding shows */
+            for (int b = 0; b < nb; b++) {
+                printf("  block %d state/got/want:", b);
+                for (int k = 0; k < 3; k++) {
+                    const uint8_t *x = (k == 0 ? st : k == 1 ? got : want) + b * 34;
+                    printf(" ");
+                    for (int j = 0; j < 8; j++)
+                        printf("%02x", x[j]);
+                }
+                printf("\n");
+            }
+            fail_msg("%s: byte %zu (block %zu, +%zu): got %u, want %u (state had %u)",
+                     in_place ? "in place" : "into a copy", i, i / 34, i % 34, got[i], want[i],
+                     st[i]);
+        }
     cu->buffer_free(bs);
     cu->buffer_free(bx);
     cu->buffer_free(bo);
     cu->program_free(p);
     cu->device_close(d);
+}
+
+static void test_q8_append(void **state)
+{
+    (void)state;
+    q8_append_case(false);
+    q8_append_case(true);
 }
 
 /* Decoding attention over a long cache: few query rows, so the keys are

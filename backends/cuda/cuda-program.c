@@ -930,7 +930,7 @@ static bool fill_attention(fill_ctx *c, const rlx_lir_instr *ins)
         return fail(c, "query heads are not a multiple of the key/value heads");
     if (D > ATTN_MAX_D || Dv > ATTN_MAX_DV)
         return fail(c, "head dim too large");
-    int32_t *w = new_disp(c, CU_K_ATTN, true, B * Hq * S);
+    int32_t *w = new_disp(c, Dv > 256 ? CU_K_ATTN_WIDE : CU_K_ATTN, true, B * Hq * S);
     put_desc(c, w, 0, &q);
     put_desc(c, w, 1, &k);
     put_desc(c, w, 2, &v);
@@ -972,8 +972,8 @@ static bool fill_attention(fill_ctx *c, const rlx_lir_instr *ins)
      * several blocks, merged by a second launch (grid 0 when unsplit) */
     int64_t rows = B * Hq * S, cap = (int64_t)ATTN_SPLIT_ROWS(P->dev);
     int32_t nsplit = 1;
-    if (T >= 512 && rows <= cap && P->attn_scratch) {
-        nsplit = (int32_t)((T + 255) / 256);
+    if (T >= 128 && rows <= cap && P->attn_scratch) { /* about 64 keys a block */
+        nsplit = (int32_t)((T + 63) / 64);
         if (nsplit > ATTN_MAX_SPLIT)
             nsplit = ATTN_MAX_SPLIT;
         if ((uint64_t)(rows * nsplit * (Dv + 2) * 4) > P->attn_scratch_bytes)
@@ -1074,9 +1074,10 @@ static bool fill_spatial(fill_ctx *c, const rlx_lir_instr *ins)
     return true;
 }
 
-/* The append into a Q8_0 state: the state copied first when the output is
- * another buffer (as halves: a Q8_0 buffer is 34 bytes a block), then one
- * thread per 32-value block of src quantizes it into place. */
+/* The append into a Q8_0 state in one launch: in place, a thread per
+ * 32-value block of src quantizes it into the state; into another buffer
+ * (the state's copy), a thread per block of the output copies the state's
+ * block or quantizes src's. */
 static bool fill_scatter_q8(fill_ctx *c, const rlx_lir_instr *ins)
 {
     cu_program *P = c->P;
@@ -1086,30 +1087,26 @@ static bool fill_scatter_q8(fill_ctx *c, const rlx_lir_instr *ins)
     int64_t off = dim_eval(ins->p.scatter.offset, c->sv), D = o.ne[r - 1];
     bool bad = src.rank != r || ax < 0 || ax >= r - 1 || off < 0 || off + src.ne[ax] > o.ne[ax] ||
                D % 32 || src.ne[r - 1] != D;
-    if (!ins->in_place && ins->in[0] != ins->out) {
-        int64_t n = numel(&o), bytes = n / 32 * 34;
-        if (numel(&st) != n)
+    bool copy = !ins->in_place && ins->in[0] != ins->out;
+    if (copy) { /* the state read block by block at the output's places */
+        bool same = st.rank == r;
+        for (int d = 0; d < r && same; d++)
+            same = st.ne[d] == o.ne[d] && st.st[d] == o.st[d];
+        if (!same)
             bad = true;
-        vt ob = o, ib = st;
-        ob.dt = ib.dt = RLX_DTYPE_I16;
-        ob.rank = ib.rank = 1;
-        ob.ne[0] = ib.ne[0] = bad ? 0 : bytes / 2;
-        ob.st[0] = ib.st[0] = 1;
-        int32_t *w = new_disp(c, CU_K_EW, false, ob.ne[0]);
-        put_desc(c, w, CU_OUT_SLOT, &ob);
-        put_desc(c, w, 0, &ib);
-        w[PRM(1)] = 1;
-        w[PRM(3)] = 1;
     }
-    int64_t blocks = bad ? 0 : numel(&src) / 32;
+    int64_t blocks = bad ? 0 : (copy ? numel(&o) : numel(&src)) / 32;
     int32_t *w = new_disp(c, CU_K_Q8_APPEND, false, blocks);
     put_desc(c, w, 0, &src);
+    if (copy)
+        put_desc(c, w, 1, &st);
     put_desc(c, w, CU_OUT_SLOT, &o);
     w[PRM(0)] = (int32_t)(D > 0 ? D : 32);
     w[PRM(3)] = 1;
     w[PRM(4)] = (int32_t)src.st[r - 1];
     w[PRM(5)] = (int32_t)off;
     w[PRM(6)] = ax;
+    w[PRM(7)] = copy;
     return bad ? fail(c, "the Q8_0 append is out of range for this run") : true;
 }
 
@@ -1213,6 +1210,7 @@ static void shape(cu_disp *d, const int32_t *w)
         d->grid[1] = d->grid[2] = 1;
         break;
     case CU_K_ATTN:
+    case CU_K_ATTN_WIDE:
         d->block = 128;
         d->grid[0] = (uint32_t)items;
         d->grid[1] = w[9] > 1 ? (uint32_t)w[9] : 1;

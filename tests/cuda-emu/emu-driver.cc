@@ -30,6 +30,7 @@ K(rlx_mm_tc)
 K(rlx_rowop)
 K(rlx_rope)
 K(rlx_attention)
+K(rlx_attention_wide)
 K(rlx_attn_combine)
 K(rlx_conv)
 K(rlx_spatial)
@@ -49,6 +50,7 @@ static const struct {
     {"rlx_rowop", rlx_rowop},
     {"rlx_rope", rlx_rope},
     {"rlx_attention", rlx_attention},
+    {"rlx_attention_wide", rlx_attention_wide},
     {"rlx_attn_combine", rlx_attn_combine},
     {"rlx_conv", rlx_conv},
     {"rlx_spatial", rlx_spatial},

@@ -1,5 +1,8 @@
-// One block per query row: scores for a chunk of LS keys at a time (a
-// thread per key), online softmax, each thread owning Dv/LS output dims.
+// One block per query row (and key split): its AW warps take the keys in
+// turn, AK at a time per warp; a key's score is a warp's dot product (the
+// lanes split the head dim, then a butterfly sum), and each lane keeps an
+// online softmax over the warp's keys for the output dims lane + 32u. The
+// warps' partial results are merged through shared memory at the end.
 // K and V are read in place in their own dtype and layout.
 // P(0) B, P(1) Hq, P(2) S, P(3) D, P(4) Hkv, P(5) T, P(6) Dv, PF(7) scale,
 // PF(8) softcap, P(9) mask, P(10) window, P(11) bias; batch strides
@@ -14,9 +17,10 @@
 // (one block per row) merges them.
 #include "common.cuh"
 
-#define LS   128
+#define LS   128 /* threads per block */
+#define AW   (LS / 32)
 #define MAXD 256
-#define MAXU 8
+#define MAXU 32 /* output dims per lane: Dv up to 1024 */
 
 __device__ __forceinline__ float *scratch_of(const int *R)
 {
@@ -31,11 +35,148 @@ __device__ __forceinline__ float ldkv(const uint8_t *p, int dt, int64_t e)
     return ldf(p, dt, e);
 }
 
-extern "C" __global__ void __launch_bounds__(LS) rlx_attention(const int *rec)
+struct attn_args {
+    const uint8_t *kp, *vp;
+    int kdt, vdt, D, Dv;
+    int64_t ko, vo, kst, kds, vst, vds, bo, bst;
+    float scale, cap;
+    bool bias, k2; /* k2: K rows of f16 pairs at 4-byte aligned starts */
+};
+
+// one warp's keys tbeg + w, + AW, ... below tend, AK at a time: its max m,
+// sum l and unnormalized output acc[u] (dim lane + 32u)
+template <int U, int AK>
+__device__ __forceinline__ void attn_warp(const int *R_, const attn_args &a, const float *qv,
+                                          int tbeg, int tend, float &m, float &l, float *acc)
+{
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    for (int k0 = tbeg + w; k0 < tend; k0 += AW * AK) {
+        float x[AK];
+#pragma unroll
+        for (int e = 0; e < AK; e++) {
+            int key = k0 + e * AW;
+            float dot = 0.0f;
+            if (key < tend) {
+                int64_t kb = a.ko + (int64_t)key * a.kst;
+                if (a.k2) {
+                    const __half2 *kr = (const __half2 *)((const __half *)a.kp + kb);
+                    for (int d2 = lane; d2 < a.D / 2; d2 += 32) {
+                        float2 f = __half22float2(kr[d2]);
+                        dot += qv[2 * d2] * f.x + qv[2 * d2 + 1] * f.y;
+                    }
+                } else {
+                    for (int d = lane; d < a.D; d += 32)
+                        dot += qv[d] * ldkv(a.kp, a.kdt, kb + (int64_t)d * a.kds);
+                }
+            }
+            dot = warp_sum(dot);
+            float xv = dot * a.scale;
+            if (a.cap != 0.0f)
+                xv = a.cap * tanh_s(xv / a.cap);
+            if (a.bias && key < tend)
+                xv += ldf(D_PTR(3), D_DT(3), a.bo + (int64_t)key * a.bst);
+            x[e] = key < tend ? xv : -INFINITY;
+        }
+        float nm = m;
+#pragma unroll
+        for (int e = 0; e < AK; e++)
+            nm = fmaxf(nm, x[e]);
+        if (nm == -INFINITY)
+            continue;
+        float f = m == -INFINITY ? 0.0f : expf(m - nm);
+        float p[AK];
+#pragma unroll
+        for (int e = 0; e < AK; e++)
+            p[e] = x[e] == -INFINITY ? 0.0f : expf(x[e] - nm);
+        l *= f;
+#pragma unroll
+        for (int e = 0; e < AK; e++)
+            l += p[e];
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            int d = lane + 32 * u;
+            float s = acc[u] * f;
+            if (d < a.Dv) {
+                /* loaded whatever the weight (so the loads need not wait
+                 * for it), added only where it is not 0 (a masked key's
+                 * value may be anything) */
+#pragma unroll
+                for (int e = 0; e < AK; e++) {
+                    int key = k0 + e * AW;
+                    float v = key < tend ? ldkv(a.vp, a.vdt,
+                                                a.vo + (int64_t)key * a.vst + (int64_t)d * a.vds)
+                                         : 0.0f;
+                    if (p[e] != 0.0f)
+                        s += p[e] * v;
+                }
+            }
+            acc[u] = s;
+        }
+        m = nm;
+    }
+}
+
+template <int U, int AK>
+__device__ __forceinline__ void attn_row(const int *R_, const attn_args &a, const float *qv,
+                                         int tbeg, int tend, int64_t row, int64_t oo,
+                                         float (*wml)[2], float *wacc)
+{
+    float m = -INFINITY, l = 0.0f, acc[U];
+#pragma unroll
+    for (int u = 0; u < U; u++)
+        acc[u] = 0.0f;
+    attn_warp<U, AK>(R_, a, qv, tbeg, tend, m, l, acc);
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    if (lane == 0) {
+        wml[w][0] = m;
+        wml[w][1] = l;
+    }
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+        int d = lane + 32 * u;
+        if (d < a.Dv)
+            wacc[w * a.Dv + d] = acc[u];
+    }
+    __syncthreads();
+    float M = -INFINITY;
+    for (int i = 0; i < AW; i++)
+        M = fmaxf(M, wml[i][0]);
+    float L = 0.0f, sc[AW];
+    for (int i = 0; i < AW; i++) {
+        sc[i] = wml[i][0] == -INFINITY ? 0.0f : expf(wml[i][0] - M);
+        L += wml[i][1] * sc[i];
+    }
+    int nsplit = M_(9);
+    if (nsplit > 1) {
+        float *part = scratch_of(R_) + (row * nsplit + blockIdx.y) * (int64_t)(a.Dv + 2);
+        if (threadIdx.x == 0) {
+            part[0] = M;
+            part[1] = L;
+        }
+        for (int d = threadIdx.x; d < a.Dv; d += LS) {
+            float v = 0.0f;
+            for (int i = 0; i < AW; i++)
+                v += wacc[i * a.Dv + d] * sc[i];
+            part[2 + d] = v;
+        }
+        return;
+    }
+    float inv = L > 0.0f ? 1.0f / L : 0.0f;
+    for (int d = threadIdx.x; d < a.Dv; d += LS) {
+        float v = 0.0f;
+        for (int i = 0; i < AW; i++)
+            v += wacc[i * a.Dv + d] * sc[i];
+        stf((uint8_t *)D_PTR(OUT), D_DT(OUT), oo + (int64_t)d * P(31), v * inv);
+    }
+}
+
+template <bool WIDE>
+__device__ __forceinline__ void attention_body(const int *rec)
 {
     REC_DECL;
     __shared__ float qv[MAXD];
-    __shared__ float sc[LS];
+    __shared__ float wml[AW][2];
+    __shared__ float wacc[AW * MAXU * 32];
     ld_rec(R_, rec);
     int64_t row = blockIdx.x;
     int B = P(0), Hq = P(1), S = P(2), D = P(3), Hkv = P(4), T = P(5), Dv = P(6);
@@ -43,15 +184,31 @@ extern "C" __global__ void __launch_bounds__(LS) rlx_attention(const int *rec)
         return;
     int s = (int)(row % S), h = (int)((row / S) % Hq), b = (int)(row / S / Hq);
     int hk = h / (Hq / Hkv);
-    int t = threadIdx.x;
     int64_t qo = (int64_t)b * P(12) + (int64_t)h * P(20) + (int64_t)s * P(21);
-    int64_t ko = (int64_t)b * P(13) + (int64_t)hk * P(23),
-            vo = (int64_t)b * P(14) + (int64_t)hk * P(26);
     int64_t oo = (int64_t)b * P(15) + (int64_t)h * P(29) + (int64_t)s * P(30);
-    for (int d = t; d < D; d += LS)
+    for (int d = threadIdx.x; d < D; d += LS)
         qv[d] = ldf(D_PTR(0), D_DT(0), qo + (int64_t)d * P(22));
     __syncthreads();
-    float scale = PF(7), cap = PF(8);
+    attn_args a;
+    a.kp = D_PTR(1);
+    a.vp = D_PTR(2);
+    a.kdt = D_DT(1);
+    a.vdt = D_DT(2);
+    a.D = D;
+    a.Dv = Dv;
+    a.ko = (int64_t)b * P(13) + (int64_t)hk * P(23);
+    a.vo = (int64_t)b * P(14) + (int64_t)hk * P(26);
+    a.kst = P(24);
+    a.kds = P(25);
+    a.vst = P(27);
+    a.vds = P(28);
+    a.scale = PF(7);
+    a.cap = PF(8);
+    a.bias = P(11) != 0;
+    a.bo = (int64_t)b * P(16) + (int64_t)h * P(17) + (int64_t)s * P(18);
+    a.bst = P(19);
+    a.k2 = a.kdt == DT_F16 && a.kds == 1 && (D & 63) == 0 && ((a.ko | a.kst) & 1) == 0 &&
+           ((uintptr_t)a.kp & 3) == 0;
     int mk = P(9), win = P(10), pos = T - S + s;
     int tend = mk != 0 ? min(T, pos + 1) : T;
     int tbeg = mk == 2 ? max(0, pos - win + 1) : 0;
@@ -61,87 +218,27 @@ extern "C" __global__ void __launch_bounds__(LS) rlx_attention(const int *rec)
         tbeg = max(tbeg, (int)blockIdx.y * span);
         tend = min(tend, ((int)blockIdx.y + 1) * span);
     }
-    float m = -INFINITY, l = 0.0f;
-    float acc[MAXU];
-#pragma unroll
-    for (int u = 0; u < MAXU; u++)
-        acc[u] = 0.0f;
-    int kdt = D_DT(1), vdt = D_DT(2);
-    const uint8_t *kp = D_PTR(1), *vp = D_PTR(2);
-    int64_t kst = P(24), kds = P(25), vst = P(27), vds = P(28);
-    for (int t0 = tbeg; t0 < tend; t0 += LS) {
-        int key = t0 + t;
-        float x = -INFINITY;
-        if (key < tend) {
-            int64_t kb = ko + (int64_t)key * kst;
-            float dot = 0.0f;
-            if (kdt == DT_F16 && kds == 1) {
-                const __half *kr = (const __half *)kp + kb;
-                for (int d = 0; d < D; d++)
-                    dot += qv[d] * __half2float(kr[d]);
-            } else {
-                for (int d = 0; d < D; d++)
-                    dot += qv[d] * ldkv(kp, kdt, kb + (int64_t)d * kds);
-            }
-            x = dot * scale;
-            if (cap != 0.0f)
-                x = cap * tanh_s(x / cap);
-            if (P(11))
-                x += ldf(D_PTR(3), D_DT(3),
-                         (int64_t)b * P(16) + (int64_t)h * P(17) + (int64_t)s * P(18) +
-                             (int64_t)key * P(19));
-        }
-        sc[t] = x;
-        __syncthreads();
-        int n = min(LS, tend - t0);
-        float cm = -INFINITY;
-        for (int j = 0; j < n; j++)
-            cm = fmaxf(cm, sc[j]);
-        float nm = fmaxf(m, cm);
-        if (nm != -INFINITY) {
-            float f = m == -INFINITY ? 0.0f : expf(m - nm);
-            l *= f;
-#pragma unroll
-            for (int u = 0; u < MAXU; u++)
-                acc[u] *= f;
-            for (int j = 0; j < n; j++) {
-                float p = sc[j] == -INFINITY ? 0.0f : expf(sc[j] - nm);
-                l += p;
-                if (p == 0.0f)
-                    continue;
-                int64_t vb = vo + (int64_t)(t0 + j) * vst;
-#pragma unroll
-                for (int u = 0; u < MAXU; u++) {
-                    int d = t + u * LS;
-                    if (d < Dv)
-                        acc[u] += p * ldkv(vp, vdt, vb + (int64_t)d * vds);
-                }
-            }
-            m = nm;
-        }
-        __syncthreads();
-    }
-    if (nsplit > 1) {
-        float *part = scratch_of(R_) + (row * nsplit + blockIdx.y) * (int64_t)(Dv + 2);
-        if (t == 0) {
-            part[0] = m;
-            part[1] = l;
-        }
-#pragma unroll
-        for (int u = 0; u < MAXU; u++) {
-            int d = t + u * LS;
-            if (d < Dv)
-                part[2 + d] = acc[u];
-        }
-        return;
-    }
-    float inv = l > 0.0f ? 1.0f / l : 0.0f;
-#pragma unroll
-    for (int u = 0; u < MAXU; u++) {
-        int d = t + u * LS;
-        if (d < Dv)
-            stf((uint8_t *)D_PTR(OUT), D_DT(OUT), oo + (int64_t)d * P(31), acc[u] * inv);
-    }
+    int nu = (Dv + 31) / 32;
+    /* four keys at a time for value head dims up to 256; one beyond, in a
+     * kernel of its own so the registers it needs do not slow the others */
+    if (WIDE)
+        attn_row<MAXU, 1>(R_, a, qv, tbeg, tend, row, oo, wml, wacc);
+    else if (nu <= 2)
+        attn_row<2, 4>(R_, a, qv, tbeg, tend, row, oo, wml, wacc);
+    else if (nu <= 4)
+        attn_row<4, 4>(R_, a, qv, tbeg, tend, row, oo, wml, wacc);
+    else
+        attn_row<8, 4>(R_, a, qv, tbeg, tend, row, oo, wml, wacc);
+}
+
+extern "C" __global__ void __launch_bounds__(LS) rlx_attention(const int *rec)
+{
+    attention_body<false>(rec);
+}
+
+extern "C" __global__ void __launch_bounds__(LS) rlx_attention_wide(const int *rec)
+{
+    attention_body<true>(rec);
 }
 
 extern "C" __global__ void __launch_bounds__(LS) rlx_attn_combine(const int *rec)

@@ -100,3 +100,8 @@ static inline __half2 __floats2half2_rn(float a, float b)
 {
     return {__float2half_rn(a), __float2half_rn(b)};
 }
+
+static inline unsigned short __half_as_ushort(__half h)
+{
+    return h.bits;
+}
