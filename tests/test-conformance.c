@@ -1150,6 +1150,12 @@ static void matmul_case(int64_t batch, int64_t M, int64_t K, int64_t N, rlx_dtyp
                 /* f32 accumulation: error grows like sqrt(K) eps times the sum of
                  * |a_k b_k| (pairwise/blocked sums stay well inside this bound) */
                 tol[i] = 4 * sqrt((double)K) * FLT_EPSILON * (fabs(al) * mag + 1) + 1e-6;
+                if (bdt == RLX_DTYPE_F16 && adt == RLX_DTYPE_F32)
+                    /* with f16 weights a backend may round the activations to
+                     * f16 for the tensor cores (CUDA's cuBLAS path, as
+                     * llama.cpp and PyTorch do): each a_k moves by at most
+                     * 2^-11 of itself */
+                    tol[i] += fabs(al) * mag / 2048;
                 if (is_quant(bdt)) {
                     /* with block weights a backend may round the activations to
                      * 8-bit blocks first, as ggml does (Q8_0 per 32, Q8_K per 256):
@@ -1215,6 +1221,12 @@ static void test_matmul_float(void **state)
                     (rlx_act)act, 0.5f);
     /* large */
     matmul_case(1, 67, 300, 129, RLX_DTYPE_F32, RLX_DTYPE_F32, false, false, L_CONTIG, true,
+                RLX_ACT_NONE, 0);
+    /* large without an epilogue (CUDA runs these in cuBLAS): f16 weights with
+     * alpha, f32 weights stored [K, N] under padded activations */
+    matmul_case(1, 67, 300, 129, RLX_DTYPE_F32, RLX_DTYPE_F16, false, true, L_CONTIG, false,
+                RLX_ACT_NONE, 0.5f);
+    matmul_case(1, 40, 64, 48, RLX_DTYPE_F32, RLX_DTYPE_F32, false, false, L_PADDED, false,
                 RLX_ACT_NONE, 0);
 }
 
@@ -2645,6 +2657,7 @@ int main(void)
 #ifdef RLX_TEST_CUDA_EMU
     /* the CUDA backend on the CPU emulator of its driver (tests/cuda-emu) */
     cu_driver_use(RLX_TEST_CUDA_EMU);
+    cu_blas_use(RLX_TEST_CUDA_EMU);
 #endif
     // clang-format off
     const struct CMUnitTest tests[] = {

@@ -535,6 +535,7 @@ int main(void)
 {
 #ifdef RLX_TEST_CUDA_EMU
     cu_driver_use(RLX_TEST_CUDA_EMU);
+    cu_blas_use(RLX_TEST_CUDA_EMU);
 #endif
     cu = rlx_backend_find("cuda");
     const char *why = rlx_cuda_unavailable_reason();

@@ -1,8 +1,12 @@
-/* cuBLAS as a yardstick: `rlx bench ops --device cuda:N` times its F16
- * GEMM (f16 operands, f32 sums) on the shapes our quantized matmul runs, in
- * the same process and on the same stream. Opened with dlopen, as the
- * driver is: nothing of CUDA is linked. */
+/* cuBLAS, opened with dlopen as the driver is (nothing of CUDA is linked):
+ * - the large F16/F32 matrix products of programs (cu_blas_gemm, queued on
+ *   the device's stream beside our kernels), where it is much faster than
+ *   our tiles;
+ * - a yardstick: `rlx bench ops --device cuda:N` times its F16 GEMM (f16
+ *   operands, f32 sums) on the shapes our quantized matmul runs, in the
+ *   same process and on the same stream. */
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,11 +24,15 @@ typedef struct blas_api {
     __typeof__(cublasGemmEx) *gemm_ex;
 } blas_api;
 
+static const char *blas_path; /* tests: the emulator's */
+
 static bool blas_load(blas_api *b, char *why, size_t cap)
 {
     static const char *const names[] = {"libcublas.so.13", "libcublas.so.12", "libcublas.so"};
     void *h = NULL;
-    for (size_t i = 0; i < sizeof names / sizeof names[0] && !h; i++)
+    if (blas_path)
+        h = dlopen(blas_path, RTLD_NOW | RTLD_LOCAL);
+    for (size_t i = 0; i < sizeof names / sizeof names[0] && !h && !blas_path; i++)
         h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
     if (!h) {
         snprintf(why, cap, "cuBLAS is not installed (libcublas.so.13 or .12)");
@@ -39,6 +47,69 @@ static bool blas_load(blas_api *b, char *why, size_t cap)
         return false;
     }
     return true;
+}
+
+void cu_blas_use(const char *path)
+{
+    blas_path = path;
+}
+
+/* the process's table, loaded once */
+static blas_api api;
+static bool api_ok;
+static pthread_once_t api_once = PTHREAD_ONCE_INIT;
+static void api_load(void)
+{
+    char why[128];
+    api_ok = blas_load(&api, why, sizeof why);
+}
+
+bool cu_blas_ready(cu_device *d)
+{
+    if (d->blas)
+        return true;
+    if (d->blas_tried)
+        return false;
+    d->blas_tried = true;
+    pthread_once(&api_once, api_load);
+    if (!api_ok)
+        return false;
+    cublasHandle_t h = NULL;
+    if (api.create(&h) != CUBLAS_STATUS_SUCCESS)
+        return false;
+    if (api.set_stream(h, (cudaStream_t)d->stream) != CUBLAS_STATUS_SUCCESS) {
+        api.destroy(h);
+        return false;
+    }
+    d->blas = h;
+    return true;
+}
+
+static cudaDataType blas_type(int dt)
+{
+    return dt == RLX_DTYPE_F16 ? CUDA_R_16F : CUDA_R_32F;
+}
+
+CUresult cu_blas_gemm(cu_device *d, const cu_gemm *g)
+{
+    if (!d->blas)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    float alpha = g->alpha, beta = 0.0f;
+    cublasStatus_t s = api.gemm_ex(
+        (cublasHandle_t)d->blas, g->w_trans ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, g->m, g->n,
+        g->k, &alpha, (const void *)g->w, blas_type(g->w_dt), g->ldw, (const void *)g->x,
+        blas_type(g->x_dt), g->ldx, &beta, (void *)g->c, blas_type(g->c_dt), g->ldc,
+        CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    if (s == CUBLAS_STATUS_SUCCESS)
+        return CUDA_SUCCESS;
+    return s == CUBLAS_STATUS_ALLOC_FAILED ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_LAUNCH_FAILED;
+}
+
+void cu_blas_close(cu_device *d)
+{
+    if (d->blas && api_ok)
+        api.destroy((cublasHandle_t)d->blas);
+    d->blas = NULL;
 }
 
 rlx_status rlx_cuda_bench_cublas_f16(rlx_device *dev, int64_t M, int64_t N, int64_t K, int repeats,

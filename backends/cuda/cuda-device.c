@@ -225,10 +225,11 @@ static void cu_device_close(rlx_device *dev)
         return;
     const cu_api *cu = cu_driver(NULL);
     cu->cuCtxSetCurrent(d->ctx);
-    if (d->stream) {
+    if (d->stream)
         cu->cuStreamSynchronize(d->stream);
+    cu_blas_close(d);
+    if (d->stream)
         cu->cuStreamDestroy(d->stream);
-    }
     if (d->stage)
         cu->cuMemFreeHost(d->stage);
     pthread_mutex_lock(&shared_lock);

@@ -98,7 +98,8 @@ typedef enum cu_kernel {
     CU_K_SPATIAL,
     CU_K_GATHER,
     CU_K_Q8_APPEND,
-    CU_K_COUNT
+    CU_K_COUNT,
+    CU_K_CUBLAS /* a launch that is a cuBLAS GEMM (cuda-cublas.c), not a kernel */
 } cu_kernel;
 
 #define CU_SLOTS     7 /* operand descriptors: 0..5 inputs, 6 output */
@@ -120,6 +121,9 @@ typedef struct cu_device {
     /* pinned staging for uploads and reads */
     void *stage;
     uint64_t stage_size;
+    /* cuBLAS on this open's stream, made at the first GEMM that wants it */
+    void *blas;
+    bool blas_tried;
 } cu_device;
 
 typedef struct cu_buffer {
@@ -135,6 +139,26 @@ extern const rlx_backend_i rlx_cuda_backend;
 rlx_status cu_enter(cu_device *d, rlx_error **err);
 /* a sticky failure (launch fault, lost device): later calls refuse */
 void cu_mark_lost(cu_device *d);
+
+/* cuda-cublas.c: cuBLAS for the large F16/F32 matrix products. One GEMM
+ * in cuBLAS's column-major terms: C (m x n, ldc) = op(W) (m x k) . X (k x n)
+ * with op(W) = W^T when w_trans (W then k x m, ldw) and X k x n (ldx); the
+ * types are rlx dtypes (F16, F32), sums in f32. */
+typedef struct cu_gemm {
+    bool w_trans;
+    int m, n, k, ldw, ldx, ldc;
+    CUdeviceptr w, x, c;
+    int w_dt, x_dt, c_dt;
+    float alpha;
+} cu_gemm;
+/* whether cuBLAS can run on `d` (loaded and a handle made on its stream) */
+bool cu_blas_ready(cu_device *d);
+/* queues the GEMM on d's stream */
+CUresult cu_blas_gemm(cu_device *d, const cu_gemm *g);
+void cu_blas_close(cu_device *d);
+/* For tests: take cuBLAS from `path` (the CPU emulator) instead of
+ * libcublas. Only before the first use. */
+void cu_blas_use(const char *path);
 
 /* cuda-program.c */
 bool cu_supports_op(rlx_device *dev, const rlx_lir *lir, const rlx_lir_instr *ins);

@@ -85,6 +85,9 @@ typedef struct cu_program {
     CUdeviceptr cbuf;         /* the constants */
     CUdeviceptr attn_scratch; /* attention's key-split partial results */
     uint64_t attn_scratch_bytes;
+    bool blas;               /* cuBLAS runs this program's large F16/F32 matmuls */
+    CUdeviceptr mm_scratch;  /* an f32 activation rounded to f16 for cuBLAS */
+    uint64_t mm_scratch_bytes;
     uint64_t const_bytes;
     CUdeviceptr meta; /* the records, then the failure word */
     int32_t *host;    /* pinned: this run's records, then the failure word */
@@ -596,6 +599,34 @@ static bool fill_ew(fill_ctx *c, const rlx_lir_instr *ins)
     return true;
 }
 
+/* A descriptor of a buffer the program owns (a scratch), at `addr`: no
+ * value's span checks it. */
+static void put_desc_at(fill_ctx *c, int32_t *w, int slot, const vt *t, uint64_t addr)
+{
+    vt x = *t;
+    x.val = 0;
+    x.extra = 0;
+    put_desc(c, w, slot, &x);
+    int32_t *q = w + DESC(slot);
+    q[2] = (int32_t)(uint32_t)addr;
+    q[3] = (int32_t)(uint32_t)(addr >> 32);
+    c->d[c->n - 1].vals[slot] = -1;
+}
+
+/* Whether cuBLAS may run a matmul (from its dtypes alone): 0 no, 1 with `a`
+ * as it is, 2 with `a` rounded to f16 first (f32 `a`, f16 weights). */
+static int blas_kind(const cu_program *P, const rlx_lir_instr *ins)
+{
+    if (!P->blas || ins->op != RLX_OP_MATMUL)
+        return 0;
+    rlx_dtype ad = P->values[ins->in[0]].dtype, bd = P->values[ins->in[1]].dtype;
+    if (bd == RLX_DTYPE_F16 && !P->dev->force_f32)
+        return ad == RLX_DTYPE_F16 ? 1 : ad == RLX_DTYPE_F32 ? 2 : 0;
+    if (bd == RLX_DTYPE_F32 && ad == RLX_DTYPE_F32)
+        return 1;
+    return 0;
+}
+
 static bool fill_matmul(fill_ctx *c, const rlx_lir_instr *ins)
 {
     cu_program *P = c->P;
@@ -632,6 +663,62 @@ static bool fill_matmul(fill_ctx *c, const rlx_lir_instr *ins)
      * a (matrix-vector products), tiles for the rest */
     int64_t rows_b = numel(&o) / (N ? N : 1);
     bool quant = rlx_dtype_get(b.dt)->quantized;
+    /* F16/F32 weights: cuBLAS for more than a few rows. The launches an
+     * instruction becomes must not depend on the shape, so an f32 `a` with
+     * f16 weights always has two: the rounding of `a` into the scratch
+     * (empty when cuBLAS does not run) and the GEMM or our kernel. */
+    int blas = blas_kind(P, ins);
+    if (blas) {
+        bool cast = blas == 2;
+        bool use = rows_b > 8 && numel(&o) == M * N && !ins->p.matmul.has_bias &&
+                   ins->p.matmul.act == RLX_ACT_NONE && o.st[r - 1] == 1 && o.st[r - 2] >= N &&
+                   (o.dt == RLX_DTYPE_F32 || o.dt == RLX_DTYPE_F16) &&
+                   (b_sk == 1 ? b_sn >= K : b_sn == 1 && b_sk >= N) &&
+                   (cast ? (uint64_t)(M * K * 2) <= P->mm_scratch_bytes
+                         : a_sk == 1 && a_sm >= K) &&
+                   M <= INT32_MAX && N <= INT32_MAX && K <= INT32_MAX;
+        uint64_t xs = P->mm_scratch;
+        if (cast) { /* a rounded to f16, contiguous [M, K] */
+            int32_t *w = new_disp(c, CU_K_EW, false, use ? M * K : 0);
+            vt x = A;
+            x.val = -1;
+            x.dt = RLX_DTYPE_F16;
+            x.rank = 2;
+            x.ne[0] = M;
+            x.ne[1] = K;
+            x.st[0] = K;
+            x.st[1] = 1;
+            put_desc_at(c, w, CU_OUT_SLOT, &x, xs);
+            put_desc(c, w, 0, &A);
+            w[PRM(3)] = 1;
+        }
+        if (use) {
+            int32_t *w = new_disp(c, CU_K_CUBLAS, false, 1);
+            put_desc(c, w, CU_OUT_SLOT, &o);
+            put_desc(c, w, 1, &B);
+            if (cast) {
+                vt x = A;
+                x.dt = RLX_DTYPE_F16;
+                put_desc_at(c, w, 0, &x, xs);
+            } else {
+                put_desc(c, w, 0, &A);
+            }
+            /* row-major out[M, N] = a[M, K] . b[K, N] is column-major
+             * out^T (N x M) = b^T (N x K) . a^T (K x M) */
+            w[PRM(40)] = b_sk == 1; /* b's columns contiguous: b^T stored as K x N */
+            w[PRM(41)] = (int32_t)N;
+            w[PRM(42)] = (int32_t)M;
+            w[PRM(43)] = (int32_t)K;
+            w[PRM(44)] = (int32_t)(b_sk == 1 ? b_sn : b_sk);
+            w[PRM(45)] = (int32_t)(cast ? K : a_sm);
+            w[PRM(46)] = (int32_t)o.st[r - 2];
+            w[PRM(47)] = (int32_t)b.dt;
+            w[PRM(48)] = (int32_t)(cast ? RLX_DTYPE_F16 : a.dt);
+            w[PRM(49)] = (int32_t)o.dt;
+            w[PRM(50)] = fbits(ins->p.matmul.alpha != 0.0f ? ins->p.matmul.alpha : 1.0f);
+            return true;
+        }
+    }
     const rlx_dtype_info *bi_ = rlx_dtype_get(b.dt);
     bool vec_ok = K % 8 == 0 && B.st[r - 2] == 1;
     if (quant) {
@@ -1183,11 +1270,12 @@ static void shape(cu_disp *d, const int32_t *w)
     uint64_t items = (uint32_t)w[0];
     d->block = 256;
     switch (d->k) {
-    case CU_K_MM_VEC: { /* a block per output column, for all (<= 8) rows */
+    case CU_K_MM_VEC: { /* a warp per output column (4 a block), for all (<= 8) rows */
         const int32_t *q = w + DESC(CU_OUT_SLOT);
         int64_t rows = q[1] >= 2 ? q[4 + q[1] - 2] : 1;
+        uint64_t cols = rows > 0 ? items / (uint64_t)rows : 0;
         d->block = 128;
-        d->grid[0] = rows > 0 ? (uint32_t)(items / (uint64_t)rows) : 0;
+        d->grid[0] = (uint32_t)((cols + 3) / 4);
         d->grid[1] = d->grid[2] = 1;
         break;
     }
@@ -1215,6 +1303,10 @@ static void shape(cu_disp *d, const int32_t *w)
         d->grid[0] = (uint32_t)items;
         d->grid[1] = w[9] > 1 ? (uint32_t)w[9] : 1;
         d->grid[2] = 1;
+        break;
+    case CU_K_CUBLAS: /* not a kernel: enqueue calls cuBLAS */
+        d->block = 1;
+        d->grid[0] = d->grid[1] = d->grid[2] = items ? 1 : 0;
         break;
     case CU_K_ATTN_COMBINE:
     case CU_K_CONV:
@@ -1252,6 +1344,8 @@ void cu_program_free(rlx_program *prog)
             cu->cuMemFree(P->cbuf);
         if (P->attn_scratch)
             cu->cuMemFree(P->attn_scratch);
+        if (P->mm_scratch)
+            cu->cuMemFree(P->mm_scratch);
         if (P->host)
             cu->cuMemFreeHost(P->host);
     }
@@ -1394,6 +1488,41 @@ rlx_status cu_program_create(rlx_device *dev, const rlx_lir *lir, rlx_program **
             P->attn_scratch = 0; /* no split: slower decoding, same results */
     }
 
+    /* cuBLAS for the F16/F32 matmuls, and the scratch an f32 `a` is
+     * rounded into for f16 weights (the largest such `a`) */
+    {
+        int64_t bnd[RLX_MAX_SYMBOLS] = {0};
+        for (int k = 0; k < lir->n_symbols; k++)
+            bnd[k] = lir->symbols[k].max;
+        bool any = false;
+        uint64_t xb = 0;
+        P->blas = true; /* for blas_kind; settled below */
+        for (int32_t i = 0; i < P->n_instrs; i++) {
+            const rlx_lir_instr *ins = &lir->instrs[i];
+            int kind = P->kern[i] == CU_K_MM_WARP ? blas_kind(P, ins) : 0;
+            if (!kind)
+                continue;
+            any = true;
+            if (kind == 2) {
+                const rlx_lir_value *a = &lir->values[ins->in[0]];
+                uint64_t n = 2;
+                for (int k = 0; k < a->shape.rank; k++)
+                    n *= (uint64_t)rlx_dim_upper(a->shape.d[k], bnd);
+                if (n > xb)
+                    xb = n;
+            }
+        }
+        P->blas = any && cu_blas_ready(d);
+        if (P->blas && xb > 0) {
+            if (xb > (256ull << 20))
+                xb = 256ull << 20; /* larger activations run our kernels */
+            if (cu->cuMemAlloc(&P->mm_scratch, (size_t)xb) == CUDA_SUCCESS)
+                P->mm_scratch_bytes = xb;
+            else
+                P->mm_scratch = 0;
+        }
+    }
+
     /* the launches each instruction becomes (their count does not depend on
      * the symbols; their kernels and grids may) */
     int64_t bounds[RLX_MAX_SYMBOLS] = {0};
@@ -1534,6 +1663,30 @@ static rlx_status launch_fail(cu_program *P, CUresult r, const char *what, rlx_e
 
 /* Queue the run: records in, launches, the failure word out. Between
  * instructions a set cancel flag stops the queueing (direct runs only). */
+/* the cuBLAS GEMM of a record (fill_matmul's words) */
+static CUresult blas_launch(cu_program *P, const int32_t *w)
+{
+    const int32_t *qw = w + DESC(1), *qx = w + DESC(0), *qc = w + DESC(CU_OUT_SLOT);
+    cu_gemm g = {
+        .w_trans = w[PRM(40)] != 0,
+        .m = w[PRM(41)],
+        .n = w[PRM(42)],
+        .k = w[PRM(43)],
+        .ldw = w[PRM(44)],
+        .ldx = w[PRM(45)],
+        .ldc = w[PRM(46)],
+        .w = (uint64_t)(uint32_t)qw[2] | (uint64_t)(uint32_t)qw[3] << 32,
+        .x = (uint64_t)(uint32_t)qx[2] | (uint64_t)(uint32_t)qx[3] << 32,
+        .c = (uint64_t)(uint32_t)qc[2] | (uint64_t)(uint32_t)qc[3] << 32,
+        .w_dt = w[PRM(47)],
+        .x_dt = w[PRM(48)],
+        .c_dt = w[PRM(49)],
+    };
+    int32_t ab = w[PRM(50)];
+    memcpy(&g.alpha, &ab, 4);
+    return cu_blas_gemm(P->dev, &g);
+}
+
 static CUresult enqueue(cu_program *P, bool timing, volatile const int *cancel, bool *cancelled)
 {
     const cu_api *cu = cu_driver(NULL);
@@ -1551,6 +1704,10 @@ static CUresult enqueue(cu_program *P, bool timing, volatile const int *cancel, 
             cu_disp *D = &P->disp[j];
             if (!D->grid[0] || !D->grid[1] || !D->grid[2])
                 continue;
+            if (D->k == CU_K_CUBLAS) {
+                r = blas_launch(P, P->host + (size_t)j * REC_WORDS);
+                continue;
+            }
             CUdeviceptr rec = P->meta + (uint64_t)j * REC_WORDS * 4;
             void *args[1] = {&rec};
             r = cu->cuLaunchKernel(P->dev->fn[D->k], D->grid[0], D->grid[1], D->grid[2], D->block,
@@ -1660,7 +1817,13 @@ rlx_status cu_program_run(rlx_program *prog, const rlx_program_bindings *b,
     bool cancelled = false;
     CUresult r = CUDA_SUCCESS;
     size_t sig_bytes = (size_t)P->n_disp * 4 * sizeof *P->sig;
-    bool same = P->last_valid && memcmp(P->sig, P->last_sig, sig_bytes) == 0;
+    /* a run with cuBLAS GEMMs is never captured: their pointers and sizes
+     * would be frozen in the graph, while our kernels read theirs from the
+     * records each run */
+    bool blas_run = false;
+    for (int32_t j = 0; j < P->n_disp && !blas_run; j++)
+        blas_run = P->disp[j].k == CU_K_CUBLAS && P->disp[j].grid[0];
+    bool same = !blas_run && P->last_valid && memcmp(P->sig, P->last_sig, sig_bytes) == 0;
     if (P->timing) {
         r = enqueue(P, true, b->cancel, &cancelled);
     } else if (same) {
@@ -1689,7 +1852,7 @@ rlx_status cu_program_run(rlx_program *prog, const rlx_program_bindings *b,
         }
         r = enqueue(P, false, b->cancel, &cancelled);
         memcpy(P->last_sig, P->sig, sig_bytes);
-        P->last_valid = !cancelled;
+        P->last_valid = !cancelled && !blas_run;
     }
     if (r == CUDA_SUCCESS)
         r = cu->cuStreamSynchronize(d->stream);

@@ -3,8 +3,9 @@
 // stride 0); a quantized b is [N, K] rows of blocks read in place.
 // P(0) K, P(1) act, PF(2) alpha, P(3) has bias, P(4) b quantized,
 // P(5) b row bytes. The host picks the kernel per run from the shape:
-//   rlx_mm_vec   a warp per output, each lane 8 consecutive values of b's
-//                row at a time (b's K stride 1): matrix-vector products
+//   rlx_mm_vec   a warp per output column (4 a block) for up to 8 rows,
+//                each lane 8 consecutive values of b's row at a time (b's
+//                K stride 1): matrix-vector products
 //   rlx_mm_warp  a warp per output, lanes split K, any layout
 //   rlx_mm_tile  64x64 output tiles, f32 FMA, any layout and dtype
 //   rlx_mm_tc    64x64 output tiles of a quantized b on the tensor cores:
@@ -52,19 +53,25 @@ __device__ __forceinline__ void mm_store(const int *R_, int64_t oo, int n, float
     stf((uint8_t *)D_PTR(OUT), D_DT(OUT), oo, act(P(1), v));
 }
 
-// A block of VT threads per output column n (and batch), for every row m
-// of a (at most 8): each thread dequantizes 8 consecutive values of b's row
-// at a time, VT*8 apart, and uses them for all the rows. P(7) = 1 when a's
-// rows are contiguous f32 at 16-byte aligned starts (float4 loads).
+// A warp per output column n (and batch), VT / 32 columns a block, for
+// every row m of a (at most 8): each lane dequantizes 8 consecutive values
+// of b's row at a time, 256 apart, and uses them for all the rows; a
+// butterfly sum ends it. P(7) = 1 when a's rows are contiguous f32 at
+// 16-byte aligned starts (float4 loads).
 #define VT 128
 extern "C" __global__ void __launch_bounds__(VT) rlx_mm_vec(const int *rec)
 {
     REC_DECL;
-    __shared__ float part[VT / 32][8];
     ld_rec(R_, rec);
     int r = D_RANK(OUT);
     int N = D_NE(OUT, r - 1), Mr = D_NE(OUT, r - 2);
-    int64_t col = blockIdx.x; // n fastest, then batch
+    int lane = threadIdx.x & 31;
+    int64_t col = (int64_t)blockIdx.x * (VT / 32) + (threadIdx.x >> 5); // n fastest, then batch
+    int64_t cols = (int64_t)N;
+    for (int d = r - 3; d >= 0; d--)
+        cols *= D_NE(OUT, d);
+    if (col >= cols)
+        return;
     int n = (int)(col % N);
     int64_t bl = col / N;
     int64_t ao = 0, bo = (int64_t)n * D_ST(1, r - 1), oo = (int64_t)n * D_ST(OUT, r - 1);
@@ -85,7 +92,7 @@ extern "C" __global__ void __launch_bounds__(VT) rlx_mm_vec(const int *rec)
 #pragma unroll
     for (int m = 0; m < 8; m++)
         acc[m] = 0.0f;
-    for (int k0 = threadIdx.x * 8; k0 < K; k0 += VT * 8) {
+    for (int k0 = lane * 8; k0 < K; k0 += 32 * 8) {
         float w[8];
         deq8(brow, bdt, k0, w);
 #pragma unroll
@@ -105,22 +112,13 @@ extern "C" __global__ void __launch_bounds__(VT) rlx_mm_vec(const int *rec)
             }
         }
     }
-    int wi = threadIdx.x >> 5, lane = threadIdx.x & 31;
 #pragma unroll
     for (int m = 0; m < 8; m++) {
         if (m >= nm)
             break;
         float v = warp_sum(acc[m]);
         if (lane == 0)
-            part[wi][m] = v;
-    }
-    __syncthreads();
-    if (threadIdx.x < nm) {
-        int m = threadIdx.x;
-        float v = 0.0f;
-        for (int i = 0; i < VT / 32; i++)
-            v += part[i][m];
-        mm_store(R_, oo + (int64_t)m * D_ST(OUT, r - 2), n, v);
+            mm_store(R_, oo + (int64_t)m * D_ST(OUT, r - 2), n, v);
     }
 }
 
