@@ -695,6 +695,46 @@ static void gpu_print(const char *what, const char *why, double dev_ms, double w
            work / (ms * 1e-3) / 1e9, unit);
 }
 
+/* a copy of n floats on the device: GB/s of bytes read plus written */
+static double gpu_copy_bw(gpu_op *o, int64_t n, int repeats, const char **why)
+{
+    rlx_op_params p;
+    memset(&p, 0, sizeof p);
+    gpu_value(o, 0, 1, RLX_DTYPE_F32, 1, (int64_t[]){n});
+    gpu_value(o, 1, 1, RLX_DTYPE_F32, 1, (int64_t[]){n});
+    double dm = 0, wm = 0;
+    *why = gpu_time(o, RLX_OP_COPY, &p, 1, repeats, &dm, &wm);
+    double ms = dm > 0 ? dm : wm;
+    return *why || ms <= 0 ? 0 : 2.0 * (double)n * 4 / (ms * 1e-3) / 1e9;
+}
+
+double rlx_bench_device_bandwidth(const char *spec, int repeats)
+{
+    const rlx_backend_i *be = NULL;
+    int index = 0;
+    rlx_error *err = NULL;
+    if (rlx_device_parse(spec, &be, &index, &err) != RLX_OK || !be) {
+        rlx_error_free(err);
+        return 0;
+    }
+    gpu_op o;
+    memset(&o, 0, sizeof o);
+    o.be = be;
+    rlx_device_opts opts = {0};
+    if (be->device_open(index, &opts, &o.dev, &err) != RLX_OK) {
+        rlx_error_free(err);
+        return 0;
+    }
+    rlx_device_info info;
+    int64_t n = 64ll << 20; /* 256 MiB: far past any GPU's caches */
+    if (be->device_query(o.dev, &info, NULL) == RLX_OK && info.type == RLX_DEVICE_GPU_SOFTWARE)
+        n = 4ll << 20; /* a CPU's Vulkan: slow, and host memory either way */
+    const char *why = NULL;
+    double bw = gpu_copy_bw(&o, n, repeats, &why);
+    be->device_close(o.dev);
+    return bw;
+}
+
 static int bench_gpu(const char *spec, bool force_f32, const char *section, int repeats)
 {
     const rlx_backend_i *be = NULL;
@@ -732,6 +772,20 @@ static int bench_gpu(const char *spec, bool force_f32, const char *section, int 
            repeats);
     bool all = !strcmp(section, "all");
     rlx_op_params p;
+
+    if (all || !strcmp(section, "bw")) {
+        printf("\nmemory bandwidth (copy)           %13s %13s  %11s\n", "device", "wall",
+               "read+write");
+        int64_t n = big ? 64ll << 20 : 4ll << 20;
+        const char *why = NULL;
+        double bw = gpu_copy_bw(&o, n, repeats, &why);
+        char what[64];
+        snprintf(what, sizeof what, "%lld MiB f32", (long long)(n * 4 >> 20));
+        if (why)
+            printf("  %-34s %s\n", what, why);
+        else
+            printf("  %-34s %24s  %9.1f GB/s\n", what, "", bw);
+    }
 
     if (all || !strcmp(section, "gemm")) {
         printf("\nf32 GEMM (C = A.B, row-major)    %13s %13s  %11s\n", "device", "wall",
