@@ -1,14 +1,16 @@
 #!/bin/sh
 # The CUDA backend's checks and benchmarks on a machine with an NVIDIA GPU
 # (CI has none: there the GPU tests skip). Run from a release build:
-#   tools/cuda-check.sh [BUILD_DIR] [OUT_DIR] [quick|full|bench]
+#   tools/cuda-check.sh [BUILD_DIR] [OUT_DIR] [quick|full|bench] [MODELS]
 # quick: the CUDA device tests, the op conformance suite (every backend,
 # Vulkan through NVIDIA's driver included), stories260K, TAEF2 and Whisper
 # through the stack on every device, stories260K greedy on cuda:0 against
 # the CPU's tokens, and `rlx bench ops` on cuda:0 and vulkan:0.
 # full: quick, then random-weight Qwen3-0.6B and Llama-3.2-1B files
 # (Q4_K_M, Q8_0, F16) through `rlx bench` on cuda:0 and (Q4_K_M) vulkan:0.
-# bench: the full run's benchmarks alone.
+# bench: the full run's benchmarks alone. MODELS (full, bench): which of
+# the random-weight files to bench on cuda:0, e.g. "llama-3.2-1b-q4_k_m
+# qwen3-0.6b-f16" (default: all six; Vulkan benches only with the default).
 # Each step has its own time limit, so one hang costs one step. Logs go to
 # OUT_DIR/logs.tar.gz (refreshed after every step, so a run cut short still
 # returns what it did); a summary is printed last.
@@ -16,6 +18,7 @@ set -u
 build=${1:-build-release}
 out=${2:-/tmp/cuda-check}
 mode=${3:-full}
+only=${4:-}
 data=${RLX_DATA:-$(cd "$(dirname "$0")/../.." && pwd)/shared/data}
 logs=$(mktemp -d)
 mkdir -p "$out"
@@ -103,11 +106,13 @@ if [ "$mode" != quick ]; then
                 >/dev/null 2>&1
         done
     done
-    for b in llama-3.2-1b-q4_k_m qwen3-0.6b-q4_k_m llama-3.2-1b-q8_0 llama-3.2-1b-f16 \
-             qwen3-0.6b-q8_0 qwen3-0.6b-f16; do
+    all="llama-3.2-1b-q4_k_m qwen3-0.6b-q4_k_m llama-3.2-1b-q8_0 llama-3.2-1b-f16
+         qwen3-0.6b-q8_0 qwen3-0.6b-f16"
+    for b in ${only:-$all}; do
         step "bench-cuda-$b" 60 "$rlx" bench -m "$models/$b.gguf" -p 512 -n 64 -r 3 \
             --device cuda:0
     done
+    [ -z "$only" ] || { pack; echo; cat "$logs/d2d.txt"; echo "$summary"; exit 0; }
     for b in llama-3.2-1b-q4_k_m qwen3-0.6b-q4_k_m; do
         step "bench-vulkan-$b" 60 "$rlx" bench -m "$models/$b.gguf" -p 512 -n 64 -r 3 \
             --device vulkan:0

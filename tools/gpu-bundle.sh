@@ -25,6 +25,12 @@ for b in $bins; do cp "$build/$b" "$stage/build-release/$b"; done
 for b in $bins; do ldd "$build/$b"; done | awk '$3 ~ /^\// {print $3}' | sort -u |
     grep -v -E '/(libc|libm|libdl|librt|libpthread|ld-linux-x86-64|librlx)\.so' |
     while read -r l; do cp -L "$l" "$stage/lib/"; done
+# what NVIDIA's Vulkan driver (libGLX_nvidia) loads, absent from a bare image
+for l in libGLdispatch.so.0 libGLX.so.0 libEGL.so.1 libX11.so.6 libX11-xcb.so.1 libXext.so.6 \
+         libxcb.so.1 libXau.so.6 libXdmcp.so.6 libbsd.so.0 libmd.so.0; do
+    f=/usr/lib/x86_64-linux-gnu/$l
+    [ -e "$f" ] && cp -L "$f" "$stage/lib/"
+done
 
 for d in llm/stories260K.gguf vae tokenizers/ggml-vocab-qwen2.gguf \
          tokenizers/ggml-vocab-llama-bpe.gguf whisper audio; do

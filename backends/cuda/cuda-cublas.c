@@ -94,7 +94,7 @@ CUresult cu_blas_gemm(cu_device *d, const cu_gemm *g)
 {
     if (!d->blas)
         return CUDA_ERROR_NOT_INITIALIZED;
-    float alpha = g->alpha, beta = 0.0f;
+    float alpha = g->alpha, beta = g->beta;
     cublasStatus_t s = api.gemm_ex(
         (cublasHandle_t)d->blas, g->w_trans ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, g->m, g->n,
         g->k, &alpha, (const void *)g->w, blas_type(g->w_dt), g->ldw, (const void *)g->x,

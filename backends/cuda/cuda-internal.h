@@ -149,7 +149,7 @@ typedef struct cu_gemm {
     int m, n, k, ldw, ldx, ldc;
     CUdeviceptr w, x, c;
     int w_dt, x_dt, c_dt;
-    float alpha;
+    float alpha, beta; /* C = alpha op(W).X + beta C */
 } cu_gemm;
 /* whether cuBLAS can run on `d` (loaded and a handle made on its stream) */
 bool cu_blas_ready(cu_device *d);

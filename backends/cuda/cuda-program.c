@@ -663,10 +663,14 @@ static bool fill_matmul(fill_ctx *c, const rlx_lir_instr *ins)
      * a (matrix-vector products), tiles for the rest */
     int64_t rows_b = numel(&o) / (N ? N : 1);
     bool quant = rlx_dtype_get(b.dt)->quantized;
-    /* F16/F32 weights: cuBLAS for more than a few rows. The launches an
-     * instruction becomes must not depend on the shape, so an f32 `a` with
-     * f16 weights always has two: the rounding of `a` into the scratch
-     * (empty when cuBLAS does not run) and the GEMM or our kernel. */
+    /* F16/F32 weights: cuBLAS for more than a few rows. cuBLAS multiplies
+     * f16 weights only by f16 activations, so an f32 `a` is split into two
+     * halves, a = hi + lo (hi = f16(a), lo = f16(a - hi), 22 of f32's 24
+     * bits), and the product is W.hi + W.lo: two GEMMs summed in f32, as
+     * exact as our f32 kernels. The launches an instruction becomes must
+     * not depend on the shape, so such a matmul always has three: hi and lo
+     * into the scratch (empty when cuBLAS does not run), and the GEMMs or
+     * our kernel. */
     int blas = blas_kind(P, ins);
     if (blas) {
         bool cast = blas == 2;
@@ -674,35 +678,42 @@ static bool fill_matmul(fill_ctx *c, const rlx_lir_instr *ins)
                    ins->p.matmul.act == RLX_ACT_NONE && o.st[r - 1] == 1 && o.st[r - 2] >= N &&
                    (o.dt == RLX_DTYPE_F32 || o.dt == RLX_DTYPE_F16) &&
                    (b_sk == 1 ? b_sn >= K : b_sn == 1 && b_sk >= N) &&
-                   (cast ? (uint64_t)(M * K * 2) <= P->mm_scratch_bytes
+                   (cast ? (uint64_t)(M * K * 4) <= P->mm_scratch_bytes
                          : a_sk == 1 && a_sm >= K) &&
                    M <= INT32_MAX && N <= INT32_MAX && K <= INT32_MAX;
-        uint64_t xs = P->mm_scratch;
-        if (cast) { /* a rounded to f16, contiguous [M, K] */
-            int32_t *w = new_disp(c, CU_K_EW, false, use ? M * K : 0);
-            vt x = A;
-            x.val = -1;
-            x.dt = RLX_DTYPE_F16;
-            x.rank = 2;
-            x.ne[0] = M;
-            x.ne[1] = K;
-            x.st[0] = K;
-            x.st[1] = 1;
+        uint64_t xs = P->mm_scratch, xlo = xs + (uint64_t)(use ? M * K * 2 : 0);
+        vt x = A; /* hi and lo: f16, contiguous [M, K] */
+        x.val = -1;
+        x.dt = RLX_DTYPE_F16;
+        x.rank = 2;
+        x.ne[0] = M;
+        x.ne[1] = K;
+        x.st[0] = K;
+        x.st[1] = 1;
+        if (cast) {
+            int32_t *w = new_disp(c, CU_K_EW, false, use ? M * K : 0); /* hi = f16(a) */
             put_desc_at(c, w, CU_OUT_SLOT, &x, xs);
             put_desc(c, w, 0, &A);
             w[PRM(3)] = 1;
+            w = new_disp(c, CU_K_EW, false, use ? M * K : 0); /* lo = f16(a - hi) */
+            put_desc_at(c, w, CU_OUT_SLOT, &x, xlo);
+            put_desc(c, w, 0, &A);
+            put_desc_at(c, w, 1, &x, xs);
+            w[PRM(0)] = 1;
+            w[PRM(3)] = 2;
+            w[PRM(8)] = (int32_t)((uint32_t)RLX_OP_SUB | 2u << 8 | 0u << 16 | 1u << 24);
         }
         if (use) {
             int32_t *w = new_disp(c, CU_K_CUBLAS, false, 1);
             put_desc(c, w, CU_OUT_SLOT, &o);
             put_desc(c, w, 1, &B);
             if (cast) {
-                vt x = A;
-                x.dt = RLX_DTYPE_F16;
                 put_desc_at(c, w, 0, &x, xs);
+                put_desc_at(c, w, 2, &x, xlo);
             } else {
                 put_desc(c, w, 0, &A);
             }
+            w[PRM(51)] = cast; /* a second GEMM adds W.lo */
             /* row-major out[M, N] = a[M, K] . b[K, N] is column-major
              * out^T (N x M) = b^T (N x K) . a^T (K x M) */
             w[PRM(40)] = b_sk == 1; /* b's columns contiguous: b^T stored as K x N */
@@ -1263,6 +1274,28 @@ static uint32_t blocks_for(uint64_t items, uint32_t per)
     return (uint32_t)(g < GRID_CAP ? g : GRID_CAP);
 }
 
+/* Whether an elementwise launch may index every operand by the output's
+ * flat index: dense row-major operands of the output's dims (no padding). */
+static int32_t ew_flat(const int32_t *w)
+{
+    if (w[PRM(2)]) /* pad reads by coordinates */
+        return 0;
+    int nin = w[PRM(3)];
+    const int32_t *o = w + DESC(CU_OUT_SLOT);
+    for (int s = -1; s < nin; s++) {
+        const int32_t *q = s < 0 ? o : w + DESC(s);
+        if (q[1] != o[1])
+            return 0;
+        int64_t want = 1;
+        for (int d = q[1] - 1; d >= 0; d--) {
+            if (q[4 + d] != o[4 + d] || (q[4 + d] != 1 && q[10 + d] != want))
+                return 0;
+            want *= q[4 + d];
+        }
+    }
+    return 1;
+}
+
 /* The grid and block of launch d, from its record (matmul tiles set their
  * grids while filling). */
 static void shape(cu_disp *d, const int32_t *w)
@@ -1505,7 +1538,7 @@ rlx_status cu_program_create(rlx_device *dev, const rlx_lir *lir, rlx_program **
             any = true;
             if (kind == 2) {
                 const rlx_lir_value *a = &lir->values[ins->in[0]];
-                uint64_t n = 2;
+                uint64_t n = 4; /* hi and lo, f16 each */
                 for (int k = 0; k < a->shape.rank; k++)
                     n *= (uint64_t)rlx_dim_upper(a->shape.d[k], bnd);
                 if (n > xb)
@@ -1684,7 +1717,14 @@ static CUresult blas_launch(cu_program *P, const int32_t *w)
     };
     int32_t ab = w[PRM(50)];
     memcpy(&g.alpha, &ab, 4);
-    return cu_blas_gemm(P->dev, &g);
+    CUresult r = cu_blas_gemm(P->dev, &g);
+    if (r == CUDA_SUCCESS && w[PRM(51)]) { /* + W.lo */
+        const int32_t *ql = w + DESC(2);
+        g.x = (uint64_t)(uint32_t)ql[2] | (uint64_t)(uint32_t)ql[3] << 32;
+        g.beta = 1.0f;
+        r = cu_blas_gemm(P->dev, &g);
+    }
+    return r;
 }
 
 static CUresult enqueue(cu_program *P, bool timing, volatile const int *cancel, bool *cancelled)
@@ -1801,6 +1841,8 @@ rlx_status cu_program_run(rlx_program *prog, const rlx_program_bindings *b,
                                        (unsigned long long)need,
                                        home_names[P->values[D->vals[s]].home]);
             }
+            if (D->k == CU_K_EW)
+                w[PRM(5)] = ew_flat(w);
             uint32_t *g = P->sig + (size_t)j * 4;
             g[0] = (uint32_t)D->k;
             g[1] = D->grid[0];

@@ -52,6 +52,21 @@ __device__ __forceinline__ void attn_warp(const int *R_, const attn_args &a, con
     int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     for (int k0 = tbeg + w; k0 < tend; k0 += AW * AK) {
         float x[AK];
+        /* f16 keys: every key's pairs loaded before any is used, so the
+         * AK keys' loads are in flight together (D <= 256: 4 pairs a lane) */
+        __half2 kk[AK][4];
+        if (a.k2) {
+#pragma unroll
+            for (int e = 0; e < AK; e++) {
+                int key = k0 + e * AW;
+                const __half2 *kr =
+                    (const __half2 *)((const __half *)a.kp + a.ko + (int64_t)key * a.kst);
+#pragma unroll
+                for (int i = 0; i < 4; i++)
+                    if (key < tend && lane + 32 * i < a.D / 2)
+                        kk[e][i] = kr[lane + 32 * i];
+            }
+        }
 #pragma unroll
         for (int e = 0; e < AK; e++) {
             int key = k0 + e * AW;
@@ -59,10 +74,13 @@ __device__ __forceinline__ void attn_warp(const int *R_, const attn_args &a, con
             if (key < tend) {
                 int64_t kb = a.ko + (int64_t)key * a.kst;
                 if (a.k2) {
-                    const __half2 *kr = (const __half2 *)((const __half *)a.kp + kb);
-                    for (int d2 = lane; d2 < a.D / 2; d2 += 32) {
-                        float2 f = __half22float2(kr[d2]);
-                        dot += qv[2 * d2] * f.x + qv[2 * d2 + 1] * f.y;
+#pragma unroll
+                    for (int i = 0; i < 4; i++) {
+                        int d2 = lane + 32 * i;
+                        if (d2 < a.D / 2) {
+                            float2 f = __half22float2(kk[e][i]);
+                            dot += qv[2 * d2] * f.x + qv[2 * d2 + 1] * f.y;
+                        }
                     }
                 } else {
                     for (int d = lane; d < a.D; d += 32)
