@@ -424,12 +424,6 @@ int rlx_bench_model_main(int argc, char **argv)
         free(bw_buf);
         free(bws);
         free(fracs);
-    } else if (tests[1].mean > 0) {
-        /* a GPU: its copy bandwidth (read + written), measured after the
-         * timed runs on a second open of the device */
-        bw = rlx_bench_device_bandwidth(di.id, (int)o.r);
-        if (bw > 0)
-            floor_frac = tests[1].mean / (bw * 1e9 / (double)f.token_bytes);
     }
     double floor_tps = bw > 0 ? bw * 1e9 / (double)f.token_bytes : 0;
 
@@ -551,18 +545,14 @@ int rlx_bench_model_main(int argc, char **argv)
         printf("placement: %d of %d decoder layers on %s%s\n", n_gpu, n_layers, di.id,
                n_gpu < n_layers ? ", the others on the CPU" : "");
     }
-    if (bw > 0 && on_cpu)
+    if (bw > 0)
         printf("%s is %.0f%% of the bandwidth floor (%.3f GB/token, %.2f GB/s read beside "
                "%ld more runs; floor %.2f t/s)\n",
                tests[1].name, 100.0 * floor_frac, (double)f.token_bytes / 1e9, bw, o.r, floor_tps);
-    else if (bw > 0)
-        printf("%s is %.0f%% of the bandwidth floor (%.3f GB/token; %s copies %.1f GB/s, bytes "
-               "read and written; floor %.2f t/s)\n",
-               tests[1].name, 100.0 * floor_frac, (double)f.token_bytes / 1e9, di.id, bw,
-               floor_tps);
     else
-        printf("bandwidth floor: not measured on %s (%.3f GB of weights read per token)\n", di.id,
-               (double)f.token_bytes / 1e9);
+        printf("bandwidth floor: not measured on %s (%.3f GB of weights read per token; divide "
+               "the GPU's memory bandwidth by it)\n",
+               di.id, (double)f.token_bytes / 1e9);
     uint64_t base = f.file_bytes + mem.state_bytes;
     char kvb[32], actb[32];
     printf("memory: peak RSS %.1f MiB; file %.1f MiB + KV cache %s = %.1f MiB (peak RSS is "

@@ -35,12 +35,6 @@ double rlx_bench_median(double *v, int n);
  * caller) over the pool, in GB/s: for reads taken beside other work. */
 double rlx_bench_read_bandwidth(rlx_threadpool *pool, const void *buf, size_t bytes);
 
-/* A GPU's memory bandwidth in GB/s (bytes read plus bytes written by a
- * copy of 256 MiB on the device, its best of `repeats` device-timed runs),
- * measured on a second open of `spec` ("cuda:0", "vulkan:0"); 0 when it
- * cannot be measured. */
-double rlx_bench_device_bandwidth(const char *spec, int repeats);
-
 /* `rlx bench -m MODEL ...`: llama-bench's pp/tg test on a GGUF model;
  * argv[0] is "bench". */
 int rlx_bench_model_main(int argc, char **argv);

@@ -194,14 +194,11 @@ static int setup(void **state)
         const rlx_backend_i *be = rlx_backend_at(b);
         if (!be || !be->device_count || be->device_count() < 1)
             continue;
-#ifdef RLX_TEST_CUDA_EMU /* the CUDA emulator's build: the CPU and CUDA only */
-        if (strcmp(be->name, "cpu") && strcmp(be->name, "cuda"))
-            continue;
-#endif
         snprintf(f->dev[f->n_dev], sizeof f->dev[0], "%s", be->name);
         rlx_device_info info;
         f->soft[f->n_dev] =
             be->device_info(0, &info, NULL) == RLX_OK && info.type == RLX_DEVICE_GPU_SOFTWARE;
+
         f->n_dev++;
     }
     return 0;
@@ -583,17 +580,8 @@ static void devices_other_than_cpu(void **state)
 
 /* argv[1]: "cpu" (the CPU tests), "devices" (the other devices), or a test's
  * name; none: all of them */
-#ifdef RLX_TEST_CUDA_EMU
-#include "backends/cuda/cuda-internal.h"
-#endif
-
 int main(int argc, char **argv)
 {
-#ifdef RLX_TEST_CUDA_EMU
-    /* the CUDA backend on the CPU emulator of its driver (tests/cuda-emu) */
-    cu_driver_use(RLX_TEST_CUDA_EMU);
-    cu_blas_use(RLX_TEST_CUDA_EMU);
-#endif
     if (argc > 1)
         cmocka_set_test_filter(!strcmp(argv[1], "cpu")       ? "cpu_*"
                                : !strcmp(argv[1], "devices") ? "devices_*"
