@@ -198,7 +198,6 @@ static int setup(void **state)
         rlx_device_info info;
         f->soft[f->n_dev] =
             be->device_info(0, &info, NULL) == RLX_OK && info.type == RLX_DEVICE_GPU_SOFTWARE;
-
         f->n_dev++;
     }
     return 0;
