@@ -388,6 +388,18 @@ static void cpu_word_timestamps(void **state)
     float *ref_mat =
         read_fixture("whisper-ref-words-matrix.f32", sizeof(float) * (N_JFK + 1) * WORD_F);
     assert_non_null(ref_mat);
+    /* each text token's probability in the alignment pass (openai's
+     * find_alignment), from the same reference */
+    double ref_p[N_JFK];
+    snprintf(path, sizeof path, "%s/tests/fixtures/whisper-ref-words-probs.txt",
+             RLX_TEST_SOURCE_DIR);
+    fp = fopen(path, "r");
+    assert_non_null(fp);
+    int np_ = 0;
+    while (np_ < N_JFK && fscanf(fp, "%lf", &ref_p[np_]) == 1)
+        np_++;
+    fclose(fp);
+    assert_int_equal(np_, N_JFK);
     rlx_whisper *w = open_model(f->f32, "cpu");
     assert_non_null(w);
     float *mel = rlx_ww_fixture_mel_input();
@@ -398,11 +410,19 @@ static void cpu_word_timestamps(void **state)
     float *mat = malloc(sizeof(float) * (N_JFK + 1) * 1500);
     assert_non_null(mat);
     int F = 0;
-    CHECK(rlx_whisper_align_matrix(w, sot, 3, jfk_text, N_JFK, 1100, mat, &F, &err_));
+    float probs[N_JFK];
+    CHECK(rlx_whisper_align_matrix(w, sot, 3, jfk_text, N_JFK, 1100, mat, &F, probs, &err_));
     assert_int_equal(F, WORD_F);
     double dm = 0;
     for (int i = 0; i < (N_JFK + 1) * WORD_F; i++)
         dm = fmax(dm, fabs(mat[i] - ref_mat[i]));
+    /* log-probabilities: our f32 logits are within about 2e-3 of the float64
+     * reference's, a log-softmax within twice that; 1e-2 leaves room for
+     * other builds' summation orders and still sees a softmax over the wrong
+     * tokens (all 51,865 instead of those below end-of-text: 0.031) */
+    double dp = 0;
+    for (int i = 0; i < N_JFK; i++)
+        dp = fmax(dp, fabs(log(probs[i]) - log(ref_p[i])));
     float t0[N_JFK], t1[N_JFK];
     int first[N_JFK], cnt[N_JFK];
     int n = rlx_whisper_words_from_matrix(w, jfk_text, N_JFK, ref_mat, WORD_F, t0, t1, first, cnt,
@@ -419,18 +439,39 @@ static void cpu_word_timestamps(void **state)
         toks[i] = (rlx_whisper_token){.id = jfk_text[i], .p = 0.5f, .t0_ms = -1, .t1_ms = -1};
     rlx_whisper_segment seg = {.t0_ms = 0, .t1_ms = 11000, .n_tokens = N_JFK, .tokens = toks};
     CHECK(rlx_whisper_add_words(w, sot, 3, &seg, 1, 1100, 0, NULL, &err_));
-    /* the two commas and the full stop join the words before them */
-    bool ordered = seg.n_words == nw - 3;
-    for (int i = 0; i < seg.n_words; i++)
-        ordered = ordered && seg.words[i].t0_ms <= seg.words[i].t1_ms &&
+    /* the two commas and the full stop join the words before them; a word's
+     * probability is its tokens' mean (openai's word_probabilities) */
+    double want_p[64];
+    int want_n[64], m = 0;
+    for (int i = 0; i < nw; i++) {
+        int t = jfk_text[ref_first[i]];
+        double s = 0;
+        for (int k = 0; k < ref_cnt[i]; k++)
+            s += ref_p[ref_first[i] + k];
+        if (ref_cnt[i] == 1 && (t == 11 || t == 13) && m > 0) {
+            want_p[m - 1] += s;
+            want_n[m - 1] += 1;
+        } else {
+            want_p[m] = s;
+            want_n[m++] = ref_cnt[i];
+        }
+    }
+    bool ordered = seg.n_words == nw - 3 && m == seg.n_words;
+    double dwp = 0;
+    for (int i = 0; i < seg.n_words && ordered; i++) {
+        ordered = seg.words[i].t0_ms <= seg.words[i].t1_ms &&
                   (i == 0 || seg.words[i - 1].t1_ms <= seg.words[i].t0_ms) &&
-                  seg.words[i].t1_ms <= 11000 && seg.words[i].p == 0.5f;
-    printf("[ cpu ] word timestamps: matrix %.2g, DTW words %d of %d exact, end to end %s "
-           "('%s' %lld..%lld ms)\n",
-           dm, exact, nw, ordered ? "ordered" : "NOT ordered", seg.n_words ? seg.words[0].text : "",
-           seg.n_words ? (long long)seg.words[0].t0_ms : 0LL,
+                  seg.words[i].t1_ms <= 11000;
+        dwp = fmax(dwp, fabs(log(seg.words[i].p) - log(want_p[i] / want_n[i])));
+    }
+    printf("[ cpu ] word timestamps: matrix %.2g, token log-probs %.2g, DTW words %d of %d exact, "
+           "end to end %s, word log-probs %.2g ('%s' %lld..%lld ms)\n",
+           dm, dp, exact, nw, ordered ? "ordered" : "NOT ordered", dwp,
+           seg.n_words ? seg.words[0].text : "", seg.n_words ? (long long)seg.words[0].t0_ms : 0LL,
            seg.n_words ? (long long)seg.words[0].t1_ms : 0LL);
     assert_true(dm <= 1e-2);
+    assert_true(dp <= 1e-2);
+    assert_true(dwp <= 1e-2);
     assert_int_equal(exact, nw);
     assert_true(ordered);
     for (int i = 0; i < seg.n_words; i++)

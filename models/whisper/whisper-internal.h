@@ -94,10 +94,13 @@ void rlx_whisper_fit_segment_words(rlx_whisper_segment *seg, float median, float
                                    double *last_speech_s);
 /* Its two halves, for tests: the alignment heads' filtered, averaged
  * cross-attention over the no-timestamps and text tokens' rows
- * ([(n_text + 1) * F], F = n_frames / 2 into *out_f) ... */
+ * ([(n_text + 1) * F], F = n_frames / 2 into *out_f), and (probs, n_text,
+ * may be NULL) each text token's probability in that same pass, as openai's
+ * find_alignment takes them: the softmax over the tokens below end-of-text
+ * at the position before it ... */
 rlx_status rlx_whisper_align_matrix(rlx_whisper *w, const int32_t *sot_seq, int n_sot,
                                     const int32_t *text, int n_text, int64_t n_frames, float *mat,
-                                    int *out_f, rlx_error **err);
+                                    int *out_f, float *probs, rlx_error **err);
 /* ... and the words that dynamic time warping of -mat gives: start/end
  * seconds, first token and count per word, texts (malloc'd) if not NULL;
  * the word count, or -1 when out of memory. */

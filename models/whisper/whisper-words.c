@@ -108,12 +108,15 @@ static bool is_punct(const char *s, size_t n)
     return n == 1 && strchr("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~", s[0]) != NULL;
 }
 
+/* The alignment pass over `tokens`: the heads' cross-attention scores into
+ * xqk and every position's logits into logits [n * n_vocab]. */
 static rlx_status run_align(rlx_whisper *w, const int32_t *heads, int n_heads,
-                            const int32_t *tokens, int n, float *xqk, rlx_error **err)
+                            const int32_t *tokens, int n, float *xqk, float *logits,
+                            rlx_error **err)
 {
     if (!w->align) {
         rlx_graph *g = NULL;
-        rlx_status st = rlx_whisper_build_decoder(w->file, 1, RLX_WHISPER_PREFILL_SEQ, false, heads,
+        rlx_status st = rlx_whisper_build_decoder(w->file, 1, RLX_WHISPER_PREFILL_SEQ, true, heads,
                                                   n_heads, &g, err);
         if (st == RLX_OK) {
             st = rlx_session_compile(w->s, g, &w->align, err);
@@ -135,7 +138,7 @@ static rlx_status run_align(rlx_whisper *w, const int32_t *heads, int n_heads,
     ins[rlx_session_program_input(p, "tokens")] = tokens;
     ins[rlx_session_program_input(p, "positions")] = pos;
     void *outs[2];
-    outs[rlx_session_program_output(p, "logits")] = w->logits;
+    outs[rlx_session_program_output(p, "logits")] = logits;
     outs[rlx_session_program_output(p, "xqk")] = xqk;
     return rlx_session_run(w->s, p, &sv, ins, outs, err);
 }
@@ -144,7 +147,7 @@ static rlx_status run_align(rlx_whisper *w, const int32_t *heads, int n_heads,
  * n_text text tokens, F = n_frames / 2 columns (mat [(n_text + 1) * F]). */
 rlx_status rlx_whisper_align_matrix(rlx_whisper *w, const int32_t *sot_seq, int n_sot,
                                     const int32_t *text, int n_text, int64_t n_frames, float *mat,
-                                    int *out_f, rlx_error **err)
+                                    int *out_f, float *probs, rlx_error **err)
 {
     const rlx_whisper_special *sp = w->sp;
     const int A = w->hp->n_audio_ctx;
@@ -182,16 +185,31 @@ rlx_status rlx_whisper_align_matrix(rlx_whisper *w, const int32_t *sot_seq, int 
         F = A;
     if (F < 1)
         return rlx_error_set(err, RLX_ERR_INVALID_ARG, "word timestamps: no audio frames");
+    const int32_t V = w->hp->n_vocab;
     float *xqk = malloc(sizeof(float) * (size_t)nh * n * A);
     float *tmp = malloc(sizeof(float) * (size_t)F);
     float *all = calloc((size_t)n * F, sizeof(float));
+    float *logits = malloc(sizeof(float) * (size_t)n * V);
     rlx_status st = RLX_OK;
-    if (!xqk || !tmp || !all) {
+    if (!xqk || !tmp || !all || !logits) {
         st = rlx_error_set(err, RLX_ERR_NO_MEMORY, "out of memory for word timestamps");
         goto done;
     }
-    if ((st = run_align(w, heads, nh, tokens, n, xqk, err)) != RLX_OK)
+    if ((st = run_align(w, heads, nh, tokens, n, xqk, logits, err)) != RLX_OK)
         goto done;
+    /* text token i is predicted at position n_sot + i (the no-timestamps
+     * token's for the first), over the tokens below end-of-text */
+    for (int i = 0; probs && i < n_text; i++) {
+        const float *r = logits + (size_t)(n_sot + i) * V;
+        int lim = sp->eot < V ? sp->eot : V;
+        float m = -INFINITY;
+        for (int j = 0; j < lim; j++)
+            m = r[j] > m ? r[j] : m;
+        double s = 0;
+        for (int j = 0; j < lim; j++)
+            s += exp((double)r[j] - m);
+        probs[i] = text[i] < lim ? (float)(exp((double)r[text[i]] - m) / s) : 0.0f;
+    }
     /* per head: softmax over the window's frames, standardize over tokens,
      * median filter along time; then the heads' mean */
     for (int h = 0; h < nh; h++) {
@@ -244,7 +262,7 @@ rlx_status rlx_whisper_align_matrix(rlx_whisper *w, const int32_t *sot_seq, int 
     memcpy(mat, all + (size_t)n_sot * F, sizeof(float) * (size_t)(n_text + 1) * F);
     *out_f = F;
 done:
-    free(xqk), free(tmp), free(all);
+    free(xqk), free(tmp), free(all), free(logits);
     return st;
 }
 
@@ -514,10 +532,8 @@ rlx_status rlx_whisper_add_words(rlx_whisper *w, const int32_t *sot_seq, int n_s
     int n_text = 0;
     for (int s = 0; s < n_segs; s++)
         for (int k = 0; k < segs[s].n_tokens && n_text < RLX_WHISPER_PREFILL_SEQ - n_sot - 2; k++)
-            if (segs[s].tokens[k].id < sp->eot) {
-                probs[n_text] = segs[s].tokens[k].p;
+            if (segs[s].tokens[k].id < sp->eot)
                 text[n_text++] = segs[s].tokens[k].id;
-            }
     if (n_text == 0 || n_frames < 2)
         return RLX_OK;
     int F = 0;
@@ -534,8 +550,8 @@ rlx_status rlx_whisper_add_words(rlx_whisper *w, const int32_t *sot_seq, int n_s
         st = rlx_error_set(err, RLX_ERR_NO_MEMORY, "out of memory for word timestamps");
         goto done;
     }
-    if ((st = rlx_whisper_align_matrix(w, sot_seq, n_sot, text, n_text, n_frames, mat, &F, err)) !=
-        RLX_OK)
+    if ((st = rlx_whisper_align_matrix(w, sot_seq, n_sot, text, n_text, n_frames, mat, &F, probs,
+                                       err)) != RLX_OK)
         goto done;
     nw = rlx_whisper_words_from_matrix(w, text, n_text, mat, F, t0, t1, first, count, texts);
     if (nw > 0) {

@@ -21,9 +21,12 @@ enters its first token's row and ends where it enters the next word's (the
 last: the row after the text), at 50 rows per second.
 
 Outputs: whisper-ref-words-matrix.f32, the matrix [26][550] (float32, the
-DTW's input, negated there; float32 as openai's dtw_cpu computes), and
+DTW's input, negated there; float32 as openai's dtw_cpu computes),
 whisper-ref-words.txt, one line per word: `<start> <end> <first token index> <n tokens>`,
-times in seconds. TEXT is the jfk transcript in Whisper's GPT-2 vocabulary
+times in seconds, and whisper-ref-words-probs.txt, each text token's
+probability in the same pass as find_alignment takes it (the logits at the
+position before the token, from the no-timestamps token on, softmax over the
+tokens below end-of-text). TEXT is the jfk transcript in Whisper's GPT-2 vocabulary
 (the words need not be what the random model would say)."""
 import argparse
 import math
@@ -142,6 +145,9 @@ def main():
         sot_seq = [ref.SOT, ref.LANG0, ref.TRANSCRIBE]
         tokens = sot_seq + [ref.NO_TIMESTAMPS] + TEXT + [ref.EOT]
         qks = cross_qk(tokens, xa, w)
+        logits = ref.decoder(tokens, xa, w)
+        token_probs = logits[len(sot_seq):, :ref.EOT].softmax(dim=-1)
+        text_probs = token_probs[torch.arange(len(TEXT)), torch.tensor(TEXT)].numpy()
     weights = torch.stack([qks[h] for h in HEADS]).numpy()[:, :, :NUM_FRAMES // 2]
     weights = torch.from_numpy(weights).softmax(dim=-1).numpy()
     mean = weights.mean(axis=-2, keepdims=True)
@@ -160,6 +166,9 @@ def main():
             words[-1][1] += 1
     jumps = np.pad(np.diff(text_idx), (1, 0), constant_values=1).astype(bool)
     jump_times = time_idx[jumps] / 50.0
+    with open(os.path.join(args.fixtures, 'whisper-ref-words-probs.txt'), 'w') as f:
+        for p in text_probs:
+            f.write(f'{p:.9e}\n')
     with open(os.path.join(args.fixtures, 'whisper-ref-words.txt'), 'w') as f:
         for first, n in words:
             f.write(f'{jump_times[first]:.2f} {jump_times[first + n]:.2f} {first} {n}\n')
