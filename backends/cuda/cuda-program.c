@@ -86,7 +86,7 @@ typedef struct cu_program {
     CUdeviceptr attn_scratch; /* attention's key-split partial results */
     uint64_t attn_scratch_bytes;
     bool blas;               /* cuBLAS runs this program's large F16/F32 matmuls */
-    CUdeviceptr mm_scratch;  /* an f32 activation rounded to f16 for cuBLAS */
+    CUdeviceptr mm_scratch;  /* an f32 activation's two f16 halves for cuBLAS */
     uint64_t mm_scratch_bytes;
     uint64_t const_bytes;
     CUdeviceptr meta; /* the records, then the failure word */
@@ -614,7 +614,8 @@ static void put_desc_at(fill_ctx *c, int32_t *w, int slot, const vt *t, uint64_t
 }
 
 /* Whether cuBLAS may run a matmul (from its dtypes alone): 0 no, 1 with `a`
- * as it is, 2 with `a` rounded to f16 first (f32 `a`, f16 weights). */
+ * as it is, 2 with `a` split into two f16 halves first (f32 `a`, f16
+ * weights). */
 static int blas_kind(const cu_program *P, const rlx_lir_instr *ins)
 {
     if (!P->blas || ins->op != RLX_OP_MATMUL)
@@ -667,7 +668,9 @@ static bool fill_matmul(fill_ctx *c, const rlx_lir_instr *ins)
      * f16 weights only by f16 activations, so an f32 `a` is split into two
      * halves, a = hi + lo (hi = f16(a), lo = f16(a - hi), 22 of f32's 24
      * bits), and the product is W.hi + W.lo: two GEMMs summed in f32, as
-     * exact as our f32 kernels. The launches an instruction becomes must
+     * exact as our f32 kernels (an activation beyond f16's range, 65504,
+     * would overflow hi, as it does in llama.cpp's and PyTorch's f16 paths).
+     * The launches an instruction becomes must
      * not depend on the shape, so such a matmul always has three: hi and lo
      * into the scratch (empty when cuBLAS does not run), and the GEMMs or
      * our kernel. */
@@ -1521,8 +1524,8 @@ rlx_status cu_program_create(rlx_device *dev, const rlx_lir *lir, rlx_program **
             P->attn_scratch = 0; /* no split: slower decoding, same results */
     }
 
-    /* cuBLAS for the F16/F32 matmuls, and the scratch an f32 `a` is
-     * rounded into for f16 weights (the largest such `a`) */
+    /* cuBLAS for the F16/F32 matmuls, and the scratch an f32 `a` is split
+     * into for f16 weights (the largest such `a`, two f16 copies) */
     {
         int64_t bnd[RLX_MAX_SYMBOLS] = {0};
         for (int k = 0; k < lir->n_symbols; k++)
@@ -1694,8 +1697,6 @@ static rlx_status launch_fail(cu_program *P, CUresult r, const char *what, rlx_e
     return s;
 }
 
-/* Queue the run: records in, launches, the failure word out. Between
- * instructions a set cancel flag stops the queueing (direct runs only). */
 /* the cuBLAS GEMM of a record (fill_matmul's words) */
 static CUresult blas_launch(cu_program *P, const int32_t *w)
 {
@@ -1727,6 +1728,8 @@ static CUresult blas_launch(cu_program *P, const int32_t *w)
     return r;
 }
 
+/* Queue the run: records in, launches, the failure word out. Between
+ * instructions a set cancel flag stops the queueing (direct runs only). */
 static CUresult enqueue(cu_program *P, bool timing, volatile const int *cancel, bool *cancelled)
 {
     const cu_api *cu = cu_driver(NULL);
