@@ -95,11 +95,11 @@ CUresult cu_blas_gemm(cu_device *d, const cu_gemm *g)
     if (!d->blas)
         return CUDA_ERROR_NOT_INITIALIZED;
     float alpha = g->alpha, beta = g->beta;
-    cublasStatus_t s = api.gemm_ex(
-        (cublasHandle_t)d->blas, g->w_trans ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, g->m, g->n,
-        g->k, &alpha, (const void *)g->w, blas_type(g->w_dt), g->ldw, (const void *)g->x,
-        blas_type(g->x_dt), g->ldx, &beta, (void *)g->c, blas_type(g->c_dt), g->ldc,
-        CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    cublasStatus_t s =
+        api.gemm_ex((cublasHandle_t)d->blas, g->w_trans ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N,
+                    g->m, g->n, g->k, &alpha, (const void *)g->w, blas_type(g->w_dt), g->ldw,
+                    (const void *)g->x, blas_type(g->x_dt), g->ldx, &beta, (void *)g->c,
+                    blas_type(g->c_dt), g->ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
     if (s == CUBLAS_STATUS_SUCCESS)
         return CUDA_SUCCESS;
     return s == CUBLAS_STATUS_ALLOC_FAILED ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_LAUNCH_FAILED;

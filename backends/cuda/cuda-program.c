@@ -85,8 +85,8 @@ typedef struct cu_program {
     CUdeviceptr cbuf;         /* the constants */
     CUdeviceptr attn_scratch; /* attention's key-split partial results */
     uint64_t attn_scratch_bytes;
-    bool blas;               /* cuBLAS runs this program's large F16/F32 matmuls */
-    CUdeviceptr mm_scratch;  /* an f32 activation's two f16 halves for cuBLAS */
+    bool blas;              /* cuBLAS runs this program's large F16/F32 matmuls */
+    CUdeviceptr mm_scratch; /* an f32 activation's two f16 halves for cuBLAS */
     uint64_t mm_scratch_bytes;
     uint64_t const_bytes;
     CUdeviceptr meta; /* the records, then the failure word */
@@ -681,8 +681,7 @@ static bool fill_matmul(fill_ctx *c, const rlx_lir_instr *ins)
                    ins->p.matmul.act == RLX_ACT_NONE && o.st[r - 1] == 1 && o.st[r - 2] >= N &&
                    (o.dt == RLX_DTYPE_F32 || o.dt == RLX_DTYPE_F16) &&
                    (b_sk == 1 ? b_sn >= K : b_sn == 1 && b_sk >= N) &&
-                   (cast ? (uint64_t)(M * K * 4) <= P->mm_scratch_bytes
-                         : a_sk == 1 && a_sm >= K) &&
+                   (cast ? (uint64_t)(M * K * 4) <= P->mm_scratch_bytes : a_sk == 1 && a_sm >= K) &&
                    M <= INT32_MAX && N <= INT32_MAX && K <= INT32_MAX;
         uint64_t xs = P->mm_scratch, xlo = xs + (uint64_t)(use ? M * K * 2 : 0);
         vt x = A; /* hi and lo: f16, contiguous [M, K] */

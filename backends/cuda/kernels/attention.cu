@@ -188,8 +188,7 @@ __device__ __forceinline__ void attn_row(const int *R_, const attn_args &a, cons
     }
 }
 
-template <bool WIDE>
-__device__ __forceinline__ void attention_body(const int *rec)
+template <bool WIDE> __device__ __forceinline__ void attention_body(const int *rec)
 {
     REC_DECL;
     __shared__ float qv[MAXD];
