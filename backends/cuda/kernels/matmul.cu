@@ -92,9 +92,6 @@ extern "C" __global__ void __launch_bounds__(VT) rlx_mm_vec(const int *rec)
 #pragma unroll
     for (int m = 0; m < 8; m++)
         acc[m] = 0.0f;
-        /* unrolled so several groups' loads are in flight at once: a warp per
-         * column has little else to hide the memory's latency with */
-#pragma unroll 4
     for (int k0 = lane * 8; k0 < K; k0 += 32 * 8) {
         float w[8];
         deq8(brow, bdt, k0, w);
