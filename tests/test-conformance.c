@@ -1222,6 +1222,9 @@ static void test_matmul_float(void **state)
                 RLX_ACT_NONE, 0.5f);
     matmul_case(1, 40, 64, 48, RLX_DTYPE_F32, RLX_DTYPE_F32, false, false, L_PADDED, false,
                 RLX_ACT_NONE, 0);
+    /* and f16 activations with f16 weights (cuBLAS takes both as they are) */
+    matmul_case(1, 33, 64, 40, RLX_DTYPE_F16, RLX_DTYPE_F16, false, true, L_PADDED, false,
+                RLX_ACT_NONE, 0);
 }
 
 static void test_matmul_quant(void **state)
