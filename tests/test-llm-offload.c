@@ -15,7 +15,9 @@
  *   device's default kernels and once with its f32 kernels.
  *
  * Exits 77 (skipped) without a Vulkan device; on lavapipe the models are
- * tiny and the runs short. */
+ * tiny and the runs short. With the argument "cuda" the two split tests run
+ * on cuda:0 instead (tools/cuda-check.sh on a machine with a GPU; 77
+ * without one); the binding-limit tests are Vulkan's alone. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -33,7 +35,8 @@
 #include "models/llm/llm.h"
 #include "test-util.h"
 
-#define DEVICE "vulkan:0"
+static const char *device_ = "vulkan:0";
+#define DEVICE device_
 
 /* ---- stories260K --------------------------------------------------------- */
 
@@ -455,9 +458,31 @@ static void test_stories_binding_error(void **state)
     rlx_error_free(err);
 }
 
+#ifdef RLX_TEST_CUDA_EMU
+#include "backends/cuda/cuda-internal.h"
+#endif
+
 int main(int argc, char **argv)
 {
     rlx_test_need_data("llm/stories260K.gguf", NULL);
+#ifdef RLX_TEST_CUDA_EMU
+    /* the CUDA backend on the CPU emulator of its driver (tests/cuda-emu) */
+    cu_driver_use(RLX_TEST_CUDA_EMU);
+    cu_blas_use(RLX_TEST_CUDA_EMU);
+#endif
+    if (argc > 1 && !strcmp(argv[1], "cuda")) {
+        const rlx_backend_i *cu = rlx_backend_find("cuda");
+        if (!cu || cu->device_count() < 1) {
+            printf("no CUDA device: skipped\n");
+            return 77;
+        }
+        device_ = "cuda:0";
+        const struct CMUnitTest cuda_tests[] = {
+            cmocka_unit_test(test_tiny_every_split),
+            cmocka_unit_test(test_stories_split),
+        };
+        return cmocka_run_group_tests(cuda_tests, NULL, NULL);
+    }
     const rlx_backend_i *vk = rlx_backend_find("vulkan");
     if (!vk || vk->device_count() < 1) {
         printf("no Vulkan device: skipped\n");

@@ -70,6 +70,7 @@ if [ "$mode" != bench ]; then
     step conformance 150 env CMOCKA_MESSAGE_OUTPUT=stdout "$build/tests/test-conformance"
     step llm-stories 90 "$build/tests/test-llm-stories"
     step llm-offload 90 "$build/tests/test-llm-offload"
+    step llm-offload-cuda 90 "$build/tests/test-llm-offload" cuda
     step taef2 90 "$build/tests/test-taef2"
     step whisper-devices 120 "$build/tests/test-whisper" devices
 

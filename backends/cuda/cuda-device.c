@@ -295,6 +295,10 @@ static rlx_status cu_device_query(rlx_device *dev, rlx_device_info *out, rlx_err
     if (!d || !out)
         return rlx_error_set(err, RLX_ERR_INVALID_ARG, "device_query: missing argument");
     fill_info(d->index, out);
+    if (d->force_f32) { /* this open's choice, as Vulkan says it */
+        size_t n = strlen(out->features);
+        snprintf(out->features + n, sizeof out->features - n, ", f32 kernels");
+    }
     return RLX_OK;
 }
 
