@@ -38,10 +38,6 @@ settings() {
         "$1" "$2" >"$keyfile"
 }
 
-visible() {
-    xdotool search --onlyvisible --name "$1" 2>/dev/null | head -n 1
-}
-
 start() {
     name=$1
     "$app" >"$art/drop-$name.log" 2>&1 &
@@ -61,8 +57,9 @@ drag() {
     "$source_app" "$1" >"$slog" 2>&1 &
     spid=$!
     wait_for "the drag source shows no window" source_says ready
-    swid=$(visible '^rlx drag source$')
-    [ -n "$swid" ] || fail "no drag source window"
+    # ready is said as the window is mapped; on a busy machine it becomes
+    # visible to xdotool a moment later
+    swid=$(wait_window '^rlx drag source$') || fail "no drag source window"
     # No window manager: the source goes where we put it, above the studio
     # (mapped last), clear of the drop point.
     xdotool windowmove --sync "$swid" 1040 640 || fail "cannot move the drag source"
