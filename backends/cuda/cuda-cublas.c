@@ -57,11 +57,11 @@ void cu_blas_use(const char *path)
 /* the process's table, loaded once */
 static blas_api api;
 static bool api_ok;
+static char api_why[128];
 static pthread_once_t api_once = PTHREAD_ONCE_INIT;
 static void api_load(void)
 {
-    char why[128];
-    api_ok = blas_load(&api, why, sizeof why);
+    api_ok = blas_load(&api, api_why, sizeof api_why);
 }
 
 bool cu_blas_ready(cu_device *d)
@@ -121,16 +121,14 @@ rlx_status rlx_cuda_bench_cublas_f16(rlx_device *dev, int64_t M, int64_t N, int6
     rlx_status s = cu_enter(d, err);
     if (s != RLX_OK)
         return s;
-    char why[128];
-    blas_api b;
-    if (!blas_load(&b, why, sizeof why))
-        return rlx_error_set(err, RLX_ERR_NOT_FOUND, "%s", why);
+    if (!cu_blas_ready(d))
+        return rlx_error_set(err, RLX_ERR_NOT_FOUND, "%s",
+                             api_ok ? "cuBLAS could not start on this device" : api_why);
     const cu_api *cu = cu_driver(NULL);
     CUdeviceptr A = 0, B = 0, C = 0;
     size_t na = (size_t)(M * K), nb = (size_t)(N * K);
     uint16_t *host = malloc((na > nb ? na : nb) * 2);
     CUevent e0 = NULL, e1 = NULL;
-    cublasHandle_t h = NULL;
     CUresult r = host ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
     if (r == CUDA_SUCCESS)
         r = cu->cuMemAlloc(&A, na * 2);
@@ -154,22 +152,27 @@ rlx_status rlx_cuda_bench_cublas_f16(rlx_device *dev, int64_t M, int64_t N, int6
         r = cu->cuEventCreate(&e0, CU_EVENT_DEFAULT);
     if (r == CUDA_SUCCESS)
         r = cu->cuEventCreate(&e1, CU_EVENT_DEFAULT);
-    cublasStatus_t bs = CUBLAS_STATUS_SUCCESS;
-    if (r == CUDA_SUCCESS) {
-        bs = b.create(&h);
-        if (bs == CUBLAS_STATUS_SUCCESS)
-            bs = b.set_stream(h, (cudaStream_t)d->stream);
-    }
-    float alpha = 1.0f, beta = 0.0f;
     *best_ms = 1e30;
-    /* row-major C[M,N] = A[M,K] . B[N,K]^T is column-major C^T = B . A^T */
-    for (int i = 0; i < repeats + 1 && r == CUDA_SUCCESS && bs == CUBLAS_STATUS_SUCCESS; i++) {
+    /* row-major C[M,N] = A[M,K] . B[N,K]^T is column-major C^T = B . A^T,
+     * the GEMM a program's matmul queues (cu_blas_gemm) */
+    cu_gemm g = {.w_trans = true,
+                 .m = (int)N,
+                 .n = (int)M,
+                 .k = (int)K,
+                 .ldw = (int)K,
+                 .ldx = (int)K,
+                 .ldc = (int)N,
+                 .w = B,
+                 .x = A,
+                 .c = C,
+                 .w_dt = RLX_DTYPE_F16,
+                 .x_dt = RLX_DTYPE_F16,
+                 .c_dt = RLX_DTYPE_F32,
+                 .alpha = 1.0f};
+    for (int i = 0; i < repeats + 1 && r == CUDA_SUCCESS; i++) {
         r = cu->cuEventRecord(e0, d->stream);
         if (r == CUDA_SUCCESS)
-            bs = b.gemm_ex(h, CUBLAS_OP_T, CUBLAS_OP_N, (int)N, (int)M, (int)K, &alpha,
-                           (const void *)B, CUDA_R_16F, (int)K, (const void *)A, CUDA_R_16F, (int)K,
-                           &beta, (void *)C, CUDA_R_32F, (int)N, CUBLAS_COMPUTE_32F,
-                           CUBLAS_GEMM_DEFAULT);
+            r = cu_blas_gemm(d, &g);
         if (r == CUDA_SUCCESS)
             r = cu->cuEventRecord(e1, d->stream);
         if (r == CUDA_SUCCESS)
@@ -179,8 +182,6 @@ rlx_status rlx_cuda_bench_cublas_f16(rlx_device *dev, int64_t M, int64_t N, int6
             ms < *best_ms)
             *best_ms = ms;
     }
-    if (h)
-        b.destroy(h);
     if (e0)
         cu->cuEventDestroy(e0);
     if (e1)
@@ -194,7 +195,5 @@ rlx_status rlx_cuda_bench_cublas_f16(rlx_device *dev, int64_t M, int64_t N, int6
     free(host);
     if (r != CUDA_SUCCESS)
         return cu_fail(r, "cuBLAS bench", err);
-    if (bs != CUBLAS_STATUS_SUCCESS)
-        return rlx_error_set(err, RLX_ERR_DEVICE, "cublasGemmEx failed (status %d)", (int)bs);
     return RLX_OK;
 }
