@@ -2,6 +2,7 @@
 #include "rlx-toasts.h"
 
 #include "rlx-failure.h"
+#include "rlx-json.h"
 #include "rlx-markdown.h"
 #include "rlx-sampling-popover.h"
 
@@ -215,23 +216,15 @@ static json_object *conv_to_json(const Conv *c)
     return o;
 }
 
-static const char *jstr(json_object *o, const char *key)
-{
-    json_object *v = NULL;
-    if (json_object_object_get_ex(o, key, &v) && json_object_is_type(v, json_type_string))
-        return json_object_get_string(v);
-    return NULL;
-}
-
 static Conv *conv_from_json(json_object *o)
 {
-    if (!json_object_is_type(o, json_type_object) || !jstr(o, "id"))
+    if (!json_object_is_type(o, json_type_object) || !rlx_json_str(o, "id"))
         return NULL;
     Conv *c = g_new0(Conv, 1);
-    c->id = g_strdup(jstr(o, "id"));
-    c->title = g_strdup(jstr(o, "title") ? jstr(o, "title") : _("Conversation"));
-    c->system = g_strdup(jstr(o, "system") ? jstr(o, "system") : "");
-    c->model = g_strdup(jstr(o, "model"));
+    c->id = g_strdup(rlx_json_str(o, "id"));
+    c->title = g_strdup(rlx_json_str(o, "title") ? rlx_json_str(o, "title") : _("Conversation"));
+    c->system = g_strdup(rlx_json_str(o, "system") ? rlx_json_str(o, "system") : "");
+    c->model = g_strdup(rlx_json_str(o, "model"));
     json_object *v = NULL;
     /* Absent in files written before the flag: a title taken from the first message. */
     if (json_object_object_get_ex(o, "title_set", &v) && json_object_is_type(v, json_type_boolean))
@@ -244,9 +237,9 @@ static Conv *conv_from_json(json_object *o)
     if (json_object_object_get_ex(o, "messages", &v) && json_object_is_type(v, json_type_array)) {
         for (size_t i = 0; i < json_object_array_length(v); i++) {
             json_object *mo = json_object_array_get_idx(v, i);
-            if (!jstr(mo, "role"))
+            if (!rlx_json_str(mo, "role"))
                 continue;
-            Msg *m = msg_new(jstr(mo, "role"), jstr(mo, "content"));
+            Msg *m = msg_new(rlx_json_str(mo, "role"), rlx_json_str(mo, "content"));
             json_object *t = NULL;
             if (json_object_object_get_ex(mo, "thinking_tokens", &t))
                 m->think_tokens = json_object_get_int(t);

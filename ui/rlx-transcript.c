@@ -1,6 +1,7 @@
 /* Transcripts on disk: one JSON file per transcript under the user data
  * folder, written atomically (see rlx-transcript.h). */
 #include "rlx-transcript.h"
+#include "rlx-json.h"
 
 #include <errno.h>
 #include <glib/gi18n.h>
@@ -86,43 +87,26 @@ static json_object *transcript_to_json(const Transcript *t)
     return o;
 }
 
-static const char *jstr(json_object *o, const char *key)
-{
-    json_object *v = NULL;
-    if (json_object_object_get_ex(o, key, &v) && json_object_is_type(v, json_type_string))
-        return json_object_get_string(v);
-    return NULL;
-}
-
-static gint64 jint(json_object *o, const char *key, gint64 def)
-{
-    json_object *v = NULL;
-    if (json_object_object_get_ex(o, key, &v) &&
-        (json_object_is_type(v, json_type_int) || json_object_is_type(v, json_type_double)))
-        return json_object_get_int64(v);
-    return def;
-}
-
 static Transcript *transcript_from_json(json_object *o)
 {
-    if (!json_object_is_type(o, json_type_object) || !jstr(o, "id"))
+    if (!json_object_is_type(o, json_type_object) || !rlx_json_str(o, "id"))
         return NULL;
     Transcript *t = rlx_transcript_new();
     g_free(t->id);
-    t->id = g_strdup(jstr(o, "id"));
-    t->title = g_strdup(jstr(o, "title") ? jstr(o, "title") : _("Transcript"));
-    t->audio = g_strdup(jstr(o, "audio"));
-    t->model = g_strdup(jstr(o, "model"));
-    t->language = g_strdup(jstr(o, "language"));
+    t->id = g_strdup(rlx_json_str(o, "id"));
+    t->title = g_strdup(rlx_json_str(o, "title") ? rlx_json_str(o, "title") : _("Transcript"));
+    t->audio = g_strdup(rlx_json_str(o, "audio"));
+    t->model = g_strdup(rlx_json_str(o, "model"));
+    t->language = g_strdup(rlx_json_str(o, "language"));
     json_object *v = NULL;
     if (json_object_object_get_ex(o, "translate", &v))
         t->translate = json_object_get_boolean(v);
-    t->created = jint(o, "created", 0);
-    t->updated = jint(o, "updated", t->created);
+    t->created = rlx_json_int(o, "created", 0);
+    t->updated = rlx_json_int(o, "updated", t->created);
     if (json_object_object_get_ex(o, "duration_s", &v))
         t->duration_s = MAX(0.0, json_object_get_double(v));
     t->state = ST_DONE;
-    const char *st = jstr(o, "state");
+    const char *st = rlx_json_str(o, "state");
     for (guint i = 0; st && i < G_N_ELEMENTS(state_names); i++)
         if (strcmp(st, state_names[i]) == 0)
             t->state = i;
@@ -132,11 +116,11 @@ static Transcript *transcript_from_json(json_object *o)
     if (json_object_object_get_ex(o, "segments", &v) && json_object_is_type(v, json_type_array)) {
         for (size_t i = 0; i < json_object_array_length(v); i++) {
             json_object *so = json_object_array_get_idx(v, i);
-            if (!json_object_is_type(so, json_type_object) || !jstr(so, "text"))
+            if (!json_object_is_type(so, json_type_object) || !rlx_json_str(so, "text"))
                 continue;
-            Seg s = {.t0 = MAX(0, jint(so, "start_ms", 0)),
-                     .t1 = MAX(0, jint(so, "end_ms", 0)),
-                     .text = g_strdup(jstr(so, "text"))};
+            Seg s = {.t0 = MAX(0, rlx_json_int(so, "start_ms", 0)),
+                     .t1 = MAX(0, rlx_json_int(so, "end_ms", 0)),
+                     .text = g_strdup(rlx_json_str(so, "text"))};
             g_array_append_val(t->segs, s);
         }
     }
