@@ -32,7 +32,7 @@ import time
 
 PROMPT = "Write a long story about a lighthouse keeper"
 LINE = re.compile(r"stream (progress|finished): (\d+) tokens, ([0-9.]+) s since the first, "
-                  r"main thread ([0-9.]+) s CPU")
+                  r"main thread ([0-9.]+) s CPU, (\d+) showings")
 
 
 def in_xvfb(args):
@@ -91,7 +91,8 @@ def app_run(args, work):
     for line in open(log_path, errors="replace"):
         m = LINE.search(line)
         if m:
-            points.append((int(m.group(2)), float(m.group(3)), float(m.group(4))))
+            points.append((int(m.group(2)), float(m.group(3)), float(m.group(4)),
+                           int(m.group(5))))
     return points
 
 
@@ -108,26 +109,32 @@ def cli_run(args):
 
 
 def window(points, first):
-    """The first or last ~1,000 tokens: (tokens, seconds, CPU seconds)."""
+    """The first or last ~1,000 tokens: (tokens, seconds, CPU seconds, showings)."""
     n_end = points[-1][0]
     if first:
-        a = (0, 0.0, 0.0)
+        a = (0, 0.0, 0.0, 0)
         b = next(p for p in points if p[0] >= 1000)
     else:
         b = points[-1]
         a = [p for p in points if p[0] <= n_end - 1000][-1]
-    return b[0] - a[0], b[1] - a[1], b[2] - a[2]
+    return b[0] - a[0], b[1] - a[1], b[2] - a[2], b[3] - a[3]
 
 
 def cpu_per_1000(points, first):
     """Main-thread CPU seconds per 1,000 tokens over the first or last ~1,000."""
-    n, _, cpu = window(points, first)
+    n, _, cpu, _ = window(points, first)
     return cpu / n * 1000
+
+
+def cpu_per_showing(points, first):
+    """Main-thread CPU milliseconds per showing of the reply, same windows."""
+    _, _, cpu, k = window(points, first)
+    return cpu / k * 1000 if k else 0
 
 
 def busy(points, first):
     """The main thread's CPU time as a share of the time passed, same windows."""
-    _, s, cpu = window(points, first)
+    _, s, cpu, _ = window(points, first)
     return cpu / s if s > 0 else 0
 
 
@@ -152,7 +159,7 @@ def main():
     with tempfile.TemporaryDirectory(prefix="rlx-bench-chat-") as tmp:
         for i in range(args.repeat):
             points = app_run(args, os.path.join(tmp, "run%d" % i))
-            n, s, _ = points[-1]
+            n, s, _, _ = points[-1]
             if n < 2000:
                 print("note: the reply ended at %d tokens" % n, file=sys.stderr)
             page_tps = (n - 1) / s if s > 0 else 0
@@ -162,6 +169,10 @@ def main():
                  "cpu_per_1000_first": round(cpu_per_1000(points, True), 3),
                  "cpu_per_1000_last": round(cpu_per_1000(points, False), 3),
                  "busy_first": round(busy(points, True), 3),
+                 "ms_per_showing_first": round(cpu_per_showing(points, True), 2),
+                 "ms_per_showing_last": round(cpu_per_showing(points, False), 2),
+                 "showings_first": window(points, True)[3],
+                 "showings_last": window(points, False)[3],
                  "busy_last": round(busy(points, False), 3),
                  "page_tps_first": round(window(points, True)[0] / window(points, True)[1], 1),
                  "page_tps_last": round(window(points, False)[0] / window(points, False)[1], 1)}
@@ -170,10 +181,13 @@ def main():
                 print("run %d: page %d tokens at %.1f tokens/s, rlx generate %d at %.1f "
                       "(page/CLI %.0f%%); main thread CPU per 1,000 tokens: first %.3f s, "
                       "last %.3f s (main thread busy %.0f%% then %.0f%% of the time; the page "
-                      "received %.1f then %.1f tokens/s)"
+                      "received %.1f then %.1f tokens/s; shown %d then %d times, %.1f then "
+                      "%.1f ms of main-thread CPU per showing)"
                       % (i + 1, n, page_tps, cli_n, cli_tps, 100 * r["ratio"],
                          r["cpu_per_1000_first"], r["cpu_per_1000_last"], 100 * r["busy_first"],
-                         100 * r["busy_last"], r["page_tps_first"], r["page_tps_last"]))
+                         100 * r["busy_last"], r["page_tps_first"], r["page_tps_last"],
+                         r["showings_first"], r["showings_last"], r["ms_per_showing_first"],
+                         r["ms_per_showing_last"]))
                 sys.stdout.flush()
     if args.json:
         print(json.dumps(results, indent=2))

@@ -75,6 +75,7 @@ struct _RlxChatPane {
     Conv *stream_conv; /* the conversation a reply streams into */
     Msg *stream_msg;
     int stream_tokens;      /* the reply's tokens so far */
+    int stream_renders;     /* times it was shown so far */
     gint64 stream_asked_us; /* monotonic time the reply was asked for */
     gint64 stream_first_us; /* ... of its first text; 0 before */
     double stream_cpu0;     /* the main thread's CPU seconds then */
@@ -84,6 +85,7 @@ struct _RlxChatPane {
     guint render_wait;      /* a timeout before the next one may be asked */
     gint64 render_start_us; /* when the last one began; 0: none yet */
     double render_cpu0;     /* the main thread's CPU seconds then */
+    int render_tokens0;     /* the reply's tokens then */
     gboolean follow;        /* the view stays at the end as the text grows */
     GCancellable *stop;
     guint save_source; /* the streaming reply's next save */
@@ -694,6 +696,9 @@ static void msg_render(RlxChatPane *self, Msg *m)
     gboolean user = g_strcmp0(m->role, "user") == 0;
     Thinking k = user ? (Thinking){0} : split_thinking(t, n);
     gboolean think_shown = k.has && !blank_text(t + k.from, k.to - k.from);
+    gboolean live = m == self->stream_msg;
+    rlx_markdown_stream_set_live(v->think_md, live);
+    rlx_markdown_stream_set_live(v->answer_md, live);
     gtk_widget_set_visible(v->think, think_shown);
     if (think_shown) {
         rlx_markdown_stream_update(v->think_md, t + k.from, k.to - k.from);
@@ -1045,6 +1050,7 @@ static void start_reply(RlxChatPane *self)
         rebuild_messages(self);
     }
     self->stream_tokens = 0;
+    self->stream_renders = 0;
     self->stream_asked_us = g_get_monotonic_time();
     self->stream_first_us = 0;
     self->stream_logged = 0;
@@ -1382,16 +1388,23 @@ static void on_model_loaded(RlxEngine *e, RlxChatPane *self)
 
 /* The streaming reply is shown once per frame at most, with everything
  * that was written by then: however fast pieces arrive, the page lays out
- * and draws no more often than the screen shows it. */
-/* While a reply streams, the main thread may spend this share of its time at
- * most. Laying out a paragraph costs time in proportion to its length (Pango
- * shapes it whole), and a model may write a paragraph of thousands of
- * tokens; the frames that follow a change (the scroll to the end), the
- * saves and the figures cost too. So the next showing waits until the main
- * thread's CPU time since the last one began is this share of the time
- * passed: the page's CPU time per token stays the same however long the
- * reply grows, and the engine, on the same cores, keeps its speed. */
-#define RENDER_SHARE 0.1
+ * and draws no more often than the screen shows it.
+ *
+ * Each showing costs the main thread about the same (the open piece of a
+ * long paragraph is bounded by the live Markdown stream's soft cuts), but
+ * the frame that follows it, the saves and the figures cost too. So the
+ * next showing also waits until the main thread's CPU time since the last
+ * one began is
+ *  - at most RENDER_SHARE of the time passed, so that the engine, on the
+ *    same cores, keeps its speed however fast it writes; and
+ *  - at most RENDER_TOKEN_CPU per token that arrived meanwhile, so that the
+ *    page's work follows the tokens: its CPU time per token stays the same
+ *    along the reply, however the engine's speed changes with the context;
+ *    but never longer than RENDER_MAX_WAIT_US, so that a slow device still
+ *    shows its words a few times a second. */
+#define RENDER_SHARE       0.1
+#define RENDER_TOKEN_CPU   0.002
+#define RENDER_MAX_WAIT_US 250000
 
 static double thread_cpu_seconds(void);
 
@@ -1403,6 +1416,8 @@ static gboolean render_tick(GtkWidget *w, GdkFrameClock *clock, gpointer data)
         return G_SOURCE_REMOVE;
     self->render_start_us = g_get_monotonic_time();
     self->render_cpu0 = thread_cpu_seconds();
+    self->render_tokens0 = self->stream_tokens;
+    self->stream_renders++;
     msg_render(self, self->stream_msg);
     return G_SOURCE_REMOVE;
 }
@@ -1419,12 +1434,15 @@ static gboolean render_waited(gpointer data)
 
 static void queue_render(RlxChatPane *self)
 {
-    if (self->render_tick || self->render_wait)
+    if (self->render_tick)
         return; /* one is due; it shows whatever came by then */
+    g_clear_handle_id(&self->render_wait, g_source_remove); /* more came: decide again */
     gint64 wait = 0;
     if (self->render_start_us) {
         double spent = thread_cpu_seconds() - self->render_cpu0;
         gint64 next = self->render_start_us + (gint64)(spent / RENDER_SHARE * 1e6);
+        if (spent > (self->stream_tokens - self->render_tokens0) * RENDER_TOKEN_CPU)
+            next = MAX(next, self->render_start_us + RENDER_MAX_WAIT_US);
         wait = next - g_get_monotonic_time();
     }
     if (wait > 1000)
@@ -1464,9 +1482,10 @@ static double thread_cpu_seconds(void)
  * tokens as the page received them, and the main thread's CPU time. */
 static void log_stream(RlxChatPane *self, const char *what)
 {
-    g_debug("stream %s: %d tokens, %.4f s since the first, main thread %.4f s CPU", what,
-            self->stream_tokens, (double)(g_get_monotonic_time() - self->stream_first_us) / 1e6,
-            thread_cpu_seconds() - self->stream_cpu0);
+    g_debug("stream %s: %d tokens, %.4f s since the first, main thread %.4f s CPU, %d showings",
+            what, self->stream_tokens,
+            (double)(g_get_monotonic_time() - self->stream_first_us) / 1e6,
+            thread_cpu_seconds() - self->stream_cpu0, self->stream_renders);
     self->stream_logged = self->stream_tokens;
 }
 

@@ -617,12 +617,40 @@ static void render_into(GtkBox *box, const char *src, gsize len)
     g_ptr_array_unref(r.blocks);
 }
 
+gsize rlx_markdown_soft_cut(const char *text, gsize block, gsize from, gsize len, gsize limit)
+{
+    if (len - from <= limit)
+        return 0;
+    /* Only a paragraph of prose: what starts like a heading, a table, HTML,
+     * a list, a quote or indented code is left whole. */
+    unsigned char c0 = (unsigned char)text[block];
+    if (!starts_fresh(text + block) || c0 == '#' || c0 == '|' || c0 == '<')
+        return 0;
+    /* Look in the newest half: after a sentence's end, else after a space;
+     * never inside a UTF-8 character (the cut follows an ASCII byte). */
+    gsize lo = from + limit / 2, space = 0;
+    for (gsize i = len - 1; i > lo; i--) {
+        char a = text[i - 1], b = text[i];
+        if (b == ' ' || b == '\n') {
+            if (a == '.' || a == '!' || a == '?' || a == ':' || a == ';')
+                return i + 1;
+            if (!space)
+                space = i + 1;
+        }
+    }
+    return space;
+}
+
 struct RlxMarkdownStream {
     GtkBox *box; /* not owned */
     GString *src;
     RlxMarkdownChunker chunker;
     gsize open_from; /* where the open chunk starts in src */
-    GtkBox *open;    /* its box: the last child of box */
+    GtkBox *open;    /* its box: the last child of box (or of run) */
+    gboolean live;   /* soft cuts allowed (rlx_markdown_stream_set_live) */
+    gboolean cut;    /* a soft cut was made: settle renders anew */
+    GtkBox *run;     /* the box of the soft-cut pieces of the open paragraph */
+    gsize run_from;  /* where that paragraph starts in src */
 };
 
 static GtkBox *chunk_box(void)
@@ -647,17 +675,23 @@ void rlx_markdown_stream_free(RlxMarkdownStream *s)
     g_free(s);
 }
 
+static void stream_reset(RlxMarkdownStream *s)
+{
+    GtkWidget *child;
+    while ((child = gtk_widget_get_first_child(GTK_WIDGET(s->box))))
+        gtk_box_remove(s->box, child);
+    g_string_truncate(s->src, 0);
+    rlx_markdown_chunker_init(&s->chunker);
+    s->open_from = 0;
+    s->open = NULL;
+    s->run = NULL;
+    s->cut = FALSE;
+}
+
 void rlx_markdown_stream_update(RlxMarkdownStream *s, const char *text, gsize len)
 {
     if (len < s->src->len || memcmp(text, s->src->str, s->src->len) != 0) {
-        /* Not a continuation: start over. */
-        GtkWidget *child;
-        while ((child = gtk_widget_get_first_child(GTK_WIDGET(s->box))))
-            gtk_box_remove(s->box, child);
-        g_string_truncate(s->src, 0);
-        rlx_markdown_chunker_init(&s->chunker);
-        s->open_from = 0;
-        s->open = NULL;
+        stream_reset(s); /* not a continuation: start over */
     } else if (len == s->src->len && s->open) {
         return;
     }
@@ -672,9 +706,49 @@ void rlx_markdown_stream_update(RlxMarkdownStream *s, const char *text, gsize le
         render_into(s->open, s->src->str + s->open_from, stable - s->open_from);
         s->open_from = stable;
         s->open = chunk_box();
+        s->run = NULL;
         gtk_box_append(s->box, GTK_WIDGET(s->open));
     }
+    gsize cut = s->live && !s->chunker.fence
+                    ? rlx_markdown_soft_cut(s->src->str, s->run ? s->run_from : s->open_from,
+                                            s->open_from, s->src->len, RLX_MARKDOWN_SOFT_CUT_BYTES)
+                    : 0;
+    if (cut) {
+        /* A paragraph that keeps growing: its first part is kept as it is,
+         * in a run of boxes without spacing (so it reads as one paragraph
+         * broken at a sentence), and only the rest is laid out again. */
+        if (!s->run) {
+            s->run = GTK_BOX(gtk_box_new(GTK_ORIENTATION_VERTICAL, 0));
+            s->run_from = s->open_from;
+            gtk_box_insert_child_after(s->box, GTK_WIDGET(s->run), GTK_WIDGET(s->open));
+            g_object_ref(s->open);
+            gtk_box_remove(s->box, GTK_WIDGET(s->open));
+            gtk_box_append(s->run, GTK_WIDGET(s->open));
+            g_object_unref(s->open);
+        }
+        render_into(s->open, s->src->str + s->open_from, cut - s->open_from);
+        s->open_from = cut;
+        s->open = chunk_box();
+        gtk_box_append(s->run, GTK_WIDGET(s->open));
+        s->cut = TRUE;
+    }
     render_into(s->open, s->src->str + s->open_from, s->src->len - s->open_from);
+}
+
+void rlx_markdown_stream_set_live(RlxMarkdownStream *s, gboolean live)
+{
+    if (s->live == live)
+        return;
+    s->live = live;
+    if (live || !s->cut)
+        return;
+    /* Settled: the paragraphs cut while they grew are laid out whole, so
+     * what stays on screen reads exactly as the text does. */
+    gsize n = s->src->len;
+    g_autofree char *text = g_string_free(s->src, FALSE);
+    s->src = g_string_new(NULL);
+    stream_reset(s);
+    rlx_markdown_stream_update(s, text, n);
 }
 
 gsize rlx_markdown_stream_finished_bytes(const RlxMarkdownStream *s)

@@ -30,6 +30,14 @@ void rlx_markdown_render(GtkBox *box, const char *text);
 typedef struct RlxMarkdownStream RlxMarkdownStream;
 RlxMarkdownStream *rlx_markdown_stream_new(GtkBox *box);
 void rlx_markdown_stream_update(RlxMarkdownStream *s, const char *text, gsize len);
+/* While live (set by the caller while the text streams in), a paragraph
+ * longer than RLX_MARKDOWN_SOFT_CUT_BYTES is also cut, after a sentence or a
+ * word in its newest half, so that laying out what is still open costs the
+ * same however long the paragraph grows; Markdown that spans such a cut
+ * shows as written until the stream settles. Setting it not live again lays
+ * out anew, whole, what was cut so. A new stream is not live. */
+#define RLX_MARKDOWN_SOFT_CUT_BYTES 2048
+void rlx_markdown_stream_set_live(RlxMarkdownStream *s, gboolean live);
 /* Bytes of the text in finished chunks (never rendered again). */
 gsize rlx_markdown_stream_finished_bytes(const RlxMarkdownStream *s);
 void rlx_markdown_stream_free(RlxMarkdownStream *s);
@@ -44,6 +52,11 @@ typedef struct {
 } RlxMarkdownChunker;
 void rlx_markdown_chunker_init(RlxMarkdownChunker *c);
 gsize rlx_markdown_chunker_feed(RlxMarkdownChunker *c, const char *text, gsize len);
+/* Where a live stream cuts the open piece text[from, len) of the block that
+ * starts at text[block] when the piece is longer than limit bytes: after the
+ * last sentence end (". ", "! ", …) in its newest half, else after its last
+ * space there; 0: no cut (short, the block is not prose, or no space). */
+gsize rlx_markdown_soft_cut(const char *text, gsize block, gsize from, gsize len, gsize limit);
 
 /* text as Pango markup, without code blocks' widgets (for tests). */
 char *rlx_markdown_to_pango(const char *text);

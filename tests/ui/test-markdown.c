@@ -129,6 +129,47 @@ static void test_chunk_points(void)
                      (gsize)(strstr(t, "After.") - t));
 }
 
+/* A live stream cuts a long paragraph after a sentence, else a word, in
+ * its newest half, and leaves other blocks and short pieces whole. */
+static void test_soft_cut(void)
+{
+    GString *t = g_string_new(NULL);
+    while (t->len < 100)
+        g_string_append(t, "word ");
+    gsize len = t->len;
+    g_assert_cmpuint(rlx_markdown_soft_cut(t->str, 0, 0, len, len), ==, 0); /* not longer */
+    /* no sentence end: after the last space */
+    g_assert_cmpuint(rlx_markdown_soft_cut(t->str, 0, 0, len, 40), ==, len);
+    g_string_truncate(t, len - 1); /* ends "word" */
+    g_assert_cmpuint(rlx_markdown_soft_cut(t->str, 0, 0, t->len, 40), ==, t->len - 4);
+    /* a sentence end in the newest half wins over a later space */
+    g_string_truncate(t, 60);
+    g_string_append(t, "Done. More words here");
+    const char *end = strstr(t->str, "Done. ") + 6;
+    g_assert_cmpuint(rlx_markdown_soft_cut(t->str, 0, 0, t->len, 40), ==, (gsize)(end - t->str));
+    /* ... but not one in the older half: then the last space */
+    GString *o = g_string_new("Done. ");
+    while (o->len < 150)
+        g_string_append(o, "word ");
+    g_string_append(o, "end");
+    g_assert_cmpuint(rlx_markdown_soft_cut(o->str, 0, 0, o->len, 100), ==, o->len - 3);
+    g_string_free(o, TRUE);
+    /* a later piece of the same block: the block's start decides */
+    gsize from = 20;
+    g_assert_cmpuint(rlx_markdown_soft_cut(t->str, 0, from, t->len, 40), ==, (gsize)(end - t->str));
+    /* not prose: a list, a table, a heading, a quote, indented code */
+    const char *starts[] = {"- ", "| ", "# ", "> ", "    ", "1. "};
+    for (size_t i = 0; i < G_N_ELEMENTS(starts); i++) {
+        g_autofree char *u = g_strconcat(starts[i], t->str, NULL);
+        g_assert_cmpuint(rlx_markdown_soft_cut(u, 0, 0, strlen(u), 40), ==, 0);
+    }
+    /* no space in the newest half (one long word): no cut, never inside a
+     * UTF-8 character */
+    g_autofree char *w = g_strnfill(200, 'x');
+    g_assert_cmpuint(rlx_markdown_soft_cut(w, 0, 0, 200, 40), ==, 0);
+    g_string_free(t, TRUE);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -138,5 +179,6 @@ int main(int argc, char **argv)
     g_test_add_func("/markdown/chunks-incremental", test_chunks_incremental);
     g_test_add_func("/markdown/chunks-render-the-same", test_chunks_render_the_same);
     g_test_add_func("/markdown/chunk-points", test_chunk_points);
+    g_test_add_func("/markdown/soft-cut", test_soft_cut);
     return g_test_run();
 }
