@@ -21,7 +21,7 @@ while [ $# -gt 0 ]; do
     -r) reps="$2"; shift 2 ;;
     -p) p="$2"; shift 2 ;;
     -n) n="$2"; shift 2 ;;
-    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
     -*) echo "bench-contention: unknown option $1 (see --help)" >&2; exit 1 ;;
     *) break ;;
     esac

@@ -1368,6 +1368,23 @@ static void on_load_progress(RlxEngine *e, const char *stage, double fraction, R
     gtk_progress_bar_set_text(self->loading_bar, text);
 }
 
+/* For the UI tests (G_MESSAGES_DEBUG=RlxStudio), once the page has been laid
+ * out with a model: whether the sidebar folded away, whether the model's
+ * name is drawn whole, and what the empty conversation says. */
+static gboolean log_layout(gpointer data)
+{
+    RlxChatPane *self = data;
+    PangoLayout *name = gtk_label_get_layout(self->model_label);
+    g_debug("layout: %d px wide, sidebar %s, model name %s, empty page says \"%s\"",
+            gtk_widget_get_width(GTK_WIDGET(self)),
+            adw_flap_get_folded(self->flap)
+                ? (adw_flap_get_reveal_flap(self->flap) ? "folded and shown" : "folded away")
+                : "beside",
+            pango_layout_is_ellipsized(name) ? "cut" : "whole",
+            adw_status_page_get_description(self->ready_page));
+    return G_SOURCE_REMOVE;
+}
+
 static void on_model_loaded(RlxEngine *e, RlxChatPane *self)
 {
     const RlxModelInfo *i = rlx_engine_get_model_info(e);
@@ -1384,6 +1401,7 @@ static void on_model_loaded(RlxEngine *e, RlxChatPane *self)
     toast(self, msg);
     update_state(self);
     gtk_widget_grab_focus(GTK_WIDGET(self->input));
+    g_timeout_add_full(G_PRIORITY_LOW, 500, log_layout, g_object_ref(self), g_object_unref);
 }
 
 /* The streaming reply is shown once per frame at most, with everything

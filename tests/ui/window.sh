@@ -30,6 +30,9 @@ if [ -z "${RLX_WINDOW_IN_XVFB:-}" ]; then
 fi
 
 ui_env "$art/window"
+# the page logs its layout once a model is ready (sidebar, model name, empty page)
+G_MESSAGES_DEBUG=RlxStudio
+export G_MESSAGES_DEBUG
 
 settings() {
     printf '[org/rlx/Studio]\nwindow-width=%s\nwindow-height=%s\n' "$1" "$2" >"$keyfile"
@@ -118,6 +121,9 @@ wait_log "is ready"
 sleep 0.5
 xdotool search --onlyvisible --name '^Tales — RLX Studio$' >/dev/null ||
     fail "the window is not titled 'Tales — RLX Studio': $(xdotool getwindowname "$wid")"
+wait_log "layout: "
+grep -q 'empty page says "[0-9]* tokens of context, on the CPU. Type a message below and press Enter."' \
+    "$art/$ui_log-title.log" || fail "the empty conversation does not say what to do: $(grep 'layout: ' "$art/$ui_log-title.log")"
 sleep 6 # the toast goes
 shot empty-conversation
 timeout 20 "$app" --model "$work/nameless.gguf" >>"$art/window-second.log" 2>&1 || fail "a second launch failed"
@@ -137,6 +143,11 @@ eval "$(xdotool getwindowgeometry --shell "$wid")"
 echo "narrow window: ${WIDTH}x$HEIGHT"
 shot narrow
 [ "$WIDTH" -le 380 ] || fail "the window is $WIDTH px wide: something forces it past 360"
+wait_log "layout: "
+line=$(grep 'layout: ' "$art/$ui_log-narrow.log" | tail -1)
+echo "$line"
+case $line in *"sidebar folded away, model name whole"*) ;;
+*) fail "at 360 px the sidebar must fold away and the model's name show whole: $line" ;; esac
 quit
 check_log narrow
 
