@@ -108,6 +108,15 @@ rlx: chat: -p is an option of rlx generate; chat reads its turns from stdin*|cha
 rlx: chat: --temp -1 is out of range*|chat -m x --temp -1
 rlx: chat: -t 0 is out of range*|chat -m x -t 0
 rlx: chat: --gpu-layers wants a layer count*not '-3'|chat -m x --gpu-layers -3
+rlx: transcribe: -f AUDIO or --mic is required (see rlx transcribe --help)|transcribe -m x
+rlx: transcribe: -m MODEL is required (see rlx transcribe --help)|transcribe -f a.wav
+rlx: transcribe: unknown option '--bogus' (see rlx transcribe --help)|transcribe -m x -f a.wav --bogus
+rlx: transcribe: --beam-size must be 1 to 16, not '0'|transcribe -m x -f a.wav --beam-size 0
+rlx: transcribe: --temperature must be 0 to 1, not '-1'|transcribe -m x -f a.wav --temperature -1
+rlx: transcribe: -t 0 is out of range*|transcribe -m x -f a.wav -t 0
+rlx: transcribe: --language xx: not a Whisper language*|transcribe -m x -f a.wav --language xx
+rlx: transcribe: --offset must be seconds >= 0, not '-1'|transcribe -m x -f a.wav --offset -1
+rlx: transcribe: -o out.doc: the name must end in .txt, .srt, .vtt or .json|transcribe -m x -f a.wav -o out.doc
 rlx: chat: no model; use -m MODEL.gguf*|chat
 rlx: info: unknown option '--bogus' (see rlx info --help)|info --bogus
 rlx: info: no file given (see rlx info --help)|info
