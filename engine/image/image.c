@@ -188,6 +188,8 @@ static int png_decode_run(png_ctx *c)
     for (png_uint_32 y = 0; y < c->h; y++)
         c->rows[y] = c->buf + (size_t)y * c->w * c->channels;
     png_read_image(c->png, c->rows);
+    /* the last IDAT's CRC and IEND: a file cut there is truncated too */
+    png_read_end(c->png, NULL);
     return 0;
 }
 
@@ -367,14 +369,30 @@ static uint8_t *orient(const uint8_t *src, int w, int h, int ch, int o, int *ow,
         for (int x = 0; x < W; x++) {
             int sx, sy;
             switch (o) {
-            case 2: sx = w - 1 - x, sy = y; break;
-            case 3: sx = w - 1 - x, sy = h - 1 - y; break;
-            case 4: sx = x, sy = h - 1 - y; break;
-            case 5: sx = y, sy = x; break;                 /* transpose */
-            case 6: sx = y, sy = h - 1 - x; break;         /* 90 degrees clockwise */
-            case 7: sx = w - 1 - y, sy = h - 1 - x; break; /* transverse */
-            case 8: sx = w - 1 - y, sy = x; break;         /* 90 degrees counter-clockwise */
-            default: sx = x, sy = y; break;
+            case 2:
+                sx = w - 1 - x, sy = y;
+                break;
+            case 3:
+                sx = w - 1 - x, sy = h - 1 - y;
+                break;
+            case 4:
+                sx = x, sy = h - 1 - y;
+                break;
+            case 5:
+                sx = y, sy = x;
+                break; /* transpose */
+            case 6:
+                sx = y, sy = h - 1 - x;
+                break; /* 90 degrees clockwise */
+            case 7:
+                sx = w - 1 - y, sy = h - 1 - x;
+                break; /* transverse */
+            case 8:
+                sx = w - 1 - y, sy = x;
+                break; /* 90 degrees counter-clockwise */
+            default:
+                sx = x, sy = y;
+                break;
             }
             memcpy(dst + ((size_t)y * W + x) * ch, src + ((size_t)sy * w + sx) * ch, ch);
         }
@@ -415,8 +433,8 @@ static rlx_status decode_jpeg(const uint8_t *data, size_t size, const rlx_image_
         else if (strcmp(c->e.msg, "out of memory") == 0)
             st = rlx_error_set(err, RLX_ERR_NO_MEMORY, "out of memory decoding the JPEG");
         else
-            st = rlx_error_set(err, RLX_ERR_FORMAT, "the JPEG is corrupt or truncated (libjpeg: %s)",
-                               c->e.msg);
+            st = rlx_error_set(err, RLX_ERR_FORMAT,
+                               "the JPEG is corrupt or truncated (libjpeg: %s)", c->e.msg);
         free(c);
         return st;
     }
@@ -446,7 +464,8 @@ rlx_status rlx_image_decode(const void *data, size_t size, const rlx_image_load_
     if (p.max_pixels <= 0)
         p.max_pixels = RLX_IMAGE_DEFAULT_MAX_PIXELS;
     if (size == 0)
-        return rlx_error_set(err, RLX_ERR_FORMAT, "the file is empty (0 bytes): it is not an image");
+        return rlx_error_set(err, RLX_ERR_FORMAT,
+                             "the file is empty (0 bytes): it is not an image");
     const char *kind = rlx_image_sniff(data, size);
     if (kind && kind[0] == 'P')
         return decode_png(data, size, &p, out, err);
@@ -816,8 +835,8 @@ static rlx_status interp_region(const float *src, int sw, int sh, float *dst, in
         for (int x = 0; x < cw; x++) {
             int x0 = ax.i0[x], x1 = ax.i1[x];
             float w0 = ax.l0[x], w1 = ax.l1[x];
-            dst[(size_t)y * cw + x] = h0 * (w0 * r0[x0] + w1 * r0[x1]) +
-                                      h1 * (w0 * r1[x0] + w1 * r1[x1]);
+            dst[(size_t)y * cw + x] =
+                h0 * (w0 * r0[x0] + w1 * r0[x1]) + h1 * (w0 * r1[x0] + w1 * r1[x1]);
         }
     }
 done:
@@ -1041,8 +1060,8 @@ static rlx_status commit_file(const char *tmp, const char *path, bool overwrite,
     if (renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_NOREPLACE) == 0)
         return RLX_OK;
     if (errno == EEXIST)
-        return rlx_error_set(err, RLX_ERR_IO, "%s exists; choose another name or allow replacing it",
-                             path);
+        return rlx_error_set(err, RLX_ERR_IO,
+                             "%s exists; choose another name or allow replacing it", path);
     if (errno != EINVAL && errno != ENOSYS)
         return rlx_error_set(err, RLX_ERR_IO, "cannot write %s: %s", path, strerror(errno));
     /* a file system without RENAME_NOREPLACE: a hard link fails on an existing name */
@@ -1051,12 +1070,12 @@ static rlx_status commit_file(const char *tmp, const char *path, bool overwrite,
         return RLX_OK;
     }
     if (errno == EEXIST)
-        return rlx_error_set(err, RLX_ERR_IO, "%s exists; choose another name or allow replacing it",
-                             path);
+        return rlx_error_set(err, RLX_ERR_IO,
+                             "%s exists; choose another name or allow replacing it", path);
     struct stat st;
     if (stat(path, &st) == 0)
-        return rlx_error_set(err, RLX_ERR_IO, "%s exists; choose another name or allow replacing it",
-                             path);
+        return rlx_error_set(err, RLX_ERR_IO,
+                             "%s exists; choose another name or allow replacing it", path);
     if (rename(tmp, path) != 0)
         return rlx_error_set(err, RLX_ERR_IO, "cannot write %s: %s", path, strerror(errno));
     return RLX_OK;
@@ -1073,8 +1092,8 @@ rlx_status rlx_image_write_png(const char *path, const uint8_t *pixels, int widt
         return rlx_error_set(err, RLX_ERR_INVALID_ARG, "the image is too large for a PNG");
     struct stat sb;
     if (!overwrite && stat(path, &sb) == 0)
-        return rlx_error_set(err, RLX_ERR_IO, "%s exists; choose another name or allow replacing it",
-                             path);
+        return rlx_error_set(err, RLX_ERR_IO,
+                             "%s exists; choose another name or allow replacing it", path);
     size_t n = strlen(path);
     char *tmp = malloc(n + 16);
     if (!tmp)

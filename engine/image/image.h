@@ -176,8 +176,7 @@ RLX_API rlx_status rlx_image_write_mask_png(const char *path, const uint8_t *mas
 /* The image's pixels with `mask` (img->width x img->height bytes) as alpha,
  * as an RGBA PNG (the image's own alpha, if any, is replaced). */
 RLX_API rlx_status rlx_image_write_cutout_png(const char *path, const rlx_image *img,
-                                              const uint8_t *mask, bool overwrite,
-                                              rlx_error **err);
+                                              const uint8_t *mask, bool overwrite, rlx_error **err);
 
 #ifdef __cplusplus
 }
