@@ -488,6 +488,22 @@ static void test_hostile(void **state)
     assert_int_equal(rlx_image_load(fx("jpeg-orient1.jpg"), &p, &img, &err), RLX_ERR_UNSUPPORTED);
     rlx_error_clear(&err);
 
+    /* a JPEG whose frame header claims 65000x65000: refused from the header */
+    size_t jn = 0;
+    uint8_t *j = rlx_test_read_file(fx("jpeg-1x1.jpg"), &jn);
+    assert_non_null(j);
+    size_t sof = 0;
+    for (size_t i = 2; i + 9 < jn && !sof; i++)
+        if (j[i] == 0xff && (j[i + 1] == 0xc0 || j[i + 1] == 0xc2))
+            sof = i;
+    assert_true(sof > 0);
+    j[sof + 5] = j[sof + 7] = 0xfd; /* height and width, big-endian: 0xfde8 = 65000 */
+    j[sof + 6] = j[sof + 8] = 0xe8;
+    assert_int_equal(decode(j, jn, &err), RLX_ERR_UNSUPPORTED);
+    assert_non_null(strstr(rlx_error_message(err), "65000\u00d765000 pixels"));
+    rlx_error_clear(&err);
+    free(j);
+
     assert_int_equal(decode("", 0, &err), RLX_ERR_FORMAT);
     rlx_error_clear(&err);
     assert_int_equal(decode("GIF89a\1\0\1\0", 10, &err), RLX_ERR_UNSUPPORTED);

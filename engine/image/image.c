@@ -158,6 +158,9 @@ static int png_decode_run(png_ctx *c)
     if (setjmp(png_jmpbuf(c->png)))
         return -1;
     png_set_read_fn(c->png, c, png_read_mem);
+    /* libpng's own 1e6-per-side limit would refuse a wide strip with a vaguer
+     * message; max_pixels below decides, before any row is allocated */
+    png_set_user_limits(c->png, PNG_UINT_31_MAX, PNG_UINT_31_MAX);
     png_read_info(c->png, c->info);
     int bit_depth, color_type, interlace;
     png_get_IHDR(c->png, c->info, &c->w, &c->h, &bit_depth, &color_type, &interlace, NULL, NULL);

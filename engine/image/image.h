@@ -6,7 +6,8 @@
  * Usage:
  *     rlx_error *err = NULL;
  *     rlx_image *img = NULL;
- *     if (rlx_image_load("photo.jpg", rlx_image_load_default_params(), &img, &err) != RLX_OK)
+ *     rlx_image_load_params lp = rlx_image_load_default_params(); // or NULL for these
+ *     if (rlx_image_load("photo.jpg", &lp, &img, &err) != RLX_OK)
  *         ...report rlx_error_message(err)...
  *     rlx_image_prep_params pp = rlx_image_prep_sam_params(); // SAM 1: 1024, pad
  *     float *x = malloc(rlx_image_prep_floats(&pp) * sizeof(float));
@@ -68,7 +69,8 @@ typedef struct rlx_image_load_params {
 
 RLX_API rlx_image_load_params rlx_image_load_default_params(void);
 
-/* Decodes a PNG (any bit depth, palette, gray, gray+alpha, RGB, RGBA,
+/* `params` may be NULL for the defaults.
+ * Decodes a PNG (any bit depth, palette, gray, gray+alpha, RGB, RGBA,
  * interlaced; 16-bit samples keep their high byte, as libpng's strip_16 and
  * PIL's RGB;16B do) or a JPEG (YCbCr, RGB, grayscale, CMYK/YCCK). The kind is
  * told by the magic bytes, never the file name. *out is set to NULL first
