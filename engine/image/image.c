@@ -466,6 +466,9 @@ rlx_status rlx_image_decode(const void *data, size_t size, const rlx_image_load_
     rlx_image_load_params p = params ? *params : rlx_image_load_default_params();
     if (p.max_pixels <= 0)
         p.max_pixels = RLX_IMAGE_DEFAULT_MAX_PIXELS;
+    /* keeps width * height * 4 bytes far from size_t's end whatever is asked */
+    if (p.max_pixels > RLX_IMAGE_MAX_PIXELS_LIMIT)
+        p.max_pixels = RLX_IMAGE_MAX_PIXELS_LIMIT;
     if (size == 0)
         return rlx_error_set(err, RLX_ERR_FORMAT,
                              "the file is empty (0 bytes): it is not an image");

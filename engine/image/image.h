@@ -66,6 +66,8 @@ typedef struct rlx_image_load_params {
 } rlx_image_load_params;
 
 #define RLX_IMAGE_DEFAULT_MAX_PIXELS ((int64_t)100 * 1000 * 1000)
+/* max_pixels <= 0 means the default; above this it is clamped to this. */
+#define RLX_IMAGE_MAX_PIXELS_LIMIT ((int64_t)1 << 36)
 
 RLX_API rlx_image_load_params rlx_image_load_default_params(void);
 
