@@ -5,6 +5,11 @@ Rerun (about a minute or two on 2 cores; rewrites tests/fixtures/whisper-ref-*):
 
     /usr/bin/python3 tests/reference/whisper_reference.py [--data ../shared/data]
 
+and for large-v3's layout (under a minute; rewrites tests/fixtures/whisper-v3-ref-*,
+for tests/test-whisper-v3.c; see use_layout and main_v3):
+
+    /usr/bin/python3 tests/reference/whisper_reference.py --layout v3
+
 What it is. A random-weight model with whisper-tiny's real shapes (n_vocab 51865,
 audio ctx 1500, state 384, 6 heads, 4 + 4 layers, text ctx 448, 80 mels) whose
 weights come from a counter-based generator that tests/whisper-writer.c
