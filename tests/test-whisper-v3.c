@@ -29,6 +29,9 @@
  *   transcription (224 tokens) and Cantonese ("yue") translation (64): the
  *   same tokens up to the first step the reference marks as a near tie (a
  *   margin under 2e-2; at 138 and 15);
+ * - rlx_whisper_transcribe left to detect the language: the reference's
+ *   likeliest language, its probability within 1e-3 (openai's transcribe()
+ *   detects on the padded log-mel, not on the zero-padded first window);
  * - the ggml file against the HF folder: the same greedy tokens, and their
  *   mel, encoder output and logits within the reference tolerances of each
  *   other (the filterbanks differ by float32 rounding only).
@@ -297,27 +300,34 @@ static void check_layout(const char *path)
         assert_int_equal(len, strlen(names[i].text));
         assert_memory_equal(t, names[i].text, len);
     }
-    /* openai's suppress list: the non-speech text tokens and sot, translate,
-     * transcribe, startoflm, startofprev, nospeech; never a language (yue is
-     * tiny's translate id), notimestamps (the timestamp rules' business) or
-     * a timestamp */
-    size_t n = 0;
+    /* openai's suppress list: its non_speech_tokens (text ids, the same as
+     * tiny's) and sot, translate, transcribe, startoflm, startofprev,
+     * nospeech; no language (yue is tiny's translate id), notimestamps (the
+     * timestamp rules' business) or timestamp. As openai/whisper-large-v3's
+     * generation_config suppress_tokens. The ggml vocabulary wrote the
+     * partial-UTF-8 tokens 873 and 3268 as U+FFFD, so the ggml file cannot
+     * find those two (as in test-whisper-file for tiny). */
+    static const int32_t want[] = {
+        1,     2,     7,     8,     9,     10,    14,        25,         26,    27,    28,
+        29,    31,    58,    59,    60,    61,    62,        63,         90,    91,    92,
+        93,    359,   503,   522,   542,   873,   893,       902,        918,   922,   931,
+        1350,  1853,  1982,  2460,  2627,  3246,  3253,      3268,       3536,  3846,  3961,
+        4183,  4667,  6585,  6647,  7273,  9061,  9383,      10428,      10929, 11938, 12033,
+        12331, 12562, 13793, 14157, 14635, 15265, 15618,     16553,      16604, 18362, 18956,
+        20075, 21675, 22520, 26130, 26161, 26435, 28279,     29464,      31650, 32302, 32470,
+        36865, 42863, 47425, 49870, 50254, SOT,   TRANSLATE, TRANSCRIBE, SOLM,  PREV,  NOSPEECH};
+    bool ggml = strstr(path, ".bin") != NULL;
+    size_t n = 0, k = 0;
     const int32_t *sup = rlx_whisper_file_suppress_tokens(wf, &n);
-    int specials = 0;
-    for (size_t i = 0; i < n; i++) {
-        assert_true(sup[i] >= 0 && sup[i] < TS0);
-        assert_false(sup[i] >= LANG0 && sup[i] <= YUE);
-        assert_int_not_equal(sup[i], NOTIMESTAMPS);
-        assert_int_not_equal(sup[i], EOT);
-        specials += sup[i] >= EOT;
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        if (ggml && (want[i] == 873 || want[i] == 3268))
+            continue;
+        if (k >= n || sup[k] != want[i])
+            fail_msg("%s: suppress list item %zu is %d, wanted %d", path, k, k < n ? sup[k] : -1,
+                     want[i]);
+        k++;
     }
-    assert_int_equal(specials, 6);
-    for (int32_t want = TRANSLATE; want <= NOSPEECH; want++) {
-        bool found = false;
-        for (size_t i = 0; i < n; i++)
-            found |= sup[i] == want;
-        assert_true(found);
-    }
+    assert_int_equal(k, n);
     const int32_t *bs = rlx_whisper_file_begin_suppress_tokens(wf, &n);
     assert_int_equal(n, 2);
     assert_true((bs[0] == 220 && bs[1] == EOT) || (bs[0] == EOT && bs[1] == 220));
