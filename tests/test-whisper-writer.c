@@ -74,6 +74,46 @@ static void test_generator_matches_python(void **state)
     assert_float_equal(rlx_whisper_writer_value(pe, 7 * 384 + 192), 0.7539023f, 1e-6);
 }
 
+/* the v3 layout's generator against whisper-v3-ref-weights.f32 (WEIGHT_PROBES_V3
+ * of whisper_reference.py --layout v3: its 2 encoder blocks, the 128-mel conv1,
+ * the sinusoids at width 256), bit for bit, and its table */
+static void test_generator_v3_matches_python(void **state)
+{
+    (void)state;
+    static const char *const probes[N_PROBES] = {
+        "encoder.conv1.weight", "encoder.blocks.1.attn.key.weight",
+        "decoder.token_embedding.weight", "decoder.blocks.3.cross_attn_ln.bias",
+        "encoder.positional_embedding"};
+    char path[512];
+    snprintf(path, sizeof path, "%s/tests/fixtures/whisper-v3-ref-weights.f32",
+             RLX_TEST_SOURCE_DIR);
+    size_t size = 0;
+    float *ref = rlx_test_read_file(path, &size);
+    assert_non_null(ref);
+    assert_int_equal(size, N_PROBES * 16 * sizeof(float));
+    for (int p = 0; p < N_PROBES; p++) {
+        const rlx_ww_tensor *t = rlx_ww_find(&rlx_ww_v3, probes[p]);
+        assert_non_null(t);
+        for (int k = 0; k < 16; k++) {
+            float v = rlx_whisper_writer_value(t, probe_index(t, k));
+            if (memcmp(&v, &ref[p * 16 + k], 4) != 0)
+                fail_msg("v3 %s[%lld]: C %.9g, Python %.9g", probes[p],
+                         (long long)probe_index(t, k), v, ref[p * 16 + k]);
+        }
+    }
+    free(ref);
+    /* 5 + 2 * 15 + 2 + 2 + 4 * 24 + 2 tensors; conv1 reads 128 mels */
+    assert_int_equal(rlx_ww_n_tensors(&rlx_ww_v3), 137);
+    const rlx_ww_tensor *c1 = rlx_ww_find(&rlx_ww_v3, "encoder.conv1.weight");
+    assert_int_equal(c1->shape[0], 256);
+    assert_int_equal(c1->shape[1], 128);
+    assert_int_equal(rlx_ww_find(&rlx_ww_v3, "decoder.token_embedding.weight")->shape[0], 51866);
+    assert_null(rlx_ww_find(&rlx_ww_v3, "encoder.blocks.2.attn.key.weight"));
+    assert_non_null(rlx_ww_find(&rlx_ww_v3, "model.decoder.layers.3.encoder_attn.k_proj.weight"));
+    /* the tiny table is untouched by the other one's use */
+    assert_int_equal(rlx_whisper_writer_n_tensors(), 167);
+}
+
 /* ---- ggml, parsed by hand ---- */
 
 typedef struct ggml_t {
@@ -364,6 +404,7 @@ int main(void)
     rlx_test_need_data("whisper/for-tests-ggml-tiny.bin", NULL);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_generator_matches_python),
+        cmocka_unit_test(test_generator_v3_matches_python),
         cmocka_unit_test(test_ggml_files),
         cmocka_unit_test(test_hf_folder),
         cmocka_unit_test(test_bad_header),

@@ -14,20 +14,47 @@
 
 #include "backends/base/dtype.h"
 
-#define N_TENSORS 167
-#define FF        (4 * RLX_WW_N_STATE)
+/* the most tensors a layout may have (8 + 8 layers: 5 + 8 * 15 + 4 + 8 * 24 + 2) */
+#define MAX_TENSORS 400
+
+const rlx_ww_config rlx_ww_tiny = {
+    .name = "tiny",
+    .n_vocab = RLX_WW_N_VOCAB,
+    .n_audio_ctx = RLX_WW_N_AUDIO_CTX,
+    .n_state = RLX_WW_N_STATE,
+    .n_head = RLX_WW_N_HEAD,
+    .n_audio_layer = RLX_WW_N_LAYER,
+    .n_text_ctx = RLX_WW_N_TEXT_CTX,
+    .n_text_layer = RLX_WW_N_LAYER,
+    .n_mels = RLX_WW_N_MELS,
+};
+
+const rlx_ww_config rlx_ww_v3 = {
+    .name = "v3",
+    .n_vocab = 51866,
+    .n_audio_ctx = 1500,
+    .n_state = 256,
+    .n_head = 4,
+    .n_audio_layer = 2,
+    .n_text_ctx = 448,
+    .n_text_layer = 4,
+    .n_mels = 128,
+};
 
 /* ---- the tensor table ---- */
 
 typedef struct table {
-    rlx_ww_tensor t[N_TENSORS];
-    char names[N_TENSORS][2][96];
+    const rlx_ww_config *c;
+    rlx_ww_tensor t[MAX_TENSORS];
+    char names[MAX_TENSORS][2][96];
     size_t n;
 } table;
 
 static void add(table *tb, const char *name, const char *hf, int rank, int64_t d0, int64_t d1,
                 int64_t d2, rlx_ww_kind kind)
 {
+    if (tb->n >= MAX_TENSORS)
+        return;
     rlx_ww_tensor *t = &tb->t[tb->n];
     snprintf(tb->names[tb->n][0], 96, "%s", name);
     snprintf(tb->names[tb->n][1], 96, "%s", hf);
@@ -46,12 +73,13 @@ static void add(table *tb, const char *name, const char *hf, int rank, int64_t d
 static void add_ln(table *tb, const char *p, const char *hp)
 {
     char a[96], b[96];
+    int64_t n = tb->c->n_state;
     snprintf(a, sizeof a, "%s.weight", p);
     snprintf(b, sizeof b, "%s.weight", hp);
-    add(tb, a, b, 1, RLX_WW_N_STATE, 0, 0, RLX_WW_LN_WEIGHT);
+    add(tb, a, b, 1, n, 0, 0, RLX_WW_LN_WEIGHT);
     snprintf(a, sizeof a, "%s.bias", p);
     snprintf(b, sizeof b, "%s.bias", hp);
-    add(tb, a, b, 1, RLX_WW_N_STATE, 0, 0, RLX_WW_BIAS);
+    add(tb, a, b, 1, n, 0, 0, RLX_WW_BIAS);
 }
 
 static void add_linear(table *tb, const char *p, const char *hp, int64_t out, int64_t in, bool bias)
@@ -75,13 +103,14 @@ static void add_attn(table *tb, const char *p, const char *hp)
     for (int k = 0; k < 4; k++) {
         snprintf(a, sizeof a, "%s.%s", p, ours[k]);
         snprintf(b, sizeof b, "%s.%s", hp, theirs[k]);
-        add_linear(tb, a, b, RLX_WW_N_STATE, RLX_WW_N_STATE, k != 1);
+        add_linear(tb, a, b, tb->c->n_state, tb->c->n_state, k != 1);
     }
 }
 
 static void add_block(table *tb, const char *stack, int i, bool cross)
 {
     char p[96], hp[96], a[96], b[96];
+    int64_t n = tb->c->n_state;
     snprintf(p, sizeof p, "%s.blocks.%d", stack, i);
     snprintf(hp, sizeof hp, "model.%s.layers.%d", stack, i);
     /* openai's ResidualAttentionBlock registers attn, attn_ln, cross_attn,
@@ -102,66 +131,87 @@ static void add_block(table *tb, const char *stack, int i, bool cross)
     }
     snprintf(a, sizeof a, "%s.mlp.0", p);
     snprintf(b, sizeof b, "%s.fc1", hp);
-    add_linear(tb, a, b, FF, RLX_WW_N_STATE, true);
+    add_linear(tb, a, b, 4 * n, n, true);
     snprintf(a, sizeof a, "%s.mlp.2", p);
     snprintf(b, sizeof b, "%s.fc2", hp);
-    add_linear(tb, a, b, RLX_WW_N_STATE, FF, true);
+    add_linear(tb, a, b, n, 4 * n, true);
     snprintf(a, sizeof a, "%s.mlp_ln", p);
     snprintf(b, sizeof b, "%s.final_layer_norm", hp);
     add_ln(tb, a, b);
 }
 
-static const table *get_table(void)
+static void build_table(table *tb, const rlx_ww_config *c)
 {
-    /* built once; the table is a pure function of nothing, so a racing
-     * second build writes the same bytes (and tests are single-threaded) */
-    static table tb;
-    static int ready;
-    if (ready)
-        return &tb;
-    tb.n = 0;
-    add(&tb, "encoder.positional_embedding", "model.encoder.embed_positions.weight", 2,
-        RLX_WW_N_AUDIO_CTX, RLX_WW_N_STATE, 0, RLX_WW_SINUSOIDS);
-    add(&tb, "encoder.conv1.weight", "model.encoder.conv1.weight", 3, RLX_WW_N_STATE, RLX_WW_N_MELS,
-        3, RLX_WW_MATRIX);
-    add(&tb, "encoder.conv1.bias", "model.encoder.conv1.bias", 1, RLX_WW_N_STATE, 0, 0,
-        RLX_WW_BIAS);
-    add(&tb, "encoder.conv2.weight", "model.encoder.conv2.weight", 3, RLX_WW_N_STATE,
-        RLX_WW_N_STATE, 3, RLX_WW_MATRIX);
-    add(&tb, "encoder.conv2.bias", "model.encoder.conv2.bias", 1, RLX_WW_N_STATE, 0, 0,
-        RLX_WW_BIAS);
-    for (int i = 0; i < RLX_WW_N_LAYER; i++)
-        add_block(&tb, "encoder", i, false);
-    add_ln(&tb, "encoder.ln_post", "model.encoder.layer_norm");
-    add(&tb, "decoder.positional_embedding", "model.decoder.embed_positions.weight", 2,
-        RLX_WW_N_TEXT_CTX, RLX_WW_N_STATE, 0, RLX_WW_EMBEDDING);
-    add(&tb, "decoder.token_embedding.weight", "model.decoder.embed_tokens.weight", 2,
-        RLX_WW_N_VOCAB, RLX_WW_N_STATE, 0, RLX_WW_EMBEDDING);
-    for (int i = 0; i < RLX_WW_N_LAYER; i++)
-        add_block(&tb, "decoder", i, true);
-    add_ln(&tb, "decoder.ln", "model.decoder.layer_norm");
-    ready = 1;
-    return &tb;
+    int64_t n = c->n_state;
+    tb->c = c;
+    tb->n = 0;
+    add(tb, "encoder.positional_embedding", "model.encoder.embed_positions.weight", 2,
+        c->n_audio_ctx, n, 0, RLX_WW_SINUSOIDS);
+    add(tb, "encoder.conv1.weight", "model.encoder.conv1.weight", 3, n, c->n_mels, 3,
+        RLX_WW_MATRIX);
+    add(tb, "encoder.conv1.bias", "model.encoder.conv1.bias", 1, n, 0, 0, RLX_WW_BIAS);
+    add(tb, "encoder.conv2.weight", "model.encoder.conv2.weight", 3, n, n, 3, RLX_WW_MATRIX);
+    add(tb, "encoder.conv2.bias", "model.encoder.conv2.bias", 1, n, 0, 0, RLX_WW_BIAS);
+    for (int i = 0; i < c->n_audio_layer; i++)
+        add_block(tb, "encoder", i, false);
+    add_ln(tb, "encoder.ln_post", "model.encoder.layer_norm");
+    add(tb, "decoder.positional_embedding", "model.decoder.embed_positions.weight", 2,
+        c->n_text_ctx, n, 0, RLX_WW_EMBEDDING);
+    add(tb, "decoder.token_embedding.weight", "model.decoder.embed_tokens.weight", 2, c->n_vocab, n,
+        0, RLX_WW_EMBEDDING);
+    for (int i = 0; i < c->n_text_layer; i++)
+        add_block(tb, "decoder", i, true);
+    add_ln(tb, "decoder.ln", "model.decoder.layer_norm");
 }
 
-size_t rlx_whisper_writer_n_tensors(void)
+static const table *get_table(const rlx_ww_config *c)
 {
-    return get_table()->n;
+    /* built once per layout; a table is a pure function of its layout, so a
+     * racing second build writes the same bytes (and tests are
+     * single-threaded); two slots: tiny and v3 */
+    static table tb[2];
+    static int ready[2];
+    int k = c == &rlx_ww_tiny ? 0 : 1;
+    if (!ready[k] || tb[k].c != c) {
+        build_table(&tb[k], c);
+        ready[k] = 1;
+    }
+    return &tb[k];
 }
 
-const rlx_ww_tensor *rlx_whisper_writer_tensor(size_t i)
+size_t rlx_ww_n_tensors(const rlx_ww_config *c)
 {
-    const table *tb = get_table();
+    return get_table(c)->n;
+}
+
+const rlx_ww_tensor *rlx_ww_tensor_at(const rlx_ww_config *c, size_t i)
+{
+    const table *tb = get_table(c);
     return i < tb->n ? &tb->t[i] : NULL;
 }
 
-const rlx_ww_tensor *rlx_whisper_writer_find(const char *name)
+const rlx_ww_tensor *rlx_ww_find(const rlx_ww_config *c, const char *name)
 {
-    const table *tb = get_table();
+    const table *tb = get_table(c);
     for (size_t i = 0; i < tb->n; i++)
         if (!strcmp(tb->t[i].name, name) || !strcmp(tb->t[i].hf_name, name))
             return &tb->t[i];
     return NULL;
+}
+
+size_t rlx_whisper_writer_n_tensors(void)
+{
+    return rlx_ww_n_tensors(&rlx_ww_tiny);
+}
+
+const rlx_ww_tensor *rlx_whisper_writer_tensor(size_t i)
+{
+    return rlx_ww_tensor_at(&rlx_ww_tiny, i);
+}
+
+const rlx_ww_tensor *rlx_whisper_writer_find(const char *name)
+{
+    return rlx_ww_find(&rlx_ww_tiny, name);
 }
 
 int64_t rlx_whisper_writer_numel(const rlx_ww_tensor *t)
@@ -192,9 +242,10 @@ static float uniform(uint64_t seed, int64_t i)
     return (float)((int32_t)(z >> 40) - (1 << 23)) / 8388608.0f;
 }
 
-static float sinusoid(int64_t i)
+/* element i of openai's sinusoids(length, width) */
+static float sinusoid(int64_t i, int64_t width)
 {
-    int64_t t = i / RLX_WW_N_STATE, c = i % RLX_WW_N_STATE, half = RLX_WW_N_STATE / 2;
+    int64_t t = i / width, c = i % width, half = width / 2;
     double inc = log(10000.0) / (double)(half - 1);
     double x = (double)t * exp(-inc * (double)(c % half));
     return (float)(c < half ? sin(x) : cos(x));
@@ -234,7 +285,7 @@ void rlx_whisper_writer_fill(const rlx_ww_tensor *t, int64_t first, int64_t n, f
             break;
         case RLX_WW_SINUSOIDS:
         default:
-            dst[k] = sinusoid(i);
+            dst[k] = sinusoid(i, t->shape[1]);
             break;
         }
     }
@@ -414,19 +465,25 @@ static rlx_status put_q8_0(out *o, const rlx_ww_tensor *t, float *buf)
     return RLX_OK;
 }
 
-static rlx_status write_ggml(const char *header_src, const char *out_path, int kind,
-                             rlx_error **err);
+static rlx_status write_ggml(const rlx_ww_config *c, const char *header_src, const char *out_path,
+                             int kind, rlx_error **err);
 
 rlx_status rlx_whisper_writer_ggml(const char *header_src, const char *out_path, bool f16,
                                    rlx_error **err)
 {
-    return write_ggml(header_src, out_path, f16 ? 1 : 0, err);
+    return write_ggml(&rlx_ww_tiny, header_src, out_path, f16 ? 1 : 0, err);
+}
+
+rlx_status rlx_ww_write_ggml(const rlx_ww_config *c, const char *header_src, const char *out_path,
+                             bool f16, rlx_error **err)
+{
+    return write_ggml(c, header_src, out_path, f16 ? 1 : 0, err);
 }
 
 rlx_status rlx_whisper_writer_ggml_q8_0(const char *header_src, const char *out_path, bool as_f32,
                                         rlx_error **err)
 {
-    return write_ggml(header_src, out_path, as_f32 ? -7 : 7, err);
+    return write_ggml(&rlx_ww_tiny, header_src, out_path, as_f32 ? -7 : 7, err);
 }
 
 /* F32 rows holding what Q8_0 blocks of them decode to */
@@ -453,8 +510,8 @@ static rlx_status put_q8_0_f32(out *o, const rlx_ww_tensor *t, float *buf)
 
 /* kind: ggml's ftype: 0 F32, 1 F16, 7 Q8_0; -7: F32 with the Q8_0 file's
  * values (its matrices quantized and decoded again, its conv weights F16-rounded) */
-static rlx_status write_ggml(const char *header_src, const char *out_path, int kind,
-                             rlx_error **err)
+static rlx_status write_ggml(const rlx_ww_config *c, const char *header_src, const char *out_path,
+                             int kind, rlx_error **err)
 {
     bool as_f32 = kind == -7;
     if (as_f32)
@@ -463,23 +520,51 @@ static rlx_status write_ggml(const char *header_src, const char *out_path, int k
     source s;
     if (source_read(header_src, &s, err) != RLX_OK)
         return RLX_ERR_FORMAT;
+    /* the layout's own filterbank: the source's 80 rows, or the reference's
+     * 128-row Slaney bank (openai's mel_filters.npz "mel_128" is librosa's) */
+    float *filters = NULL;
+    if (c->n_mels != RLX_WW_N_MELS) {
+        char name[64];
+        snprintf(name, sizeof name, "mel-filters-%d-ref.f32", c->n_mels);
+        filters = rlx_ww_fixture_f32(name, (size_t)c->n_mels * 201);
+        if (!filters) {
+            free(s.data);
+            return rlx_error_set(err, RLX_ERR_IO,
+                                 "tests/fixtures/%s (the %d-mel filterbank) is missing or the "
+                                 "wrong size.",
+                                 name, c->n_mels);
+        }
+    }
     /* quantized files carry ggml's quantization version (2) as ftype + 1000 * 2 */
     int32_t ftype = as_f32 ? 1 : kind == 7 ? kind + 2000 : kind;
-    memcpy(s.data + 44, &ftype, 4);
+    int32_t hp[12] = {0x67676d6c, c->n_vocab,       c->n_audio_ctx, c->n_state,
+                      c->n_head,  c->n_audio_layer, c->n_text_ctx,  c->n_state,
+                      c->n_head,  c->n_text_layer,  c->n_mels,      ftype};
     out o;
     if (out_open(&o, out_path, err) != RLX_OK) {
         free(s.data);
+        free(filters);
         return RLX_ERR_IO;
     }
-    put(&o, s.data, s.header_end);
+    put(&o, hp, sizeof hp);
+    put_i32(&o, c->n_mels);
+    put_i32(&o, 201);
+    if (filters)
+        put(&o, filters, sizeof(float) * (size_t)c->n_mels * 201);
+    else
+        put(&o, s.data + 56, sizeof(float) * (size_t)RLX_WW_N_MELS * 201);
+    /* the vocabulary as it is: whisper.cpp's files hold the 50,257 text
+     * words only, and every layout derives its special ids from n_vocab */
+    put(&o, s.data + s.vocab_at, s.header_end - s.vocab_at);
     free(s.data);
+    free(filters);
     float *buf = malloc(sizeof(float) * CHUNK);
     if (!buf) {
         fclose(o.f);
         return rlx_error_set(err, RLX_ERR_NO_MEMORY, "Out of memory writing %s.", out_path);
     }
-    for (size_t i = 0; i < rlx_whisper_writer_n_tensors(); i++) {
-        const rlx_ww_tensor *t = rlx_whisper_writer_tensor(i);
+    for (size_t i = 0; i < rlx_ww_n_tensors(c); i++) {
+        const rlx_ww_tensor *t = rlx_ww_tensor_at(c, i);
         bool conv_bias =
             !strcmp(t->name, "encoder.conv1.bias") || !strcmp(t->name, "encoder.conv2.bias");
         int n_dims = conv_bias ? 2 : t->rank;
@@ -517,37 +602,54 @@ static rlx_status write_ggml(const char *header_src, const char *out_path, int k
 
 /* ---- Hugging Face ---- */
 
-/* openai-whisper's LANGUAGES, in token order (<|en|> = 50259); tiny has 99 */
-static const char *const LANGS[99] = {
+/* openai-whisper's LANGUAGES, in token order (<|en|> = 50259); tiny has the
+ * first 99, large-v3 all 100 ("yue" last) */
+static const char *const LANGS[100] = {
     "en", "zh", "de", "es",  "ru", "ko", "fr", "ja", "pt", "tr", "pl", "ca", "nl", "ar", "sv",
     "it", "id", "hi", "fi",  "vi", "he", "uk", "el", "ms", "cs", "ro", "da", "hu", "ta", "no",
     "th", "ur", "hr", "bg",  "lt", "la", "mi", "ml", "cy", "sk", "te", "fa", "lv", "bn", "sr",
     "az", "sl", "kn", "et",  "mk", "br", "eu", "is", "hy", "ne", "mn", "bs", "kk", "sq", "sw",
     "gl", "mr", "pa", "si",  "km", "sn", "yo", "so", "af", "oc", "ka", "be", "tg", "sd", "gu",
     "am", "yi", "lo", "uz",  "fo", "ht", "ps", "tk", "nn", "mt", "sa", "lb", "my", "bo", "tl",
-    "mg", "as", "tt", "haw", "ln", "ha", "ba", "jw", "su"};
+    "mg", "as", "tt", "haw", "ln", "ha", "ba", "jw", "su", "yue"};
 
-#define TOK_EOT          50257
-#define TOK_SOT          50258
-#define TOK_LANG0        50259
-#define TOK_TRANSLATE    50358
-#define TOK_TRANSCRIBE   50359
-#define TOK_SOLM         50360
-#define TOK_PREV         50361
-#define TOK_NOSPEECH     50362
-#define TOK_NOTIMESTAMPS 50363
-#define TOK_TS0          50364
+/* openai's tokenizer.py lays the specials out after the 50,257 text words:
+ * <|endoftext|>, <|startoftranscript|>, one token per language, translate,
+ * transcribe, startoflm, startofprev, nospeech, notimestamps, then 1501
+ * timestamps; n_vocab 51865 is 99 languages, 51866 (large-v3) 100 */
+typedef struct specials {
+    int n_langs, eot, sot, lang0, translate, transcribe, solm, prev, nospeech, notimestamps, ts0;
+} specials;
 
-/* openai/whisper-tiny's suppress_tokens: openai's non_speech_tokens plus
- * sot, translate, transcribe, startoflm, startofprev, nocaptions */
+static specials specials_of(const rlx_ww_config *c)
+{
+    specials k;
+    k.n_langs = c->n_vocab - 51765 - 1;
+    k.eot = 50257;
+    k.sot = 50258;
+    k.lang0 = 50259;
+    k.translate = k.lang0 + k.n_langs;
+    k.transcribe = k.translate + 1;
+    k.solm = k.translate + 2;
+    k.prev = k.translate + 3;
+    k.nospeech = k.translate + 4;
+    k.notimestamps = k.translate + 5;
+    k.ts0 = k.translate + 6;
+    return k;
+}
+
+/* openai/whisper-tiny's (and large-v3's) suppress_tokens below the
+ * specials: openai's non_speech_tokens, text ids the same in both
+ * vocabularies; the specials sot, translate, transcribe, startoflm,
+ * startofprev and nospeech follow (put_suppress) */
 static const int SUPPRESS[] = {
-    1,     2,     7,     8,     9,     10,    14,    25,    26,    27,    28,    29,    31,
-    58,    59,    60,    61,    62,    63,    90,    91,    92,    93,    359,   503,   522,
-    542,   873,   893,   902,   918,   922,   931,   1350,  1853,  1982,  2460,  2627,  3246,
-    3253,  3268,  3536,  3846,  3961,  4183,  4667,  6585,  6647,  7273,  9061,  9383,  10428,
-    10929, 11938, 12033, 12331, 12562, 13793, 14157, 14635, 15265, 15618, 16553, 16604, 18362,
-    18956, 20075, 21675, 22520, 26130, 26161, 26435, 28279, 29464, 31650, 32302, 32470, 36865,
-    42863, 47425, 49870, 50254, 50258, 50358, 50359, 50360, 50361, 50362};
+    1,     2,     7,     8,     9,     10,    14,    25,    26,    27,    28,    29,
+    31,    58,    59,    60,    61,    62,    63,    90,    91,    92,    93,    359,
+    503,   522,   542,   873,   893,   902,   918,   922,   931,   1350,  1853,  1982,
+    2460,  2627,  3246,  3253,  3268,  3536,  3846,  3961,  4183,  4667,  6585,  6647,
+    7273,  9061,  9383,  10428, 10929, 11938, 12033, 12331, 12562, 13793, 14157, 14635,
+    15265, 15618, 16553, 16604, 18362, 18956, 20075, 21675, 22520, 26130, 26161, 26435,
+    28279, 29464, 31650, 32302, 32470, 36865, 42863, 47425, 49870, 50254};
 
 static void put_str(out *o, const char *s)
 {
@@ -566,95 +668,119 @@ static void put_fmt(out *o, const char *fmt, ...)
         put(o, b, (size_t)n < sizeof b ? (size_t)n : sizeof b - 1);
 }
 
-static void put_suppress(out *o)
+static void put_suppress(out *o, const specials *k)
 {
     put_str(o, "[");
     for (size_t i = 0; i < sizeof SUPPRESS / sizeof SUPPRESS[0]; i++)
         put_fmt(o, "%s%d", i ? ", " : "", SUPPRESS[i]);
-    put_str(o, "]");
+    put_fmt(o, ", %d, %d, %d, %d, %d, %d]", k->sot, k->translate, k->transcribe, k->solm, k->prev,
+            k->nospeech);
 }
 
-static rlx_status write_config(const char *dir, rlx_error **err)
+static rlx_status write_config(const rlx_ww_config *c, const char *dir, rlx_error **err)
 {
     char path[4096];
     snprintf(path, sizeof path, "%s/config.json", dir);
+    specials k = specials_of(c);
+    bool tiny = c == &rlx_ww_tiny;
     out o;
     if (out_open(&o, path, err) != RLX_OK)
         return RLX_ERR_IO;
-    put_str(&o, "{\n"
-                "  \"_name_or_path\": \"openai/whisper-tiny\",\n"
-                "  \"activation_dropout\": 0.0,\n"
-                "  \"activation_function\": \"gelu\",\n"
-                "  \"architectures\": [\n    \"WhisperForConditionalGeneration\"\n  ],\n"
-                "  \"attention_dropout\": 0.0,\n"
-                "  \"begin_suppress_tokens\": [\n    220,\n    50257\n  ],\n"
-                "  \"bos_token_id\": 50257,\n"
-                "  \"d_model\": 384,\n"
-                "  \"decoder_attention_heads\": 6,\n"
-                "  \"decoder_ffn_dim\": 1536,\n"
-                "  \"decoder_layerdrop\": 0.0,\n"
-                "  \"decoder_layers\": 4,\n"
-                "  \"decoder_start_token_id\": 50258,\n"
-                "  \"dropout\": 0.0,\n"
-                "  \"encoder_attention_heads\": 6,\n"
-                "  \"encoder_ffn_dim\": 1536,\n"
-                "  \"encoder_layerdrop\": 0.0,\n"
-                "  \"encoder_layers\": 4,\n"
-                "  \"eos_token_id\": 50257,\n"
-                "  \"forced_decoder_ids\": [\n    [\n      1,\n      50259\n    ],\n    [\n"
-                "      2,\n      50359\n    ],\n    [\n      3,\n      50363\n    ]\n  ],\n"
-                "  \"init_std\": 0.02,\n"
-                "  \"is_encoder_decoder\": true,\n"
-                "  \"max_length\": 448,\n"
-                "  \"max_source_positions\": 1500,\n"
-                "  \"max_target_positions\": 448,\n"
-                "  \"model_type\": \"whisper\",\n"
-                "  \"num_hidden_layers\": 4,\n"
-                "  \"num_mel_bins\": 80,\n"
-                "  \"pad_token_id\": 50257,\n"
-                "  \"scale_embedding\": false,\n"
-                "  \"suppress_tokens\": ");
-    put_suppress(&o);
-    put_str(&o, ",\n"
-                "  \"torch_dtype\": \"float32\",\n"
-                "  \"transformers_version\": \"4.27.0.dev0\",\n"
-                "  \"use_cache\": true,\n"
-                "  \"vocab_size\": 51865\n"
-                "}\n");
+    put_fmt(&o,
+            "{\n"
+            "  \"_name_or_path\": \"%s\",\n"
+            "  \"activation_dropout\": 0.0,\n"
+            "  \"activation_function\": \"gelu\",\n"
+            "  \"architectures\": [\n    \"WhisperForConditionalGeneration\"\n  ],\n"
+            "  \"attention_dropout\": 0.0,\n"
+            "  \"begin_suppress_tokens\": [\n    220,\n    %d\n  ],\n"
+            "  \"bos_token_id\": %d,\n"
+            "  \"d_model\": %d,\n"
+            "  \"decoder_attention_heads\": %d,\n"
+            "  \"decoder_ffn_dim\": %d,\n"
+            "  \"decoder_layerdrop\": 0.0,\n"
+            "  \"decoder_layers\": %d,\n"
+            "  \"decoder_start_token_id\": %d,\n",
+            tiny ? "openai/whisper-tiny" : "rlx-tests/whisper-v3-layout", k.eot, k.eot, c->n_state,
+            c->n_head, 4 * c->n_state, c->n_text_layer, k.sot);
+    put_fmt(&o,
+            "  \"dropout\": 0.0,\n"
+            "  \"encoder_attention_heads\": %d,\n"
+            "  \"encoder_ffn_dim\": %d,\n"
+            "  \"encoder_layerdrop\": 0.0,\n"
+            "  \"encoder_layers\": %d,\n"
+            "  \"eos_token_id\": %d,\n"
+            "  \"forced_decoder_ids\": [\n    [\n      1,\n      %d\n    ],\n    [\n"
+            "      2,\n      %d\n    ],\n    [\n      3,\n      %d\n    ]\n  ],\n",
+            c->n_head, 4 * c->n_state, c->n_audio_layer, k.eot, k.lang0, k.transcribe,
+            k.notimestamps);
+    put_fmt(&o,
+            "  \"init_std\": 0.02,\n"
+            "  \"is_encoder_decoder\": true,\n"
+            "  \"max_length\": %d,\n"
+            "  \"max_source_positions\": %d,\n"
+            "  \"max_target_positions\": %d,\n"
+            "  \"model_type\": \"whisper\",\n"
+            "  \"num_hidden_layers\": %d,\n"
+            "  \"num_mel_bins\": %d,\n"
+            "  \"pad_token_id\": %d,\n"
+            "  \"scale_embedding\": false,\n"
+            "  \"suppress_tokens\": ",
+            c->n_text_ctx, c->n_audio_ctx, c->n_text_ctx, c->n_audio_layer, c->n_mels, k.eot);
+    put_suppress(&o, &k);
+    put_fmt(&o,
+            ",\n"
+            "  \"torch_dtype\": \"float32\",\n"
+            "  \"transformers_version\": \"4.27.0.dev0\",\n"
+            "  \"use_cache\": true,\n"
+            "  \"vocab_size\": %d\n"
+            "}\n",
+            c->n_vocab);
     return out_close(&o, err);
 }
 
-static rlx_status write_generation_config(const char *dir, rlx_error **err)
+static rlx_status write_generation_config(const rlx_ww_config *c, const char *dir, rlx_error **err)
 {
     char path[4096];
     snprintf(path, sizeof path, "%s/generation_config.json", dir);
+    specials k = specials_of(c);
     out o;
     if (out_open(&o, path, err) != RLX_OK)
         return RLX_ERR_IO;
-    put_str(&o, "{\n"
-                "  \"alignment_heads\": [[2, 2], [3, 0], [3, 2], [3, 3], [3, 4], [3, 5]],\n"
-                "  \"begin_suppress_tokens\": [220, 50257],\n"
-                "  \"bos_token_id\": 50257,\n"
-                "  \"decoder_start_token_id\": 50258,\n"
-                "  \"eos_token_id\": 50257,\n"
-                "  \"forced_decoder_ids\": [[1, null], [2, 50359]],\n"
-                "  \"is_multilingual\": true,\n"
-                "  \"lang_to_id\": {");
-    for (int i = 0; i < 99; i++)
-        put_fmt(&o, "%s\n    \"<|%s|>\": %d", i ? "," : "", LANGS[i], TOK_LANG0 + i);
-    put_str(&o, "\n  },\n"
-                "  \"max_initial_timestamp_index\": 50,\n"
-                "  \"max_length\": 448,\n"
-                "  \"no_timestamps_token_id\": 50363,\n"
-                "  \"pad_token_id\": 50257,\n"
-                "  \"prev_sot_token_id\": 50361,\n"
-                "  \"return_timestamps\": false,\n"
-                "  \"suppress_tokens\": ");
-    put_suppress(&o);
-    put_str(&o, ",\n"
-                "  \"task_to_id\": {\n    \"transcribe\": 50359,\n    \"translate\": 50358\n  },\n"
-                "  \"transformers_version\": \"4.31.0.dev0\"\n"
-                "}\n");
+    /* tiny's alignment heads; the v3 layout's 4 heads a layer take three of
+     * its last two layers' */
+    put_fmt(&o,
+            "{\n"
+            "  \"alignment_heads\": %s,\n"
+            "  \"begin_suppress_tokens\": [220, %d],\n"
+            "  \"bos_token_id\": %d,\n"
+            "  \"decoder_start_token_id\": %d,\n"
+            "  \"eos_token_id\": %d,\n"
+            "  \"forced_decoder_ids\": [[1, null], [2, %d]],\n"
+            "  \"is_multilingual\": true,\n"
+            "  \"lang_to_id\": {",
+            c == &rlx_ww_tiny ? "[[2, 2], [3, 0], [3, 2], [3, 3], [3, 4], [3, 5]]"
+                              : "[[2, 1], [3, 0], [3, 2]]",
+            k.eot, k.eot, k.sot, k.eot, k.transcribe);
+    for (int i = 0; i < k.n_langs; i++)
+        put_fmt(&o, "%s\n    \"<|%s|>\": %d", i ? "," : "", LANGS[i], k.lang0 + i);
+    put_fmt(&o,
+            "\n  },\n"
+            "  \"max_initial_timestamp_index\": 50,\n"
+            "  \"max_length\": %d,\n"
+            "  \"no_timestamps_token_id\": %d,\n"
+            "  \"pad_token_id\": %d,\n"
+            "  \"prev_sot_token_id\": %d,\n"
+            "  \"return_timestamps\": false,\n"
+            "  \"suppress_tokens\": ",
+            c->n_text_ctx, k.notimestamps, k.eot, k.prev);
+    put_suppress(&o, &k);
+    put_fmt(&o,
+            ",\n"
+            "  \"task_to_id\": {\n    \"transcribe\": %d,\n    \"translate\": %d\n  },\n"
+            "  \"transformers_version\": \"4.31.0.dev0\"\n"
+            "}\n",
+            k.transcribe, k.translate);
     return out_close(&o, err);
 }
 
@@ -696,8 +822,10 @@ static bool has_replacement(const uint8_t *w, int32_t n)
     return false;
 }
 
-static rlx_status write_vocab(const char *dir, const source *s, rlx_error **err)
+static rlx_status write_vocab(const rlx_ww_config *c, const char *dir, const source *s,
+                              rlx_error **err)
 {
+    specials k = specials_of(c);
     char path[4096];
     snprintf(path, sizeof path, "%s/vocab.json", dir);
     out o;
@@ -727,20 +855,23 @@ static rlx_status write_vocab(const char *dir, const source *s, rlx_error **err)
     snprintf(path, sizeof path, "%s/added_tokens.json", dir);
     if (out_open(&o, path, err) != RLX_OK)
         return RLX_ERR_IO;
-    put_fmt(&o, "{\n  \"<|endoftext|>\": %d,\n  \"<|startoftranscript|>\": %d", TOK_EOT, TOK_SOT);
-    for (int i = 0; i < 99; i++)
-        put_fmt(&o, ",\n  \"<|%s|>\": %d", LANGS[i], TOK_LANG0 + i);
+    put_fmt(&o, "{\n  \"<|endoftext|>\": %d,\n  \"<|startoftranscript|>\": %d", k.eot, k.sot);
+    for (int i = 0; i < k.n_langs; i++)
+        put_fmt(&o, ",\n  \"<|%s|>\": %d", LANGS[i], k.lang0 + i);
+    /* transformers calls tiny's no-speech token <|nocaptions|>, large-v3's
+     * <|nospeech|> */
     put_fmt(&o,
             ",\n  \"<|translate|>\": %d,\n  \"<|transcribe|>\": %d,\n  \"<|startoflm|>\": %d,\n"
-            "  \"<|startofprev|>\": %d,\n  \"<|nocaptions|>\": %d,\n  \"<|notimestamps|>\": %d",
-            TOK_TRANSLATE, TOK_TRANSCRIBE, TOK_SOLM, TOK_PREV, TOK_NOSPEECH, TOK_NOTIMESTAMPS);
-    for (int i = 0; TOK_TS0 + i < RLX_WW_N_VOCAB; i++)
-        put_fmt(&o, ",\n  \"<|%d.%02d|>\": %d", i / 50, (i % 50) * 2, TOK_TS0 + i);
+            "  \"<|startofprev|>\": %d,\n  \"<|%s|>\": %d,\n  \"<|notimestamps|>\": %d",
+            k.translate, k.transcribe, k.solm, k.prev, k.n_langs == 100 ? "nospeech" : "nocaptions",
+            k.nospeech, k.notimestamps);
+    for (int i = 0; k.ts0 + i < c->n_vocab; i++)
+        put_fmt(&o, ",\n  \"<|%d.%02d|>\": %d", i / 50, (i % 50) * 2, k.ts0 + i);
     put_str(&o, "\n}\n");
     return out_close(&o, err);
 }
 
-static rlx_status write_safetensors(const char *dir, rlx_error **err)
+static rlx_status write_safetensors(const rlx_ww_config *c, const char *dir, rlx_error **err)
 {
     char path[4096];
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
@@ -750,8 +881,8 @@ static rlx_status write_safetensors(const char *dir, rlx_error **err)
         return rlx_error_set(err, RLX_ERR_NO_MEMORY, "Out of memory writing %s.", path);
     uint64_t off = 0;
     at += (size_t)snprintf(hdr + at, cap - at, "{\"__metadata__\":{\"format\":\"pt\"}");
-    for (size_t i = 0; i < rlx_whisper_writer_n_tensors(); i++) {
-        const rlx_ww_tensor *t = rlx_whisper_writer_tensor(i);
+    for (size_t i = 0; i < rlx_ww_n_tensors(c); i++) {
+        const rlx_ww_tensor *t = rlx_ww_tensor_at(c, i);
         uint64_t bytes = (uint64_t)rlx_whisper_writer_numel(t) * 4;
         at += (size_t)snprintf(hdr + at, cap - at, ",\"%s\":{\"dtype\":\"F32\",\"shape\":[",
                                t->hf_name);
@@ -779,13 +910,19 @@ static rlx_status write_safetensors(const char *dir, rlx_error **err)
         fclose(o.f);
         return rlx_error_set(err, RLX_ERR_NO_MEMORY, "Out of memory writing %s.", path);
     }
-    for (size_t i = 0; i < rlx_whisper_writer_n_tensors(); i++)
-        put_tensor(&o, rlx_whisper_writer_tensor(i), false, buf);
+    for (size_t i = 0; i < rlx_ww_n_tensors(c); i++)
+        put_tensor(&o, rlx_ww_tensor_at(c, i), false, buf);
     free(buf);
     return out_close(&o, err);
 }
 
 rlx_status rlx_whisper_writer_hf(const char *header_src, const char *out_dir, rlx_error **err)
+{
+    return rlx_ww_write_hf(&rlx_ww_tiny, header_src, out_dir, err);
+}
+
+rlx_status rlx_ww_write_hf(const rlx_ww_config *c, const char *header_src, const char *out_dir,
+                           rlx_error **err)
 {
     source s;
     if (source_read(header_src, &s, err) != RLX_OK)
@@ -795,14 +932,14 @@ rlx_status rlx_whisper_writer_hf(const char *header_src, const char *out_dir, rl
         return rlx_error_set(err, RLX_ERR_IO, "Could not create the folder %s: %s.", out_dir,
                              strerror(errno));
     }
-    rlx_status st = write_config(out_dir, err);
+    rlx_status st = write_config(c, out_dir, err);
     if (st == RLX_OK)
-        st = write_generation_config(out_dir, err);
+        st = write_generation_config(c, out_dir, err);
     if (st == RLX_OK)
-        st = write_vocab(out_dir, &s, err);
+        st = write_vocab(c, out_dir, &s, err);
     free(s.data);
     if (st == RLX_OK)
-        st = write_safetensors(out_dir, err);
+        st = write_safetensors(c, out_dir, err);
     return st;
 }
 

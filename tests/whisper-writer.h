@@ -3,6 +3,17 @@
  * tests that compare models/whisper against tests/reference/whisper_reference.py.
  * Linked into tests only.
  *
+ * A second layout, rlx_ww_v3, is large-v3(-turbo)'s at small widths: 128 mel
+ * bins (the 128-row Slaney filterbank of tests/fixtures/mel-filters-128-ref.f32),
+ * the 51,866-token vocabulary (100 languages, "yue" last, so translate,
+ * transcribe, ..., the timestamps sit one id higher than tiny's), 1500 audio
+ * positions, d_model 256 in 4 heads, 2 encoder and 4 decoder layers (turbo's
+ * decoder depth). The rlx_ww_* functions take a layout; the
+ * rlx_whisper_writer_* ones are tiny's:
+ *
+ *     rlx_ww_write_ggml(&rlx_ww_v3, src, "/tmp/v3.bin", false, &err);
+ *     rlx_ww_write_hf(&rlx_ww_v3, src, "/tmp/v3-hf", &err);
+ *
  * Usage:
  *     rlx_error *err = NULL;
  *     const char *src = rlx_test_data("whisper/for-tests-ggml-tiny.bin");
@@ -33,10 +44,11 @@
  *   layer-norm biases, all other biases     u / 16
  *   decoder.token_embedding.weight          u / 2
  *   decoder.positional_embedding            u / 2
- *   encoder.positional_embedding            openai's sinusoids(1500, 384):
- *       [t][k] = sin(t * exp(-k * log(10000) / 191)), [t][192 + k] = cos(same),
- *       k < 192, computed in double and rounded to float32 (openai computes it
- *       in float32: the two differ by about one float32 ulp)
+ *   encoder.positional_embedding            openai's sinusoids(1500, n) (n = 384
+ *       for tiny): [t][k] = sin(t * exp(-k * log(10000) / (n/2 - 1))),
+ *       [t][n/2 + k] = cos(same), k < n/2, computed in double and rounded to
+ *       float32 (openai computes it in float32: the two differ by about one
+ *       float32 ulp)
  *
  * The power-of-two scales keep every product exact, so the value does not
  * depend on whether a compiler fuses the multiply and add. With these scales
@@ -68,6 +80,19 @@
 #define RLX_WW_N_TEXT_CTX  448
 #define RLX_WW_N_MELS      80
 
+/* A layout: the ggml header's hyper-parameters (both stacks share d_model
+ * and the head count, as in every Whisper). */
+typedef struct rlx_ww_config {
+    const char *name; /* "tiny", "v3" */
+    int32_t n_vocab, n_audio_ctx, n_state, n_head, n_audio_layer, n_text_ctx, n_text_layer, n_mels;
+} rlx_ww_config;
+
+/* whisper-tiny's shapes (the RLX_WW_N_* above) */
+extern const rlx_ww_config rlx_ww_tiny;
+/* large-v3's vocabulary and mels at small widths: n_vocab 51866, 1500 audio
+ * positions, d_model 256, 4 heads, 2 + 4 layers, 448 text positions, 128 mels */
+extern const rlx_ww_config rlx_ww_v3;
+
 typedef enum rlx_ww_kind {
     RLX_WW_MATRIX,    /* u * gain * sqrt(3 / fan_in) */
     RLX_WW_LN_WEIGHT, /* 1 + u / 8 */
@@ -85,8 +110,14 @@ typedef struct rlx_ww_tensor {
     rlx_ww_kind kind;
 } rlx_ww_tensor;
 
-/* The model's tensors in openai's state-dict order (167 of them); the
- * table is static and immutable. */
+/* A layout's tensors in openai's state-dict order; the table is static and
+ * immutable once built. */
+size_t rlx_ww_n_tensors(const rlx_ww_config *c);
+const rlx_ww_tensor *rlx_ww_tensor_at(const rlx_ww_config *c, size_t i);
+/* NULL when no tensor has that canonical (or HF) name. */
+const rlx_ww_tensor *rlx_ww_find(const rlx_ww_config *c, const char *name);
+
+/* The same for tiny (167 tensors). */
 size_t rlx_whisper_writer_n_tensors(void);
 const rlx_ww_tensor *rlx_whisper_writer_tensor(size_t i);
 /* NULL when no tensor has that canonical (or HF) name. */
@@ -111,6 +142,14 @@ void rlx_whisper_writer_fill(const rlx_ww_tensor *t, int64_t first, int64_t n, f
 rlx_status rlx_whisper_writer_ggml(const char *header_src, const char *out_path, bool f16,
                                    rlx_error **err);
 
+/* The same for any layout. header_src is still for-tests-ggml-tiny.bin: its
+ * hyper-parameters are replaced by the layout's, its 80-row filterbank by
+ * tests/fixtures/mel-filters-<n_mels>-ref.f32 when n_mels is not 80, and its
+ * 50,257 text words are kept (whisper.cpp's files hold only those; the
+ * loader derives every special id from n_vocab). */
+rlx_status rlx_ww_write_ggml(const rlx_ww_config *c, const char *header_src, const char *out_path,
+                             bool f16, rlx_error **err);
+
 /* The same with ftype 7, as whisper.cpp's quantize q8_0 writes it: every 2-D
  * matrix but the positional embeddings in Q8_0 blocks (our CPU quantizer,
  * ggml's block layout), the conv weights F16, the rest F32. as_f32: those
@@ -131,6 +170,14 @@ rlx_status rlx_whisper_writer_ggml_q8_0(const char *header_src, const char *out_
  * file stores with U+FFFD in place of partial UTF-8). No merges.txt or tokenizer.json: the ggml
  * vocabulary does not hold the BPE merges. */
 rlx_status rlx_whisper_writer_hf(const char *header_src, const char *out_dir, rlx_error **err);
+
+/* The same for any layout: config.json with its num_mel_bins, vocab_size and
+ * widths, generation_config.json and added_tokens.json with its special ids
+ * (for v3: 100 languages, <|yue|> = 50358, <|translate|> = 50359, ...,
+ * <|0.00|> = 50365, as openai's tokenizer.py with num_languages=100 and
+ * openai/whisper-large-v3's files number them). */
+rlx_status rlx_ww_write_hf(const rlx_ww_config *c, const char *header_src, const char *out_dir,
+                           rlx_error **err);
 
 /* ---- the fixtures of tests/reference/whisper_reference.py ----
  * (layouts in that script's docstring; "-f16" variants for the F16 weights) */

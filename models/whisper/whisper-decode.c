@@ -992,6 +992,26 @@ static rlx_status transcribe(rlx_whisper *w, source *src, const rlx_whisper_deco
         int64_t avail = 0;
         const float *a = source_at(src, s0, &avail);
         int64_t seg = seek_end - seek < NF ? seek_end - seek : NF;
+        if (!language_set && seg < NF && rlx_whisper_file_multilingual(w->file) &&
+            (!dp->language || !strcmp(dp->language, "auto"))) {
+            /* openai's transcribe() detects the language on pad_or_trim(mel,
+             * N_FRAMES) of the whole padded log-mel: past a clip shorter than
+             * a window those frames hold the padding's own log-mel, not the
+             * zeros the window gets below, so the detection has an encoder
+             * run of its own (a window of real audio is the same input) */
+            double td = rlx_whisper_now_ms();
+            if ((st = rlx_mel_log(w->mel, a, avail, seek - s0 / RLX_WHISPER_HOP, NF, mel, err)) !=
+                RLX_OK)
+                goto done;
+            rlx_mel_normalize_with(mel, (size_t)NM * (size_t)NF, mel_top);
+            if (w->timing)
+                w->timing->mel_ms += rlx_whisper_now_ms() - td;
+            if ((st = rlx_whisper_encode(w, mel, NULL, err)) != RLX_OK)
+                goto done;
+            if ((st = set_language(w, dp, mel, &d, r, cb, err)) != RLX_OK)
+                goto done;
+            language_set = true;
+        }
         double tm = rlx_whisper_now_ms();
         if ((st = rlx_mel_log(w->mel, a, avail, seek - s0 / RLX_WHISPER_HOP, seg, mel, err)) !=
             RLX_OK)

@@ -144,12 +144,13 @@ typedef struct rlx_whisper_segment {
 } rlx_whisper_segment;
 
 typedef struct rlx_whisper_timings {
-    double audio_s;   /* seconds of audio transcribed */
-    double load_ms;   /* reading and resampling */
-    double mel_ms;    /* log-mel front end */
-    double encode_ms; /* encoder runs (all windows) */
-    int32_t n_windows;
-    double decode_ms; /* decoder runs */
+    double audio_s;    /* seconds of audio transcribed */
+    double load_ms;    /* reading and resampling */
+    double mel_ms;     /* log-mel front end */
+    double encode_ms;  /* encoder runs (all windows) */
+    int32_t n_windows; /* encoder runs: the windows, and a clip shorter than one detecting its
+                          language once more (openai detects on the padded log-mel) */
+    double decode_ms;  /* decoder runs */
     int64_t n_decode_tokens;
     double total_ms;
 } rlx_whisper_timings;

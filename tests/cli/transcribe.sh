@@ -5,7 +5,9 @@
 # lines, transcript files that parse (SRT, VTT, JSON, TXT), --offset and
 # --duration bounding the times, Ctrl+C (exit 130, the file keeps what was
 # printed), live transcription through the capture path (--mic-file), and one
-# line on stderr with exit 1 for bad audio, bad models and bad options.
+# line on stderr with exit 1 for bad audio, bad models and bad options; and
+# large-v3's layout (write-whisper-model ... v3): Cantonese to English, language
+# detection over 100 languages.
 # Usage: transcribe.sh RLX DATA_DIR WRITE_WHISPER_MODEL
 set -u
 rlx=$1
@@ -254,6 +256,28 @@ set -- $t
     [ "$2" -le 11000 ] &&
     ok "--mic-file jfk.wav: exit 0, $js settled segments in order, the same in live.json" ||
     bad "--mic-file: exit $rc, json $js, times $t, $(cat "$tmp/err")"
+
+# --- large-v3's layout (write-whisper-model ... v3): 128 mels, 100 languages ---
+v3="$tmp/v3-random-f16.bin"
+if "$writer" "$data/whisper/for-tests-ggml-tiny.bin" "$v3" v3; then
+    run -m "$v3" -f "$jfk" --language yue --translate --no-fallback -o "$tmp/v3.json"
+    lang=$(/usr/bin/python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["language"])' \
+        "$tmp/v3.json" 2>/dev/null)
+    [ $rc -eq 0 ] && lines_ok "$tmp/out" && [ "$lang" = yue ] &&
+        ok "v3 layout, --language yue --translate: exit 0, language yue in v3.json" ||
+        bad "v3 layout, --language yue --translate: exit $rc, language '$lang', $(cat "$tmp/err")"
+    run -m "$v3" -f "$jfk" --detect-language
+    [ $rc -eq 0 ] && [ "$(wc -l <"$tmp/out")" -eq 5 ] &&
+        ok "v3 layout, --detect-language: $(head -n 1 "$tmp/out")" ||
+        bad "v3 layout, --detect-language: exit $rc, $(cat "$tmp/err")"
+    # tiny has 99 languages: Cantonese is not one of them
+    run -m "$model" -f "$jfk" --language yue
+    [ $rc -eq 1 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] &&
+        ok "--language yue on tiny: $(cat "$tmp/err")" ||
+        bad "--language yue on tiny: exit $rc, $(cat "$tmp/err")"
+else
+    bad "write-whisper-model v3 failed"
+fi
 
 # --- devices: listing never fails; --mic without an input device is one line ---
 run --list-devices

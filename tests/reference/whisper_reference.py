@@ -5,6 +5,11 @@ Rerun (about a minute or two on 2 cores; rewrites tests/fixtures/whisper-ref-*):
 
     /usr/bin/python3 tests/reference/whisper_reference.py [--data ../shared/data]
 
+and for large-v3's layout (under a minute; rewrites tests/fixtures/whisper-v3-ref-*,
+for tests/test-whisper-v3.c; see use_layout and main_v3):
+
+    /usr/bin/python3 tests/reference/whisper_reference.py --layout v3
+
 What it is. A random-weight model with whisper-tiny's real shapes (n_vocab 51865,
 audio ctx 1500, state 384, 6 heads, 4 + 4 layers, text ctx 448, 80 mels) whose
 weights come from a counter-based generator that tests/whisper-writer.c
@@ -128,7 +133,8 @@ N_VOCAB = 51865
 N_AUDIO_CTX = 1500
 N_STATE = 384
 N_HEAD = 6
-N_LAYER = 4
+N_AUDIO_LAYER = 4
+N_TEXT_LAYER = 4
 N_TEXT_CTX = 448
 N_MELS = 80
 N_FFT = 400
@@ -163,10 +169,52 @@ LOGIT_COLS = [i for i in range(0, 50265) if i % 97 == 0] + list(range(50265, N_V
 WEIGHT_PROBES = ['encoder.conv1.weight', 'encoder.blocks.2.attn.key.weight',
                  'decoder.token_embedding.weight', 'decoder.blocks.3.cross_attn_ln.bias',
                  'encoder.positional_embedding']
+# the v3 layout has 2 encoder blocks
+WEIGHT_PROBES_V3 = ['encoder.conv1.weight', 'encoder.blocks.1.attn.key.weight',
+                    'decoder.token_embedding.weight', 'decoder.blocks.3.cross_attn_ln.bias',
+                    'encoder.positional_embedding']
 PROBE_INDEX = [0, 1, 2, 3, 100, 1000, 4095, 12345, 40000, 65535, 99999, 123456, 147455,
                147449, 17, 383]  # taken modulo the tensor size
 
 M64 = (1 << 64) - 1
+
+PREFIX = 'whisper-ref'
+
+
+def use_layout(name):
+    """Switch the module's shapes and special ids to a layout of
+    tests/whisper-writer.h: 'tiny' (the defaults above) or 'v3', large-v3's
+    128 mels and 51,866-token vocabulary at small widths (d_model 256 in 4
+    heads, 2 encoder and 4 decoder layers like large-v3-turbo's decoder).
+    The v3 special ids follow openai's tokenizer.py get_encoding with
+    num_languages=100: after the 50,257 text tokens come <|endoftext|>,
+    <|startoftranscript|>, the 100 languages (LANGUAGES' order, "yue" last at
+    50358), translate, transcribe, startoflm, startofprev, nospeech,
+    notimestamps, then the 1501 timestamps; whisper.cpp's loader gets the same
+    ids from n_vocab (num_languages = n_vocab - 51765 - 1)."""
+    global N_VOCAB, N_STATE, N_HEAD, N_AUDIO_LAYER, N_TEXT_LAYER, N_MELS, N_LANGS
+    global TRANSLATE, TRANSCRIBE, SOLM, PREV, NO_SPEECH, NO_TIMESTAMPS, TS_BEGIN
+    global SUPPRESS, PROMPT, LOGIT_COLS, PREFIX
+    if name == 'tiny':
+        return
+    assert name == 'v3', name
+    N_VOCAB, N_STATE, N_HEAD, N_AUDIO_LAYER, N_TEXT_LAYER, N_MELS = 51866, 256, 4, 2, 4, 128
+    N_LANGS = N_VOCAB - 51765 - 1
+    TRANSLATE = LANG0 + N_LANGS
+    TRANSCRIBE, SOLM, PREV = TRANSLATE + 1, TRANSLATE + 2, TRANSLATE + 3
+    NO_SPEECH, NO_TIMESTAMPS, TS_BEGIN = TRANSLATE + 4, TRANSLATE + 5, TRANSLATE + 6
+    assert (TRANSLATE, NO_SPEECH, TS_BEGIN, TS_BEGIN + 1500) == (50359, 50363, 50365, 51865)
+    # openai's DecodingTask._get_suppress_tokens: the non-speech text tokens
+    # (the same text ids in both vocabularies) + translate, transcribe, sot,
+    # startofprev, startoflm, nospeech (openai/whisper-large-v3's
+    # generation_config suppress_tokens ends in 50258, 50359..50363 alike)
+    SUPPRESS = [t for t in SUPPRESS if t < EOT] + [SOT, TRANSLATE, TRANSCRIBE, SOLM, PREV,
+                                                   NO_SPEECH]
+    PROMPT = [SOT, LANG0, TRANSCRIBE, TS_BEGIN, 400, 1012, 11, 1029]
+    LOGIT_COLS = [i for i in range(0, EOT) if i % 97 == 0] + list(range(EOT, N_VOCAB))
+    PREFIX = 'whisper-v3-ref'
+
+
 
 # ---------------------------------------------------------------- generator
 
@@ -235,12 +283,12 @@ def tensor_specs():
         specs.append((p + '.mlp.2.bias', (S,), 'bias'))
         ln(p + '.mlp_ln')
 
-    for i in range(N_LAYER):
+    for i in range(N_AUDIO_LAYER):
         block(f'encoder.blocks.{i}', False)
     ln('encoder.ln_post')
     specs.append(('decoder.positional_embedding', (N_TEXT_CTX, S), 'emb'))
     specs.append(('decoder.token_embedding.weight', (N_VOCAB, S), 'emb'))
-    for i in range(N_LAYER):
+    for i in range(N_TEXT_LAYER):
         block(f'decoder.blocks.{i}', True)
     ln('decoder.ln')
     return specs
@@ -337,13 +385,13 @@ def mlp(x, w, p):
 
 
 def encoder(mel, w):
-    """mel [80, 3000] -> [1500, 384]"""
+    """mel [N_MELS, 3000] -> [N_AUDIO_CTX, N_STATE]"""
     x = F.gelu(F.conv1d(mel[None], w['encoder.conv1.weight'], w['encoder.conv1.bias'],
                         padding=1))
     x = F.gelu(F.conv1d(x, w['encoder.conv2.weight'], w['encoder.conv2.bias'], stride=2,
                         padding=1))
     x = x[0].T + w['encoder.positional_embedding']
-    for i in range(N_LAYER):
+    for i in range(N_AUDIO_LAYER):
         p = f'encoder.blocks.{i}'
         x = x + attention(layer_norm(x, w, p + '.attn_ln'), None, w, p + '.attn', False)
         x = x + mlp(layer_norm(x, w, p + '.mlp_ln'), w, p + '.mlp')
@@ -356,7 +404,7 @@ def decoder(tokens, xa, w, last_only=False, cache=None, offset=0):
     T = len(tokens)
     x = w['decoder.token_embedding.weight'][torch.tensor(tokens)] + \
         w['decoder.positional_embedding'][offset:offset + T]
-    for i in range(N_LAYER):
+    for i in range(N_TEXT_LAYER):
         p = f'decoder.blocks.{i}'
         x = x + attention(layer_norm(x, w, p + '.attn_ln'), None, w, p + '.attn', True, cache)
         x = x + attention(layer_norm(x, w, p + '.cross_attn_ln'), xa, w, p + '.cross_attn',
@@ -442,8 +490,8 @@ def apply_filters(logits, tokens, sample_begin):
     return logits, ts_margin
 
 
-def greedy(xa, w, sample_len=N_TEXT_CTX // 2):
-    tokens = [SOT, LANG0, TRANSCRIBE]
+def greedy(xa, w, sample_len=N_TEXT_CTX // 2, start=None):
+    tokens = list(start or [SOT, LANG0, TRANSCRIBE])
     sample_begin = len(tokens)
     no_speech = None
     out = []
@@ -483,26 +531,26 @@ def write_f32(path, a):
 def run_model(w, mel3000, fixtures, suffix, log):
     xa = encoder(mel3000, w)
     log(f'encoder{suffix}: mean {float(xa.mean()):.4f} std {float(xa.std()):.4f}')
-    write_f32(os.path.join(fixtures, f'whisper-ref-encoder{suffix}.f32'),
+    write_f32(os.path.join(fixtures, f'{PREFIX}-encoder{suffix}.f32'),
               xa[ENC_ROWS].numpy())
 
     logits = decoder(PROMPT, xa, w)
-    write_f32(os.path.join(fixtures, f'whisper-ref-logits{suffix}.f32'),
+    write_f32(os.path.join(fixtures, f'{PREFIX}-logits{suffix}.f32'),
               logits[:, LOGIT_COLS].numpy())
     mx = logits.max(dim=-1)
     stats = torch.stack([mx.indices.double(), mx.values, torch.logsumexp(logits, -1)], 1)
-    write_f32(os.path.join(fixtures, f'whisper-ref-logits-stats{suffix}.f32'), stats.numpy())
+    write_f32(os.path.join(fixtures, f'{PREFIX}-logits-stats{suffix}.f32'), stats.numpy())
     log(f'logits{suffix}: std {float(logits.std()):.3f} argmax {mx.indices.tolist()}')
 
     at_sot = decoder([SOT], xa, w)[0]
     lang = torch.softmax(at_sot[LANG0:LANG0 + N_LANGS], -1)
-    write_f32(os.path.join(fixtures, f'whisper-ref-lang{suffix}.f32'), lang.numpy())
+    write_f32(os.path.join(fixtures, f'{PREFIX}-lang{suffix}.f32'), lang.numpy())
     top = torch.topk(lang, 5)
     log(f'lang{suffix}: top ids {[LANG0 + int(i) for i in top.indices]} '
         f'p {[round(float(p), 5) for p in top.values]}')
 
     steps, no_speech = greedy(xa, w)
-    with open(os.path.join(fixtures, f'whisper-ref-greedy{suffix}.txt'), 'w') as f:
+    with open(os.path.join(fixtures, f'{PREFIX}-greedy{suffix}.txt'), 'w') as f:
         f.write(f'no_speech_prob {math.exp(no_speech):.9g}\n')
         f.write(f'no_speech_logprob {no_speech:.9g}\n')
         for t, m, tm, lo, lse in steps:
@@ -511,6 +559,16 @@ def run_model(w, mel3000, fixtures, suffix, log):
         f'{[s[0] for s in steps]}')
     log(f'greedy{suffix}: min margin {min(s[1] for s in steps):.4g}, '
         f'min |ts_margin| {min(abs(s[2]) for s in steps):.4g}')
+    return xa
+
+
+def read_filters_fixture(path, n_mels):
+    """[n_mels][201] float32: tests/fixtures/mel-filters-<n>-ref.f32, librosa's
+    slaney filterbank as tests/reference/mel_reference.py writes it (openai's
+    mel_filters.npz holds librosa's "mel_128" for large-v3)."""
+    f = np.fromfile(path, dtype='<f4')
+    assert f.size == n_mels * (N_FFT // 2 + 1), path
+    return f.reshape(n_mels, N_FFT // 2 + 1).astype(np.float64)
 
 
 def main():
@@ -520,9 +578,14 @@ def main():
     ap.add_argument('--data', default=os.path.join(root, '..', 'shared', 'data'))
     ap.add_argument('--fixtures', default=os.path.join(root, 'tests', 'fixtures'))
     ap.add_argument('--no-f16', action='store_true', help='skip the -f16 fixtures')
+    ap.add_argument('--layout', choices=['tiny', 'v3'], default='tiny',
+                    help='v3: the whisper-v3-ref-* fixtures (F32 only)')
     args = ap.parse_args()
     torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
     log = lambda s: print(s, flush=True)
+    use_layout(args.layout)
+    if args.layout == 'v3':
+        return main_v3(args, log)
 
     # the generator's probes for test-whisper-writer.c
     specs = {n: (s, k) for n, s, k in tensor_specs()}
@@ -531,7 +594,7 @@ def main():
         shape, kind = specs[name]
         v = make_tensor(name, shape, kind).reshape(-1)
         probes.append(v[[i % v.size for i in PROBE_INDEX]])
-    write_f32(os.path.join(args.fixtures, 'whisper-ref-weights.f32'), np.stack(probes))
+    write_f32(os.path.join(args.fixtures, f'{PREFIX}-weights.f32'), np.stack(probes))
 
     filters = read_ggml_filters(os.path.join(args.data, 'whisper', 'for-tests-ggml-tiny.bin'))
     audio = read_wav(os.path.join(args.data, 'audio', 'jfk.wav'))
@@ -549,6 +612,46 @@ def main():
         run_model(make_weights(False), mel3000, args.fixtures, '', log)
         if not args.no_f16:
             run_model(make_weights(True), mel3000, args.fixtures, '-f16', log)
+
+
+def main_v3(args, log):
+    """The v3 layout's fixtures (layouts as the tiny ones, with 128 mel rows,
+    N_STATE 256 columns, LOGIT_COLS of use_layout, 100 languages):
+      whisper-v3-ref-weights.f32 (WEIGHT_PROBES_V3), -mel.f32 [128][356], -mel-max.f32,
+      -encoder.f32 [48][256], -logits.f32 [8][2128], -logits-stats.f32,
+      -lang.f32 [100], -greedy.txt (sot, <|en|>, <|transcribe|>), and
+      -greedy-yue.txt: greedy with sot, <|yue|> (50358), <|translate|> (50359),
+      at most 64 tokens: the two ids where a tiny-shaped reading of the
+      vocabulary sees translate and transcribe."""
+    specs = {n: (s, k) for n, s, k in tensor_specs()}
+    probes = []
+    for name in WEIGHT_PROBES_V3:
+        shape, kind = specs[name]
+        v = make_tensor(name, shape, kind).reshape(-1)
+        probes.append(v[[i % v.size for i in PROBE_INDEX]])
+    write_f32(os.path.join(args.fixtures, f'{PREFIX}-weights.f32'), np.stack(probes))
+
+    filters = read_filters_fixture(
+        os.path.join(args.fixtures, f'mel-filters-{N_MELS}-ref.f32'), N_MELS)
+    audio = read_wav(os.path.join(args.data, 'audio', 'jfk.wav'))
+    lg, norm, mx = log_mel(audio, filters)
+    log(f'mel: {N_MELS} x {lg.shape[1]} frames, max {mx:.6f}')
+    write_f32(os.path.join(args.fixtures, f'{PREFIX}-mel.f32'), norm[:, MEL_FRAMES])
+    write_f32(os.path.join(args.fixtures, f'{PREFIX}-mel-max.f32'), [mx, lg.shape[1]])
+    mel3000 = torch.from_numpy(norm[:, :N_FRAMES].copy())
+
+    with torch.no_grad():
+        w = make_weights(False)
+        xa = run_model(w, mel3000, args.fixtures, '', log)
+        yue = LANG0 + N_LANGS - 1
+        steps, no_speech = greedy(xa, w, sample_len=64, start=[SOT, yue, TRANSLATE])
+        with open(os.path.join(args.fixtures, f'{PREFIX}-greedy-yue.txt'), 'w') as f:
+            f.write(f'no_speech_prob {math.exp(no_speech):.9g}\n')
+            f.write(f'no_speech_logprob {no_speech:.9g}\n')
+            for t, m, tm, lo, lse in steps:
+                f.write(f'{t} {m:.6g} {tm:.6g} {lo:.7g} {lse:.7g}\n')
+        log(f'greedy-yue: {len(steps)} tokens: {[s[0] for s in steps]}')
+        log(f'greedy-yue: min margin {min(s[1] for s in steps):.4g}')
 
 
 if __name__ == '__main__':
