@@ -454,7 +454,9 @@ static void test_hostile_pickles(void **state)
     const rlx_torch_tensor *t = rlx_torch_zip_find(tz, "w");
     assert_non_null(t);
     assert_int_equal(t->n_elements, 2);
-    assert_true(((const float *)rlx_torch_zip_data(tz, t))[0] == 2.0f);
+    float first; /* the hand-built zip does not align its storages */
+    memcpy(&first, rlx_torch_zip_data(tz, t), sizeof first);
+    assert_true(first == 2.0f);
     assert_string_equal(rlx_torch_zip_prefix(tz), "a/");
     rlx_torch_zip_close(tz);
     free(image);
