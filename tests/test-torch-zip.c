@@ -209,6 +209,13 @@ static void test_other_prefix(void **state)
     check_fixture("sam_vit_b_tiny.pth");
 }
 
+/* nn.Module.state_dict(): _metadata set by BUILD, a 0-d I64 counter */
+static void test_state_dict(void **state)
+{
+    (void)state;
+    check_fixture("torch-state-dict.pt");
+}
+
 static void test_zip64(void **state)
 {
     (void)state;
@@ -541,6 +548,7 @@ int main(void)
         cmocka_unit_test(test_basic),
         cmocka_unit_test(test_nested),
         cmocka_unit_test(test_other_prefix),
+        cmocka_unit_test(test_state_dict),
         cmocka_unit_test(test_zip64),
         cmocka_unit_test(test_evil),
         cmocka_unit_test(test_compressed),

@@ -11,6 +11,7 @@ writes, into that folder:
                       a non-tensor value (an int)
   torch-nested.pt     {"model": {...with a nested dict and a list...}, "epoch": 3}
   sam_vit_b_tiny.pth  a plain dict, saved under another archive folder name
+  torch-state-dict.pt an nn.Module's state_dict (OrderedDict with _metadata)
   torch-zip64.pt      torch-basic.pt's entries re-packed (by hand, below) with
                       zip64 sizes, offsets and end records
   torch-evil.pt       a torch-shaped zip whose data.pkl calls os.system
@@ -109,6 +110,16 @@ plain = {"image_encoder.pos_embed": torch.randn(1, 2, 2, 3),
 torch.save(plain, os.path.join(out, "sam_vit_b_tiny.pth"))
 expected["sam_vit_b_tiny.pth"] = {"prefix": "sam_vit_b_tiny/", "root": "",
                                   "tensors": describe(plain)}
+
+# ---- torch-state-dict.pt: a module's state_dict, as SAM's files are --------
+# (its OrderedDict carries _metadata, which the pickle sets with BUILD; the
+# BatchNorm adds a 0-d int64 num_batches_tracked)
+module = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.LayerNorm(2),
+                             torch.nn.BatchNorm1d(2))
+sd = module.state_dict()
+torch.save(sd, os.path.join(out, "torch-state-dict.pt"))
+expected["torch-state-dict.pt"] = {"prefix": "torch-state-dict/", "root": "",
+                                   "tensors": describe(sd)}
 
 
 # ---- a hand-written zip writer (for zip64 and for the hostile files) --------
