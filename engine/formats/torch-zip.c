@@ -875,9 +875,18 @@ static rlx_status vm_run(pvm *vm, pv **result, rlx_error **err)
         if (!((dst) = pv_new(vm, (kind)))) \
             return vm_oom(vm, err);        \
     } while (0)
+/* Values live until the end, so their number bounds the memory a pickle can
+ * make us use: about 100 bytes each. */
+#define OBJ_LIMIT()                                                        \
+    do {                                                                   \
+        if (vm->n_objs >= RLX_TORCH_MAX_OBJECTS)                           \
+            VM_ERR(RLX_ERR_FORMAT, "the pickle makes more than %u values", \
+                   (unsigned)RLX_TORCH_MAX_OBJECTS);                       \
+    } while (0)
 
     while (vm->p < vm->end) {
         op_at = vm->p;
+        OBJ_LIMIT();
         uint8_t op = *vm->p++;
         pv *v = NULL, *a = NULL, *b = NULL;
         switch (op) {
@@ -1189,6 +1198,7 @@ static rlx_status vm_run(pvm *vm, pv **result, rlx_error **err)
 #undef PUSH
 #undef POP
 #undef NEW
+#undef OBJ_LIMIT
 }
 
 /* ---- naming ------------------------------------------------------------ */

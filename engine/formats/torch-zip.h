@@ -51,7 +51,8 @@ extern "C" {
 /* Limits against hostile files; a real checkpoint is far inside each. */
 #define RLX_TORCH_MAX_TENSORS (1u << 20)
 #define RLX_TORCH_MAX_ENTRIES (1u << 22) /* zip entries */
-#define RLX_TORCH_MAX_PICKLE  (1u << 30) /* bytes of data.pkl */
+#define RLX_TORCH_MAX_PICKLE  (1u << 28) /* bytes of data.pkl */
+#define RLX_TORCH_MAX_OBJECTS (1u << 22) /* pickle values made (a tensor takes ~20) */
 #define RLX_TORCH_MAX_STACK   (1u << 22) /* pickle stack items */
 #define RLX_TORCH_MAX_MARKS   4096       /* nested MARKs */
 #define RLX_TORCH_MAX_DEPTH   64         /* nesting of dicts/lists when naming */
