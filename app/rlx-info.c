@@ -18,6 +18,7 @@
 #endif
 #include "engine/formats/gguf.h"
 #include "engine/formats/safetensors.h"
+#include "engine/formats/torch-zip.h"
 #include "models/whisper/whisper-file.h"
 #include "rlx-cli.h"
 
@@ -362,6 +363,51 @@ static int describe_safetensors(const char *path, bool with_tensors, json_object
     return 0;
 }
 
+/* A PyTorch checkpoint (torch.save's zip): read by the restricted unpickler,
+ * which runs nothing from the file. */
+static int describe_torch(const char *path, bool with_tensors, json_object **out)
+{
+    rlx_torch_zip *tz = NULL;
+    rlx_error *err = NULL;
+    if (rlx_torch_zip_open(path, &tz, &err) != RLX_OK) {
+        int rc = rlx_cli_fail("%s", rlx_error_message(err));
+        rlx_error_free(err);
+        return rc;
+    }
+    json_object *o = json_object_new_object();
+    json_object_object_add(o, "path", json_object_new_string(path));
+    json_object_object_add(o, "format", json_object_new_string("pytorch"));
+    json_object_object_add(o, "archive_folder", json_object_new_string(rlx_torch_zip_prefix(tz)));
+    if (*rlx_torch_zip_root(tz))
+        json_object_object_add(o, "state_dict_key", json_object_new_string(rlx_torch_zip_root(tz)));
+    json_object *dtypes = json_object_new_object();
+    json_object *list = with_tensors ? json_object_new_array() : NULL;
+    uint64_t total = 0, strided = 0;
+    for (uint64_t i = 0; i < rlx_torch_zip_n_tensors(tz); i++) {
+        const rlx_torch_tensor *t = rlx_torch_zip_tensor_at(tz, i);
+        total += t->n_bytes;
+        strided += !t->contiguous;
+        add_dtype_total(dtypes, t->dtype, t->n_bytes);
+        if (list) {
+            json_object *e = tensor_entry(t->name, t->dtype, t->n_dims, t->shape, t->n_bytes);
+            if (!t->contiguous)
+                json_object_object_add(e, "contiguous", json_object_new_boolean(0));
+            json_object_array_add(list, e);
+        }
+    }
+    json_object_object_add(o, "n_tensors",
+                           json_object_new_int64((int64_t)rlx_torch_zip_n_tensors(tz)));
+    if (strided)
+        json_object_object_add(o, "n_strided", json_object_new_int64((int64_t)strided));
+    json_object_object_add(o, "dtypes", dtypes);
+    json_object_object_add(o, "weight_bytes", json_object_new_int64((int64_t)total));
+    if (list)
+        json_object_object_add(o, "tensors", list);
+    rlx_torch_zip_close(tz);
+    *out = o;
+    return 0;
+}
+
 /* A whisper model: a whisper.cpp ggml .bin or an HF openai/whisper-* folder. */
 static int describe_whisper(const char *path, bool with_tensors, json_object **out)
 {
@@ -491,6 +537,11 @@ static void print_human(json_object *o)
                jstr(o, "alignment"));
     else if (!strcmp(fmt, "ggml"))
         printf("format:        whisper.cpp ggml .bin\n");
+    else if (!strcmp(fmt, "pytorch"))
+        printf("format:        PyTorch checkpoint (zip, folder '%s'%s%s%s)\n",
+               jstr(o, "archive_folder"), jstr(o, "state_dict_key") ? ", tensors under '" : "",
+               jstr(o, "state_dict_key") ? jstr(o, "state_dict_key") : "",
+               jstr(o, "state_dict_key") ? "'" : "");
     else
         printf("format:        safetensors (%s shard%s)\n", jstr(o, "shards"),
                strcmp(jstr(o, "shards"), "1") ? "s" : "");
@@ -591,12 +642,14 @@ static int sniff(const char *path, char *kind, size_t cap)
         return rlx_cli_fail("%s: a ggml legacy file of another kind; rlx info reads GGUF, "
                             "safetensors and whisper.cpp's ggml .bin",
                             path);
+    else if (rlx_torch_zip_sniff(h, n))
+        snprintf(kind, cap, "pytorch");
     else if (n == 9 && h[8] == '{')
         snprintf(kind, cap, "safetensors");
     else if (strstr(path, ".json"))
         snprintf(kind, cap, "safetensors"); /* a shard index */
     else
-        return rlx_cli_fail("%s: not a GGUF or safetensors file", path);
+        return rlx_cli_fail("%s: not a GGUF, safetensors or PyTorch file", path);
     return 0;
 }
 
@@ -648,7 +701,8 @@ static const char info_usage[] =
     "usage: rlx info FILE_OR_DIR [--tensors] [--json]\n"
     "       rlx info --devices [--json]\n"
     "Describes a model: a .gguf file, a .safetensors file, a Hugging Face\n"
-    "checkpoint folder or a whisper.cpp ggml .bin (architecture, hyper-parameters,\n"
+    "checkpoint folder, a PyTorch .pt/.pth (torch.save's zip; its pickle is read,\n"
+    "never run) or a whisper.cpp ggml .bin (architecture, hyper-parameters,\n"
     "tokenizer, weights; for whisper: kind, languages, special ids).\n"
     "  --tensors  every tensor: name, type, shape, bytes\n"
     "  --json     one JSON object instead of the text\n"
@@ -690,6 +744,7 @@ int rlx_cmd_info(int argc, char **argv)
     json_object *o = NULL;
     rc = !strcmp(kind, "gguf")      ? describe_gguf(path, tensors, &o)
          : !strcmp(kind, "whisper") ? describe_whisper(path, tensors, &o)
+         : !strcmp(kind, "pytorch") ? describe_torch(path, tensors, &o)
                                     : describe_safetensors(path, tensors, &o);
     if (rc)
         return rc;

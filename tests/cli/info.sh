@@ -63,10 +63,23 @@ assert o["hyperparameters"]["n_vocab"] == 51865 and o["whisper"]["kind"] == "tin
 assert o["whisper"]["language_codes"][:3] == ["en", "zh", "de"]
 assert o["n_tensors"] == 0
 ' "$json"
+# PyTorch checkpoints (tests/fixtures/torch, written by torch.save): described, and a
+# pickle that would call os.system refused in one line
+fx=$(dirname "$0")/../fixtures/torch
+json=$("$rlx" info --json --tensors "$fx/torch-nested.pt")
+check "pytorch --json: format, state-dict key, flattened names" python3 -c '
+import json, sys
+o = json.loads(sys.argv[1])
+assert o["format"] == "pytorch" and o["state_dict_key"] == "model" and o["n_tensors"] == 5
+t = {x["name"]: x for x in o["tensors"]}
+assert t["enc.proj.weight"]["shape"] == [2, 2] and t["blocks.1.norm.weight"]["dtype"] == "F32"
+' "$json"
+out=$("$rlx" info "$fx/torch-basic.pt")
+check "pytorch: the text names the format" sh -c 'printf "%s\n" "$1" | grep -qF "PyTorch checkpoint"' _ "$out"
 cut=$(mktemp)
 trap 'rm -f "$cut"' EXIT
 head -c 5000 "$data/whisper/for-tests-ggml-tiny.bin" >"$cut"
-for bad in /nonexistent-file "$cut" "$data/README.md"; do
+for bad in /nonexistent-file "$cut" "$data/README.md" "$fx/torch-evil.pt"; do
     err=$("$rlx" info "$bad" 2>&1 >/dev/null)
     rc=$?
     check "exit 1 on $bad" [ $rc -eq 1 ]
