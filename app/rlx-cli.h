@@ -14,6 +14,7 @@ int rlx_cmd_quantize(int argc, char **argv);
 int rlx_cmd_make_model(int argc, char **argv);
 int rlx_cmd_perplexity(int argc, char **argv);
 int rlx_cmd_transcribe(int argc, char **argv);
+int rlx_cmd_segment(int argc, char **argv);
 /* rlx bench whisper (argv[0] is "whisper"). */
 int rlx_bench_whisper_main(int argc, char **argv);
 

@@ -139,6 +139,8 @@ static const struct {
      "-m MODEL -f TEXT [--ctx N]   perplexity of a text (llama.cpp's method)"},
     {"transcribe", rlx_cmd_transcribe,
      "-m MODEL -f AUDIO [-o OUT.srt] [--language L] ...   speech to timestamped text"},
+    {"segment", rlx_cmd_segment,
+     "-m SAM -i IMAGE --point X,Y [-o MASK.png] [--cutout OUT.png]   click-to-segment"},
     {"bench", cmd_bench,
      "-m MODEL [-p 512 -n 128 -r 3]   model speed (llama-bench); ops: the CPU kernels"},
 };

@@ -2,6 +2,7 @@
 
 #include "rlx-chat-pane.h"
 #include "rlx-engine.h"
+#include "rlx-segment-pane.h"
 #include "rlx-transcribe-pane.h"
 
 #include <glib/gi18n.h>
@@ -13,6 +14,7 @@ struct _RlxWindow {
     AdwToastOverlay *toasts;
     RlxChatPane *chat_pane;
     RlxTranscribePane *transcribe_pane;
+    RlxSegmentPane *segment_pane;
     GtkDropDown *device_dropdown;
     GtkDrawingArea *memory_bar, *memory_mini;
     GtkLabel *memory_used;
@@ -27,7 +29,7 @@ struct _RlxWindow {
     GPtrArray *devices; /* RlxDevice */
     RlxMemoryInfo mem;  /* shown: the visible page's */
     /* each page's model: the Chat page's LLM, the Transcribe page's Whisper */
-    RlxMemoryInfo mem_chat, mem_transcribe;
+    RlxMemoryInfo mem_chat, mem_transcribe, mem_segment;
     GtkLabel *mem_labels[4];
     GtkLabel *layers_label; /* "3 of 28 layers on the GPU…", GPU devices only */
     char *device_id;        /* the device setting the window last applied */
@@ -240,11 +242,14 @@ static void on_model_loaded(RlxEngine *e, RlxWindow *self)
 }
 
 /* The header bar's memory is the visible page's model's: the Transcribe
- * page's Whisper model there, the chat model elsewhere. */
+ * page's Whisper model there, the Segment page's SAM model there, the chat
+ * model elsewhere. */
 static void show_page_memory(RlxWindow *self)
 {
     const char *page = adw_view_stack_get_visible_child_name(self->stack);
-    self->mem = g_strcmp0(page, "transcribe") == 0 ? self->mem_transcribe : self->mem_chat;
+    self->mem = g_strcmp0(page, "transcribe") == 0 ? self->mem_transcribe
+                : g_strcmp0(page, "segment") == 0  ? self->mem_segment
+                                                   : self->mem_chat;
     update_memory_labels(self);
 }
 
@@ -259,6 +264,13 @@ static void on_transcribe_memory(RlxTranscribePane *p, const RlxMemoryInfo *m, R
 {
     (void)p;
     self->mem_transcribe = *m;
+    show_page_memory(self);
+}
+
+static void on_segment_memory(RlxSegmentPane *p, const RlxMemoryInfo *m, RlxWindow *self)
+{
+    (void)p;
+    self->mem_segment = *m;
     show_page_memory(self);
 }
 
@@ -433,6 +445,11 @@ static gboolean on_drop(GtkDropTarget *target, const GValue *value, double x, do
     GFile *file = g_value_get_object(value);
     /* A recording or a Whisper model dropped outside the Transcribe page
      * (which takes its own drops) goes there. */
+    if (rlx_segment_pane_wants_file(file)) {
+        adw_view_stack_set_visible_child_name(self->stack, "segment");
+        rlx_segment_pane_open(self->segment_pane, file);
+        return TRUE;
+    }
     if (rlx_transcribe_pane_wants_file(file)) {
         adw_view_stack_set_visible_child_name(self->stack, "transcribe");
         rlx_transcribe_pane_open(self->transcribe_pane, file);
@@ -458,6 +475,7 @@ static void rlx_window_constructed(GObject *object)
     setup_devices(self);
     rlx_chat_pane_setup(self->chat_pane, self->engine, self->settings);
     rlx_transcribe_pane_setup(self->transcribe_pane, self->settings);
+    rlx_segment_pane_setup(self->segment_pane, self->settings);
 }
 
 static void rlx_window_set_property(GObject *object, guint prop_id, const GValue *value,
@@ -522,6 +540,7 @@ static void rlx_window_class_init(RlxWindowClass *klass)
     gtk_widget_class_bind_template_child(widget_class, RlxWindow, toasts);
     gtk_widget_class_bind_template_child(widget_class, RlxWindow, chat_pane);
     gtk_widget_class_bind_template_child(widget_class, RlxWindow, transcribe_pane);
+    gtk_widget_class_bind_template_child(widget_class, RlxWindow, segment_pane);
     gtk_widget_class_bind_template_child(widget_class, RlxWindow, device_dropdown);
     gtk_widget_class_bind_template_child(widget_class, RlxWindow, memory_bar);
     gtk_widget_class_bind_template_child(widget_class, RlxWindow, memory_mini);
@@ -539,10 +558,12 @@ static void rlx_window_init(RlxWindow *self)
 {
     g_type_ensure(RLX_TYPE_CHAT_PANE);
     g_type_ensure(RLX_TYPE_TRANSCRIBE_PANE);
+    g_type_ensure(RLX_TYPE_SEGMENT_PANE);
     gtk_widget_init_template(GTK_WIDGET(self));
     self->engine = rlx_engine_new();
     g_signal_connect(self->engine, "memory", G_CALLBACK(on_memory), self);
     g_signal_connect(self->transcribe_pane, "memory", G_CALLBACK(on_transcribe_memory), self);
+    g_signal_connect(self->segment_pane, "memory", G_CALLBACK(on_segment_memory), self);
     g_signal_connect(self->stack, "notify::visible-child-name", G_CALLBACK(on_page_changed), self);
     gtk_drawing_area_set_draw_func(self->memory_bar, draw_memory, self, NULL);
     gtk_drawing_area_set_draw_func(self->memory_mini, draw_memory, self, NULL);

@@ -1,0 +1,295 @@
+/* rlx segment: the mask of what a click (or a box) points at, with SAM.
+ *
+ * The image is encoded once, then the prompt runs through the prompt
+ * encoder and mask decoder; the best proposal (the model's predicted IoU)
+ * is written as an 8-bit PNG mask and, with --cutout, as the image with the
+ * mask as alpha. --json prints every proposal. Files that exist are left
+ * alone unless --force says to replace them. */
+#include <json-c/json.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/image/image.h"
+#include "models/sam/sam-open.h"
+#include "rlx-cli.h"
+
+static const char usage[] =
+    "usage: rlx segment -m MODEL -i IMAGE (--point X,Y[,1|0] ... | --box X0,Y0,X1,Y1)\n"
+    "                   [-o MASK.png] [--cutout OUT.png] [--json] [options]\n"
+    "Segments what the points (and the box) show in the image, with a Segment Anything\n"
+    "model. Coordinates are the image's pixels, from its top-left corner.\n"
+    "  -m MODEL             SAM ViT-B/L/H: the official .pth, a .safetensors file, or a\n"
+    "                       Hugging Face facebook/sam-vit-* folder\n"
+    "  -i IMAGE             a PNG or JPEG (EXIF orientation applied)\n"
+    "  --point X,Y[,L]      a point on the object (L = 1, the default) or on the\n"
+    "                       background (L = 0); may be given several times\n"
+    "  --box X0,Y0,X1,Y1    a box around the object\n"
+    "  -o MASK.png          the mask: white inside, black outside\n"
+    "  --cutout OUT.png     the image with the mask as its alpha channel\n"
+    "  --json               every proposal (predicted IoU, stability score, area, box) on\n"
+    "                       stdout, as JSON\n"
+    "  --force              replace -o and --cutout files that exist\n"
+    "  --device DEV         cpu (default), vulkan:N, cuda:N\n"
+    "  --memory-budget SIZE e.g. 2G, 512M\n"
+    "  -t THREADS           CPU threads (default: one per core)\n"
+    "One point alone gives three proposals (the object, a part, a whole) and the best\n"
+    "is written; several points or a box give one mask, as SAM's predictor does.\n";
+
+#define MAX_POINTS 64
+
+/* "X,Y" or "X,Y,L" */
+static bool parse_point(const char *v, rlx_sam_point *p)
+{
+    double x, y;
+    int label = 1, n = 0;
+    if (sscanf(v, "%lf,%lf%n", &x, &y, &n) != 2)
+        return false;
+    if (v[n] == ',') {
+        char *end;
+        long l = strtol(v + n + 1, &end, 10);
+        if (*end || (l != 0 && l != 1) || end == v + n + 1)
+            return false;
+        label = (int)l;
+    } else if (v[n]) {
+        return false;
+    }
+    if (!isfinite(x) || !isfinite(y))
+        return false;
+    p->x = (float)x;
+    p->y = (float)y;
+    p->label = label;
+    return true;
+}
+
+static bool parse_box(const char *v, float b[4])
+{
+    double d[4];
+    int n = 0;
+    if (sscanf(v, "%lf,%lf,%lf,%lf%n", &d[0], &d[1], &d[2], &d[3], &n) != 4 || v[n])
+        return false;
+    for (int i = 0; i < 4; i++) {
+        if (!isfinite(d[i]))
+            return false;
+        b[i] = (float)d[i];
+    }
+    return b[2] > b[0] && b[3] > b[1];
+}
+
+static bool inside(const rlx_image *img, float x, float y)
+{
+    return x >= 0 && y >= 0 && x <= (float)img->width && y <= (float)img->height;
+}
+
+int rlx_cmd_segment(int argc, char **argv)
+{
+    rlx_sam_params sp = rlx_sam_default_params();
+    const char *model = NULL, *image = NULL, *out_mask = NULL, *out_cut = NULL;
+    rlx_sam_point pts[MAX_POINTS];
+    int n_pts = 0;
+    bool has_box = false, json = false, force = false;
+    float box[4] = {0};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            fputs(usage, stdout);
+            return 0;
+        }
+        if (!strcmp(a, "--json")) {
+            json = true;
+            continue;
+        }
+        if (!strcmp(a, "--force")) {
+            force = true;
+            continue;
+        }
+        if (a[0] != '-')
+            return rlx_cli_fail("segment: unexpected argument '%s' (see rlx segment --help)", a);
+        static const char *const with_value[] = {
+            "-m",       "--model",  "-i",       "--image",         "--point", "--box",    "-o",
+            "--output", "--cutout", "--device", "--memory-budget", "-t",      "--threads"};
+        bool known = false;
+        for (size_t k = 0; k < sizeof with_value / sizeof *with_value && !known; k++)
+            known = !strcmp(a, with_value[k]);
+        if (!known)
+            return rlx_cli_fail("segment: unknown option '%s' (see rlx segment --help)", a);
+        if (i + 1 >= argc)
+            return rlx_cli_fail("segment: %s needs a value (see rlx segment --help)", a);
+        const char *v = argv[++i];
+        if (!strcmp(a, "-m") || !strcmp(a, "--model"))
+            model = v;
+        else if (!strcmp(a, "-i") || !strcmp(a, "--image"))
+            image = v;
+        else if (!strcmp(a, "-o") || !strcmp(a, "--output"))
+            out_mask = v;
+        else if (!strcmp(a, "--cutout"))
+            out_cut = v;
+        else if (!strcmp(a, "--device"))
+            sp.device = v;
+        else if (!strcmp(a, "--point")) {
+            if (n_pts == MAX_POINTS)
+                return rlx_cli_fail("segment: at most %d points", MAX_POINTS);
+            if (!parse_point(v, &pts[n_pts]))
+                return rlx_cli_fail("segment: --point wants X,Y or X,Y,1 (object) or X,Y,0 "
+                                    "(background), not '%s'",
+                                    v);
+            n_pts++;
+        } else if (!strcmp(a, "--box")) {
+            if (!parse_box(v, box))
+                return rlx_cli_fail("segment: --box wants X0,Y0,X1,Y1 with X1 > X0 and Y1 > Y0, "
+                                    "not '%s'",
+                                    v);
+            has_box = true;
+        } else if (!strcmp(a, "--memory-budget")) {
+            if (!rlx_cli_parse_size(v, &sp.memory_budget))
+                return rlx_cli_fail("segment: --memory-budget wants a size like 2G or 512M, not "
+                                    "'%s'",
+                                    v);
+        } else if (rlx_cli_parse_threads("segment", a, v, &sp.n_threads) != 0) {
+            return 1;
+        }
+    }
+    if (!model)
+        return rlx_cli_fail("segment: -m MODEL is required (see rlx segment --help)");
+    if (!image)
+        return rlx_cli_fail("segment: -i IMAGE is required (see rlx segment --help)");
+    if (!n_pts && !has_box)
+        return rlx_cli_fail("segment: say what to segment with --point X,Y or --box "
+                            "X0,Y0,X1,Y1 (see rlx segment --help)");
+    if (!out_mask && !out_cut && !json)
+        return rlx_cli_fail("segment: nothing to write: give -o MASK.png, --cutout OUT.png or "
+                            "--json");
+
+    rlx_error *err = NULL;
+    rlx_image *imgp = NULL;
+    rlx_image_load_params lp = rlx_image_load_default_params();
+    if (rlx_image_load(image, &lp, &imgp, &err) != RLX_OK) {
+        int r = rlx_cli_fail("%s: %s", image, rlx_error_message(err));
+        rlx_error_free(err);
+        return r;
+    }
+    const rlx_image img = *imgp;
+    for (int i = 0; i < n_pts; i++)
+        if (!inside(&img, pts[i].x, pts[i].y)) {
+            int r = rlx_cli_fail("segment: the point %g,%g is outside the image, which is %dx%d "
+                                 "pixels",
+                                 (double)pts[i].x, (double)pts[i].y, img.width, img.height);
+            rlx_image_free(imgp);
+            return r;
+        }
+    if (has_box && (!inside(&img, box[0], box[1]) || !inside(&img, box[2], box[3]))) {
+        int r = rlx_cli_fail("segment: the box reaches outside the image, which is %dx%d pixels",
+                             img.width, img.height);
+        rlx_image_free(imgp);
+        return r;
+    }
+
+    int rc = 1;
+    rlx_sam_file *f = NULL;
+    float *chw = NULL, *low = NULL, *logits = NULL;
+    uint8_t *masks = NULL;
+    rlx_image_prep_params pp = rlx_image_prep_sam_params();
+    rlx_image_prep_info info;
+    size_t npix = (size_t)img.width * (size_t)img.height;
+    double t0 = rlx_cli_now();
+    if (rlx_sam_open(&sp, model, &f, &err) != RLX_OK) {
+        rlx_cli_fail("%s: %s", model, rlx_error_message(err));
+        goto out;
+    }
+    rlx_sam *sam = rlx_sam_file_runner(f);
+    double t1 = rlx_cli_now();
+    chw = malloc(rlx_image_prep_floats(&pp) * sizeof *chw);
+    low = malloc((size_t)3 * RLX_SAM_MASK_SIDE * RLX_SAM_MASK_SIDE * sizeof *low);
+    logits = malloc(npix * sizeof *logits);
+    masks = malloc(3 * npix);
+    if (!chw || !low || !logits || !masks) {
+        rlx_cli_fail("segment: out of memory for a %dx%d image", img.width, img.height);
+        goto out;
+    }
+    if (rlx_image_preprocess(&img, &pp, chw, &info, &err) != RLX_OK ||
+        rlx_sam_encode(sam, chw, &err) != RLX_OK) {
+        rlx_cli_fail("segment: %s", rlx_error_message(err));
+        goto out;
+    }
+    double t2 = rlx_cli_now();
+    /* the image's pixels to the 1024 frame, as SamPredictor.transform does */
+    float sx = (float)info.resized_width / (float)img.width;
+    float sy = (float)info.resized_height / (float)img.height;
+    rlx_sam_point scaled[MAX_POINTS];
+    for (int i = 0; i < n_pts; i++)
+        scaled[i] = (rlx_sam_point){pts[i].x * sx, pts[i].y * sy, pts[i].label};
+    rlx_sam_prompt pr = {.points = scaled, .n_points = n_pts, .has_box = has_box};
+    if (has_box) {
+        pr.box[0] = box[0] * sx, pr.box[1] = box[1] * sy;
+        pr.box[2] = box[2] * sx, pr.box[3] = box[3] * sy;
+    }
+    bool multimask = n_pts == 1 && !has_box;
+    float iou[3];
+    int n = 0;
+    if (rlx_sam_decode(sam, &pr, multimask, low, iou, &n, &err) != RLX_OK) {
+        rlx_cli_fail("segment: %s", rlx_error_message(err));
+        goto out;
+    }
+    double t3 = rlx_cli_now();
+    rlx_sam_proposal props[3];
+    int best = 0;
+    for (int k = 0; k < n; k++) {
+        if (rlx_sam_proposal_make(low + (size_t)k * RLX_SAM_MASK_SIDE * RLX_SAM_MASK_SIDE, iou[k],
+                                  &pp, &info, logits, masks + (size_t)k * npix, &props[k],
+                                  &err) != RLX_OK) {
+            rlx_cli_fail("segment: %s", rlx_error_message(err));
+            goto out;
+        }
+        if (props[k].iou > props[best].iou)
+            best = k;
+    }
+    const uint8_t *mask = masks + (size_t)best * npix;
+    if (out_mask &&
+        rlx_image_write_mask_png(out_mask, mask, img.width, img.height, force, &err) != RLX_OK) {
+        rlx_cli_fail("%s%s", rlx_error_message(err), force ? "" : " (--force replaces it)");
+        goto out;
+    }
+    if (out_cut && rlx_image_write_cutout_png(out_cut, &img, mask, force, &err) != RLX_OK) {
+        rlx_cli_fail("%s%s", rlx_error_message(err), force ? "" : " (--force replaces it)");
+        goto out;
+    }
+    if (json) {
+        json_object *o = json_object_new_object();
+        json_object_object_add(o, "image", json_object_new_string(image));
+        json_object_object_add(o, "width", json_object_new_int(img.width));
+        json_object_object_add(o, "height", json_object_new_int(img.height));
+        json_object_object_add(o, "chosen", json_object_new_int(best));
+        json_object *arr = json_object_new_array();
+        for (int k = 0; k < n; k++) {
+            json_object *p = json_object_new_object();
+            json_object_object_add(p, "iou", json_object_new_double(props[k].iou));
+            json_object_object_add(p, "stability", json_object_new_double(props[k].stability));
+            json_object_object_add(p, "area", json_object_new_int64(props[k].area));
+            json_object *b = json_object_new_array();
+            for (int j = 0; j < 4; j++)
+                json_object_array_add(b, json_object_new_int(props[k].box[j]));
+            json_object_object_add(p, "box", b);
+            json_object_array_add(arr, p);
+        }
+        json_object_object_add(o, "proposals", arr);
+        puts(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY |
+                                                   JSON_C_TO_STRING_NOSLASHESCAPE));
+        json_object_put(o);
+    }
+    fprintf(stderr,
+            "segment: %dx%d image; model %.0f ms, encoder %.0f ms, prompt + decoder %.1f ms; "
+            "proposal %d of %d: predicted IoU %.3f, stability %.3f, %lld pixels\n",
+            img.width, img.height, (t1 - t0) * 1e3, (t2 - t1) * 1e3, (t3 - t2) * 1e3, best + 1, n,
+            (double)props[best].iou, (double)props[best].stability, (long long)props[best].area);
+    rc = 0;
+out:
+    rlx_error_free(err);
+    free(chw);
+    free(low);
+    free(logits);
+    free(masks);
+    rlx_sam_file_close(f);
+    rlx_image_free(imgp);
+    return rc;
+}

@@ -1,0 +1,131 @@
+/* rlx_sam_open: a SAM checkpoint as people download it, whatever its file
+ * format: the official PyTorch release (.pth/.pt, read by the safe zip
+ * reader of engine/formats/torch-zip.h, which executes nothing), a
+ * .safetensors file, or a Hugging Face folder. */
+#include <stdlib.h>
+#include <string.h>
+#include <stdio.h>
+#include <sys/stat.h>
+
+#include "engine/formats/mapfile.h"
+#include "engine/formats/torch-zip.h"
+#include "models/sam/sam-open.h"
+
+typedef struct {
+    rlx_torch_zip *tz;
+    const char *path;
+} pt_source;
+
+static bool pt_lookup(void *user, const char *name, rlx_sam_tensor *out)
+{
+    pt_source *s = user;
+    const rlx_torch_tensor *t = rlx_torch_zip_find(s->tz, name);
+    if (!t || t->n_dims > RLX_SAM_MAX_DIMS)
+        return false;
+    const void *data = rlx_torch_zip_data(s->tz, t);
+    if (!data)
+        return false; /* a strided view: the runner then names it as missing */
+    memset(out, 0, sizeof *out);
+    out->dtype = t->dtype;
+    out->rank = (int)t->n_dims;
+    for (uint32_t i = 0; i < t->n_dims; i++)
+        out->dims[i] = (int64_t)t->shape[i];
+    out->data = data;
+    out->n_bytes = t->n_bytes;
+    return true;
+}
+
+struct rlx_sam_file {
+    rlx_sam *sam;
+    rlx_torch_zip *tz; /* the .pt the runner's weights point into, or NULL */
+};
+
+static bool is_zip(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return false;
+    unsigned char head[4] = {0};
+    size_t n = fread(head, 1, sizeof head, f);
+    fclose(f);
+    return rlx_torch_zip_sniff(head, n);
+}
+
+rlx_status rlx_sam_open(const rlx_sam_params *p, const char *path, rlx_sam_file **out,
+                        rlx_error **err)
+{
+    *out = NULL;
+    struct stat sb;
+    if (stat(path, &sb) != 0)
+        return rlx_error_set(err, RLX_ERR_IO, "cannot open %s: no such file or folder", path);
+    rlx_sam_file *f = calloc(1, sizeof *f);
+    if (!f)
+        return rlx_error_set(err, RLX_ERR_NO_MEMORY, "out of memory");
+    rlx_status st;
+    if (S_ISREG(sb.st_mode) && is_zip(path)) {
+        st = rlx_torch_zip_open(path, &f->tz, err);
+        if (st == RLX_OK) {
+            pt_source src = {f->tz, path};
+            st = rlx_sam_create(p, pt_lookup, &src, path, &f->sam, err);
+        }
+    } else {
+        st = rlx_sam_create_file(p, path, &f->sam, err);
+    }
+    if (st != RLX_OK) {
+        rlx_sam_file_close(f);
+        return st;
+    }
+    *out = f;
+    return RLX_OK;
+}
+
+rlx_sam *rlx_sam_file_runner(rlx_sam_file *f)
+{
+    return f ? f->sam : NULL;
+}
+
+void rlx_sam_file_close(rlx_sam_file *f)
+{
+    if (!f)
+        return;
+    rlx_sam_free(f->sam); /* before the mapping its weights may point into */
+    rlx_torch_zip_close(f->tz);
+    free(f);
+}
+
+rlx_status rlx_sam_proposal_make(const float *lowres, float iou, const rlx_image_prep_params *prep,
+                                 const rlx_image_prep_info *info, float *logits, uint8_t *mask,
+                                 rlx_sam_proposal *out, rlx_error **err)
+{
+    rlx_status st = rlx_image_mask_upsample(lowres, RLX_SAM_MASK_SIDE, RLX_SAM_MASK_SIDE, prep,
+                                            info, 0.0f, logits, mask, err);
+    if (st != RLX_OK)
+        return st;
+    int w = info->orig_width, h = info->orig_height;
+    int64_t above_hi = 0, above_lo = 0, area = 0;
+    int x0 = w, y0 = h, x1 = -1, y1 = -1;
+    for (int y = 0; y < h; y++) {
+        const float *l = logits + (size_t)y * (size_t)w;
+        const uint8_t *m = mask + (size_t)y * (size_t)w;
+        for (int x = 0; x < w; x++) {
+            above_hi += l[x] > 1.0f;
+            above_lo += l[x] > -1.0f;
+            if (m[x]) {
+                area++;
+                x0 = x < x0 ? x : x0;
+                x1 = x > x1 ? x : x1;
+                y0 = y < y0 ? y : y0;
+                y1 = y > y1 ? y : y1;
+            }
+        }
+    }
+    out->iou = iou;
+    out->stability = above_lo ? (float)above_hi / (float)above_lo : 0.0f;
+    out->area = area;
+    if (area) {
+        out->box[0] = x0, out->box[1] = y0, out->box[2] = x1, out->box[3] = y1;
+    } else {
+        out->box[0] = out->box[1] = out->box[2] = out->box[3] = -1;
+    }
+    return RLX_OK;
+}

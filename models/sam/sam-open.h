@@ -1,0 +1,58 @@
+/* A SAM checkpoint opened from the file people download, whatever its format.
+ *
+ * Usage:
+ *     rlx_sam_file *f = NULL;
+ *     if (rlx_sam_open(&params, "sam_vit_b_01ec64.pth", &f, &err) != RLX_OK) ...
+ *     rlx_sam *sam = rlx_sam_file_runner(f);   // then rlx_sam_encode / _decode
+ *     rlx_sam_file_close(f);
+ *
+ * `path` is the official PyTorch release (a torch.save zip: .pth / .pt, read
+ * by engine/formats/torch-zip.h, whose unpickler executes nothing and refuses
+ * any global a state dict does not need), a .safetensors file, or a Hugging
+ * Face folder (model.safetensors). The kind is told by the bytes, not by the
+ * name. The weights stay mapped from the file until the close.
+ *
+ * Thread safety: as rlx_sam (one thread at a time).
+ */
+#ifndef RLX_MODELS_SAM_SAM_OPEN_H
+#define RLX_MODELS_SAM_SAM_OPEN_H
+
+#include "engine/image/image.h"
+#include "models/sam/sam.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct rlx_sam_file rlx_sam_file;
+
+/* *out is set to NULL first. Errors: RLX_ERR_IO (missing, unreadable), the
+ * readers' RLX_ERR_FORMAT / RLX_ERR_UNSUPPORTED (with the sentence naming the
+ * tensor, the pickle's global, ...), the runner's. */
+RLX_API rlx_status rlx_sam_open(const rlx_sam_params *p, const char *path, rlx_sam_file **out,
+                                rlx_error **err);
+RLX_API rlx_sam *rlx_sam_file_runner(rlx_sam_file *f);
+RLX_API void rlx_sam_file_close(rlx_sam_file *f);
+
+/* One proposal at the image's size: the low-resolution logits upscaled as
+ * SAM's predictor does (engine/image), thresholded at 0. */
+typedef struct rlx_sam_proposal {
+    float iou;       /* the model's predicted IoU */
+    float stability; /* SAM's stability score: area above +1 over area above -1 */
+    int64_t area;    /* pixels in the mask */
+    int box[4];      /* x0, y0, x1, y1 (inclusive) of the mask; all -1 when empty */
+} rlx_sam_proposal;
+
+/* lowres: 256 x 256 logits from rlx_sam_decode; prep/info: how the image was
+ * preprocessed. mask (info->orig_width x orig_height bytes, 255 inside, 0
+ * outside) and logits (as many floats, scratch for the stability score) are
+ * the caller's. */
+RLX_API rlx_status rlx_sam_proposal_make(const float *lowres, float iou,
+                                         const rlx_image_prep_params *prep,
+                                         const rlx_image_prep_info *info, float *logits,
+                                         uint8_t *mask, rlx_sam_proposal *out, rlx_error **err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,85 @@
+/* RlxSegmenter: the Segment page's bridge to the SAM runner
+ * (models/sam/sam-open.h) and the image reader (engine/image/image.h). One
+ * worker thread opens the model, decodes and encodes images, and runs the
+ * prompts; what it reports arrives on the main loop as signals.
+ *
+ *   RlxSegmenter *s = rlx_segmenter_new();
+ *   g_signal_connect(s, "masks", G_CALLBACK(on_masks), pane);
+ *   rlx_segmenter_set_model(s, "sam_vit_b_01ec64.pth", "cpu", 0, 0);
+ *   rlx_segmenter_open_image(s, "photo.jpg");   // decoded, then encoded once
+ *   RlxSegmentPrompt p = {...};
+ *   rlx_segmenter_prompt(s, &p);                // each click; the newest wins
+ *   g_object_unref(s);                          // stops and joins the thread
+ *
+ * Signals (main thread, in order):
+ *   loading (const char *what, double fraction)   the model loads (fraction
+ *            -1: no figure); what is "model" or "image"
+ *   model-ready (const char *variant)             the model is loaded
+ *   image-ready (GdkTexture *picture)             the image, as decoded
+ *            (EXIF orientation applied), before its encoding starts
+ *   encoded (double seconds)                      the embedding is on the device
+ *   masks (guint serial, GPtrArray *proposals)    RlxSegmentProposal *, best
+ *            first; serial is the prompt's
+ *   memory (const RlxMemoryInfo *)                what the model takes
+ *   failed (int status, const char *what, const char *message)   what is
+ *            "model", "image" or "prompt"; status an rlx_status
+ *
+ * Prompts are queued by replacing: while one runs, only the newest waiting
+ * one is kept, so a burst of clicks costs one decode after the running one.
+ *
+ * Thread safety: main thread only.
+ */
+#pragma once
+
+#include <gtk/gtk.h>
+#include <stdint.h>
+
+#include "rlx-engine.h" /* RlxMemoryInfo */
+
+G_BEGIN_DECLS
+
+#define RLX_SEGMENT_MAX_POINTS 64
+
+typedef struct {
+    double x, y; /* the image's pixels */
+    gboolean positive;
+} RlxSegmentPoint;
+
+typedef struct {
+    guint serial; /* echoed by "masks" */
+    RlxSegmentPoint points[RLX_SEGMENT_MAX_POINTS];
+    int n_points;
+    gboolean has_box;
+    double box[4]; /* x0, y0, x1, y1 in the image's pixels */
+} RlxSegmentPrompt;
+
+typedef struct {
+    float iou, stability;
+    gint64 area;
+    int box[4];   /* x0, y0, x1, y1 of the mask, inclusive; -1 when empty */
+    GBytes *mask; /* width x height bytes: 255 inside, 0 outside */
+    int width, height;
+} RlxSegmentProposal;
+
+void rlx_segment_proposal_free(RlxSegmentProposal *p);
+
+#define RLX_TYPE_SEGMENTER (rlx_segmenter_get_type())
+G_DECLARE_FINAL_TYPE(RlxSegmenter, rlx_segmenter, RLX, SEGMENTER, GObject)
+
+RlxSegmenter *rlx_segmenter_new(void);
+
+/* The model, device ("cpu", "vulkan:0"; NULL = cpu), CPU threads (0 = one
+ * per core) and memory budget (bytes, 0 = the device's). Loaded on the
+ * thread (again only when one of these changed); an image already open is
+ * encoded again with it. */
+void rlx_segmenter_set_model(RlxSegmenter *self, const char *path, const char *device,
+                             int n_threads, uint64_t budget);
+/* Decode the image and (once a model is loaded) encode it; forgets the
+ * previous image's prompts. */
+void rlx_segmenter_open_image(RlxSegmenter *self, const char *path);
+/* Run a prompt against the encoded image (copied). Ignored without one. */
+void rlx_segmenter_prompt(RlxSegmenter *self, const RlxSegmentPrompt *p);
+/* Whether an image is encoded and prompts can run. */
+gboolean rlx_segmenter_is_ready(RlxSegmenter *self);
+
+G_END_DECLS
