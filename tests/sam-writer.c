@@ -37,13 +37,12 @@ static bool ends_with(const char *s, const char *suf)
 /* The value kinds of sam_reference.py's make(). */
 static void fill(const sam_weight *w, float *dst)
 {
-    static const char *const emb[] = {"pos_embed",         "rel_pos_h",     "rel_pos_w",
-                                      "point_embeddings",  "not_a_point_embed",
-                                      "no_mask_embed",     "iou_token",     "mask_tokens"};
-    static const char *const lnw[] = {"norm1.weight",          "norm2.weight",
-                                      "norm3.weight",          "norm4.weight",
-                                      "norm_final_attn.weight", "neck.1.weight",
-                                      "neck.3.weight",         "output_upscaling.1.weight"};
+    static const char *const emb[] = {"pos_embed",        "rel_pos_h",         "rel_pos_w",
+                                      "point_embeddings", "not_a_point_embed", "no_mask_embed",
+                                      "iou_token",        "mask_tokens"};
+    static const char *const lnw[] = {
+        "norm1.weight",           "norm2.weight",  "norm3.weight",  "norm4.weight",
+        "norm_final_attn.weight", "neck.1.weight", "neck.3.weight", "output_upscaling.1.weight"};
     int64_t n = 1;
     for (int d = 0; d < w->rank; d++)
         n *= w->dims[d];
@@ -122,15 +121,23 @@ void rlx_sam_writer_hf_name(const char *o, char *out, size_t cap)
         snprintf(out, cap, "mask_decoder.transformer.layer_norm_final_attn.%s", rest);
     } else if (sscanf(o, "mask_decoder.output_upscaling.%d.%100s", &k, rest) == 2) {
         snprintf(out, cap, "mask_decoder.%s.%s",
-                 k == 0 ? "upscale_conv1" : k == 1 ? "upscale_layer_norm" : "upscale_conv2",
+                 k == 0   ? "upscale_conv1"
+                 : k == 1 ? "upscale_layer_norm"
+                          : "upscale_conv2",
                  rest);
     } else if (sscanf(o, "mask_decoder.output_hypernetworks_mlps.%d.layers.%d.%100s", &n, &k,
                       rest) == 3) {
         snprintf(out, cap, "mask_decoder.output_hypernetworks_mlps.%d.%s.%s", n,
-                 k == 0 ? "proj_in" : k == 1 ? "layers.0" : "proj_out", rest);
+                 k == 0   ? "proj_in"
+                 : k == 1 ? "layers.0"
+                          : "proj_out",
+                 rest);
     } else if (sscanf(o, "mask_decoder.iou_prediction_head.layers.%d.%100s", &k, rest) == 2) {
         snprintf(out, cap, "mask_decoder.iou_prediction_head.%s.%s",
-                 k == 0 ? "proj_in" : k == 1 ? "layers.0" : "proj_out", rest);
+                 k == 0   ? "proj_in"
+                 : k == 1 ? "layers.0"
+                          : "proj_out",
+                 rest);
     } else {
         snprintf(out, cap, "%s", o);
     }
@@ -192,8 +199,7 @@ rlx_status rlx_sam_writer_write(const char *path, const rlx_sam_writer_opts *o, 
         hl += (size_t)snprintf(hdr + hl, hcap - hl, "%s\"%s\":{\"dtype\":\"F32\",\"shape\":[",
                                first ? "" : ",", name);
         for (int d = 0; d < rank; d++)
-            hl += (size_t)snprintf(hdr + hl, hcap - hl, "%s%lld", d ? "," : "",
-                                   (long long)dims[d]);
+            hl += (size_t)snprintf(hdr + hl, hcap - hl, "%s%lld", d ? "," : "", (long long)dims[d]);
         hl += (size_t)snprintf(hdr + hl, hcap - hl, "],\"data_offsets\":[%llu,%llu]}",
                                (unsigned long long)off, (unsigned long long)(off + 4 * n));
         off += 4 * n;

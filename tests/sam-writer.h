@@ -20,9 +20,9 @@
 #include "backends/base/status.h"
 
 typedef struct rlx_sam_writer_opts {
-    bool hf_names;         /* Hugging Face SamModel names instead of segment_anything's */
-    const char *skip;      /* an official name to leave out, or NULL */
-    const char *misshape;  /* an official name to write with its dims reversed, or NULL */
+    bool hf_names;        /* Hugging Face SamModel names instead of segment_anything's */
+    const char *skip;     /* an official name to leave out, or NULL */
+    const char *misshape; /* an official name to write with its dims reversed, or NULL */
 } rlx_sam_writer_opts;
 
 rlx_status rlx_sam_writer_write(const char *path, const rlx_sam_writer_opts *o, rlx_error **err);

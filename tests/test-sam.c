@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -45,7 +46,7 @@ typedef struct {
     bool has_box;
     float box[4];
     bool multimask;
-    int n; /* masks */
+    int n;         /* masks */
     float *ref;    /* iou[n], then [n][64][64] */
     uint8_t *bits; /* [n][8192] */
 } sam_case;
@@ -202,8 +203,7 @@ static void check_embedding(fixture *f, rlx_sam *sam, float wide)
         double d = fabs(s - f->emb_ref[E * 64 + c]) / a;
         worst_sum = d > worst_sum ? d : worst_sum;
     }
-    printf("[ sam ] embedding: worst relative error %.3g, channel sums %.3g\n", worst,
-           worst_sum);
+    printf("[ sam ] embedding: worst relative error %.3g, channel sums %.3g\n", worst, worst_sum);
     assert_true(worst <= 1e-4 * wide);
     assert_true(worst_sum <= 2e-6 * wide);
     free(emb);
@@ -252,6 +252,13 @@ static void check_cases(fixture *f, rlx_sam *sam, float wide)
     free(masks);
 }
 
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
 static void cpu_reference(void **state)
 {
     fixture *f = *state;
@@ -267,9 +274,22 @@ static void cpu_reference(void **state)
     assert_int_equal(info.global[0], 1);
     assert_int_equal(info.global[1], 3);
     assert_false(info.hf_names);
+    double t0 = now_ms();
+    encode(sam, f->image); /* compiles the encoder too */
+    double t1 = now_ms();
     encode(sam, f->image);
+    double t2 = now_ms();
     check_embedding(f, sam, 1.0f);
     check_cases(f, sam, 1.0f);
+    /* a click once its program exists: prompt encoder + mask decoder only */
+    float *masks = malloc(sizeof(float) * 3 * MS * MS), iou[3];
+    assert_non_null(masks);
+    double t3 = now_ms();
+    decode(sam, &f->cases[0], masks, iou);
+    double t4 = now_ms();
+    printf("[ sam ] encode %.0f ms (first, with compiling %.0f ms), click %.1f ms\n", t2 - t1,
+           t1 - t0, t4 - t3);
+    free(masks);
     rlx_sam_free(sam);
 }
 
@@ -358,8 +378,7 @@ static void cpu_bad_prompts(void **state)
     rlx_sam_prompt empty = {0};
     sam = open_sam(f->official, "cpu");
     /* prompts are checked before the encoder is needed: use the flag directly */
-    assert_int_equal(rlx_sam_decode(sam, &empty, true, masks, iou, &n, &err),
-                     RLX_ERR_INVALID_ARG);
+    assert_int_equal(rlx_sam_decode(sam, &empty, true, masks, iou, &n, &err), RLX_ERR_INVALID_ARG);
     rlx_error_free(err), err = NULL;
     rlx_sam_free(sam);
 }
@@ -392,8 +411,8 @@ int main(int argc, char **argv)
                                : !strcmp(argv[1], "devices") ? "devices_*"
                                                              : argv[1]);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(cpu_reference),  cmocka_unit_test(cpu_hf_names),
-        cmocka_unit_test(cpu_bad_files),  cmocka_unit_test(cpu_bad_prompts),
+        cmocka_unit_test(cpu_reference),          cmocka_unit_test(cpu_hf_names),
+        cmocka_unit_test(cpu_bad_files),          cmocka_unit_test(cpu_bad_prompts),
         cmocka_unit_test(devices_other_than_cpu),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -27,11 +27,11 @@
 #include "engine/ir/graph.h"
 #include "models/sam/sam-internal.h"
 
-#define GRID   RLX_SAM_EMBED_SIDE
-#define NTOK   (GRID * GRID)
-#define C      RLX_SAM_EMBED_DIM
-#define LN_VIT 1e-6f /* ViT norms and LayerNorm2d */
-#define LN_DEC 1e-5f /* nn.LayerNorm defaults in the two-way transformer */
+#define GRID       RLX_SAM_EMBED_SIDE
+#define NTOK       (GRID * GRID)
+#define C          RLX_SAM_EMBED_DIM
+#define LN_VIT     1e-6f /* ViT norms and LayerNorm2d */
+#define LN_DEC     1e-5f /* nn.LayerNorm defaults in the two-way transformer */
 #define SAM_TWO_PI 6.283185307179586f
 
 typedef struct {
@@ -89,8 +89,7 @@ static rlx_node layer_norm(sb *b, rlx_node x, const char *pre, float eps)
 }
 
 /* LayerNorm2d on [1, Ch, H, W]: normalise over channels at every pixel. */
-static rlx_node layer_norm_2d(sb *b, rlx_node x, const char *pre, int64_t ch, int64_t h,
-                              int64_t w)
+static rlx_node layer_norm_2d(sb *b, rlx_node x, const char *pre, int64_t ch, int64_t h, int64_t w)
 {
     x = permute(b, x, 4, (const int[]){0, 2, 3, 1});
     x = layer_norm(b, x, pre, LN_VIT);
@@ -135,8 +134,8 @@ static rlx_node vit_attention(sb *b, rlx_node x, int il, int64_t nb, int w)
     }
     /* decomposed relative positions, from the unscaled q */
     rlx_node q5 = reshape(b, hs[0], 4, (int64_t[]){nb * H, w, w, hd}); /* [BH, qh, qw, c] */
-    rlx_node rh = rel_table(b, P(b, "%s.rel_pos_h", pre), w);         /* [qh, kh, c] */
-    rlx_node rw = rel_table(b, P(b, "%s.rel_pos_w", pre), w);         /* [qw, kw, c] */
+    rlx_node rh = rel_table(b, P(b, "%s.rel_pos_h", pre), w);          /* [qh, kh, c] */
+    rlx_node rw = rel_table(b, P(b, "%s.rel_pos_w", pre), w);          /* [qw, kw, c] */
     rlx_node rel_h = rlx_graph_matmul(g, NULL, q5, rh, false, true);   /* [BH, qh, qw, kh] */
     rlx_node qt = permute(b, q5, 4, (const int[]){0, 2, 1, 3});        /* [BH, qw, qh, c] */
     rlx_node rel_w = rlx_graph_matmul(g, NULL, qt, rw, false, true);   /* [BH, qw, qh, kw] */
@@ -169,9 +168,8 @@ static rlx_node vit_block(sb *b, rlx_node x, int il)
         int64_t nw = (GRID + w - 1) / w, side = nw * w; /* padded side */
         h = reshape(b, h, 3, (int64_t[]){GRID, GRID, D});
         if (side != GRID)
-            h = rlx_graph_pad(g, NULL, h, (int64_t[]){0, 0, 0}, (int64_t[]){side - GRID,
-                                                                             side - GRID, 0},
-                              0.0f);
+            h = rlx_graph_pad(g, NULL, h, (int64_t[]){0, 0, 0},
+                              (int64_t[]){side - GRID, side - GRID, 0}, 0.0f);
         h = reshape(b, h, 5, (int64_t[]){nw, w, nw, w, D});
         h = permute(b, h, 5, (const int[]){0, 2, 1, 3, 4}); /* [nw, nw, w, w, D] */
         h = reshape(b, h, 2, (int64_t[]){nw * nw * w * w, D});
@@ -247,8 +245,9 @@ rlx_status sam_build_encoder(const sam_model *m, rlx_graph **out, rlx_error **er
         g, "image", RLX_DTYPE_F32,
         rlx_shape_make(4, (int64_t[]){1, 3, RLX_SAM_IMAGE_SIZE, RLX_SAM_IMAGE_SIZE}));
     const int st16[2] = {SAM_PATCH, SAM_PATCH}, st1[2] = {1, 1}, p0[2] = {0, 0}, p1[2] = {1, 1};
-    rlx_node x = rlx_graph_conv2d(g, "patch_embed", img, P(&b, "image_encoder.patch_embed.proj.weight"),
-                                  P(&b, "image_encoder.patch_embed.proj.bias"), st16, p0, st1, 1);
+    rlx_node x =
+        rlx_graph_conv2d(g, "patch_embed", img, P(&b, "image_encoder.patch_embed.proj.weight"),
+                         P(&b, "image_encoder.patch_embed.proj.bias"), st16, p0, st1, 1);
     x = reshape(&b, permute(&b, x, 4, (const int[]){0, 2, 3, 1}), 2, (int64_t[]){NTOK, D});
     x = rlx_graph_add(g, NULL, x,
                       reshape(&b, P(&b, "image_encoder.pos_embed"), 2, (int64_t[]){NTOK, D}));
@@ -371,8 +370,8 @@ rlx_status sam_build_decoder(const sam_model *m, int n_tokens, rlx_graph **out, 
             queries = dec_attention(&b, nm, queries, queries, queries, NQ, NQ, C);
         } else {
             rlx_node q = rlx_graph_add(g, NULL, queries, tokens);
-            queries = rlx_graph_add(g, NULL, queries,
-                                    dec_attention(&b, nm, q, q, queries, NQ, NQ, C));
+            queries =
+                rlx_graph_add(g, NULL, queries, dec_attention(&b, nm, q, q, queries, NQ, NQ, C));
         }
         snprintf(nm, sizeof nm, "%s.norm1", pre);
         queries = layer_norm(&b, queries, nm, LN_DEC);
@@ -401,21 +400,24 @@ rlx_status sam_build_decoder(const sam_model *m, int n_tokens, rlx_graph **out, 
     {
         rlx_node q = rlx_graph_add(g, NULL, queries, tokens);
         rlx_node k = rlx_graph_add(g, NULL, keys, kpe);
-        queries = rlx_graph_add(g, NULL, queries,
-                                dec_attention(&b, "mask_decoder.transformer.final_attn_token_to_image",
-                                              q, k, keys, NQ, NTOK, CI));
+        queries =
+            rlx_graph_add(g, NULL, queries,
+                          dec_attention(&b, "mask_decoder.transformer.final_attn_token_to_image", q,
+                                        k, keys, NQ, NTOK, CI));
         queries = layer_norm(&b, queries, "mask_decoder.transformer.norm_final_attn", LN_DEC);
     }
 
     /* upscaling: [4096, 256] -> [1, 256, 64, 64] -> [1, 64, 128, 128] -> [1, 32, 256, 256] */
     const int s2[2] = {2, 2}, p0[2] = {0, 0};
-    rlx_node u = reshape(&b, permute(&b, keys, 2, (const int[]){1, 0}), 4,
-                         (int64_t[]){1, C, GRID, GRID});
-    u = rlx_graph_conv_transpose2d(g, "upscale1", u, P(&b, "mask_decoder.output_upscaling.0.weight"),
+    rlx_node u =
+        reshape(&b, permute(&b, keys, 2, (const int[]){1, 0}), 4, (int64_t[]){1, C, GRID, GRID});
+    u = rlx_graph_conv_transpose2d(g, "upscale1", u,
+                                   P(&b, "mask_decoder.output_upscaling.0.weight"),
                                    P(&b, "mask_decoder.output_upscaling.0.bias"), s2, p0, p0, 1);
     u = layer_norm_2d(&b, u, "mask_decoder.output_upscaling.1", C / 4, 2 * GRID, 2 * GRID);
     u = rlx_graph_gelu(g, NULL, u, RLX_GELU_ERF);
-    u = rlx_graph_conv_transpose2d(g, "upscale2", u, P(&b, "mask_decoder.output_upscaling.3.weight"),
+    u = rlx_graph_conv_transpose2d(g, "upscale2", u,
+                                   P(&b, "mask_decoder.output_upscaling.3.weight"),
                                    P(&b, "mask_decoder.output_upscaling.3.bias"), s2, p0, p0, 1);
     u = rlx_graph_gelu(g, NULL, u, RLX_GELU_ERF);
     const int64_t MS = RLX_SAM_MASK_SIDE;
@@ -428,7 +430,7 @@ rlx_status sam_build_decoder(const sam_model *m, int n_tokens, rlx_graph **out, 
         hyper[i] = dec_mlp(&b, t, nm, 3); /* [1, 32] */
     }
     rlx_node hin = rlx_graph_concat(g, NULL, RLX_SAM_MAX_MASKS, hyper, 0); /* [4, 32] */
-    rlx_node masks = rlx_graph_matmul(g, "masks", hin, u, false, false); /* [4, 65536] */
+    rlx_node masks = rlx_graph_matmul(g, "masks", hin, u, false, false);   /* [4, 65536] */
     rlx_graph_output(g, "masks", reshape(&b, masks, 3, (int64_t[]){RLX_SAM_MAX_MASKS, MS, MS}));
     rlx_node iou_tok = rlx_graph_slice(g, NULL, queries, 0, K(0), K(1));
     rlx_graph_output(g, "iou", dec_mlp(&b, iou_tok, "mask_decoder.iou_prediction_head", 3));

@@ -62,13 +62,13 @@ extern "C" {
 
 struct rlx_session;
 
-#define RLX_SAM_IMAGE_SIZE  1024
-#define RLX_SAM_EMBED_SIDE  64  /* image embedding grid */
-#define RLX_SAM_EMBED_DIM   256 /* prompt / decoder width */
-#define RLX_SAM_MASK_SIDE   256 /* low-resolution masks */
-#define RLX_SAM_MAX_MASKS   4
-#define RLX_SAM_MAX_POINTS  64
-#define RLX_SAM_MAX_DIMS    6
+#define RLX_SAM_IMAGE_SIZE 1024
+#define RLX_SAM_EMBED_SIDE 64  /* image embedding grid */
+#define RLX_SAM_EMBED_DIM  256 /* prompt / decoder width */
+#define RLX_SAM_MASK_SIDE  256 /* low-resolution masks */
+#define RLX_SAM_MAX_MASKS  4
+#define RLX_SAM_MAX_POINTS 64
+#define RLX_SAM_MAX_DIMS   6
 
 typedef struct rlx_sam rlx_sam;
 
