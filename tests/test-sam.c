@@ -16,6 +16,7 @@
  *
  * argv[1]: "cpu" (the CPU tests), "devices" (the other devices); none: both.
  */
+#include <errno.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -24,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include <cmocka.h>
@@ -82,12 +84,17 @@ static int setup(void **state)
     *state = f;
     rlx_error *err = NULL;
     snprintf(f->official, sizeof f->official, "%s", rlx_test_tmp("sam-official.safetensors"));
-    snprintf(f->hf, sizeof f->hf, "%s", rlx_test_tmp("sam-hf.safetensors"));
+    /* the Hugging Face one as a model folder, opened by its folder path */
+    snprintf(f->hf, sizeof f->hf, "%s", rlx_test_tmp("sam-hf"));
+    char hf_file[600];
+    snprintf(hf_file, sizeof hf_file, "%s/model.safetensors", f->hf);
+    if (mkdir(f->hf, 0755) != 0 && errno != EEXIST)
+        return -1;
     rlx_sam_writer_opts o = {0};
     if (rlx_sam_writer_write(f->official, &o, &err) != RLX_OK)
         goto fail;
     o.hf_names = true;
-    if (rlx_sam_writer_write(f->hf, &o, &err) != RLX_OK)
+    if (rlx_sam_writer_write(hf_file, &o, &err) != RLX_OK)
         goto fail;
     f->image = malloc(sizeof(float) * 3 * IMG * IMG);
     if (!f->image)
@@ -141,10 +148,11 @@ static int teardown(void **state)
     return 0;
 }
 
-static rlx_sam *open_sam(const char *path, const char *dev)
+static rlx_sam *open_sam_chunked(const char *path, const char *dev, uint64_t chunk)
 {
     rlx_sam_params p = rlx_sam_default_params();
     p.device = dev;
+    p.attention_chunk_bytes = chunk;
     p.n_threads = 2;
     rlx_sam *sam = NULL;
     rlx_error *err = NULL;
@@ -154,6 +162,11 @@ static rlx_sam *open_sam(const char *path, const char *dev)
     rlx_error_free(err);
     assert_int_equal(st, RLX_OK);
     return sam;
+}
+
+static rlx_sam *open_sam(const char *path, const char *dev)
+{
+    return open_sam_chunked(path, dev, 0);
 }
 
 static void encode(rlx_sam *sam, const float *image)
@@ -293,6 +306,16 @@ static void cpu_reference(void **state)
     rlx_sam_free(sam);
 }
 
+/* The global blocks' heads one attention op at a time (a 64 MiB bias each). */
+static void cpu_head_groups(void **state)
+{
+    fixture *f = *state;
+    rlx_sam *sam = open_sam_chunked(f->official, "cpu", 64ull << 20);
+    encode(sam, f->image);
+    check_embedding(f, sam, 1.0f);
+    rlx_sam_free(sam);
+}
+
 /* Both naming schemes load the same weights into the same graph: bit-identical. */
 static void cpu_hf_names(void **state)
 {
@@ -411,9 +434,9 @@ int main(int argc, char **argv)
                                : !strcmp(argv[1], "devices") ? "devices_*"
                                                              : argv[1]);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(cpu_reference),          cmocka_unit_test(cpu_hf_names),
-        cmocka_unit_test(cpu_bad_files),          cmocka_unit_test(cpu_bad_prompts),
-        cmocka_unit_test(devices_other_than_cpu),
+        cmocka_unit_test(cpu_reference),   cmocka_unit_test(cpu_head_groups),
+        cmocka_unit_test(cpu_hf_names),    cmocka_unit_test(cpu_bad_files),
+        cmocka_unit_test(cpu_bad_prompts), cmocka_unit_test(devices_other_than_cpu),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -359,6 +359,10 @@ static rlx_status read_hparams(const source *src, sam_hparams *hp, rlx_error **e
                                  src->what, used, a);
     }
     hp->heads = hp->dim / hp->head_dim;
+    if (hp->heads > SAM_MAX_HEADS)
+        return rlx_error_set(err, RLX_ERR_UNSUPPORTED,
+                             "%s: %d attention heads (head size %d); at most %d are supported",
+                             src->what, hp->heads, hp->head_dim, SAM_MAX_HEADS);
     return RLX_OK;
 }
 
@@ -439,6 +443,7 @@ rlx_status rlx_sam_create(const rlx_sam_params *p, rlx_sam_lookup_fn lookup, voi
     if (!sam)
         return rlx_error_set(err, RLX_ERR_NO_MEMORY, "out of memory creating the SAM runner");
     sam->hf = src.hf;
+    sam->m.chunk_bytes = p->attention_chunk_bytes ? p->attention_chunk_bytes : SAM_CHUNK_DEFAULT;
     rlx_status st = read_hparams(&src, &sam->m.hp, err);
     if (st == RLX_OK)
         st = sam_list_weights(&sam->m, err);

@@ -95,6 +95,10 @@ typedef struct rlx_sam_params {
     uint64_t memory_budget;     /* bytes; 0 = the device's (rlx_session_params) */
     bool force_f32;             /* GPU: its f32 kernels */
     uint64_t max_binding_bytes; /* GPU, for tests; 0 = the device's limit */
+    /* the most bytes the relative-position bias of one attention op may take: the
+     * heads of a block go in groups under it (ViT-H's global blocks would need
+     * 1 GiB at once); 0 = 256 MiB */
+    uint64_t attention_chunk_bytes;
 } rlx_sam_params;
 
 typedef struct rlx_sam_info {
