@@ -396,12 +396,20 @@ static void cpu_bad_prompts(void **state)
     assert_int_equal(n, 0);
     printf("[ sam ] %s\n", rlx_error_message(err));
     rlx_error_free(err), err = NULL;
-    rlx_sam_free(sam);
 
+    /* after one: an empty prompt, a label other than 0/1, too many points */
+    encode(sam, f->image);
     rlx_sam_prompt empty = {0};
-    sam = open_sam(f->official, "cpu");
-    /* prompts are checked before the encoder is needed: use the flag directly */
     assert_int_equal(rlx_sam_decode(sam, &empty, true, masks, iou, &n, &err), RLX_ERR_INVALID_ARG);
+    assert_non_null(strstr(rlx_error_message(err), "at least one point or a box"));
+    rlx_error_free(err), err = NULL;
+    pt.label = 5;
+    assert_int_equal(rlx_sam_decode(sam, &pr, true, masks, iou, &n, &err), RLX_ERR_INVALID_ARG);
+    assert_non_null(strstr(rlx_error_message(err), "label 5"));
+    rlx_error_free(err), err = NULL;
+    pr.n_points = RLX_SAM_MAX_POINTS + 1;
+    assert_int_equal(rlx_sam_decode(sam, &pr, true, masks, iou, &n, &err), RLX_ERR_INVALID_ARG);
+    printf("[ sam ] %s\n", rlx_error_message(err));
     rlx_error_free(err), err = NULL;
     rlx_sam_free(sam);
 }
