@@ -27,11 +27,11 @@
 #include "engine/ir/graph.h"
 #include "models/sam/sam-internal.h"
 
-#define GRID   RLX_SAM_EMBED_SIDE
-#define NTOK   (GRID * GRID)
-#define C      RLX_SAM_EMBED_DIM
-#define LN_VIT 1e-6f /* ViT norms and LayerNorm2d */
-#define LN_DEC 1e-5f /* nn.LayerNorm defaults in the two-way transformer */
+#define GRID       RLX_SAM_EMBED_SIDE
+#define NTOK       (GRID * GRID)
+#define C          RLX_SAM_EMBED_DIM
+#define LN_VIT     1e-6f /* ViT norms and LayerNorm2d */
+#define LN_DEC     1e-5f /* nn.LayerNorm defaults in the two-way transformer */
 #define SAM_TWO_PI 6.283185307179586f
 
 typedef struct {
@@ -72,9 +72,8 @@ static rlx_node reshape(sb *b, rlx_node x, int rank, const int64_t *d)
     return rlx_graph_reshape(b->g, NULL, x, rlx_shape_make(rank, d));
 }
 
-static rlx_node permute(sb *b, rlx_node x, int rank, const int *perm)
+static rlx_node permute(sb *b, rlx_node x, const int *perm)
 {
-    (void)rank;
     return rlx_graph_permute(b->g, NULL, x, perm);
 }
 
@@ -89,13 +88,11 @@ static rlx_node layer_norm(sb *b, rlx_node x, const char *pre, float eps)
 }
 
 /* LayerNorm2d on [1, Ch, H, W]: normalise over channels at every pixel. */
-static rlx_node layer_norm_2d(sb *b, rlx_node x, const char *pre, int64_t ch, int64_t h,
-                              int64_t w)
+static rlx_node layer_norm_2d(sb *b, rlx_node x, const char *pre)
 {
-    x = permute(b, x, 4, (const int[]){0, 2, 3, 1});
+    x = permute(b, x, (const int[]){0, 2, 3, 1});
     x = layer_norm(b, x, pre, LN_VIT);
-    (void)ch, (void)h, (void)w;
-    return permute(b, x, 4, (const int[]){0, 3, 1, 2});
+    return permute(b, x, (const int[]){0, 3, 1, 2});
 }
 
 /* ---- encoder ------------------------------------------------------------ */
@@ -116,39 +113,58 @@ static rlx_node rel_table(sb *b, rlx_node table, int w)
     return rlx_graph_gather(b->g, NULL, table, ids);
 }
 
-/* x [nb * w * w, D] tokens of nb windows of w x w -> attention output, same shape. */
+/* The heads [h0, h0 + hn) of one block's attention: x's qkv [nb * S, 3D] -> [nb * S, hn * hd]. */
+static rlx_node vit_heads(sb *b, rlx_node qkv, rlx_node rh, rlx_node rw, int64_t nb, int w,
+                          int64_t h0, int64_t hn)
+{
+    rlx_graph *g = b->g;
+    const sam_hparams *hp = &b->m->hp;
+    const int64_t D = hp->dim, hd = hp->head_dim, S = (int64_t)w * w;
+    rlx_node hs[3];
+    for (int i = 0; i < 3; i++) {
+        rlx_node t = rlx_graph_slice(g, NULL, qkv, 1, K(i * D + h0 * hd), K(hn * hd));
+        t = reshape(b, t, 4, (int64_t[]){nb, S, hn, hd});
+        hs[i] = permute(b, t, (const int[]){0, 2, 1, 3}); /* [nb, hn, S, hd] */
+    }
+    /* decomposed relative positions, from the unscaled q */
+    rlx_node q4 = reshape(b, hs[0], 4, (int64_t[]){nb * hn, w, w, hd}); /* [BH, qh, qw, c] */
+    rlx_node rel_h = rlx_graph_matmul(g, NULL, q4, rh, false, true);    /* [BH, qh, qw, kh] */
+    rlx_node qt = permute(b, q4, (const int[]){0, 2, 1, 3});            /* [BH, qw, qh, c] */
+    rlx_node rel_w = rlx_graph_matmul(g, NULL, qt, rw, false, true);    /* [BH, qw, qh, kw] */
+    rel_w = permute(b, rel_w, (const int[]){0, 2, 1, 3});               /* [BH, qh, qw, kw] */
+    rel_h = reshape(b, rel_h, 5, (int64_t[]){nb * hn, w, w, w, 1});
+    rel_w = reshape(b, rel_w, 5, (int64_t[]){nb * hn, w, w, 1, w});
+    rlx_node bias = rlx_graph_add(g, NULL, rel_h, rel_w); /* [BH, qh, qw, kh, kw] */
+    bias = reshape(b, bias, 4, (int64_t[]){nb, hn, S, S});
+    rlx_attention_params ap = {.mask = RLX_MASK_NONE, .scale = 1.0f / sqrtf((float)hd)};
+    rlx_node a = rlx_graph_attention(g, NULL, hs[0], hs[1], hs[2], bias, ap); /* [nb,hn,S,hd] */
+    a = permute(b, a, (const int[]){0, 2, 1, 3});
+    return reshape(b, a, 2, (int64_t[]){nb * S, hn * hd});
+}
+
+/* x [nb * w * w, D] tokens of nb windows of w x w -> attention output, same shape.
+ * The additive bias is [nb, H, S, S] floats (1 GiB for ViT-H's global blocks), so the
+ * heads go in groups whose bias stays under the chunk size, each its own attention:
+ * smaller peaks, and bindings that fit GPUs with small storage-buffer limits. */
 static rlx_node vit_attention(sb *b, rlx_node x, int il, int64_t nb, int w)
 {
     rlx_graph *g = b->g;
     const sam_hparams *hp = &b->m->hp;
-    const int64_t D = hp->dim, H = hp->heads, hd = hp->head_dim, S = (int64_t)w * w;
-    char pre[64];
+    const int64_t H = hp->heads, S = (int64_t)w * w;
+    char pre[64], nm[80];
     snprintf(pre, sizeof pre, "image_encoder.blocks.%d.attn", il);
-    char nm[80];
     snprintf(nm, sizeof nm, "%s.qkv", pre);
-    rlx_node qkv = linear(b, x, nm); /* [nb*S, 3D]: (q|k|v) x heads x hd */
-    rlx_node hs[3];
-    for (int i = 0; i < 3; i++) {
-        rlx_node t = rlx_graph_slice(g, NULL, qkv, 1, K(i * D), K(D));
-        t = reshape(b, t, 4, (int64_t[]){nb, S, H, hd});
-        hs[i] = permute(b, t, 4, (const int[]){0, 2, 1, 3}); /* [nb, H, S, hd] */
-    }
-    /* decomposed relative positions, from the unscaled q */
-    rlx_node q5 = reshape(b, hs[0], 4, (int64_t[]){nb * H, w, w, hd}); /* [BH, qh, qw, c] */
-    rlx_node rh = rel_table(b, P(b, "%s.rel_pos_h", pre), w);         /* [qh, kh, c] */
-    rlx_node rw = rel_table(b, P(b, "%s.rel_pos_w", pre), w);         /* [qw, kw, c] */
-    rlx_node rel_h = rlx_graph_matmul(g, NULL, q5, rh, false, true);   /* [BH, qh, qw, kh] */
-    rlx_node qt = permute(b, q5, 4, (const int[]){0, 2, 1, 3});        /* [BH, qw, qh, c] */
-    rlx_node rel_w = rlx_graph_matmul(g, NULL, qt, rw, false, true);   /* [BH, qw, qh, kw] */
-    rel_w = permute(b, rel_w, 4, (const int[]){0, 2, 1, 3});           /* [BH, qh, qw, kw] */
-    rel_h = reshape(b, rel_h, 5, (int64_t[]){nb * H, w, w, w, 1});
-    rel_w = reshape(b, rel_w, 5, (int64_t[]){nb * H, w, w, 1, w});
-    rlx_node bias = rlx_graph_add(g, NULL, rel_h, rel_w); /* [BH, qh, qw, kh, kw] */
-    bias = reshape(b, bias, 4, (int64_t[]){nb, H, S, S});
-    rlx_attention_params ap = {.mask = RLX_MASK_NONE, .scale = 1.0f / sqrtf((float)hd)};
-    rlx_node a = rlx_graph_attention(g, NULL, hs[0], hs[1], hs[2], bias, ap); /* [nb,H,S,hd] */
-    a = permute(b, a, 4, (const int[]){0, 2, 1, 3});
-    a = reshape(b, a, 2, (int64_t[]){nb * S, D});
+    rlx_node qkv = linear(b, x, nm);                          /* [nb*S, 3D]: (q|k|v) x heads x hd */
+    rlx_node rh = rel_table(b, P(b, "%s.rel_pos_h", pre), w); /* [qh, kh, c] */
+    rlx_node rw = rel_table(b, P(b, "%s.rel_pos_w", pre), w); /* [qw, kw, c] */
+    uint64_t per_head = (uint64_t)nb * (uint64_t)S * (uint64_t)S * sizeof(float);
+    int64_t group = (int64_t)(b->m->chunk_bytes / per_head);
+    group = group < 1 ? 1 : group > H ? H : group;
+    rlx_node parts[SAM_MAX_HEADS];
+    int n = 0;
+    for (int64_t h0 = 0; h0 < H && n < SAM_MAX_HEADS; h0 += group)
+        parts[n++] = vit_heads(b, qkv, rh, rw, nb, w, h0, H - h0 < group ? H - h0 : group);
+    rlx_node a = n == 1 ? parts[0] : rlx_graph_concat(g, NULL, n, parts, 1);
     snprintf(nm, sizeof nm, "%s.proj", pre);
     return linear(b, a, nm);
 }
@@ -169,15 +185,14 @@ static rlx_node vit_block(sb *b, rlx_node x, int il)
         int64_t nw = (GRID + w - 1) / w, side = nw * w; /* padded side */
         h = reshape(b, h, 3, (int64_t[]){GRID, GRID, D});
         if (side != GRID)
-            h = rlx_graph_pad(g, NULL, h, (int64_t[]){0, 0, 0}, (int64_t[]){side - GRID,
-                                                                             side - GRID, 0},
-                              0.0f);
+            h = rlx_graph_pad(g, NULL, h, (int64_t[]){0, 0, 0},
+                              (int64_t[]){side - GRID, side - GRID, 0}, 0.0f);
         h = reshape(b, h, 5, (int64_t[]){nw, w, nw, w, D});
-        h = permute(b, h, 5, (const int[]){0, 2, 1, 3, 4}); /* [nw, nw, w, w, D] */
+        h = permute(b, h, (const int[]){0, 2, 1, 3, 4}); /* [nw, nw, w, w, D] */
         h = reshape(b, h, 2, (int64_t[]){nw * nw * w * w, D});
         h = vit_attention(b, h, il, nw * nw, w);
         h = reshape(b, h, 5, (int64_t[]){nw, nw, w, w, D});
-        h = permute(b, h, 5, (const int[]){0, 2, 1, 3, 4}); /* [nw, w, nw, w, D] */
+        h = permute(b, h, (const int[]){0, 2, 1, 3, 4}); /* [nw, w, nw, w, D] */
         h = reshape(b, h, 3, (int64_t[]){side, side, D});
         if (side != GRID) {
             h = rlx_graph_slice(g, NULL, h, 0, K(0), K(GRID));
@@ -247,9 +262,10 @@ rlx_status sam_build_encoder(const sam_model *m, rlx_graph **out, rlx_error **er
         g, "image", RLX_DTYPE_F32,
         rlx_shape_make(4, (int64_t[]){1, 3, RLX_SAM_IMAGE_SIZE, RLX_SAM_IMAGE_SIZE}));
     const int st16[2] = {SAM_PATCH, SAM_PATCH}, st1[2] = {1, 1}, p0[2] = {0, 0}, p1[2] = {1, 1};
-    rlx_node x = rlx_graph_conv2d(g, "patch_embed", img, P(&b, "image_encoder.patch_embed.proj.weight"),
-                                  P(&b, "image_encoder.patch_embed.proj.bias"), st16, p0, st1, 1);
-    x = reshape(&b, permute(&b, x, 4, (const int[]){0, 2, 3, 1}), 2, (int64_t[]){NTOK, D});
+    rlx_node x =
+        rlx_graph_conv2d(g, "patch_embed", img, P(&b, "image_encoder.patch_embed.proj.weight"),
+                         P(&b, "image_encoder.patch_embed.proj.bias"), st16, p0, st1, 1);
+    x = reshape(&b, permute(&b, x, (const int[]){0, 2, 3, 1}), 2, (int64_t[]){NTOK, D});
     x = rlx_graph_add(g, NULL, x,
                       reshape(&b, P(&b, "image_encoder.pos_embed"), 2, (int64_t[]){NTOK, D}));
     for (int il = 0; il < m->hp.depth; il++)
@@ -258,10 +274,10 @@ rlx_status sam_build_encoder(const sam_model *m, rlx_graph **out, rlx_error **er
     rlx_node w0 = reshape(&b, P(&b, "image_encoder.neck.0.weight"), 2, (int64_t[]){C, D});
     x = rlx_graph_matmul(g, "neck.0", x, w0, false, true); /* [4096, 256] */
     x = layer_norm(&b, x, "image_encoder.neck.1", LN_VIT);
-    x = reshape(&b, permute(&b, x, 2, (const int[]){1, 0}), 4, (int64_t[]){1, C, GRID, GRID});
+    x = reshape(&b, permute(&b, x, (const int[]){1, 0}), 4, (int64_t[]){1, C, GRID, GRID});
     x = rlx_graph_conv2d(g, "neck.2", x, P(&b, "image_encoder.neck.2.weight"), RLX_NODE_INVALID,
                          st1, p1, st1, 1);
-    x = reshape(&b, permute(&b, x, 4, (const int[]){0, 2, 3, 1}), 2, (int64_t[]){NTOK, C});
+    x = reshape(&b, permute(&b, x, (const int[]){0, 2, 3, 1}), 2, (int64_t[]){NTOK, C});
     x = layer_norm(&b, x, "image_encoder.neck.3", LN_VIT);
 
     rlx_node se = rlx_graph_state(g, SAM_STATE_EMBEDDING, RLX_DTYPE_F32,
@@ -291,13 +307,13 @@ static rlx_node dec_attention(sb *b, const char *pre, rlx_node q, rlx_node k, rl
         snprintf(nm, sizeof nm, "%s.%s", pre, which[i]);
         rlx_node t = linear(b, in[i], nm);
         t = reshape(b, t, 3, (int64_t[]){len[i], H, hd});
-        t = permute(b, t, 3, (const int[]){1, 0, 2});
+        t = permute(b, t, (const int[]){1, 0, 2});
         in[i] = reshape(b, t, 4, (int64_t[]){1, H, len[i], hd});
     }
     rlx_attention_params ap = {.mask = RLX_MASK_NONE};
     rlx_node a = rlx_graph_attention(g, NULL, in[0], in[1], in[2], RLX_NODE_INVALID, ap);
     a = reshape(b, a, 3, (int64_t[]){H, nq, hd});
-    a = reshape(b, permute(b, a, 3, (const int[]){1, 0, 2}), 2, (int64_t[]){nq, inner});
+    a = reshape(b, permute(b, a, (const int[]){1, 0, 2}), 2, (int64_t[]){nq, inner});
     snprintf(nm, sizeof nm, "%s.out_proj", pre);
     return linear(b, a, nm);
 }
@@ -371,8 +387,8 @@ rlx_status sam_build_decoder(const sam_model *m, int n_tokens, rlx_graph **out, 
             queries = dec_attention(&b, nm, queries, queries, queries, NQ, NQ, C);
         } else {
             rlx_node q = rlx_graph_add(g, NULL, queries, tokens);
-            queries = rlx_graph_add(g, NULL, queries,
-                                    dec_attention(&b, nm, q, q, queries, NQ, NQ, C));
+            queries =
+                rlx_graph_add(g, NULL, queries, dec_attention(&b, nm, q, q, queries, NQ, NQ, C));
         }
         snprintf(nm, sizeof nm, "%s.norm1", pre);
         queries = layer_norm(&b, queries, nm, LN_DEC);
@@ -401,21 +417,24 @@ rlx_status sam_build_decoder(const sam_model *m, int n_tokens, rlx_graph **out, 
     {
         rlx_node q = rlx_graph_add(g, NULL, queries, tokens);
         rlx_node k = rlx_graph_add(g, NULL, keys, kpe);
-        queries = rlx_graph_add(g, NULL, queries,
-                                dec_attention(&b, "mask_decoder.transformer.final_attn_token_to_image",
-                                              q, k, keys, NQ, NTOK, CI));
+        queries =
+            rlx_graph_add(g, NULL, queries,
+                          dec_attention(&b, "mask_decoder.transformer.final_attn_token_to_image", q,
+                                        k, keys, NQ, NTOK, CI));
         queries = layer_norm(&b, queries, "mask_decoder.transformer.norm_final_attn", LN_DEC);
     }
 
     /* upscaling: [4096, 256] -> [1, 256, 64, 64] -> [1, 64, 128, 128] -> [1, 32, 256, 256] */
     const int s2[2] = {2, 2}, p0[2] = {0, 0};
-    rlx_node u = reshape(&b, permute(&b, keys, 2, (const int[]){1, 0}), 4,
-                         (int64_t[]){1, C, GRID, GRID});
-    u = rlx_graph_conv_transpose2d(g, "upscale1", u, P(&b, "mask_decoder.output_upscaling.0.weight"),
+    rlx_node u =
+        reshape(&b, permute(&b, keys, (const int[]){1, 0}), 4, (int64_t[]){1, C, GRID, GRID});
+    u = rlx_graph_conv_transpose2d(g, "upscale1", u,
+                                   P(&b, "mask_decoder.output_upscaling.0.weight"),
                                    P(&b, "mask_decoder.output_upscaling.0.bias"), s2, p0, p0, 1);
-    u = layer_norm_2d(&b, u, "mask_decoder.output_upscaling.1", C / 4, 2 * GRID, 2 * GRID);
+    u = layer_norm_2d(&b, u, "mask_decoder.output_upscaling.1");
     u = rlx_graph_gelu(g, NULL, u, RLX_GELU_ERF);
-    u = rlx_graph_conv_transpose2d(g, "upscale2", u, P(&b, "mask_decoder.output_upscaling.3.weight"),
+    u = rlx_graph_conv_transpose2d(g, "upscale2", u,
+                                   P(&b, "mask_decoder.output_upscaling.3.weight"),
                                    P(&b, "mask_decoder.output_upscaling.3.bias"), s2, p0, p0, 1);
     u = rlx_graph_gelu(g, NULL, u, RLX_GELU_ERF);
     const int64_t MS = RLX_SAM_MASK_SIDE;
@@ -428,7 +447,7 @@ rlx_status sam_build_decoder(const sam_model *m, int n_tokens, rlx_graph **out, 
         hyper[i] = dec_mlp(&b, t, nm, 3); /* [1, 32] */
     }
     rlx_node hin = rlx_graph_concat(g, NULL, RLX_SAM_MAX_MASKS, hyper, 0); /* [4, 32] */
-    rlx_node masks = rlx_graph_matmul(g, "masks", hin, u, false, false); /* [4, 65536] */
+    rlx_node masks = rlx_graph_matmul(g, "masks", hin, u, false, false);   /* [4, 65536] */
     rlx_graph_output(g, "masks", reshape(&b, masks, 3, (int64_t[]){RLX_SAM_MAX_MASKS, MS, MS}));
     rlx_node iou_tok = rlx_graph_slice(g, NULL, queries, 0, K(0), K(1));
     rlx_graph_output(g, "iou", dec_mlp(&b, iou_tok, "mask_decoder.iou_prediction_head", 3));

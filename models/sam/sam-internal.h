@@ -6,12 +6,14 @@
 
 struct rlx_graph;
 
-#define SAM_MAX_DEPTH 64
-#define SAM_PATCH     16
-#define SAM_DEC_HEADS 8
-#define SAM_DEC_MLP   2048
-#define SAM_DEC_DEPTH 2
-#define SAM_NAME_MAX  112
+#define SAM_MAX_DEPTH     64
+#define SAM_PATCH         16
+#define SAM_DEC_HEADS     8
+#define SAM_DEC_MLP       2048
+#define SAM_DEC_DEPTH     2
+#define SAM_NAME_MAX      112
+#define SAM_MAX_HEADS     64
+#define SAM_CHUNK_DEFAULT (256ull << 20)
 
 /* One tensor of the architecture: the official name (the session's binding
  * name), its Hugging Face name, the expected shape and the file's dtype. */
@@ -30,6 +32,7 @@ typedef struct sam_hparams {
 
 typedef struct sam_model {
     sam_hparams hp;
+    uint64_t chunk_bytes; /* the most bytes one attention's rel-pos bias may take */
     sam_weight *w;
     int n_w;
 } sam_model;

@@ -10,9 +10,9 @@
 #include "engine/runtime/session.h"
 #include "models/sam/sam-internal.h"
 
-#define NTOK      (RLX_SAM_EMBED_SIDE * RLX_SAM_EMBED_SIDE)
-#define MASK_PIX  (RLX_SAM_MASK_SIDE * RLX_SAM_MASK_SIDE)
-#define MAX_TOKS  (RLX_SAM_MAX_POINTS + 3) /* points, a padding point or two box corners */
+#define NTOK     (RLX_SAM_EMBED_SIDE * RLX_SAM_EMBED_SIDE)
+#define MASK_PIX (RLX_SAM_MASK_SIDE * RLX_SAM_MASK_SIDE)
+#define MAX_TOKS (RLX_SAM_MAX_POINTS + 3) /* points, a padding point or two box corners */
 
 /* ---- names ---------------------------------------------------------------- */
 
@@ -114,9 +114,21 @@ static void add(lister *L, int rank, const int64_t *dims, const char *fmt, ...)
     w->dtype = RLX_DTYPE_F32;
 }
 
-#define V1(a)          (const int64_t[]){a}
-#define V2(a, b)       (const int64_t[]){a, b}
-#define V4(a, b, c, d) (const int64_t[]){a, b, c, d}
+#define V1(a)         \
+    (const int64_t[]) \
+    {                 \
+        a             \
+    }
+#define V2(a, b)      \
+    (const int64_t[]) \
+    {                 \
+        a, b          \
+    }
+#define V4(a, b, c, d) \
+    (const int64_t[])  \
+    {                  \
+        a, b, c, d     \
+    }
 
 static void add_linear(lister *L, int64_t out, int64_t in, const char *pre)
 {
@@ -271,8 +283,7 @@ typedef struct {
 } source;
 
 /* A tensor by its official name, under the source's naming scheme. */
-static bool find(const source *src, const char *official, rlx_sam_tensor *t, char *used,
-                 size_t cap)
+static bool find(const source *src, const char *official, rlx_sam_tensor *t, char *used, size_t cap)
 {
     char nm[SAM_NAME_MAX];
     if (src->hf)
@@ -296,9 +307,9 @@ static rlx_status read_hparams(const source *src, sam_hparams *hp, rlx_error **e
     memset(hp, 0, sizeof *hp);
     rlx_sam_tensor t;
     char nm[SAM_NAME_MAX], used[SAM_NAME_MAX], a[64];
-    if (!find(src, "image_encoder.patch_embed.proj.weight", &t, used, sizeof used) ||
-        t.rank != 4 || t.dims[1] != 3 || t.dims[2] != SAM_PATCH || t.dims[3] != SAM_PATCH ||
-        t.dims[0] < 1 || t.dims[0] > 8192) {
+    if (!find(src, "image_encoder.patch_embed.proj.weight", &t, used, sizeof used) || t.rank != 4 ||
+        t.dims[1] != 3 || t.dims[2] != SAM_PATCH || t.dims[3] != SAM_PATCH || t.dims[0] < 1 ||
+        t.dims[0] > 8192) {
         return rlx_error_set(err, RLX_ERR_FORMAT,
                              "%s is not a SAM checkpoint: its tensor '%s' is missing or not "
                              "[D, 3, 16, 16]",
@@ -348,6 +359,10 @@ static rlx_status read_hparams(const source *src, sam_hparams *hp, rlx_error **e
                                  src->what, used, a);
     }
     hp->heads = hp->dim / hp->head_dim;
+    if (hp->heads > SAM_MAX_HEADS)
+        return rlx_error_set(err, RLX_ERR_UNSUPPORTED,
+                             "%s: %d attention heads (head size %d); at most %d are supported",
+                             src->what, hp->heads, hp->head_dim, SAM_MAX_HEADS);
     return RLX_OK;
 }
 
@@ -372,7 +387,9 @@ static rlx_status load_weights(rlx_sam *sam, const source *src, rlx_error **err)
         for (int d = 0; same && d < w->rank; d++)
             same = t.dims[d] == w->dims[d];
         if (!same) {
-            dims_str(t.rank < 0 ? 0 : t.rank > RLX_SAM_MAX_DIMS ? RLX_SAM_MAX_DIMS : t.rank,
+            dims_str(t.rank < 0                  ? 0
+                     : t.rank > RLX_SAM_MAX_DIMS ? RLX_SAM_MAX_DIMS
+                                                 : t.rank,
                      t.dims, have, sizeof have);
             return rlx_error_set(err, RLX_ERR_FORMAT,
                                  "%s cannot be used as SAM: tensor '%s' is %s, expected %s",
@@ -388,8 +405,8 @@ static rlx_status load_weights(rlx_sam *sam, const source *src, rlx_error **err)
         uint64_t need = n * (t.dtype == RLX_DTYPE_F32 ? 4u : 2u);
         if (!t.data || t.n_bytes != need)
             return rlx_error_set(err, RLX_ERR_FORMAT,
-                                 "%s: tensor '%s' holds %llu bytes, expected %llu", src->what,
-                                 used, (unsigned long long)t.n_bytes, (unsigned long long)need);
+                                 "%s: tensor '%s' holds %llu bytes, expected %llu", src->what, used,
+                                 (unsigned long long)t.n_bytes, (unsigned long long)need);
         w->dtype = t.dtype;
         rlx_status st = rlx_session_add_weight(sam->s, w->name, t.dtype, w->rank, w->dims, t.data,
                                                t.n_bytes, err);
@@ -426,6 +443,7 @@ rlx_status rlx_sam_create(const rlx_sam_params *p, rlx_sam_lookup_fn lookup, voi
     if (!sam)
         return rlx_error_set(err, RLX_ERR_NO_MEMORY, "out of memory creating the SAM runner");
     sam->hf = src.hf;
+    sam->m.chunk_bytes = p->attention_chunk_bytes ? p->attention_chunk_bytes : SAM_CHUNK_DEFAULT;
     rlx_status st = read_hparams(&src, &sam->m.hp, err);
     if (st == RLX_OK)
         st = sam_list_weights(&sam->m, err);
@@ -624,9 +642,8 @@ rlx_status rlx_sam_decode(rlx_sam *sam, const rlx_sam_prompt *pr, bool multimask
         return rlx_error_set(err, RLX_ERR_INVALID_ARG,
                              "SAM: encode an image before asking for masks");
     if (pr->n_points < 0 || pr->n_points > RLX_SAM_MAX_POINTS || (pr->n_points && !pr->points))
-        return rlx_error_set(err, RLX_ERR_INVALID_ARG,
-                             "SAM: a prompt holds 0 to %d points, not %d", RLX_SAM_MAX_POINTS,
-                             pr->n_points);
+        return rlx_error_set(err, RLX_ERR_INVALID_ARG, "SAM: a prompt holds 0 to %d points, not %d",
+                             RLX_SAM_MAX_POINTS, pr->n_points);
     if (pr->n_points == 0 && !pr->has_box)
         return rlx_error_set(err, RLX_ERR_INVALID_ARG,
                              "SAM: a prompt needs at least one point or a box");
@@ -660,10 +677,12 @@ rlx_status rlx_sam_decode(rlx_sam *sam, const rlx_sam_prompt *pr, bool multimask
     rlx_status st = decoder_for(sam, n, &prog, err);
     if (st != RLX_OK)
         return st;
-    int ic = rlx_session_program_input(prog, "coords"), ik = rlx_session_program_input(prog, "kinds");
-    int om = rlx_session_program_output(prog, "masks"), oi = rlx_session_program_output(prog, "iou");
-    if (ic < 0 || ik < 0 || ic > 1 || ik > 1 || ic == ik || om < 0 || oi < 0 || om > 1 ||
-        oi > 1 || om == oi)
+    int ic = rlx_session_program_input(prog, "coords"),
+        ik = rlx_session_program_input(prog, "kinds");
+    int om = rlx_session_program_output(prog, "masks"),
+        oi = rlx_session_program_output(prog, "iou");
+    if (ic < 0 || ik < 0 || ic > 1 || ik > 1 || ic == ik || om < 0 || oi < 0 || om > 1 || oi > 1 ||
+        om == oi)
         return rlx_error_set(err, RLX_ERR_INTERNAL,
                              "SAM mask decoder: the compiled program has unexpected bindings");
     float all_iou[RLX_SAM_MAX_MASKS];

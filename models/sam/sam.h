@@ -62,13 +62,13 @@ extern "C" {
 
 struct rlx_session;
 
-#define RLX_SAM_IMAGE_SIZE  1024
-#define RLX_SAM_EMBED_SIDE  64  /* image embedding grid */
-#define RLX_SAM_EMBED_DIM   256 /* prompt / decoder width */
-#define RLX_SAM_MASK_SIDE   256 /* low-resolution masks */
-#define RLX_SAM_MAX_MASKS   4
-#define RLX_SAM_MAX_POINTS  64
-#define RLX_SAM_MAX_DIMS    6
+#define RLX_SAM_IMAGE_SIZE 1024
+#define RLX_SAM_EMBED_SIDE 64  /* image embedding grid */
+#define RLX_SAM_EMBED_DIM  256 /* prompt / decoder width */
+#define RLX_SAM_MASK_SIDE  256 /* low-resolution masks */
+#define RLX_SAM_MAX_MASKS  4
+#define RLX_SAM_MAX_POINTS 64
+#define RLX_SAM_MAX_DIMS   6
 
 typedef struct rlx_sam rlx_sam;
 
@@ -95,6 +95,10 @@ typedef struct rlx_sam_params {
     uint64_t memory_budget;     /* bytes; 0 = the device's (rlx_session_params) */
     bool force_f32;             /* GPU: its f32 kernels */
     uint64_t max_binding_bytes; /* GPU, for tests; 0 = the device's limit */
+    /* the most bytes the relative-position bias of one attention op may take: the
+     * heads of a block go in groups under it (ViT-H's global blocks would need
+     * 1 GiB at once); 0 = 256 MiB */
+    uint64_t attention_chunk_bytes;
 } rlx_sam_params;
 
 typedef struct rlx_sam_info {

@@ -1,0 +1,244 @@
+/* The random-weight SAM of tests/reference/sam_reference.py as safetensors. */
+#include "sam-writer.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "models/sam/sam-internal.h"
+
+#define IMG 1024
+
+static uint64_t fnv1a64(const char *s)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (; *s; s++)
+        h = (h ^ (uint8_t)*s) * 0x100000001b3ull;
+    return h;
+}
+
+static float uniform(uint64_t seed, int64_t i)
+{
+    uint64_t z = seed + (uint64_t)(i + 1) * 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    return (float)((int32_t)(z >> 40) - (1 << 23)) / 8388608.0f;
+}
+
+static bool ends_with(const char *s, const char *suf)
+{
+    size_t a = strlen(s), b = strlen(suf);
+    return a >= b && strcmp(s + a - b, suf) == 0;
+}
+
+/* The value kinds of sam_reference.py's make(). */
+static void fill(const sam_weight *w, float *dst)
+{
+    static const char *const emb[] = {"pos_embed",        "rel_pos_h",         "rel_pos_w",
+                                      "point_embeddings", "not_a_point_embed", "no_mask_embed",
+                                      "iou_token",        "mask_tokens"};
+    static const char *const lnw[] = {
+        "norm1.weight",           "norm2.weight",  "norm3.weight",  "norm4.weight",
+        "norm_final_attn.weight", "neck.1.weight", "neck.3.weight", "output_upscaling.1.weight"};
+    int64_t n = 1;
+    for (int d = 0; d < w->rank; d++)
+        n *= w->dims[d];
+    uint64_t seed = fnv1a64(w->name);
+    int kind = 0; /* 0 matrix, 1 bias, 2 ln weight, 3 embedding, 4 gaussian */
+    if (ends_with(w->name, ".bias"))
+        kind = 1;
+    for (size_t i = 0; !kind && i < sizeof lnw / sizeof lnw[0]; i++)
+        if (ends_with(w->name, lnw[i]))
+            kind = 2;
+    for (size_t i = 0; !kind && i < sizeof emb / sizeof emb[0]; i++)
+        if (strstr(w->name, emb[i]))
+            kind = 3;
+    if (!kind && ends_with(w->name, "positional_encoding_gaussian_matrix"))
+        kind = 4;
+    float scale = 0.0f;
+    if (kind == 0) {
+        int64_t fan_in = w->rank == 4 ? w->dims[1] * w->dims[2] * w->dims[3] : w->dims[1];
+        if (strstr(w->name, "output_upscaling"))
+            fan_in = w->dims[0];
+        scale = (float)sqrt(3.0 / (double)fan_in);
+    }
+    for (int64_t i = 0; i < n; i++) {
+        float u = uniform(seed, i);
+        switch (kind) {
+        case 0:
+            dst[i] = u * scale;
+            break;
+        case 1:
+            dst[i] = u * 0.0625f;
+            break;
+        case 2:
+            dst[i] = 1.0f + u * 0.125f;
+            break;
+        case 3:
+            dst[i] = u * 0.5f;
+            break;
+        default:
+            dst[i] = u;
+            break;
+        }
+    }
+}
+
+void rlx_sam_writer_image(float *chw)
+{
+    uint64_t seed = fnv1a64("image");
+    for (int64_t i = 0; i < 3 * (int64_t)IMG * IMG; i++)
+        chw[i] = uniform(seed, i);
+}
+
+/* Written from transformers' SamModel layout, part by part. */
+void rlx_sam_writer_hf_name(const char *o, char *out, size_t cap)
+{
+    int n = 0, k = 0, pos = 0;
+    char rest[SAM_NAME_MAX];
+    if (strcmp(o, "prompt_encoder.pe_layer.positional_encoding_gaussian_matrix") == 0) {
+        /* SamModel's own copy (the prompt encoder's is tied to it) */
+        snprintf(out, cap, "shared_image_embedding.positional_embedding");
+    } else if (sscanf(o, "image_encoder.patch_embed.proj.%100s", rest) == 1) {
+        snprintf(out, cap, "vision_encoder.patch_embed.projection.%s", rest);
+    } else if (sscanf(o, "image_encoder.blocks.%d.norm%d.%100s", &n, &k, rest) == 3) {
+        snprintf(out, cap, "vision_encoder.layers.%d.layer_norm%d.%s", n, k, rest);
+    } else if (sscanf(o, "image_encoder.blocks.%d.%100s", &n, rest) == 2) {
+        snprintf(out, cap, "vision_encoder.layers.%d.%s", n, rest);
+    } else if (sscanf(o, "image_encoder.neck.%d.%100s", &k, rest) == 2) {
+        static const char *const neck[4] = {"conv1", "layer_norm1", "conv2", "layer_norm2"};
+        snprintf(out, cap, "vision_encoder.neck.%s.%s", neck[k & 3], rest);
+    } else if (strncmp(o, "image_encoder.", 14) == 0) {
+        snprintf(out, cap, "vision_encoder.%s", o + 14);
+    } else if (sscanf(o, "prompt_encoder.point_embeddings.%d.%100s", &k, rest) == 2) {
+        snprintf(out, cap, "prompt_encoder.point_embed.%d.%s", k, rest);
+    } else if (sscanf(o, "mask_decoder.transformer.layers.%d.norm%d.%100s", &n, &k, rest) == 3) {
+        snprintf(out, cap, "mask_decoder.transformer.layers.%d.layer_norm%d.%s", n, k, rest);
+    } else if (sscanf(o, "mask_decoder.transformer.norm_final_attn.%100s", rest) == 1) {
+        snprintf(out, cap, "mask_decoder.transformer.layer_norm_final_attn.%s", rest);
+    } else if (sscanf(o, "mask_decoder.output_upscaling.%d.%100s", &k, rest) == 2) {
+        snprintf(out, cap, "mask_decoder.%s.%s",
+                 k == 0   ? "upscale_conv1"
+                 : k == 1 ? "upscale_layer_norm"
+                          : "upscale_conv2",
+                 rest);
+    } else if (sscanf(o, "mask_decoder.output_hypernetworks_mlps.%d.layers.%d.%100s", &n, &k,
+                      rest) == 3) {
+        snprintf(out, cap, "mask_decoder.output_hypernetworks_mlps.%d.%s.%s", n,
+                 k == 0   ? "proj_in"
+                 : k == 1 ? "layers.0"
+                          : "proj_out",
+                 rest);
+    } else if (sscanf(o, "mask_decoder.iou_prediction_head.layers.%d.%100s", &k, rest) == 2) {
+        snprintf(out, cap, "mask_decoder.iou_prediction_head.%s.%s",
+                 k == 0   ? "proj_in"
+                 : k == 1 ? "layers.0"
+                          : "proj_out",
+                 rest);
+    } else {
+        snprintf(out, cap, "%s", o);
+    }
+    (void)pos;
+}
+
+rlx_status rlx_sam_writer_write(const char *path, const rlx_sam_writer_opts *o, rlx_error **err)
+{
+    rlx_sam_writer_opts none = {0};
+    if (!o)
+        o = &none;
+    sam_model m = {0};
+    m.hp.dim = 64;
+    m.hp.depth = 4;
+    m.hp.heads = 2;
+    m.hp.head_dim = 32;
+    int win[4] = {14, 0, 14, 0};
+    memcpy(m.hp.window, win, sizeof win);
+    rlx_status st = sam_list_weights(&m, err);
+    if (st != RLX_OK)
+        return st;
+    size_t hcap = 1 << 20, hl = 0;
+    char *hdr = malloc(hcap);
+    float *buf = malloc(sizeof(float) * 2400000);
+    FILE *f = NULL;
+    if (!hdr || !buf) {
+        st = rlx_error_set(err, RLX_ERR_NO_MEMORY, "out of memory");
+        goto done;
+    }
+    hl += (size_t)snprintf(hdr + hl, hcap - hl, "{");
+    uint64_t off = 0;
+    bool first = true;
+    for (int i = 0; i < m.n_w; i++) {
+        const sam_weight *w = &m.w[i];
+        if (o->skip && strcmp(o->skip, w->name) == 0)
+            continue;
+        char name[SAM_NAME_MAX];
+        if (o->hf_names)
+            rlx_sam_writer_hf_name(w->name, name, sizeof name);
+        else
+            snprintf(name, sizeof name, "%s", w->name);
+        int64_t dims[RLX_SAM_MAX_DIMS + 1];
+        int rank = w->rank;
+        uint64_t n = 1;
+        for (int d = 0; d < rank; d++) {
+            dims[d] = w->dims[d];
+            n *= (uint64_t)w->dims[d];
+        }
+        if (o->misshape && strcmp(o->misshape, w->name) == 0) {
+            if (rank == 1)
+                dims[rank++] = 1;
+            else
+                for (int d = 0; d < rank / 2; d++) {
+                    int64_t t = dims[d];
+                    dims[d] = dims[rank - 1 - d];
+                    dims[rank - 1 - d] = t;
+                }
+        }
+        hl += (size_t)snprintf(hdr + hl, hcap - hl, "%s\"%s\":{\"dtype\":\"F32\",\"shape\":[",
+                               first ? "" : ",", name);
+        for (int d = 0; d < rank; d++)
+            hl += (size_t)snprintf(hdr + hl, hcap - hl, "%s%lld", d ? "," : "", (long long)dims[d]);
+        hl += (size_t)snprintf(hdr + hl, hcap - hl, "],\"data_offsets\":[%llu,%llu]}",
+                               (unsigned long long)off, (unsigned long long)(off + 4 * n));
+        off += 4 * n;
+        first = false;
+    }
+    hl += (size_t)snprintf(hdr + hl, hcap - hl, "}");
+    while (hl % 8)
+        hdr[hl++] = ' ';
+    f = fopen(path, "wb");
+    if (!f) {
+        st = rlx_error_set(err, RLX_ERR_IO, "cannot write %s", path);
+        goto done;
+    }
+    uint8_t len[8];
+    for (int b = 0; b < 8; b++)
+        len[b] = (uint8_t)((uint64_t)hl >> (8 * b));
+    fwrite(len, 1, 8, f);
+    fwrite(hdr, 1, hl, f);
+    for (int i = 0; i < m.n_w; i++) {
+        const sam_weight *w = &m.w[i];
+        if (o->skip && strcmp(o->skip, w->name) == 0)
+            continue;
+        int64_t n = 1;
+        for (int d = 0; d < w->rank; d++)
+            n *= w->dims[d];
+        if (n > 2400000) {
+            st = rlx_error_set(err, RLX_ERR_INTERNAL, "tensor %s too large", w->name);
+            goto done;
+        }
+        fill(w, buf); /* little-endian hosts only, as the tests run */
+        fwrite(buf, sizeof(float), (size_t)n, f);
+    }
+    if (ferror(f))
+        st = rlx_error_set(err, RLX_ERR_IO, "cannot write %s", path);
+done:
+    if (f && fclose(f) != 0 && st == RLX_OK)
+        st = rlx_error_set(err, RLX_ERR_IO, "cannot write %s", path);
+    free(hdr);
+    free(buf);
+    free(m.w);
+    return st;
+}

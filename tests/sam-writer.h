@@ -1,0 +1,34 @@
+/* A small random-weight SAM as safetensors, official or Hugging Face names, for
+ * tests/test-sam.c: the model and the weights of tests/reference/sam_reference.py
+ * (image encoder D = 64, depth 4, 2 heads, window 14, global blocks 1 and 3; the
+ * prompt encoder and mask decoder at their real width), values from the generator
+ * described there. Linked into tests only.
+ *
+ * Usage:
+ *     rlx_sam_writer_opts o = {.hf_names = true};
+ *     if (rlx_sam_writer_write("/tmp/sam-hf.safetensors", &o, &err) != RLX_OK) ...
+ *     rlx_sam_writer_image(chw);   // the reference's input, 3 x 1024 x 1024
+ *
+ * Thread safety: reentrant.
+ */
+#ifndef RLX_TESTS_SAM_WRITER_H
+#define RLX_TESTS_SAM_WRITER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "backends/base/status.h"
+
+typedef struct rlx_sam_writer_opts {
+    bool hf_names;        /* Hugging Face SamModel names instead of segment_anything's */
+    const char *skip;     /* an official name to leave out, or NULL */
+    const char *misshape; /* an official name to write with its dims reversed, or NULL */
+} rlx_sam_writer_opts;
+
+rlx_status rlx_sam_writer_write(const char *path, const rlx_sam_writer_opts *o, rlx_error **err);
+/* The reference image: u("image", i), 3 x 1024 x 1024. */
+void rlx_sam_writer_image(float *chw);
+/* The Hugging Face name of an official one (the test's own mapping). */
+void rlx_sam_writer_hf_name(const char *official, char *out, size_t cap);
+
+#endif

@@ -1,0 +1,463 @@
+/* models/sam against tests/reference/sam_reference.py (PyTorch, written from the
+ * published description of Segment Anything) on the small random-weight model of
+ * tests/sam-writer.h: the image embedding, the masks and IoU of three prompts, the
+ * Hugging Face names giving the same outputs as the official ones, and the
+ * sentences for a missing or misshapen tensor and for bad prompts.
+ *
+ * Tolerances (f32 everywhere; the reference sums in another order, and the global
+ * attention blocks add 4096 terms; measured: 4e-6, 2e-7, 5e-6 and 7e-7 for the four
+ * figures below on an AVX-512 machine): embedding values within 1e-4 * (1 + |ref|)
+ * (they are O(1) after the neck's LayerNorm, max ~5), channel sums (4096 values
+ * each) within 2e-6 relative of the sum of |values|; mask logits (range about
+ * +-3) within 1e-4 * (1 + |ref|), IoU within 2e-5 absolute; the
+ * thresholded masks (logit > 0) equal at every one of the 65536 pixels except
+ * where our logit is within 1e-3 of 0 (a pixel on the boundary). On other devices
+ * (Vulkan) the tolerances are ten times wider (other kernels and summation orders).
+ *
+ * argv[1]: "cpu" (the CPU tests), "devices" (the other devices: exits 77, skipped,
+ * when there is none; lavapipe takes about 2.5 minutes on 2 cores); none: both.
+ */
+#include <errno.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "backends/backend.h"
+#include "models/sam/sam.h"
+#include "sam-writer.h"
+#include "test-util.h"
+
+#define IMG    1024
+#define GRID   64
+#define E      256
+#define MS     256
+#define N_CASE 3
+
+typedef struct {
+    const char *name;
+    rlx_sam_point pts[2];
+    int n_pts;
+    bool has_box;
+    float box[4];
+    bool multimask;
+    int n;         /* masks */
+    float *ref;    /* iou[n], then [n][64][64] */
+    uint8_t *bits; /* [n][8192] */
+} sam_case;
+
+typedef struct {
+    char official[512], hf[512];
+    float *image;
+    float *emb_ref; /* [256][8][8] then [256] sums */
+    sam_case cases[N_CASE];
+    char dev[4][32];
+    int n_dev;
+} fixture;
+
+static void *read_fixture(const char *name, size_t want)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/tests/fixtures/%s", RLX_TEST_SOURCE_DIR, name);
+    size_t size = 0;
+    void *p = rlx_test_read_file(path, &size);
+    if (!p || size != want) {
+        fprintf(stderr, "fixture %s: %zu bytes, expected %zu\n", path, size, want);
+        free(p);
+        return NULL;
+    }
+    return p;
+}
+
+static int setup(void **state)
+{
+    fixture *f = calloc(1, sizeof *f);
+    if (!f)
+        return -1;
+    *state = f;
+    rlx_error *err = NULL;
+    snprintf(f->official, sizeof f->official, "%s", rlx_test_tmp("sam-official.safetensors"));
+    /* the Hugging Face one as a model folder, opened by its folder path */
+    snprintf(f->hf, sizeof f->hf, "%s", rlx_test_tmp("sam-hf"));
+    char hf_file[600];
+    snprintf(hf_file, sizeof hf_file, "%s/model.safetensors", f->hf);
+    if (mkdir(f->hf, 0755) != 0 && errno != EEXIST)
+        return -1;
+    rlx_sam_writer_opts o = {0};
+    if (rlx_sam_writer_write(f->official, &o, &err) != RLX_OK)
+        goto fail;
+    o.hf_names = true;
+    if (rlx_sam_writer_write(hf_file, &o, &err) != RLX_OK)
+        goto fail;
+    f->image = malloc(sizeof(float) * 3 * IMG * IMG);
+    if (!f->image)
+        return -1;
+    rlx_sam_writer_image(f->image);
+    f->emb_ref = read_fixture("sam-ref-embedding.f32", sizeof(float) * (E * 64 + E));
+    sam_case cs[N_CASE] = {
+        {.name = "point", .pts = {{500, 375, 1}}, .n_pts = 1, .multimask = true, .n = 3},
+        {.name = "box", .has_box = true, .box = {75, 275, 700, 850}, .n = 1},
+        {.name = "mixed",
+         .pts = {{400, 600, 1}, {800, 300, 0}},
+         .n_pts = 2,
+         .has_box = true,
+         .box = {100, 200, 900, 800},
+         .n = 1},
+    };
+    for (int c = 0; c < N_CASE; c++) {
+        char nm[64];
+        f->cases[c] = cs[c];
+        snprintf(nm, sizeof nm, "sam-ref-%s.f32", cs[c].name);
+        f->cases[c].ref = read_fixture(nm, sizeof(float) * (size_t)cs[c].n * (1 + 64 * 64));
+        snprintf(nm, sizeof nm, "sam-ref-%s.bits", cs[c].name);
+        f->cases[c].bits = read_fixture(nm, (size_t)cs[c].n * MS * MS / 8);
+        if (!f->cases[c].ref || !f->cases[c].bits)
+            return -1;
+    }
+    if (!f->emb_ref)
+        return -1;
+    for (int b = 0; b < rlx_backend_count() && f->n_dev < 4; b++) {
+        const rlx_backend_i *be = rlx_backend_at(b);
+        if (be && be->device_count && be->device_count() >= 1)
+            snprintf(f->dev[f->n_dev++], sizeof f->dev[0], "%s", be->name);
+    }
+    return 0;
+fail:
+    fprintf(stderr, "writing the test model: %s\n", rlx_error_message(err));
+    rlx_error_free(err);
+    return -1;
+}
+
+static int teardown(void **state)
+{
+    fixture *f = *state;
+    if (f) {
+        free(f->image);
+        free(f->emb_ref);
+        for (int c = 0; c < N_CASE; c++)
+            free(f->cases[c].ref), free(f->cases[c].bits);
+        free(f);
+    }
+    return 0;
+}
+
+static rlx_sam *open_sam_chunked(const char *path, const char *dev, uint64_t chunk)
+{
+    rlx_sam_params p = rlx_sam_default_params();
+    p.device = dev;
+    p.attention_chunk_bytes = chunk;
+    p.n_threads = 2;
+    rlx_sam *sam = NULL;
+    rlx_error *err = NULL;
+    rlx_status st = rlx_sam_create_file(&p, path, &sam, &err);
+    if (st != RLX_OK)
+        fprintf(stderr, "%s\n", rlx_error_message(err));
+    rlx_error_free(err);
+    assert_int_equal(st, RLX_OK);
+    return sam;
+}
+
+static rlx_sam *open_sam(const char *path, const char *dev)
+{
+    return open_sam_chunked(path, dev, 0);
+}
+
+static void encode(rlx_sam *sam, const float *image)
+{
+    rlx_error *err = NULL;
+    rlx_status st = rlx_sam_encode(sam, image, &err);
+    if (st != RLX_OK)
+        fprintf(stderr, "%s\n", rlx_error_message(err));
+    rlx_error_free(err);
+    assert_int_equal(st, RLX_OK);
+}
+
+static int decode(rlx_sam *sam, const sam_case *c, float *masks, float *iou)
+{
+    rlx_sam_prompt pr = {.points = c->pts, .n_points = c->n_pts, .has_box = c->has_box};
+    memcpy(pr.box, c->box, sizeof pr.box);
+    rlx_error *err = NULL;
+    int n = 0;
+    rlx_status st = rlx_sam_decode(sam, &pr, c->multimask, masks, iou, &n, &err);
+    if (st != RLX_OK)
+        fprintf(stderr, "%s\n", rlx_error_message(err));
+    rlx_error_free(err);
+    assert_int_equal(st, RLX_OK);
+    return n;
+}
+
+static void check_embedding(fixture *f, rlx_sam *sam, float wide)
+{
+    float *emb = malloc(sizeof(float) * E * GRID * GRID);
+    assert_non_null(emb);
+    rlx_error *err = NULL;
+    assert_int_equal(rlx_sam_embedding(sam, emb, &err), RLX_OK);
+    double worst = 0;
+    for (int c = 0; c < E; c++)
+        for (int i = 0; i < 8; i++)
+            for (int j = 0; j < 8; j++) {
+                float ref = f->emb_ref[(c * 8 + i) * 8 + j];
+                float got = emb[(c * GRID + 4 + 8 * i) * GRID + 4 + 8 * j];
+                double d = fabs((double)got - ref) / (1.0 + fabs(ref));
+                worst = d > worst ? d : worst;
+            }
+    double worst_sum = 0;
+    for (int c = 0; c < E; c++) {
+        double s = 0, a = 0;
+        for (int t = 0; t < GRID * GRID; t++)
+            s += emb[c * GRID * GRID + t], a += fabs(emb[c * GRID * GRID + t]);
+        double d = fabs(s - f->emb_ref[E * 64 + c]) / a;
+        worst_sum = d > worst_sum ? d : worst_sum;
+    }
+    printf("[ sam ] embedding: worst relative error %.3g, channel sums %.3g\n", worst, worst_sum);
+    assert_true(worst <= 1e-4 * wide);
+    assert_true(worst_sum <= 2e-6 * wide);
+    free(emb);
+}
+
+static void check_cases(fixture *f, rlx_sam *sam, float wide)
+{
+    float *masks = malloc(sizeof(float) * 3 * MS * MS);
+    assert_non_null(masks);
+    for (int k = 0; k < N_CASE; k++) {
+        const sam_case *c = &f->cases[k];
+        float iou[3];
+        int n = decode(sam, c, masks, iou);
+        assert_int_equal(n, c->n);
+        double worst_iou = 0, worst = 0;
+        int flips = 0, boundary = 0;
+        for (int m = 0; m < n; m++) {
+            double d = fabs((double)iou[m] - c->ref[m]);
+            worst_iou = d > worst_iou ? d : worst_iou;
+            const float *sub = c->ref + n + m * 64 * 64;
+            for (int i = 0; i < 64; i++)
+                for (int j = 0; j < 64; j++) {
+                    float ref = sub[i * 64 + j], got = masks[(m * MS + 2 + 4 * i) * MS + 2 + 4 * j];
+                    double e = fabs((double)got - ref) / (1.0 + fabs(ref));
+                    worst = e > worst ? e : worst;
+                }
+            const uint8_t *bits = c->bits + (size_t)m * MS * MS / 8;
+            for (int p = 0; p < MS * MS; p++) {
+                bool ref = (bits[p / 8] >> (p % 8)) & 1;
+                float got = masks[(size_t)m * MS * MS + p];
+                if ((got > 0) != ref) {
+                    if (fabsf(got) <= 1e-3f * wide)
+                        boundary++;
+                    else
+                        flips++;
+                }
+            }
+        }
+        printf("[ sam ] %s: %d masks, worst IoU error %.3g, logits %.3g, %d boundary pixels "
+               "differ, %d others\n",
+               c->name, n, worst_iou, worst, boundary, flips);
+        assert_true(worst_iou <= 2e-5 * wide);
+        assert_true(worst <= 1e-4 * wide);
+        assert_int_equal(flips, 0);
+    }
+    free(masks);
+}
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static void cpu_reference(void **state)
+{
+    fixture *f = *state;
+    rlx_sam *sam = open_sam(f->official, "cpu");
+    rlx_sam_info info;
+    assert_int_equal(rlx_sam_info_get(sam, &info, NULL), RLX_OK);
+    assert_string_equal(info.variant, "custom");
+    assert_int_equal(info.embed_dim, 64);
+    assert_int_equal(info.depth, 4);
+    assert_int_equal(info.heads, 2);
+    assert_int_equal(info.window, 14);
+    assert_int_equal(info.n_global, 2);
+    assert_int_equal(info.global[0], 1);
+    assert_int_equal(info.global[1], 3);
+    assert_false(info.hf_names);
+    double t0 = now_ms();
+    encode(sam, f->image); /* compiles the encoder too */
+    double t1 = now_ms();
+    encode(sam, f->image);
+    double t2 = now_ms();
+    check_embedding(f, sam, 1.0f);
+    check_cases(f, sam, 1.0f);
+    /* a click once its program exists: prompt encoder + mask decoder only */
+    float *masks = malloc(sizeof(float) * 3 * MS * MS), iou[3];
+    assert_non_null(masks);
+    double t3 = now_ms();
+    decode(sam, &f->cases[0], masks, iou);
+    double t4 = now_ms();
+    printf("[ sam ] encode %.0f ms (first, with compiling %.0f ms), click %.1f ms\n", t2 - t1,
+           t1 - t0, t4 - t3);
+    free(masks);
+    rlx_sam_free(sam);
+}
+
+/* The global blocks' heads one attention op at a time (a 64 MiB bias each). */
+static void cpu_head_groups(void **state)
+{
+    fixture *f = *state;
+    rlx_sam *sam = open_sam_chunked(f->official, "cpu", 64ull << 20);
+    encode(sam, f->image);
+    check_embedding(f, sam, 1.0f);
+    rlx_sam_free(sam);
+}
+
+/* Both naming schemes load the same weights into the same graph: bit-identical. */
+static void cpu_hf_names(void **state)
+{
+    fixture *f = *state;
+    rlx_sam *a = open_sam(f->official, "cpu"), *b = open_sam(f->hf, "cpu");
+    rlx_sam_info info;
+    assert_int_equal(rlx_sam_info_get(b, &info, NULL), RLX_OK);
+    assert_true(info.hf_names);
+    encode(a, f->image);
+    encode(b, f->image);
+    size_t n = (size_t)E * GRID * GRID;
+    float *ea = malloc(sizeof(float) * n), *eb = malloc(sizeof(float) * n);
+    float *ma = malloc(sizeof(float) * 3 * MS * MS), *mb = malloc(sizeof(float) * 3 * MS * MS);
+    assert_true(ea && eb && ma && mb);
+    assert_int_equal(rlx_sam_embedding(a, ea, NULL), RLX_OK);
+    assert_int_equal(rlx_sam_embedding(b, eb, NULL), RLX_OK);
+    assert_memory_equal(ea, eb, sizeof(float) * n);
+    for (int k = 0; k < N_CASE; k++) {
+        float ia[3], ib[3];
+        int na = decode(a, &f->cases[k], ma, ia), nb = decode(b, &f->cases[k], mb, ib);
+        assert_int_equal(na, nb);
+        assert_memory_equal(ia, ib, sizeof(float) * (size_t)na);
+        assert_memory_equal(ma, mb, sizeof(float) * (size_t)na * MS * MS);
+    }
+    free(ea), free(eb), free(ma), free(mb);
+    rlx_sam_free(a);
+    rlx_sam_free(b);
+}
+
+static void expect_failure(const char *path, rlx_status want, const char *needle)
+{
+    rlx_sam_params p = rlx_sam_default_params();
+    rlx_sam *sam = (rlx_sam *)1;
+    rlx_error *err = NULL;
+    rlx_status st = rlx_sam_create_file(&p, path, &sam, &err);
+    printf("[ sam ] %s\n", rlx_error_message(err));
+    assert_int_equal(st, want);
+    assert_null(sam);
+    assert_non_null(strstr(rlx_error_message(err), needle));
+    rlx_error_free(err);
+}
+
+static void cpu_bad_files(void **state)
+{
+    (void)state;
+    const char *path = rlx_test_tmp("sam-bad.safetensors");
+    rlx_error *err = NULL;
+    rlx_sam_writer_opts o = {.skip = "mask_decoder.transformer.layers.1.norm3.bias"};
+    assert_int_equal(rlx_sam_writer_write(path, &o, &err), RLX_OK);
+    expect_failure(path, RLX_ERR_FORMAT, "'mask_decoder.transformer.layers.1.norm3.bias'");
+
+    o = (rlx_sam_writer_opts){.misshape = "image_encoder.blocks.2.mlp.lin1.weight"};
+    assert_int_equal(rlx_sam_writer_write(path, &o, &err), RLX_OK);
+    expect_failure(path, RLX_ERR_FORMAT,
+                   "'image_encoder.blocks.2.mlp.lin1.weight' is [64, 256], expected [256, 64]");
+
+    /* in a Hugging Face file the message names the tensor as that file does */
+    o = (rlx_sam_writer_opts){.hf_names = true, .skip = "mask_decoder.output_upscaling.1.weight"};
+    assert_int_equal(rlx_sam_writer_write(path, &o, &err), RLX_OK);
+    expect_failure(path, RLX_ERR_FORMAT, "'mask_decoder.upscale_layer_norm.weight'");
+
+    o = (rlx_sam_writer_opts){.skip = "image_encoder.patch_embed.proj.weight"};
+    assert_int_equal(rlx_sam_writer_write(path, &o, &err), RLX_OK);
+    expect_failure(path, RLX_ERR_FORMAT, "not a SAM checkpoint");
+}
+
+static void cpu_bad_prompts(void **state)
+{
+    fixture *f = *state;
+    rlx_sam *sam = open_sam(f->official, "cpu");
+    float masks[1], iou[3];
+    int n = 7;
+    rlx_error *err = NULL;
+    rlx_sam_point pt = {10, 10, 1};
+    rlx_sam_prompt pr = {.points = &pt, .n_points = 1};
+    /* before any image */
+    assert_int_equal(rlx_sam_decode(sam, &pr, true, masks, iou, &n, &err), RLX_ERR_INVALID_ARG);
+    assert_int_equal(n, 0);
+    printf("[ sam ] %s\n", rlx_error_message(err));
+    rlx_error_free(err), err = NULL;
+
+    /* after one: an empty prompt, a label other than 0/1, too many points */
+    encode(sam, f->image);
+    rlx_sam_prompt empty = {0};
+    assert_int_equal(rlx_sam_decode(sam, &empty, true, masks, iou, &n, &err), RLX_ERR_INVALID_ARG);
+    assert_non_null(strstr(rlx_error_message(err), "at least one point or a box"));
+    rlx_error_free(err), err = NULL;
+    pt.label = 5;
+    assert_int_equal(rlx_sam_decode(sam, &pr, true, masks, iou, &n, &err), RLX_ERR_INVALID_ARG);
+    assert_non_null(strstr(rlx_error_message(err), "label 5"));
+    rlx_error_free(err), err = NULL;
+    pr.n_points = RLX_SAM_MAX_POINTS + 1;
+    assert_int_equal(rlx_sam_decode(sam, &pr, true, masks, iou, &n, &err), RLX_ERR_INVALID_ARG);
+    printf("[ sam ] %s\n", rlx_error_message(err));
+    rlx_error_free(err), err = NULL;
+    rlx_sam_free(sam);
+}
+
+/* every device but the CPU (lavapipe in CI) */
+static void devices_other_than_cpu(void **state)
+{
+    fixture *f = *state;
+    int n = 0;
+    for (int d = 0; d < f->n_dev; d++) {
+        if (!strcmp(f->dev[d], "cpu"))
+            continue;
+        rlx_sam *sam = open_sam(f->official, f->dev[d]);
+        encode(sam, f->image);
+        check_embedding(f, sam, 10.0f);
+        check_cases(f, sam, 10.0f);
+        rlx_sam_free(sam);
+        n++;
+    }
+    if (!n) {
+        printf("[ sam ] no device but the CPU here\n");
+        skip();
+    }
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && !strcmp(argv[1], "devices")) {
+        int other = 0;
+        for (int b = 0; b < rlx_backend_count(); b++) {
+            const rlx_backend_i *be = rlx_backend_at(b);
+            if (be && strcmp(be->name, "cpu") && be->device_count && be->device_count() >= 1)
+                other++;
+        }
+        if (!other) {
+            printf("[ sam ] no device but the CPU here: skipped\n");
+            return 77;
+        }
+    }
+    if (argc > 1)
+        cmocka_set_test_filter(!strcmp(argv[1], "cpu")       ? "cpu_*"
+                               : !strcmp(argv[1], "devices") ? "devices_*"
+                                                             : argv[1]);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(cpu_reference),   cmocka_unit_test(cpu_head_groups),
+        cmocka_unit_test(cpu_hf_names),    cmocka_unit_test(cpu_bad_files),
+        cmocka_unit_test(cpu_bad_prompts), cmocka_unit_test(devices_other_than_cpu),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
