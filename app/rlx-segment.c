@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "engine/image/image.h"
 #include "models/sam/sam-open.h"
@@ -161,11 +162,17 @@ int rlx_cmd_segment(int argc, char **argv)
         return rlx_cli_fail("segment: nothing to write: give -o MASK.png, --cutout OUT.png or "
                             "--json");
 
+    /* before any work: nothing that exists is replaced unless asked */
+    const char *outs[2] = {out_mask, out_cut};
+    for (int k = 0; k < 2; k++)
+        if (outs[k] && !force && access(outs[k], F_OK) == 0)
+            return rlx_cli_fail("segment: %s exists; give --force to replace it", outs[k]);
+
     rlx_error *err = NULL;
     rlx_image *imgp = NULL;
     rlx_image_load_params lp = rlx_image_load_default_params();
     if (rlx_image_load(image, &lp, &imgp, &err) != RLX_OK) {
-        int r = rlx_cli_fail("%s: %s", image, rlx_error_message(err));
+        int r = rlx_cli_fail("%s", rlx_error_message(err)); /* it names the file */
         rlx_error_free(err);
         return r;
     }
@@ -247,11 +254,11 @@ int rlx_cmd_segment(int argc, char **argv)
     const uint8_t *mask = masks + (size_t)best * npix;
     if (out_mask &&
         rlx_image_write_mask_png(out_mask, mask, img.width, img.height, force, &err) != RLX_OK) {
-        rlx_cli_fail("%s%s", rlx_error_message(err), force ? "" : " (--force replaces it)");
+        rlx_cli_fail("%s", rlx_error_message(err));
         goto out;
     }
     if (out_cut && rlx_image_write_cutout_png(out_cut, &img, mask, force, &err) != RLX_OK) {
-        rlx_cli_fail("%s%s", rlx_error_message(err), force ? "" : " (--force replaces it)");
+        rlx_cli_fail("%s", rlx_error_message(err));
         goto out;
     }
     if (json) {

@@ -202,7 +202,7 @@ static void rlx_application_open(GApplication *app, GFile **files, gint n_files,
     if (n_files > 1)
         g_message("%d files given; a model is opened one at a time, so only the first", n_files);
     if (n_files > 0)
-        rlx_window_open_model(window, files[0]);
+        rlx_window_open_file(window, files[0]);
 }
 
 static void rlx_application_constructed(GObject *object)

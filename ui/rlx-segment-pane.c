@@ -651,9 +651,9 @@ static void on_failed(RlxSegmenter *s, int status, const char *what, const char 
         g_clear_pointer(&self->model_name, g_free);
         t = g_strdup_printf(_("Cannot load the model: %s"), message);
     } else if (g_strcmp0(what, "image") == 0) {
-        t = g_strdup_printf(self->encoding ? _("Cannot encode the picture: %s")
-                                           : _("Cannot open the picture: %s"),
-                            message);
+        t = g_strdup_printf(_("Cannot open the picture: %s"), message);
+    } else if (g_strcmp0(what, "encode") == 0) {
+        t = g_strdup_printf(_("Cannot encode the picture: %s"), message);
     } else {
         t = g_strdup_printf(_("Cannot segment: %s"), message);
     }

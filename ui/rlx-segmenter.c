@@ -138,7 +138,8 @@ static gboolean dispatch(gpointer data)
             g_signal_emit(self, signals[SIG_MEMORY], 0, &e->mem);
             break;
         case EV_FAILED:
-            if (g_strcmp0(e->what, "prompt") != 0)
+            /* a picture that could not be read leaves the last one ready */
+            if (g_strcmp0(e->what, "model") == 0 || g_strcmp0(e->what, "encode") == 0)
                 self->ready = FALSE;
             g_signal_emit(self, signals[SIG_FAILED], 0, e->status, e->what, e->text);
             break;
@@ -155,6 +156,9 @@ static void post(RlxSegmenter *self, Event *e)
     g_queue_push_tail(&self->events, e);
     if (!self->source) {
         self->source = g_idle_source_new();
+        /* not below the frame clock: a pulsing progress bar draws every
+         * frame, and an idle-priority report would wait for it to stop */
+        g_source_set_priority(self->source, G_PRIORITY_DEFAULT);
         g_source_set_callback(self->source, dispatch, self, NULL);
         g_source_attach(self->source, self->main);
     }
@@ -227,28 +231,39 @@ static void load_model(RlxSegmenter *self, ModelReq *m)
     post(self, e);
 }
 
-static void load_image(RlxSegmenter *self, const char *path)
+/* A picture that cannot be read leaves the one before (and its embedding)
+ * as they were. */
+static gboolean load_image(RlxSegmenter *self, const char *path)
 {
-    rlx_image_free(self->image);
-    self->image = NULL;
-    self->encoded = FALSE;
     Event *e = event_new(EV_LOADING, "image", NULL);
     e->a = -1;
     post(self, e);
     rlx_error *err = NULL;
+    rlx_image *im = NULL;
     rlx_image_load_params lp = rlx_image_load_default_params();
-    if (rlx_image_load(path, &lp, &self->image, &err) != RLX_OK) {
-        post_failed(self, "image", err);
+    if (rlx_image_load(path, &lp, &im, &err) != RLX_OK) {
+        /* the page names the file itself: the sentence without its path */
+        g_autofree char *base = g_path_get_basename(path);
+        g_autofree char *msg = rlx_error_message(err) ? g_strdup(rlx_error_message(err)) : NULL;
+        GString *m = g_string_new(msg ? msg : "");
+        g_string_replace(m, path, base, 0);
+        Event *f = event_new(EV_FAILED, "image", m->str);
+        f->status = rlx_error_code(err);
+        g_string_free(m, TRUE);
+        post(self, f);
         rlx_error_free(err);
-        return;
+        return FALSE;
     }
-    rlx_image *im = self->image;
+    rlx_image_free(self->image);
+    self->image = im;
+    self->encoded = FALSE;
     GBytes *b = g_bytes_new(im->rgb, (gsize)im->width * (gsize)im->height * 3);
     e = event_new(EV_IMAGE_READY, NULL, NULL);
     e->texture =
         gdk_memory_texture_new(im->width, im->height, GDK_MEMORY_R8G8B8, b, (gsize)im->width * 3);
     g_bytes_unref(b);
     post(self, e);
+    return TRUE;
 }
 
 static void encode(RlxSegmenter *self)
@@ -269,7 +284,7 @@ static void encode(RlxSegmenter *self)
     g_free(chw);
     if (st != RLX_OK) {
         if (st != RLX_ERR_CANCELLED) /* else newer work waits */
-            post_failed(self, "image", err);
+            post_failed(self, "encode", err);
         rlx_error_free(err);
         return;
     }
@@ -371,9 +386,8 @@ static gpointer worker(gpointer data)
         g_mutex_unlock(&self->lock);
         if (m)
             load_model(self, m);
-        if (image)
-            load_image(self, image);
-        if (m || image)
+        gboolean fresh = image && load_image(self, image);
+        if (m || fresh)
             encode(self);
         if (p)
             run_prompt(self, p);
@@ -413,7 +427,8 @@ void rlx_segmenter_set_model(RlxSegmenter *self, const char *path, const char *d
 
 void rlx_segmenter_open_image(RlxSegmenter *self, const char *path)
 {
-    self->ready = FALSE;
+    /* still ready until the new picture is read: one that cannot be read
+     * leaves the last one */
     g_mutex_lock(&self->lock);
     g_free(self->want_image);
     self->want_image = g_strdup(path);

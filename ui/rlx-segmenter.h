@@ -22,7 +22,8 @@
  *            first; serial is the prompt's
  *   memory (const RlxMemoryInfo *)                what the model takes
  *   failed (int status, const char *what, const char *message)   what is
- *            "model", "image" or "prompt"; status an rlx_status
+ *            "model", "image" (it could not be read: the picture before
+ *            stays, encoded), "encode" or "prompt"; status an rlx_status
  *
  * Prompts are queued by replacing: while one runs, only the newest waiting
  * one is kept, so a burst of clicks costs one decode after the running one.

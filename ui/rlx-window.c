@@ -442,21 +442,25 @@ static gboolean on_drop(GtkDropTarget *target, const GValue *value, double x, do
 {
     if (!G_VALUE_HOLDS(value, G_TYPE_FILE))
         return FALSE;
-    GFile *file = g_value_get_object(value);
-    /* A recording or a Whisper model dropped outside the Transcribe page
-     * (which takes its own drops) goes there. */
+    rlx_window_open_file(self, g_value_get_object(value));
+    return TRUE;
+}
+
+void rlx_window_open_file(RlxWindow *self, GFile *file)
+{
+    g_return_if_fail(RLX_IS_WINDOW(self));
+    /* A picture or a SAM checkpoint goes to the Segment page, a recording or
+     * a Whisper model to the Transcribe page (each page also takes its own
+     * drops), anything else to the Chat page as a model. */
     if (rlx_segment_pane_wants_file(file)) {
         adw_view_stack_set_visible_child_name(self->stack, "segment");
         rlx_segment_pane_open(self->segment_pane, file);
-        return TRUE;
-    }
-    if (rlx_transcribe_pane_wants_file(file)) {
+    } else if (rlx_transcribe_pane_wants_file(file)) {
         adw_view_stack_set_visible_child_name(self->stack, "transcribe");
         rlx_transcribe_pane_open(self->transcribe_pane, file);
-        return TRUE;
+    } else {
+        rlx_window_open_model(self, file);
     }
-    rlx_window_open_model(self, file);
-    return TRUE;
 }
 
 void rlx_window_open_model(RlxWindow *self, GFile *file)

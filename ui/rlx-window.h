@@ -28,6 +28,10 @@ RlxWindow *rlx_window_new(RlxApplication *app, GSettings *settings);
 
 /* Show the Chat page and load file (a GGUF) there; errors come as toasts. */
 void rlx_window_open_model(RlxWindow *self, GFile *file);
+/* A file from the command line or a drop, routed by what it is: a picture
+ * or a SAM checkpoint to the Segment page, a recording or a Whisper model
+ * to the Transcribe page, anything else to the Chat page as a model. */
+void rlx_window_open_file(RlxWindow *self, GFile *file);
 void rlx_window_toast(RlxWindow *self, const char *text);
 
 G_END_DECLS

@@ -1,0 +1,105 @@
+#!/bin/sh
+# rlx segment with the small random-weight SAM of tests/sam-writer.h (written
+# by write-sam-model, official and Hugging Face names) on a picture of our
+# own: the mask and cut-out PNGs at the picture's size, the same result from
+# both namings, JSON that parses, nothing replaced without --force, and bad
+# input refused with one line and exit status 1. Random weights make the
+# masks meaningless: test-sam checks the numbers against PyTorch.
+set -u
+rlx=$1
+writer=$2
+tmp=${TMPDIR:-/tmp}/rlx-segment.$$
+mkdir -p "$tmp"
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+ok() { echo "ok - $1"; }
+bad() { echo "not ok - $1"; fail=1; }
+
+"$writer" "$tmp/sam.safetensors" || exit 1
+"$writer" "$tmp/sam-hf.safetensors" hf || exit 1
+# a 300x200 picture: a sky, a lawn and a disc (PNG written by hand)
+python3 - "$tmp/pic.png" <<'PY' || exit 1
+import struct, sys, zlib
+w, h = 300, 200
+raw = b"".join(b"\0" + b"".join(
+    bytes((200, 40, 40) if (x - 150) ** 2 + (y - 110) ** 2 < 50 ** 2 else
+          (120, 170, 230) if y < 80 else (60, 150, 60)) for x in range(w)) for y in range(h))
+def chunk(t, d):
+    return struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d) & 0xffffffff)
+open(sys.argv[1], "wb").write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0))
+    + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+PY
+
+png_is() { # png_is FILE WIDTH HEIGHT COLOUR_TYPE (0 gray, 6 RGBA), 8-bit
+    python3 - "$@" <<'PY'
+import struct, sys
+d = open(sys.argv[1], "rb").read()
+w, h, depth, ct = struct.unpack(">IIBB", d[16:26])
+want = tuple(int(a) for a in sys.argv[2:5])
+sys.exit(0 if d[:8] == b"\x89PNG\r\n\x1a\n" and depth == 8 and (w, h, ct) == want else 1)
+PY
+}
+
+if "$rlx" segment -m "$tmp/sam.safetensors" -i "$tmp/pic.png" --point 150,110 \
+    -o "$tmp/mask.png" --cutout "$tmp/cut.png" --json >"$tmp/out.json" 2>"$tmp/err"; then
+    ok "a point: exit 0"
+else
+    bad "a point: $(cat "$tmp/err")"
+fi
+png_is "$tmp/mask.png" 300 200 0 && ok "the mask is a 300x200 gray PNG" || bad "the mask PNG"
+png_is "$tmp/cut.png" 300 200 6 && ok "the cut-out is a 300x200 RGBA PNG" || bad "the cut-out PNG"
+python3 - "$tmp/out.json" <<'PY' && ok "--json: three proposals, the chosen one the best" || bad "--json"
+import json, sys
+o = json.load(open(sys.argv[1]))
+p = o["proposals"]
+assert (o["width"], o["height"]) == (300, 200) and len(p) == 3
+assert max(range(3), key=lambda k: p[k]["iou"]) == o["chosen"]
+for q in p:
+    assert 0 <= q["area"] <= 300 * 200 and len(q["box"]) == 4 and 0 <= q["stability"] <= 1
+PY
+"$rlx" segment -m "$tmp/sam-hf.safetensors" -i "$tmp/pic.png" --point 150,110 \
+    -o "$tmp/mask-hf.png" 2>/dev/null && cmp -s "$tmp/mask.png" "$tmp/mask-hf.png" &&
+    ok "Hugging Face names: the same mask" || bad "Hugging Face names give another mask"
+"$rlx" segment -m "$tmp/sam.safetensors" -i "$tmp/pic.png" --point 150,110 --point 20,20,0 \
+    --box 80,50,230,180 --json 2>/dev/null | python3 -c '
+import json, sys
+assert len(json.load(sys.stdin)["proposals"]) == 1' && ok "points and a box: one mask" ||
+    bad "points and a box"
+
+# one line, exit 1
+refuse() { # refuse DESCRIPTION PATTERN ARGS...
+    desc=$1 pat=$2
+    shift 2
+    "$rlx" segment "$@" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    line=$(cat "$tmp/err")
+    if [ $rc -eq 1 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] && [ ! -s "$tmp/out" ]; then
+        case "$line" in
+        $pat) ok "$desc: $line" ;;
+        *) bad "$desc: '$line' is not '$pat'" ;;
+        esac
+    else
+        bad "$desc: exit $rc, stderr: $line"
+    fi
+}
+m=$tmp/sam.safetensors
+before=$(cksum <"$tmp/mask.png")
+refuse "an existing -o" "rlx: segment: */mask.png exists; give --force to replace it" \
+    -m "$m" -i "$tmp/pic.png" --point 1,1 -o "$tmp/mask.png"
+[ "$(cksum <"$tmp/mask.png")" = "$before" ] && ok "the existing mask is untouched" || bad "the mask changed"
+"$rlx" segment -m "$m" -i "$tmp/pic.png" --point 20,20 -o "$tmp/mask.png" --force 2>/dev/null &&
+    ok "--force replaces it" || bad "--force"
+echo "not a picture" >"$tmp/notes.png"
+refuse "a text file as the picture" "rlx: */notes.png: this is not an image*" \
+    -m "$m" -i "$tmp/notes.png" --point 1,1 --json
+head -c $(($(wc -c <"$tmp/pic.png") / 2)) "$tmp/pic.png" >"$tmp/cut-short.png"
+refuse "a truncated PNG" "rlx: *truncated*" -m "$m" -i "$tmp/cut-short.png" --point 1,1 --json
+refuse "a point outside" "rlx: segment: the point 301,5 is outside the image, which is 300x200 pixels" \
+    -m "$m" -i "$tmp/pic.png" --point 301,5 --json
+refuse "a text file as the model" "rlx: *" -m "$tmp/notes.png" -i "$tmp/pic.png" --point 1,1 --json
+head -c 100000 "$m" >"$tmp/short.safetensors"
+refuse "a truncated model" "rlx: *" -m "$tmp/short.safetensors" -i "$tmp/pic.png" --point 1,1 --json
+refuse "no prompt" "rlx: segment: say what to segment*" -m "$m" -i "$tmp/pic.png" --json
+refuse "a bad label" "rlx: segment: --point wants X,Y or X,Y,1*" -m "$m" -i "$tmp/pic.png" --point 1,1,2 --json
+refuse "an empty box" "rlx: segment: --box wants X0,Y0,X1,Y1*" -m "$m" -i "$tmp/pic.png" --box 5,5,5,9 --json
+exit $fail
