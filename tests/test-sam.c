@@ -378,6 +378,10 @@ static void cpu_bad_files(void **state)
     assert_int_equal(rlx_sam_writer_write(path, &o, &err), RLX_OK);
     expect_failure(path, RLX_ERR_FORMAT, "'mask_decoder.upscale_layer_norm.weight'");
 
+    o = (rlx_sam_writer_opts){.skip = "image_encoder.blocks.2.norm1.weight"};
+    assert_int_equal(rlx_sam_writer_write(path, &o, &err), RLX_OK);
+    expect_failure(path, RLX_ERR_FORMAT, "'image_encoder.blocks.2.norm1.weight'");
+
     o = (rlx_sam_writer_opts){.skip = "image_encoder.patch_embed.proj.weight"};
     assert_int_equal(rlx_sam_writer_write(path, &o, &err), RLX_OK);
     expect_failure(path, RLX_ERR_FORMAT, "not a SAM checkpoint");

@@ -334,6 +334,16 @@ static rlx_status read_hparams(const source *src, sam_hparams *hp, rlx_error **e
     }
     if (hp->depth == 0)
         return rlx_error_set(err, RLX_ERR_FORMAT, "%s has no image encoder blocks", src->what);
+    /* a block without its first norm would end the count early */
+    snprintf(nm, sizeof nm, "image_encoder.blocks.%d.attn.qkv.weight", hp->depth);
+    if (find(src, nm, &t, NULL, 0)) {
+        snprintf(nm, sizeof nm, "image_encoder.blocks.%d.norm1.weight", hp->depth);
+        find(src, nm, &t, used, sizeof used);
+        return rlx_error_set(err, RLX_ERR_FORMAT,
+                             "%s cannot be used as SAM: it has no tensor '%s', but later ones "
+                             "of that block",
+                             src->what, used);
+    }
     for (int i = 0; i < hp->depth; i++) {
         snprintf(nm, sizeof nm, "image_encoder.blocks.%d.attn.rel_pos_h", i);
         if (!find(src, nm, &t, used, sizeof used))
