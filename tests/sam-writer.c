@@ -1,4 +1,5 @@
-/* The random-weight SAM of tests/reference/sam_reference.py as safetensors. */
+/* The random-weight SAM of tests/reference/sam_reference.py as safetensors or
+ * as torch.save writes it. */
 #include "sam-writer.h"
 
 #include <math.h>
@@ -8,6 +9,7 @@
 #include <string.h>
 
 #include "models/sam/sam-internal.h"
+#include "torch-writer.h"
 
 #define IMG 1024
 
@@ -144,6 +146,70 @@ void rlx_sam_writer_hf_name(const char *o, char *out, size_t cap)
     (void)pos;
 }
 
+/* The dims a weight is written with (o->misshape's reversed) and its count. */
+static int weight_dims(const rlx_sam_writer_opts *o, const sam_weight *w, int64_t *dims,
+                       uint64_t *n)
+{
+    int rank = w->rank;
+    *n = 1;
+    for (int d = 0; d < rank; d++) {
+        dims[d] = w->dims[d];
+        *n *= (uint64_t)w->dims[d];
+    }
+    if (o->misshape && strcmp(o->misshape, w->name) == 0) {
+        if (rank == 1)
+            dims[rank++] = 1;
+        else
+            for (int d = 0; d < rank / 2; d++) {
+                int64_t t = dims[d];
+                dims[d] = dims[rank - 1 - d];
+                dims[rank - 1 - d] = t;
+            }
+    }
+    return rank;
+}
+
+/* The same tensors as torch.save(OrderedDict) would write them, under the
+ * archive folder torch names after the file ("sam_vit_b_01ec64.pth" ->
+ * "sam_vit_b_01ec64/"). */
+static rlx_status write_torch(const char *path, const rlx_sam_writer_opts *o, const sam_model *m,
+                              float *buf, rlx_error **err)
+{
+    char prefix[256];
+    const char *base = strrchr(path, '/');
+    snprintf(prefix, sizeof prefix, "%s", base ? base + 1 : path);
+    char *dot = strrchr(prefix, '.');
+    if (dot && dot != prefix)
+        *dot = '\0';
+    if (!*prefix)
+        snprintf(prefix, sizeof prefix, "archive");
+    rlx_torch_writer *tw = NULL;
+    rlx_status st = rlx_torch_writer_create(path, prefix, &tw, err);
+    for (int i = 0; st == RLX_OK && i < m->n_w; i++) {
+        const sam_weight *w = &m->w[i];
+        if (o->skip && strcmp(o->skip, w->name) == 0)
+            continue;
+        char name[SAM_NAME_MAX];
+        if (o->hf_names)
+            rlx_sam_writer_hf_name(w->name, name, sizeof name);
+        else
+            snprintf(name, sizeof name, "%s", w->name);
+        int64_t dims[RLX_SAM_MAX_DIMS + 1];
+        uint64_t n = 1;
+        int rank = weight_dims(o, w, dims, &n);
+        if (n > 2400000) {
+            st = rlx_error_set(err, RLX_ERR_INTERNAL, "tensor %s too large", w->name);
+            break;
+        }
+        fill(w, buf);
+        st = rlx_torch_writer_add(tw, name, RLX_DTYPE_F32, rank, dims, buf, err);
+    }
+    if (tw && st == RLX_OK)
+        return rlx_torch_writer_finish(tw, err);
+    rlx_torch_writer_free(tw);
+    return st;
+}
+
 rlx_status rlx_sam_writer_write(const char *path, const rlx_sam_writer_opts *o, rlx_error **err)
 {
     rlx_sam_writer_opts none = {0};
@@ -167,6 +233,10 @@ rlx_status rlx_sam_writer_write(const char *path, const rlx_sam_writer_opts *o, 
         st = rlx_error_set(err, RLX_ERR_NO_MEMORY, "out of memory");
         goto done;
     }
+    if (o->torch) {
+        st = write_torch(path, o, &m, buf, err);
+        goto done;
+    }
     hl += (size_t)snprintf(hdr + hl, hcap - hl, "{");
     uint64_t off = 0;
     bool first = true;
@@ -180,22 +250,8 @@ rlx_status rlx_sam_writer_write(const char *path, const rlx_sam_writer_opts *o, 
         else
             snprintf(name, sizeof name, "%s", w->name);
         int64_t dims[RLX_SAM_MAX_DIMS + 1];
-        int rank = w->rank;
         uint64_t n = 1;
-        for (int d = 0; d < rank; d++) {
-            dims[d] = w->dims[d];
-            n *= (uint64_t)w->dims[d];
-        }
-        if (o->misshape && strcmp(o->misshape, w->name) == 0) {
-            if (rank == 1)
-                dims[rank++] = 1;
-            else
-                for (int d = 0; d < rank / 2; d++) {
-                    int64_t t = dims[d];
-                    dims[d] = dims[rank - 1 - d];
-                    dims[rank - 1 - d] = t;
-                }
-        }
+        int rank = weight_dims(o, w, dims, &n);
         hl += (size_t)snprintf(hdr + hl, hcap - hl, "%s\"%s\":{\"dtype\":\"F32\",\"shape\":[",
                                first ? "" : ",", name);
         for (int d = 0; d < rank; d++)

@@ -1,12 +1,14 @@
-/* A small random-weight SAM as safetensors, official or Hugging Face names, for
- * tests/test-sam.c: the model and the weights of tests/reference/sam_reference.py
- * (image encoder D = 64, depth 4, 2 heads, window 14, global blocks 1 and 3; the
- * prompt encoder and mask decoder at their real width), values from the generator
- * described there. Linked into tests only.
+/* A small random-weight SAM as safetensors (or a torch.save .pth, as the official
+ * release ships), official or Hugging Face names, for tests/test-sam.c: the model
+ * and the weights of tests/reference/sam_reference.py (image encoder D = 64, depth 4, 2 heads,
+ * window 14, global blocks 1 and 3; the prompt encoder and mask decoder at their real width),
+ * values from the generator described there. Linked into tests only.
  *
  * Usage:
  *     rlx_sam_writer_opts o = {.hf_names = true};
  *     if (rlx_sam_writer_write("/tmp/sam-hf.safetensors", &o, &err) != RLX_OK) ...
+ *     rlx_sam_writer_opts t = {.torch = true};   // official names, as sam_vit_b_01ec64.pth
+ *     rlx_sam_writer_write("/tmp/sam.pth", &t, &err);
  *     rlx_sam_writer_image(chw);   // the reference's input, 3 x 1024 x 1024
  *
  * Thread safety: reentrant.
@@ -23,6 +25,7 @@ typedef struct rlx_sam_writer_opts {
     bool hf_names;        /* Hugging Face SamModel names instead of segment_anything's */
     const char *skip;     /* an official name to leave out, or NULL */
     const char *misshape; /* an official name to write with its dims reversed, or NULL */
+    bool torch; /* a torch.save checkpoint (tests/torch-writer.h) instead of safetensors */
 } rlx_sam_writer_opts;
 
 rlx_status rlx_sam_writer_write(const char *path, const rlx_sam_writer_opts *o, rlx_error **err);

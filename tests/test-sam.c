@@ -1,8 +1,9 @@
 /* models/sam against tests/reference/sam_reference.py (PyTorch, written from the
  * published description of Segment Anything) on the small random-weight model of
  * tests/sam-writer.h: the image embedding, the masks and IoU of three prompts, the
- * Hugging Face names giving the same outputs as the official ones, and the
- * sentences for a missing or misshapen tensor and for bad prompts.
+ * Hugging Face names and a torch.save .pth giving the same outputs as the official
+ * safetensors, and the sentences for a missing or misshapen tensor and for bad
+ * prompts.
  *
  * Tolerances (f32 everywhere; the reference sums in another order, and the global
  * attention blocks add 4096 terms; measured: 4e-6, 2e-7, 5e-6 and 7e-7 for the four
@@ -32,6 +33,7 @@
 #include <cmocka.h>
 
 #include "backends/backend.h"
+#include "models/sam/sam-open.h"
 #include "models/sam/sam.h"
 #include "sam-writer.h"
 #include "test-util.h"
@@ -346,6 +348,54 @@ static void cpu_hf_names(void **state)
     rlx_sam_free(b);
 }
 
+/* The official release is a torch.save .pth: the same weights written that way
+ * (tests/torch-writer.h; proved against torch.load by
+ * tests/reference/check_torch_writer.py) and opened through rlx_sam_open, which
+ * reads them in place from the zip, give bit-identical outputs. */
+static void cpu_torch_checkpoint(void **state)
+{
+    fixture *f = *state;
+    const char *pth = rlx_test_tmp("sam-official.pth");
+    rlx_error *err = NULL;
+    rlx_sam_writer_opts o = {.torch = true};
+    assert_int_equal(rlx_sam_writer_write(pth, &o, &err), RLX_OK);
+    rlx_sam_params p = rlx_sam_default_params();
+    p.device = "cpu";
+    p.n_threads = 2;
+    rlx_sam_file *file = NULL;
+    rlx_status st = rlx_sam_open(&p, pth, &file, &err);
+    if (st != RLX_OK)
+        fprintf(stderr, "%s\n", rlx_error_message(err));
+    rlx_error_free(err);
+    assert_int_equal(st, RLX_OK);
+    rlx_sam *a = open_sam(f->official, "cpu"), *b = rlx_sam_file_runner(file);
+    rlx_sam_info info;
+    assert_int_equal(rlx_sam_info_get(b, &info, NULL), RLX_OK);
+    assert_false(info.hf_names);
+    assert_int_equal(info.embed_dim, 64);
+    encode(a, f->image);
+    encode(b, f->image);
+    size_t n = (size_t)E * GRID * GRID;
+    float *ea = malloc(sizeof(float) * n), *eb = malloc(sizeof(float) * n);
+    float *ma = malloc(sizeof(float) * 3 * MS * MS), *mb = malloc(sizeof(float) * 3 * MS * MS);
+    assert_true(ea && eb && ma && mb);
+    assert_int_equal(rlx_sam_embedding(a, ea, NULL), RLX_OK);
+    assert_int_equal(rlx_sam_embedding(b, eb, NULL), RLX_OK);
+    assert_memory_equal(ea, eb, sizeof(float) * n);
+    for (int k = 0; k < N_CASE; k++) {
+        float ia[3], ib[3];
+        int na = decode(a, &f->cases[k], ma, ia), nb = decode(b, &f->cases[k], mb, ib);
+        assert_int_equal(na, nb);
+        assert_memory_equal(ia, ib, sizeof(float) * (size_t)na);
+        assert_memory_equal(ma, mb, sizeof(float) * (size_t)na * MS * MS);
+    }
+    printf("[ sam ] the .pth and the safetensors file: bit-identical embedding and masks\n");
+    free(ea), free(eb), free(ma), free(mb);
+    rlx_sam_free(a);
+    rlx_sam_file_close(file);
+    remove(pth);
+}
+
 static void expect_failure(const char *path, rlx_status want, const char *needle)
 {
     rlx_sam_params p = rlx_sam_default_params();
@@ -459,9 +509,10 @@ int main(int argc, char **argv)
                                : !strcmp(argv[1], "devices") ? "devices_*"
                                                              : argv[1]);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(cpu_reference),   cmocka_unit_test(cpu_head_groups),
-        cmocka_unit_test(cpu_hf_names),    cmocka_unit_test(cpu_bad_files),
-        cmocka_unit_test(cpu_bad_prompts), cmocka_unit_test(devices_other_than_cpu),
+        cmocka_unit_test(cpu_reference),          cmocka_unit_test(cpu_head_groups),
+        cmocka_unit_test(cpu_hf_names),           cmocka_unit_test(cpu_torch_checkpoint),
+        cmocka_unit_test(cpu_bad_files),          cmocka_unit_test(cpu_bad_prompts),
+        cmocka_unit_test(devices_other_than_cpu),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1,8 +1,9 @@
 #!/bin/sh
 # rlx segment with the small random-weight SAM of tests/sam-writer.h (written
-# by write-sam-model, official and Hugging Face names) on a picture of our
-# own: the mask and cut-out PNGs at the picture's size, the same result from
-# both namings, JSON that parses, nothing replaced without --force, and bad
+# by write-sam-model, official and Hugging Face names, and as a torch.save
+# .pth) on a picture of our own: the mask and cut-out PNGs at the picture's
+# size, the same result from both namings and from the .pth (which rlx info
+# describes), JSON that parses, nothing replaced without --force, and bad
 # input refused with one line and exit status 1. Random weights make the
 # masks meaningless: test-sam checks the numbers against PyTorch.
 set -u
@@ -17,6 +18,7 @@ bad() { echo "not ok - $1"; fail=1; }
 
 "$writer" "$tmp/sam.safetensors" || exit 1
 "$writer" "$tmp/sam-hf.safetensors" hf || exit 1
+"$writer" "$tmp/sam.pth" pt || exit 1
 # a 300x200 picture: a sky, a lawn and a disc (PNG written by hand)
 python3 - "$tmp/pic.png" <<'PY' || exit 1
 import struct, sys, zlib
@@ -60,6 +62,14 @@ PY
 "$rlx" segment -m "$tmp/sam-hf.safetensors" -i "$tmp/pic.png" --point 150,110 \
     -o "$tmp/mask-hf.png" 2>/dev/null && cmp -s "$tmp/mask.png" "$tmp/mask-hf.png" &&
     ok "Hugging Face names: the same mask" || bad "Hugging Face names give another mask"
+"$rlx" segment -m "$tmp/sam.pth" -i "$tmp/pic.png" --point 150,110 \
+    -o "$tmp/mask-pth.png" 2>/dev/null && cmp -s "$tmp/mask.png" "$tmp/mask-pth.png" &&
+    ok "the same weights as a torch.save .pth: the same mask" || bad "the .pth gives another mask"
+"$rlx" info --json "$tmp/sam.pth" 2>/dev/null | python3 -c '
+import json, sys
+o = json.load(sys.stdin)
+assert o["format"] == "pytorch" and o["n_tensors"] > 100, o' &&
+    ok "rlx info describes the .pth (format pytorch, over 100 tensors)" || bad "rlx info on the .pth"
 "$rlx" segment -m "$tmp/sam.safetensors" -i "$tmp/pic.png" --point 150,110 --point 20,20,0 \
     --box 80,50,230,180 --json 2>/dev/null | python3 -c '
 import json, sys
