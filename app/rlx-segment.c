@@ -13,12 +13,14 @@
 #include <unistd.h>
 
 #include "engine/image/image.h"
+#include "models/sam/sam-auto.h"
 #include "models/sam/sam-open.h"
 #include "rlx-cli.h"
 
 static const char usage[] =
     "usage: rlx segment -m MODEL -i IMAGE (--point X,Y[,1|0] ... | --box X0,Y0,X1,Y1)\n"
     "                   [-o MASK.png] [--cutout OUT.png] [--json] [options]\n"
+    "       rlx segment -m MODEL -i IMAGE --all [-o LABELS.png] [--json] [options]\n"
     "Segments what the points (and the box) show in the image, with a Segment Anything\n"
     "model. Coordinates are the image's pixels, from its top-left corner.\n"
     "  -m MODEL             SAM ViT-B/L/H: the official .pth, a .safetensors file, or a\n"
@@ -31,6 +33,13 @@ static const char usage[] =
     "  --cutout OUT.png     the image with the mask as its alpha channel\n"
     "  --json               every proposal (predicted IoU, stability score, area, box) on\n"
     "                       stdout, as JSON\n"
+    "  --all                segment everything (SAM's automatic mask generator): a grid\n"
+    "                       of points, each a click, the masks kept by predicted IoU and\n"
+    "                       stability, overlaps suppressed; -o writes an 8-bit label\n"
+    "                       PNG (0: no mask, k: the k-th mask, largest first; at most 255)\n"
+    "  --points-per-side N  the grid for --all (default 16: 256 clicks)\n"
+    "  --iou-threshold P    --all keeps masks with a predicted IoU above P (default 0.88)\n"
+    "  --stability-threshold S  and a stability score of at least S (default 0.95)\n"
     "  --force              replace -o and --cutout files that exist\n"
     "  --device DEV         cpu (default), vulkan:N, cuda:N\n"
     "  --memory-budget SIZE e.g. 2G, 512M\n"
@@ -83,13 +92,100 @@ static bool inside(const rlx_image *img, float x, float y)
     return x >= 0 && y >= 0 && x <= (float)img->width && y <= (float)img->height;
 }
 
+static bool all_progress(void *user, int done, int total)
+{
+    (void)user;
+    if (isatty(2))
+        fprintf(stderr, "\rsegment: %d of %d points", done, total);
+    return true;
+}
+
+static int segment_all(rlx_sam *sam, const rlx_image_prep_params *pp,
+                       const rlx_image_prep_info *info, const rlx_sam_auto_params *ap,
+                       const rlx_image *img, const char *image, const char *out_labels, bool force,
+                       bool json, double t_model, double t_encode)
+{
+    rlx_error *err = NULL;
+    rlx_sam_auto_mask *m = NULL;
+    int n = 0;
+    double t0 = rlx_cli_now();
+    if (rlx_sam_segment_all(sam, pp, info, ap, all_progress, NULL, &m, &n, &err) != RLX_OK) {
+        if (isatty(2))
+            fputc('\n', stderr);
+        int r = rlx_cli_fail("segment: %s", rlx_error_message(err));
+        rlx_error_free(err);
+        return r;
+    }
+    double t1 = rlx_cli_now();
+    if (isatty(2))
+        fputc('\n', stderr);
+    int rc = 0;
+    size_t npix = (size_t)img->width * (size_t)img->height;
+    if (out_labels) {
+        uint8_t *labels = calloc(npix, 1);
+        if (!labels) {
+            rc = rlx_cli_fail("segment: out of memory for a %dx%d label image", img->width,
+                              img->height);
+        } else {
+            /* largest first, so a smaller mask inside a larger one stays visible */
+            for (int k = 0; k < n; k++)
+                for (size_t i = 0; i < npix; i++)
+                    if (m[k].mask[i])
+                        labels[i] = (uint8_t)(k + 1);
+            if (rlx_image_write_mask_png(out_labels, labels, img->width, img->height, force,
+                                         &err) != RLX_OK)
+                rc = rlx_cli_fail("%s", rlx_error_message(err));
+            free(labels);
+        }
+    }
+    if (json && !rc) {
+        json_object *o = json_object_new_object();
+        json_object_object_add(o, "image", json_object_new_string(image));
+        json_object_object_add(o, "width", json_object_new_int(img->width));
+        json_object_object_add(o, "height", json_object_new_int(img->height));
+        json_object_object_add(o, "points_per_side", json_object_new_int(ap->points_per_side));
+        json_object *arr = json_object_new_array();
+        for (int k = 0; k < n; k++) {
+            json_object *p = json_object_new_object();
+            json_object_object_add(p, "label", json_object_new_int(k + 1));
+            json_object_object_add(p, "iou", json_object_new_double(m[k].iou));
+            json_object_object_add(p, "stability", json_object_new_double(m[k].stability));
+            json_object_object_add(p, "area", json_object_new_int64(m[k].area));
+            json_object *b = json_object_new_array();
+            for (int j = 0; j < 4; j++)
+                json_object_array_add(b, json_object_new_int(m[k].box[j]));
+            json_object_object_add(p, "box", b);
+            json_object *pt = json_object_new_array();
+            json_object_array_add(pt, json_object_new_double(m[k].point[0]));
+            json_object_array_add(pt, json_object_new_double(m[k].point[1]));
+            json_object_object_add(p, "point", pt);
+            json_object_array_add(arr, p);
+        }
+        json_object_object_add(o, "masks", arr);
+        puts(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY |
+                                                   JSON_C_TO_STRING_NOSLASHESCAPE));
+        json_object_put(o);
+    }
+    if (!rc)
+        fprintf(stderr,
+                "segment: %dx%d image; model %.0f ms, encoder %.0f ms, %d points in %.1f s; %d "
+                "masks kept\n",
+                img->width, img->height, t_model * 1e3, t_encode * 1e3,
+                ap->points_per_side * ap->points_per_side, t1 - t0, n);
+    rlx_error_free(err);
+    rlx_sam_auto_masks_free(m, n);
+    return rc;
+}
+
 int rlx_cmd_segment(int argc, char **argv)
 {
     rlx_sam_params sp = rlx_sam_default_params();
     const char *model = NULL, *image = NULL, *out_mask = NULL, *out_cut = NULL;
     rlx_sam_point pts[MAX_POINTS];
     int n_pts = 0;
-    bool has_box = false, json = false, force = false;
+    bool has_box = false, json = false, force = false, all = false;
+    rlx_sam_auto_params ap = rlx_sam_auto_default_params();
+    ap.max_masks = 255; /* the label PNG's values */
     float box[4] = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -105,11 +201,28 @@ int rlx_cmd_segment(int argc, char **argv)
             force = true;
             continue;
         }
+        if (!strcmp(a, "--all")) {
+            all = true;
+            continue;
+        }
         if (a[0] != '-')
             return rlx_cli_fail("segment: unexpected argument '%s' (see rlx segment --help)", a);
-        static const char *const with_value[] = {
-            "-m",       "--model",  "-i",       "--image",         "--point", "--box",    "-o",
-            "--output", "--cutout", "--device", "--memory-budget", "-t",      "--threads"};
+        static const char *const with_value[] = {"-m",
+                                                 "--model",
+                                                 "-i",
+                                                 "--image",
+                                                 "--point",
+                                                 "--box",
+                                                 "-o",
+                                                 "--output",
+                                                 "--cutout",
+                                                 "--device",
+                                                 "--memory-budget",
+                                                 "-t",
+                                                 "--threads",
+                                                 "--points-per-side",
+                                                 "--iou-threshold",
+                                                 "--stability-threshold"};
         bool known = false;
         for (size_t k = 0; k < sizeof with_value / sizeof *with_value && !known; k++)
             known = !strcmp(a, with_value[k]);
@@ -142,6 +255,20 @@ int rlx_cmd_segment(int argc, char **argv)
                                     "not '%s'",
                                     v);
             has_box = true;
+        } else if (!strcmp(a, "--points-per-side")) {
+            long l;
+            if (!rlx_cli_parse_long(v, 1, 64, &l))
+                return rlx_cli_fail("segment: --points-per-side wants 1 to 64, not '%s'", v);
+            ap.points_per_side = (int)l;
+        } else if (!strcmp(a, "--iou-threshold") || !strcmp(a, "--stability-threshold")) {
+            char *end;
+            double d = strtod(v, &end);
+            if (*end || end == v || !(d >= 0 && d <= 1))
+                return rlx_cli_fail("segment: %s wants a number from 0 to 1, not '%s'", a, v);
+            if (!strcmp(a, "--iou-threshold"))
+                ap.pred_iou_thresh = (float)d;
+            else
+                ap.stability_thresh = (float)d;
         } else if (!strcmp(a, "--memory-budget")) {
             if (!rlx_cli_parse_size(v, &sp.memory_budget))
                 return rlx_cli_fail("segment: --memory-budget wants a size like 2G or 512M, not "
@@ -155,9 +282,14 @@ int rlx_cmd_segment(int argc, char **argv)
         return rlx_cli_fail("segment: -m MODEL is required (see rlx segment --help)");
     if (!image)
         return rlx_cli_fail("segment: -i IMAGE is required (see rlx segment --help)");
-    if (!n_pts && !has_box)
+    if (all && (n_pts || has_box))
+        return rlx_cli_fail("segment: --all finds every object by itself: leave --point and "
+                            "--box out");
+    if (all && out_cut)
+        return rlx_cli_fail("segment: --all writes no cut-out: give -o LABELS.png or --json");
+    if (!n_pts && !has_box && !all)
         return rlx_cli_fail("segment: say what to segment with --point X,Y or --box "
-                            "X0,Y0,X1,Y1 (see rlx segment --help)");
+                            "X0,Y0,X1,Y1, or --all (see rlx segment --help)");
     if (!out_mask && !out_cut && !json)
         return rlx_cli_fail("segment: nothing to write: give -o MASK.png, --cutout OUT.png or "
                             "--json");
@@ -220,6 +352,11 @@ int rlx_cmd_segment(int argc, char **argv)
         goto out;
     }
     double t2 = rlx_cli_now();
+    if (all) {
+        rc =
+            segment_all(sam, &pp, &info, &ap, &img, image, out_mask, force, json, t1 - t0, t2 - t1);
+        goto out;
+    }
     /* the image's pixels to the 1024 frame, as SamPredictor.transform does */
     float sx = (float)info.resized_width / (float)img.width;
     float sy = (float)info.resized_height / (float)img.height;

@@ -57,6 +57,13 @@ struct _RlxSegmentPane {
     gint64 busy_since_us;
     guint pulse;
 
+    /* "segment everything": its masks (RlxSegmentProposal *, largest first),
+     * the one picked with a click (-1: none) and their layers */
+    GPtrArray *all;
+    int all_picked;
+    GdkTexture *all_overlay, *pick_overlay;
+    gboolean all_running;
+
     Obj objects[MAX_OBJECTS];
     int n_objects, current;
     guint serial;        /* of the newest prompt sent */
@@ -164,6 +171,15 @@ static void view_snapshot(GtkWidget *w, GtkSnapshot *s)
     gtk_snapshot_push_clip(s, &GRAPHENE_RECT_INIT(0, 0, (float)gtk_widget_get_width(w),
                                                   (float)gtk_widget_get_height(w)));
     gtk_snapshot_append_texture(s, p->picture, &r);
+    if (p->all) {
+        /* everything: every mask, the picked one over them; no points */
+        if (p->all_overlay)
+            gtk_snapshot_append_texture(s, p->all_overlay, &r);
+        if (p->pick_overlay)
+            gtk_snapshot_append_texture(s, p->pick_overlay, &r);
+        gtk_snapshot_pop(s);
+        return;
+    }
     for (int i = 0; i < p->n_objects; i++)
         if (p->objects[i].overlay)
             gtk_snapshot_append_texture(s, p->objects[i].overlay, &r);
@@ -186,6 +202,7 @@ static void view_snapshot(GtkWidget *w, GtkSnapshot *s)
 static void prompt_changed(RlxSegmentPane *self);
 static void push_undo(RlxSegmentPane *self);
 static void update_state(RlxSegmentPane *self);
+static void set_busy(RlxSegmentPane *self, gboolean busy);
 
 /* widget px -> image px, clamped into the picture; FALSE when outside */
 static gboolean to_image(RlxSegmentView *v, double x, double y, double *ix, double *iy)
@@ -203,10 +220,16 @@ static gboolean to_image(RlxSegmentView *v, double x, double y, double *ix, doub
     return in;
 }
 
+static void pick(RlxSegmentPane *self, double x, double y);
+
 static void add_point(RlxSegmentPane *self, double x, double y, gboolean positive)
 {
     if (!self->picture)
         return;
+    if (self->all) {
+        pick(self, x, y);
+        return;
+    }
     if (!rlx_segmenter_is_ready(self->segmenter)) {
         toast(self, self->model ? _("The picture is still being encoded: click again in a moment")
                                 : _("Choose a Segment Anything model first"));
@@ -224,7 +247,7 @@ static void add_point(RlxSegmentPane *self, double x, double y, gboolean positiv
 
 static void set_box(RlxSegmentPane *self, double x0, double y0, double x1, double y1)
 {
-    if (!rlx_segmenter_is_ready(self->segmenter))
+    if (!rlx_segmenter_is_ready(self->segmenter) || self->all)
         return;
     push_undo(self);
     Obj *o = &self->objects[self->current];
@@ -238,6 +261,7 @@ static void drag_begin(GtkGestureDrag *g, double x, double y, RlxSegmentView *v)
 {
     GdkModifierType mods = gtk_event_controller_get_current_event_state(GTK_EVENT_CONTROLLER(g));
     guint button = gtk_gesture_single_get_current_button(GTK_GESTURE_SINGLE(g));
+    gtk_widget_grab_focus(GTK_WIDGET(v)); /* the page's keys follow a click on the picture */
     v->pressing = TRUE;
     v->panning = button == GDK_BUTTON_MIDDLE || (mods & GDK_CONTROL_MASK);
     v->boxing = FALSE;
@@ -435,6 +459,96 @@ static void on_masks(RlxSegmenter *s, guint serial, GPtrArray *props, RlxSegment
     }
 }
 
+/* ---- everything ---------------------------------------------------------------- */
+
+/* Every mask in its colour, the larger under the smaller. */
+static GdkTexture *all_texture(GPtrArray *all)
+{
+    const RlxSegmentProposal *p0 = all->pdata[0];
+    gsize npix = (gsize)p0->width * (gsize)p0->height;
+    uint32_t *d = g_try_malloc0(npix * 4);
+    if (!d)
+        return NULL;
+    for (guint k = 0; k < all->len; k++) {
+        const RlxSegmentProposal *p = all->pdata[k];
+        const GdkRGBA *c = &palette[k % G_N_ELEMENTS(palette)];
+        float a = 0.45f;
+        uint8_t px[4] = {(uint8_t)(c->red * a * 255), (uint8_t)(c->green * a * 255),
+                         (uint8_t)(c->blue * a * 255), (uint8_t)(a * 255)};
+        uint32_t on;
+        memcpy(&on, px, 4);
+        const uint8_t *m = g_bytes_get_data(p->mask, NULL);
+        for (gsize i = 0; i < npix; i++)
+            if (m[i])
+                d[i] = on;
+    }
+    GBytes *b = g_bytes_new_take(d, npix * 4);
+    GdkTexture *t = gdk_memory_texture_new(p0->width, p0->height, GDK_MEMORY_R8G8B8A8_PREMULTIPLIED,
+                                           b, (gsize)p0->width * 4);
+    g_bytes_unref(b);
+    return t;
+}
+
+static const RlxSegmentProposal *picked(RlxSegmentPane *self)
+{
+    return self->all && self->all_picked >= 0 && (guint)self->all_picked < self->all->len
+               ? self->all->pdata[self->all_picked]
+               : NULL;
+}
+
+static void leave_everything(RlxSegmentPane *self)
+{
+    g_clear_pointer(&self->all, g_ptr_array_unref);
+    g_clear_object(&self->all_overlay);
+    g_clear_object(&self->pick_overlay);
+    self->all_picked = -1;
+}
+
+/* A click while everything is shown picks the smallest mask under it. */
+static void pick(RlxSegmentPane *self, double x, double y)
+{
+    const RlxSegmentProposal *p0 = self->all->len ? self->all->pdata[0] : NULL;
+    if (!p0)
+        return;
+    int ix = CLAMP((int)x, 0, p0->width - 1), iy = CLAMP((int)y, 0, p0->height - 1);
+    size_t at = (size_t)iy * (size_t)p0->width + (size_t)ix;
+    int best = -1;
+    for (guint k = 0; k < self->all->len; k++) {
+        const RlxSegmentProposal *p = self->all->pdata[k];
+        const uint8_t *m = g_bytes_get_data(p->mask, NULL);
+        if (m[at] && (best < 0 || p->area < ((RlxSegmentProposal *)self->all->pdata[best])->area))
+            best = (int)k;
+    }
+    self->all_picked = best;
+    g_clear_object(&self->pick_overlay);
+    if (best >= 0) {
+        static const GdkRGBA white = {1, 1, 1, 1};
+        self->pick_overlay = overlay_texture(self->all->pdata[best], &white, TRUE);
+    }
+    g_debug("segment picked: mask %d of %u", best + 1, self->all->len); /* for the UI tests */
+    gtk_widget_queue_draw(GTK_WIDGET(self->view));
+    update_state(self);
+}
+
+static void on_everything(RlxSegmenter *s, GPtrArray *all, RlxSegmentPane *self)
+{
+    self->all_running = FALSE;
+    self->encoding = FALSE;
+    set_busy(self, FALSE);
+    leave_everything(self);
+    self->all = g_ptr_array_ref(all);
+    if (all->len)
+        self->all_overlay = all_texture(all);
+    g_debug("segment everything: %u masks", all->len); /* for the UI tests */
+    if (!all->len) {
+        /* nothing to pick from: back to clicking */
+        leave_everything(self);
+        toast(self, _("No object stood out clearly enough: click on one instead"));
+    }
+    gtk_widget_queue_draw(GTK_WIDGET(self->view));
+    update_state(self);
+}
+
 /* ---- undo ----------------------------------------------------------------------- */
 
 static State snapshot_state(RlxSegmentPane *self)
@@ -497,7 +611,8 @@ static void undo_or_redo(RlxSegmentPane *self, GArray *from, GArray *to)
 static gboolean pulse(gpointer data)
 {
     RlxSegmentPane *self = data;
-    gtk_progress_bar_pulse(self->progress);
+    if (!self->all_running)
+        gtk_progress_bar_pulse(self->progress);
     if (self->encoding) {
         int s = (int)((g_get_monotonic_time() - self->busy_since_us) / 1000000);
         g_autofree char *t = g_strdup_printf(
@@ -536,7 +651,24 @@ static void update_state(RlxSegmentPane *self)
         g_autofree char *t = g_strdup_printf(_("Proposal %u / %u"), o->chosen + 1, n);
         gtk_button_set_label(self->proposal_button, t);
     }
-    if (!self->encoding) {
+    const RlxSegmentProposal *pk = picked(self);
+    if (self->all_running) {
+        /* the status is the progress's */
+    } else if (self->all && !self->encoding) {
+        g_autofree char *status =
+            pk ? g_strdup_printf(
+                     _("Mask %d of %u · predicted IoU %.2f · stability %.2f · %" G_GINT64_FORMAT
+                       " pixels. Escape goes back to clicking."),
+                     self->all_picked + 1, self->all->len, (double)pk->iou, (double)pk->stability,
+                     pk->area)
+               : g_strdup_printf(ngettext("%u mask. Click one to pick it; Escape goes back to "
+                                          "clicking objects.",
+                                          "%u masks. Click one to pick it; Escape goes back to "
+                                          "clicking objects.",
+                                          self->all->len),
+                                 self->all->len);
+        gtk_label_set_text(self->status_label, status);
+    } else if (!self->encoding) {
         g_autofree char *status = NULL;
         if (!self->model)
             status = g_strdup(_("Choose a Segment Anything model (.pth, .safetensors or a "
@@ -561,10 +693,14 @@ static void update_state(RlxSegmentPane *self)
         any = any || chosen(self, i);
     gtk_widget_action_set_enabled(w, "segment.undo", self->undo->len > 0);
     gtk_widget_action_set_enabled(w, "segment.redo", self->redo->len > 0);
-    gtk_widget_action_set_enabled(w, "segment.clear", o->prompt.n_points > 0 || o->prompt.has_box);
+    gtk_widget_action_set_enabled(w, "segment.clear",
+                                  self->all || o->prompt.n_points > 0 || o->prompt.has_box);
+    gtk_widget_action_set_enabled(w, "segment.everything", ready && !self->all_running);
     gtk_widget_action_set_enabled(w, "segment.new-object",
                                   self->n_objects < MAX_OBJECTS && chosen(self, self->current));
     gtk_widget_action_set_enabled(w, "segment.next-proposal", n > 1);
+    if (self->all)
+        any = pk != NULL, p = pk;
     gtk_widget_action_set_enabled(w, "segment.save-mask", p != NULL);
     gtk_widget_action_set_enabled(w, "segment.save-cutout", any);
     gtk_widget_action_set_enabled(w, "segment.copy-cutout", any);
@@ -591,6 +727,16 @@ static void on_loading(RlxSegmenter *s, const char *what, double fraction, RlxSe
     if (g_strcmp0(what, "encoding") == 0)
         self->encoding = TRUE;
     set_busy(self, TRUE);
+    if (g_strcmp0(what, "everything") == 0) {
+        self->all_running = TRUE;
+        gtk_progress_bar_set_fraction(self->progress, fraction);
+        /* Translators: segment everything's progress */
+        g_autofree char *t =
+            g_strdup_printf(_("Segmenting everything… %d %%"), (int)(fraction * 100 + 0.5));
+        gtk_label_set_text(self->status_label, t);
+        update_state(self);
+        return;
+    }
     if (g_strcmp0(what, "model") == 0)
         gtk_label_set_text(self->status_label, _("Loading the model…"));
     else if (g_strcmp0(what, "image") == 0)
@@ -615,6 +761,8 @@ static void on_image_ready(RlxSegmenter *s, GdkTexture *t, RlxSegmentPane *self)
 {
     g_set_object(&self->picture, t);
     forget_objects(self);
+    leave_everything(self);
+    self->all_running = FALSE;
     self->view->zoom = 1;
     self->view->pan_x = self->view->pan_y = 0;
     if (!self->model)
@@ -652,6 +800,9 @@ static void on_failed(RlxSegmenter *s, int status, const char *what, const char 
         t = g_strdup_printf(_("Cannot load the model: %s"), message);
     } else if (g_strcmp0(what, "image") == 0) {
         t = g_strdup_printf(_("Cannot open the picture: %s"), message);
+    } else if (g_strcmp0(what, "everything") == 0) {
+        self->all_running = FALSE;
+        t = g_strdup_printf(_("Cannot segment everything: %s"), message);
     } else if (g_strcmp0(what, "encode") == 0) {
         t = g_strdup_printf(_("Cannot encode the picture: %s"), message);
     } else {
@@ -791,6 +942,12 @@ static uint8_t *union_mask(RlxSegmentPane *self, int *w, int *h)
     *h = gdk_texture_get_height(self->picture);
     gsize npix = (gsize)*w * (gsize)*h;
     uint8_t *m = g_try_malloc0(npix);
+    if (self->all) {
+        const RlxSegmentProposal *p = picked(self);
+        if (m && p && p->width == *w && p->height == *h)
+            memcpy(m, g_bytes_get_data(p->mask, NULL), npix);
+        return m;
+    }
     for (int i = 0; m && i < self->n_objects; i++) {
         const RlxSegmentProposal *p = chosen(self, i);
         if (!p || p->width != *w || p->height != *h)
@@ -828,8 +985,8 @@ static void save_done(GtkNativeDialog *d, int response, RlxSegmentPane *self)
         uint8_t *mask = NULL;
         if (cutout) {
             mask = union_mask(self, &w, &h);
-        } else if (chosen(self, self->current)) {
-            const RlxSegmentProposal *p = chosen(self, self->current);
+        } else if (self->all ? picked(self) != NULL : chosen(self, self->current) != NULL) {
+            const RlxSegmentProposal *p = self->all ? picked(self) : chosen(self, self->current);
             w = p->width, h = p->height;
             mask = g_memdup2(g_bytes_get_data(p->mask, NULL), (gsize)w * (gsize)h);
         }
@@ -915,6 +1072,18 @@ static void act(GtkWidget *w, const char *name, GVariant *param)
         undo_or_redo(self, self->undo, self->redo);
     } else if (!strcmp(name, "segment.redo")) {
         undo_or_redo(self, self->redo, self->undo);
+    } else if (!strcmp(name, "segment.everything")) {
+        if (!rlx_segmenter_is_ready(self->segmenter) || self->all_running)
+            return;
+        self->all_running = TRUE;
+        rlx_segmenter_segment_all(
+            self->segmenter,
+            self->settings ? g_settings_get_int(self->settings, "sam-points-per-side") : 16);
+        update_state(self);
+    } else if (!strcmp(name, "segment.clear") && self->all) {
+        leave_everything(self);
+        gtk_widget_queue_draw(GTK_WIDGET(self->view));
+        update_state(self);
     } else if (!strcmp(name, "segment.clear")) {
         if (!o->prompt.n_points && !o->prompt.has_box)
             return;
@@ -1011,6 +1180,8 @@ static void rlx_segment_pane_init(RlxSegmentPane *self)
     g_signal_connect(self->segmenter, "masks", G_CALLBACK(on_masks), self);
     g_signal_connect(self->segmenter, "memory", G_CALLBACK(on_memory), self);
     g_signal_connect(self->segmenter, "failed", G_CALLBACK(on_failed), self);
+    g_signal_connect(self->segmenter, "everything", G_CALLBACK(on_everything), self);
+    self->all_picked = -1;
 
     self->box = gtk_box_new(GTK_ORIENTATION_VERTICAL, 0);
     gtk_widget_set_parent(self->box, GTK_WIDGET(self));
@@ -1037,6 +1208,11 @@ static void rlx_segment_pane_init(RlxSegmentPane *self)
     gtk_actionable_set_action_name(GTK_ACTIONABLE(self->proposal_button), "segment.next-proposal");
     gtk_widget_add_css_class(GTK_WIDGET(self->proposal_button), "flat");
     gtk_box_append(GTK_BOX(bar), GTK_WIDGET(self->proposal_button));
+    GtkWidget *every = gtk_button_new_with_mnemonic(_("Segment _Everything"));
+    gtk_widget_set_tooltip_text(every, _("Find every object in the picture (Ctrl+E)"));
+    gtk_actionable_set_action_name(GTK_ACTIONABLE(every), "segment.everything");
+    gtk_widget_add_css_class(every, "flat");
+    gtk_box_append(GTK_BOX(bar), every);
     gtk_box_append(GTK_BOX(bar),
                    icon_button("edit-undo-symbolic", _("Undo (Ctrl+Z)"), "segment.undo"));
     gtk_box_append(GTK_BOX(bar),
@@ -1124,6 +1300,7 @@ static void rlx_segment_pane_finalize(GObject *o)
     RlxSegmentPane *self = RLX_SEGMENT_PANE(o);
     for (int i = 0; i < MAX_OBJECTS; i++)
         obj_clear_result(&self->objects[i]);
+    leave_everything(self);
     g_clear_object(&self->picture);
     g_clear_object(&self->settings);
     g_free(self->model);
@@ -1145,7 +1322,7 @@ static void rlx_segment_pane_class_init(RlxSegmentPaneClass *klass)
         "segment.open",        "segment.model",       "segment.undo",          "segment.redo",
         "segment.clear",       "segment.new-object",  "segment.next-proposal", "segment.save-mask",
         "segment.save-cutout", "segment.copy-cutout", "segment.zoom-in",       "segment.zoom-out",
-        "segment.zoom-fit"};
+        "segment.zoom-fit",    "segment.everything"};
     for (size_t i = 0; i < G_N_ELEMENTS(actions); i++)
         gtk_widget_class_install_action(wc, actions[i], NULL, act);
     const struct {
@@ -1159,6 +1336,7 @@ static void rlx_segment_pane_class_init(RlxSegmentPaneClass *klass)
         {GDK_KEY_y, GDK_CONTROL_MASK, "segment.redo"},
         {GDK_KEY_Escape, 0, "segment.clear"},
         {GDK_KEY_n, 0, "segment.new-object"},
+        {GDK_KEY_e, GDK_CONTROL_MASK, "segment.everything"},
         {GDK_KEY_Tab, 0, "segment.next-proposal"},
         {GDK_KEY_s, GDK_CONTROL_MASK, "segment.save-mask"},
         {GDK_KEY_S, GDK_CONTROL_MASK | GDK_SHIFT_MASK, "segment.save-cutout"},

@@ -15,12 +15,13 @@
  * middle button (or with Ctrl) pans, 0 fits the picture again.
  *
  * Actions (group "segment"): open (Ctrl+O, an image), model (choose a SAM
- * model), undo, redo, clear, new-object, next-proposal, save-mask
+ * model), everything (Ctrl+E), undo, redo, clear, new-object, next-proposal, save-mask
  * (Ctrl+S), save-cutout (Ctrl+Shift+S), copy-cutout (Ctrl+C), zoom-in,
  * zoom-out, zoom-fit.
  *
  * Signal: memory (const RlxMemoryInfo *): what the loaded model takes.
- * Settings: sam-model (the last model chosen); device, memory-budget-mib and
+ * Settings: sam-model (the last model chosen), sam-points-per-side (the
+ * grid of Segment Everything); device, memory-budget-mib and
  * threads as the other pages use them.
  *
  * Thread safety: main thread only.

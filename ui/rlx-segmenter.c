@@ -2,6 +2,7 @@
 
 #include "engine/image/image.h"
 #include "engine/runtime/session.h"
+#include "models/sam/sam-auto.h"
 #include "models/sam/sam-open.h"
 
 #include <string.h>
@@ -14,6 +15,7 @@ enum {
     EV_MASKS,
     EV_MEMORY,
     EV_FAILED,
+    EV_EVERYTHING,
 };
 
 typedef struct {
@@ -45,6 +47,7 @@ struct _RlxSegmenter {
     ModelReq *want_model; /* waiting */
     char *want_image;     /* waiting */
     RlxSegmentPrompt *want_prompt;
+    int want_all;    /* points per side; 0: none asked */
     GQueue events;   /* Event * */
     GSource *source; /* the one pending dispatch, or NULL */
     GMainContext *main;
@@ -74,6 +77,7 @@ enum {
     SIG_MASKS,
     SIG_MEMORY,
     SIG_FAILED,
+    SIG_EVERYTHING,
     N_SIGNALS,
 };
 static guint signals[N_SIGNALS];
@@ -134,6 +138,9 @@ static gboolean dispatch(gpointer data)
         case EV_MASKS:
             g_signal_emit(self, signals[SIG_MASKS], 0, e->serial, e->proposals);
             break;
+        case EV_EVERYTHING:
+            g_signal_emit(self, signals[SIG_EVERYTHING], 0, e->proposals);
+            break;
         case EV_MEMORY:
             g_signal_emit(self, signals[SIG_MEMORY], 0, &e->mem);
             break;
@@ -185,7 +192,8 @@ static void post_failed(RlxSegmenter *self, const char *what, rlx_error *err)
 
 static gboolean work_waiting(RlxSegmenter *self)
 {
-    return self->quit || self->want_model || self->want_image || self->want_prompt;
+    return self->quit || self->want_model || self->want_image || self->want_prompt ||
+           self->want_all;
 }
 
 static void load_model(RlxSegmenter *self, ModelReq *m)
@@ -366,6 +374,50 @@ static void run_prompt(RlxSegmenter *self, const RlxSegmentPrompt *p)
     post(self, e);
 }
 
+static bool all_progress(void *user, int done, int total)
+{
+    RlxSegmenter *self = user;
+    Event *e = event_new(EV_LOADING, "everything", NULL);
+    e->a = total ? (double)done / total : 0;
+    post(self, e);
+    return !self->abort;
+}
+
+static void run_all(RlxSegmenter *self, int points_per_side)
+{
+    if (!self->encoded)
+        return;
+    rlx_sam_auto_params ap = rlx_sam_auto_default_params();
+    ap.points_per_side = points_per_side;
+    rlx_image_prep_params pp = rlx_image_prep_sam_params();
+    rlx_sam_auto_mask *m = NULL;
+    int n = 0;
+    rlx_error *err = NULL;
+    if (rlx_sam_segment_all(rlx_sam_file_runner(self->file), &pp, &self->info, &ap, all_progress,
+                            self, &m, &n, &err) != RLX_OK) {
+        post_failed(self, "everything", err);
+        rlx_error_free(err);
+        return;
+    }
+    GPtrArray *props = g_ptr_array_new_with_free_func((GDestroyNotify)rlx_segment_proposal_free);
+    for (int k = 0; k < n; k++) {
+        RlxSegmentProposal *r = g_new0(RlxSegmentProposal, 1);
+        r->iou = m[k].iou;
+        r->stability = m[k].stability;
+        r->area = m[k].area;
+        memcpy(r->box, m[k].box, sizeof r->box);
+        r->width = m[k].width;
+        r->height = m[k].height;
+        r->mask = g_bytes_new_take(m[k].mask, (gsize)m[k].width * (gsize)m[k].height);
+        m[k].mask = NULL;
+        g_ptr_array_add(props, r);
+    }
+    rlx_sam_auto_masks_free(m, n);
+    Event *e = event_new(EV_EVERYTHING, NULL, NULL);
+    e->proposals = props;
+    post(self, e);
+}
+
 static gpointer worker(gpointer data)
 {
     RlxSegmenter *self = data;
@@ -380,6 +432,9 @@ static gpointer worker(gpointer data)
         ModelReq *m = g_steal_pointer(&self->want_model);
         char *image = g_steal_pointer(&self->want_image);
         RlxSegmentPrompt *p = image || m ? NULL : g_steal_pointer(&self->want_prompt);
+        int all = image || m || p ? 0 : self->want_all;
+        if (all || image)
+            self->want_all = 0;
         if (image)
             g_clear_pointer(&self->want_prompt, g_free); /* for the image before */
         self->abort = 0;
@@ -391,6 +446,8 @@ static gpointer worker(gpointer data)
             encode(self);
         if (p)
             run_prompt(self, p);
+        if (all)
+            run_all(self, all);
         model_req_free(m);
         g_free(image);
         g_free(p);
@@ -441,6 +498,13 @@ void rlx_segmenter_prompt(RlxSegmenter *self, const RlxSegmentPrompt *p)
     g_mutex_lock(&self->lock);
     g_free(self->want_prompt);
     self->want_prompt = g_memdup2(p, sizeof *p);
+    kick(self);
+}
+
+void rlx_segmenter_segment_all(RlxSegmenter *self, int points_per_side)
+{
+    g_mutex_lock(&self->lock);
+    self->want_all = points_per_side > 0 ? points_per_side : 16;
     kick(self);
 }
 
@@ -504,6 +568,9 @@ static void rlx_segmenter_class_init(RlxSegmenterClass *klass)
                                         NULL, NULL, NULL, G_TYPE_NONE, 1, G_TYPE_DOUBLE);
     signals[SIG_MASKS] = g_signal_new("masks", G_TYPE_FROM_CLASS(klass), G_SIGNAL_RUN_LAST, 0, NULL,
                                       NULL, NULL, G_TYPE_NONE, 2, G_TYPE_UINT, G_TYPE_PTR_ARRAY);
+    signals[SIG_EVERYTHING] =
+        g_signal_new("everything", G_TYPE_FROM_CLASS(klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL,
+                     G_TYPE_NONE, 1, G_TYPE_PTR_ARRAY);
     signals[SIG_MEMORY] = g_signal_new("memory", G_TYPE_FROM_CLASS(klass), G_SIGNAL_RUN_LAST, 0,
                                        NULL, NULL, NULL, G_TYPE_NONE, 1, G_TYPE_POINTER);
     signals[SIG_FAILED] =

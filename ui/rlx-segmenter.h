@@ -21,9 +21,12 @@
  *   masks (guint serial, GPtrArray *proposals)    RlxSegmentProposal *, best
  *            first; serial is the prompt's
  *   memory (const RlxMemoryInfo *)                what the model takes
+ *   everything (GPtrArray *masks)                 RlxSegmentProposal *, largest
+ *            first: rlx_segmenter_segment_all's result (progress comes as
+ *            "loading" with what "everything")
  *   failed (int status, const char *what, const char *message)   what is
  *            "model", "image" (it could not be read: the picture before
- *            stays, encoded), "encode" or "prompt"; status an rlx_status
+ *            stays, encoded), "encode", "prompt" or "everything"; status an rlx_status
  *
  * Prompts are queued by replacing: while one runs, only the newest waiting
  * one is kept, so a burst of clicks costs one decode after the running one.
@@ -80,6 +83,10 @@ void rlx_segmenter_set_model(RlxSegmenter *self, const char *path, const char *d
 void rlx_segmenter_open_image(RlxSegmenter *self, const char *path);
 /* Run a prompt against the encoded image (copied). Ignored without one. */
 void rlx_segmenter_prompt(RlxSegmenter *self, const RlxSegmentPrompt *p);
+/* Segment everything in the encoded image (SAM's automatic mask generator,
+ * models/sam/sam-auto.h, with a grid of points_per_side^2 clicks); a new
+ * picture or model stops it. */
+void rlx_segmenter_segment_all(RlxSegmenter *self, int points_per_side);
 /* Whether an image is encoded and prompts can run. */
 gboolean rlx_segmenter_is_ready(RlxSegmenter *self);
 

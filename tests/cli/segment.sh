@@ -51,7 +51,7 @@ fi
 png_is "$tmp/mask.png" 300 200 0 && ok "the mask is a 300x200 gray PNG" || bad "the mask PNG"
 png_is "$tmp/cut.png" 300 200 6 && ok "the cut-out is a 300x200 RGBA PNG" || bad "the cut-out PNG"
 python3 - "$tmp/out.json" <<'PY' && ok "--json: three proposals, the chosen one the best" || bad "--json"
-import json, sys
+import json, struct, sys, zlib
 o = json.load(open(sys.argv[1]))
 p = o["proposals"]
 assert (o["width"], o["height"]) == (300, 200) and len(p) == 3
@@ -66,7 +66,7 @@ PY
     -o "$tmp/mask-pth.png" 2>/dev/null && cmp -s "$tmp/mask.png" "$tmp/mask-pth.png" &&
     ok "the same weights as a torch.save .pth: the same mask" || bad "the .pth gives another mask"
 "$rlx" info --json "$tmp/sam.pth" 2>/dev/null | python3 -c '
-import json, sys
+import json, struct, sys, zlib
 o = json.load(sys.stdin)
 assert o["format"] == "pytorch" and o["n_tensors"] > 100, o' &&
     ok "rlx info describes the .pth (format pytorch, over 100 tensors)" || bad "rlx info on the .pth"
@@ -75,6 +75,47 @@ assert o["format"] == "pytorch" and o["n_tensors"] > 100, o' &&
 import json, sys
 assert len(json.load(sys.stdin)["proposals"]) == 1' && ok "points and a box: one mask" ||
     bad "points and a box"
+
+# segment everything: a 4x4 grid, every proposal kept before the suppression
+"$rlx" segment -m "$tmp/sam.safetensors" -i "$tmp/pic.png" --all --points-per-side 4 \
+    --iou-threshold 0 --stability-threshold 0 -o "$tmp/labels.png" --json >"$tmp/all.json" \
+    2>"$tmp/err" && ok "--all: exit 0" || bad "--all: $(cat "$tmp/err")"
+png_is "$tmp/labels.png" 300 200 0 && ok "--all: a 300x200 label PNG" || bad "--all: the label PNG"
+python3 - "$tmp/all.json" "$tmp/labels.png" <<'PY' && ok "--all: masks largest first, no two boxes overlapping past 0.7, labels 0..n" || bad "--all: the JSON or the labels"
+import json, struct, sys, zlib
+o = json.load(open(sys.argv[1]))
+m = o["masks"]
+assert o["points_per_side"] == 4 and 1 <= len(m) <= 48
+assert all(m[i]["area"] >= m[i + 1]["area"] for i in range(len(m) - 1))
+def iou(a, b):
+    ix = min(a[2], b[2]) - max(a[0], b[0]); iy = min(a[3], b[3]) - max(a[1], b[1])
+    inter = ix * iy if ix > 0 and iy > 0 else 0
+    ua = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
+    return inter / ua if ua > 0 else 0
+for i in range(len(m)):
+    for j in range(i + 1, len(m)):
+        assert iou(m[i]["box"], m[j]["box"]) <= 0.7 + 1e-6
+# the label PNG's values (8-bit gray, PNG's row filters undone)
+d = open(sys.argv[2], "rb").read()
+w, h = struct.unpack(">II", d[16:24])
+idat, at = b"", 8
+while at < len(d):
+    n, t = struct.unpack(">I4s", d[at:at + 8])
+    if t == b"IDAT":
+        idat += d[at + 8:at + 8 + n]
+    at += 12 + n
+raw, prev, hi = zlib.decompress(idat), bytearray(w), 0
+for y in range(h):
+    f, line = raw[y * (w + 1)], bytearray(raw[y * (w + 1) + 1:(y + 1) * (w + 1)])
+    for x in range(w):
+        a = line[x - 1] if x else 0
+        b, c = prev[x], prev[x - 1] if x else 0
+        p = a + b - c
+        pr = a if abs(p - a) <= abs(p - b) and abs(p - a) <= abs(p - c) else b if abs(p - b) <= abs(p - c) else c
+        line[x] = (line[x] + (0, a, b, (a + b) // 2, pr)[f]) & 255
+    hi, prev = max(hi, max(line)), line
+assert hi <= len(m) and (hi >= 1 or not m), (hi, len(m))
+PY
 
 # one line, exit 1
 refuse() { # refuse DESCRIPTION PATTERN ARGS...
@@ -112,4 +153,8 @@ refuse "a truncated model" "rlx: *" -m "$tmp/short.safetensors" -i "$tmp/pic.png
 refuse "no prompt" "rlx: segment: say what to segment*" -m "$m" -i "$tmp/pic.png" --json
 refuse "a bad label" "rlx: segment: --point wants X,Y or X,Y,1*" -m "$m" -i "$tmp/pic.png" --point 1,1,2 --json
 refuse "an empty box" "rlx: segment: --box wants X0,Y0,X1,Y1*" -m "$m" -i "$tmp/pic.png" --box 5,5,5,9 --json
+refuse "--all with a point" "rlx: segment: --all finds every object by itself*" \
+    -m "$tmp/sam.safetensors" -i "$tmp/pic.png" --all --point 1,1 --json
+refuse "a grid too fine" "rlx: segment: --points-per-side wants 1 to 64, not '65'" \
+    -m "$tmp/sam.safetensors" -i "$tmp/pic.png" --all --points-per-side 65 --json
 exit $fail

@@ -16,6 +16,7 @@
 #   5. A text file named .png, given to the running app: "Cannot open the
 #      picture" and the reader's sentence (the file's name, not its path);
 #      the page keeps the picture, and a third point still segments it.
+#   6. Ctrl+E segments everything: the page reports the masks it kept.
 # A screenshot after each goes to ARTIFACT_DIR.
 #
 # usage: segment.sh RLX_STUDIO ARTIFACT_DIR WRITER
@@ -63,7 +64,8 @@ png = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 
 png += chunk(b"IDAT", zlib.compress(b"".join(rows), 6)) + chunk(b"IEND", b"")
 open(sys.argv[1], "wb").write(png)
 EOF
-printf '[org/rlx/Studio]\nwindow-width=1280\nwindow-height=800\ndevice=%s\nsam-model=%s\n' \
+# a 4x4 grid for Segment Everything (16 clicks, not 256: the ASan build is slow)
+printf '[org/rlx/Studio]\nwindow-width=1280\nwindow-height=800\ndevice=%s\nsam-model=%s\nsam-points-per-side=4\n' \
     "'cpu'" "'$model'" >"$keyfile"
 
 keys() {
@@ -146,6 +148,16 @@ shot not-a-picture
 n1=$(count "segment masks: object 0, 1 proposals")
 xdotool mousemove --window "$wid" --sync "$((cx - 40))" "$cy" click 1
 wait_count "segment masks: object 0, 1 proposals" $((n1 + 1))
+
+# 6. segment everything (Ctrl+E): a grid of clicks; random weights keep
+# few masks or none (the page then says to click instead), then Escape
+keys ctrl+e
+wait_for "no end of 'segment everything'" grep -q -e "segment everything: " -e "segment failed: Cannot segment everything" "$art/$ui_log-$name.log"
+grep -q "segment everything: [0-9]* masks" "$art/$ui_log-$name.log" ||
+    fail "segment everything failed: $(grep 'segment failed' "$art/$ui_log-$name.log")"
+sleep 0.8
+shot everything
+keys Escape
 
 keys ctrl+q
 wait "$pid"
