@@ -1,8 +1,10 @@
-/* write-sam-model OUT.safetensors [hf]: the small random-weight SAM of
- * tests/sam-writer.h (the PyTorch reference's weights) at OUT, with
- * segment_anything's tensor names, or Hugging Face's with "hf". For the
- * shell and UI tests of `rlx segment` and the Segment page. Exit 0, or 1
- * with a sentence on stderr. */
+/* write-sam-model OUT.safetensors [hf] [--layout L] [--f16]: the random-weight
+ * SAM of tests/sam-writer.h (the PyTorch reference's weights) at OUT, with
+ * segment_anything's tensor names, or Hugging Face's with "hf"; by default the
+ * small test layout, with --layout vit_b / vit_l / vit_h the published shapes
+ * (for benchmarks), F16 with --f16. For the shell and UI tests of `rlx segment`
+ * and the Segment page, and tools/bench-sam.sh. Exit 0, or 1 with a sentence
+ * on stderr. */
 #include <stdio.h>
 #include <string.h>
 
@@ -10,12 +12,24 @@
 
 int main(int argc, char **argv)
 {
-    if ((argc != 2 && argc != 3) || (argc == 3 && strcmp(argv[2], "hf") != 0)) {
-        fprintf(stderr, "usage: write-sam-model OUT.safetensors [hf]\n");
+    rlx_sam_writer_opts o = {0};
+    bool ok = argc >= 2;
+    for (int i = 2; ok && i < argc; i++) {
+        if (strcmp(argv[i], "hf") == 0)
+            o.hf_names = true;
+        else if (strcmp(argv[i], "--f16") == 0)
+            o.f16 = true;
+        else if (strcmp(argv[i], "--layout") == 0 && i + 1 < argc)
+            o.layout = argv[++i];
+        else
+            ok = false;
+    }
+    if (!ok) {
+        fprintf(stderr, "usage: write-sam-model OUT.safetensors [hf] [--layout "
+                        "test|vit_b|vit_l|vit_h] [--f16]\n");
         return 1;
     }
     rlx_error *err = NULL;
-    rlx_sam_writer_opts o = {.hf_names = argc == 3};
     if (rlx_sam_writer_write(argv[1], &o, &err) != RLX_OK) {
         fprintf(stderr, "write-sam-model: %s\n", rlx_error_message(err));
         rlx_error_free(err);
