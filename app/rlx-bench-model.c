@@ -34,6 +34,7 @@ static const char bench_usage[] =
     "usage: rlx bench -m MODEL [options]     a model's speed (llama-bench's pp/tg)\n"
     "       rlx bench ops [options]          the kernels' speed (rlx bench ops --help)\n"
     "       rlx bench whisper -m MODEL [-f AUDIO]   a Whisper model's speed (--help)\n"
+    "       rlx bench sam -m MODEL [-i IMAGE]   a SAM model's encoder and clicks (--help)\n"
     "  -p N             prompt tokens of the pp test (default 512)\n"
     "  -n N             generated tokens of the tg test (default 128)\n"
     "  -r N             repetitions after one warm-up (default 3)\n"

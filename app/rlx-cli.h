@@ -17,6 +17,8 @@ int rlx_cmd_transcribe(int argc, char **argv);
 int rlx_cmd_segment(int argc, char **argv);
 /* rlx bench whisper (argv[0] is "whisper"). */
 int rlx_bench_whisper_main(int argc, char **argv);
+/* rlx bench sam (argv[0] is "sam"). */
+int rlx_bench_sam_main(int argc, char **argv);
 
 /* Print a one-line error "rlx: <message>" to stderr and return 1. */
 int rlx_cli_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -113,11 +113,14 @@ static int cmd_bench(int argc, char **argv)
         return rlx_bench_ops_main(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "whisper"))
         return rlx_bench_whisper_main(argc - 1, argv + 1);
+    if (argc >= 2 && !strcmp(argv[1], "sam"))
+        return rlx_bench_sam_main(argc - 1, argv + 1);
     if (argc >= 2 && argv[1][0] != '-')
-        return rlx_cli_fail("bench: no benchmark '%s'; there are the model's (-m MODEL), a "
-                            "Whisper model's (whisper) and the kernels' (ops) (see rlx bench "
-                            "--help)",
-                            argv[1]);
+        return rlx_cli_fail(
+            "bench: no benchmark '%s'; there are the model's (-m MODEL), a "
+            "Whisper model's (whisper), a SAM model's (sam) and the kernels' (ops) (see rlx bench "
+            "--help)",
+            argv[1]);
     return rlx_bench_model_main(argc, argv);
 }
 
@@ -142,7 +145,7 @@ static const struct {
     {"segment", rlx_cmd_segment,
      "-m SAM -i IMAGE --point X,Y [-o MASK.png] [--cutout OUT.png]   click-to-segment"},
     {"bench", cmd_bench,
-     "-m MODEL [-p 512 -n 128 -r 3]   model speed (llama-bench); ops: the CPU kernels"},
+     "-m MODEL [-p 512 -n 128 -r 3]   model speed (llama-bench); ops, whisper, sam (--help)"},
 };
 
 static void usage(void)

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/base/dtype.h"
 #include "models/sam/sam-internal.h"
 #include "torch-writer.h"
 
@@ -146,6 +147,7 @@ void rlx_sam_writer_hf_name(const char *o, char *out, size_t cap)
     (void)pos;
 }
 
+<<<<<<< HEAD
 /* The dims a weight is written with (o->misshape's reversed) and its count. */
 static int weight_dims(const rlx_sam_writer_opts *o, const sam_weight *w, int64_t *dims,
                        uint64_t *n)
@@ -208,6 +210,35 @@ static rlx_status write_torch(const char *path, const rlx_sam_writer_opts *o, co
         return rlx_torch_writer_finish(tw, err);
     rlx_torch_writer_free(tw);
     return st;
+=======
+/* The image encoder's shapes for a layout name; false when unknown. */
+static bool set_layout(const char *name, sam_hparams *hp)
+{
+    static const struct {
+        const char *name;
+        int dim, depth, heads, global[4];
+    } L[] = {{"test", 64, 4, 2, {1, 3, -1, -1}},
+             {"vit_b", 768, 12, 12, {2, 5, 8, 11}},
+             {"vit_l", 1024, 24, 16, {5, 11, 17, 23}},
+             {"vit_h", 1280, 32, 16, {7, 15, 23, 31}}};
+    for (size_t k = 0; k < sizeof L / sizeof L[0]; k++) {
+        if (strcmp(name, L[k].name) != 0)
+            continue;
+        memset(hp, 0, sizeof *hp);
+        hp->dim = L[k].dim;
+        hp->depth = L[k].depth;
+        hp->heads = L[k].heads;
+        hp->head_dim = L[k].dim / L[k].heads;
+        for (int i = 0; i < hp->depth; i++) {
+            hp->window[i] = 14;
+            for (int j = 0; j < 4; j++)
+                if (L[k].global[j] == i)
+                    hp->window[i] = 0;
+        }
+        return true;
+    }
+    return false;
+>>>>>>> sambench
 }
 
 rlx_status rlx_sam_writer_write(const char *path, const rlx_sam_writer_opts *o, rlx_error **err)
@@ -216,20 +247,27 @@ rlx_status rlx_sam_writer_write(const char *path, const rlx_sam_writer_opts *o, 
     if (!o)
         o = &none;
     sam_model m = {0};
-    m.hp.dim = 64;
-    m.hp.depth = 4;
-    m.hp.heads = 2;
-    m.hp.head_dim = 32;
-    int win[4] = {14, 0, 14, 0};
-    memcpy(m.hp.window, win, sizeof win);
+    const char *layout = o->layout ? o->layout : "test";
+    if (!set_layout(layout, &m.hp))
+        return rlx_error_set(err, RLX_ERR_INVALID_ARG,
+                             "no SAM layout '%s'; there are test, vit_b, vit_l and vit_h", layout);
     rlx_status st = sam_list_weights(&m, err);
     if (st != RLX_OK)
         return st;
+    const size_t esz = o->f16 ? 2 : 4;
+    int64_t most = 0; /* the largest tensor's elements: the buffer */
+    for (int i = 0; i < m.n_w; i++) {
+        int64_t n = 1;
+        for (int d = 0; d < m.w[i].rank; d++)
+            n *= m.w[i].dims[d];
+        most = n > most ? n : most;
+    }
     size_t hcap = 1 << 20, hl = 0;
     char *hdr = malloc(hcap);
-    float *buf = malloc(sizeof(float) * 2400000);
+    float *buf = malloc(sizeof(float) * (size_t)most);
+    uint16_t *half = o->f16 ? malloc(sizeof(uint16_t) * (size_t)most) : NULL;
     FILE *f = NULL;
-    if (!hdr || !buf) {
+    if (!hdr || !buf || (o->f16 && !half)) {
         st = rlx_error_set(err, RLX_ERR_NO_MEMORY, "out of memory");
         goto done;
     }
@@ -251,14 +289,33 @@ rlx_status rlx_sam_writer_write(const char *path, const rlx_sam_writer_opts *o, 
             snprintf(name, sizeof name, "%s", w->name);
         int64_t dims[RLX_SAM_MAX_DIMS + 1];
         uint64_t n = 1;
+<<<<<<< HEAD
         int rank = weight_dims(o, w, dims, &n);
         hl += (size_t)snprintf(hdr + hl, hcap - hl, "%s\"%s\":{\"dtype\":\"F32\",\"shape\":[",
                                first ? "" : ",", name);
+=======
+        for (int d = 0; d < rank; d++) {
+            dims[d] = w->dims[d];
+            n *= (uint64_t)w->dims[d];
+        }
+        if (o->misshape && strcmp(o->misshape, w->name) == 0) {
+            if (rank == 1)
+                dims[rank++] = 1;
+            else
+                for (int d = 0; d < rank / 2; d++) {
+                    int64_t t = dims[d];
+                    dims[d] = dims[rank - 1 - d];
+                    dims[rank - 1 - d] = t;
+                }
+        }
+        hl += (size_t)snprintf(hdr + hl, hcap - hl, "%s\"%s\":{\"dtype\":\"%s\",\"shape\":[",
+                               first ? "" : ",", name, o->f16 ? "F16" : "F32");
+>>>>>>> sambench
         for (int d = 0; d < rank; d++)
             hl += (size_t)snprintf(hdr + hl, hcap - hl, "%s%lld", d ? "," : "", (long long)dims[d]);
         hl += (size_t)snprintf(hdr + hl, hcap - hl, "],\"data_offsets\":[%llu,%llu]}",
-                               (unsigned long long)off, (unsigned long long)(off + 4 * n));
-        off += 4 * n;
+                               (unsigned long long)off, (unsigned long long)(off + esz * n));
+        off += esz * n;
         first = false;
     }
     hl += (size_t)snprintf(hdr + hl, hcap - hl, "}");
@@ -281,12 +338,14 @@ rlx_status rlx_sam_writer_write(const char *path, const rlx_sam_writer_opts *o, 
         int64_t n = 1;
         for (int d = 0; d < w->rank; d++)
             n *= w->dims[d];
-        if (n > 2400000) {
-            st = rlx_error_set(err, RLX_ERR_INTERNAL, "tensor %s too large", w->name);
-            goto done;
-        }
         fill(w, buf); /* little-endian hosts only, as the tests run */
-        fwrite(buf, sizeof(float), (size_t)n, f);
+        if (o->f16) {
+            for (int64_t k = 0; k < n; k++)
+                half[k] = rlx_f32_to_f16(buf[k]);
+            fwrite(half, sizeof(uint16_t), (size_t)n, f);
+        } else {
+            fwrite(buf, sizeof(float), (size_t)n, f);
+        }
     }
     if (ferror(f))
         st = rlx_error_set(err, RLX_ERR_IO, "cannot write %s", path);
@@ -295,6 +354,7 @@ done:
         st = rlx_error_set(err, RLX_ERR_IO, "cannot write %s", path);
     free(hdr);
     free(buf);
+    free(half);
     free(m.w);
     return st;
 }

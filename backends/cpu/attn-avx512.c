@@ -11,8 +11,9 @@
  * back once at the end. F16 K/V tiles are widened once per key tile.
  * Compiled with the AVX-512 flags; reached only through
  * rlx_cpu_fill_attn_avx512() (dispatch.c). ops.c uses it for F32/F16 caches
- * without bias masks or soft-capping, head sizes a multiple of 16; other
- * cases keep the portable tile. */
+ * without soft-capping, head sizes a multiple of 16, with or without an
+ * additive bias (SAM's relative positions: added to the scores tile by tile,
+ * transposed like Q); other cases keep the portable tile. */
 #include <immintrin.h>
 #include <math.h>
 
@@ -215,6 +216,30 @@ typedef struct {
 /* G heads [h0, h0 + G) of one KV head (G = 1 or 2), queries [q0, q0 + nq)
  * (up to RLX_ATTN_PF_TILES tiles of 16): each K/V tile is widened once for
  * all of them; the heads of a query tile share its positions, so its masks. */
+/* St[g][j][lane] += bias[h0 + g][q0 + lane][kt + j] for the keys a tile sees:
+ * the bias rows of its 16 queries read 16 keys at a time (masked past the
+ * last key, so nothing past a row is read) and transposed to key-major. */
+static inline __attribute__((always_inline)) void add_bias(int G, const rlx_cpu_attn_params *p,
+                                                           int64_t h0, const pf_tile *t, int64_t kt,
+                                                           int64_t tn, float *const *St)
+{
+    for (int g = 0; g < G; g++) {
+        const float *b0 = p->bias + (h0 + g) * p->bias_ld_head + t->q0 * p->bias_ld_q + kt;
+        for (int64_t j0 = 0; j0 < tn; j0 += 16) {
+            const __mmask16 km = (__mmask16)(tn - j0 >= 16 ? 0xFFFF : (1u << (tn - j0)) - 1u);
+            __m512 r[16];
+            for (int64_t i = 0; i < BQ; i++)
+                r[i] = i < t->nq ? _mm512_maskz_loadu_ps(km, b0 + i * p->bias_ld_q + j0)
+                                 : _mm512_setzero_ps();
+            transpose16(r);
+            for (int64_t jj = 0; jj < 16 && j0 + jj < tn; jj++) {
+                float *sj = St[g] + (j0 + jj) * BQ;
+                _mm512_store_ps(sj, _mm512_add_ps(_mm512_load_ps(sj), r[jj]));
+            }
+        }
+    }
+}
+
 static inline __attribute__((always_inline)) void attn_tile_heads(int G,
                                                                   const rlx_cpu_attn_params *p,
                                                                   int64_t h0, int64_t q0,
@@ -302,6 +327,8 @@ static inline __attribute__((always_inline)) void attn_tile_heads(int G,
                     }
                 }
             }
+            if (p->mask == RLX_CPU_ATTN_BIAS)
+                add_bias(G, p, h0, t, kt, tn, St);
             /* visibility per key (the same for every head of the tile) */
             __mmask16 vis[BK];
             for (int64_t j = 0; j < tn; j++) {

@@ -242,7 +242,7 @@ typedef struct rlx_cpu_table {
     rlx_vec_dot_fn dot[RLX_DTYPE_COUNT];
     rlx_vec_ops vec;
     rlx_qgemm_panel_fn qgemm[RLX_DTYPE_COUNT]; /* NULL: per-row dots for M > 1 */
-    /* n_q > 1 attention over F32/F16 K/V, no bias or softcap, head_dim % 16
+    /* n_q > 1 attention over F32/F16 K/V, no softcap (a bias is fine), head_dim % 16
      * == 0 (attn-<isa>.c); NULL: vec.attn_tile */
     /* nh = 1 or 2 heads of one KV head, nq <= RLX_ATTN_PF_TILES * RLX_ATTN_BQ */
     rlx_attn_group_fn attn_prefill;

@@ -452,7 +452,6 @@ rlx_status rlx_cpu_attention(rlx_threadpool *pool, const rlx_cpu_attn_params *p,
     const rlx_cpu_table *t = rlx_cpu_table_get();
     const int64_t group = p->n_heads / p->n_kv_heads;
     if (t->attn_prefill && p->n_q > 1 && p->head_dim % 16 == 0 && p->softcap <= 0.0f &&
-        p->mask != RLX_CPU_ATTN_BIAS &&
         (p->kv_type == RLX_DTYPE_F32 || p->kv_type == RLX_DTYPE_F16)) {
         /* two heads of a KV head per task where the group pairs up: each
          * K/V tile widened once for both, each broadcast feeding two FMAs */

@@ -15,8 +15,9 @@
  * Decoder: the prompt tokens' random-Fourier positional encoding (zeroed for the
  * padding point) plus their kind's embedding, after the IoU and mask tokens;
  * two TwoWayAttentionBlocks, the final token-to-image attention, the
- * transposed-conv upscaling to 256x256 and the hypernetwork MLPs, whose product
- * with the upscaled features gives the four masks; the IoU head.
+ * transposed-conv upscaling to 256x256 (as matmuls on the tokens, channels-last)
+ * and the hypernetwork MLPs, whose product with the upscaled features gives the
+ * four masks; the IoU head.
  */
 #include <math.h>
 #include <stdarg.h>
@@ -85,14 +86,6 @@ static rlx_node linear(sb *b, rlx_node x, const char *pre)
 static rlx_node layer_norm(sb *b, rlx_node x, const char *pre, float eps)
 {
     return rlx_graph_layer_norm(b->g, NULL, x, P(b, "%s.weight", pre), P(b, "%s.bias", pre), eps);
-}
-
-/* LayerNorm2d on [1, Ch, H, W]: normalise over channels at every pixel. */
-static rlx_node layer_norm_2d(sb *b, rlx_node x, const char *pre)
-{
-    x = permute(b, x, (const int[]){0, 2, 3, 1});
-    x = layer_norm(b, x, pre, LN_VIT);
-    return permute(b, x, (const int[]){0, 3, 1, 2});
 }
 
 /* ---- encoder ------------------------------------------------------------ */
@@ -318,6 +311,22 @@ static rlx_node dec_attention(sb *b, const char *pre, rlx_node q, rlx_node k, rl
     return linear(b, a, nm);
 }
 
+/* A ConvTranspose2d of kernel 2, stride 2 on a side x side grid, token-major: each
+ * input pixel's cin values times the weight [cin, cout * 2 * 2] give the cout
+ * values of its four output pixels (2y + dy, 2x + dx). As one matmul and one
+ * permute it keeps the whole upscaling channels-last, so LayerNorm2d is a plain
+ * layer norm and nothing is transposed to NCHW and back (a click's largest
+ * copies before). x: [side * side, cin] -> [(2 side)^2, cout]. */
+static rlx_node upscale(sb *b, rlx_node x, int64_t side, int64_t cin, int64_t cout, const char *pre)
+{
+    rlx_node w = reshape(b, P(b, "%s.weight", pre), 2, (int64_t[]){cin, cout * 4});
+    rlx_node y = rlx_graph_matmul(b->g, NULL, x, w, false, false); /* [s*s, (co, dy, dx)] */
+    y = reshape(b, y, 5, (int64_t[]){side, side, cout, 2, 2});
+    y = permute(b, y, (const int[]){0, 3, 1, 4, 2}); /* [y, dy, x, dx, co] */
+    y = reshape(b, y, 2, (int64_t[]){4 * side * side, cout});
+    return rlx_graph_add(b->g, NULL, y, P(b, "%s.bias", pre));
+}
+
 /* MLP with ReLU between its n layers: "<pre>.layers.<i>". */
 static rlx_node dec_mlp(sb *b, rlx_node x, const char *pre, int n)
 {
@@ -424,21 +433,13 @@ rlx_status sam_build_decoder(const sam_model *m, int n_tokens, rlx_graph **out, 
         queries = layer_norm(&b, queries, "mask_decoder.transformer.norm_final_attn", LN_DEC);
     }
 
-    /* upscaling: [4096, 256] -> [1, 256, 64, 64] -> [1, 64, 128, 128] -> [1, 32, 256, 256] */
-    const int s2[2] = {2, 2}, p0[2] = {0, 0};
-    rlx_node u =
-        reshape(&b, permute(&b, keys, (const int[]){1, 0}), 4, (int64_t[]){1, C, GRID, GRID});
-    u = rlx_graph_conv_transpose2d(g, "upscale1", u,
-                                   P(&b, "mask_decoder.output_upscaling.0.weight"),
-                                   P(&b, "mask_decoder.output_upscaling.0.bias"), s2, p0, p0, 1);
-    u = layer_norm_2d(&b, u, "mask_decoder.output_upscaling.1");
+    /* upscaling, token-major: [4096, 256] -> [128 * 128, 64] -> [256 * 256, 32] */
+    rlx_node u = upscale(&b, keys, GRID, C, C / 4, "mask_decoder.output_upscaling.0");
+    u = layer_norm(&b, u, "mask_decoder.output_upscaling.1", LN_VIT);
     u = rlx_graph_gelu(g, NULL, u, RLX_GELU_ERF);
-    u = rlx_graph_conv_transpose2d(g, "upscale2", u,
-                                   P(&b, "mask_decoder.output_upscaling.3.weight"),
-                                   P(&b, "mask_decoder.output_upscaling.3.bias"), s2, p0, p0, 1);
+    u = upscale(&b, u, 2 * GRID, C / 4, C / 8, "mask_decoder.output_upscaling.3");
     u = rlx_graph_gelu(g, NULL, u, RLX_GELU_ERF);
     const int64_t MS = RLX_SAM_MASK_SIDE;
-    u = reshape(&b, u, 2, (int64_t[]){C / 8, MS * MS});
 
     rlx_node hyper[RLX_SAM_MAX_MASKS];
     for (int i = 0; i < RLX_SAM_MAX_MASKS; i++) {
@@ -447,7 +448,7 @@ rlx_status sam_build_decoder(const sam_model *m, int n_tokens, rlx_graph **out, 
         hyper[i] = dec_mlp(&b, t, nm, 3); /* [1, 32] */
     }
     rlx_node hin = rlx_graph_concat(g, NULL, RLX_SAM_MAX_MASKS, hyper, 0); /* [4, 32] */
-    rlx_node masks = rlx_graph_matmul(g, "masks", hin, u, false, false);   /* [4, 65536] */
+    rlx_node masks = rlx_graph_matmul(g, "masks", hin, u, false, true);    /* [4, 65536] */
     rlx_graph_output(g, "masks", reshape(&b, masks, 3, (int64_t[]){RLX_SAM_MAX_MASKS, MS, MS}));
     rlx_node iou_tok = rlx_graph_slice(g, NULL, queries, 0, K(0), K(1));
     rlx_graph_output(g, "iou", dec_mlp(&b, iou_tok, "mask_decoder.iou_prediction_head", 3));

@@ -47,6 +47,7 @@ for c in $commands; do
     help "rlx help $c" "usage: rlx $c *" help "$c"
 done
 help "rlx bench ops --help" "usage: rlx bench ops *" bench ops --help
+help "rlx bench sam --help" "usage: rlx bench sam *" bench sam --help
 # --help wins wherever it stands
 help "rlx generate -m x --help" "usage: rlx generate *" generate -m x --help
 run --version
@@ -145,6 +146,10 @@ rlx: bench: no model; use -m MODEL.gguf (see rlx bench --help)|bench
 rlx: bench: -t 0 is out of range*|bench -m x -t 0
 rlx: bench: -p wants a number of prompt tokens >= 1, not '0'|bench -m x -p 0
 rlx: bench ops: unknown option '--bogus' (see rlx bench ops --help)|bench ops --bogus
+rlx: bench sam: -m MODEL is required (see rlx bench sam --help)|bench sam
+rlx: bench sam: unknown option '--bogus' (see rlx bench sam --help)|bench sam -m x --bogus
+rlx: bench sam: -r must be 1 to 100, not '0'|bench sam -m x -r 0
+rlx: bench sam: -t $over is out of range*|bench sam -m x -t $over
 rlx: bench ops: -t $over is out of range*|bench ops -t $over
 rlx: bench ops: -r wants a repetition count from 1 to 1000, not '0'|bench ops -r 0
 TABLE
