@@ -1,14 +1,8 @@
-<<<<<<< HEAD
-/* A small random-weight SAM as safetensors (or a torch.save .pth, as the official
- * release ships), official or Hugging Face names, for tests/test-sam.c: the model
- * and the weights of tests/reference/sam_reference.py (image encoder D = 64, depth 4, 2 heads,
- * window 14, global blocks 1 and 3; the prompt encoder and mask decoder at their real width),
- * values from the generator described there. Linked into tests only.
-=======
-/* A random-weight SAM as safetensors, official or Hugging Face names, for
- * tests/test-sam.c: the model and the weights of tests/reference/sam_reference.py
- * (image encoder D = 64, depth 4, 2 heads, window 14, global blocks 1 and 3; the
- * prompt encoder and mask decoder at their real width), values from the generator
+/* A random-weight SAM as safetensors (or a torch.save .pth, as the official
+ * release ships), official or Hugging Face names, for tests/test-sam.c: the
+ * model and the weights of tests/reference/sam_reference.py (image encoder
+ * D = 64, depth 4, 2 heads, window 14, global blocks 1 and 3; the prompt
+ * encoder and mask decoder at their real width), values from the generator
  * described there. Linked into tests and tests/write-sam-model only.
  *
  * For benchmarks, `layout` picks the published image-encoder shapes instead
@@ -16,7 +10,6 @@
  * 24, 16, 5 11 17 23; "vit_h": 1280, 32, 16, 7 15 23 31; window 14), with the
  * same generator (tests/reference/sam_bench_torch.py builds the same weights),
  * and `f16` stores every tensor as F16 (the F32 value rounded to nearest even).
->>>>>>> sambench
  *
  * Usage:
  *     rlx_sam_writer_opts o = {.hf_names = true};
@@ -39,12 +32,9 @@ typedef struct rlx_sam_writer_opts {
     bool hf_names;        /* Hugging Face SamModel names instead of segment_anything's */
     const char *skip;     /* an official name to leave out, or NULL */
     const char *misshape; /* an official name to write with its dims reversed, or NULL */
-<<<<<<< HEAD
-    bool torch; /* a torch.save checkpoint (tests/torch-writer.h) instead of safetensors */
-=======
+    bool torch;           /* a torch.save checkpoint (tests/torch-writer.h) instead */
     const char *layout;   /* "test" (NULL), "vit_b", "vit_l" or "vit_h" */
     bool f16;             /* F16 tensors instead of F32 */
->>>>>>> sambench
 } rlx_sam_writer_opts;
 
 /* Errors: RLX_ERR_INVALID_ARG (an unknown layout), RLX_ERR_IO, RLX_ERR_NO_MEMORY. */
