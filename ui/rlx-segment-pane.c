@@ -1231,7 +1231,13 @@ static void rlx_segment_pane_init(RlxSegmentPane *self)
     gtk_widget_set_tooltip_text(export, _("Save or copy"));
     g_object_unref(menu);
     gtk_box_append(GTK_BOX(bar), export);
-    gtk_box_append(GTK_BOX(self->box), bar);
+    /* a narrow window scrolls the tool bar instead of being held wide by it */
+    GtkWidget *bar_scroll = gtk_scrolled_window_new();
+    gtk_scrolled_window_set_policy(GTK_SCROLLED_WINDOW(bar_scroll), GTK_POLICY_EXTERNAL,
+                                   GTK_POLICY_NEVER);
+    gtk_scrolled_window_set_propagate_natural_height(GTK_SCROLLED_WINDOW(bar_scroll), TRUE);
+    gtk_scrolled_window_set_child(GTK_SCROLLED_WINDOW(bar_scroll), bar);
+    gtk_box_append(GTK_BOX(self->box), bar_scroll);
 
     GtkWidget *status = gtk_box_new(GTK_ORIENTATION_VERTICAL, 4);
     gtk_widget_set_margin_start(status, 12);
@@ -1254,7 +1260,7 @@ static void rlx_segment_pane_init(RlxSegmentPane *self)
     adw_status_page_set_title(self->empty_page, _("Segment"));
     adw_status_page_set_description(
         self->empty_page, _("Open or drop a photo, then click on what you want to cut out."));
-    GtkWidget *eb = gtk_box_new(GTK_ORIENTATION_HORIZONTAL, 12);
+    GtkWidget *eb = gtk_box_new(GTK_ORIENTATION_VERTICAL, 12);
     gtk_widget_set_halign(eb, GTK_ALIGN_CENTER);
     GtkWidget *b1 = gtk_button_new_with_mnemonic(_("_Open Picture…"));
     gtk_actionable_set_action_name(GTK_ACTIONABLE(b1), "segment.open");
