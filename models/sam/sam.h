@@ -1,4 +1,5 @@
-/* Segment Anything (SAM v1, ViT-B/L/H): click-to-segment on the compile+execute stack.
+/* Segment Anything (SAM v1, ViT-B/L/H, and SAM 2.1 Hiera in image mode):
+ * click-to-segment on the compile+execute stack.
  *
  * Usage:
  *     rlx_sam_params p = rlx_sam_default_params();
@@ -107,6 +108,10 @@ typedef struct rlx_sam_info {
     int n_global;   /* blocks with global attention */
     int global[64]; /* their indexes */
     bool hf_names;  /* the weights came with Hugging Face names */
+    /* SAM 2 / 2.1 (Hiera): embed_dim, depth and heads are the first stage's, window
+     * the first stage's window, global the global-attention blocks; the model has an
+     * object score (rlx_sam_object_score) */
+    bool sam2;
 } rlx_sam_info;
 
 /* A tensor handed out by a lookup: row-major dims, bytes borrowed. */
@@ -146,6 +151,10 @@ RLX_API rlx_status rlx_sam_encode(rlx_sam *sam, const float *chw_1024, rlx_error
  * point or a box, with a label other than 0/1, or with too many points. */
 RLX_API rlx_status rlx_sam_decode(rlx_sam *sam, const rlx_sam_prompt *prompt, bool multimask,
                                   float *low_res_masks, float *iou, int *n_out, rlx_error **err);
+
+/* SAM 2: the object-score logit of the last decode (> 0: an object is predicted
+ * there). RLX_ERR_UNSUPPORTED for SAM v1 models. */
+RLX_API rlx_status rlx_sam_object_score(const rlx_sam *sam, float *logit, rlx_error **err);
 
 /* The last image embedding read back from the device, as [256][64][64] (CHW). */
 RLX_API rlx_status rlx_sam_embedding(rlx_sam *sam, float *chw_out, rlx_error **err);
