@@ -40,6 +40,19 @@
  * head dim and window size (and so the global-attention blocks) from each block's
  * rel_pos_h; the input must be 1024 x 1024 (pos_embed 64 x 64).
  *
+ * SAM 2.1 (sam2.1_hiera_tiny.pt and the other published Hiera sizes, official names
+ * "image_encoder.trunk.*", "sam_prompt_encoder.*", "sam_mask_decoder.*") is
+ * detected from "image_encoder.trunk.patch_embed.proj.weight", the size from the
+ * blocks' widths. Image mode only (SAM2ImagePredictor, no video memory): the input is
+ * the image stretched to 1024 x 1024 with ImageNet mean/std
+ * (rlx_image_prep_sam2_params); the encoder also keeps the two high-resolution
+ * feature maps on the device; box corners go before the points and a padding point
+ * is always added (the predictor's order); IoU comes through a sigmoid; with
+ * multimask false, the single mask falls back to the best of the three when its
+ * stability is under 0.98 (dynamic multimask); rlx_sam_object_score gives the
+ * object-score logit. Low-res logits are not clamped to +-32 as the predictor's
+ * returned low_res_masks are (thresholding and upscaling are unaffected).
+ *
  * Other readers (a PyTorch .pt) plug in through rlx_sam_create with a lookup
  * function that hands out tensors by name; the runner asks for the official name
  * first, then the Hugging Face one.
