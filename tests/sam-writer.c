@@ -40,9 +40,9 @@ static bool ends_with(const char *s, const char *suf)
 /* The value kinds of sam_reference.py's make(). */
 static void fill(const sam_weight *w, float *dst)
 {
-    static const char *const emb[] = {"pos_embed",        "rel_pos_h",         "rel_pos_w",
-                                      "point_embeddings", "not_a_point_embed", "no_mask_embed",
-                                      "iou_token",        "mask_tokens"};
+    static const char *const emb[] = {
+        "pos_embed",     "rel_pos_h", "rel_pos_w",   "point_embeddings", "not_a_point_embed",
+        "no_mask_embed", "iou_token", "mask_tokens", "obj_score_token",  "no_mem_embed"};
     static const char *const lnw[] = {
         "norm1.weight",           "norm2.weight",  "norm3.weight",  "norm4.weight",
         "norm_final_attn.weight", "neck.1.weight", "neck.3.weight", "output_upscaling.1.weight"};
@@ -243,9 +243,14 @@ rlx_status rlx_sam_writer_write(const char *path, const rlx_sam_writer_opts *o, 
         o = &none;
     sam_model m = {0};
     const char *layout = o->layout ? o->layout : "test";
-    if (!set_layout(layout, &m.hp))
-        return rlx_error_set(err, RLX_ERR_INVALID_ARG,
-                             "no SAM layout '%s'; there are test, vit_b, vit_l and vit_h", layout);
+    if (sam2_set_variant(&m.h2, layout))
+        m.kind = SAM_KIND_SAM2;
+    else if (!set_layout(layout, &m.hp))
+        return rlx_error_set(
+            err, RLX_ERR_INVALID_ARG,
+            "no SAM layout '%s'; there are test, vit_b, vit_l, vit_h and sam2.1_hiera_tiny "
+            "(_small, _base_plus, _large)",
+            layout);
     rlx_status st = sam_list_weights(&m, err);
     if (st != RLX_OK)
         return st;

@@ -10,6 +10,9 @@
  * 24, 16, 5 11 17 23; "vit_h": 1280, 32, 16, 7 15 23 31; window 14), with the
  * same generator (tests/reference/sam_bench_torch.py builds the same weights),
  * and `f16` stores every tensor as F16 (the F32 value rounded to nearest even).
+ * "sam2.1_hiera_tiny" (or _small, _base_plus, _large) writes a SAM 2.1 model's
+ * image-path tensors by their official names, the model and weights of
+ * tests/reference/sam2_reference.py (hf_names does not apply).
  *
  * Usage:
  *     rlx_sam_writer_opts o = {.hf_names = true};
@@ -33,7 +36,7 @@ typedef struct rlx_sam_writer_opts {
     const char *skip;     /* an official name to leave out, or NULL */
     const char *misshape; /* an official name to write with its dims reversed, or NULL */
     bool torch;           /* a torch.save checkpoint (tests/torch-writer.h) instead */
-    const char *layout;   /* "test" (NULL), "vit_b", "vit_l" or "vit_h" */
+    const char *layout;   /* "test" (NULL), "vit_b", "vit_l", "vit_h" or "sam2.1_hiera_tiny" */
     bool f16;             /* F16 tensors instead of F32 */
 } rlx_sam_writer_opts;
 

@@ -14,6 +14,9 @@ struct rlx_graph;
 #define SAM_NAME_MAX      112
 #define SAM_MAX_HEADS     64
 #define SAM_CHUNK_DEFAULT (256ull << 20)
+/* SAM 2.1's predictor: dynamic_multimask_stability_delta / _thresh (build_sam.py) */
+#define SAM2_STABILITY_DELTA  0.05f
+#define SAM2_STABILITY_THRESH 0.98
 
 /* One tensor of the architecture: the official name (the session's binding
  * name), its Hugging Face name, the expected shape and the file's dtype. */
@@ -30,8 +33,28 @@ typedef struct sam_hparams {
     int window[SAM_MAX_DEPTH]; /* 0: global attention over the 64 x 64 grid */
 } sam_hparams;
 
+/* One Hiera block of SAM 2's image encoder (models/sam/sam2.c). */
+typedef struct sam2_block {
+    int dim, dim_out, heads;
+    int window; /* 0: global attention */
+    bool pool;  /* q-pooling 2 x 2 (a stage change) */
+} sam2_block;
+
+typedef struct sam2_hparams {
+    const char *variant; /* "sam2.1_hiera_tiny", ... */
+    int embed, depth, n_stages;
+    int stage_end[4]; /* the last block of each stage */
+    int bkg;          /* the background position embedding's side */
+    int win0;         /* the window position embedding's side */
+    sam2_block blk[SAM_MAX_DEPTH];
+} sam2_hparams;
+
+typedef enum sam_kind { SAM_KIND_V1 = 0, SAM_KIND_SAM2 } sam_kind;
+
 typedef struct sam_model {
-    sam_hparams hp;
+    sam_kind kind;
+    sam_hparams hp;       /* SAM v1 */
+    sam2_hparams h2;      /* SAM 2 */
     uint64_t chunk_bytes; /* the most bytes one attention's rel-pos bias may take */
     sam_weight *w;
     int n_w;
@@ -40,6 +63,10 @@ typedef struct sam_model {
 /* The state names the encoder writes and the decoder reads. */
 #define SAM_STATE_EMBEDDING "sam.embedding" /* [4096, 256], token-major (y * 64 + x) */
 #define SAM_STATE_IMAGE_PE  "sam.image_pe"  /* [4096, 256] */
+
+/* SAM 2 keeps the high-resolution features (conv_s0 / conv_s1 applied), token-major. */
+#define SAM2_STATE_FEAT_S0 "sam2.feat_s0" /* [256 * 256, 32] */
+#define SAM2_STATE_FEAT_S1 "sam2.feat_s1" /* [128 * 128, 64] */
 
 /* Fill m->w for m->hp (every tensor the graphs use); dtypes are set later. */
 rlx_status sam_list_weights(sam_model *m, rlx_error **err);
@@ -53,5 +80,22 @@ rlx_status sam_build_encoder(const sam_model *m, struct rlx_graph **out, rlx_err
  * outputs "masks" [4, 256, 256] and "iou" [1, 4]. */
 rlx_status sam_build_decoder(const sam_model *m, int n_tokens, struct rlx_graph **out,
                              rlx_error **err);
+
+/* ---- SAM 2 (models/sam/sam2.c, sam2-graph.c) ---- */
+
+/* The Hiera variant of a published SAM 2 / 2.1 config ("sam2.1_hiera_tiny", "_small",
+ * "_base_plus", "_large"); false when unknown. */
+bool sam2_set_variant(sam2_hparams *h, const char *name);
+/* The variant from the shapes a lookup hands out (embed dim, the blocks' widths). */
+rlx_status sam2_read_hparams(rlx_sam_lookup_fn lookup, void *user, const char *what,
+                             sam2_hparams *h, rlx_error **err);
+rlx_status sam2_list_weights(sam_model *m, rlx_error **err);
+/* Encoder: input "image" [1, 3, 1024, 1024]; writes the embedding (no_mem_embed
+ * added), the dense PE and both high-resolution feature states; output "probe". */
+rlx_status sam2_build_encoder(const sam_model *m, struct rlx_graph **out, rlx_error **err);
+/* Decoder for n_tokens prompt tokens (inputs as sam_build_decoder's); outputs
+ * "masks" [4, 256, 256], "iou" [1, 4] (after the sigmoid) and "object" [1, 1]. */
+rlx_status sam2_build_decoder(const sam_model *m, int n_tokens, struct rlx_graph **out,
+                              rlx_error **err);
 
 #endif

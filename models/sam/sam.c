@@ -165,6 +165,8 @@ static void add_mlp3(lister *L, const char *pre, int64_t out)
 
 rlx_status sam_list_weights(sam_model *m, rlx_error **err)
 {
+    if (m->kind == SAM_KIND_SAM2)
+        return sam2_list_weights(m, err);
     free(m->w);
     m->w = NULL;
     m->n_w = 0;
@@ -259,6 +261,7 @@ struct rlx_sam {
     rlx_session_program *enc;
     rlx_session_program *dec[MAX_TOKS + 1];
     float *masks; /* [4][256][256], the decoder's output */
+    float object; /* SAM 2: the last decode's object-score logit */
 };
 
 rlx_sam_params rlx_sam_default_params(void)
@@ -438,8 +441,9 @@ rlx_status rlx_sam_create(const rlx_sam_params *p, rlx_sam_lookup_fn lookup, voi
         p = &dp;
     source src = {.fn = lookup, .user = user, .what = what ? what : "the SAM weights"};
     rlx_sam_tensor t;
+    bool sam2 = lookup(user, "image_encoder.trunk.patch_embed.proj.weight", &t);
     /* the naming scheme, from the first tensor of either */
-    if (!lookup(user, "image_encoder.patch_embed.proj.weight", &t)) {
+    if (!sam2 && !lookup(user, "image_encoder.patch_embed.proj.weight", &t)) {
         if (lookup(user, "vision_encoder.patch_embed.projection.weight", &t))
             src.hf = true;
         else
@@ -454,7 +458,13 @@ rlx_status rlx_sam_create(const rlx_sam_params *p, rlx_sam_lookup_fn lookup, voi
         return rlx_error_set(err, RLX_ERR_NO_MEMORY, "out of memory creating the SAM runner");
     sam->hf = src.hf;
     sam->m.chunk_bytes = p->attention_chunk_bytes ? p->attention_chunk_bytes : SAM_CHUNK_DEFAULT;
-    rlx_status st = read_hparams(&src, &sam->m.hp, err);
+    rlx_status st;
+    if (sam2) {
+        sam->m.kind = SAM_KIND_SAM2;
+        st = sam2_read_hparams(lookup, user, src.what, &sam->m.h2, err);
+    } else {
+        st = read_hparams(&src, &sam->m.hp, err);
+    }
     if (st == RLX_OK)
         st = sam_list_weights(&sam->m, err);
     if (st == RLX_OK) {
@@ -539,6 +549,19 @@ rlx_status rlx_sam_info_get(const rlx_sam *sam, rlx_sam_info *out, rlx_error **e
     if (!sam || !out)
         return rlx_error_set(err, RLX_ERR_INVALID_ARG, "rlx_sam_info_get: missing argument");
     memset(out, 0, sizeof *out);
+    if (sam->m.kind == SAM_KIND_SAM2) {
+        const sam2_hparams *h = &sam->m.h2;
+        out->variant = h->variant;
+        out->embed_dim = h->embed;
+        out->depth = h->depth;
+        out->heads = h->blk[0].heads;
+        out->window = h->win0;
+        for (int i = 0; i < h->depth && out->n_global < 64; i++)
+            if (h->blk[i].window == 0)
+                out->global[out->n_global++] = i;
+        out->sam2 = true;
+        return RLX_OK;
+    }
     const sam_hparams *hp = &sam->m.hp;
     out->embed_dim = hp->dim;
     out->depth = hp->depth;
@@ -577,7 +600,8 @@ rlx_status rlx_sam_encode(rlx_sam *sam, const float *chw, rlx_error **err)
     rlx_status st;
     if (!sam->enc) {
         rlx_graph *g = NULL;
-        st = sam_build_encoder(&sam->m, &g, err);
+        st = sam->m.kind == SAM_KIND_SAM2 ? sam2_build_encoder(&sam->m, &g, err)
+                                          : sam_build_encoder(&sam->m, &g, err);
         if (st != RLX_OK)
             return st;
         st = rlx_session_compile(sam->s, g, &sam->enc, err);
@@ -628,7 +652,8 @@ static rlx_status decoder_for(rlx_sam *sam, int n, rlx_session_program **out, rl
         return RLX_OK;
     }
     rlx_graph *g = NULL;
-    rlx_status st = sam_build_decoder(&sam->m, n, &g, err);
+    rlx_status st = sam->m.kind == SAM_KIND_SAM2 ? sam2_build_decoder(&sam->m, n, &g, err)
+                                                 : sam_build_decoder(&sam->m, n, &g, err);
     if (st != RLX_OK)
         return st;
     st = rlx_session_compile(sam->s, g, &sam->dec[n], err);
@@ -667,18 +692,30 @@ rlx_status rlx_sam_decode(rlx_sam *sam, const rlx_sam_prompt *pr, bool multimask
                                  "SAM: point %d has label %d; labels are 0 (background) or 1 "
                                  "(foreground)",
                                  i, q->label);
-        coords[2 * n] = q->x;
-        coords[2 * n + 1] = q->y;
-        kinds[n++] = q->label + 1;
     }
-    if (pr->has_box) {
+    const bool sam2 = sam->m.kind == SAM_KIND_SAM2;
+    /* SAM2ImagePredictor puts the box corners before the clicks */
+    if (sam2 && pr->has_box)
         for (int c = 0; c < 2; c++) {
             coords[2 * n] = pr->box[2 * c];
             coords[2 * n + 1] = pr->box[2 * c + 1];
             kinds[n++] = 3 + c;
         }
-    } else {
-        /* SAM pads the points with a "not a point" when there is no box */
+    for (int i = 0; i < pr->n_points; i++) {
+        coords[2 * n] = pr->points[i].x;
+        coords[2 * n + 1] = pr->points[i].y;
+        kinds[n++] = pr->points[i].label + 1;
+    }
+    if (!sam2 && pr->has_box) {
+        for (int c = 0; c < 2; c++) {
+            coords[2 * n] = pr->box[2 * c];
+            coords[2 * n + 1] = pr->box[2 * c + 1];
+            kinds[n++] = 3 + c;
+        }
+    }
+    if (!pr->has_box || sam2) {
+        /* SAM pads the points with a "not a point" when there is no box; SAM 2's
+         * predictor hands the box over as points, so it always pads */
         coords[2 * n] = 0.0f;
         coords[2 * n + 1] = 0.0f;
         kinds[n++] = 0;
@@ -687,32 +724,66 @@ rlx_status rlx_sam_decode(rlx_sam *sam, const rlx_sam_prompt *pr, bool multimask
     rlx_status st = decoder_for(sam, n, &prog, err);
     if (st != RLX_OK)
         return st;
+    const int n_outs = sam2 ? 3 : 2;
     int ic = rlx_session_program_input(prog, "coords"),
         ik = rlx_session_program_input(prog, "kinds");
     int om = rlx_session_program_output(prog, "masks"),
-        oi = rlx_session_program_output(prog, "iou");
-    if (ic < 0 || ik < 0 || ic > 1 || ik > 1 || ic == ik || om < 0 || oi < 0 || om > 1 || oi > 1 ||
-        om == oi)
+        oi = rlx_session_program_output(prog, "iou"),
+        oo = sam2 ? rlx_session_program_output(prog, "object") : -1;
+    if (ic < 0 || ik < 0 || ic > 1 || ik > 1 || ic == ik || om < 0 || oi < 0 || om >= n_outs ||
+        oi >= n_outs || om == oi || (sam2 && (oo < 0 || oo >= n_outs || oo == om || oo == oi)))
         return rlx_error_set(err, RLX_ERR_INTERNAL,
                              "SAM mask decoder: the compiled program has unexpected bindings");
-    float all_iou[RLX_SAM_MAX_MASKS];
+    float all_iou[RLX_SAM_MAX_MASKS], object = 0.0f;
     const void *ins[2];
-    void *outs[2];
+    void *outs[3];
     ins[ic] = coords;
     ins[ik] = kinds;
     outs[om] = sam->masks;
     outs[oi] = all_iou;
+    if (sam2)
+        outs[oo] = &object;
     rlx_sym_values sv = {{0}};
     st = rlx_session_run(sam->s, prog, &sv, ins, outs, err);
     if (st != RLX_OK) {
         rlx_error_prefix(err, "SAM mask decoder: ");
         return st;
     }
+    sam->object = object;
     int first = multimask ? 1 : 0, count = multimask ? RLX_SAM_MAX_MASKS - 1 : 1;
+    if (sam2 && !multimask) {
+        /* MaskDecoder._dynamic_multimask_via_stability (SAM 2.1's predictor turns it
+         * on): when the single mask's logits are unstable around 0 (area above +0.05
+         * over area above -0.05 under 0.98), the multimask output with the best
+         * predicted IoU is given instead. A selection among the decoder's outputs. */
+        int64_t area_i = 0, area_u = 0;
+        for (int p = 0; p < MASK_PIX; p++) {
+            area_i += sam->masks[p] > SAM2_STABILITY_DELTA;
+            area_u += sam->masks[p] > -SAM2_STABILITY_DELTA;
+        }
+        double stability = area_u > 0 ? (double)area_i / (double)area_u : 1.0;
+        if (stability < SAM2_STABILITY_THRESH) {
+            first = 1;
+            for (int k = 2; k < RLX_SAM_MAX_MASKS; k++)
+                if (all_iou[k] > all_iou[first])
+                    first = k;
+        }
+    }
     memcpy(low_res_masks, sam->masks + (size_t)first * MASK_PIX,
            sizeof(float) * MASK_PIX * (size_t)count);
     memcpy(iou, all_iou + first, sizeof(float) * (size_t)count);
     if (n_out)
         *n_out = count;
+    return RLX_OK;
+}
+
+rlx_status rlx_sam_object_score(const rlx_sam *sam, float *logit, rlx_error **err)
+{
+    if (!sam || !logit)
+        return rlx_error_set(err, RLX_ERR_INVALID_ARG, "rlx_sam_object_score: missing argument");
+    if (sam->m.kind != SAM_KIND_SAM2)
+        return rlx_error_set(err, RLX_ERR_UNSUPPORTED,
+                             "SAM: this model has no object score (SAM 2 models have one)");
+    *logit = sam->object;
     return RLX_OK;
 }

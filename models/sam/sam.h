@@ -1,4 +1,5 @@
-/* Segment Anything (SAM v1, ViT-B/L/H): click-to-segment on the compile+execute stack.
+/* Segment Anything (SAM v1, ViT-B/L/H, and SAM 2.1 Hiera in image mode):
+ * click-to-segment on the compile+execute stack.
  *
  * Usage:
  *     rlx_sam_params p = rlx_sam_default_params();
@@ -38,6 +39,19 @@
  * read from the shapes: embed dim from patch_embed, depth from the blocks present,
  * head dim and window size (and so the global-attention blocks) from each block's
  * rel_pos_h; the input must be 1024 x 1024 (pos_embed 64 x 64).
+ *
+ * SAM 2.1 (sam2.1_hiera_tiny.pt and the other published Hiera sizes, official names
+ * "image_encoder.trunk.*", "sam_prompt_encoder.*", "sam_mask_decoder.*") is
+ * detected from "image_encoder.trunk.patch_embed.proj.weight", the size from the
+ * blocks' widths. Image mode only (SAM2ImagePredictor, no video memory): the input is
+ * the image stretched to 1024 x 1024 with ImageNet mean/std
+ * (rlx_image_prep_sam2_params); the encoder also keeps the two high-resolution
+ * feature maps on the device; box corners go before the points and a padding point
+ * is always added (the predictor's order); IoU comes through a sigmoid; with
+ * multimask false, the single mask falls back to the best of the three when its
+ * stability is under 0.98 (dynamic multimask); rlx_sam_object_score gives the
+ * object-score logit. Low-res logits are not clamped to +-32 as the predictor's
+ * returned low_res_masks are (thresholding and upscaling are unaffected).
  *
  * Other readers (a PyTorch .pt) plug in through rlx_sam_create with a lookup
  * function that hands out tensors by name; the runner asks for the official name
@@ -107,6 +121,10 @@ typedef struct rlx_sam_info {
     int n_global;   /* blocks with global attention */
     int global[64]; /* their indexes */
     bool hf_names;  /* the weights came with Hugging Face names */
+    /* SAM 2 / 2.1 (Hiera): embed_dim, depth and heads are the first stage's, window
+     * the first stage's window, global the global-attention blocks; the model has an
+     * object score (rlx_sam_object_score) */
+    bool sam2;
 } rlx_sam_info;
 
 /* A tensor handed out by a lookup: row-major dims, bytes borrowed. */
@@ -146,6 +164,10 @@ RLX_API rlx_status rlx_sam_encode(rlx_sam *sam, const float *chw_1024, rlx_error
  * point or a box, with a label other than 0/1, or with too many points. */
 RLX_API rlx_status rlx_sam_decode(rlx_sam *sam, const rlx_sam_prompt *prompt, bool multimask,
                                   float *low_res_masks, float *iou, int *n_out, rlx_error **err);
+
+/* SAM 2: the object-score logit of the last decode (> 0: an object is predicted
+ * there). RLX_ERR_UNSUPPORTED for SAM v1 models. */
+RLX_API rlx_status rlx_sam_object_score(const rlx_sam *sam, float *logit, rlx_error **err);
 
 /* The last image embedding read back from the device, as [256][64][64] (CHW). */
 RLX_API rlx_status rlx_sam_embedding(rlx_sam *sam, float *chw_out, rlx_error **err);

@@ -1,0 +1,283 @@
+/* SAM 2 / 2.1 in image mode: the Hiera variants of the published configs, the variant
+ * read from a checkpoint's shapes, and the tensors the image path uses, by their
+ * official state-dict names (sam2.1_hiera_*.pt holds {"model": state_dict}; the
+ * video-memory tensors it also holds are not asked for). */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "models/sam/sam-internal.h"
+
+#define E RLX_SAM_EMBED_DIM
+
+/* configs/sam2.1/sam2.1_hiera_{t,s,b+,l}.yaml with Hiera's defaults (hieradet.py):
+ * q_pool 3, q_stride 2, dim_mul and head_mul 2, window_spec (8, 4, 14, 7). */
+static const struct {
+    const char *name;
+    int embed, heads, stages[4], global[3], bkg, window[4];
+} variants[] = {
+    {"sam2.1_hiera_tiny", 96, 1, {1, 2, 7, 2}, {5, 7, 9}, 7, {8, 4, 14, 7}},
+    {"sam2.1_hiera_small", 96, 1, {1, 2, 11, 2}, {7, 10, 13}, 7, {8, 4, 14, 7}},
+    {"sam2.1_hiera_base_plus", 112, 2, {2, 3, 16, 3}, {12, 16, 20}, 14, {8, 4, 14, 7}},
+    {"sam2.1_hiera_large", 144, 2, {2, 6, 36, 4}, {23, 33, 43}, 7, {8, 4, 16, 8}},
+};
+#define N_VARIANTS ((int)(sizeof variants / sizeof variants[0]))
+
+static void set_from(sam2_hparams *h, int k)
+{
+    memset(h, 0, sizeof *h);
+    h->variant = variants[k].name;
+    h->embed = variants[k].embed;
+    h->bkg = variants[k].bkg;
+    h->win0 = variants[k].window[0];
+    h->n_stages = 4;
+    int end = -1;
+    for (int s = 0; s < 4; s++) {
+        end += variants[k].stages[s];
+        h->stage_end[s] = end;
+    }
+    h->depth = end + 1;
+    /* hieradet.py: the window lags a block behind the stage (the first block of a
+     * stage pools with the previous stage's window) */
+    int dim = h->embed, heads = variants[k].heads, stage = 0;
+    for (int i = 0; i < h->depth; i++) {
+        sam2_block *b = &h->blk[i];
+        b->dim = dim;
+        b->window = variants[k].window[stage];
+        for (int g = 0; g < 3; g++)
+            if (variants[k].global[g] == i)
+                b->window = 0;
+        if (stage < 3 && i - 1 == h->stage_end[stage]) {
+            dim *= 2;
+            heads *= 2;
+            stage++;
+            b->pool = true;
+        }
+        b->dim_out = dim;
+        b->heads = heads;
+    }
+}
+
+bool sam2_set_variant(sam2_hparams *h, const char *name)
+{
+    for (int k = 0; k < N_VARIANTS; k++)
+        if (strcmp(variants[k].name, name) == 0) {
+            set_from(h, k);
+            return true;
+        }
+    return false;
+}
+
+static bool width(rlx_sam_lookup_fn lookup, void *user, const char *fmt, int i, int64_t *n)
+{
+    char nm[SAM_NAME_MAX];
+    snprintf(nm, sizeof nm, fmt, i);
+    rlx_sam_tensor t;
+    memset(&t, 0, sizeof t);
+    if (!lookup(user, nm, &t) || t.rank != 1 || t.dims[0] < 1)
+        return false;
+    *n = t.dims[0];
+    return true;
+}
+
+rlx_status sam2_read_hparams(rlx_sam_lookup_fn lookup, void *user, const char *what,
+                             sam2_hparams *h, rlx_error **err)
+{
+    rlx_sam_tensor t;
+    memset(&t, 0, sizeof t);
+    if (!lookup(user, "image_encoder.trunk.patch_embed.proj.weight", &t) || t.rank != 4 ||
+        t.dims[1] != 3 || t.dims[2] != 7 || t.dims[3] != 7)
+        return rlx_error_set(err, RLX_ERR_FORMAT,
+                             "%s is not a SAM 2 checkpoint: its tensor "
+                             "'image_encoder.trunk.patch_embed.proj.weight' is not [D, 3, 7, 7]",
+                             what);
+    int64_t embed = t.dims[0];
+    /* the stages from the blocks' widths: a stage starts where norm2 doubles norm1 */
+    int stages[SAM_MAX_DEPTH] = {0}, n_stages = 0, depth = 0;
+    for (; depth < SAM_MAX_DEPTH; depth++) {
+        int64_t din, dout;
+        if (!width(lookup, user, "image_encoder.trunk.blocks.%d.norm1.weight", depth, &din))
+            break;
+        if (!width(lookup, user, "image_encoder.trunk.blocks.%d.norm2.weight", depth, &dout))
+            return rlx_error_set(err, RLX_ERR_FORMAT,
+                                 "%s has no tensor 'image_encoder.trunk.blocks.%d.norm2.weight' "
+                                 "(or it is not a vector)",
+                                 what, depth);
+        if (depth == 0 || dout != din) {
+            if (n_stages == 4)
+                break;
+            n_stages++;
+        }
+        stages[n_stages - 1]++;
+    }
+    for (int k = 0; k < N_VARIANTS; k++) {
+        bool same = variants[k].embed == embed && n_stages == 4;
+        for (int s = 0; same && s < 4; s++)
+            same = variants[k].stages[s] == stages[s];
+        if (same) {
+            set_from(h, k);
+            return RLX_OK;
+        }
+    }
+    return rlx_error_set(err, RLX_ERR_UNSUPPORTED,
+                         "%s: a Hiera image encoder of width %lld with %d blocks in stages "
+                         "%d, %d, %d, %d is none of the published SAM 2.1 models (tiny, small, "
+                         "base_plus, large)",
+                         what, (long long)embed, depth, stages[0], stages[1], stages[2], stages[3]);
+}
+
+typedef struct {
+    sam_model *m;
+    int cap;
+    bool oom;
+} lister;
+
+static void add(lister *L, int rank, const int64_t *dims, const char *fmt, ...) RLX_PRINTF(4, 5);
+static void add(lister *L, int rank, const int64_t *dims, const char *fmt, ...)
+{
+    sam_model *m = L->m;
+    if (m->n_w == L->cap) {
+        int nc = L->cap ? 2 * L->cap : 256;
+        sam_weight *nw = realloc(m->w, sizeof *nw * (size_t)nc);
+        if (!nw) {
+            L->oom = true;
+            return;
+        }
+        m->w = nw;
+        L->cap = nc;
+    }
+    sam_weight *w = &m->w[m->n_w++];
+    memset(w, 0, sizeof *w);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(w->name, sizeof w->name, fmt, ap);
+    va_end(ap);
+    snprintf(w->hf, sizeof w->hf, "%s", w->name); /* no second naming scheme */
+    w->rank = rank;
+    memcpy(w->dims, dims, sizeof dims[0] * (size_t)rank);
+    w->dtype = RLX_DTYPE_F32;
+}
+
+#define D1(a)          ((const int64_t[]){a})
+#define D2(a, b)       ((const int64_t[]){a, b})
+#define D3(a, b, c)    ((const int64_t[]){a, b, c})
+#define D4(a, b, c, d) ((const int64_t[]){a, b, c, d})
+
+static void linear(lister *L, int64_t out, int64_t in, const char *fmt, ...) RLX_PRINTF(4, 5);
+static void linear(lister *L, int64_t out, int64_t in, const char *fmt, ...)
+{
+    char pre[SAM_NAME_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(pre, sizeof pre, fmt, ap);
+    va_end(ap);
+    add(L, 2, D2(out, in), "%s.weight", pre);
+    add(L, 1, D1(out), "%s.bias", pre);
+}
+
+static void norm(lister *L, int64_t n, const char *pre)
+{
+    add(L, 1, D1(n), "%s.weight", pre);
+    add(L, 1, D1(n), "%s.bias", pre);
+}
+
+static void dec_attention(lister *L, const char *pre, int64_t inner)
+{
+    linear(L, inner, E, "%s.q_proj", pre);
+    linear(L, inner, E, "%s.k_proj", pre);
+    linear(L, inner, E, "%s.v_proj", pre);
+    linear(L, E, inner, "%s.out_proj", pre);
+}
+
+rlx_status sam2_list_weights(sam_model *m, rlx_error **err)
+{
+    free(m->w);
+    m->w = NULL;
+    m->n_w = 0;
+    lister L = {.m = m};
+    const sam2_hparams *h = &m->h2;
+    const char *t = "image_encoder.trunk";
+    char pre[SAM_NAME_MAX], nm[SAM_NAME_MAX];
+    add(&L, 4, D4(1, h->embed, h->bkg, h->bkg), "%s.pos_embed", t);
+    add(&L, 4, D4(1, h->embed, h->win0, h->win0), "%s.pos_embed_window", t);
+    add(&L, 4, D4(h->embed, 3, 7, 7), "%s.patch_embed.proj.weight", t);
+    add(&L, 1, D1(h->embed), "%s.patch_embed.proj.bias", t);
+    for (int i = 0; i < h->depth; i++) {
+        const sam2_block *b = &h->blk[i];
+        snprintf(pre, sizeof pre, "%s.blocks.%d", t, i);
+        snprintf(nm, sizeof nm, "%s.norm1", pre);
+        norm(&L, b->dim, nm);
+        linear(&L, 3 * b->dim_out, b->dim, "%s.attn.qkv", pre);
+        linear(&L, b->dim_out, b->dim_out, "%s.attn.proj", pre);
+        snprintf(nm, sizeof nm, "%s.norm2", pre);
+        norm(&L, b->dim_out, nm);
+        linear(&L, 4 * b->dim_out, b->dim_out, "%s.mlp.layers.%d", pre, 0);
+        linear(&L, b->dim_out, 4 * b->dim_out, "%s.mlp.layers.%d", pre, 1);
+        if (b->dim != b->dim_out)
+            linear(&L, b->dim_out, b->dim, "%s.proj", pre);
+    }
+    /* the neck's convs, lowest resolution (the last stage) first */
+    for (int k = 0; k < 4; k++) {
+        int64_t c = h->blk[h->stage_end[3 - k]].dim_out;
+        add(&L, 4, D4(E, c, 1, 1), "image_encoder.neck.convs.%d.conv.weight", k);
+        add(&L, 1, D1(E), "image_encoder.neck.convs.%d.conv.bias", k);
+    }
+    add(&L, 3, D3(1, 1, E), "no_mem_embed");
+
+    const char *pe = "sam_prompt_encoder", *d = "sam_mask_decoder";
+    add(&L, 2, D2(2, E / 2), "%s.pe_layer.positional_encoding_gaussian_matrix", pe);
+    for (int i = 0; i < 4; i++)
+        add(&L, 2, D2(1, E), "%s.point_embeddings.%d.weight", pe, i);
+    add(&L, 2, D2(1, E), "%s.not_a_point_embed.weight", pe);
+    add(&L, 2, D2(1, E), "%s.no_mask_embed.weight", pe);
+
+    add(&L, 2, D2(1, E), "%s.iou_token.weight", d);
+    add(&L, 2, D2(RLX_SAM_MAX_MASKS, E), "%s.mask_tokens.weight", d);
+    add(&L, 2, D2(1, E), "%s.obj_score_token.weight", d);
+    for (int i = 0; i < SAM_DEC_DEPTH; i++) {
+        snprintf(pre, sizeof pre, "%s.transformer.layers.%d", d, i);
+        snprintf(nm, sizeof nm, "%s.self_attn", pre);
+        dec_attention(&L, nm, E);
+        snprintf(nm, sizeof nm, "%s.cross_attn_token_to_image", pre);
+        dec_attention(&L, nm, E / 2);
+        snprintf(nm, sizeof nm, "%s.cross_attn_image_to_token", pre);
+        dec_attention(&L, nm, E / 2);
+        linear(&L, SAM_DEC_MLP, E, "%s.mlp.layers.%d", pre, 0);
+        linear(&L, E, SAM_DEC_MLP, "%s.mlp.layers.%d", pre, 1);
+        for (int k = 1; k <= 4; k++) {
+            snprintf(nm, sizeof nm, "%s.norm%d", pre, k);
+            norm(&L, E, nm);
+        }
+    }
+    snprintf(nm, sizeof nm, "%s.transformer.final_attn_token_to_image", d);
+    dec_attention(&L, nm, E / 2);
+    snprintf(nm, sizeof nm, "%s.transformer.norm_final_attn", d);
+    norm(&L, E, nm);
+    add(&L, 4, D4(E, E / 4, 2, 2), "%s.output_upscaling.0.weight", d);
+    add(&L, 1, D1(E / 4), "%s.output_upscaling.0.bias", d);
+    snprintf(nm, sizeof nm, "%s.output_upscaling.1", d);
+    norm(&L, E / 4, nm);
+    add(&L, 4, D4(E / 4, E / 8, 2, 2), "%s.output_upscaling.3.weight", d);
+    add(&L, 1, D1(E / 8), "%s.output_upscaling.3.bias", d);
+    add(&L, 4, D4(E / 8, E, 1, 1), "%s.conv_s0.weight", d);
+    add(&L, 1, D1(E / 8), "%s.conv_s0.bias", d);
+    add(&L, 4, D4(E / 4, E, 1, 1), "%s.conv_s1.weight", d);
+    add(&L, 1, D1(E / 4), "%s.conv_s1.bias", d);
+    for (int i = 0; i < RLX_SAM_MAX_MASKS; i++)
+        for (int k = 0; k < 3; k++) {
+            snprintf(pre, sizeof pre, "%s.output_hypernetworks_mlps.%d", d, i);
+            linear(&L, k == 2 ? E / 8 : E, E, "%s.layers.%d", pre, k);
+        }
+    for (int k = 0; k < 3; k++) {
+        snprintf(pre, sizeof pre, "%s.iou_prediction_head", d);
+        linear(&L, k == 2 ? RLX_SAM_MAX_MASKS : E, E, "%s.layers.%d", pre, k);
+    }
+    for (int k = 0; k < 3; k++) {
+        snprintf(pre, sizeof pre, "%s.pred_obj_score_head", d);
+        linear(&L, k == 2 ? 1 : E, E, "%s.layers.%d", pre, k);
+    }
+    if (L.oom)
+        return rlx_error_set(err, RLX_ERR_NO_MEMORY, "out of memory listing the SAM 2 weights");
+    return RLX_OK;
+}
