@@ -337,10 +337,7 @@ int rlx_cmd_segment(int argc, char **argv)
         goto out;
     }
     rlx_sam *sam = rlx_sam_file_runner(f);
-    rlx_sam_info mi;
-    /* SAM 2 stretches the image to 1024 x 1024 with ImageNet's mean/std */
-    if (rlx_sam_info_get(sam, &mi, NULL) == RLX_OK && mi.sam2)
-        pp = rlx_image_prep_sam2_params();
+    pp = rlx_sam_prep_params(sam); /* SAM 2 stretches the picture to 1024 x 1024 */
     double t1 = rlx_cli_now();
     chw = malloc(rlx_image_prep_floats(&pp) * sizeof *chw);
     low = malloc((size_t)3 * RLX_SAM_MASK_SIDE * RLX_SAM_MASK_SIDE * sizeof *low);

@@ -282,7 +282,7 @@ static void encode(RlxSegmenter *self)
     e->a = -1;
     post(self, e);
     gint64 t0 = g_get_monotonic_time();
-    rlx_image_prep_params pp = rlx_image_prep_sam_params();
+    rlx_image_prep_params pp = rlx_sam_prep_params(rlx_sam_file_runner(self->file));
     float *chw = g_try_malloc(rlx_image_prep_floats(&pp) * sizeof *chw);
     rlx_error *err = NULL;
     rlx_status st = chw ? rlx_image_preprocess(self->image, &pp, chw, &self->info, &err)
@@ -335,7 +335,7 @@ static void run_prompt(RlxSegmenter *self, const RlxSegmentPrompt *p)
     size_t npix = (size_t)im->width * (size_t)im->height;
     float *logits = g_try_malloc(npix * sizeof *logits);
     GPtrArray *props = g_ptr_array_new_with_free_func((GDestroyNotify)rlx_segment_proposal_free);
-    rlx_image_prep_params pp = rlx_image_prep_sam_params();
+    rlx_image_prep_params pp = rlx_sam_prep_params(rlx_sam_file_runner(self->file));
     for (int k = 0; k < n && logits; k++) {
         uint8_t *mask = g_try_malloc(npix);
         rlx_sam_proposal sp;
@@ -389,7 +389,7 @@ static void run_all(RlxSegmenter *self, int points_per_side)
         return;
     rlx_sam_auto_params ap = rlx_sam_auto_default_params();
     ap.points_per_side = points_per_side;
-    rlx_image_prep_params pp = rlx_image_prep_sam_params();
+    rlx_image_prep_params pp = rlx_sam_prep_params(rlx_sam_file_runner(self->file));
     rlx_sam_auto_mask *m = NULL;
     int n = 0;
     rlx_error *err = NULL;

@@ -129,3 +129,11 @@ rlx_status rlx_sam_proposal_make(const float *lowres, float iou, const rlx_image
     }
     return RLX_OK;
 }
+
+rlx_image_prep_params rlx_sam_prep_params(rlx_sam *sam)
+{
+    rlx_sam_info mi;
+    if (sam && rlx_sam_info_get(sam, &mi, NULL) == RLX_OK && mi.sam2)
+        return rlx_image_prep_sam2_params();
+    return rlx_image_prep_sam_params();
+}

@@ -34,6 +34,11 @@ RLX_API rlx_status rlx_sam_open(const rlx_sam_params *p, const char *path, rlx_s
 RLX_API rlx_sam *rlx_sam_file_runner(rlx_sam_file *f);
 RLX_API void rlx_sam_file_close(rlx_sam_file *f);
 
+/* How a picture is prepared for this model: SAM's longest-side resize with
+ * padding, or SAM 2's stretch to 1024 x 1024 with ImageNet's mean and std
+ * (engine/image/image.h), and the masks brought back the same way. */
+RLX_API rlx_image_prep_params rlx_sam_prep_params(rlx_sam *sam);
+
 /* One proposal at the image's size: the low-resolution logits upscaled as
  * SAM's predictor does (engine/image), thresholded at 0. */
 typedef struct rlx_sam_proposal {
