@@ -2201,6 +2201,19 @@ static void test_reshape_permute(void **state)
         tt_free(y);
         tt_free(x);
     }
+    /* a strided reshape larger than the split passes' bindings (a window
+     * partition materialized): the GPU backends cut both operands' dims
+     * into common axes to split it */
+    {
+        tt *x = tt_rand(RLX_DTYPE_F32, 3, DIMS(16, 24, 40), L_TRANSPOSED, -1, 1);
+        tt *y = tt_new(RLX_DTYPE_F32, 2, DIMS(384, 40), L_CONTIG);
+        run_all("reshape strided large", RLX_OP_RESHAPE, NULL, &x, 1, y, x->v, 0, 0, NULL);
+        tt_free(y);
+        y = tt_new(RLX_DTYPE_F32, 2, DIMS(32, 480), L_CONTIG);
+        run_all("reshape strided large 2", RLX_OP_RESHAPE, NULL, &x, 1, y, x->v, 0, 0, NULL);
+        tt_free(y);
+        tt_free(x);
+    }
     /* permute [2,3,4,5] by (0,2,1,3) and (3,1,0,2) */
     static const int perms[][4] = {{0, 2, 1, 3}, {3, 1, 0, 2}, {0, 1, 2, 3}};
     int64_t ne[4] = {2, 3, 4, 5};

@@ -1259,6 +1259,59 @@ static bool contiguous(const int32_t *q, int64_t *n)
     return true;
 }
 
+/* A reshape copy (one operand and the output, of other dims) rewritten so
+ * that both have the same dims: each dim of either is cut into the factors
+ * where the other's dims end (a strided dim of size a*b is a dim of size a
+ * with stride st*b over one of size b with stride st), so the run walks the
+ * same elements in the same order, now along common axes the dispatch can be
+ * split on. False (w untouched) when the dims do not divide so or more than 6
+ * would be needed. */
+static bool refine_reshape(int32_t *qa, int32_t *qb)
+{
+    int64_t ad[6], as[6], bd[6], bs[6];
+    int na = 0, nb = 0;
+    for (int d = 0; d < qa[1]; d++)
+        if (qa[4 + d] != 1)
+            ad[na] = qa[4 + d], as[na++] = qa[10 + d];
+    for (int d = 0; d < qb[1]; d++)
+        if (qb[4 + d] != 1)
+            bd[nb] = qb[4 + d], bs[nb++] = qb[10 + d];
+    int64_t rd[6], ra[6], rb[6];
+    int nr = 0, ia = na - 1, ib = nb - 1;
+    int64_t ca = ia >= 0 ? ad[ia] : 1, sa = ia >= 0 ? as[ia] : 0;
+    int64_t cb = ib >= 0 ? bd[ib] : 1, sb = ib >= 0 ? bs[ib] : 0;
+    while (ia >= 0 && ib >= 0) {
+        int64_t m = ca < cb ? ca : cb;
+        if (nr == 6 || ca % m || cb % m)
+            return false;
+        rd[nr] = m, ra[nr] = sa, rb[nr] = sb, nr++;
+        if (ca == m) {
+            if (--ia >= 0)
+                ca = ad[ia], sa = as[ia];
+        } else {
+            ca /= m, sa *= m;
+        }
+        if (cb == m) {
+            if (--ib >= 0)
+                cb = bd[ib], sb = bs[ib];
+        } else {
+            cb /= m, sb *= m;
+        }
+    }
+    if (ia >= 0 || ib >= 0 || nr == 0)
+        return false;
+    for (int64_t k = 0; k < nr; k++)
+        if (rd[k] > INT32_MAX || ra[k] > INT32_MAX || rb[k] > INT32_MAX)
+            return false;
+    qa[1] = qb[1] = nr;
+    for (int d = 0; d < nr; d++) {
+        qa[4 + d] = qb[4 + d] = (int32_t)rd[nr - 1 - d];
+        qa[10 + d] = (int32_t)ra[nr - 1 - d];
+        qb[10 + d] = (int32_t)rb[nr - 1 - d];
+    }
+    return true;
+}
+
 /* The axes dispatch D (record w) may be split along. May rewrite w into an
  * equivalent form (contiguous elementwise operands as one flat dim). */
 static int split_axes(const vk_disp *D, int32_t *w, split_axis *ax)
@@ -1281,6 +1334,14 @@ static int split_axes(const vk_disp *D, int32_t *w, split_axis *ax)
             same = same && q[1] == ro;
             for (int d = 0; same && d < ro; d++)
                 same = q[4 + d] == qo[4 + d];
+        }
+        int n_ops = 0, in_slot = -1;
+        for (int s = 0; s <= VK_OUT_SLOT; s++)
+            if (D->vals[s] >= 0 && s != VK_OUT_SLOT)
+                n_ops++, in_slot = s;
+        if (!same && n_ops == 1 && refine_reshape(w + DESC(in_slot), w + DESC(VK_OUT_SLOT))) {
+            same = true; /* a strided reshape, now on common axes */
+            ro = qo[1];
         }
         if (!same) {
             /* a reshape: operands of other dims, as flat runs when contiguous */
