@@ -10,6 +10,11 @@
  * 24, 16, 5 11 17 23; "vit_h": 1280, 32, 16, 7 15 23 31; window 14), with the
  * same generator (tests/reference/sam_bench_torch.py builds the same weights),
  * and `f16` stores every tensor as F16 (the F32 value rounded to nearest even).
+ * "mobile_sam" is MobileSAM at its real shapes (TinyViT-5M: widths 64 128 160 320,
+ * blocks 2 2 6 2, heads 2 4 5 10, windows 7 7 14 7) under mobile_sam.pt's names,
+ * BatchNorm running statistics included (running_var positive), with the tensors
+ * the runner does not read (num_batches_tracked as I64 scalars, norm_head, head);
+ * tests/reference/mobile_sam_reference.py builds the same weights.
  *
  * Usage:
  *     rlx_sam_writer_opts o = {.hf_names = true};
@@ -33,7 +38,7 @@ typedef struct rlx_sam_writer_opts {
     const char *skip;     /* an official name to leave out, or NULL */
     const char *misshape; /* an official name to write with its dims reversed, or NULL */
     bool torch;           /* a torch.save checkpoint (tests/torch-writer.h) instead */
-    const char *layout;   /* "test" (NULL), "vit_b", "vit_l" or "vit_h" */
+    const char *layout;   /* "test" (NULL), "vit_b", "vit_l", "vit_h" or "mobile_sam" */
     bool f16;             /* F16 tensors instead of F32 */
 } rlx_sam_writer_opts;
 

@@ -1,4 +1,5 @@
-/* Segment Anything (SAM v1, ViT-B/L/H): click-to-segment on the compile+execute stack.
+/* Segment Anything (SAM v1, ViT-B/L/H, and MobileSAM): click-to-segment on the
+ * compile+execute stack.
  *
  * Usage:
  *     rlx_sam_params p = rlx_sam_default_params();
@@ -38,6 +39,13 @@
  * read from the shapes: embed dim from patch_embed, depth from the blocks present,
  * head dim and window size (and so the global-attention blocks) from each block's
  * rel_pos_h; the input must be 1024 x 1024 (pos_embed 64 x 64).
+ *
+ * MobileSAM (mobile_sam.pt: the same prompt encoder and mask decoder, a TinyViT-5M
+ * image encoder) is recognised by "image_encoder.patch_embed.seq.0.c.weight"; its
+ * stage widths, block counts, heads and windows are read from the shapes, its
+ * BatchNorms are applied with their running statistics (eval mode), and
+ * num_batches_tracked, the classifier head and attention_bias_idxs (recomputed)
+ * are not read. Official names only (there is no Hugging Face MobileSAM).
  *
  * Other readers (a PyTorch .pt) plug in through rlx_sam_create with a lookup
  * function that hands out tensors by name; the runner asks for the official name
@@ -102,11 +110,14 @@ typedef struct rlx_sam_params {
 } rlx_sam_params;
 
 typedef struct rlx_sam_info {
-    const char *variant; /* "vit_b", "vit_l", "vit_h" or "custom" */
+    const char *variant; /* "vit_b", "vit_l", "vit_h", "mobile_sam" or "custom" */
+    /* ViT: its width, blocks, heads and window; TinyViT (MobileSAM): the last
+     * stage's width, heads and window, and the blocks of all four stages */
     int embed_dim, depth, heads, window;
-    int n_global;   /* blocks with global attention */
-    int global[64]; /* their indexes */
-    bool hf_names;  /* the weights came with Hugging Face names */
+    int n_global;        /* blocks with global attention */
+    int global[64];      /* their indexes */
+    bool hf_names;       /* the weights came with Hugging Face names */
+    const char *encoder; /* "vit" (SAM v1) or "tinyvit" (MobileSAM) */
 } rlx_sam_info;
 
 /* A tensor handed out by a lookup: row-major dims, bytes borrowed. */
