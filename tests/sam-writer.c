@@ -40,19 +40,26 @@ static bool ends_with(const char *s, const char *suf)
 /* The value kinds of sam_reference.py's make(). */
 static void fill(const sam_weight *w, float *dst)
 {
-    static const char *const emb[] = {
-        "pos_embed",     "rel_pos_h", "rel_pos_w",   "point_embeddings", "not_a_point_embed",
-        "no_mask_embed", "iou_token", "mask_tokens", "obj_score_token",  "no_mem_embed"};
+    static const char *const emb[] = {"pos_embed",        "rel_pos_h",         "rel_pos_w",
+                                      "point_embeddings", "not_a_point_embed", "no_mask_embed",
+                                      "iou_token",        "mask_tokens",       "obj_score_token",
+                                      "no_mem_embed",     "attention_biases"};
     static const char *const lnw[] = {
-        "norm1.weight",           "norm2.weight",  "norm3.weight",  "norm4.weight",
-        "norm_final_attn.weight", "neck.1.weight", "neck.3.weight", "output_upscaling.1.weight"};
+        "norm1.weight",           "norm2.weight",     "norm3.weight",  "norm4.weight",
+        "norm_final_attn.weight", "neck.1.weight",    "neck.3.weight", "output_upscaling.1.weight",
+        ".norm.weight",           "norm_head.weight", "bn.weight"};
     int64_t n = 1;
     for (int d = 0; d < w->rank; d++)
         n *= w->dims[d];
     uint64_t seed = fnv1a64(w->name);
-    int kind = 0; /* 0 matrix, 1 bias, 2 ln weight, 3 embedding, 4 gaussian */
+    /* 0 matrix, 1 bias, 2 ln / bn weight, 3 embedding, 4 gaussian, 5 bn mean, 6 bn var */
+    int kind = 0;
     if (ends_with(w->name, ".bias"))
         kind = 1;
+    if (ends_with(w->name, ".running_mean"))
+        kind = 5;
+    if (ends_with(w->name, ".running_var"))
+        kind = 6;
     for (size_t i = 0; !kind && i < sizeof lnw / sizeof lnw[0]; i++)
         if (ends_with(w->name, lnw[i]))
             kind = 2;
@@ -82,6 +89,12 @@ static void fill(const sam_weight *w, float *dst)
             break;
         case 3:
             dst[i] = u * 0.5f;
+            break;
+        case 5:
+            dst[i] = u * 0.25f;
+            break;
+        case 6:
+            dst[i] = 1.0f + u * 0.5f; /* positive: [0.5, 1.5) */
             break;
         default:
             dst[i] = u;
@@ -170,6 +183,53 @@ static int weight_dims(const rlx_sam_writer_opts *o, const sam_weight *w, int64_
     return rank;
 }
 
+/* mobile_sam.pt also holds tensors the runner never reads: each BatchNorm's
+ * num_batches_tracked (an I64 scalar) and TinyViT's classifier (norm_head, head),
+ * which MobileSAM's strict load_state_dict requires; written in state-dict order.
+ * (attention_bias_idxs is a non-persistent buffer: not in the file.) */
+static rlx_status add_unread(sam_model *m, rlx_error **err)
+{
+    if (m->enc != SAM_ENCODER_TINYVIT)
+        return RLX_OK;
+    int n_bn = 0;
+    for (int i = 0; i < m->n_w; i++)
+        n_bn += ends_with(m->w[i].name, ".bn.running_var");
+    sam_weight *w = calloc((size_t)(m->n_w + n_bn + 4), sizeof *w);
+    if (!w)
+        return rlx_error_set(err, RLX_ERR_NO_MEMORY, "out of memory");
+    int n = 0;
+    const int64_t dim = m->tv.dims[SAM_TV_STAGES - 1];
+    for (int i = 0; i < m->n_w; i++) {
+        if (strcmp(m->w[i].name, "image_encoder.neck.0.weight") == 0) {
+            static const char *const head[4] = {"norm_head.weight", "norm_head.bias", "head.weight",
+                                                "head.bias"};
+            for (int k = 0; k < 4; k++) {
+                sam_weight *h = &w[n++];
+                snprintf(h->name, sizeof h->name, "image_encoder.%s", head[k]);
+                snprintf(h->hf, sizeof h->hf, "%s", h->name);
+                h->dtype = RLX_DTYPE_F32;
+                h->rank = k == 2 ? 2 : 1;
+                h->dims[0] = k < 2 ? dim : 1000;
+                h->dims[1] = dim;
+            }
+        }
+        w[n++] = m->w[i];
+        if (ends_with(m->w[i].name, ".bn.running_var")) {
+            sam_weight *t = &w[n++];
+            *t = m->w[i];
+            size_t len = strlen(t->name) - strlen("running_var");
+            snprintf(t->name + len, sizeof t->name - len, "num_batches_tracked");
+            snprintf(t->hf, sizeof t->hf, "%s", t->name);
+            t->dtype = RLX_DTYPE_I64;
+            t->rank = 0;
+        }
+    }
+    free(m->w);
+    m->w = w;
+    m->n_w = n;
+    return RLX_OK;
+}
+
 /* The same tensors as torch.save(OrderedDict) would write them, under the
  * archive folder torch names after the file ("sam_vit_b_01ec64.pth" ->
  * "sam_vit_b_01ec64/"). */
@@ -198,6 +258,11 @@ static rlx_status write_torch(const char *path, const rlx_sam_writer_opts *o, co
         int64_t dims[RLX_SAM_MAX_DIMS + 1];
         uint64_t n = 1;
         int rank = weight_dims(o, w, dims, &n);
+        if (w->dtype == RLX_DTYPE_I64) {
+            int64_t zero = 0; /* num_batches_tracked: never read */
+            st = rlx_torch_writer_add(tw, name, RLX_DTYPE_I64, 0, dims, &zero, err);
+            continue;
+        }
         fill(w, buf);
         st = rlx_torch_writer_add(tw, name, RLX_DTYPE_F32, rank, dims, buf, err);
     }
@@ -208,8 +273,17 @@ static rlx_status write_torch(const char *path, const rlx_sam_writer_opts *o, co
 }
 
 /* The image encoder's shapes for a layout name; false when unknown. */
-static bool set_layout(const char *name, sam_hparams *hp)
+static bool set_layout(const char *name, sam_model *m)
 {
+    if (strcmp(name, "mobile_sam") == 0) { /* build_sam_vit_t */
+        m->enc = SAM_ENCODER_TINYVIT;
+        m->tv = (sam_tinyvit){.dims = {64, 128, 160, 320},
+                              .depths = {2, 2, 6, 2},
+                              .heads = {2, 4, 5, 10},
+                              .windows = {7, 7, 14, 7}};
+        return true;
+    }
+    sam_hparams *hp = &m->hp;
     static const struct {
         const char *name;
         int dim, depth, heads, global[4];
@@ -245,15 +319,19 @@ rlx_status rlx_sam_writer_write(const char *path, const rlx_sam_writer_opts *o, 
     const char *layout = o->layout ? o->layout : "test";
     if (sam2_set_variant(&m.h2, layout))
         m.kind = SAM_KIND_SAM2;
-    else if (!set_layout(layout, &m.hp))
+    else if (!set_layout(layout, &m))
         return rlx_error_set(
             err, RLX_ERR_INVALID_ARG,
-            "no SAM layout '%s'; there are test, vit_b, vit_l, vit_h and sam2.1_hiera_tiny "
-            "(_small, _base_plus, _large)",
+            "no SAM layout '%s'; there are test, vit_b, vit_l, vit_h, mobile_sam and "
+            "sam2.1_hiera_tiny (_small, _base_plus, _large)",
             layout);
     rlx_status st = sam_list_weights(&m, err);
-    if (st != RLX_OK)
+    if (st == RLX_OK)
+        st = add_unread(&m, err);
+    if (st != RLX_OK) {
+        free(m.w);
         return st;
+    }
     const size_t esz = o->f16 ? 2 : 4;
     int64_t most = 0; /* the largest tensor's elements: the buffer */
     for (int i = 0; i < m.n_w; i++) {
@@ -290,13 +368,18 @@ rlx_status rlx_sam_writer_write(const char *path, const rlx_sam_writer_opts *o, 
         int64_t dims[RLX_SAM_MAX_DIMS + 1];
         uint64_t n = 1;
         int rank = weight_dims(o, w, dims, &n);
+        bool i64 = w->dtype == RLX_DTYPE_I64;
+        uint64_t sz = i64 ? 8 : esz * n;
         hl += (size_t)snprintf(hdr + hl, hcap - hl, "%s\"%s\":{\"dtype\":\"%s\",\"shape\":[",
-                               first ? "" : ",", name, o->f16 ? "F16" : "F32");
+                               first ? "" : ",", name,
+                               i64      ? "I64"
+                               : o->f16 ? "F16"
+                                        : "F32");
         for (int d = 0; d < rank; d++)
             hl += (size_t)snprintf(hdr + hl, hcap - hl, "%s%lld", d ? "," : "", (long long)dims[d]);
         hl += (size_t)snprintf(hdr + hl, hcap - hl, "],\"data_offsets\":[%llu,%llu]}",
-                               (unsigned long long)off, (unsigned long long)(off + esz * n));
-        off += esz * n;
+                               (unsigned long long)off, (unsigned long long)(off + sz));
+        off += sz;
         first = false;
     }
     hl += (size_t)snprintf(hdr + hl, hcap - hl, "}");
@@ -319,6 +402,11 @@ rlx_status rlx_sam_writer_write(const char *path, const rlx_sam_writer_opts *o, 
         int64_t n = 1;
         for (int d = 0; d < w->rank; d++)
             n *= w->dims[d];
+        if (w->dtype == RLX_DTYPE_I64) {
+            int64_t zero = 0;
+            fwrite(&zero, sizeof zero, 1, f);
+            continue;
+        }
         fill(w, buf); /* little-endian hosts only, as the tests run */
         if (o->f16) {
             for (int64_t k = 0; k < n; k++)

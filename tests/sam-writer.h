@@ -14,6 +14,12 @@
  * image-path tensors by their official names, the model and weights of
  * tests/reference/sam2_reference.py (hf_names does not apply).
  *
+ * "mobile_sam" is MobileSAM at its real shapes (TinyViT-5M: widths 64 128 160 320,
+ * blocks 2 2 6 2, heads 2 4 5 10, windows 7 7 14 7) under mobile_sam.pt's names,
+ * BatchNorm running statistics included (running_var positive), with the tensors
+ * the runner does not read (num_batches_tracked as I64 scalars, norm_head, head);
+ * tests/reference/mobile_sam_reference.py builds the same weights.
+ *
  * Usage:
  *     rlx_sam_writer_opts o = {.hf_names = true};
  *     if (rlx_sam_writer_write("/tmp/sam-hf.safetensors", &o, &err) != RLX_OK) ...
@@ -36,7 +42,8 @@ typedef struct rlx_sam_writer_opts {
     const char *skip;     /* an official name to leave out, or NULL */
     const char *misshape; /* an official name to write with its dims reversed, or NULL */
     bool torch;           /* a torch.save checkpoint (tests/torch-writer.h) instead */
-    const char *layout;   /* "test" (NULL), "vit_b", "vit_l", "vit_h" or "sam2.1_hiera_tiny" */
+    const char *layout;   /* "test" (NULL), "vit_b", "vit_l", "vit_h", "mobile_sam" or
+                           * "sam2.1_hiera_tiny" (_small, _base_plus, _large) */
     bool f16;             /* F16 tensors instead of F32 */
 } rlx_sam_writer_opts;
 

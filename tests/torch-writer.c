@@ -306,10 +306,11 @@ rlx_status rlx_torch_writer_add(rlx_torch_writer *w, const char *name, rlx_dtype
         st = rlx_error_set(err, RLX_ERR_INVALID_ARG,
                            "%s: a tensor needs a name, data and 0 to %d dims", w->path,
                            RLX_TORCH_WRITER_MAX_DIMS);
-    else if (dtype != RLX_DTYPE_F32 && dtype != RLX_DTYPE_F16)
+    else if (dtype != RLX_DTYPE_F32 && dtype != RLX_DTYPE_F16 && dtype != RLX_DTYPE_I64)
         st = rlx_error_set(err, RLX_ERR_UNSUPPORTED,
-                           "%s: tensor %s: the test writer writes f32 and f16 only", w->path, name);
-    uint64_t esize = dtype == RLX_DTYPE_F32 ? 4 : 2, numel = 1;
+                           "%s: tensor %s: the test writer writes f32, f16 and i64 only", w->path,
+                           name);
+    uint64_t esize = dtype == RLX_DTYPE_I64 ? 8 : dtype == RLX_DTYPE_F32 ? 4 : 2, numel = 1;
     for (int d = 0; st == RLX_OK && d < rank; d++) {
         if (shape[d] < 0 || (shape[d] && numel > (UINT32_MAX / esize) / (uint64_t)shape[d]))
             st = rlx_error_set(err, RLX_ERR_INVALID_ARG,
@@ -345,7 +346,10 @@ rlx_status rlx_torch_writer_add(rlx_torch_writer *w, const char *name, rlx_dtype
     p_op(w, '(');
     p_op(w, '('); /* the persistent id: ('storage', type, key, location, numel) */
     p_str(w, "storage");
-    p_global(w, "torch", dtype == RLX_DTYPE_F32 ? "FloatStorage" : "HalfStorage");
+    p_global(w, "torch",
+             dtype == RLX_DTYPE_I64   ? "LongStorage"
+             : dtype == RLX_DTYPE_F32 ? "FloatStorage"
+                                      : "HalfStorage");
     p_str(w, key);
     p_str(w, "cpu");
     p_int(w, (int64_t)numel);

@@ -1,6 +1,6 @@
 /* A small writer of the checkpoints torch.save writes (the zip format of
  * torch >= 1.6) for tests: a state dict (collections.OrderedDict) of dense
- * row-major f32 or f16 tensors, one storage per tensor. Linked into tests
+ * row-major f32, f16 or i64 tensors, one storage per tensor. Linked into tests
  * only; tests/reference/check_torch_writer.py proves its files with real
  * PyTorch (torch.load).
  *
@@ -41,8 +41,8 @@ typedef struct rlx_torch_writer rlx_torch_writer;
  * "sam_vit_b_01ec64"); no '/'. *out is NULL first; owned until finish. */
 rlx_status rlx_torch_writer_create(const char *path, const char *prefix, rlx_torch_writer **out,
                                    rlx_error **err);
-/* dtype RLX_DTYPE_F32 or RLX_DTYPE_F16; data: the product of shape's
- * values, row-major (0 dims: one value). Names must be unique. */
+/* dtype RLX_DTYPE_F32, RLX_DTYPE_F16 or RLX_DTYPE_I64 (BatchNorm's num_batches_tracked); data: the
+ * product of shape's values, row-major (0 dims: one value). Names must be unique. */
 rlx_status rlx_torch_writer_add(rlx_torch_writer *w, const char *name, rlx_dtype dtype, int rank,
                                 const int64_t *shape, const void *data, rlx_error **err);
 /* Writes the pickle, the small entries and the directory, closes the file

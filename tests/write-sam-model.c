@@ -3,7 +3,7 @@
  * safetensors with segment_anything's tensor names, or Hugging Face's with
  * "hf", or with "pt" as torch.save writes a state dict (official names, as
  * the sam_vit_*.pth release; tests/torch-writer.h). By default the small
- * test layout; with --layout vit_b / vit_l / vit_h the published shapes (for
+ * test layout; with --layout vit_b / vit_l / vit_h / mobile_sam the published shapes (for
  * benchmarks), F16 with --f16. For the shell and UI tests of `rlx segment`
  * and the Segment page, tests/reference/check_torch_writer.py and
  * tools/bench-sam.sh. Exit 0, or 1 with a sentence on stderr. */

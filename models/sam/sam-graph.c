@@ -243,26 +243,12 @@ static rlx_status finish(sb *b, rlx_graph **out, const char *what, rlx_error **e
     return RLX_OK;
 }
 
-rlx_status sam_build_encoder(const sam_model *m, rlx_graph **out, rlx_error **err)
+rlx_status sam_finish_encoder(const sam_model *m, rlx_graph *g, rlx_node x, int64_t D,
+                              const char *missing, rlx_graph **out, rlx_error **err)
 {
-    *out = NULL;
-    sb b = {.g = rlx_graph_create(), .m = m};
-    if (!b.g)
-        return rlx_error_set(err, RLX_ERR_NO_MEMORY, "out of memory building the SAM encoder");
-    rlx_graph *g = b.g;
-    const int64_t D = m->hp.dim;
-    rlx_node img = rlx_graph_input(
-        g, "image", RLX_DTYPE_F32,
-        rlx_shape_make(4, (int64_t[]){1, 3, RLX_SAM_IMAGE_SIZE, RLX_SAM_IMAGE_SIZE}));
-    const int st16[2] = {SAM_PATCH, SAM_PATCH}, st1[2] = {1, 1}, p0[2] = {0, 0}, p1[2] = {1, 1};
-    rlx_node x =
-        rlx_graph_conv2d(g, "patch_embed", img, P(&b, "image_encoder.patch_embed.proj.weight"),
-                         P(&b, "image_encoder.patch_embed.proj.bias"), st16, p0, st1, 1);
-    x = reshape(&b, permute(&b, x, (const int[]){0, 2, 3, 1}), 2, (int64_t[]){NTOK, D});
-    x = rlx_graph_add(g, NULL, x,
-                      reshape(&b, P(&b, "image_encoder.pos_embed"), 2, (int64_t[]){NTOK, D}));
-    for (int il = 0; il < m->hp.depth; il++)
-        x = vit_block(&b, x, il);
+    sb b = {.g = g, .m = m};
+    snprintf(b.missing, sizeof b.missing, "%s", missing ? missing : "");
+    const int st1[2] = {1, 1}, p1[2] = {1, 1};
     /* neck: the 1x1 conv is a matmul on the tokens */
     rlx_node w0 = reshape(&b, P(&b, "image_encoder.neck.0.weight"), 2, (int64_t[]){C, D});
     x = rlx_graph_matmul(g, "neck.0", x, w0, false, true); /* [4096, 256] */
@@ -282,6 +268,31 @@ rlx_status sam_build_encoder(const sam_model *m, rlx_graph **out, rlx_error **er
     rlx_node probe = rlx_graph_slice(g, NULL, x, 0, K(0), K(1));
     rlx_graph_output(g, "probe", rlx_graph_slice(g, NULL, probe, 1, K(0), K(1)));
     return finish(&b, out, "image encoder", err);
+}
+
+rlx_status sam_build_encoder(const sam_model *m, rlx_graph **out, rlx_error **err)
+{
+    *out = NULL;
+    if (m->enc == SAM_ENCODER_TINYVIT)
+        return sam_build_tinyvit_encoder(m, out, err);
+    sb b = {.g = rlx_graph_create(), .m = m};
+    if (!b.g)
+        return rlx_error_set(err, RLX_ERR_NO_MEMORY, "out of memory building the SAM encoder");
+    rlx_graph *g = b.g;
+    const int64_t D = m->hp.dim;
+    rlx_node img = rlx_graph_input(
+        g, "image", RLX_DTYPE_F32,
+        rlx_shape_make(4, (int64_t[]){1, 3, RLX_SAM_IMAGE_SIZE, RLX_SAM_IMAGE_SIZE}));
+    const int st16[2] = {SAM_PATCH, SAM_PATCH}, st1[2] = {1, 1}, p0[2] = {0, 0};
+    rlx_node x =
+        rlx_graph_conv2d(g, "patch_embed", img, P(&b, "image_encoder.patch_embed.proj.weight"),
+                         P(&b, "image_encoder.patch_embed.proj.bias"), st16, p0, st1, 1);
+    x = reshape(&b, permute(&b, x, (const int[]){0, 2, 3, 1}), 2, (int64_t[]){NTOK, D});
+    x = rlx_graph_add(g, NULL, x,
+                      reshape(&b, P(&b, "image_encoder.pos_embed"), 2, (int64_t[]){NTOK, D}));
+    for (int il = 0; il < m->hp.depth; il++)
+        x = vit_block(&b, x, il);
+    return sam_finish_encoder(m, g, x, D, b.missing, out, err);
 }
 
 /* ---- decoder ------------------------------------------------------------ */

@@ -163,6 +163,98 @@ static void add_mlp3(lister *L, const char *pre, int64_t out)
     }
 }
 
+/* Conv2d_BN: a bias-free conv and its BatchNorm (eval: the running statistics). */
+static void add_conv_bn(lister *L, int64_t cout, int64_t cin_per_group, int64_t k, const char *pre)
+{
+    add(L, 4, V4(cout, cin_per_group, k, k), "%s.c.weight", pre);
+    add(L, 1, V1(cout), "%s.bn.weight", pre);
+    add(L, 1, V1(cout), "%s.bn.bias", pre);
+    add(L, 1, V1(cout), "%s.bn.running_mean", pre);
+    add(L, 1, V1(cout), "%s.bn.running_var", pre);
+}
+
+/* MobileSAM's TinyViT (tiny_vit_sam.py): the tensors its forward pass reads (not
+ * num_batches_tracked, norm_head / head, nor the attention_bias_idxs buffer,
+ * which is recomputed). */
+static int64_t list_tinyvit(lister *L, const sam_tinyvit *tv)
+{
+    char pre[SAM_NAME_MAX], nm[SAM_NAME_MAX];
+    const int64_t d0 = tv->dims[0];
+    add_conv_bn(L, d0 / 2, 3, 3, "image_encoder.patch_embed.seq.0");
+    add_conv_bn(L, d0, d0 / 2, 3, "image_encoder.patch_embed.seq.2");
+    for (int s = 0; s < SAM_TV_STAGES; s++) {
+        const int64_t d = tv->dims[s];
+        for (int i = 0; i < tv->depths[s]; i++) {
+            snprintf(pre, sizeof pre, "image_encoder.layers.%d.blocks.%d", s, i);
+            if (s == 0) { /* MBConv, expansion 4 */
+                snprintf(nm, sizeof nm, "%s.conv1", pre);
+                add_conv_bn(L, 4 * d, d, 1, nm);
+                snprintf(nm, sizeof nm, "%s.conv2", pre);
+                add_conv_bn(L, 4 * d, 1, 3, nm);
+                snprintf(nm, sizeof nm, "%s.conv3", pre);
+                add_conv_bn(L, d, 4 * d, 1, nm);
+                continue;
+            }
+            int n_off = sam_tinyvit_bias_index(tv->windows[s], NULL);
+            if (n_off < 0)
+                L->oom = true;
+            add(L, 2, V2(tv->heads[s], n_off), "%s.attn.attention_biases", pre);
+            snprintf(nm, sizeof nm, "%s.attn.norm", pre);
+            add_norm(L, d, nm);
+            snprintf(nm, sizeof nm, "%s.attn.qkv", pre);
+            add_linear(L, 3 * d, d, nm);
+            snprintf(nm, sizeof nm, "%s.attn.proj", pre);
+            add_linear(L, d, d, nm);
+            snprintf(nm, sizeof nm, "%s.local_conv", pre);
+            add_conv_bn(L, d, 1, 3, nm);
+            snprintf(nm, sizeof nm, "%s.mlp.norm", pre);
+            add_norm(L, d, nm);
+            snprintf(nm, sizeof nm, "%s.mlp.fc1", pre);
+            add_linear(L, 4 * d, d, nm);
+            snprintf(nm, sizeof nm, "%s.mlp.fc2", pre);
+            add_linear(L, d, 4 * d, nm);
+        }
+        if (s + 1 < SAM_TV_STAGES) { /* PatchMerging into the next stage's width */
+            const int64_t o = tv->dims[s + 1];
+            snprintf(nm, sizeof nm, "image_encoder.layers.%d.downsample.conv1", s);
+            add_conv_bn(L, o, d, 1, nm);
+            snprintf(nm, sizeof nm, "image_encoder.layers.%d.downsample.conv2", s);
+            add_conv_bn(L, o, 1, 3, nm);
+            snprintf(nm, sizeof nm, "image_encoder.layers.%d.downsample.conv3", s);
+            add_conv_bn(L, o, o, 1, nm);
+        }
+    }
+    return tv->dims[SAM_TV_STAGES - 1];
+}
+
+static int64_t list_vit(lister *L, const sam_hparams *hp)
+{
+    const int64_t D = hp->dim, G = RLX_SAM_EMBED_SIDE;
+    char pre[SAM_NAME_MAX], nm[SAM_NAME_MAX];
+    add(L, 4, V4(D, 3, SAM_PATCH, SAM_PATCH), "image_encoder.patch_embed.proj.weight");
+    add(L, 1, V1(D), "image_encoder.patch_embed.proj.bias");
+    add(L, 4, V4(1, G, G, D), "image_encoder.pos_embed");
+    for (int i = 0; i < hp->depth; i++) {
+        snprintf(pre, sizeof pre, "image_encoder.blocks.%d", i);
+        int64_t w = hp->window[i] ? hp->window[i] : G;
+        snprintf(nm, sizeof nm, "%s.norm1", pre);
+        add_norm(L, D, nm);
+        snprintf(nm, sizeof nm, "%s.attn.qkv", pre);
+        add_linear(L, 3 * D, D, nm);
+        snprintf(nm, sizeof nm, "%s.attn.proj", pre);
+        add_linear(L, D, D, nm);
+        add(L, 2, V2(2 * w - 1, hp->head_dim), "%s.attn.rel_pos_h", pre);
+        add(L, 2, V2(2 * w - 1, hp->head_dim), "%s.attn.rel_pos_w", pre);
+        snprintf(nm, sizeof nm, "%s.norm2", pre);
+        add_norm(L, D, nm);
+        snprintf(nm, sizeof nm, "%s.mlp.lin1", pre);
+        add_linear(L, 4 * D, D, nm);
+        snprintf(nm, sizeof nm, "%s.mlp.lin2", pre);
+        add_linear(L, D, 4 * D, nm);
+    }
+    return D;
+}
+
 rlx_status sam_list_weights(sam_model *m, rlx_error **err)
 {
     if (m->kind == SAM_KIND_SAM2)
@@ -171,30 +263,10 @@ rlx_status sam_list_weights(sam_model *m, rlx_error **err)
     m->w = NULL;
     m->n_w = 0;
     lister L = {.m = m};
-    const sam_hparams *hp = &m->hp;
-    const int64_t D = hp->dim, E = RLX_SAM_EMBED_DIM, G = RLX_SAM_EMBED_SIDE;
+    const int64_t E = RLX_SAM_EMBED_DIM;
     char pre[SAM_NAME_MAX], nm[SAM_NAME_MAX];
-    add(&L, 4, V4(D, 3, SAM_PATCH, SAM_PATCH), "image_encoder.patch_embed.proj.weight");
-    add(&L, 1, V1(D), "image_encoder.patch_embed.proj.bias");
-    add(&L, 4, V4(1, G, G, D), "image_encoder.pos_embed");
-    for (int i = 0; i < hp->depth; i++) {
-        snprintf(pre, sizeof pre, "image_encoder.blocks.%d", i);
-        int64_t w = hp->window[i] ? hp->window[i] : G;
-        snprintf(nm, sizeof nm, "%s.norm1", pre);
-        add_norm(&L, D, nm);
-        snprintf(nm, sizeof nm, "%s.attn.qkv", pre);
-        add_linear(&L, 3 * D, D, nm);
-        snprintf(nm, sizeof nm, "%s.attn.proj", pre);
-        add_linear(&L, D, D, nm);
-        add(&L, 2, V2(2 * w - 1, hp->head_dim), "%s.attn.rel_pos_h", pre);
-        add(&L, 2, V2(2 * w - 1, hp->head_dim), "%s.attn.rel_pos_w", pre);
-        snprintf(nm, sizeof nm, "%s.norm2", pre);
-        add_norm(&L, D, nm);
-        snprintf(nm, sizeof nm, "%s.mlp.lin1", pre);
-        add_linear(&L, 4 * D, D, nm);
-        snprintf(nm, sizeof nm, "%s.mlp.lin2", pre);
-        add_linear(&L, D, 4 * D, nm);
-    }
+    const int64_t D =
+        m->enc == SAM_ENCODER_TINYVIT ? list_tinyvit(&L, &m->tv) : list_vit(&L, &m->hp);
     add(&L, 4, V4(E, D, 1, 1), "image_encoder.neck.0.weight");
     add_norm(&L, E, "image_encoder.neck.1");
     add(&L, 4, V4(E, E, 3, 3), "image_encoder.neck.2.weight");
@@ -379,6 +451,71 @@ static rlx_status read_hparams(const source *src, sam_hparams *hp, rlx_error **e
     return RLX_OK;
 }
 
+/* TinyViT's shapes: each stage's width from its first tensor, the block counts from
+ * the blocks present, heads and window from attention_biases [heads, window^2]. */
+static rlx_status read_tinyvit(const source *src, sam_tinyvit *tv, rlx_error **err)
+{
+    memset(tv, 0, sizeof *tv);
+    rlx_sam_tensor t;
+    char nm[SAM_NAME_MAX], a[64];
+    for (int s = 0; s < SAM_TV_STAGES; s++) {
+        if (s == 0)
+            snprintf(nm, sizeof nm, "image_encoder.patch_embed.seq.2.c.weight");
+        else
+            snprintf(nm, sizeof nm, "image_encoder.layers.%d.downsample.conv1.c.weight", s - 1);
+        if (!find(src, nm, &t, NULL, 0))
+            return rlx_error_set(err, RLX_ERR_FORMAT,
+                                 "%s cannot be used as MobileSAM: it has no tensor '%s'", src->what,
+                                 nm);
+        if (t.rank != 4 || t.dims[0] < 2 || t.dims[0] > SAM_TV_MAX_DIM || t.dims[0] % 2) {
+            dims_str(t.rank < 0 || t.rank > RLX_SAM_MAX_DIMS ? 0 : t.rank, t.dims, a, sizeof a);
+            return rlx_error_set(err, RLX_ERR_FORMAT,
+                                 "%s: '%s' is %s, not [C, C_in, K, K] with an even C of at most "
+                                 "%d",
+                                 src->what, nm, a, SAM_TV_MAX_DIM);
+        }
+        tv->dims[s] = (int)t.dims[0];
+        for (tv->depths[s] = 0; tv->depths[s] < SAM_TV_MAX_DEPTH; tv->depths[s]++) {
+            snprintf(nm, sizeof nm, "image_encoder.layers.%d.blocks.%d.%s", s, tv->depths[s],
+                     s == 0 ? "conv1.c.weight" : "attn.attention_biases");
+            if (!find(src, nm, &t, NULL, 0))
+                break;
+            if (s == 0 || tv->depths[s] > 0)
+                continue;
+            /* the stage's heads and window, from its first block */
+            int ws = 1;
+            while (t.rank == 2 && ws < SAM_TV_MAX_WIN && ws * ws < t.dims[1])
+                ws++;
+            if (t.rank != 2 || t.dims[0] < 1 || t.dims[0] > SAM_MAX_HEADS ||
+                tv->dims[s] % t.dims[0] || ws * ws != t.dims[1] ||
+                sam_tinyvit_bias_index(ws, NULL) != t.dims[1]) {
+                dims_str(t.rank < 0 || t.rank > RLX_SAM_MAX_DIMS ? 0 : t.rank, t.dims, a, sizeof a);
+                return rlx_error_set(err, RLX_ERR_UNSUPPORTED,
+                                     "%s: '%s' is %s; it must be [heads, window * window] with "
+                                     "heads dividing %d and a window of at most %d",
+                                     src->what, nm, a, tv->dims[s], SAM_TV_MAX_WIN);
+            }
+            tv->heads[s] = (int)t.dims[0];
+            tv->windows[s] = ws;
+        }
+        if (tv->depths[s] == 0)
+            return rlx_error_set(err, RLX_ERR_FORMAT,
+                                 "%s cannot be used as MobileSAM: it has no tensor '%s'", src->what,
+                                 nm);
+    }
+    /* the grid through the stages: 1024 / 4, then each PatchMerging's stride */
+    int side = SAM_TV_SIDE;
+    for (int s = 0; s + 1 < SAM_TV_STAGES; s++)
+        side = (side - 1) / sam_tinyvit_merge_stride(tv->dims[s + 1]) + 1;
+    if (side != RLX_SAM_EMBED_SIDE)
+        return rlx_error_set(err, RLX_ERR_UNSUPPORTED,
+                             "%s: a TinyViT with widths %d, %d, %d, %d ends on a %d x %d grid; "
+                             "the mask decoder needs 64 x 64",
+                             src->what, tv->dims[0], tv->dims[1], tv->dims[2], tv->dims[3], side,
+                             side);
+    return RLX_OK;
+}
+
 static bool float_dtype(rlx_dtype dt)
 {
     return dt == RLX_DTYPE_F32 || dt == RLX_DTYPE_F16 || dt == RLX_DTYPE_BF16;
@@ -441,16 +578,20 @@ rlx_status rlx_sam_create(const rlx_sam_params *p, rlx_sam_lookup_fn lookup, voi
         p = &dp;
     source src = {.fn = lookup, .user = user, .what = what ? what : "the SAM weights"};
     rlx_sam_tensor t;
+    /* SAM 2 (Hiera) and MobileSAM (TinyViT) by their first tensors; else the naming
+     * scheme of SAM v1, from the first tensor of either */
     bool sam2 = lookup(user, "image_encoder.trunk.patch_embed.proj.weight", &t);
-    /* the naming scheme, from the first tensor of either */
-    if (!sam2 && !lookup(user, "image_encoder.patch_embed.proj.weight", &t)) {
+    bool tiny = !sam2 && lookup(user, "image_encoder.patch_embed.seq.0.c.weight", &t);
+    if (!sam2 && !tiny && !lookup(user, "image_encoder.patch_embed.proj.weight", &t)) {
         if (lookup(user, "vision_encoder.patch_embed.projection.weight", &t))
             src.hf = true;
         else
             return rlx_error_set(err, RLX_ERR_FORMAT,
                                  "%s is not a SAM checkpoint: it has neither "
                                  "'image_encoder.patch_embed.proj.weight' nor the Hugging Face "
-                                 "'vision_encoder.patch_embed.projection.weight'",
+                                 "'vision_encoder.patch_embed.projection.weight' (nor "
+                                 "MobileSAM's 'image_encoder.patch_embed.seq.0.c.weight', nor "
+                                 "SAM 2's 'image_encoder.trunk.patch_embed.proj.weight')",
                                  src.what);
     }
     rlx_sam *sam = calloc(1, sizeof *sam);
@@ -463,7 +604,8 @@ rlx_status rlx_sam_create(const rlx_sam_params *p, rlx_sam_lookup_fn lookup, voi
         sam->m.kind = SAM_KIND_SAM2;
         st = sam2_read_hparams(lookup, user, src.what, &sam->m.h2, err);
     } else {
-        st = read_hparams(&src, &sam->m.hp, err);
+        sam->m.enc = tiny ? SAM_ENCODER_TINYVIT : SAM_ENCODER_VIT;
+        st = tiny ? read_tinyvit(&src, &sam->m.tv, err) : read_hparams(&src, &sam->m.hp, err);
     }
     if (st == RLX_OK)
         st = sam_list_weights(&sam->m, err);
@@ -549,6 +691,7 @@ rlx_status rlx_sam_info_get(const rlx_sam *sam, rlx_sam_info *out, rlx_error **e
     if (!sam || !out)
         return rlx_error_set(err, RLX_ERR_INVALID_ARG, "rlx_sam_info_get: missing argument");
     memset(out, 0, sizeof *out);
+    out->hf_names = sam->hf;
     if (sam->m.kind == SAM_KIND_SAM2) {
         const sam2_hparams *h = &sam->m.h2;
         out->variant = h->variant;
@@ -560,13 +703,31 @@ rlx_status rlx_sam_info_get(const rlx_sam *sam, rlx_sam_info *out, rlx_error **e
             if (h->blk[i].window == 0)
                 out->global[out->n_global++] = i;
         out->sam2 = true;
+        out->encoder = "hiera";
         return RLX_OK;
     }
+    if (sam->m.enc == SAM_ENCODER_TINYVIT) {
+        const sam_tinyvit *tv = &sam->m.tv;
+        static const sam_tinyvit mobile = {
+            .dims = {64, 128, 160, 320}, .depths = {2, 2, 6, 2}, .heads = {0, 4, 5, 10}};
+        out->encoder = "tinyvit";
+        out->embed_dim = tv->dims[SAM_TV_STAGES - 1];
+        out->heads = tv->heads[SAM_TV_STAGES - 1];
+        out->window = tv->windows[SAM_TV_STAGES - 1];
+        bool same = tv->windows[1] == 7 && tv->windows[2] == 14 && tv->windows[3] == 7;
+        for (int s = 0; s < SAM_TV_STAGES; s++) {
+            out->depth += tv->depths[s];
+            same = same && tv->dims[s] == mobile.dims[s] && tv->depths[s] == mobile.depths[s] &&
+                   (s == 0 || tv->heads[s] == mobile.heads[s]);
+        }
+        out->variant = same ? "mobile_sam" : "custom";
+        return RLX_OK;
+    }
+    out->encoder = "vit";
     const sam_hparams *hp = &sam->m.hp;
     out->embed_dim = hp->dim;
     out->depth = hp->depth;
     out->heads = hp->heads;
-    out->hf_names = sam->hf;
     for (int i = 0; i < hp->depth; i++) {
         if (hp->window[i] == 0) {
             if (out->n_global < 64)

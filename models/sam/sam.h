@@ -1,5 +1,5 @@
-/* Segment Anything (SAM v1, ViT-B/L/H, and SAM 2.1 Hiera in image mode):
- * click-to-segment on the compile+execute stack.
+/* Segment Anything (SAM v1, ViT-B/L/H; MobileSAM; and SAM 2.1 Hiera in image
+ * mode): click-to-segment on the compile+execute stack.
  *
  * Usage:
  *     rlx_sam_params p = rlx_sam_default_params();
@@ -52,6 +52,13 @@
  * stability is under 0.98 (dynamic multimask); rlx_sam_object_score gives the
  * object-score logit. Low-res logits are not clamped to +-32 as the predictor's
  * returned low_res_masks are (thresholding and upscaling are unaffected).
+ *
+ * MobileSAM (mobile_sam.pt: the same prompt encoder and mask decoder, a TinyViT-5M
+ * image encoder) is recognised by "image_encoder.patch_embed.seq.0.c.weight"; its
+ * stage widths, block counts, heads and windows are read from the shapes, its
+ * BatchNorms are applied with their running statistics (eval mode), and
+ * num_batches_tracked, the classifier head and attention_bias_idxs (recomputed)
+ * are not read. Official names only (there is no Hugging Face MobileSAM).
  *
  * Other readers (a PyTorch .pt) plug in through rlx_sam_create with a lookup
  * function that hands out tensors by name; the runner asks for the official name
@@ -116,7 +123,9 @@ typedef struct rlx_sam_params {
 } rlx_sam_params;
 
 typedef struct rlx_sam_info {
-    const char *variant; /* "vit_b", "vit_l", "vit_h" or "custom" */
+    const char *variant; /* "vit_b", "vit_l", "vit_h", "mobile_sam" or "custom" */
+    /* ViT: its width, blocks, heads and window; TinyViT (MobileSAM): the last
+     * stage's width, heads and window, and the blocks of all four stages */
     int embed_dim, depth, heads, window;
     int n_global;   /* blocks with global attention */
     int global[64]; /* their indexes */
@@ -125,6 +134,7 @@ typedef struct rlx_sam_info {
      * the first stage's window, global the global-attention blocks; the model has an
      * object score (rlx_sam_object_score) */
     bool sam2;
+    const char *encoder; /* "vit" (SAM v1), "tinyvit" (MobileSAM) or "hiera" (SAM 2) */
 } rlx_sam_info;
 
 /* A tensor handed out by a lookup: row-major dims, bytes borrowed. */
