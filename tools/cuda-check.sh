@@ -1,13 +1,19 @@
 #!/bin/sh
 # The CUDA backend's checks and benchmarks on a machine with an NVIDIA GPU
 # (CI has none: there the GPU tests skip). Run from a release build:
-#   tools/cuda-check.sh [BUILD_DIR] [OUT_DIR] [quick|full|bench] [MODELS]
+#   tools/cuda-check.sh [BUILD_DIR] [OUT_DIR] [quick|full|bench|segment] [MODELS]
 # quick: the CUDA device tests, the op conformance suite (every backend,
 # Vulkan through NVIDIA's driver included), stories260K, TAEF2 and Whisper
 # through the stack on every device, stories260K greedy on cuda:0 against
 # the CPU's tokens, and `rlx bench ops` on cuda:0 and vulkan:0.
 # full: quick, then random-weight Qwen3-0.6B and Llama-3.2-1B files
 # (Q4_K_M, Q8_0, F16) through `rlx bench` on cuda:0 and (Q4_K_M) vulkan:0.
+# segment: Segment Anything on every device (test-sam devices: SAM and
+# MobileSAM on cuda:0 and Vulkan through NVIDIA's driver), the partial
+# offload on cuda:0, conformance, tools/bench-vulkan-large.sh (real-size
+# random-weight Qwen3-0.6B and Llama-3.2-1B files on vulkan:0 against the
+# CPU's perplexity), `rlx bench sam` at ViT-B on cuda:0 and vulkan:0, and
+# `rlx segment` with a SAM 2.1 file on cuda:0.
 # bench: the full run's benchmarks alone. MODELS (full, bench): which of
 # the random-weight files to bench on cuda:0, e.g. "llama-3.2-1b-q4_k_m
 # qwen3-0.6b-f16" (default: all six; Vulkan benches only with the default).
@@ -63,6 +69,32 @@ print("d2d copy GB/s (read+write): %.0f" % (2 * n * 20 / (a.elapsed_time(b) / 1e
 EOF
 cat "$logs/d2d.txt"
 pack
+
+if [ "$mode" = segment ]; then
+    # the most telling first: a run cut short by its limit still reports these
+    root=$(cd "$(dirname "$0")/.." && pwd)
+    step sam-devices 200 env CMOCKA_MESSAGE_OUTPUT=stdout "$build/tests/test-sam" devices
+    step llm-offload-cuda 60 "$build/tests/test-llm-offload" cuda
+    vit=/tmp/sam-vit_b.safetensors
+    "$build/tests/write-sam-model" "$vit" --layout vit_b >"$logs/write-vit.log" 2>&1
+    step bench-sam-cuda 60 "$rlx" bench sam -m "$vit" -r 3 --device cuda:0
+    s2=/tmp/sam2t.pth
+    "$build/tests/write-sam-model" "$s2" pt --layout sam2.1_hiera_tiny >"$logs/write-sam2.log" 2>&1
+    for d in cpu cuda:0; do
+        step "segment-sam2-$d" 60 "$rlx" segment -m "$s2" \
+            -i "$root/tests/fixtures/image/photo-astronaut.png" --point 40,30 --box 10,10,80,90 \
+            --json --device "$d"
+    done
+    step vulkan-large 300 env CTX=16 RLX_DATA="$data" "$root/tools/bench-vulkan-large.sh" "$build" \
+        /tmp/rlx-large vulkan:0
+    step bench-sam-cpu 60 "$rlx" bench sam -m "$vit" -r 2
+    step bench-sam-vulkan 90 "$rlx" bench sam -m "$vit" -r 2 --device vulkan:0
+    step conformance 120 env CMOCKA_MESSAGE_OUTPUT=stdout "$build/tests/test-conformance"
+    pack
+    echo
+    echo "$summary"
+    exit 0
+fi
 
 if [ "$mode" != bench ]; then
     step cuda-host 30 "$build/tests/test-cuda-host"
