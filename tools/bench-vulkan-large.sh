@@ -73,7 +73,7 @@ ppl() { # file device -> "PPL seconds"
     t1=$(date +%s.%N)
     p=$(echo "$out" | sed -n 's/^Final estimate: PPL = \([0-9.]*\).*/\1/p')
     [ -n "$p" ] || return 1
-    echo "$p $(echo "$t1 - $t0" | bc)"
+    echo "$p $(awk "BEGIN { print $t1 - $t0 }")"
 }
 
 rc=0
@@ -92,9 +92,10 @@ for m in $MODELS; do
         rm -f "$e" ;;
     esac
     set -- $c $g $x
-    rel=$(echo "scale=8; d = ($3 - $1) / $1; if (d < 0) d = -d; d * 100" | bc)
-    relx=$(echo "scale=8; d = ($3 - $5) / $5; if (d < 0) d = -d; d * 100" | bc)
-    ok=$(echo "$rel <= 0.1 || $relx <= 0.1" | bc)
+    # awk, not bc: a bare machine (a lent GPU's) may lack bc
+    rel=$(awk "BEGIN { d = ($3 - $1) / $1; if (d < 0) d = -d; printf \"%.6f\", d * 100 }")
+    relx=$(awk "BEGIN { d = ($3 - $5) / $5; if (d < 0) d = -d; printf \"%.6f\", d * 100 }")
+    ok=$(awk "BEGIN { print ($rel <= 0.1 || $relx <= 0.1) ? 1 : 0 }")
     b=$("$RLX" bench -m "$f" --device "$DEV" -p "$BENCH_P" -n "$BENCH_N" -r 1 --json 2>"$DIR/err.txt") ||
         { sed 's/^/    /' "$DIR/err.txt" >&2; b="FAILED"; rc=1; }
     bs=FAILED
