@@ -35,20 +35,9 @@
 #define LN_DEC     1e-5f /* nn.LayerNorm defaults in the two-way transformer */
 #define SAM_TWO_PI 6.283185307179586f
 
-typedef struct {
-    rlx_graph *g;
-    const sam_model *m;
-    char missing[192];
-} sb;
+typedef sam_builder sb;
 
-static rlx_dim K(int64_t k)
-{
-    return rlx_dim_const(k);
-}
-
-/* A weight as F32 (cast on the device when the file holds F16/BF16). */
-static rlx_node P(sb *b, const char *fmt, ...) RLX_PRINTF(2, 3);
-static rlx_node P(sb *b, const char *fmt, ...)
+rlx_node sam_param(sam_builder *b, const char *fmt, ...)
 {
     char name[SAM_NAME_MAX];
     va_list ap;
@@ -68,24 +57,31 @@ static rlx_node P(sb *b, const char *fmt, ...)
     return rlx_graph_cast(b->g, NULL, p, RLX_DTYPE_F32);
 }
 
-static rlx_node reshape(sb *b, rlx_node x, int rank, const int64_t *d)
+rlx_node sam_reshape(sam_builder *b, rlx_node x, int rank, const int64_t *d)
 {
     return rlx_graph_reshape(b->g, NULL, x, rlx_shape_make(rank, d));
 }
 
-static rlx_node permute(sb *b, rlx_node x, const int *perm)
+rlx_node sam_permute(sam_builder *b, rlx_node x, const int *perm)
 {
     return rlx_graph_permute(b->g, NULL, x, perm);
 }
 
+static rlx_dim K(int64_t k)
+{
+    return rlx_dim_const(k);
+}
+
 static rlx_node linear(sb *b, rlx_node x, const char *pre)
 {
-    return rlx_graph_linear(b->g, NULL, x, P(b, "%s.weight", pre), P(b, "%s.bias", pre));
+    return rlx_graph_linear(b->g, NULL, x, sam_param(b, "%s.weight", pre),
+                            sam_param(b, "%s.bias", pre));
 }
 
 static rlx_node layer_norm(sb *b, rlx_node x, const char *pre, float eps)
 {
-    return rlx_graph_layer_norm(b->g, NULL, x, P(b, "%s.weight", pre), P(b, "%s.bias", pre), eps);
+    return rlx_graph_layer_norm(b->g, NULL, x, sam_param(b, "%s.weight", pre),
+                                sam_param(b, "%s.bias", pre), eps);
 }
 
 /* ---- encoder ------------------------------------------------------------ */
@@ -116,23 +112,23 @@ static rlx_node vit_heads(sb *b, rlx_node qkv, rlx_node rh, rlx_node rw, int64_t
     rlx_node hs[3];
     for (int i = 0; i < 3; i++) {
         rlx_node t = rlx_graph_slice(g, NULL, qkv, 1, K(i * D + h0 * hd), K(hn * hd));
-        t = reshape(b, t, 4, (int64_t[]){nb, S, hn, hd});
-        hs[i] = permute(b, t, (const int[]){0, 2, 1, 3}); /* [nb, hn, S, hd] */
+        t = sam_reshape(b, t, 4, (int64_t[]){nb, S, hn, hd});
+        hs[i] = sam_permute(b, t, (const int[]){0, 2, 1, 3}); /* [nb, hn, S, hd] */
     }
     /* decomposed relative positions, from the unscaled q */
-    rlx_node q4 = reshape(b, hs[0], 4, (int64_t[]){nb * hn, w, w, hd}); /* [BH, qh, qw, c] */
-    rlx_node rel_h = rlx_graph_matmul(g, NULL, q4, rh, false, true);    /* [BH, qh, qw, kh] */
-    rlx_node qt = permute(b, q4, (const int[]){0, 2, 1, 3});            /* [BH, qw, qh, c] */
-    rlx_node rel_w = rlx_graph_matmul(g, NULL, qt, rw, false, true);    /* [BH, qw, qh, kw] */
-    rel_w = permute(b, rel_w, (const int[]){0, 2, 1, 3});               /* [BH, qh, qw, kw] */
-    rel_h = reshape(b, rel_h, 5, (int64_t[]){nb * hn, w, w, w, 1});
-    rel_w = reshape(b, rel_w, 5, (int64_t[]){nb * hn, w, w, 1, w});
+    rlx_node q4 = sam_reshape(b, hs[0], 4, (int64_t[]){nb * hn, w, w, hd}); /* [BH, qh, qw, c] */
+    rlx_node rel_h = rlx_graph_matmul(g, NULL, q4, rh, false, true);        /* [BH, qh, qw, kh] */
+    rlx_node qt = sam_permute(b, q4, (const int[]){0, 2, 1, 3});            /* [BH, qw, qh, c] */
+    rlx_node rel_w = rlx_graph_matmul(g, NULL, qt, rw, false, true);        /* [BH, qw, qh, kw] */
+    rel_w = sam_permute(b, rel_w, (const int[]){0, 2, 1, 3});               /* [BH, qh, qw, kw] */
+    rel_h = sam_reshape(b, rel_h, 5, (int64_t[]){nb * hn, w, w, w, 1});
+    rel_w = sam_reshape(b, rel_w, 5, (int64_t[]){nb * hn, w, w, 1, w});
     rlx_node bias = rlx_graph_add(g, NULL, rel_h, rel_w); /* [BH, qh, qw, kh, kw] */
-    bias = reshape(b, bias, 4, (int64_t[]){nb, hn, S, S});
+    bias = sam_reshape(b, bias, 4, (int64_t[]){nb, hn, S, S});
     rlx_attention_params ap = {.mask = RLX_MASK_NONE, .scale = 1.0f / sqrtf((float)hd)};
     rlx_node a = rlx_graph_attention(g, NULL, hs[0], hs[1], hs[2], bias, ap); /* [nb,hn,S,hd] */
-    a = permute(b, a, (const int[]){0, 2, 1, 3});
-    return reshape(b, a, 2, (int64_t[]){nb * S, hn * hd});
+    a = sam_permute(b, a, (const int[]){0, 2, 1, 3});
+    return sam_reshape(b, a, 2, (int64_t[]){nb * S, hn * hd});
 }
 
 /* x [nb * w * w, D] tokens of nb windows of w x w -> attention output, same shape.
@@ -147,9 +143,9 @@ static rlx_node vit_attention(sb *b, rlx_node x, int il, int64_t nb, int w)
     char pre[64], nm[80];
     snprintf(pre, sizeof pre, "image_encoder.blocks.%d.attn", il);
     snprintf(nm, sizeof nm, "%s.qkv", pre);
-    rlx_node qkv = linear(b, x, nm);                          /* [nb*S, 3D]: (q|k|v) x heads x hd */
-    rlx_node rh = rel_table(b, P(b, "%s.rel_pos_h", pre), w); /* [qh, kh, c] */
-    rlx_node rw = rel_table(b, P(b, "%s.rel_pos_w", pre), w); /* [qw, kw, c] */
+    rlx_node qkv = linear(b, x, nm); /* [nb*S, 3D]: (q|k|v) x heads x hd */
+    rlx_node rh = rel_table(b, sam_param(b, "%s.rel_pos_h", pre), w); /* [qh, kh, c] */
+    rlx_node rw = rel_table(b, sam_param(b, "%s.rel_pos_w", pre), w); /* [qw, kw, c] */
     uint64_t per_head = (uint64_t)nb * (uint64_t)S * (uint64_t)S * sizeof(float);
     int64_t group = (int64_t)(b->m->chunk_bytes / per_head);
     group = group < 1 ? 1 : group > H ? H : group;
@@ -176,22 +172,22 @@ static rlx_node vit_block(sb *b, rlx_node x, int il)
         h = vit_attention(b, h, il, 1, GRID);
     } else {
         int64_t nw = (GRID + w - 1) / w, side = nw * w; /* padded side */
-        h = reshape(b, h, 3, (int64_t[]){GRID, GRID, D});
+        h = sam_reshape(b, h, 3, (int64_t[]){GRID, GRID, D});
         if (side != GRID)
             h = rlx_graph_pad(g, NULL, h, (int64_t[]){0, 0, 0},
                               (int64_t[]){side - GRID, side - GRID, 0}, 0.0f);
-        h = reshape(b, h, 5, (int64_t[]){nw, w, nw, w, D});
-        h = permute(b, h, (const int[]){0, 2, 1, 3, 4}); /* [nw, nw, w, w, D] */
-        h = reshape(b, h, 2, (int64_t[]){nw * nw * w * w, D});
+        h = sam_reshape(b, h, 5, (int64_t[]){nw, w, nw, w, D});
+        h = sam_permute(b, h, (const int[]){0, 2, 1, 3, 4}); /* [nw, nw, w, w, D] */
+        h = sam_reshape(b, h, 2, (int64_t[]){nw * nw * w * w, D});
         h = vit_attention(b, h, il, nw * nw, w);
-        h = reshape(b, h, 5, (int64_t[]){nw, nw, w, w, D});
-        h = permute(b, h, (const int[]){0, 2, 1, 3, 4}); /* [nw, w, nw, w, D] */
-        h = reshape(b, h, 3, (int64_t[]){side, side, D});
+        h = sam_reshape(b, h, 5, (int64_t[]){nw, nw, w, w, D});
+        h = sam_permute(b, h, (const int[]){0, 2, 1, 3, 4}); /* [nw, w, nw, w, D] */
+        h = sam_reshape(b, h, 3, (int64_t[]){side, side, D});
         if (side != GRID) {
             h = rlx_graph_slice(g, NULL, h, 0, K(0), K(GRID));
             h = rlx_graph_slice(g, NULL, h, 1, K(0), K(GRID));
         }
-        h = reshape(b, h, 2, (int64_t[]){NTOK, D});
+        h = sam_reshape(b, h, 2, (int64_t[]){NTOK, D});
     }
     x = rlx_graph_add(g, NULL, x, h);
     snprintf(nm, sizeof nm, "%s.norm2", pre);
@@ -219,8 +215,8 @@ static rlx_node dense_pe(sb *b)
     rlx_node c = rlx_graph_const_f32(b->g, "grid", rlx_shape_make(2, (int64_t[]){NTOK, 2}), xy);
     free(xy);
     rlx_node pe = rlx_graph_matmul(
-        b->g, NULL, c, P(b, "prompt_encoder.pe_layer.positional_encoding_gaussian_matrix"), false,
-        false);
+        b->g, NULL, c, sam_param(b, "prompt_encoder.pe_layer.positional_encoding_gaussian_matrix"),
+        false, false);
     pe = rlx_graph_scale(b->g, NULL, pe, SAM_TWO_PI, 0.0f);
     rlx_node sc[2] = {rlx_graph_unary(b->g, NULL, RLX_OP_SIN, pe),
                       rlx_graph_unary(b->g, NULL, RLX_OP_COS, pe)};
@@ -250,13 +246,14 @@ rlx_status sam_finish_encoder(const sam_model *m, rlx_graph *g, rlx_node x, int6
     snprintf(b.missing, sizeof b.missing, "%s", missing ? missing : "");
     const int st1[2] = {1, 1}, p1[2] = {1, 1};
     /* neck: the 1x1 conv is a matmul on the tokens */
-    rlx_node w0 = reshape(&b, P(&b, "image_encoder.neck.0.weight"), 2, (int64_t[]){C, D});
+    rlx_node w0 =
+        sam_reshape(&b, sam_param(&b, "image_encoder.neck.0.weight"), 2, (int64_t[]){C, D});
     x = rlx_graph_matmul(g, "neck.0", x, w0, false, true); /* [4096, 256] */
     x = layer_norm(&b, x, "image_encoder.neck.1", LN_VIT);
-    x = reshape(&b, permute(&b, x, (const int[]){1, 0}), 4, (int64_t[]){1, C, GRID, GRID});
-    x = rlx_graph_conv2d(g, "neck.2", x, P(&b, "image_encoder.neck.2.weight"), RLX_NODE_INVALID,
-                         st1, p1, st1, 1);
-    x = reshape(&b, permute(&b, x, (const int[]){0, 2, 3, 1}), 2, (int64_t[]){NTOK, C});
+    x = sam_reshape(&b, sam_permute(&b, x, (const int[]){1, 0}), 4, (int64_t[]){1, C, GRID, GRID});
+    x = rlx_graph_conv2d(g, "neck.2", x, sam_param(&b, "image_encoder.neck.2.weight"),
+                         RLX_NODE_INVALID, st1, p1, st1, 1);
+    x = sam_reshape(&b, sam_permute(&b, x, (const int[]){0, 2, 3, 1}), 2, (int64_t[]){NTOK, C});
     x = layer_norm(&b, x, "image_encoder.neck.3", LN_VIT);
 
     rlx_node se = rlx_graph_state(g, SAM_STATE_EMBEDDING, RLX_DTYPE_F32,
@@ -284,12 +281,13 @@ rlx_status sam_build_encoder(const sam_model *m, rlx_graph **out, rlx_error **er
         g, "image", RLX_DTYPE_F32,
         rlx_shape_make(4, (int64_t[]){1, 3, RLX_SAM_IMAGE_SIZE, RLX_SAM_IMAGE_SIZE}));
     const int st16[2] = {SAM_PATCH, SAM_PATCH}, st1[2] = {1, 1}, p0[2] = {0, 0};
-    rlx_node x =
-        rlx_graph_conv2d(g, "patch_embed", img, P(&b, "image_encoder.patch_embed.proj.weight"),
-                         P(&b, "image_encoder.patch_embed.proj.bias"), st16, p0, st1, 1);
-    x = reshape(&b, permute(&b, x, (const int[]){0, 2, 3, 1}), 2, (int64_t[]){NTOK, D});
-    x = rlx_graph_add(g, NULL, x,
-                      reshape(&b, P(&b, "image_encoder.pos_embed"), 2, (int64_t[]){NTOK, D}));
+    rlx_node x = rlx_graph_conv2d(
+        g, "patch_embed", img, sam_param(&b, "image_encoder.patch_embed.proj.weight"),
+        sam_param(&b, "image_encoder.patch_embed.proj.bias"), st16, p0, st1, 1);
+    x = sam_reshape(&b, sam_permute(&b, x, (const int[]){0, 2, 3, 1}), 2, (int64_t[]){NTOK, D});
+    x = rlx_graph_add(
+        g, NULL, x,
+        sam_reshape(&b, sam_param(&b, "image_encoder.pos_embed"), 2, (int64_t[]){NTOK, D}));
     for (int il = 0; il < m->hp.depth; il++)
         x = vit_block(&b, x, il);
     return sam_finish_encoder(m, g, x, D, b.missing, out, err);
@@ -310,14 +308,14 @@ static rlx_node dec_attention(sb *b, const char *pre, rlx_node q, rlx_node k, rl
     for (int i = 0; i < 3; i++) {
         snprintf(nm, sizeof nm, "%s.%s", pre, which[i]);
         rlx_node t = linear(b, in[i], nm);
-        t = reshape(b, t, 3, (int64_t[]){len[i], H, hd});
-        t = permute(b, t, (const int[]){1, 0, 2});
-        in[i] = reshape(b, t, 4, (int64_t[]){1, H, len[i], hd});
+        t = sam_reshape(b, t, 3, (int64_t[]){len[i], H, hd});
+        t = sam_permute(b, t, (const int[]){1, 0, 2});
+        in[i] = sam_reshape(b, t, 4, (int64_t[]){1, H, len[i], hd});
     }
     rlx_attention_params ap = {.mask = RLX_MASK_NONE};
     rlx_node a = rlx_graph_attention(g, NULL, in[0], in[1], in[2], RLX_NODE_INVALID, ap);
-    a = reshape(b, a, 3, (int64_t[]){H, nq, hd});
-    a = reshape(b, permute(b, a, (const int[]){1, 0, 2}), 2, (int64_t[]){nq, inner});
+    a = sam_reshape(b, a, 3, (int64_t[]){H, nq, hd});
+    a = sam_reshape(b, sam_permute(b, a, (const int[]){1, 0, 2}), 2, (int64_t[]){nq, inner});
     snprintf(nm, sizeof nm, "%s.out_proj", pre);
     return linear(b, a, nm);
 }
@@ -330,12 +328,12 @@ static rlx_node dec_attention(sb *b, const char *pre, rlx_node q, rlx_node k, rl
  * copies before). x: [side * side, cin] -> [(2 side)^2, cout]. */
 static rlx_node upscale(sb *b, rlx_node x, int64_t side, int64_t cin, int64_t cout, const char *pre)
 {
-    rlx_node w = reshape(b, P(b, "%s.weight", pre), 2, (int64_t[]){cin, cout * 4});
+    rlx_node w = sam_reshape(b, sam_param(b, "%s.weight", pre), 2, (int64_t[]){cin, cout * 4});
     rlx_node y = rlx_graph_matmul(b->g, NULL, x, w, false, false); /* [s*s, (co, dy, dx)] */
-    y = reshape(b, y, 5, (int64_t[]){side, side, cout, 2, 2});
-    y = permute(b, y, (const int[]){0, 3, 1, 4, 2}); /* [y, dy, x, dx, co] */
-    y = reshape(b, y, 2, (int64_t[]){4 * side * side, cout});
-    return rlx_graph_add(b->g, NULL, y, P(b, "%s.bias", pre));
+    y = sam_reshape(b, y, 5, (int64_t[]){side, side, cout, 2, 2});
+    y = sam_permute(b, y, (const int[]){0, 3, 1, 4, 2}); /* [y, dy, x, dx, co] */
+    y = sam_reshape(b, y, 2, (int64_t[]){4 * side * side, cout});
+    return rlx_graph_add(b->g, NULL, y, sam_param(b, "%s.bias", pre));
 }
 
 /* MLP with ReLU between its n layers: "<pre>.layers.<i>". */
@@ -370,8 +368,8 @@ rlx_status sam_build_decoder(const sam_model *m, int n_tokens, rlx_graph **out, 
     c = rlx_graph_scale(g, NULL, c, 1.0f / RLX_SAM_IMAGE_SIZE, 0.0f);
     c = rlx_graph_scale(g, NULL, c, 2.0f, -1.0f);
     rlx_node pe = rlx_graph_matmul(
-        g, NULL, c, P(&b, "prompt_encoder.pe_layer.positional_encoding_gaussian_matrix"), false,
-        false);
+        g, NULL, c, sam_param(&b, "prompt_encoder.pe_layer.positional_encoding_gaussian_matrix"),
+        false, false);
     pe = rlx_graph_scale(g, NULL, pe, SAM_TWO_PI, 0.0f);
     rlx_node sc[2] = {rlx_graph_unary(g, NULL, RLX_OP_SIN, pe),
                       rlx_graph_unary(g, NULL, RLX_OP_COS, pe)};
@@ -381,23 +379,24 @@ rlx_status sam_build_decoder(const sam_model *m, int n_tokens, rlx_graph **out, 
     rlx_node keep = rlx_graph_gather(
         g, NULL, rlx_graph_const_f32(g, "keep", rlx_shape_make(2, (int64_t[]){5, 1}), keep_tab),
         kinds);
-    rlx_node kind_rows[5] = {P(&b, "prompt_encoder.not_a_point_embed.weight"),
-                             P(&b, "prompt_encoder.point_embeddings.0.weight"),
-                             P(&b, "prompt_encoder.point_embeddings.1.weight"),
-                             P(&b, "prompt_encoder.point_embeddings.2.weight"),
-                             P(&b, "prompt_encoder.point_embeddings.3.weight")};
+    rlx_node kind_rows[5] = {sam_param(&b, "prompt_encoder.not_a_point_embed.weight"),
+                             sam_param(&b, "prompt_encoder.point_embeddings.0.weight"),
+                             sam_param(&b, "prompt_encoder.point_embeddings.1.weight"),
+                             sam_param(&b, "prompt_encoder.point_embeddings.2.weight"),
+                             sam_param(&b, "prompt_encoder.point_embeddings.3.weight")};
     rlx_node kind_tab = rlx_graph_concat(g, NULL, 5, kind_rows, 0); /* [5, 256] */
     rlx_node sparse = rlx_graph_add(g, NULL, rlx_graph_mul(g, NULL, pe, keep),
                                     rlx_graph_gather(g, NULL, kind_tab, kinds));
-    rlx_node toks[3] = {P(&b, "mask_decoder.iou_token.weight"),
-                        P(&b, "mask_decoder.mask_tokens.weight"), sparse};
+    rlx_node toks[3] = {sam_param(&b, "mask_decoder.iou_token.weight"),
+                        sam_param(&b, "mask_decoder.mask_tokens.weight"), sparse};
     rlx_node tokens = rlx_graph_concat(g, "tokens", 3, toks, 0); /* [NQ, 256] */
 
     rlx_node emb = rlx_graph_state(g, SAM_STATE_EMBEDDING, RLX_DTYPE_F32,
                                    rlx_shape_make(2, (int64_t[]){NTOK, C}));
     rlx_node kpe = rlx_graph_state(g, SAM_STATE_IMAGE_PE, RLX_DTYPE_F32,
                                    rlx_shape_make(2, (int64_t[]){NTOK, C}));
-    rlx_node keys = rlx_graph_add(g, NULL, emb, P(&b, "prompt_encoder.no_mask_embed.weight"));
+    rlx_node keys =
+        rlx_graph_add(g, NULL, emb, sam_param(&b, "prompt_encoder.no_mask_embed.weight"));
     rlx_node queries = tokens;
     char pre[96], nm[128];
     for (int il = 0; il < SAM_DEC_DEPTH; il++) {
@@ -460,7 +459,7 @@ rlx_status sam_build_decoder(const sam_model *m, int n_tokens, rlx_graph **out, 
     }
     rlx_node hin = rlx_graph_concat(g, NULL, RLX_SAM_MAX_MASKS, hyper, 0); /* [4, 32] */
     rlx_node masks = rlx_graph_matmul(g, "masks", hin, u, false, true);    /* [4, 65536] */
-    rlx_graph_output(g, "masks", reshape(&b, masks, 3, (int64_t[]){RLX_SAM_MAX_MASKS, MS, MS}));
+    rlx_graph_output(g, "masks", sam_reshape(&b, masks, 3, (int64_t[]){RLX_SAM_MAX_MASKS, MS, MS}));
     rlx_node iou_tok = rlx_graph_slice(g, NULL, queries, 0, K(0), K(1));
     rlx_graph_output(g, "iou", dec_mlp(&b, iou_tok, "mask_decoder.iou_prediction_head", 3));
     return finish(&b, out, "mask decoder", err);

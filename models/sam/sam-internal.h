@@ -80,6 +80,22 @@ typedef struct sam_model {
     int n_w;
 } sam_model;
 
+/* What the graph builders (sam-graph.c, sam-tinyvit.c, sam2-graph.c) share:
+ * the graph, the model, and the first weight a builder asked for that the
+ * model does not list (the build then fails, naming it). */
+typedef struct sam_builder {
+    struct rlx_graph *g;
+    const struct sam_model *m;
+    char missing[192];
+} sam_builder;
+
+/* A weight by its name (printf-style) as F32: a PARAM, cast on the device
+ * when the file holds F16 or BF16; RLX_NODE_INVALID, and b->missing set,
+ * when the model does not list it. */
+rlx_node sam_param(sam_builder *b, const char *fmt, ...) RLX_PRINTF(2, 3);
+rlx_node sam_reshape(sam_builder *b, rlx_node x, int rank, const int64_t *d);
+rlx_node sam_permute(sam_builder *b, rlx_node x, const int *perm);
+
 /* The state names the encoder writes and the decoder reads. */
 #define SAM_STATE_EMBEDDING "sam.embedding" /* [4096, 256], token-major (y * 64 + x) */
 #define SAM_STATE_IMAGE_PE  "sam.image_pe"  /* [4096, 256] */

@@ -30,11 +30,7 @@
 #define BN_EPS 1e-5f /* nn.BatchNorm2d */
 #define LN_EPS 1e-5f /* nn.LayerNorm in Attention and Mlp */
 
-typedef struct {
-    rlx_graph *g;
-    const sam_model *m;
-    char missing[192];
-} tb;
+typedef sam_builder tb;
 
 int sam_tinyvit_bias_index(int ws, int32_t *idx)
 {
@@ -64,35 +60,6 @@ int sam_tinyvit_merge_stride(int out_dim)
     return out_dim == 320 || out_dim == 448 || out_dim == 576 ? 1 : 2;
 }
 
-static rlx_node P(tb *b, const char *fmt, ...) RLX_PRINTF(2, 3);
-static rlx_node P(tb *b, const char *fmt, ...)
-{
-    char name[SAM_NAME_MAX];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(name, sizeof name, fmt, ap);
-    va_end(ap);
-    const sam_weight *w = sam_find_weight(b->m, name);
-    if (!w) {
-        if (!b->missing[0])
-            snprintf(b->missing, sizeof b->missing, "the graph needs '%s', which is not listed",
-                     name);
-        return RLX_NODE_INVALID;
-    }
-    rlx_node p = rlx_graph_param(b->g, w->name, w->dtype, rlx_shape_make(w->rank, w->dims));
-    return w->dtype == RLX_DTYPE_F32 ? p : rlx_graph_cast(b->g, NULL, p, RLX_DTYPE_F32);
-}
-
-static rlx_node reshape(tb *b, rlx_node x, int rank, const int64_t *d)
-{
-    return rlx_graph_reshape(b->g, NULL, x, rlx_shape_make(rank, d));
-}
-
-static rlx_node permute(tb *b, rlx_node x, const int *perm)
-{
-    return rlx_graph_permute(b->g, NULL, x, perm);
-}
-
 static rlx_node gelu(tb *b, rlx_node x)
 {
     return rlx_graph_gelu(b->g, NULL, x, RLX_GELU_ERF); /* nn.GELU() */
@@ -100,14 +67,14 @@ static rlx_node gelu(tb *b, rlx_node x)
 
 static rlx_node linear(tb *b, rlx_node x, const char *pre, const char *part)
 {
-    return rlx_graph_linear(b->g, NULL, x, P(b, "%s.%s.weight", pre, part),
-                            P(b, "%s.%s.bias", pre, part));
+    return rlx_graph_linear(b->g, NULL, x, sam_param(b, "%s.%s.weight", pre, part),
+                            sam_param(b, "%s.%s.bias", pre, part));
 }
 
 static rlx_node layer_norm(tb *b, rlx_node x, const char *pre, const char *part)
 {
-    return rlx_graph_layer_norm(b->g, NULL, x, P(b, "%s.%s.weight", pre, part),
-                                P(b, "%s.%s.bias", pre, part), LN_EPS);
+    return rlx_graph_layer_norm(b->g, NULL, x, sam_param(b, "%s.%s.weight", pre, part),
+                                sam_param(b, "%s.%s.bias", pre, part), LN_EPS);
 }
 
 /* Conv2d_BN "<pre>" on x [1, cin, H, W]: k x k, pad k / 2, BatchNorm folded in. */
@@ -115,13 +82,14 @@ static rlx_node conv_bn(tb *b, rlx_node x, const char *pre, int64_t cout, int k,
                         int groups)
 {
     rlx_graph *g = b->g;
-    rlx_node var = rlx_graph_scale(g, NULL, P(b, "%s.bn.running_var", pre), 1.0f, BN_EPS);
+    rlx_node var = rlx_graph_scale(g, NULL, sam_param(b, "%s.bn.running_var", pre), 1.0f, BN_EPS);
     rlx_node scale =
-        rlx_graph_div(g, NULL, P(b, "%s.bn.weight", pre), rlx_graph_sqrt(g, NULL, var));
-    rlx_node shift = rlx_graph_sub(g, NULL, P(b, "%s.bn.bias", pre),
-                                   rlx_graph_mul(g, NULL, P(b, "%s.bn.running_mean", pre), scale));
-    rlx_node w = rlx_graph_mul(g, NULL, P(b, "%s.c.weight", pre),
-                               reshape(b, scale, 4, (int64_t[]){cout, 1, 1, 1}));
+        rlx_graph_div(g, NULL, sam_param(b, "%s.bn.weight", pre), rlx_graph_sqrt(g, NULL, var));
+    rlx_node shift =
+        rlx_graph_sub(g, NULL, sam_param(b, "%s.bn.bias", pre),
+                      rlx_graph_mul(g, NULL, sam_param(b, "%s.bn.running_mean", pre), scale));
+    rlx_node w = rlx_graph_mul(g, NULL, sam_param(b, "%s.c.weight", pre),
+                               sam_reshape(b, scale, 4, (int64_t[]){cout, 1, 1, 1}));
     const int st[2] = {stride, stride}, pad[2] = {k / 2, k / 2}, dil[2] = {1, 1};
     return rlx_graph_conv2d(g, NULL, x, w, shift, st, pad, dil, groups);
 }
@@ -129,12 +97,12 @@ static rlx_node conv_bn(tb *b, rlx_node x, const char *pre, int64_t cout, int k,
 /* Tokens [side * side, c] <-> channels-first [1, c, side, side]. */
 static rlx_node to_chw(tb *b, rlx_node x, int64_t side, int64_t c)
 {
-    return reshape(b, permute(b, x, (const int[]){1, 0}), 4, (int64_t[]){1, c, side, side});
+    return sam_reshape(b, sam_permute(b, x, (const int[]){1, 0}), 4, (int64_t[]){1, c, side, side});
 }
 
 static rlx_node to_tokens(tb *b, rlx_node x, int64_t side, int64_t c)
 {
-    return permute(b, reshape(b, x, 2, (int64_t[]){c, side * side}), (const int[]){1, 0});
+    return sam_permute(b, sam_reshape(b, x, 2, (int64_t[]){c, side * side}), (const int[]){1, 0});
 }
 
 static rlx_node mbconv(tb *b, rlx_node x, int il, int64_t d)
@@ -173,10 +141,11 @@ static rlx_node attn_bias(tb *b, const char *pre, int64_t heads, int ws)
     }
     rlx_node ids = rlx_graph_const_i32(b->g, NULL, rlx_shape_make(2, (int64_t[]){S, S}), idx);
     free(idx);
-    rlx_node tab = permute(b, P(b, "%s.attn.attention_biases", pre), (const int[]){1, 0});
+    rlx_node tab =
+        sam_permute(b, sam_param(b, "%s.attn.attention_biases", pre), (const int[]){1, 0});
     rlx_node bias = rlx_graph_gather(b->g, NULL, tab, ids); /* [S, S, heads] */
-    bias = permute(b, bias, (const int[]){2, 0, 1});
-    return reshape(b, bias, 4, (int64_t[]){1, heads, S, S});
+    bias = sam_permute(b, bias, (const int[]){2, 0, 1});
+    return sam_reshape(b, bias, 4, (int64_t[]){1, heads, S, S});
 }
 
 /* One TinyViTBlock on tokens x [side * side, d]. */
@@ -191,34 +160,34 @@ static rlx_node vit_block(tb *b, rlx_node x, int s, int il, int64_t side)
     snprintf(pre, sizeof pre, "image_encoder.layers.%d.blocks.%d", s, il);
 
     /* windows: pad, [nw, ws, nw, ws, d] -> [nw, nw, ws, ws, d] */
-    rlx_node h = reshape(b, x, 3, (int64_t[]){side, side, d});
+    rlx_node h = sam_reshape(b, x, 3, (int64_t[]){side, side, d});
     if (ps != side)
         h = rlx_graph_pad(g, NULL, h, (int64_t[]){0, 0, 0}, (int64_t[]){ps - side, ps - side, 0},
                           0.0f);
-    h = reshape(b, h, 5, (int64_t[]){nw, ws, nw, ws, d});
-    h = permute(b, h, (const int[]){0, 2, 1, 3, 4});
-    h = reshape(b, h, 2, (int64_t[]){nb * S, d});
+    h = sam_reshape(b, h, 5, (int64_t[]){nw, ws, nw, ws, d});
+    h = sam_permute(b, h, (const int[]){0, 2, 1, 3, 4});
+    h = sam_reshape(b, h, 2, (int64_t[]){nb * S, d});
     h = layer_norm(b, h, pre, "attn.norm");
     rlx_node qkv = linear(b, h, pre, "attn.qkv"); /* [nb * S, heads x (q | k | v)] */
-    qkv = reshape(b, qkv, 5, (int64_t[]){nb, S, H, 3, hd});
-    qkv = permute(b, qkv, (const int[]){3, 0, 2, 1, 4}); /* [3, nb, H, S, hd] */
+    qkv = sam_reshape(b, qkv, 5, (int64_t[]){nb, S, H, 3, hd});
+    qkv = sam_permute(b, qkv, (const int[]){3, 0, 2, 1, 4}); /* [3, nb, H, S, hd] */
     rlx_node q[3];
     for (int i = 0; i < 3; i++)
-        q[i] = reshape(b, rlx_graph_slice(g, NULL, qkv, 0, rlx_dim_const(i), rlx_dim_const(1)), 4,
-                       (int64_t[]){nb, H, S, hd});
+        q[i] = sam_reshape(b, rlx_graph_slice(g, NULL, qkv, 0, rlx_dim_const(i), rlx_dim_const(1)),
+                           4, (int64_t[]){nb, H, S, hd});
     rlx_attention_params ap = {.mask = RLX_MASK_NONE, .scale = 1.0f / sqrtf((float)hd)};
     rlx_node a = rlx_graph_attention(g, NULL, q[0], q[1], q[2], attn_bias(b, pre, H, ws), ap);
-    a = permute(b, a, (const int[]){0, 2, 1, 3}); /* [nb, S, H, hd] */
-    a = linear(b, reshape(b, a, 2, (int64_t[]){nb * S, d}), pre, "attn.proj");
+    a = sam_permute(b, a, (const int[]){0, 2, 1, 3}); /* [nb, S, H, hd] */
+    a = linear(b, sam_reshape(b, a, 2, (int64_t[]){nb * S, d}), pre, "attn.proj");
     /* windows back, cropped */
-    a = reshape(b, a, 5, (int64_t[]){nw, nw, ws, ws, d});
-    a = permute(b, a, (const int[]){0, 2, 1, 3, 4});
-    a = reshape(b, a, 3, (int64_t[]){ps, ps, d});
+    a = sam_reshape(b, a, 5, (int64_t[]){nw, nw, ws, ws, d});
+    a = sam_permute(b, a, (const int[]){0, 2, 1, 3, 4});
+    a = sam_reshape(b, a, 3, (int64_t[]){ps, ps, d});
     if (ps != side) {
         a = rlx_graph_slice(g, NULL, a, 0, rlx_dim_const(0), rlx_dim_const(side));
         a = rlx_graph_slice(g, NULL, a, 1, rlx_dim_const(0), rlx_dim_const(side));
     }
-    x = rlx_graph_add(g, NULL, x, reshape(b, a, 2, (int64_t[]){side * side, d}));
+    x = rlx_graph_add(g, NULL, x, sam_reshape(b, a, 2, (int64_t[]){side * side, d}));
 
     char nm[112];
     snprintf(nm, sizeof nm, "%s.local_conv", pre);

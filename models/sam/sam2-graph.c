@@ -33,46 +33,11 @@
 #define LN_DEC     1e-5f
 #define SAM_TWO_PI 6.283185307179586f
 
-typedef struct {
-    rlx_graph *g;
-    const sam_model *m;
-    char missing[192];
-} sb;
+typedef sam_builder sb;
 
 static rlx_dim K(int64_t k)
 {
     return rlx_dim_const(k);
-}
-
-static rlx_node P(sb *b, const char *fmt, ...) RLX_PRINTF(2, 3);
-static rlx_node P(sb *b, const char *fmt, ...)
-{
-    char name[SAM_NAME_MAX];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(name, sizeof name, fmt, ap);
-    va_end(ap);
-    const sam_weight *w = sam_find_weight(b->m, name);
-    if (!w) {
-        if (!b->missing[0])
-            snprintf(b->missing, sizeof b->missing, "the graph needs '%s', which is not listed",
-                     name);
-        return RLX_NODE_INVALID;
-    }
-    rlx_node p = rlx_graph_param(b->g, w->name, w->dtype, rlx_shape_make(w->rank, w->dims));
-    if (w->dtype == RLX_DTYPE_F32)
-        return p;
-    return rlx_graph_cast(b->g, NULL, p, RLX_DTYPE_F32);
-}
-
-static rlx_node reshape(sb *b, rlx_node x, int rank, const int64_t *d)
-{
-    return rlx_graph_reshape(b->g, NULL, x, rlx_shape_make(rank, d));
-}
-
-static rlx_node permute(sb *b, rlx_node x, const int *perm)
-{
-    return rlx_graph_permute(b->g, NULL, x, perm);
 }
 
 static rlx_node linear(sb *b, rlx_node x, const char *fmt, ...) RLX_PRINTF(3, 4);
@@ -83,7 +48,8 @@ static rlx_node linear(sb *b, rlx_node x, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(pre, sizeof pre, fmt, ap);
     va_end(ap);
-    return rlx_graph_linear(b->g, NULL, x, P(b, "%s.weight", pre), P(b, "%s.bias", pre));
+    return rlx_graph_linear(b->g, NULL, x, sam_param(b, "%s.weight", pre),
+                            sam_param(b, "%s.bias", pre));
 }
 
 static rlx_node layer_norm(sb *b, rlx_node x, float eps, const char *fmt, ...) RLX_PRINTF(4, 5);
@@ -94,14 +60,15 @@ static rlx_node layer_norm(sb *b, rlx_node x, float eps, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(pre, sizeof pre, fmt, ap);
     va_end(ap);
-    return rlx_graph_layer_norm(b->g, NULL, x, P(b, "%s.weight", pre), P(b, "%s.bias", pre), eps);
+    return rlx_graph_layer_norm(b->g, NULL, x, sam_param(b, "%s.weight", pre),
+                                sam_param(b, "%s.bias", pre), eps);
 }
 
 /* A 1x1 conv on tokens [n, cin] -> [n, cout] (weight [cout, cin, 1, 1]). */
 static rlx_node conv1x1(sb *b, rlx_node x, int64_t cout, int64_t cin, const char *pre)
 {
-    rlx_node w = reshape(b, P(b, "%s.weight", pre), 2, (int64_t[]){cout, cin});
-    return rlx_graph_linear(b->g, NULL, x, w, P(b, "%s.bias", pre));
+    rlx_node w = sam_reshape(b, sam_param(b, "%s.weight", pre), 2, (int64_t[]){cout, cin});
+    return rlx_graph_linear(b->g, NULL, x, w, sam_param(b, "%s.bias", pre));
 }
 
 /* ---- encoder ------------------------------------------------------------ */
@@ -145,24 +112,26 @@ static rlx_node position_embedding(sb *b)
     rlx_node am = rlx_graph_const_f32(b->g, "bicubic", rlx_shape_make(2, (int64_t[]){S, n}), a);
     free(a);
     /* rows: [E0 * n, n] @ A^T -> [E0, n(y), S(x)]; then columns: A @ [n(y), S * E0] */
-    rlx_node p = reshape(b, P(b, "image_encoder.trunk.pos_embed"), 2, (int64_t[]){E0 * n, n});
+    rlx_node p =
+        sam_reshape(b, sam_param(b, "image_encoder.trunk.pos_embed"), 2, (int64_t[]){E0 * n, n});
     p = rlx_graph_matmul(b->g, NULL, p, am, false, true);
-    p = reshape(b, p, 3, (int64_t[]){E0, n, S});
-    p = reshape(b, permute(b, p, (const int[]){1, 2, 0}), 2, (int64_t[]){n, S * E0});
+    p = sam_reshape(b, p, 3, (int64_t[]){E0, n, S});
+    p = sam_reshape(b, sam_permute(b, p, (const int[]){1, 2, 0}), 2, (int64_t[]){n, S * E0});
     p = rlx_graph_matmul(b->g, NULL, am, p, false, false); /* [S(y), S(x) * E0] */
-    p = reshape(b, p, 5, (int64_t[]){S / w0, w0, S / w0, w0, E0});
-    rlx_node win =
-        reshape(b, P(b, "image_encoder.trunk.pos_embed_window"), 3, (int64_t[]){E0, w0, w0});
-    win = reshape(b, permute(b, win, (const int[]){1, 2, 0}), 5, (int64_t[]){1, w0, 1, w0, E0});
+    p = sam_reshape(b, p, 5, (int64_t[]){S / w0, w0, S / w0, w0, E0});
+    rlx_node win = sam_reshape(b, sam_param(b, "image_encoder.trunk.pos_embed_window"), 3,
+                               (int64_t[]){E0, w0, w0});
+    win = sam_reshape(b, sam_permute(b, win, (const int[]){1, 2, 0}), 5,
+                      (int64_t[]){1, w0, 1, w0, E0});
     p = rlx_graph_add(b->g, NULL, p, win);
-    return reshape(b, p, 2, (int64_t[]){S * S, E0});
+    return sam_reshape(b, p, 2, (int64_t[]){S * S, E0});
 }
 
 /* 2 x 2 max pool of nb grids side x side, tokens [nb * side * side, c]. */
 static rlx_node pool2(sb *b, rlx_node x, int64_t nb, int64_t side, int64_t c)
 {
     const int64_t hs = side / 2;
-    x = reshape(b, x, 5, (int64_t[]){nb * hs, 2, hs, 2, c});
+    x = sam_reshape(b, x, 5, (int64_t[]){nb * hs, 2, hs, 2, c});
     rlx_node q[4];
     for (int dy = 0; dy < 2; dy++)
         for (int dx = 0; dx < 2; dx++) {
@@ -172,33 +141,33 @@ static rlx_node pool2(sb *b, rlx_node x, int64_t nb, int64_t side, int64_t c)
     rlx_node m0 = rlx_graph_binary(b->g, NULL, RLX_OP_MAX, q[0], q[1]);
     rlx_node m1 = rlx_graph_binary(b->g, NULL, RLX_OP_MAX, q[2], q[3]);
     rlx_node m = rlx_graph_binary(b->g, NULL, RLX_OP_MAX, m0, m1);
-    return reshape(b, m, 2, (int64_t[]){nb * hs * hs, c});
+    return sam_reshape(b, m, 2, (int64_t[]){nb * hs * hs, c});
 }
 
 /* [side^2, c] -> nb = (padded / w)^2 windows, [nb * w * w, c]. */
 static rlx_node partition(sb *b, rlx_node x, int64_t side, int64_t w, int64_t c)
 {
     int64_t n = (side + w - 1) / w, padded = n * w;
-    x = reshape(b, x, 3, (int64_t[]){side, side, c});
+    x = sam_reshape(b, x, 3, (int64_t[]){side, side, c});
     if (padded != side)
         x = rlx_graph_pad(b->g, NULL, x, (int64_t[]){0, 0, 0},
                           (int64_t[]){padded - side, padded - side, 0}, 0.0f);
-    x = reshape(b, x, 5, (int64_t[]){n, w, n, w, c});
-    x = permute(b, x, (const int[]){0, 2, 1, 3, 4});
-    return reshape(b, x, 2, (int64_t[]){n * n * w * w, c});
+    x = sam_reshape(b, x, 5, (int64_t[]){n, w, n, w, c});
+    x = sam_permute(b, x, (const int[]){0, 2, 1, 3, 4});
+    return sam_reshape(b, x, 2, (int64_t[]){n * n * w * w, c});
 }
 
 /* The inverse for n x n windows of w, cropped to side. */
 static rlx_node unpartition(sb *b, rlx_node x, int64_t n, int64_t w, int64_t side, int64_t c)
 {
-    x = reshape(b, x, 5, (int64_t[]){n, n, w, w, c});
-    x = permute(b, x, (const int[]){0, 2, 1, 3, 4});
-    x = reshape(b, x, 3, (int64_t[]){n * w, n * w, c});
+    x = sam_reshape(b, x, 5, (int64_t[]){n, n, w, w, c});
+    x = sam_permute(b, x, (const int[]){0, 2, 1, 3, 4});
+    x = sam_reshape(b, x, 3, (int64_t[]){n * w, n * w, c});
     if (n * w != side) {
         x = rlx_graph_slice(b->g, NULL, x, 0, K(0), K(side));
         x = rlx_graph_slice(b->g, NULL, x, 1, K(0), K(side));
     }
-    return reshape(b, x, 2, (int64_t[]){side * side, c});
+    return sam_reshape(b, x, 2, (int64_t[]){side * side, c});
 }
 
 /* One Hiera block on x [side^2, dim]; *side becomes the output grid's. */
@@ -232,13 +201,13 @@ static rlx_node hiera_block(sb *b, rlx_node x, int il, int64_t *side_io)
     }
     const int64_t len[3] = {qw * qw, S, S};
     for (int i = 0; i < 3; i++) {
-        t[i] = reshape(b, t[i], 4, (int64_t[]){nb, len[i], H, hd});
-        t[i] = permute(b, t[i], (const int[]){0, 2, 1, 3});
+        t[i] = sam_reshape(b, t[i], 4, (int64_t[]){nb, len[i], H, hd});
+        t[i] = sam_permute(b, t[i], (const int[]){0, 2, 1, 3});
     }
     rlx_attention_params ap = {.mask = RLX_MASK_NONE, .scale = 1.0f / sqrtf((float)hd)};
     rlx_node a = rlx_graph_attention(g, NULL, t[0], t[1], t[2], RLX_NODE_INVALID, ap);
-    a = permute(b, a, (const int[]){0, 2, 1, 3});
-    a = reshape(b, a, 2, (int64_t[]){nb * len[0], dout});
+    a = sam_permute(b, a, (const int[]){0, 2, 1, 3});
+    a = sam_reshape(b, a, 2, (int64_t[]){nb * len[0], dout});
     a = linear(b, a, "%s.attn.proj", pre);
     if (blk->window)
         a = unpartition(b, a, n, qw, oside, dout);
@@ -265,8 +234,9 @@ static rlx_node dense_pe(sb *b)
     rlx_node c = rlx_graph_const_f32(b->g, "grid", rlx_shape_make(2, (int64_t[]){NTOK, 2}), xy);
     free(xy);
     rlx_node pe = rlx_graph_matmul(
-        b->g, NULL, c, P(b, "sam_prompt_encoder.pe_layer.positional_encoding_gaussian_matrix"),
-        false, false);
+        b->g, NULL, c,
+        sam_param(b, "sam_prompt_encoder.pe_layer.positional_encoding_gaussian_matrix"), false,
+        false);
     pe = rlx_graph_scale(b->g, NULL, pe, SAM_TWO_PI, 0.0f);
     rlx_node sc[2] = {rlx_graph_unary(b->g, NULL, RLX_OP_SIN, pe),
                       rlx_graph_unary(b->g, NULL, RLX_OP_COS, pe)};
@@ -310,10 +280,10 @@ rlx_status sam2_build_encoder(const sam_model *m, rlx_graph **out, rlx_error **e
         rlx_shape_make(4, (int64_t[]){1, 3, RLX_SAM_IMAGE_SIZE, RLX_SAM_IMAGE_SIZE}));
     const int st4[2] = {4, 4}, st1[2] = {1, 1}, p3[2] = {3, 3};
     rlx_node x = rlx_graph_conv2d(
-        g, "patch_embed", img, P(&b, "image_encoder.trunk.patch_embed.proj.weight"),
-        P(&b, "image_encoder.trunk.patch_embed.proj.bias"), st4, p3, st1, 1);
-    x = reshape(&b, permute(&b, x, (const int[]){0, 2, 3, 1}), 2,
-                (int64_t[]){(int64_t)SIDE0 * SIDE0, E0});
+        g, "patch_embed", img, sam_param(&b, "image_encoder.trunk.patch_embed.proj.weight"),
+        sam_param(&b, "image_encoder.trunk.patch_embed.proj.bias"), st4, p3, st1, 1);
+    x = sam_reshape(&b, sam_permute(&b, x, (const int[]){0, 2, 3, 1}), 2,
+                    (int64_t[]){(int64_t)SIDE0 * SIDE0, E0});
     x = rlx_graph_add(g, NULL, x, position_embedding(&b));
     rlx_node feats[4];
     int64_t side = SIDE0, sides[4];
@@ -340,10 +310,11 @@ rlx_status sam2_build_encoder(const sam_model *m, rlx_graph **out, rlx_error **e
         lat[s] = conv1x1(&b, feats[s], C, h->blk[h->stage_end[s]].dim_out, nm);
     }
     const int64_t G2 = GRID / 2;
-    rlx_node up = reshape(&b, lat[3], 5, (int64_t[]){G2, 1, G2, 1, C});
-    rlx_node emb = reshape(&b, lat[2], 5, (int64_t[]){G2, 2, G2, 2, C});
-    emb = reshape(&b, rlx_graph_add(g, NULL, emb, up), 2, (int64_t[]){NTOK, C});
-    emb = rlx_graph_add(g, NULL, emb, reshape(&b, P(&b, "no_mem_embed"), 1, (int64_t[]){C}));
+    rlx_node up = sam_reshape(&b, lat[3], 5, (int64_t[]){G2, 1, G2, 1, C});
+    rlx_node emb = sam_reshape(&b, lat[2], 5, (int64_t[]){G2, 2, G2, 2, C});
+    emb = sam_reshape(&b, rlx_graph_add(g, NULL, emb, up), 2, (int64_t[]){NTOK, C});
+    emb = rlx_graph_add(g, NULL, emb,
+                        sam_reshape(&b, sam_param(&b, "no_mem_embed"), 1, (int64_t[]){C}));
     rlx_node s0 = conv1x1(&b, lat[0], C / 8, C, "sam_mask_decoder.conv_s0");
     rlx_node s1 = conv1x1(&b, lat[1], C / 4, C, "sam_mask_decoder.conv_s1");
 
@@ -367,13 +338,14 @@ static rlx_node dec_attention(sb *b, const char *pre, rlx_node q, rlx_node k, rl
     const int64_t len[3] = {nq, nk, nk};
     for (int i = 0; i < 3; i++) {
         rlx_node t = linear(b, in[i], "%s.%s", pre, which[i]);
-        t = permute(b, reshape(b, t, 3, (int64_t[]){len[i], H, hd}), (const int[]){1, 0, 2});
-        in[i] = reshape(b, t, 4, (int64_t[]){1, H, len[i], hd});
+        t = sam_permute(b, sam_reshape(b, t, 3, (int64_t[]){len[i], H, hd}),
+                        (const int[]){1, 0, 2});
+        in[i] = sam_reshape(b, t, 4, (int64_t[]){1, H, len[i], hd});
     }
     rlx_attention_params ap = {.mask = RLX_MASK_NONE};
     rlx_node a = rlx_graph_attention(b->g, NULL, in[0], in[1], in[2], RLX_NODE_INVALID, ap);
-    a = reshape(b, a, 3, (int64_t[]){H, nq, hd});
-    a = reshape(b, permute(b, a, (const int[]){1, 0, 2}), 2, (int64_t[]){nq, inner});
+    a = sam_reshape(b, a, 3, (int64_t[]){H, nq, hd});
+    a = sam_reshape(b, sam_permute(b, a, (const int[]){1, 0, 2}), 2, (int64_t[]){nq, inner});
     return linear(b, a, "%s.out_proj", pre);
 }
 
@@ -381,12 +353,12 @@ static rlx_node dec_attention(sb *b, const char *pre, rlx_node q, rlx_node k, rl
  * sam-graph.c: one matmul and one permute, channels-last throughout). */
 static rlx_node upscale(sb *b, rlx_node x, int64_t side, int64_t cin, int64_t cout, const char *pre)
 {
-    rlx_node w = reshape(b, P(b, "%s.weight", pre), 2, (int64_t[]){cin, cout * 4});
+    rlx_node w = sam_reshape(b, sam_param(b, "%s.weight", pre), 2, (int64_t[]){cin, cout * 4});
     rlx_node y = rlx_graph_matmul(b->g, NULL, x, w, false, false);
-    y = reshape(b, y, 5, (int64_t[]){side, side, cout, 2, 2});
-    y = permute(b, y, (const int[]){0, 3, 1, 4, 2});
-    y = reshape(b, y, 2, (int64_t[]){4 * side * side, cout});
-    return rlx_graph_add(b->g, NULL, y, P(b, "%s.bias", pre));
+    y = sam_reshape(b, y, 5, (int64_t[]){side, side, cout, 2, 2});
+    y = sam_permute(b, y, (const int[]){0, 3, 1, 4, 2});
+    y = sam_reshape(b, y, 2, (int64_t[]){4 * side * side, cout});
+    return rlx_graph_add(b->g, NULL, y, sam_param(b, "%s.bias", pre));
 }
 
 static rlx_node mlp3(sb *b, rlx_node x, const char *pre)
@@ -418,8 +390,8 @@ rlx_status sam2_build_decoder(const sam_model *m, int n_tokens, rlx_graph **out,
     c = rlx_graph_scale(g, NULL, c, 1.0f / RLX_SAM_IMAGE_SIZE, 0.0f);
     c = rlx_graph_scale(g, NULL, c, 2.0f, -1.0f);
     rlx_node pe = rlx_graph_matmul(
-        g, NULL, c, P(&b, "%s.pe_layer.positional_encoding_gaussian_matrix", pe_name), false,
-        false);
+        g, NULL, c, sam_param(&b, "%s.pe_layer.positional_encoding_gaussian_matrix", pe_name),
+        false, false);
     pe = rlx_graph_scale(g, NULL, pe, SAM_TWO_PI, 0.0f);
     rlx_node sc[2] = {rlx_graph_unary(g, NULL, RLX_OP_SIN, pe),
                       rlx_graph_unary(g, NULL, RLX_OP_COS, pe)};
@@ -428,16 +400,17 @@ rlx_status sam2_build_decoder(const sam_model *m, int n_tokens, rlx_graph **out,
     rlx_node keep = rlx_graph_gather(
         g, NULL, rlx_graph_const_f32(g, "keep", rlx_shape_make(2, (int64_t[]){5, 1}), keep_tab),
         kinds);
-    rlx_node kind_rows[5] = {P(&b, "%s.not_a_point_embed.weight", pe_name),
-                             P(&b, "%s.point_embeddings.0.weight", pe_name),
-                             P(&b, "%s.point_embeddings.1.weight", pe_name),
-                             P(&b, "%s.point_embeddings.2.weight", pe_name),
-                             P(&b, "%s.point_embeddings.3.weight", pe_name)};
+    rlx_node kind_rows[5] = {sam_param(&b, "%s.not_a_point_embed.weight", pe_name),
+                             sam_param(&b, "%s.point_embeddings.0.weight", pe_name),
+                             sam_param(&b, "%s.point_embeddings.1.weight", pe_name),
+                             sam_param(&b, "%s.point_embeddings.2.weight", pe_name),
+                             sam_param(&b, "%s.point_embeddings.3.weight", pe_name)};
     rlx_node kind_tab = rlx_graph_concat(g, NULL, 5, kind_rows, 0);
     rlx_node sparse = rlx_graph_add(g, NULL, rlx_graph_mul(g, NULL, pe, keep),
                                     rlx_graph_gather(g, NULL, kind_tab, kinds));
-    rlx_node toks[4] = {P(&b, "%s.obj_score_token.weight", d), P(&b, "%s.iou_token.weight", d),
-                        P(&b, "%s.mask_tokens.weight", d), sparse};
+    rlx_node toks[4] = {sam_param(&b, "%s.obj_score_token.weight", d),
+                        sam_param(&b, "%s.iou_token.weight", d),
+                        sam_param(&b, "%s.mask_tokens.weight", d), sparse};
     rlx_node tokens = rlx_graph_concat(g, "tokens", 4, toks, 0); /* [NQ, 256] */
 
     rlx_node emb = rlx_graph_state(g, SAM_STATE_EMBEDDING, RLX_DTYPE_F32,
@@ -449,7 +422,7 @@ rlx_status sam2_build_decoder(const sam_model *m, int n_tokens, rlx_graph **out,
     rlx_node fs1 =
         rlx_graph_state(g, SAM2_STATE_FEAT_S1, RLX_DTYPE_F32,
                         rlx_shape_make(2, (int64_t[]){(int64_t)SIDE0 * SIDE0 / 4, C / 4}));
-    rlx_node keys = rlx_graph_add(g, NULL, emb, P(&b, "%s.no_mask_embed.weight", pe_name));
+    rlx_node keys = rlx_graph_add(g, NULL, emb, sam_param(&b, "%s.no_mask_embed.weight", pe_name));
     rlx_node queries = tokens;
     char pre[96], nm[128];
     for (int il = 0; il < SAM_DEC_DEPTH; il++) {
@@ -503,7 +476,7 @@ rlx_status sam2_build_decoder(const sam_model *m, int n_tokens, rlx_graph **out,
     }
     rlx_node hin = rlx_graph_concat(g, NULL, RLX_SAM_MAX_MASKS, hyper, 0);
     rlx_node masks = rlx_graph_matmul(g, "masks", hin, u, false, true);
-    rlx_graph_output(g, "masks", reshape(&b, masks, 3, (int64_t[]){RLX_SAM_MAX_MASKS, MS, MS}));
+    rlx_graph_output(g, "masks", sam_reshape(&b, masks, 3, (int64_t[]){RLX_SAM_MAX_MASKS, MS, MS}));
     snprintf(nm, sizeof nm, "%s.iou_prediction_head", d);
     rlx_node iou = mlp3(&b, rlx_graph_slice(g, NULL, queries, 0, K(1), K(1)), nm);
     rlx_graph_output(g, "iou", rlx_graph_sigmoid(g, NULL, iou));
