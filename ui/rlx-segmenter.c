@@ -321,12 +321,15 @@ static void run_prompt(RlxSegmenter *self, const RlxSegmentPrompt *p)
     /* one click alone: three proposals to pick from; more: one, as SAM's
      * predictor is used */
     gboolean multimask = p->n_points == 1 && !p->has_box;
-    float low[3 * RLX_SAM_MASK_SIDE * RLX_SAM_MASK_SIDE];
+    /* 768 KiB: on the heap, not on the worker thread's stack */
+    g_autofree float *low = g_try_malloc(sizeof(float) * 3 * RLX_SAM_MASK_SIDE * RLX_SAM_MASK_SIDE);
     float iou[3];
     int n = 0;
     rlx_error *err = NULL;
-    if (rlx_sam_decode(rlx_sam_file_runner(self->file), &pr, multimask, low, iou, &n, &err) !=
-        RLX_OK) {
+    if (!low)
+        rlx_error_set(&err, RLX_ERR_NO_MEMORY, "out of memory for the masks");
+    if (!low || rlx_sam_decode(rlx_sam_file_runner(self->file), &pr, multimask, low, iou, &n,
+                               &err) != RLX_OK) {
         if (rlx_error_code(err) != RLX_ERR_CANCELLED) /* else a new picture comes */
             post_failed(self, "prompt", err);
         rlx_error_free(err);
