@@ -200,7 +200,7 @@ static rlx_node vit_block(sb *b, rlx_node x, int il)
 
 /* The grid's coordinates, ((x + 0.5) / 64, (y + 0.5) / 64) mapped to [-1, 1], times
  * the gaussian matrix, as [sin | cos]: [4096, 256]. */
-static rlx_node dense_pe(sb *b)
+rlx_node sam_dense_pe(sam_builder *b, const char *gaussian)
 {
     float *xy = malloc(sizeof *xy * NTOK * 2);
     if (!xy) {
@@ -214,24 +214,22 @@ static rlx_node dense_pe(sb *b)
         }
     rlx_node c = rlx_graph_const_f32(b->g, "grid", rlx_shape_make(2, (int64_t[]){NTOK, 2}), xy);
     free(xy);
-    rlx_node pe = rlx_graph_matmul(
-        b->g, NULL, c, sam_param(b, "prompt_encoder.pe_layer.positional_encoding_gaussian_matrix"),
-        false, false);
+    rlx_node pe = rlx_graph_matmul(b->g, NULL, c, sam_param(b, "%s", gaussian), false, false);
     pe = rlx_graph_scale(b->g, NULL, pe, SAM_TWO_PI, 0.0f);
     rlx_node sc[2] = {rlx_graph_unary(b->g, NULL, RLX_OP_SIN, pe),
                       rlx_graph_unary(b->g, NULL, RLX_OP_COS, pe)};
     return rlx_graph_concat(b->g, NULL, 2, sc, 1);
 }
 
-static rlx_status finish(sb *b, rlx_graph **out, const char *what, rlx_error **err)
+rlx_status sam_build_finish(sam_builder *b, rlx_graph **out, const char *what, rlx_error **err)
 {
     if (b->missing[0]) {
         rlx_graph_free(b->g);
-        return rlx_error_set(err, RLX_ERR_INTERNAL, "building the SAM %s: %s", what, b->missing);
+        return rlx_error_set(err, RLX_ERR_INTERNAL, "building the %s: %s", what, b->missing);
     }
     if (rlx_graph_status(b->g) != RLX_OK) {
         rlx_status st = rlx_graph_take_error(b->g, err);
-        rlx_error_prefix(err, "building the SAM %s: ", what);
+        rlx_error_prefix(err, "building the %s: ", what);
         rlx_graph_free(b->g);
         return st;
     }
@@ -261,10 +259,12 @@ rlx_status sam_finish_encoder(const sam_model *m, rlx_graph *g, rlx_node x, int6
     rlx_graph_scatter(g, NULL, se, x, 0, K(0));
     rlx_node sp = rlx_graph_state(g, SAM_STATE_IMAGE_PE, RLX_DTYPE_F32,
                                   rlx_shape_make(2, (int64_t[]){NTOK, C}));
-    rlx_graph_scatter(g, NULL, sp, dense_pe(&b), 0, K(0));
+    rlx_graph_scatter(
+        g, NULL, sp,
+        sam_dense_pe(&b, "prompt_encoder.pe_layer.positional_encoding_gaussian_matrix"), 0, K(0));
     rlx_node probe = rlx_graph_slice(g, NULL, x, 0, K(0), K(1));
     rlx_graph_output(g, "probe", rlx_graph_slice(g, NULL, probe, 1, K(0), K(1)));
-    return finish(&b, out, "image encoder", err);
+    return sam_build_finish(&b, out, "SAM image encoder", err);
 }
 
 rlx_status sam_build_encoder(const sam_model *m, rlx_graph **out, rlx_error **err)
@@ -462,5 +462,5 @@ rlx_status sam_build_decoder(const sam_model *m, int n_tokens, rlx_graph **out, 
     rlx_graph_output(g, "masks", sam_reshape(&b, masks, 3, (int64_t[]){RLX_SAM_MAX_MASKS, MS, MS}));
     rlx_node iou_tok = rlx_graph_slice(g, NULL, queries, 0, K(0), K(1));
     rlx_graph_output(g, "iou", dec_mlp(&b, iou_tok, "mask_decoder.iou_prediction_head", 3));
-    return finish(&b, out, "mask decoder", err);
+    return sam_build_finish(&b, out, "SAM mask decoder", err);
 }

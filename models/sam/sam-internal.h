@@ -95,6 +95,15 @@ typedef struct sam_builder {
 rlx_node sam_param(sam_builder *b, const char *fmt, ...) RLX_PRINTF(2, 3);
 rlx_node sam_reshape(sam_builder *b, rlx_node x, int rank, const int64_t *d);
 rlx_node sam_permute(sam_builder *b, rlx_node x, const int *perm);
+/* The 64 x 64 grid's random-Fourier encoding, [4096, 256]: the cells'
+ * centres mapped to [-1, 1], times the prompt encoder's gaussian matrix (the
+ * weight so named), 2 pi, as [sin | cos]. */
+rlx_node sam_dense_pe(sam_builder *b, const char *gaussian);
+/* The built graph into *out, or the failure: the first weight not listed,
+ * else the graph's own error, each after "building the <what>: ". The graph
+ * is freed on failure. */
+rlx_status sam_build_finish(sam_builder *b, struct rlx_graph **out, const char *what,
+                            rlx_error **err);
 
 /* The state names the encoder writes and the decoder reads. */
 #define SAM_STATE_EMBEDDING "sam.embedding" /* [4096, 256], token-major (y * 64 + x) */
@@ -103,6 +112,18 @@ rlx_node sam_permute(sam_builder *b, rlx_node x, const int *perm);
 /* SAM 2 keeps the high-resolution features (conv_s0 / conv_s1 applied), token-major. */
 #define SAM2_STATE_FEAT_S0 "sam2.feat_s0" /* [256 * 256, 32] */
 #define SAM2_STATE_FEAT_S1 "sam2.feat_s1" /* [128 * 128, 64] */
+
+/* Building m->w: one weight more (its name printf-style, its dims); with
+ * hf_names its Hugging Face name is derived too, else it is the same. On a
+ * failed allocation oom is set and that weight is left out. */
+typedef struct sam_lister {
+    struct sam_model *m;
+    int cap;
+    bool oom;
+    bool hf_names;
+} sam_lister;
+void sam_list_add(sam_lister *L, int rank, const int64_t *dims, const char *fmt, ...)
+    RLX_PRINTF(4, 5);
 
 /* Fill m->w for m->hp (every tensor the graphs use); dtypes are set later. */
 rlx_status sam_list_weights(sam_model *m, rlx_error **err);

@@ -82,14 +82,10 @@ static void hf_name(const char *official, char *out, size_t cap)
     }
 }
 
-typedef struct {
-    sam_model *m;
-    int cap;
-    bool oom;
-} lister;
+typedef sam_lister lister;
+#define add sam_list_add
 
-static void add(lister *L, int rank, const int64_t *dims, const char *fmt, ...) RLX_PRINTF(4, 5);
-static void add(lister *L, int rank, const int64_t *dims, const char *fmt, ...)
+void sam_list_add(sam_lister *L, int rank, const int64_t *dims, const char *fmt, ...)
 {
     sam_model *m = L->m;
     if (m->n_w == L->cap) {
@@ -108,7 +104,10 @@ static void add(lister *L, int rank, const int64_t *dims, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(w->name, sizeof w->name, fmt, ap);
     va_end(ap);
-    hf_name(w->name, w->hf, sizeof w->hf);
+    if (L->hf_names)
+        hf_name(w->name, w->hf, sizeof w->hf);
+    else
+        snprintf(w->hf, sizeof w->hf, "%s", w->name); /* no second naming scheme */
     w->rank = rank;
     memcpy(w->dims, dims, sizeof dims[0] * (size_t)rank);
     w->dtype = RLX_DTYPE_F32;
@@ -262,7 +261,7 @@ rlx_status sam_list_weights(sam_model *m, rlx_error **err)
     free(m->w);
     m->w = NULL;
     m->n_w = 0;
-    lister L = {.m = m};
+    lister L = {.m = m, .hf_names = true};
     const int64_t E = RLX_SAM_EMBED_DIM;
     char pre[SAM_NAME_MAX], nm[SAM_NAME_MAX];
     const int64_t D =

@@ -218,47 +218,6 @@ static rlx_node hiera_block(sb *b, rlx_node x, int il, int64_t *side_io)
     return rlx_graph_add(g, NULL, x, linear(b, h, "%s.mlp.layers.1", pre));
 }
 
-/* The 64 x 64 grid's random-Fourier encoding, [4096, 256] (as SAM v1's). */
-static rlx_node dense_pe(sb *b)
-{
-    float *xy = malloc(sizeof *xy * NTOK * 2);
-    if (!xy) {
-        snprintf(b->missing, sizeof b->missing, "out of memory");
-        return RLX_NODE_INVALID;
-    }
-    for (int y = 0; y < GRID; y++)
-        for (int x = 0; x < GRID; x++) {
-            xy[(y * GRID + x) * 2 + 0] = 2.0f * (((float)x + 0.5f) / GRID) - 1.0f;
-            xy[(y * GRID + x) * 2 + 1] = 2.0f * (((float)y + 0.5f) / GRID) - 1.0f;
-        }
-    rlx_node c = rlx_graph_const_f32(b->g, "grid", rlx_shape_make(2, (int64_t[]){NTOK, 2}), xy);
-    free(xy);
-    rlx_node pe = rlx_graph_matmul(
-        b->g, NULL, c,
-        sam_param(b, "sam_prompt_encoder.pe_layer.positional_encoding_gaussian_matrix"), false,
-        false);
-    pe = rlx_graph_scale(b->g, NULL, pe, SAM_TWO_PI, 0.0f);
-    rlx_node sc[2] = {rlx_graph_unary(b->g, NULL, RLX_OP_SIN, pe),
-                      rlx_graph_unary(b->g, NULL, RLX_OP_COS, pe)};
-    return rlx_graph_concat(b->g, NULL, 2, sc, 1);
-}
-
-static rlx_status finish(sb *b, rlx_graph **out, const char *what, rlx_error **err)
-{
-    if (b->missing[0]) {
-        rlx_graph_free(b->g);
-        return rlx_error_set(err, RLX_ERR_INTERNAL, "building the SAM 2 %s: %s", what, b->missing);
-    }
-    if (rlx_graph_status(b->g) != RLX_OK) {
-        rlx_status st = rlx_graph_take_error(b->g, err);
-        rlx_error_prefix(err, "building the SAM 2 %s: ", what);
-        rlx_graph_free(b->g);
-        return st;
-    }
-    *out = b->g;
-    return RLX_OK;
-}
-
 static void write_state(sb *b, const char *name, rlx_node x, int64_t rows, int64_t cols)
 {
     rlx_node s =
@@ -319,12 +278,14 @@ rlx_status sam2_build_encoder(const sam_model *m, rlx_graph **out, rlx_error **e
     rlx_node s1 = conv1x1(&b, lat[1], C / 4, C, "sam_mask_decoder.conv_s1");
 
     write_state(&b, SAM_STATE_EMBEDDING, emb, NTOK, C);
-    write_state(&b, SAM_STATE_IMAGE_PE, dense_pe(&b), NTOK, C);
+    write_state(&b, SAM_STATE_IMAGE_PE,
+                sam_dense_pe(&b, "sam_prompt_encoder.pe_layer.positional_encoding_gaussian_matrix"),
+                NTOK, C);
     write_state(&b, SAM2_STATE_FEAT_S0, s0, (int64_t)SIDE0 * SIDE0, C / 8);
     write_state(&b, SAM2_STATE_FEAT_S1, s1, (int64_t)SIDE0 * SIDE0 / 4, C / 4);
     rlx_node probe = rlx_graph_slice(g, NULL, emb, 0, K(0), K(1));
     rlx_graph_output(g, "probe", rlx_graph_slice(g, NULL, probe, 1, K(0), K(1)));
-    return finish(&b, out, "image encoder", err);
+    return sam_build_finish(&b, out, "SAM 2 image encoder", err);
 }
 
 /* ---- decoder ------------------------------------------------------------ */
@@ -482,5 +443,5 @@ rlx_status sam2_build_decoder(const sam_model *m, int n_tokens, rlx_graph **out,
     rlx_graph_output(g, "iou", rlx_graph_sigmoid(g, NULL, iou));
     snprintf(nm, sizeof nm, "%s.pred_obj_score_head", d);
     rlx_graph_output(g, "object", mlp3(&b, rlx_graph_slice(g, NULL, queries, 0, K(0), K(1)), nm));
-    return finish(&b, out, "mask decoder", err);
+    return sam_build_finish(&b, out, "SAM 2 mask decoder", err);
 }

@@ -127,37 +127,8 @@ rlx_status sam2_read_hparams(rlx_sam_lookup_fn lookup, void *user, const char *w
                          what, (long long)embed, depth, stages[0], stages[1], stages[2], stages[3]);
 }
 
-typedef struct {
-    sam_model *m;
-    int cap;
-    bool oom;
-} lister;
-
-static void add(lister *L, int rank, const int64_t *dims, const char *fmt, ...) RLX_PRINTF(4, 5);
-static void add(lister *L, int rank, const int64_t *dims, const char *fmt, ...)
-{
-    sam_model *m = L->m;
-    if (m->n_w == L->cap) {
-        int nc = L->cap ? 2 * L->cap : 256;
-        sam_weight *nw = realloc(m->w, sizeof *nw * (size_t)nc);
-        if (!nw) {
-            L->oom = true;
-            return;
-        }
-        m->w = nw;
-        L->cap = nc;
-    }
-    sam_weight *w = &m->w[m->n_w++];
-    memset(w, 0, sizeof *w);
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(w->name, sizeof w->name, fmt, ap);
-    va_end(ap);
-    snprintf(w->hf, sizeof w->hf, "%s", w->name); /* no second naming scheme */
-    w->rank = rank;
-    memcpy(w->dims, dims, sizeof dims[0] * (size_t)rank);
-    w->dtype = RLX_DTYPE_F32;
-}
+typedef sam_lister lister;
+#define add sam_list_add
 
 #define D1(a)          ((const int64_t[]){a})
 #define D2(a, b)       ((const int64_t[]){a, b})
