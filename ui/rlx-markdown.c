@@ -617,6 +617,29 @@ static void render_into(GtkBox *box, const char *src, gsize len)
     g_ptr_array_unref(r.blocks);
 }
 
+/* Scripts written without spaces (Han, Kana, Hangul, fullwidth forms):
+ * a line may break before any of their characters (Unicode's line breaking
+ * rules, class ID). */
+static gboolean breaks_before(gunichar c)
+{
+    return (c >= 0x2E80 && c <= 0x9FFF) || (c >= 0xAC00 && c <= 0xD7AF) ||
+           (c >= 0xF900 && c <= 0xFAFF) || (c >= 0xFF00 && c <= 0xFFEF) || c >= 0x20000;
+}
+
+/* The full stops of those scripts, after which a cut needs no space. */
+static gboolean wide_sentence_end(gunichar c)
+{
+    return c == 0x3002 || c == 0xFF01 || c == 0xFF1F || c == 0xFF1B || c == 0xFF0E;
+}
+
+/* Combining marks belong to the character before them: never cut before one. */
+static gboolean combining(gunichar c)
+{
+    GUnicodeType t = g_unichar_type(c);
+    return t == G_UNICODE_NON_SPACING_MARK || t == G_UNICODE_SPACING_MARK ||
+           t == G_UNICODE_ENCLOSING_MARK || c == 0x200D || (c >= 0xFE00 && c <= 0xFE0F);
+}
+
 gsize rlx_markdown_soft_cut(const char *text, gsize block, gsize from, gsize len, gsize limit)
 {
     if (len - from <= limit)
@@ -626,19 +649,43 @@ gsize rlx_markdown_soft_cut(const char *text, gsize block, gsize from, gsize len
     unsigned char c0 = (unsigned char)text[block];
     if (!starts_fresh(text + block) || c0 == '#' || c0 == '|' || c0 == '<')
         return 0;
-    /* Look in the newest half: after a sentence's end, else after a space;
-     * never inside a UTF-8 character (the cut follows an ASCII byte). */
-    gsize lo = from + limit / 2, space = 0;
+    /* Look in the newest half, from its end: after a sentence's end, else
+     * after a space, else (text without spaces, as Chinese or Japanese)
+     * before a character a line may break before; never inside a UTF-8
+     * character. The piece's work per showing stays bounded only if some
+     * cut is found, so a piece twice the limit with none of these (one
+     * endless "word") is cut at its newest character boundary that does
+     * not split a character from its combining marks. */
+    gsize lo = from + limit / 2, space = 0, wide = 0, any = 0;
     for (gsize i = len - 1; i > lo; i--) {
-        char a = text[i - 1], b = text[i];
+        unsigned char b = (unsigned char)text[i];
+        if ((b & 0xC0) == 0x80)
+            continue; /* inside a character */
+        char a = text[i - 1];
         if (b == ' ' || b == '\n') {
             if (a == '.' || a == '!' || a == '?' || a == ':' || a == ';')
                 return i + 1;
             if (!space)
                 space = i + 1;
+            continue;
         }
+        gunichar c = g_utf8_get_char_validated(text + i, (gssize)(len - i));
+        if (c == (gunichar)-1 || c == (gunichar)-2 || combining(c))
+            continue;
+        const char *p = g_utf8_find_prev_char(text + lo, text + i);
+        gunichar prev = p ? g_utf8_get_char_validated(p, (gssize)(text + i - p)) : 0;
+        if (prev != (gunichar)-1 && prev != (gunichar)-2 && wide_sentence_end(prev))
+            return i;
+        if (!wide && breaks_before(c))
+            wide = i;
+        if (!any)
+            any = i;
     }
-    return space;
+    if (space)
+        return space;
+    if (wide)
+        return wide;
+    return len - from > 2 * limit ? any : 0;
 }
 
 struct RlxMarkdownStream {

@@ -32,7 +32,8 @@ RlxMarkdownStream *rlx_markdown_stream_new(GtkBox *box);
 void rlx_markdown_stream_update(RlxMarkdownStream *s, const char *text, gsize len);
 /* While live (set by the caller while the text streams in), a paragraph
  * longer than RLX_MARKDOWN_SOFT_CUT_BYTES is also cut, after a sentence or a
- * word in its newest half, so that laying out what is still open costs the
+ * word in its newest half (in text without spaces, such as Chinese, before
+ * a character where a line may break), so that laying out what is still open costs the
  * same however long the paragraph grows; Markdown that spans such a cut
  * shows as written until the stream settles. Setting it not live again lays
  * out anew, whole, what was cut so. A new stream is not live. */
@@ -54,8 +55,11 @@ void rlx_markdown_chunker_init(RlxMarkdownChunker *c);
 gsize rlx_markdown_chunker_feed(RlxMarkdownChunker *c, const char *text, gsize len);
 /* Where a live stream cuts the open piece text[from, len) of the block that
  * starts at text[block] when the piece is longer than limit bytes: after the
- * last sentence end (". ", "! ", …) in its newest half, else after its last
- * space there; 0: no cut (short, the block is not prose, or no space). */
+ * last sentence end (". ", "! ", "。", …) in its newest half, else after its
+ * last space there, else before its last Han, Kana or Hangul character
+ * there, else, once the piece is over twice the limit, at its last character
+ * boundary (not before a combining mark); 0: no cut (short, or the block is
+ * not prose). */
 gsize rlx_markdown_soft_cut(const char *text, gsize block, gsize from, gsize len, gsize limit);
 
 /* text as Pango markup, without code blocks' widgets (for tests). */

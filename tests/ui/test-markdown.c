@@ -163,11 +163,40 @@ static void test_soft_cut(void)
         g_autofree char *u = g_strconcat(starts[i], t->str, NULL);
         g_assert_cmpuint(rlx_markdown_soft_cut(u, 0, 0, strlen(u), 40), ==, 0);
     }
-    /* no space in the newest half (one long word): no cut, never inside a
-     * UTF-8 character */
+    /* no space in the newest half (one long word): no cut while the piece
+     * is under twice the limit, then at its newest character boundary */
     g_autofree char *w = g_strnfill(200, 'x');
-    g_assert_cmpuint(rlx_markdown_soft_cut(w, 0, 0, 200, 40), ==, 0);
+    g_assert_cmpuint(rlx_markdown_soft_cut(w, 0, 0, 70, 40), ==, 0);
+    g_assert_cmpuint(rlx_markdown_soft_cut(w, 0, 0, 200, 40), ==, 199);
     g_string_free(t, TRUE);
+}
+
+/* Text without spaces (a Chinese reply): cut before a Han character in the
+ * newest half, or right after a full stop 。, never inside a character and
+ * never between a letter and its combining mark. */
+static void test_soft_cut_wide(void)
+{
+    GString *t = g_string_new(NULL);
+    while (t->len < 300)
+        g_string_append(t, "\u642d\u914d"); /* 搭配, 3 bytes each */
+    gsize cut = rlx_markdown_soft_cut(t->str, 0, 0, t->len, 100);
+    g_assert_cmpuint(cut, >, 50);
+    g_assert_cmpuint(cut, <, t->len);
+    g_assert_true(g_utf8_validate(t->str, (gssize)cut, NULL));
+    g_assert_cmpuint(cut % 3, ==, 0);
+    /* a full stop in the newest half: the cut follows it */
+    gsize stop = t->len - 30;
+    g_string_insert(t, (gssize)stop, "\u3002");
+    g_assert_cmpuint(rlx_markdown_soft_cut(t->str, 0, 0, t->len, 100), ==, stop + 3);
+    g_string_free(t, TRUE);
+    /* a letter and its combining acute accent (e + U+0301) stay together */
+    GString *e = g_string_new(NULL);
+    while (e->len < 300)
+        g_string_append(e, "e\u0301");
+    cut = rlx_markdown_soft_cut(e->str, 0, 0, e->len, 100);
+    g_assert_cmpuint(cut, >, 0);
+    g_assert_cmpint(e->str[cut], ==, 'e');
+    g_string_free(e, TRUE);
 }
 
 int main(int argc, char **argv)
@@ -180,5 +209,6 @@ int main(int argc, char **argv)
     g_test_add_func("/markdown/chunks-render-the-same", test_chunks_render_the_same);
     g_test_add_func("/markdown/chunk-points", test_chunk_points);
     g_test_add_func("/markdown/soft-cut", test_soft_cut);
+    g_test_add_func("/markdown/soft-cut-wide", test_soft_cut_wide);
     return g_test_run();
 }
