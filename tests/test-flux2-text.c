@@ -680,6 +680,10 @@ static void cpu_bad_input(void **state)
     /* the text_encoder/ folder alone: no tokenizer.json, no tokenizer/ beside */
     expect_open_error(sub, &p, RLX_ERR_NOT_FOUND, "tokenizer");
     expect_open_error(rlx_test_tmp("no-such-model"), &p, RLX_ERR_NOT_FOUND, "no such file");
+    /* a tokenizer given in the params stands in for the missing one */
+    rlx_flux2_text_params pw = params(&WIDE, "cpu");
+    rlx_flux2_text_free(open_te(dir, &pw));
+    rlx_flux2_text_free(open_te(sub, &pw));
     p.tokenizer = rlx_test_data("tokenizers/hf-qwen3");
 
     /* a llama GGUF, and a file that is no model */

@@ -87,10 +87,30 @@ static bool is_gguf_file(const char *path)
     return got == 4 && !memcmp(m, "GGUF", 4);
 }
 
+/* The tokenizer of a text_encoder/ folder: tokenizer.json inside, or a
+ * tokenizer/ folder beside it (a diffusers layout). */
+static rlx_status tok_beside(const char *dir, char *tok, size_t cap, bool need, rlx_error **err)
+{
+    char a[4200], b[4200];
+    join(a, sizeof a, dir, "tokenizer.json");
+    join(b, sizeof b, dir, "../tokenizer");
+    if (is_file(a))
+        snprintf(tok, cap, "%s", dir);
+    else if (is_dir(b))
+        snprintf(tok, cap, "%s", b);
+    else if (need)
+        return rlx_error_set(err, RLX_ERR_NOT_FOUND,
+                             "%s: no tokenizer.json in the text encoder's folder and no "
+                             "tokenizer/ folder beside it",
+                             dir);
+    return RLX_OK;
+}
+
 /* Where the text encoder and its tokenizer are. te: a folder with
- * config.json, or a GGUF file; tok: a tokenizer folder/file or "" when the
- * GGUF holds it. */
-static rlx_status locate(const char *path, char *te, char *tok, size_t cap, bool *gguf,
+ * config.json (or a .safetensors file with one beside it), or a GGUF file;
+ * tok: a tokenizer folder, or "" when the GGUF holds it or (need false) the
+ * caller gives its own. */
+static rlx_status locate(const char *path, char *te, char *tok, size_t cap, bool *gguf, bool need,
                          rlx_error **err)
 {
     *gguf = false;
@@ -104,6 +124,12 @@ static rlx_status locate(const char *path, char *te, char *tok, size_t cap, bool
             snprintf(te, cap, "%s", path);
             return RLX_OK;
         }
+        if (ends_with(path, ".safetensors") && rlx_llm_hf_is_checkpoint(path)) {
+            snprintf(te, cap, "%s", path);
+            const char *slash = strrchr(path, '/');
+            snprintf(a, sizeof a, "%.*s", slash ? (int)(slash - path) : 1, slash ? path : ".");
+            return tok_beside(a, tok, cap, need, err);
+        }
         return rlx_error_set(err, RLX_ERR_UNSUPPORTED,
                              "%s: give the FLUX.2 text encoder as a diffusers folder (with "
                              "text_encoder/ and tokenizer/), its text_encoder/ folder or a Qwen3 "
@@ -116,18 +142,7 @@ static rlx_status locate(const char *path, char *te, char *tok, size_t cap, bool
     if (is_file(a)) {
         /* the text_encoder/ folder itself */
         snprintf(te, cap, "%s", path);
-        join(a, sizeof a, path, "tokenizer.json");
-        join(b, sizeof b, path, "../tokenizer");
-        if (is_file(a))
-            snprintf(tok, cap, "%s", path);
-        else if (is_dir(b))
-            snprintf(tok, cap, "%s", b);
-        else
-            return rlx_error_set(err, RLX_ERR_NOT_FOUND,
-                                 "%s: no tokenizer.json in the text encoder's folder and no "
-                                 "tokenizer/ folder beside it",
-                                 path);
-        return RLX_OK;
+        return tok_beside(path, tok, cap, need, err);
     }
     join(a, sizeof a, path, "text_encoder");
     join(b, sizeof b, path, "model_index.json");
@@ -146,15 +161,16 @@ static rlx_status locate(const char *path, char *te, char *tok, size_t cap, bool
     join(b, sizeof b, path, "tokenizer");
     if (!is_dir(b)) {
         join(b, sizeof b, a, "tokenizer.json");
-        if (!is_file(b))
+        if (is_file(b))
+            snprintf(tok, cap, "%s", a);
+        else if (need)
             return rlx_error_set(err, RLX_ERR_NOT_FOUND,
                                  "%s: the diffusers folder has no tokenizer/ folder", path);
-        snprintf(tok, cap, "%s", a);
         return RLX_OK;
     }
     snprintf(tok, cap, "%s", b);
     join(a, sizeof a, b, "tokenizer.json");
-    if (!is_file(a))
+    if (!is_file(a) && need)
         return rlx_error_set(err, RLX_ERR_NOT_FOUND,
                              "%s: no tokenizer.json (the tokenizer is read from tokenizer.json; "
                              "vocab.json and merges.txt alone are not enough)",
@@ -176,8 +192,9 @@ static rlx_status check_params(const rlx_flux2_text_params *p, rlx_error **err)
     return RLX_OK;
 }
 
-static rlx_status load_template(rlx_flux2_text *t, const char *te, const char *tokdir,
-                                rlx_error **err)
+/* The chat template: the GGUF's, else the first folder of dirs (the given
+ * tokenizer's, the model's tokenizer/, the text encoder's) that has one. */
+static rlx_status load_template(rlx_flux2_text *t, const char *const dirs[3], rlx_error **err)
 {
     char *src = NULL;
     if (t->gguf) {
@@ -187,10 +204,9 @@ static rlx_status load_template(rlx_flux2_text *t, const char *te, const char *t
             src[v->v.str.len] = 0;
         }
     }
-    if (!src && tokdir[0] && is_dir(tokdir))
-        src = rlx_llm_hf_chat_template_in(tokdir);
-    if (!src && !t->gguf)
-        src = rlx_llm_hf_chat_template_in(te);
+    for (int i = 0; i < 3 && !src; i++)
+        if (dirs[i] && dirs[i][0] && is_dir(dirs[i]))
+            src = rlx_llm_hf_chat_template_in(dirs[i]);
     if (!src)
         return RLX_OK; /* the built-in Qwen3 text */
     rlx_status st = rlx_chat_template_create(src, &t->tmpl, err);
@@ -215,8 +231,11 @@ rlx_status rlx_flux2_text_open(const char *path, const rlx_flux2_text_params *p,
         return st;
     char te[4200], tokp[4200];
     bool gguf;
-    if ((st = locate(path, te, tokp, sizeof te, &gguf, err)) != RLX_OK)
+    if ((st = locate(path, te, tokp, sizeof te, &gguf, !p->tokenizer, err)) != RLX_OK)
         return st;
+    /* the model's own tokenizer folder, if any, still offers its template */
+    char tmpl_dir[4200];
+    snprintf(tmpl_dir, sizeof tmpl_dir, "%s", tokp);
     if (p->tokenizer)
         snprintf(tokp, sizeof tokp, "%s", p->tokenizer);
 
@@ -269,7 +288,8 @@ rlx_status rlx_flux2_text_open(const char *path, const rlx_flux2_text_params *p,
                            tokp[0] ? tokp : te);
         goto fail;
     }
-    if ((st = load_template(t, te, tokp, err)) != RLX_OK)
+    const char *dirs[3] = {tokp, tmpl_dir, gguf ? NULL : te};
+    if ((st = load_template(t, dirs, err)) != RLX_OK)
         goto fail;
 
     rlx_session_params sp = rlx_session_default_params();
