@@ -415,6 +415,19 @@ static void check_small(fixture *f, const char *device, double tol)
     free(h2);
     rlx_flux2_text_free(t);
 
+    /* padded to 300: a padding row sees the prompt keys only, so the first
+     * 16 rows are those of the 16-row reference (through the long-sequence,
+     * mostly masked attention tiles) */
+    p.max_length = 300;
+    t = open_te(f->small_gguf, &p);
+    h = encode_ids(t, SMALL_IDS, N_SMALL_IDS, 300, D3);
+    e = rel_err(h, D3, NULL, f->small_ref, SMALL.L, D3);
+    if (!(e <= tol))
+        fail_msg("small model padded to 300 on %s: relative error %.3g", device, e);
+    free(h);
+    rlx_flux2_text_free(t);
+    p.max_length = SMALL.L;
+
     /* without padding: the prompt's rows, the same numbers (a causal model) */
     p.pad = false;
     t = open_te(f->small_gguf, &p);
