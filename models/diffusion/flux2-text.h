@@ -38,7 +38,10 @@
  *      other. Layers after the deepest one taken and the LM head are not built
  *      (klein 4B runs 27 of Qwen3-4B's 36 layers).
  * Text position ids (T, H, W, L) = (0, 0, 0, i) for row i are the
- * transformer's business (flux2-dit.h).
+ * transformer's business (flux2-dit.h). The output stays float32: the
+ * pipeline casts prompt_embeds to the text encoder's dtype (bfloat16 as
+ * published) before the transformer, a relative rounding of at most 2^-9 we
+ * do not apply.
  *
  * Model files: a diffusers root folder (text_encoder/ + tokenizer/), the
  * text_encoder/ folder (tokenizer.json inside, or a tokenizer/ folder beside
