@@ -18,7 +18,9 @@
  * its SEQ positions at offset PAST with a scatter. A Q8_0 cache is instead
  * [n_ctx, n_head_kv * head_dim] (ggml blocks along each token's row, so the
  * row must be a multiple of 32), quantized by the scatter. Weights are PARAMs named
- * exactly as the GGUF tensors, in their file dtype.
+ * exactly as the GGUF tensors, in their file dtype. Text encoders ask for
+ * hidden states instead (rlx_llm_graph_params.n_hidden: output "hidden"),
+ * usually without the cache (stateless) and with a padding mask (key_mask).
  *
  * Architectures (general.architecture): llama, mistral (NORMAL rope: the
  * GGUF converter permutes Q/K rows for it), qwen2 (q/k/v biases), qwen3
