@@ -478,6 +478,33 @@ rlx_status rlx_llm_build_graph_w(const rlx_llm_config *c, const rlx_llm_weights 
                              "a Q8_0 KV cache needs KV rows (kv heads x head size: %d x %d) that "
                              "are multiples of 32; use f16",
                              c->n_head_kv, c->head_dim);
+    /* how many decoder layers to build: all, or up to the deepest hidden
+     * state taken */
+    int32_t n_build = c->n_layer;
+    if (p->n_hidden < 0 || p->n_hidden > RLX_LLM_MAX_HIDDEN)
+        return rlx_error_set(err, RLX_ERR_INVALID_ARG,
+                             "llm graph: %d hidden states asked for; at most %d can be taken",
+                             p->n_hidden, RLX_LLM_MAX_HIDDEN);
+    if (p->n_hidden > 0) {
+        if (p->split)
+            return rlx_error_set(err, RLX_ERR_INVALID_ARG,
+                                 "llm graph: hidden-state output does not combine with split");
+        n_build = 0;
+        for (int i = 0; i < p->n_hidden; i++) {
+            int32_t k = p->hidden_layers[i];
+            if (k < 0 || k > c->n_layer)
+                return rlx_error_set(err, RLX_ERR_INVALID_ARG,
+                                     "llm graph: hidden state %d asked for, but the model has %d "
+                                     "layers (0 is the embedding, %d the last layer's output)",
+                                     k, c->n_layer, c->n_layer);
+            if (k > n_build)
+                n_build = k;
+        }
+    }
+    if (p->stateless && p->seq_max != p->n_ctx)
+        return rlx_error_set(err, RLX_ERR_INVALID_ARG,
+                             "llm graph: without a KV cache n_ctx (%d) must equal seq_max (%d)",
+                             p->n_ctx, p->seq_max);
     rlx_graph *g = rlx_graph_create();
     if (!g)
         return rlx_error_set(err, RLX_ERR_NO_MEMORY, "llm graph: out of memory");
@@ -489,17 +516,27 @@ rlx_status rlx_llm_build_graph_w(const rlx_llm_config *c, const rlx_llm_weights 
     /* bounds are per symbol, so PAST + SEQ <= n_ctx caps PAST at n_ctx -
      * seq_max: the runner appends the last few tokens of a full context with
      * the SEQ = 1 program */
-    int past = rlx_graph_add_symbol(g, "PAST", p->n_ctx - p->seq_max);
-    rlx_dim S = rlx_dim_sym(seq), T, one = rlx_dim_const(1);
-    rlx_dim_add(rlx_dim_sym(past), S, &T);
+    rlx_dim S = rlx_dim_sym(seq), T = S, one = rlx_dim_const(1);
+    int past = -1;
+    if (!p->stateless) {
+        past = rlx_graph_add_symbol(g, "PAST", p->n_ctx - p->seq_max);
+        rlx_dim_add(rlx_dim_sym(past), S, &T);
+    }
 
     rlx_node tokens = rlx_graph_input(g, "tokens", RLX_DTYPE_I32, rlx_shape_make_dims(1, &S));
     rlx_node pos = rlx_graph_input(g, "pos", RLX_DTYPE_I32, rlx_shape_make_dims(1, &S));
+    rlx_node kmask = RLX_NODE_INVALID;
+    if (p->key_mask)
+        kmask = rlx_graph_input(g, "key_mask", RLX_DTYPE_F32, rlx_shape_make_dims(1, &T));
+    rlx_node hidden[RLX_LLM_MAX_HIDDEN];
 
     rlx_node emb = weight(b, "token_embd.weight", V, D, false);
     rlx_node x = rlx_graph_gather(g, "embd", emb, tokens); /* [S, D] */
     if (c->embd_scale)
         x = rlx_graph_scale(g, "embd.scale", x, sqrtf((float)D), 0.f);
+    for (int i = 0; i < p->n_hidden; i++)
+        if (p->hidden_layers[i] == 0)
+            hidden[i] = x;
 
     rlx_node freq = RLX_NODE_INVALID;
     if (c->rope_factors_tensor[0])
@@ -522,7 +559,7 @@ rlx_status rlx_llm_build_graph_w(const rlx_llm_config *c, const rlx_llm_weights 
         return rlx_error_set(err, RLX_ERR_INVALID_ARG, "llm graph: split at layer %d of %d",
                              p->split_layer, c->n_layer);
     }
-    for (int il = 0; il < c->n_layer && b->st == RLX_OK; il++) {
+    for (int il = 0; il < n_build && b->st == RLX_OK; il++) {
         if (p->split && il == p->split_layer)
             rlx_graph_set_segment(g, 1);
         bool swa = rlx_llm_layer_is_swa(c, il);
@@ -567,7 +604,13 @@ rlx_status rlx_llm_build_graph_w(const rlx_llm_config *c, const rlx_llm_weights 
         q = reshape(b, rlx_graph_permute(g, NULL, q, perm), 4,
                     (rlx_dim[]){one, rlx_dim_const(H), S, rlx_dim_const(DH)});
         rlx_node ka, va;
-        if (p->kv_dtype == RLX_DTYPE_Q8_0)
+        if (p->stateless) {
+            /* T = SEQ: this run's own keys and values */
+            ka = reshape(b, rlx_graph_permute(g, NULL, k, perm), 4,
+                         (rlx_dim[]){one, rlx_dim_const(HKV), S, rlx_dim_const(DH)});
+            va = reshape(b, rlx_graph_permute(g, NULL, v, perm), 4,
+                         (rlx_dim[]){one, rlx_dim_const(HKV), S, rlx_dim_const(DV)});
+        } else if (p->kv_dtype == RLX_DTYPE_Q8_0)
             kv_q8_0(b, il, k, v, p->n_ctx, past, T, &ka, &va);
         else {
             k = rlx_graph_permute(g, NULL, k, perm);
@@ -594,7 +637,7 @@ rlx_status rlx_llm_build_graph_w(const rlx_llm_config *c, const rlx_llm_weights 
                                    .window = swa ? c->sliding_window : 0,
                                    .scale = attn_scale,
                                    .softcap = c->attn_softcap};
-        rlx_node att = rlx_graph_attention(g, NULL, q, ka, va, RLX_NODE_INVALID, ap);
+        rlx_node att = rlx_graph_attention(g, NULL, q, ka, va, kmask, ap);
         att = reshape(b, att, 3, (rlx_dim[]){rlx_dim_const(H), S, rlx_dim_const(DV)});
         att = rlx_graph_permute(g, NULL, att, perm);
         att = reshape(b, att, 2, (rlx_dim[]){S, rlx_dim_const(H * DV)});
@@ -626,24 +669,43 @@ rlx_status rlx_llm_build_graph_w(const rlx_llm_config *c, const rlx_llm_weights 
             f = rlx_graph_rms_norm(g, NULL, f, lw(b, il, "post_ffw_norm.weight", 0, D, false),
                                    c->norm_eps);
         x = rlx_graph_add(g, NULL, x, f);
+        for (int i = 0; i < p->n_hidden; i++)
+            if (p->hidden_layers[i] == il + 1 && il + 1 < c->n_layer)
+                hidden[i] = x;
     }
 
-    if (!p->all_logits) {
-        rlx_dim last;
-        rlx_dim_sub(S, one, &last);
-        x = rlx_graph_slice(g, "last", x, 0, last, one);
+    if (p->n_hidden > 0) {
+        rlx_node normed = RLX_NODE_INVALID;
+        for (int i = 0; i < p->n_hidden; i++) {
+            if (p->hidden_layers[i] != c->n_layer)
+                continue;
+            if (normed == RLX_NODE_INVALID)
+                normed = rlx_graph_rms_norm(
+                    g, "output_norm", x, weight(b, "output_norm.weight", 0, D, false), c->norm_eps);
+            hidden[i] = normed;
+        }
+        rlx_node h = p->n_hidden == 1 ? hidden[0]
+                                      : rlx_graph_concat(g, "hidden.join", p->n_hidden, hidden, 1);
+        rlx_graph_output(g, "hidden", h);
+    } else {
+        if (!p->all_logits) {
+            rlx_dim last;
+            rlx_dim_sub(S, one, &last);
+            x = rlx_graph_slice(g, "last", x, 0, last, one);
+        }
+        if (p->split)
+            rlx_graph_set_segment(g, 2);
+        x = rlx_graph_rms_norm(g, "output_norm", x, weight(b, "output_norm.weight", 0, D, false),
+                               c->norm_eps);
+        rlx_node head = c->tied_output ? emb : weight(b, "output.weight", V, D, false);
+        rlx_node logits = rlx_graph_linear(g, "lm_head", x, head, RLX_NODE_INVALID);
+        if (c->final_softcap > 0) {
+            logits = rlx_graph_scale(g, NULL, logits, 1.f / c->final_softcap, 0.f);
+            logits =
+                rlx_graph_scale(g, NULL, rlx_graph_tanh(g, NULL, logits), c->final_softcap, 0.f);
+        }
+        rlx_graph_output(g, "logits", logits);
     }
-    if (p->split)
-        rlx_graph_set_segment(g, 2);
-    x = rlx_graph_rms_norm(g, "output_norm", x, weight(b, "output_norm.weight", 0, D, false),
-                           c->norm_eps);
-    rlx_node head = c->tied_output ? emb : weight(b, "output.weight", V, D, false);
-    rlx_node logits = rlx_graph_linear(g, "lm_head", x, head, RLX_NODE_INVALID);
-    if (c->final_softcap > 0) {
-        logits = rlx_graph_scale(g, NULL, logits, 1.f / c->final_softcap, 0.f);
-        logits = rlx_graph_scale(g, NULL, rlx_graph_tanh(g, NULL, logits), c->final_softcap, 0.f);
-    }
-    rlx_graph_output(g, "logits", logits);
 
     if (b->st == RLX_OK && rlx_graph_status(g) != RLX_OK) {
         rlx_graph_take_error(g, err);

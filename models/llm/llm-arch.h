@@ -18,7 +18,9 @@
  * its SEQ positions at offset PAST with a scatter. A Q8_0 cache is instead
  * [n_ctx, n_head_kv * head_dim] (ggml blocks along each token's row, so the
  * row must be a multiple of 32), quantized by the scatter. Weights are PARAMs named
- * exactly as the GGUF tensors, in their file dtype.
+ * exactly as the GGUF tensors, in their file dtype. Text encoders ask for
+ * hidden states instead (rlx_llm_graph_params.n_hidden: output "hidden"),
+ * usually without the cache (stateless) and with a padding mask (key_mask).
  *
  * Architectures (general.architecture): llama, mistral (NORMAL rope: the
  * GGUF converter permutes Q/K rows for it), qwen2 (q/k/v biases), qwen3
@@ -61,6 +63,7 @@ typedef enum rlx_llm_arch {
 RLX_API const char *rlx_llm_supported_architectures(void);
 
 #define RLX_LLM_MAX_ROPE_FACTORS 512
+#define RLX_LLM_MAX_HIDDEN       8
 
 typedef struct rlx_llm_config {
     rlx_llm_arch arch;
@@ -120,6 +123,26 @@ typedef struct rlx_llm_graph_params {
      * state crosses each cut once per run. */
     bool split;
     int32_t split_layer;
+    /* Text encoders (a FLUX.2 text encoder reads a Qwen3's middle layers):
+     * with n_hidden > 0 the output is "hidden" F32 [SEQ, n_hidden * n_embd]
+     * instead of "logits": for each position the residual stream after
+     * hidden_layers[i] decoder layers, joined in the order given. The
+     * numbering is transformers' output_hidden_states: 0 is the embedding,
+     * k (1 <= k < n_layer) the output of layer k - 1, and n_layer the output
+     * after the final norm (as transformers applies it there). Layers after
+     * the deepest one taken, the output norm (unless n_layer is taken) and
+     * the head are not built. Does not combine with split. */
+    int32_t n_hidden;
+    int32_t hidden_layers[RLX_LLM_MAX_HIDDEN];
+    /* No KV cache: each run attends over its own SEQ tokens only (PAST is
+     * bounded to 0 and the K/V stay f32); for one-shot encoders. */
+    bool stateless;
+    /* An extra input "key_mask" F32 [PAST + SEQ] ([SEQ] when stateless) added to every layer's
+     * attention scores of key t on top of the causal mask: 0 keeps a key, a
+     * large negative (-1e30) drops it. It is transformers' attention_mask of
+     * a right-padded batch: padding keys are seen by no query, while the
+     * padding queries still see every real key. */
+    bool key_mask;
 } rlx_llm_graph_params;
 
 RLX_API rlx_llm_graph_params rlx_llm_graph_default_params(void);

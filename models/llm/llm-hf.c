@@ -441,8 +441,13 @@ rlx_status rlx_llm_hf_add_to_session(const rlx_llm_hf *h, rlx_session *s, rlx_er
 
 char *rlx_llm_hf_chat_template(const rlx_llm_hf *h)
 {
+    return rlx_llm_hf_chat_template_in(h->dir);
+}
+
+char *rlx_llm_hf_chat_template_in(const char *dir)
+{
     char p[4200];
-    snprintf(p, sizeof p, "%s/tokenizer_config.json", h->dir);
+    snprintf(p, sizeof p, "%s/tokenizer_config.json", dir);
     char *out = NULL;
     json_object *o = is_file(p) ? json_object_from_file(p) : NULL;
     json_object *ct = jget(o, "chat_template");
@@ -459,7 +464,7 @@ char *rlx_llm_hf_chat_template(const rlx_llm_hf *h)
     json_object_put(o);
     if (out)
         return out;
-    snprintf(p, sizeof p, "%s/chat_template.jinja", h->dir);
+    snprintf(p, sizeof p, "%s/chat_template.jinja", dir);
     FILE *f = fopen(p, "rb");
     if (!f)
         return NULL;

@@ -58,6 +58,8 @@ RLX_API rlx_status rlx_llm_hf_add_to_session(const rlx_llm_hf *h, struct rlx_ses
 /* tokenizer_config.json's chat_template (the "default" one of a list) or a
  * chat_template.jinja file; malloc'd, NULL when there is none. */
 RLX_API char *rlx_llm_hf_chat_template(const rlx_llm_hf *h);
+/* The same from any folder (a diffusers pipeline's tokenizer/ folder). */
+RLX_API char *rlx_llm_hf_chat_template_in(const char *dir);
 
 #ifdef __cplusplus
 }
