@@ -45,8 +45,10 @@ _Static_assert(RLX_ACT_RELU == 1 && RLX_ACT_TANH == 6, "shaders/common.glsl's ac
 #define ATTN_TILE_MAX_D 128
 #define MAX_AXES        3     /* axes one dispatch may be split along */
 #define MAX_CHUNKS      65536 /* dispatches one split dispatch may become */
-#define MAX_SEGS        16    /* command buffers a run is submitted in (cancel between them) */
-#define SEG_DISP        32    /* dispatches at least in one of them */
+#define MAX_SEGS        64    /* command buffers a run is submitted in (cancel between them) */
+#define HW_SEGS         16    /* ... on a GPU, where each costs a wake-up */
+#define SEG_DISP        32    /* dispatches at least in one of them, on a GPU */
+#define SOFT_SEG_DISP   4     /* on a software device (lavapipe) */
 #define SEG_RUN_S       1.0   /* a run at least this long is submitted in parts */
 
 /* An operand as a shader sees it: dims and element strides (already
@@ -1989,9 +1991,14 @@ rlx_status vk_program_create(rlx_device *dev, const rlx_lir *lir, rlx_program **
     P->n_segs = 0;
     P->seg_first[0] = 0;
     {
-        int32_t per_seg = P->n_disp / MAX_SEGS + 1;
-        if (per_seg < SEG_DISP)
-            per_seg = SEG_DISP;
+        /* A software device runs each part on the CPU, where one part of a
+         * large model can take minutes: there the parts are as small as
+         * MAX_SEGS allows, so that Stop is felt soon and no single wait
+         * comes near the hang timeout. */
+        bool soft = d->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
+        int32_t per_seg = P->n_disp / (soft ? MAX_SEGS : HW_SEGS) + 1;
+        if (per_seg < (soft ? SOFT_SEG_DISP : SEG_DISP))
+            per_seg = soft ? SOFT_SEG_DISP : SEG_DISP;
         int32_t from = 0;
         for (int32_t i = 0; i < P->n_instrs; i++)
             if (P->first[i + 1] - from >= per_seg && P->n_segs < MAX_SEGS - 1) {
