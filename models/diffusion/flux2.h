@@ -46,6 +46,7 @@
 
 #include "backends/base/status.h"
 #include "engine/image/image.h"
+#include "models/diffusion/flux2-sched.h" /* RLX_FLUX2_MAX_STEPS */
 
 #ifdef __cplusplus
 extern "C" {
@@ -57,7 +58,6 @@ typedef struct rlx_flux2 rlx_flux2;
 #define RLX_FLUX2_MAX_REFS  4
 #define RLX_FLUX2_MIN_SIDE  64
 #define RLX_FLUX2_MAX_SIDE  2048
-#define RLX_FLUX2_MAX_STEPS 200
 
 typedef struct rlx_flux2_lora {
     const char *path; /* a LoRA .safetensors (diffusers or kohya names) */
