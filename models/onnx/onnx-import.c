@@ -1248,20 +1248,18 @@ static bool e_cast(ctx *c)
             d[i] = fit_elem(to, v->c[i]);
         return set_const(c, c->cur->outputs[0], to, v->rank, v->dims, d) != NULL;
     }
-    /* a float computed in F32 rounds like the narrower float only when the
-     * type is F32 itself */
-    if (to == RLX_ONNX_FLOAT16 || to == RLX_ONNX_BFLOAT16 ||
-        (v->elem == RLX_ONNX_DOUBLE && to == RLX_ONNX_FLOAT)) {
-        if (to != RLX_ONNX_FLOAT || v->elem != RLX_ONNX_DOUBLE) {
-            unsupported(c, "casts to %s", rlx_onnx_elem_type_name(to));
-            return false;
-        }
-    }
+    /* float16 / bfloat16 values are kept in F32 holding exactly the
+     * narrower type's values: the cast rounds through it */
+    rlx_dtype narrow = to == RLX_ONNX_FLOAT16    ? RLX_DTYPE_F16
+                       : to == RLX_ONNX_BFLOAT16 ? RLX_DTYPE_BF16
+                                                 : RLX_DTYPE_INVALID;
     rlx_node x = node_of(c, v);
     rlx_dtype from = rlx_graph_node_dtype(c->g, x);
     rlx_node y;
     if (to == RLX_ONNX_BOOL)
         y = rlx_graph_cmp(c->g, NULL, RLX_CMP_NE, x, scalar_like(c, x, 0));
+    else if (narrow != RLX_DTYPE_INVALID)
+        y = rlx_graph_cast(c->g, NULL, rlx_graph_cast(c->g, NULL, x, narrow), RLX_DTYPE_F32);
     else if (from == gto)
         y = rlx_graph_copy(c->g, NULL, x);
     else

@@ -68,6 +68,23 @@ rlx_status rlx_onnx_runner_create(const rlx_onnx_runner_params *p, const rlx_onn
     if (st == RLX_OK)
         st = rlx_session_compile(r->s, rlx_onnx_import_get_graph(r->im), &r->prog, err);
     int32_t ni = rlx_onnx_import_n_inputs(r->im), no = rlx_onnx_import_n_outputs(r->im);
+    /* the host copies of inputs and outputs count against the budget too:
+     * refuse before allocating them */
+    uint64_t budget = st == RLX_OK ? rlx_session_memory(r->s).budget_bytes : 0;
+    for (int32_t i = 0; st == RLX_OK && i < ni + no; i++) {
+        const rlx_onnx_io *io =
+            i < ni ? rlx_onnx_import_input(r->im, i) : rlx_onnx_import_output(r->im, i - ni);
+        uint64_t bytes = (uint64_t)io->numel * 8;
+        if (io->numel > (int64_t)(UINT64_MAX / 16) || (budget && bytes > budget)) {
+            char b1[32], b2[32];
+            st = rlx_error_set(err, RLX_ERR_BUDGET,
+                               "%s '%s' has %lld elements (%s with its host copy), more than the "
+                               "memory budget of %s",
+                               i < ni ? "input" : "output", io->name, (long long)io->numel,
+                               rlx_format_bytes(bytes, b1, sizeof b1),
+                               rlx_format_bytes(budget, b2, sizeof b2));
+        }
+    }
     if (st == RLX_OK) {
         r->in_slot = calloc((size_t)ni + 1, sizeof *r->in_slot);
         r->out_slot = calloc((size_t)no + 1, sizeof *r->out_slot);
