@@ -283,9 +283,21 @@ const char *rlx_onnx_elem_type_name(int32_t t)
     return "unknown";
 }
 
-static size_t dtype_size(rlx_dtype dt)
+/* bytes per element of the element types whose data we expose */
+static size_t elem_bytes(int32_t t)
 {
-    return dt == RLX_DTYPE_INVALID ? 0 : rlx_dtype_get(dt)->type_size;
+    switch (t) {
+    case RLX_ONNX_UINT16:
+        return 2;
+    case RLX_ONNX_UINT32:
+        return 4;
+    case RLX_ONNX_UINT64:
+        return 8;
+    default: {
+        rlx_dtype dt = rlx_onnx_dtype(t);
+        return dt == RLX_DTYPE_INVALID ? 0 : rlx_dtype_get(dt)->type_size;
+    }
+    }
 }
 
 /* ---- tensors --------------------------------------------------------------- */
@@ -423,7 +435,7 @@ static rlx_status convert_tensor(rlx_onnx_model *m, const Onnx__TensorProto *tp,
         numel *= (uint64_t)tp->dims[i];
     }
     t->numel = (int64_t)numel;
-    size_t es = dtype_size(t->dtype);
+    size_t es = elem_bytes(t->elem_type);
     if (!es)
         return RLX_OK; /* strings etc.: described, no data */
     uint64_t need = numel * es;
@@ -493,6 +505,10 @@ static rlx_status convert_tensor(rlx_onnx_model *m, const Onnx__TensorProto *tp,
     case RLX_ONNX_DOUBLE:
         have = tp->n_double_data;
         break;
+    case RLX_ONNX_UINT32:
+    case RLX_ONNX_UINT64:
+        have = tp->n_uint64_data;
+        break;
     default:
         have = tp->n_int32_data;
         break;
@@ -515,6 +531,15 @@ static rlx_status convert_tensor(rlx_onnx_model *m, const Onnx__TensorProto *tp,
         break;
     case RLX_ONNX_DOUBLE:
         memcpy(buf, tp->double_data, (size_t)need);
+        break;
+    case RLX_ONNX_UINT64:
+        memcpy(buf, tp->uint64_data, (size_t)need);
+        break;
+    case RLX_ONNX_UINT32:
+        for (size_t i = 0; i < numel; i++) {
+            uint32_t v = (uint32_t)tp->uint64_data[i];
+            memcpy(buf + 4 * i, &v, 4);
+        }
         break;
     default:
         /* int32_data holds int32, int16, int8, uint8, bool and the 16-bit

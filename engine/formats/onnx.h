@@ -33,8 +33,9 @@
  * Tensor data: float_data / int32_data / int64_data / double_data /
  * uint64_data fields are converted to the dtype's packed little-endian
  * bytes; raw_data and external data are used as they are (external files
- * are mapped read-only). Element types without an rlx_dtype (strings,
- * complex, uint16/32/64) have dtype RLX_DTYPE_INVALID and data NULL.
+ * are mapped read-only). Element types without an rlx_dtype have dtype
+ * RLX_DTYPE_INVALID; of those, uint16/32/64 still have their data, strings
+ * and complex numbers do not (data NULL).
  *
  * Ownership: the model owns everything the view points to; pointers stay
  * valid until rlx_onnx_close. Thread safety: a model is read-only after
@@ -100,7 +101,7 @@ typedef struct rlx_onnx_tensor {
     int32_t rank;
     const int64_t *dims;
     int64_t numel;
-    const void *data; /* NULL when numel is 0 or dtype is invalid */
+    const void *data; /* NULL when numel is 0, or for strings and complex numbers */
     uint64_t n_bytes; /* numel * element size */
     bool external;    /* the bytes come from an external data file */
 } rlx_onnx_tensor;
