@@ -2968,7 +2968,7 @@ static bool e_layer_norm(ctx *c)
     val *xv = float_in(c, 0);
     if (!xv)
         return false;
-    if (!extra_outputs_unused(c, 1))
+    if (!extra_outputs_unused(c, 3))
         return false;
     val *sv = in_val(c, 1), *bv = in_val(c, 2);
     bool ok = true;
@@ -3000,6 +3000,27 @@ static bool e_layer_norm(ctx *c)
         y = rlx_graph_mul(g, NULL, y, node_of(c, sv));
         if (bv)
             y = rlx_graph_add(g, NULL, y, node_of(c, bv));
+    }
+    /* the optional Mean and InvStdDev outputs: x's shape with the
+     * normalized dims 1 */
+    bool want_mean = c->cur->n_outputs > 1 && c->cur->outputs[1][0];
+    bool want_inv = c->cur->n_outputs > 2 && c->cur->outputs[2][0];
+    if (want_mean || want_inv) {
+        int64_t sd[MAXD];
+        for (int i = 0; i < xv->rank; i++)
+            sd[i] = i < axis ? xv->dims[i] : 1;
+        rlx_node t2 = reshape(c, x, 2, (int64_t[]){outer, inner});
+        rlx_node mean = rlx_graph_reduce(g, NULL, RLX_OP_REDUCE_MEAN, t2, 1, true);
+        if (want_mean && !set_node(c, c->cur->outputs[1], xv->elem, reshape(c, mean, xv->rank, sd)))
+            return false;
+        if (want_inv) {
+            rlx_node d = rlx_graph_unary(g, NULL, RLX_OP_SQUARE, rlx_graph_sub(g, NULL, t2, mean));
+            rlx_node var = rlx_graph_reduce(g, NULL, RLX_OP_REDUCE_MEAN, d, 1, true);
+            rlx_node inv =
+                rlx_graph_unary(g, NULL, RLX_OP_RSQRT, rlx_graph_scale(g, NULL, var, 1.0f, eps));
+            if (!set_node(c, c->cur->outputs[2], xv->elem, reshape(c, inv, xv->rank, sd)))
+                return false;
+        }
     }
     return out1(c, xv->elem, y);
 }
