@@ -6,7 +6,10 @@
  * Per op it prints "N passed, N failed, N skipped", then every skipped case
  * by name with the reason (an unsupported op, attribute or type). The test
  * fails only on a WRONG result: a case the importer accepts whose outputs
- * differ from the expected ones, or a model the reader refuses.
+ * differ from the expected ones, or a model the reader refuses. Inputs that
+ * real models hold as constants (target shapes, axes, Resize scales and
+ * sizes, pads; see shape_like_input) are fixed at import time
+ * (rlx_onnx_import_params.consts), the data inputs are fed at run time.
  *
  * Tolerance: ONNX's backend tests' own, |got - want| <= 1e-7 + 1e-3 |want|
  * per element (rtol 1e-3, atol 1e-7); integers and booleans exactly; NaN
@@ -137,6 +140,54 @@ static double elem_at(const rlx_onnx_tensor *t, int64_t i)
 
 typedef enum { R_PASS, R_FAIL, R_SKIP } result;
 
+/* Whether graph input `name` feeds a node at a position that real models
+ * fill with a constant (a target shape, axes, Resize scales or sizes, pads,
+ * split sizes, Range's bounds): the node tests feed those as inputs, and
+ * the case is run with them fixed at import time. */
+static bool shape_like_input(const rlx_onnx_model *m, const char *name)
+{
+    static const struct {
+        const char *op;
+        uint32_t mask; /* bit i: input i */
+    } pos[] = {
+        {"Reshape", 1u << 1},
+        {"Expand", 1u << 1},
+        {"Tile", 1u << 1},
+        {"Unsqueeze", 1u << 1},
+        {"Squeeze", 1u << 1},
+        {"Slice", 0x1e},
+        {"Resize", 0xe},
+        {"Upsample", 1u << 1},
+        {"Pad", 0xe},
+        {"Split", 1u << 1},
+        {"ReduceSum", 1u << 1},
+        {"ReduceMean", 1u << 1},
+        {"ReduceMax", 1u << 1},
+        {"ReduceMin", 1u << 1},
+        {"ReduceL1", 1u << 1},
+        {"ReduceL2", 1u << 1},
+        {"ReduceLogSum", 1u << 1},
+        {"ReduceLogSumExp", 1u << 1},
+        {"ReduceSumSquare", 1u << 1},
+        {"ReduceProd", 1u << 1},
+        {"ConstantOfShape", 1u},
+        {"Range", 0x7},
+        {"TopK", 1u << 1},
+        {"OneHot", 1u << 1},
+    };
+    for (int32_t i = 0; i < rlx_onnx_n_nodes(m); i++) {
+        const rlx_onnx_node *n = rlx_onnx_node_at(m, i);
+        for (size_t k = 0; k < sizeof pos / sizeof pos[0]; k++) {
+            if (strcmp(n->op_type, pos[k].op) != 0)
+                continue;
+            for (int32_t j = 0; j < n->n_inputs && j < 32; j++)
+                if ((pos[k].mask >> j & 1) && !strcmp(n->inputs[j], name))
+                    return true;
+        }
+    }
+    return false;
+}
+
 /* the op a case is counted under: the last node's op ("Foo (expanded)" for
  * the function-expanded variants) */
 static void case_op(const char *name, const rlx_onnx_model *m, char *op, size_t cap)
@@ -163,6 +214,8 @@ static result run_case(const char *dir, const char *name, char *op, size_t op_ca
     case_op(name, m, op, op_cap);
     rlx_onnx_tensor_file *in[MAX_IO] = {0}, *want[MAX_IO] = {0};
     rlx_onnx_input_shape shapes[MAX_IO];
+    rlx_onnx_const_input consts[MAX_IO];
+    int n_consts = 0;
     int n_in = 0, n_out = 0;
     result res = R_SKIP;
     void *outs[MAX_IO] = {0};
@@ -206,6 +259,8 @@ static result run_case(const char *dir, const char *name, char *op, size_t op_ca
             note("skipped %s: input %d has %d dims", name, i, t->rank);
             goto done;
         }
+        if (shape_like_input(m, rlx_onnx_input_at(m, i)->name))
+            consts[n_consts++] = (rlx_onnx_const_input){rlx_onnx_input_at(m, i)->name, t};
         shapes[i].name = rlx_onnx_input_at(m, i)->name;
         shapes[i].rank = t->rank;
         for (int k = 0; k < t->rank; k++)
@@ -216,6 +271,8 @@ static result run_case(const char *dir, const char *name, char *op, size_t op_ca
     p.n_threads = 1;
     p.import.shapes = shapes;
     p.import.n_shapes = n_in;
+    p.import.consts = consts;
+    p.import.n_consts = n_consts;
     rlx_status st = rlx_onnx_runner_create(&p, m, &r, &err);
     if (st != RLX_OK) {
         note("skipped %s: %s%s", name, st == RLX_ERR_UNSUPPORTED ? "" : "ERROR ",
@@ -224,9 +281,17 @@ static result run_case(const char *dir, const char *name, char *op, size_t op_ca
         goto done;
     }
     const void *ins[MAX_IO];
-    for (int i = 0; i < n_in; i++) {
+    for (int j = 0; j < rlx_onnx_runner_n_inputs(r); j++) {
+        const rlx_onnx_io *io = rlx_onnx_runner_input(r, j);
+        int i = 0;
+        while (i < n_in && strcmp(rlx_onnx_input_at(m, i)->name, io->name))
+            i++;
+        if (i == n_in) {
+            note("FAILED %s: the runner's input '%s' is not the model's", name, io->name);
+            res = R_FAIL;
+            goto done;
+        }
         const rlx_onnx_tensor *t = rlx_onnx_tensor_file_tensor(in[i]);
-        const rlx_onnx_io *io = rlx_onnx_runner_input(r, i);
         /* ONNX 1.12 stores bfloat16 test data as uint16 bit patterns */
         bool bf16_bits =
             io && t->elem_type == RLX_ONNX_UINT16 && io->elem_type == RLX_ONNX_BFLOAT16;
@@ -236,7 +301,7 @@ static result run_case(const char *dir, const char *name, char *op, size_t op_ca
                  io ? rlx_onnx_elem_type_name(io->elem_type) : "?");
             goto done;
         }
-        ins[i] = t->data;
+        ins[j] = t->data;
     }
     for (int i = 0; i < n_out; i++) {
         const rlx_onnx_io *io = rlx_onnx_runner_output(r, i);

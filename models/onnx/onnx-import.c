@@ -1326,7 +1326,7 @@ static bool e_size(ctx *c)
 
 static bool set_const_from_tensor(ctx *c, const char *name, const rlx_onnx_tensor *t)
 {
-    if (t->rank > MAXD || !t->data || t->dtype == RLX_DTYPE_INVALID) {
+    if (t->rank > MAXD || (!t->data && t->numel) || t->dtype == RLX_DTYPE_INVALID) {
         unsupported(c, "a constant of %d dims or type %s", t->rank,
                     rlx_onnx_elem_type_name(t->elem_type));
         return false;
@@ -3034,14 +3034,18 @@ typedef struct {
     double w;
 } tap;
 
-static bool onnx_coord(const char *ctm, int64_t o, int64_t in, int64_t out, double scale, double *x)
+/* ONNX's source coordinate of output index o along one axis. Its
+ * formulas use the resized length in * scale, which is not an integer
+ * when the scale was given rather than the size. */
+static bool onnx_coord(const char *ctm, int64_t o, int64_t in, double scale, double *x)
 {
+    double len = (double)in * scale;
     if (strcmp(ctm, "half_pixel") == 0)
         *x = ((double)o + 0.5) / scale - 0.5;
     else if (strcmp(ctm, "pytorch_half_pixel") == 0)
-        *x = out > 1 ? ((double)o + 0.5) / scale - 0.5 : 0.0;
+        *x = len > 1 ? ((double)o + 0.5) / scale - 0.5 : 0.0;
     else if (strcmp(ctm, "align_corners") == 0)
-        *x = out > 1 ? (double)o * (double)(in - 1) / (double)(out - 1) : 0.0;
+        *x = len > 1 ? (double)o * (double)(in - 1) / (len - 1) : 0.0;
     else if (strcmp(ctm, "asymmetric") == 0)
         *x = (double)o / scale;
     else
@@ -3081,7 +3085,7 @@ static bool same_taps(const char *mode, const char *ctm, const char *nm, int64_t
 {
     for (int64_t o = 0; o < out; o++) {
         double x;
-        if (!onnx_coord(ctm, o, in, out, scale, &x))
+        if (!onnx_coord(ctm, o, in, scale, &x))
             return false;
         if (mode[0] == 'n') {
             int64_t a = nearest_idx(nm, x, in);
@@ -3494,6 +3498,24 @@ rlx_status rlx_onnx_import_graph(const rlx_onnx_model *m, const rlx_onnx_import_
     }
     for (int32_t i = 0; i < ni && !c->fail; i++) {
         const rlx_onnx_value *v = rlx_onnx_input_at(m, i);
+        const rlx_onnx_tensor *fixed = NULL;
+        for (int32_t k = 0; p && k < p->n_consts; k++)
+            if (p->consts[k].name && p->consts[k].value && !strcmp(p->consts[k].name, v->name))
+                fixed = p->consts[k].value;
+        if (fixed) {
+            if (fixed->elem_type != v->elem_type && v->elem_type) {
+                failf(c, RLX_ERR_INVALID_ARG, "the value given for input '%s' is %s, not %s",
+                      v->name, rlx_onnx_elem_type_name(fixed->elem_type),
+                      rlx_onnx_elem_type_name(v->elem_type));
+                break;
+            }
+            if (!set_const_from_tensor(c, v->name, fixed)) {
+                val *pv = new_val(c, v->name);
+                if (pv)
+                    pv->kind = V_POISON;
+            }
+            continue;
+        }
         rlx_onnx_io *io = &c->ins[c->n_ins];
         if (!io_shape(c, v, p, io))
             break;

@@ -63,9 +63,18 @@ typedef struct rlx_onnx_input_shape {
     int64_t dims[RLX_ONNX_IO_MAX_DIMS];
 } rlx_onnx_input_shape;
 
+/* A graph input fixed to a value at import time (a specialization: shape
+ * tensors, Resize scales); it is then no input of the imported graph. */
+typedef struct rlx_onnx_const_input {
+    const char *name;
+    const rlx_onnx_tensor *value; /* borrowed until the import is freed */
+} rlx_onnx_const_input;
+
 typedef struct rlx_onnx_import_params {
     const rlx_onnx_input_shape *shapes;
     int32_t n_shapes;
+    const rlx_onnx_const_input *consts;
+    int32_t n_consts;
 } rlx_onnx_import_params;
 
 /* One input or output of the imported graph. */
