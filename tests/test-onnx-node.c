@@ -174,6 +174,7 @@ static bool shape_like_input(const rlx_onnx_model *m, const char *name)
         {"Range", 0x7},
         {"TopK", 1u << 1},
         {"OneHot", 1u << 1},
+        {"Trilu", 1u << 1},
     };
     for (int32_t i = 0; i < rlx_onnx_n_nodes(m); i++) {
         const rlx_onnx_node *n = rlx_onnx_node_at(m, i);

@@ -1198,16 +1198,25 @@ static bool e_identity(ctx *c)
     if (!v)
         return false;
     if (strcmp(c->cur->op_type, "Dropout") == 0) {
-        if (c->cur->n_outputs > 1 && c->cur->outputs[1][0]) {
-            unsupported(c, "the mask output");
-            return false;
-        }
+        bool want_mask = c->cur->n_outputs > 1 && c->cur->outputs[1][0];
         /* inference only: a training_mode that is not a constant false is refused */
         val *tm = in_val(c, 2);
         double *d = tm && tm->kind == V_CONST ? cdata(c, tm) : NULL;
         if (tm && (!d || vnumel(tm) != 1 || d[0] != 0)) {
             unsupported(c, "training_mode");
             return false;
+        }
+        /* in inference every element is kept: the mask is all true */
+        if (want_mask) {
+            double *ones = alloc_d(vnumel(v));
+            if (!ones) {
+                unsupported(c, "masks of more than %d elements", RLX_ONNX_FOLD_LIMIT);
+                return false;
+            }
+            for (int64_t i = 0; i < vnumel(v); i++)
+                ones[i] = 1;
+            if (!set_const(c, c->cur->outputs[1], RLX_ONNX_BOOL, v->rank, v->dims, ones))
+                return false;
         }
     }
     if (v->kind == V_CONST) {
@@ -2212,6 +2221,45 @@ static bool e_tile(ctx *c)
         x = rlx_graph_concat(c->g, NULL, (int)rep[i], parts, i);
     }
     return out1(c, v->elem, rlx_graph_copy(c->g, NULL, x));
+}
+
+static bool e_trilu(ctx *c)
+{
+    val *v = need(c, 0);
+    if (!v)
+        return false;
+    if (v->rank < 2) {
+        failf(c, RLX_ERR_FORMAT, "the input needs 2 dims");
+        return false;
+    }
+    int64_t k = 0;
+    if (in_val(c, 1)) {
+        int64_t t[2];
+        if (const_ints(c, 1, t, 1) != 1) {
+            unsupported(c, "a k that is not known at import time");
+            return false;
+        }
+        k = t[0];
+    }
+    bool upper = attr_i(c->cur, "upper", 1) != 0;
+    int64_t rows = v->dims[v->rank - 2], cols = v->dims[v->rank - 1];
+    /* keep (i, j) with j - i >= k (upper) or j - i <= k (lower) */
+    double *keep = alloc_d(rows * cols);
+    if (!keep) {
+        unsupported(c, "matrices of more than %d elements", RLX_ONNX_FOLD_LIMIT);
+        return false;
+    }
+    for (int64_t i = 0; i < rows; i++)
+        for (int64_t j = 0; j < cols; j++)
+            keep[i * cols + j] = upper ? (j - i >= k) : (j - i <= k);
+    val *mv = set_const(c, "", RLX_ONNX_BOOL, 2, (int64_t[]){rows, cols}, keep);
+    if (!mv)
+        return false;
+    val *zv = set_const(c, "", v->elem, 0, NULL, calloc(1, sizeof(double)));
+    if (!zv)
+        return false;
+    return out1(c, v->elem,
+                rlx_graph_where(c->g, NULL, node_of(c, mv), node_of(c, v), node_of(c, zv)));
 }
 
 /* ---- linear algebra ---- */
@@ -3311,6 +3359,7 @@ static const op_entry ops[] = {
     {"ThresholdedRelu", e_thresholded_relu},
     {"Tile", e_tile},
     {"Transpose", e_transpose},
+    {"Trilu", e_trilu},
     {"Unsqueeze", e_unsqueeze},
     {"Upsample", e_resize},
     {"Where", e_where},
