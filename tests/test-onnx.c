@@ -292,7 +292,7 @@ static void test_cyclic_graph(void **state)
 static void test_tensor_larger_than_its_bytes(void **state)
 {
     (void)state;
-    float four = 1.0f;
+    float four = 1.0f, four4[4] = {1, 2, 3, 4};
     /* 1000 x 1000 floats stated, 4 bytes present */
     buf g = small_graph(&four, 4, false, NULL);
     buf t = tensor("big", 2, (const int64_t[]){1000, 1000}, &four, 4);
@@ -301,12 +301,12 @@ static void test_tensor_larger_than_its_bytes(void **state)
     expect_open_error(write_model(dir_for("onnx-short"), &m), RLX_ERR_FORMAT, "holds 4 bytes");
 
     /* 10^9 elements stated, and dims whose product overflows */
-    buf g2 = small_graph(&four, 16, false, NULL);
+    buf g2 = small_graph(four4, 16, false, NULL);
     buf t2 = tensor("huge", 1, (const int64_t[]){1000000000}, &four, 4);
     f_msg(&g2, 5, &t2);
     buf m2 = model(&g2);
     expect_open_error(write_model(dir_for("onnx-1e9"), &m2), RLX_ERR_FORMAT, "holds 4 bytes");
-    buf g3 = small_graph(&four, 16, false, NULL);
+    buf g3 = small_graph(four4, 16, false, NULL);
     buf t3 = tensor("over", 3, (const int64_t[]){1000000000, 1000000000, 1000000000}, &four, 4);
     f_msg(&g3, 5, &t3);
     buf m3 = model(&g3);
