@@ -47,7 +47,8 @@ struct rlx_onnx_import {
     /* unsupported things, each once */
     char **unsup;
     int32_t n_unsup, cap_unsup;
-    char *fail; /* the first other error */
+    int64_t folded; /* elements of host constants so far (RLX_ONNX_FOLD_TOTAL) */
+    char *fail;     /* the first other error */
     rlx_status fail_code;
     const rlx_onnx_node *cur;
 };
@@ -207,11 +208,13 @@ static double *cdata(ctx *c, val *v)
     if (v->c || vnumel(v) == 0)
         return v->c ? v->c : (v->c = calloc(1, sizeof(double)));
     const rlx_onnx_tensor *t = v->init;
-    if (!t || t->numel > RLX_ONNX_FOLD_LIMIT || !t->data)
+    if (!t || t->numel > RLX_ONNX_FOLD_LIMIT || !t->data ||
+        c->folded + t->numel > RLX_ONNX_FOLD_TOTAL)
         return NULL;
     double *d = malloc((size_t)t->numel * sizeof *d);
     if (!d)
         return NULL;
+    c->folded += t->numel;
     const uint8_t *p = t->data;
     for (int64_t i = 0; i < t->numel; i++) {
         switch (t->dtype) {
@@ -307,6 +310,16 @@ static double *alloc_d(int64_t n)
 static val *set_const(ctx *c, const char *name, int32_t elem, int rank, const int64_t *dims,
                       double *data)
 {
+    if (data) {
+        /* a hostile model could fold many large constants: cap the sum */
+        c->folded += numel_of(rank, dims);
+        if (c->folded > RLX_ONNX_FOLD_TOTAL) {
+            free(data);
+            unsupported(c, "folding more than %d elements of constants in all",
+                        RLX_ONNX_FOLD_TOTAL);
+            return NULL;
+        }
+    }
     val *v = new_val(c, name);
     if (!v) {
         free(data);
@@ -3442,7 +3455,10 @@ static void import_node(ctx *c, const rlx_onnx_node *n)
                 return;
             break;
         }
+    int32_t unsup_before = c->n_unsup;
     bool ok = e->fn(c);
+    if (!ok && !c->fail && c->n_unsup == unsup_before && rlx_graph_status(c->g) == RLX_OK)
+        failf(c, RLX_ERR_NO_MEMORY, "out of memory importing it");
     if (!ok || rlx_graph_status(c->g) != RLX_OK) {
         if (ok && !c->fail)
             failf(c, RLX_ERR_UNSUPPORTED, "%s", rlx_graph_error(c->g));
@@ -3587,11 +3603,12 @@ rlx_status rlx_onnx_import_graph(const rlx_onnx_model *m, const rlx_onnx_import_
     for (int32_t i = 0; i < no && !c->fail && !c->n_unsup; i++) {
         const rlx_onnx_value *ov = rlx_onnx_output_at(m, i);
         val *v = lookup(c, ov->name);
-        if (!v || v->kind == V_POISON)
-            continue;
-        rlx_node x = node_of(c, v);
-        if (x == RLX_NODE_INVALID)
-            continue;
+        rlx_node x = v && v->kind != V_POISON ? node_of(c, v) : RLX_NODE_INVALID;
+        if (x == RLX_NODE_INVALID) {
+            /* never an output quietly left out */
+            failf(c, RLX_ERR_UNSUPPORTED, "graph output '%s' could not be computed", ov->name);
+            break;
+        }
         rlx_op op = rlx_graph_node_op(c->g, x);
         if (op == RLX_OP_INPUT || op == RLX_OP_PARAM || op == RLX_OP_CONST || op == RLX_OP_RESHAPE)
             x = rlx_graph_copy(c->g, NULL, x);

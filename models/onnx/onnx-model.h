@@ -54,6 +54,7 @@ struct rlx_graph;
 struct rlx_session;
 
 #define RLX_ONNX_FOLD_LIMIT  (1 << 22) /* elements of one value folded on the host */
+#define RLX_ONNX_FOLD_TOTAL  (1 << 25) /* and of all of them together */
 #define RLX_ONNX_IO_MAX_DIMS 6
 
 /* A fixed shape for one graph input (overrides what the file says). */
