@@ -29,6 +29,7 @@
 #include <cmocka.h>
 
 #include "engine/formats/onnx.h"
+#include "engine/runtime/session.h"
 #include "models/onnx/onnx-model.h"
 #include "rlx-config.h"
 
@@ -424,6 +425,16 @@ int main(int argc, char **argv)
     if (argc > 1 && strcmp(argv[1], "devices") == 0) {
 #if RLX_HAVE_VULKAN
         device = "vulkan:0";
+        rlx_session_params sp = rlx_session_default_params();
+        sp.device = device;
+        rlx_session *s = NULL;
+        rlx_error *err = NULL;
+        if (rlx_session_create(&sp, &s, &err) != RLX_OK) {
+            printf("no Vulkan device: %s\n", rlx_error_message(err));
+            rlx_error_free(err);
+            return 77;
+        }
+        rlx_session_free(s);
 #else
         printf("no Vulkan backend in this build\n");
         return 77;
