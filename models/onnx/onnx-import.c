@@ -2900,6 +2900,41 @@ static bool e_argmin(ctx *c)
     return emit_arg(c, true);
 }
 
+static bool e_topk(ctx *c)
+{
+    val *v = float_in(c, 0);
+    if (!v)
+        return false;
+    int64_t k;
+    if (c->opset < 10)
+        k = attr_i(c->cur, "k", -1);
+    else if (const_ints(c, 1, &k, 1) != 1) {
+        unsupported(c, "a k that is not known at import time");
+        return false;
+    }
+    bool ok = true;
+    int axis = norm_axis(attr_i(c->cur, "axis", -1), v->rank, &ok);
+    if (!ok || k < 1 || k > v->dims[axis]) {
+        unsupported(c, "this k or axis");
+        return false;
+    }
+    if (attr_i(c->cur, "sorted", 1) == 0) {
+        unsupported(c, "sorted 0");
+        return false;
+    }
+    bool largest = attr_i(c->cur, "largest", 1) != 0;
+    rlx_node x = node_of(c, v);
+    rlx_node vals = rlx_graph_topk(c->g, NULL, x, axis, (int)k, largest, false);
+    if (!set_node(c, c->cur->outputs[0], v->elem, vals))
+        return false;
+    if (c->cur->n_outputs > 1 && c->cur->outputs[1][0]) {
+        rlx_node idx = rlx_graph_topk(c->g, NULL, x, axis, (int)k, largest, true);
+        if (!set_node(c, c->cur->outputs[1], RLX_ONNX_INT64, idx))
+            return false;
+    }
+    return true;
+}
+
 /* ---- normalization ---- */
 
 /* x moved so that `axis` is last (perm written), or x itself */
@@ -3371,6 +3406,7 @@ static const op_entry ops[] = {
     {"Tanh", e_tanh},
     {"ThresholdedRelu", e_thresholded_relu},
     {"Tile", e_tile},
+    {"TopK", e_topk},
     {"Transpose", e_transpose},
     {"Trilu", e_trilu},
     {"Unsqueeze", e_unsqueeze},
