@@ -15,6 +15,10 @@ int rlx_cmd_make_model(int argc, char **argv);
 int rlx_cmd_perplexity(int argc, char **argv);
 int rlx_cmd_transcribe(int argc, char **argv);
 int rlx_cmd_segment(int argc, char **argv);
+/* rlx run MODEL.onnx --input NAME=FILE.npy ... --output DIR */
+int rlx_cmd_run(int argc, char **argv);
+/* rlx info for an .onnx file (app/rlx-info-onnx.c) */
+int rlx_info_onnx(const char *path, bool with_tensors, bool as_json);
 /* rlx bench whisper (argv[0] is "whisper"). */
 int rlx_bench_whisper_main(int argc, char **argv);
 /* rlx bench sam (argv[0] is "sam"). */

@@ -642,6 +642,8 @@ static int sniff(const char *path, char *kind, size_t cap)
         return rlx_cli_fail("%s: a ggml legacy file of another kind; rlx info reads GGUF, "
                             "safetensors and whisper.cpp's ggml .bin",
                             path);
+    else if (strlen(path) > 5 && !strcmp(path + strlen(path) - 5, ".onnx"))
+        snprintf(kind, cap, "onnx"); /* protobuf has no magic number */
     else if (rlx_torch_zip_sniff(h, n))
         snprintf(kind, cap, "pytorch");
     else if (n == 9 && h[8] == '{')
@@ -703,7 +705,8 @@ static const char info_usage[] =
     "Describes a model: a .gguf file, a .safetensors file, a Hugging Face\n"
     "checkpoint folder, a PyTorch .pt/.pth (torch.save's zip; its pickle is read,\n"
     "never run) or a whisper.cpp ggml .bin (architecture, hyper-parameters,\n"
-    "tokenizer, weights; for whisper: kind, languages, special ids).\n"
+    "tokenizer, weights; for whisper: kind, languages, special ids), or an ONNX\n"
+    "model (.onnx: opset, inputs and outputs, op histogram, the ops rlx lacks).\n"
     "  --tensors  every tensor: name, type, shape, bytes\n"
     "  --json     one JSON object instead of the text\n"
     "  --devices  the CPU and GPU devices: memory, features\n";
@@ -741,6 +744,8 @@ int rlx_cmd_info(int argc, char **argv)
     int rc = sniff(path, kind, sizeof kind);
     if (rc)
         return rc;
+    if (!strcmp(kind, "onnx"))
+        return rlx_info_onnx(path, tensors, as_json);
     json_object *o = NULL;
     rc = !strcmp(kind, "gguf")      ? describe_gguf(path, tensors, &o)
          : !strcmp(kind, "whisper") ? describe_whisper(path, tensors, &o)

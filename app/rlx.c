@@ -144,6 +144,8 @@ static const struct {
      "-m MODEL -f AUDIO [-o OUT.srt] [--language L] ...   speech to timestamped text"},
     {"segment", rlx_cmd_segment,
      "-m SAM -i IMAGE --point X,Y [-o MASK.png] [--cutout OUT.png]   click-to-segment"},
+    {"run", rlx_cmd_run,
+     "MODEL.onnx --input NAME=FILE.npy ... --output DIR [--device D]   run an ONNX model"},
     {"bench", cmd_bench,
      "-m MODEL [-p 512 -n 128 -r 3]   model speed (llama-bench); ops, whisper, sam (--help)"},
 };
