@@ -46,6 +46,7 @@ struct rlx_flux2_vae {
     wspec *w;
     int n_w, cap_w;
     float bn_mean[PACKED], bn_std[PACKED];
+    int attn_block; /* rlx_flux2_vae_params.attn_block */
     char path[512];
 };
 
@@ -486,7 +487,7 @@ static rlx_node attention(builder *b, rlx_node x, const char *side, int c, int64
         qkv[i] = rlx_graph_reshape(g, NULL, y, rlx_shape_make(4, (int64_t[]){1, 1, n, c}));
     }
     rlx_attention_params ap = {.mask = RLX_MASK_NONE};
-    int64_t blk = ATTN_SCORES / n;
+    int64_t blk = b->v->attn_block > 0 ? b->v->attn_block : ATTN_SCORES / n;
     blk = blk < 1 ? 1 : blk > n ? n : blk;
     int64_t nb = (n + blk - 1) / blk;
     rlx_node a;
@@ -661,7 +662,8 @@ rlx_status rlx_flux2_vae_pack(const rlx_flux2_vae *v, const float *latent32, int
 
 rlx_flux2_vae_params rlx_flux2_vae_default_params(void)
 {
-    return (rlx_flux2_vae_params){.device = "cpu", .n_threads = 0, .memory_budget = 0};
+    return (rlx_flux2_vae_params){
+        .device = "cpu", .n_threads = 0, .memory_budget = 0, .attn_block = 0};
 }
 
 static bool is_dir(const char *p)
@@ -718,6 +720,7 @@ rlx_status rlx_flux2_vae_open(const char *path, const rlx_flux2_vae_params *p, r
     rlx_flux2_vae *v = calloc(1, sizeof *v);
     if (!v)
         return rlx_error_set(err, RLX_ERR_NO_MEMORY, "out of memory opening the FLUX.2 VAE");
+    v->attn_block = p->attn_block;
     rlx_status st = resolve(path, v->path, sizeof v->path, err);
     if (st == RLX_OK)
         st = rlx_safetensors_open(v->path, &v->st, err);

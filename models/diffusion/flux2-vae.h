@@ -99,6 +99,10 @@ typedef struct rlx_flux2_vae_params {
     const char *device;     /* "cpu", "vulkan:0", ...; NULL = "cpu" */
     int n_threads;          /* CPU threads; 0 = one per core */
     uint64_t memory_budget; /* bytes; 0 = the device's total memory */
+    /* queries per block of the mid-block attention; 0 = as many as keep a
+     * block's scores at 16M (all 4096 tokens of a 512x512 image, 1024 of the
+     * 16384 of a 1024x1024 one) */
+    int attn_block;
 } rlx_flux2_vae_params;
 
 typedef struct rlx_flux2_vae_config {
