@@ -295,6 +295,22 @@ static void cpu_bad_files(void **state)
     rlx_error_clear(&err);
     rlx_flux2_vae_free(v);
     remove(path);
+    /* a FLUX.1 VAE's first decoder conv (16 latent channels), alone */
+    {
+        const char *hdr = "{\"decoder.conv_in.weight\":{\"dtype\":\"F16\",\"shape\":"
+                          "[512,16,3,3],\"data_offsets\":[0,147456]}}";
+        size_t hl = (strlen(hdr) + 7) / 8 * 8, total = 8 + hl + 147456;
+        uint8_t *buf = calloc(1, total);
+        assert_non_null(buf);
+        for (int b = 0; b < 8; b++)
+            buf[b] = (uint8_t)((uint64_t)hl >> (8 * b));
+        memset(buf + 8, ' ', hl);
+        memcpy(buf + 8, hdr, strlen(hdr));
+        assert_int_equal(rlx_test_write_file(path, buf, total), 0);
+        free(buf);
+        expect_open_failure(path, RLX_ERR_FORMAT, "16: a FLUX.1 or SD3 VAE");
+        remove(path);
+    }
     /* not there; a folder without a VAE; a file of another kind */
     expect_open_failure(rlx_test_tmp("no-such-vae"), RLX_ERR_IO, "no such file or folder");
     const char *dir = rlx_test_tmp("flux2-vae-empty");

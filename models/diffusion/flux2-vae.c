@@ -254,12 +254,20 @@ static rlx_status read_config(rlx_flux2_vae *v, rlx_error **err)
             found = true;
         }
     }
-    if (!found) {
-        bool flux1 = findp(st, "", "decoder.conv_in.weight") != NULL;
+    if (!found)
         return rlx_error_set(err, RLX_ERR_FORMAT,
-                             "%s is not a FLUX.2 VAE: it has no tensor 'decoder.conv_in.weight'%s",
-                             v->path, flux1 ? "" : " (nor with a 'vae.' prefix)");
-    }
+                             "%s is not a FLUX.2 VAE: it has no tensor 'decoder.conv_in.weight' "
+                             "(nor one under 'vae.' or 'first_stage_model.')",
+                             v->path);
+    /* FLUX.1's and SD3's VAE share the layout with 16 latent channels (and
+     * neither quant convs nor bn): say so rather than name a missing tensor */
+    const rlx_st_tensor *ci = findp(st, c->prefix, "decoder.conv_in.weight");
+    if (ci->n_dims == 4 && ci->shape[1] != LAT)
+        return rlx_error_set(err, RLX_ERR_FORMAT,
+                             "%s is not a FLUX.2 VAE: its decoder takes %llu latent channels, "
+                             "FLUX.2's takes %d%s",
+                             v->path, (unsigned long long)ci->shape[1], LAT,
+                             ci->shape[1] == 16 ? " (16: a FLUX.1 or SD3 VAE)" : "");
     c->bfl_names = findp(st, c->prefix, "decoder.up.0.block.0.conv1.weight") ||
                    findp(st, c->prefix, "decoder.mid.block_1.conv1.weight");
     c->has_encoder = findp(st, c->prefix, "encoder.conv_in.weight") != NULL;
@@ -307,12 +315,9 @@ static rlx_status check_weights(rlx_flux2_vae *v, rlx_error **err)
             for (uint32_t d = 0; d < t->n_dims && d < RLX_ST_MAX_DIMS; d++)
                 hd[d] = (int64_t)t->shape[d];
             dims_str((int)t->n_dims, hd, have, sizeof have);
-            const char *hint = "";
-            if (strstr(w->dn, "conv_in.weight") && !w->enc && t->n_dims == 4 && t->shape[1] == 16)
-                hint = " (16 latent channels: a FLUX.1 VAE, not FLUX.2's 32)";
             return rlx_error_set(err, RLX_ERR_FORMAT,
-                                 "%s is not a FLUX.2 VAE: tensor '%s' is %s, expected %s%s",
-                                 v->path, w->fn, have, want, hint);
+                                 "%s is not a FLUX.2 VAE: tensor '%s' is %s, expected %s", v->path,
+                                 w->fn, have, want);
         }
         if (t->dtype != RLX_DTYPE_F16 && t->dtype != RLX_DTYPE_BF16 && t->dtype != RLX_DTYPE_F32)
             return rlx_error_set(err, RLX_ERR_UNSUPPORTED,
