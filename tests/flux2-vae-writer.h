@@ -31,12 +31,14 @@
 #define RLX_FVW_IMG_W (16 * RLX_FVW_LW)
 
 typedef struct rlx_flux2_vae_writer_opts {
-    bool bfl_names;       /* BFL's names (1x1-conv attention weights) instead of diffusers' */
-    const char *prefix;   /* put before every name ("vae."), or NULL */
-    bool f32;             /* F32 tensors (holding the same F16-rounded values) */
-    bool decoder_only;    /* leave the encoder and quant_conv out */
-    const char *skip;     /* a diffusers name to leave out, or NULL */
-    const char *misshape; /* a diffusers name to write with its first dim doubled, or NULL */
+    bool bfl_names;        /* BFL's names (1x1-conv attention weights) instead of diffusers' */
+    const char *prefix;    /* put before every name ("vae."), or NULL */
+    bool f32;              /* F32 tensors (holding the same F16-rounded values) */
+    bool decoder_only;     /* leave the encoder and quant_conv out */
+    const char *skip;      /* a diffusers name to leave out, or NULL */
+    const char *misshape;  /* a diffusers name to write with its first dim doubled, or NULL */
+    const int *dec_widths; /* the decoder's 4 block widths (FLUX.2-small-decoder: 96 192 384
+                            * 384), or NULL for 128 256 512 512; no reference has them */
 } rlx_flux2_vae_writer_opts;
 
 /* Errors: RLX_ERR_IO, RLX_ERR_NO_MEMORY. */

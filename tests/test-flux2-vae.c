@@ -295,6 +295,23 @@ static void cpu_bad_files(void **state)
     rlx_error_clear(&err);
     rlx_flux2_vae_free(v);
     remove(path);
+    /* other decoder widths, read from the shapes (as FLUX.2-small-decoder's) */
+    {
+        static const int small[4] = {96, 192, 384, 384};
+        o = (rlx_flux2_vae_writer_opts){.decoder_only = true, .dec_widths = small};
+        assert_int_equal(rlx_flux2_vae_writer_write(path, &o, &err), RLX_OK);
+        rlx_flux2_vae *sv = open_vae(path, "cpu");
+        for (int i = 0; i < 4; i++)
+            assert_int_equal(rlx_flux2_vae_get_config(sv)->dec_channels[i], small[i]);
+        float cell[128], out[3 * 16 * 16];
+        for (int c = 0; c < 128; c++)
+            cell[c] = 0.5f;
+        assert_int_equal(rlx_flux2_vae_decode(sv, cell, 1, 1, out, &err), RLX_OK);
+        for (int i = 0; i < 3 * 16 * 16; i++)
+            assert_true(out[i] >= 0.0f && out[i] <= 1.0f);
+        rlx_flux2_vae_free(sv);
+        remove(path);
+    }
     /* a FLUX.1 VAE's first decoder conv (16 latent channels), alone */
     {
         const char *hdr = "{\"decoder.conv_in.weight\":{\"dtype\":\"F16\",\"shape\":"
