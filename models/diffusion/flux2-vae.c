@@ -509,7 +509,16 @@ static rlx_node attention(builder *b, rlx_node x, const char *side, int c, int64
             rlx_node q = rlx_graph_slice(g, NULL, qkv[0], 2, rlx_dim_const(s0), rlx_dim_const(len));
             parts[k] = rlx_graph_attention(g, NULL, q, qkv[1], qkv[2], RLX_NODE_INVALID, ap);
         }
-        a = rlx_graph_concat(g, NULL, (int)nb, parts, 2);
+        /* concat takes at most RLX_MAX_INPUTS inputs: join in rounds */
+        while (nb > 1) {
+            int64_t m = 0;
+            for (int64_t k = 0; k < nb; k += RLX_MAX_INPUTS) {
+                int cnt = (int)(nb - k < RLX_MAX_INPUTS ? nb - k : RLX_MAX_INPUTS);
+                parts[m++] = cnt == 1 ? parts[k] : rlx_graph_concat(g, NULL, cnt, parts + k, 2);
+            }
+            nb = m;
+        }
+        a = parts[0];
         free(parts);
     }
     a = rlx_graph_reshape(g, NULL, a, rlx_shape_make(2, (int64_t[]){n, c}));
@@ -775,8 +784,9 @@ rlx_session *rlx_flux2_vae_session(rlx_flux2_vae *v)
     return v ? v->s : NULL;
 }
 
-static rlx_status run(rlx_flux2_vae *v, bool enc, int h, int w, const float *in, float *out,
-                      rlx_error **err)
+/* The cached program for an h x w image (compiled on first use). */
+static rlx_status program(rlx_flux2_vae *v, bool enc, int h, int w, rlx_session_program **out,
+                          rlx_error **err)
 {
     const char *part = enc ? "encoder" : "decoder";
     rlx_graph *g = NULL;
@@ -796,13 +806,39 @@ static rlx_status run(rlx_flux2_vae *v, bool enc, int h, int w, const float *in,
     if (!lir || lir->n_inputs != 1 || lir->n_outputs != 1 || ii != 0 || oi != 0)
         return rlx_error_set(err, RLX_ERR_INTERNAL,
                              "FLUX.2 VAE %s: the compiled program has unexpected bindings", part);
+    *out = prog;
+    return RLX_OK;
+}
+
+static rlx_status run(rlx_flux2_vae *v, bool enc, int h, int w, const float *in, float *out,
+                      rlx_error **err)
+{
+    rlx_session_program *prog = NULL;
+    rlx_status st = program(v, enc, h, w, &prog, err);
+    if (st != RLX_OK)
+        return st;
     const void *ins[1] = {in};
     void *outs[1] = {out};
     rlx_sym_values sv = {{0}};
     st = rlx_session_run(v->s, prog, &sv, ins, outs, err);
     if (st != RLX_OK)
-        rlx_error_prefix(err, "FLUX.2 VAE %s: ", part);
+        rlx_error_prefix(err, "FLUX.2 VAE %s: ", enc ? "encoder" : "decoder");
     return st;
+}
+
+rlx_status rlx_flux2_vae_prepare(rlx_flux2_vae *v, bool encoder, int h, int w, rlx_error **err)
+{
+    if (!v)
+        return rlx_error_set(err, RLX_ERR_INVALID_ARG, "rlx_flux2_vae_prepare: missing argument");
+    if (encoder && !v->cfg.has_encoder)
+        return rlx_error_set(err, RLX_ERR_INVALID_ARG,
+                             "%s holds only the FLUX.2 VAE's decoder: it cannot encode an image",
+                             v->path);
+    rlx_status st = rlx_flux2_vae_check_size(h, w, err);
+    if (st != RLX_OK)
+        return st;
+    rlx_session_program *prog = NULL;
+    return program(v, encoder, h, w, &prog, err);
 }
 
 rlx_status rlx_flux2_vae_decode(rlx_flux2_vae *v, const float *packed, int lh, int lw, float *rgb,

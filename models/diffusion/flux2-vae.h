@@ -65,7 +65,10 @@
  * Sizes: images of at least 16x16 pixels, multiples of 16 on both sides, at
  * most RLX_FLUX2_VAE_MAX_SIDE a side and RLX_FLUX2_VAE_MAX_PIXELS in all;
  * other sizes get a sentence. One program per size, compiled on first use and
- * cached by the session.
+ * cached by the session. Activations on the CPU (the memory plan of the
+ * compiled programs): decoder 641 MiB at 512x512 and 2.5 GiB at 1024x1024,
+ * encoder 385 MiB and 1.5 GiB; the F16 weights are 95 MiB (decoder) and
+ * 66 MiB (encoder).
  *
  * Ownership: the runner owns its session and the mapped weight file.
  * Thread safety: a runner is used by one thread at a time; rlx_flux2_vae_unpack
@@ -136,6 +139,12 @@ RLX_API rlx_status rlx_flux2_vae_decode(rlx_flux2_vae *v, const float *packed, i
  * [128][h/16][w/16], the distribution's mean, packed and normalized. */
 RLX_API rlx_status rlx_flux2_vae_encode(rlx_flux2_vae *v, const float *rgb, int h, int w,
                                         float *packed, rlx_error **err);
+/* Compile and load the decoder's (or the encoder's) program for an h x w
+ * image now, without running it: afterwards rlx_session_memory() of
+ * rlx_flux2_vae_session() counts its activations, and the first decode of
+ * that size starts at once. Errors: those of decode / encode. */
+RLX_API rlx_status rlx_flux2_vae_prepare(rlx_flux2_vae *v, bool encoder, int h, int w,
+                                         rlx_error **err);
 /* Host only: de-normalize with the file's bn statistics and unpatchify,
  * packed [128][lh][lw] -> latent32 [32][2lh][2lw], the raw VAE latent (what
  * rlx_taef2_decode takes). RLX_ERR_INVALID_ARG on a NULL pointer or a size
