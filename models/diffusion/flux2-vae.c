@@ -36,7 +36,6 @@ typedef struct {
     int64_t dims[4];
     int frank; /* the file's rank (4 for BFL's 1x1-conv attention weights) */
     rlx_dtype dt;
-    bool enc;
 } wspec;
 
 struct rlx_flux2_vae {
@@ -52,7 +51,6 @@ struct rlx_flux2_vae {
 
 typedef struct {
     rlx_flux2_vae *v;
-    bool enc;
     bool oom;
 } lister;
 
@@ -78,7 +76,6 @@ static void add(lister *l, int rank, const int64_t *dims, bool attn_w, const cha
     w->rank = rank;
     memcpy(w->dims, dims, (size_t)rank * sizeof dims[0]);
     w->frank = attn_w && v->cfg.bfl_names ? 4 : rank;
-    w->enc = l->enc;
 }
 
 /* `dn` + ".weight" / ".bias" and the same for `bn` */
@@ -173,7 +170,6 @@ static rlx_status list_weights(rlx_flux2_vae *v, rlx_error **err)
     add_conv(&l, "decoder.conv_out", "decoder.conv_out", dc[0], 3, 3);
     /* encoder */
     if (v->cfg.has_encoder) {
-        l.enc = true;
         add_conv(&l, "encoder.conv_in", "encoder.conv_in", 3, ec[0], 3);
         for (int i = 0; i < N_LEVELS; i++) {
             int in = i == 0 ? ec[0] : ec[i - 1], out = ec[i];
@@ -695,6 +691,9 @@ static bool is_file(const char *p)
 /* A diffusers root (vae/ inside), the vae/ folder, or a file. */
 static rlx_status resolve(const char *path, char *out, size_t cap, rlx_error **err)
 {
+    if (strlen(path) + 64 > cap) /* room for "/vae/diffusion_pytorch_model..." */
+        return rlx_error_set(err, RLX_ERR_INVALID_ARG, "the path %.64s... is too long (%zu bytes)",
+                             path, strlen(path));
     if (!is_dir(path)) {
         if (!is_file(path))
             return rlx_error_set(err, RLX_ERR_IO, "%s: no such file or folder", path);
