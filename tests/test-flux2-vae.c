@@ -444,13 +444,15 @@ static void devices_other_than_cpu(void **state)
     }
 }
 
-/* Not a test: `test-flux2-vae memory [H W [device]]` prints the memory of the
- * decoder and encoder programs for an H x W image (default 1024 x 1024) on
- * the random-weight VAE, compiled but not run. */
+/* Not a test: `test-flux2-vae memory [H W [device [run]]]` prints the memory
+ * of the decoder and encoder programs for an H x W image (default 1024 x
+ * 1024) on the random-weight VAE, compiled but not run; with "run", each
+ * runs once more and prints its time and the op kinds' share of it. */
 static int print_memory(int argc, char **argv)
 {
     int h = argc > 3 ? atoi(argv[2]) : 1024, w = argc > 3 ? atoi(argv[3]) : 1024;
     const char *dev = argc > 4 ? argv[4] : "cpu";
+    bool run = argc > 5 && !strcmp(argv[5], "run");
     const char *path = rlx_test_tmp("flux2-vae-memory.safetensors");
     rlx_error *err = NULL;
     int rc = 1;
@@ -472,6 +474,35 @@ static int print_memory(int argc, char **argv)
                enc ? "encoder" : "decoder", h, w, dev,
                rlx_format_bytes(m.weights_bytes, a, sizeof a),
                rlx_format_bytes(m.arena_bytes, b, sizeof b), now_ms() - t0);
+        if (run) {
+            size_t n_in = enc ? (size_t)3 * h * w : (size_t)128 * (h / 16) * (w / 16);
+            size_t n_out = enc ? (size_t)128 * (h / 16) * (w / 16) : (size_t)3 * h * w;
+            float *in = calloc(n_in, sizeof(float)), *out = calloc(n_out, sizeof(float));
+            rlx_session *s = rlx_flux2_vae_session(v);
+            rlx_status st = in && out ? RLX_OK : RLX_ERR_NO_MEMORY;
+            for (int r = 0; r < 2 && st == RLX_OK; r++) { /* the second one timed */
+                rlx_session_set_profiling(s, r == 1);
+                t0 = now_ms();
+                st = enc ? rlx_flux2_vae_encode(v, in, h, w, out, &err)
+                         : rlx_flux2_vae_decode(v, in, h / 16, w / 16, out, &err);
+            }
+            if (st == RLX_OK) {
+                double ms = now_ms() - t0;
+                rlx_session_op_profile pr[64];
+                int np = rlx_session_profile(s, pr, 64);
+                printf("  run %.0f ms:", ms);
+                for (int i = 0; i < np && i < 64; i++)
+                    if (pr[i].ms >= 0.01 * ms)
+                        printf(" %s %.0f%%", rlx_op_name(pr[i].op), 100.0 * pr[i].ms / ms);
+                printf("\n");
+            }
+            free(in);
+            free(out);
+            if (st != RLX_OK) {
+                rlx_flux2_vae_free(v);
+                goto out;
+            }
+        }
         rlx_flux2_vae_free(v);
     }
     rc = 0;

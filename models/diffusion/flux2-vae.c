@@ -407,8 +407,9 @@ typedef struct {
     char missing[112]; /* a name the table lacks (a bug, reported once) */
 } builder;
 
-/* A weight by diffusers name as an F32 value of the graph's shape. */
-static rlx_node weight(builder *b, const char *dn)
+/* A weight by diffusers name in the graph's shape: as F32 (cast on the
+ * device, exact from F16 and BF16), or with `raw` in the file's dtype. */
+static rlx_node weight_as(builder *b, const char *dn, bool raw)
 {
     const wspec *w = find_spec(b->v, dn);
     if (!w) {
@@ -421,11 +422,16 @@ static rlx_node weight(builder *b, const char *dn)
     if (w->frank == 4 && w->rank == 2)
         fd[2] = fd[3] = 1;
     rlx_node p = rlx_graph_param(b->g, w->fn, w->dt, rlx_shape_make(w->frank, fd));
-    if (w->dt != RLX_DTYPE_F32)
+    if (w->dt != RLX_DTYPE_F32 && !raw)
         p = rlx_graph_cast(b->g, NULL, p, RLX_DTYPE_F32);
     if (w->frank != w->rank)
         p = rlx_graph_reshape(b->g, NULL, p, rlx_shape_make(w->rank, w->dims));
     return p;
+}
+
+static rlx_node weight(builder *b, const char *dn)
+{
+    return weight_as(b, dn, false);
 }
 
 static rlx_node wfmt(builder *b, const char *pre, const char *suffix)
@@ -435,10 +441,15 @@ static rlx_node wfmt(builder *b, const char *pre, const char *suffix)
     return weight(b, nm);
 }
 
+/* The kernel goes to the conv in its file dtype: the backends widen F16 /
+ * BF16 kernels as they read them, where a cast would copy all of them to
+ * F32 in the arena on every run. */
 static rlx_node conv(builder *b, rlx_node x, const char *pre, int stride, int pad)
 {
     int st[2] = {stride, stride}, pd[2] = {pad, pad}, dil[2] = {1, 1};
-    return rlx_graph_conv2d(b->g, pre, x, wfmt(b, pre, "weight"), wfmt(b, pre, "bias"), st, pd, dil,
+    char nm[112];
+    snprintf(nm, sizeof nm, "%s.weight", pre);
+    return rlx_graph_conv2d(b->g, pre, x, weight_as(b, nm, true), wfmt(b, pre, "bias"), st, pd, dil,
                             1);
 }
 
