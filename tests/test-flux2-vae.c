@@ -364,7 +364,9 @@ static void cpu_bad_sizes(void **state)
     expect_size_failure(rlx_flux2_vae_check_size(8, 64, &err), &err, "at least 16x16");
     expect_size_failure(rlx_flux2_vae_check_size(4096, 4096, &err), &err, "at most");
     expect_size_failure(rlx_flux2_vae_check_size(-16, 16, &err), &err, "at least 16x16");
-    rlx_flux2_vae *v = open_vae(f->root, "cpu");
+    char vae_dir[600]; /* the vae/ folder itself this time */
+    snprintf(vae_dir, sizeof vae_dir, "%s/vae", f->root);
+    rlx_flux2_vae *v = open_vae(vae_dir, "cpu");
     float out[N_PACK];
     float *rgb = malloc(sizeof(float) * N_RGB);
     assert_non_null(rgb);
