@@ -290,6 +290,7 @@ rlx_status rlx_flux2_vae_writer_write(const char *path, const rlx_flux2_vae_writ
         goto done;
     }
     const size_t esz = o->f32 ? 4 : 2;
+    const char *dtn = o->f32 ? "F32" : o->bf16 ? "BF16" : "F16";
     hl += (size_t)snprintf(hdr + hl, hcap - hl, "{");
     uint64_t off = 0;
     bool first = true;
@@ -315,7 +316,7 @@ rlx_status rlx_flux2_vae_writer_write(const char *path, const rlx_flux2_vae_writ
             n *= 2;
         }
         hl += (size_t)snprintf(hdr + hl, hcap - hl, "%s\"%s%s\":{\"dtype\":\"%s\",\"shape\":[",
-                               first ? "" : ",", prefix, name, o->f32 ? "F32" : "F16");
+                               first ? "" : ",", prefix, name, dtn);
         for (int d = 0; d < rank; d++)
             hl += (size_t)snprintf(hdr + hl, hcap - hl, "%s%lld", d ? "," : "", (long long)dims[d]);
         hl += (size_t)snprintf(hdr + hl, hcap - hl, "],\"data_offsets\":[%llu,%llu]}",
@@ -350,6 +351,12 @@ rlx_status rlx_flux2_vae_writer_write(const char *path, const rlx_flux2_vae_writ
                 for (int64_t k = 0; k < n; k++)
                     full[k] = rlx_f16_to_f32(half[k]);
                 fwrite(full, sizeof(float), (size_t)n, f);
+            } else if (o->bf16) {
+                for (int64_t k = 0; k < n; k++)
+                    half[k] = rlx_f32_to_bf16(rlx_f16_to_f32(half[k]));
+                fwrite(half, sizeof(uint16_t), (size_t)n, f);
+                if (reps > 1)
+                    fill(s, n, half); /* the F16 values again for the second copy */
             } else {
                 fwrite(half, sizeof(uint16_t), (size_t)n, f);
             }

@@ -34,6 +34,7 @@ typedef struct rlx_flux2_vae_writer_opts {
     bool bfl_names;        /* BFL's names (1x1-conv attention weights) instead of diffusers' */
     const char *prefix;    /* put before every name ("vae."), or NULL */
     bool f32;              /* F32 tensors (holding the same F16-rounded values) */
+    bool bf16;             /* BF16 tensors (those values rounded again: not the reference's) */
     bool decoder_only;     /* leave the encoder and quant_conv out */
     const char *skip;      /* a diffusers name to leave out, or NULL */
     const char *misshape;  /* a diffusers name to write with its first dim doubled, or NULL */
