@@ -56,7 +56,9 @@
  * opens too; a file without encoder tensors gives a decoder-only runner.
  *
  * The network is built with the graph IR only: weights are PARAMs in their
- * file dtype (F32, F16 or BF16, per tensor), cast to F32 on the device. The
+ * file dtype (F32, F16 or BF16, per tensor); conv kernels go to the conv as
+ * they are (the backends widen them while reading), the small rest is cast to
+ * F32 on the device. The
  * packing and batch-norm (a few multiply-adds per latent value) run on the
  * host, in rlx_flux2_vae_unpack and its inverse. The attention's queries go in
  * blocks so that a backend that has to spell attention as matmul + softmax
@@ -72,7 +74,8 @@
  *
  * Ownership: the runner owns its session and the mapped weight file.
  * Thread safety: a runner is used by one thread at a time; rlx_flux2_vae_unpack
- * only reads the runner and may be called from any thread.
+ * and rlx_flux2_vae_pack only read the runner and may be called from any
+ * thread, also while another decodes.
  */
 #ifndef RLX_MODELS_DIFFUSION_FLUX2_VAE_H
 #define RLX_MODELS_DIFFUSION_FLUX2_VAE_H
