@@ -173,7 +173,9 @@ static void values(const otensor *t, int64_t first, int64_t n, float *dst)
             int64_t off = t->p[p].row0 * cols;
             for (int64_t k = 0; k < cnt; k++) {
                 float u = uniform(seed, off + k0 + k);
-                dst[done + k] = t->norm ? 1.0f + u / 8.0f : u * gain;
+                float v = t->norm ? 1.0f + u / 8.0f : u * gain;
+                /* the reference's weights are the BF16 values whatever the file's dtype */
+                dst[done + k] = rlx_bf16_to_f32(rlx_f32_to_bf16(v));
             }
             done += cnt;
         }

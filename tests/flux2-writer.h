@@ -2,7 +2,8 @@
  * widths (hidden 3072, 24 heads x 128, joint_dim 7680, MLP 9216) with one
  * double-stream and one single-stream block, the model and the weights of
  * tests/reference/flux2_dit_reference.py (values from the generator described
- * there, by diffusers name), written as
+ * there, by diffusers name, rounded to BF16 whatever the file's dtype, so
+ * that F32 and F16 files hold the reference's values too), written as
  *   - safetensors with diffusers names (BF16, F16 or F32), optionally as a
  *     diffusers transformer/ folder (config.json, two shards and the index);
  *   - safetensors with BFL names (fused qkv, [shift; scale] final modulation),

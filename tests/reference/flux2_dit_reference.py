@@ -19,7 +19,8 @@ Weights: every tensor of diffusers' state dict, by its diffusers name, from the
 generator of tests/whisper-writer.h (the formula in sam_reference.py's
 docstring): linear weights u * (float)sqrt(3 / in_features), RMSNorm weights
 1 + u / 8, then rounded to BF16 (round to nearest even), as tests/flux2-writer.c
-stores them. Inputs: latents u("latents", i) over [128][4][4] (CHW, packed),
+stores them. The arithmetic is float64 (the weights' BF16 values are exact in
+it), so the fixtures carry no float32 rounding of their own. Inputs: latents u("latents", i) over [128][4][4] (CHW, packed),
 text u("text", i) over [8][7680], sigma 0.75; the reference-image case adds
 u("ref0", i) over [128][2][3].
 
@@ -111,13 +112,14 @@ def make_weights():
 
 
 def lin(x, w):
-    return x @ w.t()
+    # the weights stay float32 (BF16 values, exact); the arithmetic is float64
+    return x @ w.to(torch.float64).t()
 
 
 def timestep_proj(t):
     half = TCH // 2
     freqs = torch.exp(-math.log(10000.0) * torch.arange(half, dtype=torch.float32) / half)
-    a = torch.tensor([t * 1000.0], dtype=torch.float32)[:, None] * freqs[None, :]
+    a = torch.tensor([t * 1000.0], dtype=torch.float64)[:, None] * freqs[None, :].double()
     return torch.cat([torch.cos(a), torch.sin(a)], dim=-1)  # flip_sin_to_cos
 
 
@@ -129,7 +131,7 @@ def rope_tables(ids):
         a = pos[:, i:i + 1] * freqs[None, :]
         cos.append(torch.cos(a).repeat_interleave(2, dim=1))
         sin.append(torch.sin(a).repeat_interleave(2, dim=1))
-    return torch.cat(cos, 1).float(), torch.cat(sin, 1).float()
+    return torch.cat(cos, 1), torch.cat(sin, 1)
 
 
 def apply_rope(x, cos, sin):  # x [S, H, D]
@@ -139,7 +141,7 @@ def apply_rope(x, cos, sin):  # x [S, H, D]
 
 
 def rms(x, w):
-    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + EPS) * w
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + EPS) * w.double()
 
 
 def ln(x):
@@ -230,9 +232,10 @@ def main():
     torch.set_num_threads(2)
     with torch.no_grad():
         w = make_weights()
-        lat = torch.from_numpy(uniform('latents', IN_CH * LH * LW).reshape(IN_CH, LH, LW))
-        text = torch.from_numpy(uniform('text', N_TEXT * JOINT).reshape(N_TEXT, JOINT))
-        ref = torch.from_numpy(uniform('ref0', IN_CH * REF_H * REF_W).reshape(IN_CH, REF_H, REF_W))
+        lat = torch.from_numpy(uniform('latents', IN_CH * LH * LW).reshape(IN_CH, LH, LW)).double()
+        text = torch.from_numpy(uniform('text', N_TEXT * JOINT).reshape(N_TEXT, JOINT)).double()
+        ref = torch.from_numpy(uniform('ref0', IN_CH * REF_H * REF_W).reshape(
+            IN_CH, REF_H, REF_W)).double()
         for name, refs in (('plain', []), ('edit', [ref])):
             v = forward(w, lat, refs, text, SIGMA).numpy().astype('<f4')
             path = os.path.join(out_dir, 'flux2-dit-ref-%s.f32' % name)
