@@ -18,7 +18,8 @@
  *     5%; we see 1.1%, a fifth of what separates the plain and the
  *     reference-image outputs.
  *   - Other devices (the devices variant) may keep activations in F16 in
- *     places (2^-11 relative a step, compounding over the blocks): 2e-3.
+ *     places (2^-11 relative a step, compounding over the blocks): 2e-3;
+ *     lavapipe gives 2.9e-6 (about 3 minutes for the velocity).
  *
  * argv[1]: "cpu" (the CPU tests) or "devices" (the other devices: exits 77,
  * skipped, where there is none); none runs all.
@@ -406,20 +407,27 @@ static void cpu_truncated(void **state)
     rlx_error_free(err);
 }
 
+/* Every device but the CPU: the reference-image case (a superset of the plain
+ * one's graph), once, as lavapipe takes minutes for it. */
 static void devices_other_than_cpu(void **state)
 {
     fixture *f = *state;
     int n = 0;
+    float *v = malloc(sizeof(float) * N_OUT);
+    assert_non_null(v);
     for (int i = 0; i < f->n_dev; i++) {
         if (!strcmp(f->dev[i], "cpu"))
             continue;
         rlx_flux2_dit *d = open_dit(f->path, f->dev[i]);
-        char what[64];
-        snprintf(what, sizeof what, "diffusers BF16 on %s", f->dev[i]);
-        check_both(f, d, what, TOL_DEVICES);
+        velocity(f, d, true, v);
+        double e = max_rel(v, f->want_edit);
+        printf("[ flux2-dit ] diffusers BF16 on %s: max error %.2e of the largest value\n",
+               f->dev[i], e);
+        assert_true(e < TOL_DEVICES);
         rlx_flux2_dit_free(d);
         n++;
     }
+    free(v);
     if (!n) {
         printf("[ flux2-dit ] no device but the CPU here\n");
         skip();
