@@ -79,7 +79,7 @@ static void add1(model *m, const char *name, const char *src, int64_t rows, int6
     add(m, name, rows, cols, norm, 1, (const char *const[]){src}, NULL, NULL);
 }
 
-static void build(model *m, rlx_f2w_format f, int in_ch)
+static void build(model *m, rlx_f2w_format f, int in_ch, bool guidance)
 {
     bool bfl = f == RLX_F2W_BFL || f == RLX_F2W_GGUF;
     m->n = 0;
@@ -144,6 +144,12 @@ static void build(model *m, rlx_f2w_format f, int in_ch)
         add1(m, "norm_out.linear.weight", "norm_out.linear.weight", 2 * C_, C_, false);
     }
     G("final_layer.linear.weight", "proj_out.weight", in_ch, C_);
+    if (guidance) {
+        G("guidance_in.in_layer.weight", "time_guidance_embed.guidance_embedder.linear_1.weight",
+          C_, 256);
+        G("guidance_in.out_layer.weight", "time_guidance_embed.guidance_embedder.linear_2.weight",
+          C_, C_);
+    }
 #undef G
 #undef N
 }
@@ -435,7 +441,7 @@ rlx_status rlx_flux2_writer_write(const char *path, const rlx_flux2_writer_opts 
     model *m = calloc(1, sizeof *m);
     if (!m)
         return rlx_error_set(err, RLX_ERR_NO_MEMORY, "flux2-writer: out of memory");
-    build(m, o->format, in_ch);
+    build(m, o->format, in_ch, o->guidance);
     const char *prefix = o->prefix ? o->prefix : "";
     rlx_dtype dt = o->dtype;
     rlx_status st;

@@ -43,6 +43,7 @@ typedef struct rlx_flux2_writer_opts {
     const char *prefix; /* before every name (BFL / GGUF), or NULL */
     const char *skip;   /* a diffusers name to leave out (its BFL piece for BFL files) */
     int in_channels;    /* 0 = 128; another value makes an unknown variant */
+    bool guidance;      /* add the guidance embedder (FLUX.2 dev's layout) */
     const char *config; /* DIFFUSERS_FOLDER: config.json text, NULL = the right one */
 } rlx_flux2_writer_opts;
 

@@ -579,15 +579,18 @@ void rlx_flux2_dit_cancel(rlx_flux2_dit *d, bool cancel)
 /* ---- running -------------------------------------------------------------- */
 
 /* diffusers' Timesteps(256, flip_sin_to_cos=True, downscale_freq_shift=0) of
- * 1000 * v: [cos, sin] */
+ * 1000 * v: [cos, sin] with frequencies exp(-ln(10000) j / 128). In double:
+ * 1000 * guidance reaches thousands of radians, where one float32 ulp of a
+ * frequency or of the product moves the angle by 2e-4 (diffusers' float32
+ * has that noise; the double result is the value it approximates). */
 static void timestep_proj(float v, int ch, float *out)
 {
     int half = ch / 2;
-    float t = v * 1000.0f;
+    double t = (double)v * 1000.0;
     for (int j = 0; j < half; j++) {
-        float f = expf(-logf(10000.0f) * (float)j / (float)half);
-        out[j] = cosf(t * f);
-        out[half + j] = sinf(t * f);
+        double f = exp(-log(10000.0) * (double)j / (double)half);
+        out[j] = (float)cos(t * f);
+        out[half + j] = (float)sin(t * f);
     }
 }
 

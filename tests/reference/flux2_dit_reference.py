@@ -28,6 +28,8 @@ Fixtures (float32 little-endian):
     flux2-dit-ref-plain.f32   [128][4][4] the velocity (the pipeline's noise_pred
                               for the image tokens)
     flux2-dit-ref-edit.f32    [128][4][4] the same with the reference image
+    flux2-dit-ref-guidance.f32 [128][4][4] the plain case on the same model plus a
+                              guidance embedder (FLUX.2 dev's layout), guidance 3.5
 """
 import math
 import os
@@ -69,8 +71,14 @@ def uniform(name, n):
     return out
 
 
+GUIDANCE = 3.5
+GUIDANCE_NAMES = ('time_guidance_embed.guidance_embedder.linear_1.weight',
+                  'time_guidance_embed.guidance_embedder.linear_2.weight')
+
+
 def specs():
-    """(diffusers name, shape, kind) of every tensor; kind 'w' linear, 'n' norm."""
+    """(diffusers name, shape, kind) of every tensor; kind 'w' linear, 'n' norm.
+    The guidance embedder (FLUX.2 dev's; klein has none) is listed last."""
     s = [('x_embedder.weight', (HIDDEN, IN_CH), 'w'),
          ('context_embedder.weight', (HIDDEN, JOINT), 'w'),
          ('time_guidance_embed.timestep_embedder.linear_1.weight', (HIDDEN, TCH), 'w'),
@@ -96,6 +104,8 @@ def specs():
         s.append((p + 'norm_k.weight', (HEAD_DIM,), 'n'))
     s.append(('norm_out.linear.weight', (2 * HIDDEN, HIDDEN), 'w'))
     s.append(('proj_out.weight', (IN_CH, HIDDEN), 'w'))
+    s.append((GUIDANCE_NAMES[0], (HIDDEN, TCH), 'w'))
+    s.append((GUIDANCE_NAMES[1], (HIDDEN, HIDDEN), 'w'))
     return s
 
 
@@ -118,8 +128,9 @@ def lin(x, w):
 
 def timestep_proj(t):
     half = TCH // 2
-    freqs = torch.exp(-math.log(10000.0) * torch.arange(half, dtype=torch.float32) / half)
-    a = torch.tensor([t * 1000.0], dtype=torch.float64)[:, None] * freqs[None, :].double()
+    # float64 throughout (diffusers: float32, whose rounding moves 1000 * 3.5 rad by 2e-4)
+    freqs = torch.exp(-math.log(10000.0) * torch.arange(half, dtype=torch.float64) / half)
+    a = torch.tensor([t * 1000.0], dtype=torch.float64)[:, None] * freqs[None, :]
     return torch.cat([torch.cos(a), torch.sin(a)], dim=-1)  # flip_sin_to_cos
 
 
@@ -164,8 +175,9 @@ def swiglu(x):
     return F.silu(a) * b
 
 
-def forward(w, latents, refs, text, sigma):
-    """latents [128][lh][lw]; refs: list of [128][h][w]; text [n][JOINT]."""
+def forward(w, latents, refs, text, sigma, guidance=None):
+    """latents [128][lh][lw]; refs: list of [128][h][w]; text [n][JOINT]; guidance
+    only for a model with the guidance embedder."""
     lh, lw = latents.shape[1:]
     img = [latents.reshape(IN_CH, -1).t()]
     ids = [torch.tensor([[0, y, x, 0] for y in range(lh) for x in range(lw)])]
@@ -183,6 +195,9 @@ def forward(w, latents, refs, text, sigma):
     temb = lin(F.silu(lin(timestep_proj(sigma),
                           w['time_guidance_embed.timestep_embedder.linear_1.weight'])),
                w['time_guidance_embed.timestep_embedder.linear_2.weight'])
+    if guidance is not None:
+        temb = temb + lin(F.silu(lin(timestep_proj(guidance), w[GUIDANCE_NAMES[0]])),
+                          w[GUIDANCE_NAMES[1]])
     st = F.silu(temb)
     mi = lin(st, w['double_stream_modulation_img.linear.weight']).chunk(6, dim=-1)
     mt = lin(st, w['double_stream_modulation_txt.linear.weight']).chunk(6, dim=-1)
@@ -236,8 +251,9 @@ def main():
         text = torch.from_numpy(uniform('text', N_TEXT * JOINT).reshape(N_TEXT, JOINT)).double()
         ref = torch.from_numpy(uniform('ref0', IN_CH * REF_H * REF_W).reshape(
             IN_CH, REF_H, REF_W)).double()
-        for name, refs in (('plain', []), ('edit', [ref])):
-            v = forward(w, lat, refs, text, SIGMA).numpy().astype('<f4')
+        for name, refs, g in (('plain', [], None), ('edit', [ref], None),
+                              ('guidance', [], GUIDANCE)):
+            v = forward(w, lat, refs, text, SIGMA, g).numpy().astype('<f4')
             path = os.path.join(out_dir, 'flux2-dit-ref-%s.f32' % name)
             v.tofile(path)
             print('%s: mean %.5f, std %.5f, max |v| %.5f' % (path, v.mean(), v.std(),
