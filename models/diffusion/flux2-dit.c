@@ -347,7 +347,13 @@ static rlx_status detect_config(rlx_flux2_dit *d, rlx_error **err)
                              "head size %d (expected 128), hidden size %d",
                              d->path, c->in_channels, c->head_dim, c->hidden);
     c->heads = c->hidden / c->head_dim;
-    c->mlp_hidden = 3 * c->hidden;
+    /* mlp_ratio 3 in every published config; taken from the first MLP so that
+     * another ratio is read rather than refused */
+    f2_tensor mi;
+    c->mlp_hidden = f2_find(d, F2_D_IMG_MLP_IN, 0, &mi) && mi.rank == 2 && mi.dims[0] % 2 == 0 &&
+                            mi.dims[0] / 2 > 0 && mi.dims[0] / 2 <= 16 * (int64_t)c->hidden
+                        ? (int)(mi.dims[0] / 2)
+                        : 3 * c->hidden;
     c->timestep_channels = 256;
     c->n_double = count_blocks(d, c->names == RLX_FLUX2_NAMES_BFL ? F2_D_IMG_QKV : F2_D_IMG_Q);
     c->n_single = count_blocks(d, F2_S_IN);

@@ -138,7 +138,7 @@ typedef struct rlx_flux2_dit_config {
     int n_double, n_single;
     int in_channels; /* 128 */
     int joint_dim;   /* the text embedding width */
-    int mlp_hidden;  /* 3 x hidden */
+    int mlp_hidden;  /* 3 x hidden in every published config; read from the MLP */
     int timestep_channels;
     bool guidance_embeds;
     int distilled; /* 1 / 0 from model_index.json's "is_distilled"; -1 unknown */
