@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "engine/formats/gguf.h"
 
@@ -274,7 +275,7 @@ static const char *st_dtype(rlx_dtype dt)
 
 /* tensors [a, b) of m into one safetensors file */
 static rlx_status write_st(const char *path, const model *m, int a, int b, const char *prefix,
-                           rlx_dtype want, const char *skip, rlx_error **err)
+                           rlx_dtype want, const char *skip, bool no_data, rlx_error **err)
 {
     size_t cap = 64 * 1024, len = 0;
     char *hdr = malloc(cap);
@@ -316,6 +317,12 @@ static rlx_status write_st(const char *path, const model *m, int a, int b, const
     fwrite(&hl, 8, 1, f);
     fwrite(hdr, 1, len, f);
     free(hdr);
+    if (no_data) {
+        bool ok = fflush(f) == 0 && ftruncate(fileno(f), (off_t)(8 + len + off)) == 0;
+        if (fclose(f) != 0 || !ok)
+            return rlx_error_set(err, RLX_ERR_IO, "flux2-writer: writing %s failed", path);
+        return RLX_OK;
+    }
     const int64_t chunk = 1 << 22;
     float *x = malloc(sizeof(float) * chunk);
     uint8_t *enc = malloc((size_t)chunk * 4);
@@ -379,7 +386,7 @@ static rlx_status write_folder(const char *root, const model *m, rlx_dtype want,
                                          "diffusion_pytorch_model-00002-of-00002.safetensors"};
     for (int s = 0; s < 2 && st == RLX_OK; s++) {
         snprintf(p, sizeof p, "%s/%s", dir, shard[s]);
-        st = write_st(p, m, s ? half : 0, s ? m->n : half, "", want, o->skip, err);
+        st = write_st(p, m, s ? half : 0, s ? m->n : half, "", want, o->skip, o->no_data, err);
     }
     if (st != RLX_OK)
         return st;
@@ -455,7 +462,7 @@ rlx_status rlx_flux2_writer_write(const char *path, const rlx_flux2_writer_opts 
         st = write_folder(path, m, dt ? dt : RLX_DTYPE_BF16, o, err);
         break;
     default:
-        st = write_st(path, m, 0, m->n, prefix, dt ? dt : RLX_DTYPE_BF16, o->skip, err);
+        st = write_st(path, m, 0, m->n, prefix, dt ? dt : RLX_DTYPE_BF16, o->skip, o->no_data, err);
         break;
     }
     free(m);

@@ -44,6 +44,8 @@ typedef struct rlx_flux2_writer_opts {
     const char *skip;   /* a diffusers name to leave out (its BFL piece for BFL files) */
     int in_channels;    /* 0 = 128; another value makes an unknown variant */
     bool guidance;      /* add the guidance embedder (FLUX.2 dev's layout) */
+    bool no_data;       /* safetensors: the header only, the data a sparse run of zeros
+                         * (for tests that only open the file) */
     const char *config; /* DIFFUSERS_FOLDER: config.json text, NULL = the right one */
 } rlx_flux2_writer_opts;
 
