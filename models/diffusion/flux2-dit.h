@@ -141,7 +141,11 @@ typedef struct rlx_flux2_dit_config {
     int mlp_hidden;  /* 3 x hidden in every published config; read from the MLP */
     int timestep_channels;
     bool guidance_embeds;
-    int distilled; /* 1 / 0 from model_index.json's "is_distilled"; -1 unknown */
+    /* 1 / 0 from model_index.json's "is_distilled"; -1 unknown (single files:
+     * distilled and base klein have the same tensors). The klein pipeline
+     * does classifier-free guidance only when guidance_scale > 1 and the
+     * model is not distilled (and has no guidance embedder). */
+    int distilled;
     int axes_dims_rope[4];
     float rope_theta, eps;
     rlx_flux2_names names;
