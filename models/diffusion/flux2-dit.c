@@ -390,12 +390,22 @@ static json_object *jget(json_object *o, const char *k)
     return o && json_object_object_get_ex(o, k, &v) ? v : NULL;
 }
 
-/* config.json beside the weights: must agree with the tensors. */
-static rlx_status check_config_json(rlx_flux2_dit *d, const char *path, rlx_error **err)
+/* config.json beside the weights: must agree with the tensors. Beside a
+ * single file, only a transformer config counts (a download folder may hold
+ * any model's config.json). */
+static rlx_status check_config_json(rlx_flux2_dit *d, const char *path, bool from_folder,
+                                    rlx_error **err)
 {
     json_object *o = json_object_from_file(path);
     if (!o)
-        return rlx_error_set(err, RLX_ERR_FORMAT, "%s is not valid JSON", path);
+        return from_folder ? rlx_error_set(err, RLX_ERR_FORMAT, "%s is not valid JSON", path)
+                           : RLX_OK;
+    json_object *cls = jget(o, "_class_name");
+    if (!from_folder && !(cls && json_object_is_type(cls, json_type_string) &&
+                          !strncmp(json_object_get_string(cls), "Flux2", 5))) {
+        json_object_put(o);
+        return RLX_OK;
+    }
     rlx_flux2_dit_config *c = &d->cfg;
     struct {
         const char *key;
@@ -533,7 +543,7 @@ rlx_status rlx_flux2_dit_open(const char *path, const rlx_flux2_dit_params *p, r
     if (st == RLX_OK && dir[0]) {
         snprintf(cfgp, sizeof cfgp, "%s/config.json", dir);
         if (is_file(cfgp))
-            st = check_config_json(d, cfgp, err);
+            st = check_config_json(d, cfgp, is_dir(path), err);
     }
     if (st == RLX_OK && model_index[0] && is_file(model_index))
         read_model_index(d, model_index);
