@@ -1,0 +1,497 @@
+/* The FLUX.2 transformer (models/diffusion/flux2-dit.h) against
+ * tests/reference/flux2_dit_reference.py on the random-weight model of
+ * tests/flux2-writer.h: klein 4B's widths (hidden 3072, 24 heads x 128,
+ * joint_dim 7680, MLP 9216), one double- and one single-stream block, 4 x 4
+ * image tokens, 8 text tokens, sigma 0.75, with and without a 2 x 3
+ * reference image.
+ *
+ * Tolerances, as the largest |difference| over the largest |reference
+ * value| (3.7 here). The reference computes in float64 on the same weight
+ * values (the BF16 ones: tests/flux2-writer.h stores them in every dtype,
+ * the F16 file exactly too), and our backends widen F16/BF16 weights to
+ * float32 exactly; the timestep / guidance sinusoid is taken in double on
+ * both sides (1000 * 3.5 rad in float32 would be 2e-4 off). Only float32
+ * arithmetic differs: summation order (GEMM blocking, attention, norms).
+ *   - BF16 and F16 weights on the CPU, with or without the guidance
+ *     embedder: TOL = 1e-5; we see 4e-7 to 6e-7.
+ *   - The Q8_0 GGUF copy rounds every weight to 8 bits a block (up to 1/254
+ *     of the block's largest value): RMS(difference) / RMS(reference) under
+ *     5%; we see 1.1%, a fifth of what separates the plain and the
+ *     reference-image outputs.
+ *   - Other devices (the devices variant) may keep activations in F16 in
+ *     places (2^-11 relative a step, compounding over the blocks): 2e-3;
+ *     lavapipe gives 7.8e-7 (about 3 minutes for the velocity).
+ *
+ * argv[1]: "cpu" (the CPU tests) or "devices" (the other devices: exits 77,
+ * skipped, where there is none); none runs all.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "backends/backend.h"
+#include "flux2-writer.h"
+#include "models/diffusion/flux2-dit.h"
+#include "test-util.h"
+
+#define LH     4
+#define LW     4
+#define N_TEXT 8
+#define REF_H  2
+#define REF_W  3
+#define SIGMA  0.75f
+#define N_OUT  (128 * LH * LW)
+
+/* largest |difference| / largest |reference value| (see the top) */
+#define TOL         1e-5
+#define TOL_DEVICES 2e-3
+
+typedef struct {
+    char path[600]; /* the diffusers BF16 file */
+    float *lat, *text, *ref;
+    float *want_plain, *want_edit, *want_guidance;
+    char dev[4][32];
+    int n_dev;
+} fixture;
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static float *read_fixture(const char *name)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/tests/fixtures/%s", RLX_TEST_SOURCE_DIR, name);
+    size_t size = 0;
+    float *p = rlx_test_read_file(path, &size);
+    if (!p || size != sizeof(float) * N_OUT) {
+        fprintf(stderr, "fixture %s: %zu bytes, expected %zu\n", path, size, sizeof(float) * N_OUT);
+        free(p);
+        return NULL;
+    }
+    return p;
+}
+
+static int setup(void **state)
+{
+    fixture *f = calloc(1, sizeof *f);
+    if (!f)
+        return -1;
+    *state = f;
+    f->lat = malloc(sizeof(float) * N_OUT);
+    f->text = malloc(sizeof(float) * N_TEXT * RLX_F2W_JOINT);
+    f->ref = malloc(sizeof(float) * 128 * REF_H * REF_W);
+    f->want_plain = read_fixture("flux2-dit-ref-plain.f32");
+    f->want_edit = read_fixture("flux2-dit-ref-edit.f32");
+    f->want_guidance = read_fixture("flux2-dit-ref-guidance.f32");
+    if (!f->lat || !f->text || !f->ref || !f->want_plain || !f->want_edit || !f->want_guidance)
+        return -1;
+    rlx_flux2_writer_fill("latents", N_OUT, f->lat);
+    rlx_flux2_writer_fill("text", (int64_t)N_TEXT * RLX_F2W_JOINT, f->text);
+    rlx_flux2_writer_fill("ref0", 128 * REF_H * REF_W, f->ref);
+    snprintf(f->path, sizeof f->path, "%s", rlx_test_tmp("flux2-diffusers.safetensors"));
+    rlx_error *err = NULL;
+    rlx_flux2_writer_opts o = {.format = RLX_F2W_DIFFUSERS};
+    if (rlx_flux2_writer_write(f->path, &o, &err) != RLX_OK) {
+        fprintf(stderr, "writing the test model: %s\n", rlx_error_message(err));
+        rlx_error_free(err);
+        return -1;
+    }
+    for (int b = 0; b < rlx_backend_count() && f->n_dev < 4; b++) {
+        const rlx_backend_i *be = rlx_backend_at(b);
+        if (be && be->device_count && be->device_count() >= 1)
+            snprintf(f->dev[f->n_dev++], sizeof f->dev[0], "%s", be->name);
+    }
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture *f = *state;
+    if (f) {
+        remove(f->path);
+        free(f->lat);
+        free(f->text);
+        free(f->ref);
+        free(f->want_plain);
+        free(f->want_edit);
+        free(f->want_guidance);
+        free(f);
+    }
+    return 0;
+}
+
+static rlx_flux2_dit *open_dit(const char *path, const char *dev)
+{
+    rlx_flux2_dit_params p = rlx_flux2_dit_default_params();
+    p.device = dev;
+    rlx_flux2_dit *d = NULL;
+    rlx_error *err = NULL;
+    rlx_status st = rlx_flux2_dit_open(path, &p, &d, &err);
+    if (st != RLX_OK)
+        fprintf(stderr, "open %s on %s: %s\n", path, dev, rlx_error_message(err));
+    assert_int_equal(st, RLX_OK);
+    assert_non_null(d);
+    return d;
+}
+
+static void velocity(fixture *f, rlx_flux2_dit *d, bool edit, float *out)
+{
+    const float *refs[1] = {f->ref};
+    int rh[1] = {REF_H}, rw[1] = {REF_W};
+    rlx_flux2_dit_input in = {.latents = f->lat,
+                              .lh = LH,
+                              .lw = LW,
+                              .text = f->text,
+                              .n_text = N_TEXT,
+                              .t = SIGMA,
+                              .n_refs = edit ? 1 : 0,
+                              .ref_latents = refs,
+                              .ref_lh = rh,
+                              .ref_lw = rw};
+    rlx_error *err = NULL;
+    double t0 = now_ms();
+    rlx_status st = rlx_flux2_dit_velocity(d, &in, out, &err);
+    if (st != RLX_OK)
+        fprintf(stderr, "velocity: %s\n", rlx_error_message(err));
+    assert_int_equal(st, RLX_OK);
+    printf("[ flux2-dit ] velocity (%s): %.0f ms\n", edit ? "edit" : "plain", now_ms() - t0);
+}
+
+/* max |got - want| / max |want| */
+static double max_rel(const float *got, const float *want)
+{
+    double md = 0, mw = 0;
+    for (int i = 0; i < N_OUT; i++) {
+        md = fmax(md, fabs((double)got[i] - want[i]));
+        mw = fmax(mw, fabs((double)want[i]));
+    }
+    return md / mw;
+}
+
+/* RMS(got - want) / RMS(want) */
+static double rms_rel(const float *got, const float *want)
+{
+    double sd = 0, sw = 0;
+    for (int i = 0; i < N_OUT; i++) {
+        sd += ((double)got[i] - want[i]) * ((double)got[i] - want[i]);
+        sw += (double)want[i] * want[i];
+    }
+    return sqrt(sd / sw);
+}
+
+static void check_both(fixture *f, rlx_flux2_dit *d, const char *what, double tol)
+{
+    float *v = malloc(sizeof(float) * N_OUT);
+    assert_non_null(v);
+    velocity(f, d, false, v);
+    double e1 = max_rel(v, f->want_plain);
+    velocity(f, d, true, v);
+    double e2 = max_rel(v, f->want_edit);
+    printf("[ flux2-dit ] %s: max error %.2e (plain), %.2e (edit) of the largest value\n", what, e1,
+           e2);
+    free(v);
+    assert_true(e1 < tol);
+    assert_true(e2 < tol);
+}
+
+static void cpu_reference(void **state)
+{
+    fixture *f = *state;
+    rlx_flux2_dit *d = open_dit(f->path, "cpu");
+    const rlx_flux2_dit_config *c = rlx_flux2_dit_get_config(d);
+    assert_string_equal(c->name, "custom");
+    assert_int_equal(c->hidden, 3072);
+    assert_int_equal(c->heads, 24);
+    assert_int_equal(c->head_dim, 128);
+    assert_int_equal(c->joint_dim, 7680);
+    assert_int_equal(c->mlp_hidden, 9216);
+    assert_int_equal(c->n_double, 1);
+    assert_int_equal(c->n_single, 1);
+    assert_false(c->guidance_embeds);
+    assert_int_equal(c->distilled, -1);
+    assert_int_equal(c->names, RLX_FLUX2_NAMES_DIFFUSERS);
+    assert_int_equal(c->weight_dtype, RLX_DTYPE_BF16);
+    check_both(f, d, "diffusers BF16 on cpu", TOL);
+    rlx_flux2_dit_free(d);
+}
+
+/* The BFL names (fused qkv, [shift; scale]) under a ComfyUI-style prefix, F16. */
+static void cpu_bfl_names(void **state)
+{
+    fixture *f = *state;
+    const char *path = rlx_test_tmp("flux2-bfl.safetensors");
+    rlx_flux2_writer_opts o = {
+        .format = RLX_F2W_BFL, .dtype = RLX_DTYPE_F16, .prefix = "model.diffusion_model."};
+    rlx_error *err = NULL;
+    assert_int_equal(rlx_flux2_writer_write(path, &o, &err), RLX_OK);
+    rlx_flux2_dit *d = open_dit(path, "cpu");
+    assert_int_equal(rlx_flux2_dit_get_config(d)->names, RLX_FLUX2_NAMES_BFL);
+    assert_int_equal(rlx_flux2_dit_get_config(d)->weight_dtype, RLX_DTYPE_F16);
+    check_both(f, d, "BFL F16 on cpu", TOL);
+    rlx_flux2_dit_free(d);
+    remove(path);
+}
+
+/* A model with the guidance embedder (FLUX.2 dev's layout), BFL names:
+ * guidance 3.5 enters the conditioning as 1000 * 3.5, beside the timestep. */
+static void cpu_guidance(void **state)
+{
+    fixture *f = *state;
+    const char *path = rlx_test_tmp("flux2-guidance.safetensors");
+    rlx_flux2_writer_opts o = {.format = RLX_F2W_BFL, .guidance = true};
+    rlx_error *err = NULL;
+    assert_int_equal(rlx_flux2_writer_write(path, &o, &err), RLX_OK);
+    rlx_flux2_dit *d = open_dit(path, "cpu");
+    assert_true(rlx_flux2_dit_get_config(d)->guidance_embeds);
+    float *v = malloc(sizeof(float) * N_OUT);
+    assert_non_null(v);
+    rlx_flux2_dit_input in = {.latents = f->lat,
+                              .lh = LH,
+                              .lw = LW,
+                              .text = f->text,
+                              .n_text = N_TEXT,
+                              .t = SIGMA,
+                              .guidance = 3.5f};
+    assert_int_equal(rlx_flux2_dit_velocity(d, &in, v, &err), RLX_OK);
+    double e = max_rel(v, f->want_guidance);
+    printf("[ flux2-dit ] guidance embedder on cpu: max error %.2e of the largest value\n", e);
+    assert_true(e < TOL);
+    free(v);
+    rlx_flux2_dit_free(d);
+    remove(path);
+}
+
+/* A diffusers root folder: model_index.json, transformer/ with config.json
+ * and two shards behind the index. */
+static void cpu_diffusers_folder(void **state)
+{
+    fixture *f = *state;
+    const char *root = rlx_test_tmp("flux2-folder");
+    rlx_flux2_writer_opts o = {.format = RLX_F2W_DIFFUSERS_FOLDER};
+    rlx_error *err = NULL;
+    assert_int_equal(rlx_flux2_writer_write(root, &o, &err), RLX_OK);
+    rlx_flux2_dit *d = open_dit(root, "cpu");
+    assert_int_equal(rlx_flux2_dit_get_config(d)->distilled, 1);
+    float *v = malloc(sizeof(float) * N_OUT);
+    assert_non_null(v);
+    velocity(f, d, false, v);
+    assert_true(max_rel(v, f->want_plain) < TOL);
+    free(v);
+    rlx_flux2_dit_free(d);
+
+    /* a config.json of another model */
+    char p[700];
+    snprintf(p, sizeof p, "%s/transformer/config.json", root);
+    FILE *cf = fopen(p, "w");
+    assert_non_null(cf);
+    fputs("{\"num_layers\": 5, \"num_single_layers\": 20, \"num_attention_heads\": 24}", cf);
+    fclose(cf);
+    d = NULL;
+    rlx_flux2_dit_params prm = rlx_flux2_dit_default_params();
+    assert_int_equal(rlx_flux2_dit_open(root, &prm, &d, &err), RLX_ERR_FORMAT);
+    printf("[ flux2-dit ] %s\n", rlx_error_message(err));
+    assert_non_null(strstr(rlx_error_message(err), "different models"));
+    assert_null(d);
+    rlx_error_free(err);
+    err = NULL;
+
+    static const char *const files[] = {
+        "transformer/diffusion_pytorch_model-00001-of-00002.safetensors",
+        "transformer/diffusion_pytorch_model-00002-of-00002.safetensors",
+        "transformer/diffusion_pytorch_model.safetensors.index.json",
+        "transformer/config.json",
+        "model_index.json",
+        "transformer",
+        ""};
+    for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
+        snprintf(p, sizeof p, "%s/%s", root, files[i]);
+        remove(p);
+    }
+}
+
+/* The same weights as a Q8_0 GGUF with BFL names. */
+static void cpu_gguf_q8_0(void **state)
+{
+    fixture *f = *state;
+    const char *path = rlx_test_tmp("flux2-q8_0.gguf");
+    rlx_flux2_writer_opts o = {.format = RLX_F2W_GGUF, .dtype = RLX_DTYPE_Q8_0};
+    rlx_error *err = NULL;
+    assert_int_equal(rlx_flux2_writer_write(path, &o, &err), RLX_OK);
+    rlx_flux2_dit *d = open_dit(path, "cpu");
+    assert_int_equal(rlx_flux2_dit_get_config(d)->weight_dtype, RLX_DTYPE_Q8_0);
+    float *v = malloc(sizeof(float) * N_OUT);
+    assert_non_null(v);
+    velocity(f, d, false, v);
+    double e = rms_rel(v, f->want_plain);
+    /* an unrelated output for scale: the edit case differs only by the reference tokens */
+    double far = rms_rel(f->want_edit, f->want_plain);
+    printf("[ flux2-dit ] Q8_0 GGUF on cpu: RMS error %.2e (the edit case is %.2e away)\n", e, far);
+    assert_true(e < 0.05);
+    free(v);
+    rlx_flux2_dit_free(d);
+    remove(path);
+}
+
+static void expect_open_failure(const char *path, rlx_status want, const char *words)
+{
+    rlx_flux2_dit *d = (rlx_flux2_dit *)1;
+    rlx_error *err = NULL;
+    rlx_flux2_dit_params p = rlx_flux2_dit_default_params();
+    rlx_status st = rlx_flux2_dit_open(path, &p, &d, &err);
+    printf("[ flux2-dit ] %s\n", err ? rlx_error_message(err) : "(no message)");
+    assert_int_equal(st, want);
+    assert_null(d);
+    assert_non_null(err);
+    assert_non_null(strstr(rlx_error_message(err), words));
+    rlx_error_free(err);
+}
+
+static void cpu_bad_files(void **state)
+{
+    (void)state;
+    const char *path = rlx_test_tmp("flux2-bad.safetensors");
+    rlx_error *err = NULL;
+    /* only opened: the data stays a sparse run of zeros */
+    rlx_flux2_writer_opts o = {.format = RLX_F2W_DIFFUSERS,
+                               .skip = "transformer_blocks.0.attn.to_k.weight",
+                               .no_data = true};
+    assert_int_equal(rlx_flux2_writer_write(path, &o, &err), RLX_OK);
+    expect_open_failure(path, RLX_ERR_FORMAT, "transformer_blocks.0.attn.to_k.weight' is missing");
+    /* FLUX.1's packing (64 input channels): not a variant we know */
+    o = (rlx_flux2_writer_opts){.format = RLX_F2W_BFL, .in_channels = 64, .no_data = true};
+    assert_int_equal(rlx_flux2_writer_write(path, &o, &err), RLX_OK);
+    expect_open_failure(path, RLX_ERR_FORMAT, "unknown FLUX.2 variant");
+    remove(path);
+    expect_open_failure(path, RLX_ERR_IO, "no such file");
+    /* something else entirely */
+    const char *junk = rlx_test_tmp("flux2-junk.safetensors");
+    static const char hdr[] = "{\"a.weight\":{\"dtype\":\"F32\",\"shape\":[2],"
+                              "\"data_offsets\":[0,8]}}";
+    uint8_t buf[8 + sizeof hdr - 1 + 8];
+    uint64_t hl = sizeof hdr - 1;
+    memcpy(buf, &hl, 8);
+    memcpy(buf + 8, hdr, hl);
+    memset(buf + 8 + hl, 0, 8);
+    assert_int_equal(rlx_test_write_file(junk, buf, sizeof buf), 0);
+    expect_open_failure(junk, RLX_ERR_FORMAT, "not a FLUX.2 transformer");
+    remove(junk);
+}
+
+static void cpu_bad_inputs(void **state)
+{
+    fixture *f = *state;
+    rlx_flux2_dit *d = open_dit(f->path, "cpu");
+    float *v = malloc(sizeof(float) * N_OUT);
+    assert_non_null(v);
+    rlx_flux2_dit_input good = {
+        .latents = f->lat, .lh = LH, .lw = LW, .text = f->text, .n_text = N_TEXT, .t = SIGMA};
+    rlx_flux2_dit_input bad[4] = {good, good, good, good};
+    bad[0].text = NULL;
+    bad[1].lh = 0;
+    bad[2].t = 2.0f;
+    bad[3].n_refs = 1; /* without the arrays */
+    for (int i = 0; i < 4; i++) {
+        rlx_error *err = NULL;
+        assert_int_equal(rlx_flux2_dit_velocity(d, &bad[i], v, &err), RLX_ERR_INVALID_ARG);
+        printf("[ flux2-dit ] %s\n", rlx_error_message(err));
+        rlx_error_free(err);
+    }
+    /* cancelled, then usable again */
+    rlx_error *err = NULL;
+    rlx_flux2_dit_cancel(d, true);
+    assert_int_equal(rlx_flux2_dit_velocity(d, &good, v, &err), RLX_ERR_CANCELLED);
+    rlx_error_free(err);
+    err = NULL;
+    rlx_flux2_dit_cancel(d, false);
+    assert_int_equal(rlx_flux2_dit_velocity(d, &good, v, &err), RLX_OK);
+    assert_true(max_rel(v, f->want_plain) < TOL);
+    free(v);
+    rlx_flux2_dit_free(d);
+}
+
+/* Last of all (after the devices): the shared file cut in half. */
+static void cpu_truncated(void **state)
+{
+    fixture *f = *state;
+    struct stat sb;
+    assert_int_equal(stat(f->path, &sb), 0);
+    assert_int_equal(truncate(f->path, sb.st_size / 2), 0);
+    rlx_flux2_dit *d = (rlx_flux2_dit *)1;
+    rlx_error *err = NULL;
+    rlx_flux2_dit_params p = rlx_flux2_dit_default_params();
+    rlx_status st = rlx_flux2_dit_open(f->path, &p, &d, &err);
+    printf("[ flux2-dit ] truncated: %s\n", err ? rlx_error_message(err) : "(no message)");
+    assert_int_not_equal(st, RLX_OK);
+    assert_null(d);
+    assert_non_null(err);
+    rlx_error_free(err);
+}
+
+/* Every device but the CPU: the reference-image case (a superset of the plain
+ * one's graph), once, as lavapipe takes minutes for it. */
+static void devices_other_than_cpu(void **state)
+{
+    fixture *f = *state;
+    int n = 0;
+    float *v = malloc(sizeof(float) * N_OUT);
+    assert_non_null(v);
+    for (int i = 0; i < f->n_dev; i++) {
+        if (!strcmp(f->dev[i], "cpu"))
+            continue;
+        rlx_flux2_dit *d = open_dit(f->path, f->dev[i]);
+        velocity(f, d, true, v);
+        double e = max_rel(v, f->want_edit);
+        printf("[ flux2-dit ] diffusers BF16 on %s: max error %.2e of the largest value\n",
+               f->dev[i], e);
+        assert_true(e < TOL_DEVICES);
+        rlx_flux2_dit_free(d);
+        n++;
+    }
+    free(v);
+    if (!n) {
+        printf("[ flux2-dit ] no device but the CPU here\n");
+        skip();
+    }
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && !strcmp(argv[1], "devices")) {
+        int other = 0;
+        for (int b = 0; b < rlx_backend_count(); b++) {
+            const rlx_backend_i *be = rlx_backend_at(b);
+            if (be && strcmp(be->name, "cpu") && be->device_count && be->device_count() >= 1)
+                other++;
+        }
+        if (!other) {
+            printf("[ flux2-dit ] no device but the CPU here: skipped\n");
+            return 77;
+        }
+    }
+    if (argc > 1)
+        cmocka_set_test_filter(!strcmp(argv[1], "cpu")       ? "cpu_*"
+                               : !strcmp(argv[1], "devices") ? "devices_*"
+                                                             : argv[1]);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(cpu_reference),  cmocka_unit_test(cpu_bfl_names),
+        cmocka_unit_test(cpu_guidance),   cmocka_unit_test(cpu_diffusers_folder),
+        cmocka_unit_test(cpu_gguf_q8_0),  cmocka_unit_test(cpu_bad_files),
+        cmocka_unit_test(cpu_bad_inputs), cmocka_unit_test(devices_other_than_cpu),
+        cmocka_unit_test(cpu_truncated),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
