@@ -19,6 +19,7 @@ int rlx_cmd_segment(int argc, char **argv);
 int rlx_cmd_run(int argc, char **argv);
 /* rlx info for an .onnx file (app/rlx-info-onnx.c) */
 int rlx_info_onnx(const char *path, bool with_tensors, bool as_json);
+int rlx_cmd_imagine(int argc, char **argv);
 /* rlx bench whisper (argv[0] is "whisper"). */
 int rlx_bench_whisper_main(int argc, char **argv);
 /* rlx bench sam (argv[0] is "sam"). */

@@ -146,6 +146,8 @@ static const struct {
      "-m SAM -i IMAGE --point X,Y [-o MASK.png] [--cutout OUT.png]   click-to-segment"},
     {"run", rlx_cmd_run,
      "MODEL.onnx --input NAME=FILE.npy ... --output DIR [--device D]   run an ONNX model"},
+    {"imagine", rlx_cmd_imagine,
+     "-m FLUX2 -p PROMPT -o OUT.png [-W 1024 -H 1024] [--steps N] ...   text to image"},
     {"bench", cmd_bench,
      "-m MODEL [-p 512 -n 128 -r 3]   model speed (llama-bench); ops, whisper, sam (--help)"},
 };

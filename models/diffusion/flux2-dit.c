@@ -635,27 +635,28 @@ static rlx_status check_input(const rlx_flux2_dit *d, const rlx_flux2_dit_input 
     if (!in->latents || !in->text)
         return rlx_error_set(err, RLX_ERR_INVALID_ARG,
                              "rlx_flux2_dit_velocity: no latents or no text embedding given");
-    if (in->lh < 1 || in->lw < 1 || in->lh > RLX_FLUX2_MAX_SIDE || in->lw > RLX_FLUX2_MAX_SIDE)
+    if (in->lh < 1 || in->lw < 1 || in->lh > RLX_FLUX2_DIT_MAX_SIDE ||
+        in->lw > RLX_FLUX2_DIT_MAX_SIDE)
         return rlx_error_set(err, RLX_ERR_INVALID_ARG,
                              "the latent grid %d x %d is out of range (1 to %d tokens a side)",
-                             in->lh, in->lw, RLX_FLUX2_MAX_SIDE);
+                             in->lh, in->lw, RLX_FLUX2_DIT_MAX_SIDE);
     if (in->n_text < 1 || in->n_text > RLX_FLUX2_MAX_TEXT)
         return rlx_error_set(err, RLX_ERR_INVALID_ARG,
                              "the text embedding has %d tokens; 1 to %d are accepted", in->n_text,
                              RLX_FLUX2_MAX_TEXT);
-    if (in->n_refs < 0 || in->n_refs > RLX_FLUX2_MAX_REFS ||
+    if (in->n_refs < 0 || in->n_refs > RLX_FLUX2_DIT_MAX_REFS ||
         (in->n_refs > 0 && (!in->ref_latents || !in->ref_lh || !in->ref_lw)))
         return rlx_error_set(err, RLX_ERR_INVALID_ARG,
                              "%d reference images: 0 to %d are accepted, each with its latents "
                              "and size",
-                             in->n_refs, RLX_FLUX2_MAX_REFS);
+                             in->n_refs, RLX_FLUX2_DIT_MAX_REFS);
     if (!(in->t >= 0.0f && in->t <= 1.0f))
         return rlx_error_set(err, RLX_ERR_INVALID_ARG, "the timestep %g is not a sigma in [0, 1]",
                              (double)in->t);
     int64_t n = (int64_t)in->lh * in->lw;
     for (int r = 0; r < in->n_refs; r++) {
         if (!in->ref_latents[r] || in->ref_lh[r] < 1 || in->ref_lw[r] < 1 ||
-            in->ref_lh[r] > RLX_FLUX2_MAX_SIDE || in->ref_lw[r] > RLX_FLUX2_MAX_SIDE)
+            in->ref_lh[r] > RLX_FLUX2_DIT_MAX_SIDE || in->ref_lw[r] > RLX_FLUX2_DIT_MAX_SIDE)
             return rlx_error_set(err, RLX_ERR_INVALID_ARG,
                                  "reference image %d has no latents or a grid out of range", r);
         n += (int64_t)in->ref_lh[r] * in->ref_lw[r];

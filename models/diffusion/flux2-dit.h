@@ -110,12 +110,12 @@ extern "C" {
 
 struct rlx_session;
 
-#define RLX_FLUX2_IN_CHANNELS 128
-#define RLX_FLUX2_HEAD_DIM    128
-#define RLX_FLUX2_MAX_REFS    8
+#define RLX_FLUX2_IN_CHANNELS  128
+#define RLX_FLUX2_HEAD_DIM     128
+#define RLX_FLUX2_DIT_MAX_REFS 8
 /* image side in latent tokens (16 pixels each): 4096 px */
-#define RLX_FLUX2_MAX_SIDE 256
-#define RLX_FLUX2_MAX_TEXT 4096
+#define RLX_FLUX2_DIT_MAX_SIDE 256
+#define RLX_FLUX2_MAX_TEXT     4096
 /* all image tokens (target and references) of one call */
 #define RLX_FLUX2_MAX_IMAGE_TOKENS (128 * 128 * 3)
 
@@ -160,7 +160,7 @@ typedef struct rlx_flux2_dit_input {
     int n_text;
     float t;        /* sigma in [0, 1], as the pipeline passes it (timestep / 1000) */
     float guidance; /* used only when guidance_embeds */
-    int n_refs;     /* reference images (editing), 0..RLX_FLUX2_MAX_REFS */
+    int n_refs;     /* reference images (editing), 0..RLX_FLUX2_DIT_MAX_REFS */
     const float *const *ref_latents; /* n_refs x packed [128][ref_lh[i]][ref_lw[i]] */
     const int *ref_lh;
     const int *ref_lw;
