@@ -1,0 +1,178 @@
+#!/bin/sh
+# The Imagine page under Xvfb, driven with xdotool on the real app. The
+# pipeline is whatever librlx links as models/diffusion/flux2.h: until the
+# FLUX.2 pipeline lands, the stand-in flux2-fake.c (0.2 s a step, synthetic
+# pictures, previews when a preview decoder is set). The model is a folder
+# named "*-base" (the fake takes it as a base model: 50 steps, a negative
+# prompt), so a run lasts long enough to be stopped. The page's debug log
+# (G_MESSAGES_DEBUG=RlxStudio) says what it shows.
+#
+#   1. The imagine-model setting names the model; Alt+4 shows the page, the
+#      prompt has the focus: a prompt typed, Ctrl+Enter generates. The width
+#      in the settings (500) is rounded to 496 with a note.
+#   2. Previews arrive after each step and differ from step to step; Escape
+#      stops mid-run: nothing is added to the gallery.
+#   3. Ctrl+Enter again runs to the end: the PNG (with its "parameters" text
+#      chunk) and the JSON sidecar are in the gallery folder with the
+#      prompt, seed, steps and size.
+#   4. A prompt the fake fails on: a toast and the error page with Retry;
+#      the gallery keeps its picture.
+#   5. A narrow window (800 px), the shortcuts window.
+#   6. Restarted, the gallery shows the picture again; a click on its
+#      thumbnail shows it with its settings; "Use These Settings Again".
+# A screenshot after each goes to ARTIFACT_DIR.
+#
+# usage: imagine.sh RLX_STUDIO ARTIFACT_DIR
+set -u
+
+app=$1
+art=$2
+
+ui_log=imagine
+. "$(dirname "$0")/lib.sh"
+
+if [ -z "${RLX_IMAGINE_IN_XVFB:-}" ]; then
+    ui_need xvfb-run xdotool import python3
+    ui_enter_xvfb RLX_IMAGINE_IN_XVFB "$@"
+fi
+
+ui_env "$art/imagine"
+GTK_USE_PORTAL=0
+G_MESSAGES_DEBUG=RlxStudio
+export GTK_USE_PORTAL G_MESSAGES_DEBUG
+
+model=$work/FLUX.2-klein-base
+mkdir -p "$model/transformer" || fail "cannot make the model folder"
+echo '{"_class_name": "Flux2Pipeline"}' >"$model/model_index.json"
+taef2=$work/taef2_decoder.safetensors
+echo "preview decoder" >"$taef2"
+gallery=$work/data/rlx-studio/imagine
+printf '[org/rlx/Studio]\nwindow-width=1280\nwindow-height=760\ndevice=%s\nimagine-model=%s\nimagine-preview-decoder=%s\nimagine-width=500\nimagine-height=512\n' \
+    "'cpu'" "'$model'" "'$taef2'" >"$keyfile"
+
+keys() {
+    xdotool key --clearmodifiers "$@"
+}
+
+count() {
+    grep -c -e "$1" "$art/$ui_log-$name.log"
+}
+
+wait_count() {
+    wait_for "no $2 lines '$1' in the log" sh -c "[ \$(grep -c -e '$1' '$art/$ui_log-$name.log') -ge $2 ]"
+}
+
+pngs() {
+    ls "$gallery"/*.png 2>/dev/null | wc -l
+}
+
+start() {
+    "$app" >"$art/imagine-$name.log" 2>&1 &
+    pid=$!
+    wid=$(wait_window 'RLX Studio$') || fail "no rlx-studio window"
+    xdotool windowfocus --sync "$wid" || fail "cannot focus the window"
+}
+
+name=main
+start
+wait_log "imagine model ready: klein-4b-base, 50 steps, negative 1, previews 1"
+keys alt+4
+sleep 0.8
+shot empty
+
+# 1. a prompt, Ctrl+Enter
+xdotool type --delay 15 "a lighthouse at dawn, oil on canvas"
+keys ctrl+Return
+wait_log "imagine size rounded: 500x512 to 496x512"
+wait_log "imagine generate: 496x512, 50 steps"
+
+# 2. previews that change, then Escape mid-run
+wait_count "imagine progress: step" 4
+python3 - "$art/$ui_log-$name.log" <<'EOF' || fail "the previews did not change from step to step"
+import re, sys
+h = re.findall(r"imagine progress: step \d+ of 50, [0-9.]+ s, preview 124x128 hash ([0-9a-f]+)",
+               open(sys.argv[1]).read())
+assert len(h) >= 3 and len(set(h)) == len(h), h
+EOF
+shot running
+keys Escape
+wait_log "imagine stopped: step"
+grep -q "imagine finished" "$art/$ui_log-$name.log" && fail "a stopped run was finished"
+[ "$(pngs)" -eq 0 ] || fail "a stopped run left a picture in the gallery"
+sleep 0.5
+shot stopped
+
+# 3. to the end
+keys ctrl+Return
+wait_log "imagine finished: $gallery/"
+sleep 0.8
+shot finished
+[ "$(pngs)" -eq 1 ] || fail "not one picture in the gallery: $(ls "$gallery")"
+png=$(ls "$gallery"/*.png)
+json=${png%.png}.json
+python3 - "$png" "$json" <<'EOF' || fail "the PNG or its JSON sidecar is not right"
+import json, struct, sys, zlib
+d = open(sys.argv[1], "rb").read()
+assert d[:8] == b"\x89PNG\r\n\x1a\n"
+w, h, depth, ctype = struct.unpack(">IIBB", d[16:26])
+assert (w, h, depth, ctype) == (496, 512, 8, 2), (w, h, depth, ctype)
+text = {}
+at = 8
+while at < len(d):
+    n, t = struct.unpack(">I4s", d[at:at + 8])
+    if t == b"tEXt":
+        k, v = d[at + 8:at + 8 + n].split(b"\0", 1)
+        text[k.decode()] = v.decode("latin-1")
+    at += 12 + n
+p = text.get("parameters", "")
+assert p.startswith("a lighthouse at dawn, oil on canvas\n"), p
+assert "Steps: 50" in p and "Size: 496x512" in p and "Model: FLUX.2-klein-base (klein-4b-base)" in p, p
+j = json.load(open(sys.argv[2]))
+assert j["prompt"] == "a lighthouse at dawn, oil on canvas", j
+assert (j["width"], j["height"], j["steps"]) == (496, 512, 50), j
+assert "Seed: %d," % j["seed"] in p, (j["seed"], p)
+assert j["model"] == "FLUX.2-klein-base (klein-4b-base)" and j["time"] > 0, j
+print("PNG and JSON:", p.replace("\n", " | "))
+EOF
+
+# 4. a run that fails: a toast and the error page; the gallery stays
+keys ctrl+a
+xdotool type --delay 15 "a storm [fake-fail]"
+keys ctrl+Return
+wait_log "imagine failed: Cannot make the picture: the device stopped answering"
+sleep 0.5
+shot failed
+[ "$(pngs)" -eq 1 ] || fail "the failed run changed the gallery"
+
+# 5. narrow, and the shortcuts
+xdotool windowsize --sync "$wid" 800 700
+sleep 1
+shot narrow
+keys ctrl+question
+sw=$(wait_window 'Shortcuts') || fail "no shortcuts window"
+sleep 0.8
+shot shortcuts
+xdotool windowfocus --sync "$sw"
+keys Escape
+sleep 0.3
+xdotool windowsize --sync "$wid" 1280 760
+sleep 0.3
+quit
+check_log main
+
+# 6. the gallery after a restart
+name=restart
+start
+wait_log "imagine gallery: 1 pictures"
+keys alt+4
+sleep 0.8
+eval "$(xdotool getwindowgeometry --shell "$wid")"
+# the first thumbnail: right of the form (300 px), above the bottom edge
+xdotool mousemove --window "$wid" --sync 360 "$((HEIGHT - 62))" click 1
+wait_log "imagine shown: $png"
+xdotool mousemove --window "$wid" --sync 10 10
+sleep 0.5
+shot gallery
+quit
+check_log restart
+echo "PASS"
