@@ -85,6 +85,8 @@ struct _RlxImaginePane {
     gint64 left_at_us; /* when seconds_left was reported */
     const char *phase; /* "prompt", "steps", "decode" */
     guint tick;
+    guint focus_idle;
+    GtkWidget *gallery_stack; /* the gallery, or a line saying it is empty */
 };
 
 G_DEFINE_FINAL_TYPE(RlxImaginePane, rlx_imagine_pane, GTK_TYPE_WIDGET)
@@ -212,6 +214,10 @@ static GtkWidget *thumb_new(Item *it, GdkTexture *t)
     gtk_widget_set_size_request(pic, THUMB, THUMB);
     gtk_widget_set_tooltip_text(pic, it->s->prompt);
     gtk_widget_add_css_class(pic, "rlx-thumb");
+    gtk_widget_set_margin_start(pic, 3);
+    gtk_widget_set_margin_end(pic, 3);
+    gtk_widget_set_margin_top(pic, 3);
+    gtk_widget_set_margin_bottom(pic, 3);
     GtkWidget *child = gtk_flow_box_child_new();
     gtk_flow_box_child_set_child(GTK_FLOW_BOX_CHILD(child), pic);
     g_object_set_data_full(G_OBJECT(child), "rlx-item", it, (GDestroyNotify)item_free);
@@ -382,7 +388,8 @@ static void update_progress_text(RlxImaginePane *self)
                          : g_strdup_printf(ngettext("about %d s left", "about %d s left", l), l);
         }
         /* Translators: "Step 3 of 20 · 0:12 · about 40 s left" */
-        t = lt ? g_strdup_printf(_("Step %d of %d · %s · %s"), self->step, self->n_steps, elapsed, lt)
+        t = lt ? g_strdup_printf(_("Step %d of %d · %s · %s"), self->step, self->n_steps, elapsed,
+                                 lt)
                : g_strdup_printf(_("Step %d of %d · %s"), self->step, self->n_steps, elapsed);
     }
     gtk_label_set_text(self->status_label, t);
@@ -457,7 +464,9 @@ static void on_model_ready(RlxImaginer *im, const RlxImagineInfo *info, RlxImagi
     self->model_loading = FALSE;
     self->model_failed = FALSE;
     g_free(self->model_name);
-    self->model_name = g_strdup_printf("%s · %s", info->name, info->variant);
+    self->model_name = g_strdup(info->name);
+    g_autofree char *tip = g_strdup_printf("%s (%s)\n%s", info->name, info->variant, self->model);
+    gtk_widget_set_tooltip_text(GTK_WIDGET(self->model_button), tip);
     /* the model's own defaults, once per model chosen */
     gtk_spin_button_set_value(self->steps, info->default_steps);
     gtk_spin_button_set_value(self->guidance, info->default_guidance);
@@ -658,6 +667,10 @@ static void update_state(RlxImaginePane *self)
     gtk_widget_action_set_enabled(w, "imagine.copy", shown);
     gtk_widget_action_set_enabled(w, "imagine.delete", shown);
 
+    gtk_stack_set_visible_child_name(
+        GTK_STACK(self->gallery_stack),
+        gtk_widget_get_first_child(GTK_WIDGET(self->gallery)) ? "gallery" : "none");
+
     const RlxImagineInfo *info = rlx_imaginer_get_info(self->imaginer);
     gtk_widget_set_visible(self->negative_box, info && info->uses_negative);
     /* guidance means something to a model with classifier-free guidance
@@ -759,15 +772,19 @@ static void generate(RlxImaginePane *self)
     if (rw != w || rh != h) {
         gtk_spin_button_set_value(self->width, rw);
         gtk_spin_button_set_value(self->height, rh);
-        /* Translators: the size asked for, then the size used */
-        g_autofree char *t = g_strdup_printf(
-            _("%d × %d was rounded to %d × %d: the sides are multiples of 16"), w, h, rw, rh);
+        /* Translators: the size used instead of the one asked for */
+        g_autofree char *t =
+            g_strdup_printf(_("Rounded to %d × %d: the sides are multiples of 16"), rw, rh);
         toast(self, t);
         g_debug("imagine size rounded: %dx%d to %dx%d", w, h, rw, rh); /* for the UI tests */
     }
     if (!gtk_check_button_get_active(self->keep_seed) && self->last)
         roll_seed(self);
     g_autofree char *negative = text_of(self->negative);
+    gtk_stack_set_visible_child_name(
+        GTK_STACK(self->gallery_stack),
+        gtk_widget_get_first_child(GTK_WIDGET(self->gallery)) ? "gallery" : "none");
+
     const RlxImagineInfo *info = rlx_imaginer_get_info(self->imaginer);
     gboolean ref = self->start_path && gtk_check_button_get_active(self->as_reference);
     RlxImagineSettings s = {
@@ -1204,7 +1221,7 @@ static GtkWidget *build_form(RlxImaginePane *self)
     gtk_widget_set_hexpand(GTK_WIDGET(self->model_button), TRUE);
     GtkWidget *ml = gtk_button_get_child(self->model_button);
     if (GTK_IS_LABEL(ml))
-        gtk_label_set_ellipsize(GTK_LABEL(ml), PANGO_ELLIPSIZE_MIDDLE);
+        gtk_label_set_ellipsize(GTK_LABEL(ml), PANGO_ELLIPSIZE_END);
     gtk_widget_set_tooltip_text(GTK_WIDGET(self->model_button),
                                 _("The FLUX.2 model: a transformer file (.safetensors, .gguf) or "
                                   "the model_index.json of a diffusers folder"));
@@ -1365,6 +1382,8 @@ static void rlx_imagine_pane_init(RlxImaginePane *self)
     /* left: the form, scrolled, with Generate and Stop under it */
     GtkWidget *side = gtk_box_new(GTK_ORIENTATION_VERTICAL, 0);
     gtk_widget_set_size_request(side, PANEL_WIDTH, -1);
+    /* the picture takes the room, not the form (whose buttons expand) */
+    gtk_widget_set_hexpand(side, FALSE);
     gtk_widget_add_css_class(side, "rlx-imagine-form");
     GtkWidget *form_scroll = gtk_scrolled_window_new();
     gtk_scrolled_window_set_policy(GTK_SCROLLED_WINDOW(form_scroll), GTK_POLICY_NEVER,
@@ -1493,9 +1512,14 @@ static void rlx_imagine_pane_init(RlxImaginePane *self)
                                    GTK_POLICY_NEVER);
     gtk_scrolled_window_set_child(GTK_SCROLLED_WINDOW(self->gallery_scroll),
                                   GTK_WIDGET(self->gallery));
-    gtk_widget_set_size_request(self->gallery_scroll, -1, THUMB + 24);
+    gtk_widget_set_size_request(self->gallery_scroll, -1, THUMB + 30);
+    self->gallery_stack = gtk_stack_new();
+    GtkWidget *none = gtk_label_new(_("The pictures you make are kept here."));
+    gtk_widget_add_css_class(none, "dim-label");
+    gtk_stack_add_named(GTK_STACK(self->gallery_stack), none, "none");
+    gtk_stack_add_named(GTK_STACK(self->gallery_stack), self->gallery_scroll, "gallery");
     gtk_box_append(GTK_BOX(main), gtk_separator_new(GTK_ORIENTATION_HORIZONTAL));
-    gtk_box_append(GTK_BOX(main), self->gallery_scroll);
+    gtk_box_append(GTK_BOX(main), self->gallery_stack);
     gtk_box_append(GTK_BOX(self->box), main);
 
     GtkDropTarget *drop = gtk_drop_target_new(G_TYPE_FILE, GDK_ACTION_COPY);
@@ -1514,6 +1538,7 @@ static void rlx_imagine_pane_dispose(GObject *o)
         g_clear_object(&self->imaginer);
     }
     g_clear_handle_id(&self->tick, g_source_remove);
+    g_clear_handle_id(&self->focus_idle, g_source_remove);
     rlx_toasts_clear(&self->toasts);
     self->shown = NULL;
     g_clear_pointer(&self->box, gtk_widget_unparent);
@@ -1532,15 +1557,26 @@ static void rlx_imagine_pane_finalize(GObject *o)
     G_OBJECT_CLASS(rlx_imagine_pane_parent_class)->finalize(o);
 }
 
+static gboolean focus_prompt(gpointer data)
+{
+    RlxImaginePane *self = data;
+    self->focus_idle = 0;
+    GtkWidget *focus = gtk_root_get_focus(gtk_widget_get_root(GTK_WIDGET(self)));
+    if (gtk_widget_get_mapped(GTK_WIDGET(self)) &&
+        (!focus || !gtk_widget_is_ancestor(focus, GTK_WIDGET(self->prompt))))
+        gtk_widget_grab_focus(GTK_WIDGET(self->prompt));
+    return G_SOURCE_REMOVE;
+}
+
 static void on_map(GtkWidget *w)
 {
     RlxImaginePane *self = RLX_IMAGINE_PANE(w);
     GTK_WIDGET_CLASS(rlx_imagine_pane_parent_class)->map(w);
     rlx_toasts_flush(&self->toasts);
-    /* the page opens ready for its prompt, unless the focus is in it already */
-    GtkWidget *focus = gtk_root_get_focus(gtk_widget_get_root(w));
-    if (!focus || !gtk_widget_is_ancestor(focus, w))
-        gtk_widget_grab_focus(GTK_WIDGET(self->prompt));
+    /* the page opens ready for its prompt; after the stack's own focus
+     * move, which comes once the page is shown */
+    if (!self->focus_idle)
+        self->focus_idle = g_idle_add(focus_prompt, self);
 }
 
 static void rlx_imagine_pane_class_init(RlxImaginePaneClass *klass)

@@ -311,6 +311,13 @@ static void on_page_changed(AdwViewStack *stack, GParamSpec *pspec, RlxWindow *s
     (void)stack;
     (void)pspec;
     show_page_memory(self);
+    /* the shortcuts window opens on the visible page's section */
+    GtkShortcutsWindow *help =
+        gtk_application_window_get_help_overlay(GTK_APPLICATION_WINDOW(self));
+    const char *page = adw_view_stack_get_visible_child_name(self->stack);
+    if (help && page)
+        g_object_set(help, "section-name", g_strcmp0(page, "chat") == 0 ? "shortcuts" : "jobs",
+                     NULL);
 }
 
 static void build_memory_grid(RlxWindow *self)

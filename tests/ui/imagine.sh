@@ -149,10 +149,8 @@ xdotool windowsize --sync "$wid" 800 700
 sleep 1
 shot narrow
 keys ctrl+question
-sw=$(wait_window 'Shortcuts') || fail "no shortcuts window"
-sleep 0.8
+sleep 1.5
 shot shortcuts
-xdotool windowfocus --sync "$sw"
 keys Escape
 sleep 0.3
 xdotool windowsize --sync "$wid" 1280 760
