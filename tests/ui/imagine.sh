@@ -19,14 +19,19 @@
 #      the gallery keeps its picture.
 #   5. A narrow window (800 px), the shortcuts window.
 #   6. Restarted, the gallery shows the picture again; a click on its
-#      thumbnail shows it with its settings; "Use These Settings Again".
+#      thumbnail shows it with its settings; "Use These Settings Again" puts
+#      its seed back. A picture dropped on the page (a real XDND drag from
+#      DRAG_SOURCE, as in drop.sh) becomes the start picture: the next run
+#      is image-to-image, as its JSON and parameters say. The memory popover
+#      lists the model's parts.
 # A screenshot after each goes to ARTIFACT_DIR.
 #
-# usage: imagine.sh RLX_STUDIO ARTIFACT_DIR
+# usage: imagine.sh RLX_STUDIO DRAG_SOURCE ARTIFACT_DIR
 set -u
 
 app=$1
-art=$2
+source_app=$2
+art=$3
 
 ui_log=imagine
 . "$(dirname "$0")/lib.sh"
@@ -60,6 +65,48 @@ count() {
 
 wait_count() {
     wait_for "no $2 lines '$1' in the log" sh -c "[ \$(grep -c -e '$1' '$art/$ui_log-$name.log') -ge $2 ]"
+}
+
+# drag FILE X Y: drag FILE from a drag-source window and drop it on the
+# screen point X,Y, as drop.sh does: each step waits for the source's word.
+source_says() {
+    grep -q "^$1" "$slog"
+}
+drag() {
+    slog=$art/imagine-source-$name.log
+    "$source_app" "$1" >"$slog" 2>&1 &
+    spid=$!
+    wait_for "the drag source shows no window" source_says ready
+    swid=$(wait_window '^rlx drag source$') || fail "no drag source window"
+    xdotool windowmove --sync "$swid" 1040 640 || fail "cannot move the drag source"
+    xdotool mousemove --sync 1140 700 mousedown 1
+    x=1140
+    i=0
+    until source_says drag-begin; do
+        [ $i -lt 100 ] || fail "the drag did not begin"
+        x=$((x - 4))
+        xdotool mousemove --sync "$x" 700
+        sleep 0.1
+        i=$((i + 1))
+    done
+    xdotool mousemove --sync "$2" "$3"
+    i=0
+    until source_says "action copy"; do
+        [ $i -lt 150 ] || fail "the page never accepted the drag ($(tr '\n' ' ' <"$slog"))"
+        xdotool mousemove --sync "$(($2 + i % 2))" "$3"
+        sleep 0.2
+        i=$((i + 1))
+    done
+    xdotool mouseup 1
+    wait_for "the drag did not end" source_says "drag-"'\(end\|cancel\)'
+    source_says drag-end || fail "the drop was refused: $(tr '\n' ' ' <"$slog")"
+    i=0
+    while kill -0 "$spid" 2>/dev/null && [ $i -lt 50 ]; do
+        sleep 0.2
+        i=$((i + 1))
+    done
+    wait "$spid" || fail "the drag source failed"
+    spid=
 }
 
 pngs() {
@@ -168,9 +215,45 @@ eval "$(xdotool getwindowgeometry --shell "$wid")"
 # the first thumbnail: right of the form (300 px), above the bottom edge
 xdotool mousemove --window "$wid" --sync 360 "$((HEIGHT - 62))" click 1
 wait_log "imagine shown: $png"
+seed=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["seed"])' "$json")
+# "Use These Settings Again", under the picture's details
+xdotool mousemove --window "$wid" --sync 430 "$((HEIGHT - 169))" click 1
+wait_log "imagine reuse: seed $seed"
 xdotool mousemove --window "$wid" --sync 10 10
 sleep 0.5
 shot gallery
+
+# a picture dropped on the page starts the next one
+start_pic=$work/start.png
+cp "$png" "$start_pic"
+drag "$start_pic" 800 300
+wait_log "imagine start picture: start.png"
+xdotool mousemove --window "$wid" --sync 150 185 click 1
+keys ctrl+Return
+wait_log "imagine generate: 496x512, 50 steps, seed $seed"
+wait_log "imagine finished: $gallery/"
+sleep 0.8
+shot image-to-image
+[ "$(pngs)" -eq 2 ] || fail "not two pictures in the gallery: $(ls "$gallery")"
+json2=$(ls -t "$gallery"/*.json | head -n 1)
+python3 - "${json2%.json}.png" "$json2" "$seed" <<'EOF' || fail "the image-to-image picture's settings are not right"
+import json, sys
+d = open(sys.argv[1], "rb").read()
+j = json.load(open(sys.argv[2]))
+assert j["start"] == "init" and abs(j["strength"] - 0.6) < 1e-6 and j["seed"] == int(sys.argv[3]), j
+assert b"Denoising strength: 0.60" in d and b"Seed: " + sys.argv[3].encode() in d
+EOF
+
+# the memory popover: the model's parts
+if command -v gdbus >/dev/null 2>&1 && [ "${DBUS_SESSION_BUS_ADDRESS#unix:path=/nonexistent}" = "$DBUS_SESSION_BUS_ADDRESS" ]; then
+    gdbus call --session --dest org.rlx.Studio --object-path /org/rlx/Studio/window/1 \
+        --method org.gtk.Actions.Activate show-memory '[]' '{}' >/dev/null ||
+        fail "show-memory over D-Bus"
+    sleep 1
+    shot memory
+    keys Escape
+    sleep 0.3
+fi
 quit
 check_log restart
 echo "PASS"
