@@ -891,6 +891,8 @@ static void set_start(RlxImaginePane *self, const char *path)
     gtk_label_set_text(self->start_label, base);
     g_debug("imagine start picture: %s", base); /* for the UI tests */
     update_state(self);
+    /* the form scrolls to the start picture's choices */
+    gtk_widget_grab_focus(GTK_WIDGET(self->as_reference));
 }
 
 void rlx_imagine_pane_open(RlxImaginePane *self, GFile *file)
