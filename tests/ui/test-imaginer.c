@@ -179,7 +179,7 @@ static RlxImagineSettings request(const char *prompt, int w, int h, int steps, c
 
 static void test_bad_model(void)
 {
-    Rec r;
+    Rec r = {0};
     RlxImaginer *im = imaginer_new(&r);
     g_autofree char *missing = g_build_filename(tmp_dir, "no-such-model", NULL);
     RlxImagineModel m = {.model = missing};
@@ -205,15 +205,13 @@ static gboolean png_has_parameters(const char *path, const char *needle)
     gsize n = 0;
     if (!g_file_get_contents(path, &d, &n, NULL))
         return FALSE;
-    for (gsize i = 0; i + 4 + 11 < n; i++)
-        if (!memcmp(d + i, "tEXtparameters", 14))
-            return g_strstr_len(d + i, (gssize)(n - i), needle) != NULL;
-    return FALSE;
+    const char *at = memmem(d, n, "tEXtparameters", 14);
+    return at && memmem(at, n - (gsize)(at - d), needle, strlen(needle)) != NULL;
 }
 
 static void test_run(void)
 {
-    Rec r;
+    Rec r = {0};
     RlxImaginer *im = imaginer_new(&r);
     if (!open_model(im, &r)) {
         g_object_unref(im);
@@ -246,7 +244,7 @@ static void test_run(void)
     s = request("a lighthouse at dawn", 100, 130, 2, out2);
     rlx_imaginer_generate(im, &s);
     wait_until(&r.ended);
-    g_assert_cmpint(r.order->str[0], ==, 'N');
+    g_assert_true(g_regex_match_simple("^PNp+DF$", r.order->str, 0, 0));
     g_assert_nonnull(strstr(r.note, "16"));
     g_assert_cmpint(r.done->width, ==, 96);
     g_assert_cmpint(r.done->height, ==, 128);
@@ -294,7 +292,7 @@ static void test_run(void)
 
 static void test_stop(void)
 {
-    Rec r;
+    Rec r = {0};
     RlxImaginer *im = imaginer_new(&r);
     if (!open_model(im, &r)) {
         g_object_unref(im);
