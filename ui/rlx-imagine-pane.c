@@ -13,7 +13,7 @@
 #include <glib/gi18n.h>
 
 #define THUMB       88  /* px, a gallery thumbnail's side */
-#define MAX_GALLERY 500 /* pictures shown; older ones stay on disk */
+#define MAX_GALLERY 300 /* pictures shown; older ones stay on disk */
 #define SEED_MAX    4294967295.0
 #define PANEL_WIDTH 300
 
@@ -86,6 +86,9 @@ struct _RlxImaginePane {
     const char *phase; /* "prompt", "steps", "decode" */
     guint tick;
     guint focus_idle;
+    GQueue thumbs_todo; /* GtkPicture * (a reference each) still to load */
+    guint thumbs_idle;
+    char *variant;            /* the open model's, whose defaults the form has */
     GtkWidget *gallery_stack; /* the gallery, or a line saying it is empty */
 };
 
@@ -202,13 +205,41 @@ static RlxImagineSettings *settings_from_json(const char *path, gint64 *time)
     return s;
 }
 
-static GtkWidget *thumb_new(Item *it, GdkTexture *t)
+/* Thumbnails load a few at a time from an idle, each scaled down as it is
+ * decoded: a gallery of hundreds of 1024 x 1024 pictures would otherwise
+ * hold gigabytes of textures and keep the window from showing. */
+static gboolean load_thumbs(gpointer data)
+{
+    RlxImaginePane *self = data;
+    GtkPicture *pic = g_queue_pop_head(&self->thumbs_todo);
+    if (pic && gtk_widget_get_parent(GTK_WIDGET(pic))) {
+        const char *png = g_object_get_data(G_OBJECT(pic), "rlx-png");
+        GdkPixbuf *pb = gdk_pixbuf_new_from_file_at_scale(png, THUMB * 2, THUMB * 2, TRUE, NULL);
+        if (pb) {
+            GdkTexture *t = gdk_texture_new_for_pixbuf(pb);
+            gtk_picture_set_paintable(pic, GDK_PAINTABLE(t));
+            g_object_unref(t);
+            g_object_unref(pb);
+        }
+    }
+    g_clear_object(&pic);
+    if (!g_queue_is_empty(&self->thumbs_todo))
+        return G_SOURCE_CONTINUE;
+    self->thumbs_idle = 0;
+    return G_SOURCE_REMOVE;
+}
+
+static GtkWidget *thumb_new(RlxImaginePane *self, Item *it, GdkTexture *t)
 {
     GtkWidget *pic = gtk_picture_new();
-    if (t)
+    if (t) {
         gtk_picture_set_paintable(GTK_PICTURE(pic), GDK_PAINTABLE(t));
-    else
-        gtk_picture_set_filename(GTK_PICTURE(pic), it->png);
+    } else {
+        g_object_set_data_full(G_OBJECT(pic), "rlx-png", g_strdup(it->png), g_free);
+        g_queue_push_tail(&self->thumbs_todo, g_object_ref(pic));
+        if (!self->thumbs_idle)
+            self->thumbs_idle = g_idle_add_full(G_PRIORITY_LOW, load_thumbs, self, NULL);
+    }
     gtk_picture_set_can_shrink(GTK_PICTURE(pic), TRUE);
     gtk_picture_set_content_fit(GTK_PICTURE(pic), GTK_CONTENT_FIT_COVER);
     gtk_widget_set_size_request(pic, THUMB, THUMB);
@@ -268,7 +299,7 @@ static void load_gallery(RlxImaginePane *self)
     g_ptr_array_sort(items, item_newer_first);
     for (guint i = 0; i < items->len; i++) {
         if (i < MAX_GALLERY)
-            gtk_flow_box_append(self->gallery, thumb_new(items->pdata[i], NULL));
+            gtk_flow_box_append(self->gallery, thumb_new(self, items->pdata[i], NULL));
         else
             item_free(items->pdata[i]);
     }
@@ -340,6 +371,7 @@ static void show_error(RlxImaginePane *self, const char *title, const char *mess
     adw_status_page_set_title(self->error_page, title);
     adw_status_page_set_description(self->error_page, message);
     g_free(self->retry_what);
+    g_free(self->variant);
     self->retry_what = g_strdup(retry);
     gtk_stack_set_visible_child_name(self->stack, "error");
     update_state(self);
@@ -467,9 +499,14 @@ static void on_model_ready(RlxImaginer *im, const RlxImagineInfo *info, RlxImagi
     self->model_name = g_strdup(info->name);
     g_autofree char *tip = g_strdup_printf("%s (%s)\n%s", info->name, info->variant, self->model);
     gtk_widget_set_tooltip_text(GTK_WIDGET(self->model_button), tip);
-    /* the model's own defaults, once per model chosen */
-    gtk_spin_button_set_value(self->steps, info->default_steps);
-    gtk_spin_button_set_value(self->guidance, info->default_guidance);
+    /* the model's own defaults, when it is another kind of model (not when
+     * the same one opens again on another device) */
+    if (g_strcmp0(self->variant, info->variant) != 0) {
+        gtk_spin_button_set_value(self->steps, info->default_steps);
+        gtk_spin_button_set_value(self->guidance, info->default_guidance);
+        g_free(self->variant);
+        self->variant = g_strdup(info->variant);
+    }
     if (first) {
         g_autofree char *t = g_strdup_printf(_("%s is ready"), info->name);
         toast(self, t);
@@ -530,7 +567,7 @@ static void on_finished(RlxImaginer *im, GdkTexture *image, const RlxImagineSett
             toast_error(self, t);
             g_clear_error(&e);
         }
-        GtkWidget *child = thumb_new(it, image);
+        GtkWidget *child = thumb_new(self, it, image);
         gtk_flow_box_insert(self->gallery, child, 0);
         gtk_flow_box_select_child(self->gallery, GTK_FLOW_BOX_CHILD(child));
         show_item(self, it, image);
@@ -1368,6 +1405,7 @@ static GtkWidget *flat_button(const char *mnemonic, const char *action, const ch
 static void rlx_imagine_pane_init(RlxImaginePane *self)
 {
     self->seconds_left = -1;
+    g_queue_init(&self->thumbs_todo);
     self->imaginer = rlx_imaginer_new();
     g_signal_connect(self->imaginer, "loading", G_CALLBACK(on_loading), self);
     g_signal_connect(self->imaginer, "model-ready", G_CALLBACK(on_model_ready), self);
@@ -1541,6 +1579,8 @@ static void rlx_imagine_pane_dispose(GObject *o)
     }
     g_clear_handle_id(&self->tick, g_source_remove);
     g_clear_handle_id(&self->focus_idle, g_source_remove);
+    g_clear_handle_id(&self->thumbs_idle, g_source_remove);
+    g_queue_clear_full(&self->thumbs_todo, g_object_unref);
     rlx_toasts_clear(&self->toasts);
     self->shown = NULL;
     g_clear_pointer(&self->box, gtk_widget_unparent);
