@@ -1392,6 +1392,16 @@ static GtkWidget *build_form(RlxImaginePane *self)
     return form;
 }
 
+static GtkWidget *icon_button(const char *icon, const char *tip, const char *action)
+{
+    GtkWidget *b = gtk_button_new_from_icon_name(icon);
+    gtk_widget_set_tooltip_text(b, tip);
+    gtk_actionable_set_action_name(GTK_ACTIONABLE(b), action);
+    gtk_widget_add_css_class(b, "flat");
+    gtk_accessible_update_property(GTK_ACCESSIBLE(b), GTK_ACCESSIBLE_PROPERTY_LABEL, tip, -1);
+    return b;
+}
+
 static GtkWidget *flat_button(const char *mnemonic, const char *action, const char *tip)
 {
     GtkWidget *b = gtk_button_new_with_mnemonic(mnemonic);
@@ -1488,10 +1498,15 @@ static void rlx_imagine_pane_init(RlxImaginePane *self)
     gtk_box_append(GTK_BOX(acts), flat_button(_("_Use These Settings Again"), "imagine.reuse",
                                               _("Put this picture's prompt and settings in the "
                                                 "form")));
-    gtk_box_append(GTK_BOX(acts), flat_button(_("Save _As…"), "imagine.save", _("Ctrl+S")));
-    gtk_box_append(GTK_BOX(acts), flat_button(_("_Copy"), "imagine.copy", _("Ctrl+Shift+C")));
-    gtk_box_append(GTK_BOX(acts), flat_button(_("_Delete"), "imagine.delete",
-                                              _("Delete this picture from the gallery")));
+    /* icons with their names as tooltips: the row fits an 800-pixel window */
+    gtk_box_append(GTK_BOX(acts), icon_button("document-save-as-symbolic", _("Save As… (Ctrl+S)"),
+                                              "imagine.save"));
+    gtk_box_append(
+        GTK_BOX(acts),
+        icon_button("edit-copy-symbolic", _("Copy the Picture (Ctrl+Shift+C)"), "imagine.copy"));
+    gtk_box_append(GTK_BOX(acts),
+                   icon_button("user-trash-symbolic", _("Delete the Picture from the Gallery"),
+                               "imagine.delete"));
     /* a narrow window scrolls the buttons instead of being held wide */
     GtkWidget *acts_scroll = gtk_scrolled_window_new();
     gtk_scrolled_window_set_policy(GTK_SCROLLED_WINDOW(acts_scroll), GTK_POLICY_EXTERNAL,

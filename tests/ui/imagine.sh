@@ -27,7 +27,8 @@
 #      its seed back. A picture dropped on the page (a real XDND drag from
 #      DRAG_SOURCE, as in drop.sh) becomes the start picture: the next run
 #      is image-to-image, as its JSON and parameters say. The memory popover
-#      lists the model's parts.
+#      lists the model's parts. Save As (Ctrl+S) copies the PNG; Delete
+#      removes it and its JSON.
 # A screenshot after each goes to ARTIFACT_DIR.
 #
 # usage: imagine.sh RLX_STUDIO DRAG_SOURCE ARTIFACT_DIR TAEF2
@@ -277,6 +278,26 @@ j = json.load(open(sys.argv[2]))
 assert j["start"] == "init" and abs(j["strength"] - 0.6) < 1e-6 and j["seed"] == int(sys.argv[3]), j
 assert b"Denoising strength: 0.60" in d and b"Seed: " + sys.argv[3].encode() in d
 EOF
+
+# Save As (Ctrl+S, GTK's file chooser): the same file, its parameters kept;
+# then Delete (the trash icon beside "Use These Settings Again")
+png2=${json2%.json}.png
+keys ctrl+s
+dlg=$(wait_window '^Save the Picture$') || fail "no save dialog"
+xdotool windowfocus --sync "$dlg"
+sleep 0.5
+keys ctrl+a
+xdotool type --delay 10 "$work/saved.png"
+keys Return
+wait_log "imagine saved: $work/saved.png"
+cmp -s "$png2" "$work/saved.png" || fail "the saved picture is not the gallery's"
+xdotool windowfocus --sync "$wid"
+sleep 0.5
+xdotool mousemove --window "$wid" --sync 642 "$((HEIGHT - 169))" click 1
+wait_log "imagine deleted: $png2"
+[ "$(pngs)" -eq 1 ] && [ ! -e "$json2" ] || fail "Delete left $(ls "$gallery")"
+sleep 0.5
+shot deleted
 
 # the memory popover: the model's parts
 if command -v gdbus >/dev/null 2>&1 && [ "${DBUS_SESSION_BUS_ADDRESS#unix:path=/nonexistent}" = "$DBUS_SESSION_BUS_ADDRESS" ]; then
