@@ -668,6 +668,7 @@ static void set_model(RlxImaginePane *self, const char *path)
     g_free(self->model);
     self->model = g_strdup(path);
     g_clear_pointer(&self->model_name, g_free);
+    self->model_failed = FALSE;
     if (self->settings)
         g_settings_set_string(self->settings, "imagine-model", path ? path : "");
     apply_model(self);
@@ -854,24 +855,25 @@ static void generate(RlxImaginePane *self)
 
 static void retry(RlxImaginePane *self)
 {
-    if (g_strcmp0(self->retry_what, "model") == 0) {
-        g_clear_pointer(&self->model_name, g_free);
-        /* the same key would be skipped: forget it by asking for it fresh */
+    /* a model that failed is opened again first (the thread takes it
+     * before the next request): its failure may have been the request's */
+    if (self->model_failed || g_strcmp0(self->retry_what, "model") == 0) {
         self->model_failed = FALSE;
+        g_clear_pointer(&self->model_name, g_free);
         apply_model(self);
-        show_rest(self);
-        return;
     }
-    if (self->last) {
+    if (g_strcmp0(self->retry_what, "generate") == 0 && self->last) {
         RlxImagineSettings s = *self->last;
         g_autofree char *out = new_png_path(s.seed);
         s.out_png = out;
         rlx_imaginer_generate(self->imaginer, &s);
         self->phase = "prompt";
         self->step = 0;
+        self->seconds_left = -1;
         set_running(self, TRUE);
-        show_rest(self);
     }
+    show_rest(self);
+    update_state(self);
 }
 
 /* The shown picture's settings back into the form. */
