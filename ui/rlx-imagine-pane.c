@@ -86,7 +86,9 @@ struct _RlxImaginePane {
     const char *phase; /* "prompt", "steps", "decode" */
     guint tick;
     guint focus_idle;
-    GQueue thumbs_todo; /* GtkPicture * (a reference each) still to load */
+    GtkWidget *main_page;   /* the picture's side of the leaflet */
+    GtkWidget *back_button; /* to the form, when folded */
+    GQueue thumbs_todo;     /* GtkPicture * (a reference each) still to load */
     guint thumbs_idle;
     char *variant;            /* the open model's, whose defaults the form has */
     GtkWidget *gallery_stack; /* the gallery, or a line saying it is empty */
@@ -682,6 +684,19 @@ static void settings_changed(GSettings *s, const char *key, RlxImaginePane *self
 
 /* ---- the form --------------------------------------------------------------------- */
 
+static void show_form(RlxImaginePane *self)
+{
+    adw_leaflet_navigate(ADW_LEAFLET(self->box), ADW_NAVIGATION_DIRECTION_BACK);
+}
+
+/* Folded (a narrow window), the picture comes forward when there is one to
+ * watch. */
+static void show_picture_page(RlxImaginePane *self)
+{
+    if (adw_leaflet_get_folded(ADW_LEAFLET(self->box)))
+        adw_leaflet_set_visible_child(ADW_LEAFLET(self->box), self->main_page);
+}
+
 static void update_state(RlxImaginePane *self)
 {
     g_autofree char *prompt = text_of(self->prompt);
@@ -708,6 +723,9 @@ static void update_state(RlxImaginePane *self)
     gtk_stack_set_visible_child_name(
         GTK_STACK(self->gallery_stack),
         gtk_widget_get_first_child(GTK_WIDGET(self->gallery)) ? "gallery" : "none");
+
+    if (self->back_button)
+        gtk_widget_set_visible(self->back_button, adw_leaflet_get_folded(ADW_LEAFLET(self->box)));
 
     const RlxImagineInfo *info = rlx_imaginer_get_info(self->imaginer);
     gtk_widget_set_visible(self->negative_box, info && info->uses_negative);
@@ -844,6 +862,7 @@ static void generate(RlxImaginePane *self)
     g_debug("imagine generate: %dx%d, %d steps, seed %" G_GUINT64_FORMAT, s.width, s.height,
             s.steps, s.seed); /* for the UI tests */
     rlx_imaginer_generate(self->imaginer, &s);
+    show_picture_page(self);
     if (!self->running) {
         self->phase = "prompt";
         self->step = 0;
@@ -1428,7 +1447,12 @@ static void rlx_imagine_pane_init(RlxImaginePane *self)
     g_signal_connect(self->imaginer, "failed", G_CALLBACK(on_failed), self);
     g_signal_connect(self->imaginer, "memory", G_CALLBACK(on_memory), self);
 
-    self->box = gtk_box_new(GTK_ORIENTATION_HORIZONTAL, 0);
+    /* the form beside the picture; in a window too narrow for both (the
+     * window goes down to 360 px), one at a time */
+    self->box = adw_leaflet_new();
+    adw_leaflet_set_can_navigate_back(ADW_LEAFLET(self->box), TRUE);
+    adw_leaflet_set_can_unfold(ADW_LEAFLET(self->box), TRUE);
+    g_signal_connect_swapped(self->box, "notify::folded", G_CALLBACK(update_state), self);
     gtk_widget_set_parent(self->box, GTK_WIDGET(self));
 
     /* left: the form, scrolled, with Generate and Stop under it */
@@ -1461,8 +1485,10 @@ static void rlx_imagine_pane_init(RlxImaginePane *self)
     gtk_box_append(GTK_BOX(buttons), GTK_WIDGET(self->generate_button));
     gtk_box_append(GTK_BOX(buttons), self->stop_button);
     gtk_box_append(GTK_BOX(side), buttons);
-    gtk_box_append(GTK_BOX(self->box), side);
-    gtk_box_append(GTK_BOX(self->box), gtk_separator_new(GTK_ORIENTATION_VERTICAL));
+    adw_leaflet_append(ADW_LEAFLET(self->box), side);
+    AdwLeafletPage *sep =
+        adw_leaflet_append(ADW_LEAFLET(self->box), gtk_separator_new(GTK_ORIENTATION_VERTICAL));
+    adw_leaflet_page_set_navigatable(sep, FALSE);
 
     /* right: the picture, its progress and details, the gallery */
     GtkWidget *main = gtk_box_new(GTK_ORIENTATION_VERTICAL, 0);
@@ -1493,7 +1519,6 @@ static void rlx_imagine_pane_init(RlxImaginePane *self)
     gtk_label_set_wrap(self->details, TRUE);
     gtk_label_set_lines(self->details, 3);
     gtk_label_set_ellipsize(self->details, PANGO_ELLIPSIZE_END);
-    gtk_label_set_selectable(self->details, TRUE);
     gtk_widget_add_css_class(GTK_WIDGET(self->details), "caption");
     gtk_box_append(GTK_BOX(self->details_bar), GTK_WIDGET(self->details));
     GtkWidget *acts = gtk_box_new(GTK_ORIENTATION_HORIZONTAL, 4);
@@ -1537,7 +1562,17 @@ static void rlx_imagine_pane_init(RlxImaginePane *self)
     gtk_box_append(GTK_BOX(main), GTK_WIDGET(self->toast_overlay));
     rlx_toasts_init(&self->toasts, self->toast_overlay, GTK_WIDGET(self));
 
+    GtkWidget *status_row = gtk_box_new(GTK_ORIENTATION_HORIZONTAL, 6);
+    self->back_button = gtk_button_new_from_icon_name("go-previous-symbolic");
+    gtk_widget_set_tooltip_text(self->back_button, _("The prompt and settings"));
+    gtk_widget_add_css_class(self->back_button, "flat");
+    gtk_widget_set_valign(self->back_button, GTK_ALIGN_CENTER);
+    gtk_widget_set_margin_start(self->back_button, 6);
+    g_signal_connect_swapped(self->back_button, "clicked", G_CALLBACK(show_form), self);
+    gtk_box_append(GTK_BOX(status_row), self->back_button);
     GtkWidget *status = gtk_box_new(GTK_ORIENTATION_VERTICAL, 4);
+    gtk_widget_set_hexpand(status, TRUE);
+    gtk_box_append(GTK_BOX(status_row), status);
     gtk_widget_set_margin_start(status, 12);
     gtk_widget_set_margin_end(status, 12);
     gtk_widget_set_margin_top(status, 6);
@@ -1551,7 +1586,7 @@ static void rlx_imagine_pane_init(RlxImaginePane *self)
     self->progress = GTK_PROGRESS_BAR(gtk_progress_bar_new());
     gtk_widget_set_visible(GTK_WIDGET(self->progress), FALSE);
     gtk_box_append(GTK_BOX(status), GTK_WIDGET(self->progress));
-    gtk_box_append(GTK_BOX(main), status);
+    gtk_box_append(GTK_BOX(main), status_row);
 
     /* the gallery: one row of thumbnails, newest first, scrolled sideways */
     self->gallery = GTK_FLOW_BOX(gtk_flow_box_new());
@@ -1572,12 +1607,15 @@ static void rlx_imagine_pane_init(RlxImaginePane *self)
     gtk_widget_set_size_request(self->gallery_scroll, -1, THUMB + 30);
     self->gallery_stack = gtk_stack_new();
     GtkWidget *none = gtk_label_new(_("The pictures you make are kept here."));
+    gtk_label_set_wrap(GTK_LABEL(none), TRUE);
+    gtk_label_set_justify(GTK_LABEL(none), GTK_JUSTIFY_CENTER);
     gtk_widget_add_css_class(none, "dim-label");
     gtk_stack_add_named(GTK_STACK(self->gallery_stack), none, "none");
     gtk_stack_add_named(GTK_STACK(self->gallery_stack), self->gallery_scroll, "gallery");
     gtk_box_append(GTK_BOX(main), gtk_separator_new(GTK_ORIENTATION_HORIZONTAL));
     gtk_box_append(GTK_BOX(main), self->gallery_stack);
-    gtk_box_append(GTK_BOX(self->box), main);
+    adw_leaflet_append(ADW_LEAFLET(self->box), main);
+    self->main_page = main;
 
     GtkDropTarget *drop = gtk_drop_target_new(G_TYPE_FILE, GDK_ACTION_COPY);
     g_signal_connect(drop, "drop", G_CALLBACK(on_drop), self);
@@ -1594,6 +1632,8 @@ static void rlx_imagine_pane_dispose(GObject *o)
         g_signal_handlers_disconnect_by_data(self->imaginer, self);
         g_clear_object(&self->imaginer);
     }
+    if (self->box)
+        g_signal_handlers_disconnect_by_data(self->box, self);
     g_clear_handle_id(&self->tick, g_source_remove);
     g_clear_handle_id(&self->focus_idle, g_source_remove);
     g_clear_handle_id(&self->thumbs_idle, g_source_remove);
