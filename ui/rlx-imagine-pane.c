@@ -371,7 +371,12 @@ static void show_error(RlxImaginePane *self, const char *title, const char *mess
                        const char *retry)
 {
     adw_status_page_set_title(self->error_page, title);
-    adw_status_page_set_description(self->error_page, message);
+    /* the engine's sentences start in lower case, to follow a colon; here
+     * it stands alone */
+    g_autofree char *m = g_strdup(message ? message : "");
+    if (g_ascii_islower(m[0]))
+        m[0] = g_ascii_toupper(m[0]);
+    adw_status_page_set_description(self->error_page, m);
     g_free(self->retry_what);
     g_free(self->variant);
     self->retry_what = g_strdup(retry);
