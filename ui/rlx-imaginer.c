@@ -560,7 +560,8 @@ void rlx_imaginer_stop(RlxImaginer *self)
         g_atomic_int_set(&self->stop, 1);
         /* the pipeline stops after its step even inside a long one, without
          * waiting for the next progress report */
-        rlx_flux2_cancel(self->flux);
+        if (self->flux)
+            rlx_flux2_cancel(self->flux);
     }
     g_mutex_unlock(&self->lock);
 }
@@ -598,7 +599,8 @@ static void rlx_imaginer_finalize(GObject *o)
     g_queue_clear_full(&self->requests, (GDestroyNotify)rlx_imagine_settings_free);
     if (self->running) {
         g_atomic_int_set(&self->stop, 1);
-        rlx_flux2_cancel(self->flux);
+        if (self->flux)
+            rlx_flux2_cancel(self->flux);
     }
     g_cond_signal(&self->wake);
     g_mutex_unlock(&self->lock);
