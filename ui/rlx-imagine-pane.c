@@ -1360,6 +1360,8 @@ static GtkWidget *build_form(RlxImaginePane *self)
     gtk_widget_set_tooltip_text(GTK_WIDGET(self->seed), _("The same seed and settings make the "
                                                           "same picture"));
     gtk_spin_button_set_value(self->seed, (double)g_random_int());
+    /* room for every 32-bit seed: the form keeps its width as seeds change */
+    gtk_editable_set_width_chars(GTK_EDITABLE(self->seed), 10);
     GtkWidget *dice = gtk_button_new_from_icon_name("media-playlist-shuffle-symbolic");
     gtk_widget_set_tooltip_text(dice, _("A random seed"));
     gtk_actionable_set_action_name(GTK_ACTIONABLE(dice), "imagine.dice");
