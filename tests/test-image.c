@@ -375,6 +375,71 @@ static bool file_exists(const char *path)
     return stat(path, &st) == 0;
 }
 
+/* The chunk's bytes, found the way a reader without libpng would (PIL reads
+ * the same chunks: tEXt keyword\0text, iTXt keyword\0 0 0 \0 \0 text). */
+static bool png_has_chunk(const char *path, const char *type, const void *body, size_t n)
+{
+    size_t size = 0;
+    uint8_t *d = rlx_test_read_file(path, &size);
+    bool found = false;
+    for (size_t at = 8; d && at + 12 <= size && !found;) {
+        uint32_t len = (uint32_t)d[at] << 24 | (uint32_t)d[at + 1] << 16 |
+                       (uint32_t)d[at + 2] << 8 | d[at + 3];
+        if (len > size - at - 12)
+            break;
+        found = memcmp(d + at + 4, type, 4) == 0 && len == n && memcmp(d + at + 8, body, n) == 0;
+        at += 12 + (size_t)len;
+    }
+    free(d);
+    return found;
+}
+
+static void test_write_png_text(void **state)
+{
+    (void)state;
+    uint8_t px[4 * 3 * 2];
+    for (size_t i = 0; i < sizeof px; i++)
+        px[i] = (uint8_t)(i * 11);
+    char path[4096];
+    snprintf(path, sizeof path, "%s", rlx_test_tmp("text.png"));
+    unlink(path);
+    rlx_error *err = NULL;
+    const char *value = "a lighthouse at dawn\nSteps: 4, Seed: 42, Size: 512x512";
+    if (rlx_image_write_png_text(path, px, 4, 2, 3, "parameters", value, false, &err) != RLX_OK)
+        fail_msg("%s", rlx_error_message(err));
+    char body[256];
+    size_t n = (size_t)snprintf(body, sizeof body, "parameters%c%s", 0, value);
+    assert_true(png_has_chunk(path, "tEXt", body, n));
+    rlx_image *m = NULL;
+    assert_int_equal(rlx_image_load(path, NULL, &m, NULL), RLX_OK);
+    assert_int_equal(m->width, 4);
+    assert_memory_equal(m->rgb, px, sizeof px);
+    rlx_image_free(m);
+
+    /* UTF-8 beyond ASCII: an iTXt chunk, no language, not compressed */
+    const char *utf8 = "Leuchtturm \xc3\xa0 l'aube, \xe7\x81\xaf\xe5\xa1\x94";
+    assert_int_equal(rlx_image_write_png_text(path, px, 4, 2, 3, "parameters", utf8, true, &err),
+                     RLX_OK);
+    n = (size_t)snprintf(body, sizeof body, "parameters%c%c%c%c%c%s", 0, 0, 0, 0, 0, utf8);
+    assert_true(png_has_chunk(path, "iTXt", body, n));
+
+    /* bad keywords are refused before anything is written */
+    unlink(path);
+    assert_int_equal(rlx_image_write_png_text(path, px, 4, 2, 3, "", "x", false, &err),
+                     RLX_ERR_INVALID_ARG);
+    rlx_error_clear(&err);
+    assert_int_equal(rlx_image_write_png_text(path, px, 4, 2, 3, " lead", "x", false, &err),
+                     RLX_ERR_INVALID_ARG);
+    rlx_error_clear(&err);
+    assert_int_equal(rlx_image_write_png_text(path, px, 4, 2, 3, "k\xc3\xa9y", "x", false, &err),
+                     RLX_ERR_INVALID_ARG);
+    rlx_error_clear(&err);
+    assert_int_equal(rlx_image_write_png_text(path, px, 4, 2, 3, "parameters", NULL, false, &err),
+                     RLX_ERR_INVALID_ARG);
+    rlx_error_clear(&err);
+    assert_false(file_exists(path));
+}
+
 static void test_write_png(void **state)
 {
     (void)state;
@@ -553,10 +618,15 @@ static void test_hostile(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_png_cases),           cmocka_unit_test(test_jpeg_orientation),
-        cmocka_unit_test(test_jpeg_gray_cmyk_tiny), cmocka_unit_test(test_preprocess_sam),
-        cmocka_unit_test(test_resize_up),           cmocka_unit_test(test_mask_upsample),
-        cmocka_unit_test(test_write_png),           cmocka_unit_test(test_hostile),
+        cmocka_unit_test(test_png_cases),
+        cmocka_unit_test(test_jpeg_orientation),
+        cmocka_unit_test(test_jpeg_gray_cmyk_tiny),
+        cmocka_unit_test(test_preprocess_sam),
+        cmocka_unit_test(test_resize_up),
+        cmocka_unit_test(test_mask_upsample),
+        cmocka_unit_test(test_write_png),
+        cmocka_unit_test(test_write_png_text),
+        cmocka_unit_test(test_hostile),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

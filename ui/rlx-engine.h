@@ -83,6 +83,12 @@ typedef struct {
     gboolean on_gpu;
     int n_gpu_layers, n_layers;
     uint64_t cpu_bytes;
+    /* A model of several parts (the Imagine page's FLUX.2): the text
+     * encoder, the transformer and the VAE, which the memory popover lists
+     * instead of the weights and the KV cache; weights is their sum.
+     * n_parts 0: one model. */
+    int n_parts;
+    uint64_t parts[3];
 } RlxMemoryInfo;
 
 typedef struct {

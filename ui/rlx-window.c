@@ -2,6 +2,7 @@
 
 #include "rlx-chat-pane.h"
 #include "rlx-engine.h"
+#include "rlx-imagine-pane.h"
 #include "rlx-segment-pane.h"
 #include "rlx-transcribe-pane.h"
 
@@ -15,6 +16,7 @@ struct _RlxWindow {
     RlxChatPane *chat_pane;
     RlxTranscribePane *transcribe_pane;
     RlxSegmentPane *segment_pane;
+    RlxImaginePane *imagine_pane;
     GtkDropDown *device_dropdown;
     GtkDrawingArea *memory_bar, *memory_mini;
     GtkLabel *memory_used;
@@ -29,8 +31,9 @@ struct _RlxWindow {
     GPtrArray *devices; /* RlxDevice */
     RlxMemoryInfo mem;  /* shown: the visible page's */
     /* each page's model: the Chat page's LLM, the Transcribe page's Whisper */
-    RlxMemoryInfo mem_chat, mem_transcribe, mem_segment;
+    RlxMemoryInfo mem_chat, mem_transcribe, mem_segment, mem_imagine;
     GtkLabel *mem_labels[4];
+    GtkLabel *mem_names[4];
     GtkLabel *layers_label; /* "3 of 28 layers on the GPU…", GPU devices only */
     char *device_id;        /* the device setting the window last applied */
 };
@@ -134,10 +137,25 @@ static uint64_t memory_capacity(RlxWindow *self)
     return MAX(cap, used);
 }
 
+/* The three coloured parts: weights, KV cache and activations, or a model
+ * of parts' own (the Imagine page's text encoder, transformer and VAE). */
+static void memory_parts(const RlxMemoryInfo *m, uint64_t parts[3])
+{
+    if (m->n_parts > 0) {
+        for (int i = 0; i < 3; i++)
+            parts[i] = i < m->n_parts ? m->parts[i] : 0;
+        return;
+    }
+    parts[0] = m->weights;
+    parts[1] = m->kv_cache;
+    parts[2] = m->activations;
+}
+
 static void draw_memory(GtkDrawingArea *area, cairo_t *cr, int width, int height, gpointer data)
 {
     RlxWindow *self = data;
-    const uint64_t parts[3] = {self->mem.weights, self->mem.kv_cache, self->mem.activations};
+    uint64_t parts[3];
+    memory_parts(&self->mem, parts);
     uint64_t cap = memory_capacity(self);
     GdkRGBA fg;
     gtk_style_context_get_color(gtk_widget_get_style_context(GTK_WIDGET(area)), &fg);
@@ -170,7 +188,13 @@ static void update_memory_labels(RlxWindow *self)
     const RlxMemoryInfo *m = &self->mem;
     uint64_t used = m->weights + m->kv_cache + m->activations;
     uint64_t cap = memory_capacity(self);
-    uint64_t vals[4] = {m->weights, m->kv_cache, m->activations, cap > used ? cap - used : 0};
+    uint64_t p3[3];
+    memory_parts(m, p3);
+    uint64_t vals[4] = {p3[0], p3[1], p3[2], cap > used ? cap - used : 0};
+    const char *names[3] = {_("Weights"), _("KV cache"), _("Activations")};
+    const char *part_names[3] = {_("Text encoder"), _("Transformer"), _("VAE")};
+    for (int i = 0; i < 3; i++)
+        gtk_label_set_text(self->mem_names[i], m->n_parts ? part_names[i] : names[i]);
     for (int i = 0; i < 4; i++) {
         char buf[64];
         fmt_bytes(vals[i], buf, sizeof buf);
@@ -249,6 +273,7 @@ static void show_page_memory(RlxWindow *self)
     const char *page = adw_view_stack_get_visible_child_name(self->stack);
     self->mem = g_strcmp0(page, "transcribe") == 0 ? self->mem_transcribe
                 : g_strcmp0(page, "segment") == 0  ? self->mem_segment
+                : g_strcmp0(page, "imagine") == 0  ? self->mem_imagine
                                                    : self->mem_chat;
     update_memory_labels(self);
 }
@@ -274,11 +299,25 @@ static void on_segment_memory(RlxSegmentPane *p, const RlxMemoryInfo *m, RlxWind
     show_page_memory(self);
 }
 
+static void on_imagine_memory(RlxImaginePane *p, const RlxMemoryInfo *m, RlxWindow *self)
+{
+    (void)p;
+    self->mem_imagine = *m;
+    show_page_memory(self);
+}
+
 static void on_page_changed(AdwViewStack *stack, GParamSpec *pspec, RlxWindow *self)
 {
     (void)stack;
     (void)pspec;
     show_page_memory(self);
+    /* the shortcuts window opens on the visible page's section */
+    GtkShortcutsWindow *help =
+        gtk_application_window_get_help_overlay(GTK_APPLICATION_WINDOW(self));
+    const char *page = adw_view_stack_get_visible_child_name(self->stack);
+    if (help && page)
+        g_object_set(help, "section-name", g_strcmp0(page, "chat") == 0 ? "shortcuts" : "jobs",
+                     NULL);
 }
 
 static void build_memory_grid(RlxWindow *self)
@@ -295,6 +334,7 @@ static void build_memory_grid(RlxWindow *self)
             gtk_widget_add_css_class(swatch, "dim-label");
         }
         GtkWidget *name = gtk_label_new(names[i]);
+        self->mem_names[i] = GTK_LABEL(name);
         gtk_label_set_xalign(GTK_LABEL(name), 0);
         gtk_widget_set_hexpand(name, TRUE);
         char zero[64];
@@ -480,6 +520,7 @@ static void rlx_window_constructed(GObject *object)
     rlx_chat_pane_setup(self->chat_pane, self->engine, self->settings);
     rlx_transcribe_pane_setup(self->transcribe_pane, self->settings);
     rlx_segment_pane_setup(self->segment_pane, self->settings);
+    rlx_imagine_pane_setup(self->imagine_pane, self->settings);
 }
 
 static void rlx_window_set_property(GObject *object, guint prop_id, const GValue *value,
@@ -545,6 +586,7 @@ static void rlx_window_class_init(RlxWindowClass *klass)
     gtk_widget_class_bind_template_child(widget_class, RlxWindow, chat_pane);
     gtk_widget_class_bind_template_child(widget_class, RlxWindow, transcribe_pane);
     gtk_widget_class_bind_template_child(widget_class, RlxWindow, segment_pane);
+    gtk_widget_class_bind_template_child(widget_class, RlxWindow, imagine_pane);
     gtk_widget_class_bind_template_child(widget_class, RlxWindow, device_dropdown);
     gtk_widget_class_bind_template_child(widget_class, RlxWindow, memory_bar);
     gtk_widget_class_bind_template_child(widget_class, RlxWindow, memory_mini);
@@ -563,11 +605,13 @@ static void rlx_window_init(RlxWindow *self)
     g_type_ensure(RLX_TYPE_CHAT_PANE);
     g_type_ensure(RLX_TYPE_TRANSCRIBE_PANE);
     g_type_ensure(RLX_TYPE_SEGMENT_PANE);
+    g_type_ensure(RLX_TYPE_IMAGINE_PANE);
     gtk_widget_init_template(GTK_WIDGET(self));
     self->engine = rlx_engine_new();
     g_signal_connect(self->engine, "memory", G_CALLBACK(on_memory), self);
     g_signal_connect(self->transcribe_pane, "memory", G_CALLBACK(on_transcribe_memory), self);
     g_signal_connect(self->segment_pane, "memory", G_CALLBACK(on_segment_memory), self);
+    g_signal_connect(self->imagine_pane, "memory", G_CALLBACK(on_imagine_memory), self);
     g_signal_connect(self->stack, "notify::visible-child-name", G_CALLBACK(on_page_changed), self);
     gtk_drawing_area_set_draw_func(self->memory_bar, draw_memory, self, NULL);
     gtk_drawing_area_set_draw_func(self->memory_mini, draw_memory, self, NULL);

@@ -1028,8 +1028,19 @@ typedef struct png_wctx {
     FILE *f;
     const uint8_t *pixels;
     int w, h, channels;
+    const char *key, *value; /* one text chunk, or key NULL */
     char msg[256];
 } png_wctx;
+
+/* Whether s is all ASCII: then a tEXt chunk (Latin-1) carries it unchanged;
+ * other UTF-8 goes into an iTXt chunk, which is UTF-8 by definition. */
+static bool all_ascii(const char *s)
+{
+    for (; *s; s++)
+        if ((unsigned char)*s >= 0x80)
+            return false;
+    return true;
+}
 
 static int png_write_run(png_wctx *c, png_structp png, png_infop info)
 {
@@ -1040,6 +1051,21 @@ static int png_write_run(png_wctx *c, png_structp png, png_infop info)
     png_init_io(png, c->f);
     png_set_IHDR(png, info, (png_uint_32)c->w, (png_uint_32)c->h, 8, types[c->channels],
                  PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
+    if (c->key) {
+        png_text t = {0};
+        t.key = (png_charp)c->key;
+        t.text = (png_charp)c->value;
+        t.text_length = strlen(c->value);
+#ifdef PNG_iTXt_SUPPORTED
+        if (!all_ascii(c->value)) {
+            t.compression = PNG_ITXT_COMPRESSION_NONE;
+            t.itxt_length = t.text_length;
+            t.text_length = 0;
+        } else
+#endif
+            t.compression = PNG_TEXT_COMPRESSION_NONE;
+        png_set_text(png, info, &t, 1);
+    }
     png_write_info(png, info);
     for (int y = 0; y < c->h; y++)
         png_write_row(png, (png_const_bytep)(c->pixels + (size_t)y * c->w * c->channels));
@@ -1087,8 +1113,9 @@ static rlx_status commit_file(const char *tmp, const char *path, bool overwrite,
     return RLX_OK;
 }
 
-rlx_status rlx_image_write_png(const char *path, const uint8_t *pixels, int width, int height,
-                               int channels, bool overwrite, rlx_error **err)
+static rlx_status write_png(const char *path, const uint8_t *pixels, int width, int height,
+                            int channels, const char *key, const char *value, bool overwrite,
+                            rlx_error **err)
 {
     if (!path || !*path || !pixels || width < 1 || height < 1 || channels < 1 || channels > 4)
         return rlx_error_set(err, RLX_ERR_INVALID_ARG,
@@ -1112,7 +1139,12 @@ rlx_status rlx_image_write_png(const char *path, const uint8_t *pixels, int widt
         return s;
     }
     fchmod(fd, 0644); /* mkstemp's 0600 would make a private image */
-    png_wctx c = {.pixels = pixels, .w = width, .h = height, .channels = channels};
+    png_wctx c = {.pixels = pixels,
+                  .w = width,
+                  .h = height,
+                  .channels = channels,
+                  .key = key,
+                  .value = value};
     c.f = fdopen(fd, "wb");
     rlx_status st = RLX_OK;
     if (!c.f) {
@@ -1137,6 +1169,31 @@ rlx_status rlx_image_write_png(const char *path, const uint8_t *pixels, int widt
         unlink(tmp); /* an existing file at path stays as it was */
     free(tmp);
     return st;
+}
+
+rlx_status rlx_image_write_png(const char *path, const uint8_t *pixels, int width, int height,
+                               int channels, bool overwrite, rlx_error **err)
+{
+    return write_png(path, pixels, width, height, channels, NULL, NULL, overwrite, err);
+}
+
+rlx_status rlx_image_write_png_text(const char *path, const uint8_t *pixels, int width, int height,
+                                    int channels, const char *key, const char *value,
+                                    bool overwrite, rlx_error **err)
+{
+    /* PNG keywords: 1 to 79 printable Latin-1 characters, no leading,
+     * trailing or double spaces; ASCII here, which every reader takes */
+    size_t kn = key ? strlen(key) : 0;
+    bool ok = kn >= 1 && kn <= 79 && key[0] != ' ' && key[kn - 1] != ' ' && !strstr(key, "  ");
+    for (size_t i = 0; ok && i < kn; i++)
+        ok = key[i] >= 32 && key[i] <= 126;
+    if (!ok)
+        return rlx_error_set(err, RLX_ERR_INVALID_ARG,
+                             "a PNG text keyword is 1 to 79 printable ASCII characters without "
+                             "leading, trailing or double spaces");
+    if (!value)
+        return rlx_error_set(err, RLX_ERR_INVALID_ARG, "the PNG text for \"%s\" is missing", key);
+    return write_png(path, pixels, width, height, channels, key, value, overwrite, err);
 }
 
 rlx_status rlx_image_write_mask_png(const char *path, const uint8_t *mask, int width, int height,

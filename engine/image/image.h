@@ -174,6 +174,14 @@ RLX_API rlx_status rlx_image_mask_upsample(const float *lowres, int lw, int lh,
  * Errors: RLX_ERR_INVALID_ARG, RLX_ERR_IO, RLX_ERR_NO_MEMORY. */
 RLX_API rlx_status rlx_image_write_png(const char *path, const uint8_t *pixels, int width,
                                        int height, int channels, bool overwrite, rlx_error **err);
+/* The same, with one text chunk key = value (e.g. "parameters", the
+ * settings that made a generated picture): a tEXt chunk when value is ASCII,
+ * else an iTXt chunk (UTF-8). key: 1 to 79 printable ASCII characters.
+ * Errors: as rlx_image_write_png; RLX_ERR_INVALID_ARG for a bad key or a
+ * NULL value. */
+RLX_API rlx_status rlx_image_write_png_text(const char *path, const uint8_t *pixels, int width,
+                                            int height, int channels, const char *key,
+                                            const char *value, bool overwrite, rlx_error **err);
 /* A 0/255 (or any 8-bit) mask as a grayscale PNG. */
 RLX_API rlx_status rlx_image_write_mask_png(const char *path, const uint8_t *mask, int width,
                                             int height, bool overwrite, rlx_error **err);
