@@ -9,8 +9,9 @@
 #include "engine/quantize/make-model.h"
 #include "rlx-cli.h"
 
-#define MAKE_MODEL_USAGE                                                                   \
-    "usage: rlx make-model --shape qwen3-0.6b|llama-3.2-1b|tiny --vocab VOCAB.gguf --out " \
+#define MAKE_MODEL_USAGE                                                                      \
+    "usage: rlx make-model --shape qwen3-0.6b|qwen3-4b|llama-3.2-1b|tiny --vocab VOCAB.gguf " \
+    "--out "                                                                                  \
     "FILE.gguf [--arch llama|qwen2|qwen3] [--seed S] [--dtype f32|f16] [-t THREADS]"
 
 int rlx_cmd_make_model(int argc, char **argv)

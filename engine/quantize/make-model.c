@@ -23,6 +23,9 @@ typedef struct shape_def {
 static const shape_def shapes[] = {
     {"qwen3-0.6b", "qwen3", "Qwen3 0.6B", 28, 1024, 16, 8, 128, 3072, 151936, 40960, 1e6f, 1e-6f, 0,
      0, 0, 0},
+    /* FLUX.2 [klein] 4B's text encoder */
+    {"qwen3-4b", "qwen3", "Qwen3 4B", 36, 2560, 32, 8, 128, 9728, 151936, 40960, 1e6f, 1e-6f, 0, 0,
+     0, 0},
     {"llama-3.2-1b", "llama", "Llama 3.2 1B", 16, 2048, 32, 8, 64, 8192, 128256, 131072, 5e5f,
      1e-5f, 32.0f, 1.0f, 4.0f, 8192},
     {"tiny", "llama", "tiny", 2, 256, 4, 2, 64, 512, 512, 4096, 1e4f, 1e-5f, 0, 0, 0, 0},
@@ -35,7 +38,7 @@ rlx_make_model_params rlx_make_model_default_params(void)
 
 const char *rlx_make_model_shapes(void)
 {
-    return "qwen3-0.6b, llama-3.2-1b, tiny";
+    return "qwen3-0.6b, qwen3-4b, llama-3.2-1b, tiny";
 }
 
 /* ---- random weights ---------------------------------------------------- */
