@@ -827,9 +827,16 @@ static void on_model_ready(RlxSegmenter *s, const char *variant, RlxSegmentPane 
     else
         /* Translators: the model's kind, e.g. "SAM vit_b" */
         self->model_name = g_strdup_printf(_("SAM %s"), variant);
-    /* a SAM model after a background remover: back to the picture */
-    if (!rlx_segmenter_removes_background(s))
+    /* a SAM model after a background remover: back to the picture; a
+     * background remover after SAM: its clicks and masks are gone */
+    if (!rlx_segmenter_removes_background(s)) {
         clear_cutout(self);
+    } else {
+        forget_objects(self);
+        leave_everything(self);
+        self->all_running = FALSE;
+        gtk_widget_queue_draw(GTK_WIDGET(self->view));
+    }
     if (!self->picture)
         set_busy(self, FALSE);
     g_autofree char *t = g_strdup_printf(_("%s is ready"), self->model_name);
