@@ -1,4 +1,5 @@
-/* rlx segment: the mask of what a click (or a box) points at, with SAM.
+/* rlx segment: the mask of what a click (or a box) points at, with SAM;
+ * or, with an ONNX salient-object model (ISNet), the background removed.
  *
  * The image is encoded once, then the prompt runs through the prompt
  * encoder and mask decoder; the best proposal (the model's predicted IoU)
@@ -13,6 +14,7 @@
 #include <unistd.h>
 
 #include "engine/image/image.h"
+#include "models/isnet/isnet.h"
 #include "models/sam/sam-auto.h"
 #include "models/sam/sam-open.h"
 #include "rlx-cli.h"
@@ -21,10 +23,14 @@ static const char usage[] =
     "usage: rlx segment -m MODEL -i IMAGE (--point X,Y[,1|0] ... | --box X0,Y0,X1,Y1)\n"
     "                   [-o MASK.png] [--cutout OUT.png] [--json] [options]\n"
     "       rlx segment -m MODEL -i IMAGE --all [-o LABELS.png] [--json] [options]\n"
+    "       rlx segment -m MODEL.onnx -i IMAGE [--cutout OUT.png] [-o ALPHA.png] [--json]\n"
     "Segments what the points (and the box) show in the image, with a Segment Anything\n"
     "model. Coordinates are the image's pixels, from its top-left corner.\n"
+    "With an .onnx background-removal model (ISNet, as @imgly/background-removal ships\n"
+    "it) no points are needed: the foreground is cut out, -o writes its 8-bit alpha.\n"
     "  -m MODEL             SAM ViT-B/L/H: the official .pth, a .safetensors file, or a\n"
-    "                       Hugging Face facebook/sam-vit-* folder\n"
+    "                       Hugging Face facebook/sam-vit-* folder; or an .onnx\n"
+    "                       background-removal model\n"
     "  -i IMAGE             a PNG or JPEG (EXIF orientation applied)\n"
     "  --point X,Y[,L]      a point on the object (L = 1, the default) or on the\n"
     "                       background (L = 0); may be given several times\n"
@@ -177,6 +183,102 @@ static int segment_all(rlx_sam *sam, const rlx_image_prep_params *pp,
     return rc;
 }
 
+/* The background removed with an ONNX salient-object model (isnet.h). */
+static int remove_background(const rlx_isnet_params *ip, const char *model, const char *image,
+                             const char *out_alpha, const char *out_cut, bool json, bool force)
+{
+    const char *outs[2] = {out_alpha, out_cut};
+    for (int k = 0; k < 2; k++)
+        if (outs[k] && !force && access(outs[k], F_OK) == 0)
+            return rlx_cli_fail("segment: %s exists; give --force to replace it", outs[k]);
+    rlx_error *err = NULL;
+    rlx_image *img = NULL;
+    rlx_isnet *n = NULL;
+    uint8_t *alpha = NULL;
+    int rc = 1;
+    rlx_image_load_params lp = rlx_image_load_default_params();
+    if (rlx_image_load(image, &lp, &img, &err) != RLX_OK) {
+        rlx_cli_fail("%s", rlx_error_message(err)); /* it names the file */
+        goto out;
+    }
+    double t0 = rlx_cli_now();
+    if (rlx_isnet_open(ip, model, &n, &err) != RLX_OK) {
+        /* the sentence names the file where it is about the file */
+        if (strstr(rlx_error_message(err), model))
+            rlx_cli_fail("segment: %s", rlx_error_message(err));
+        else
+            rlx_cli_fail("%s: %s", model, rlx_error_message(err));
+        goto out;
+    }
+    double t1 = rlx_cli_now();
+    size_t npix = (size_t)img->width * (size_t)img->height;
+    alpha = malloc(npix);
+    if (!alpha) {
+        rlx_cli_fail("segment: out of memory for a %dx%d image", img->width, img->height);
+        goto out;
+    }
+    if (rlx_isnet_run(n, img, alpha, NULL, &err) != RLX_OK) {
+        rlx_cli_fail("segment: %s", rlx_error_message(err));
+        goto out;
+    }
+    double t2 = rlx_cli_now();
+    if (out_alpha && rlx_image_write_mask_png(out_alpha, alpha, img->width, img->height, force,
+                                              &err) != RLX_OK) {
+        rlx_cli_fail("%s", rlx_error_message(err));
+        goto out;
+    }
+    if (out_cut && rlx_image_write_cutout_png(out_cut, img, alpha, force, &err) != RLX_OK) {
+        rlx_cli_fail("%s", rlx_error_message(err));
+        goto out;
+    }
+    int64_t fg = 0;
+    double sum = 0;
+    int box[4] = {img->width, img->height, -1, -1};
+    for (int y = 0; y < img->height; y++)
+        for (int x = 0; x < img->width; x++) {
+            uint8_t a = alpha[(size_t)y * img->width + x];
+            sum += a;
+            if (a >= 128) {
+                fg++;
+                box[0] = x < box[0] ? x : box[0], box[1] = y < box[1] ? y : box[1];
+                box[2] = x > box[2] ? x : box[2], box[3] = y > box[3] ? y : box[3];
+            }
+        }
+    if (!fg)
+        box[0] = box[1] = -1;
+    if (json) {
+        json_object *o = json_object_new_object();
+        json_object_object_add(o, "image", json_object_new_string(image));
+        json_object_object_add(o, "width", json_object_new_int(img->width));
+        json_object_object_add(o, "height", json_object_new_int(img->height));
+        json_object_object_add(o, "model_side", json_object_new_int(rlx_isnet_side(n)));
+        json_object_object_add(o, "foreground_pixels", json_object_new_int64(fg));
+        json_object_object_add(o, "foreground_fraction",
+                               json_object_new_double((double)fg / (double)npix));
+        json_object_object_add(o, "mean_alpha", json_object_new_double(sum / (double)npix));
+        json_object *b = json_object_new_array();
+        for (int j = 0; j < 4; j++)
+            json_object_array_add(b, json_object_new_int(box[j]));
+        json_object_object_add(o, "box", b);
+        json_object_object_add(o, "model_seconds", json_object_new_double(t1 - t0));
+        json_object_object_add(o, "run_seconds", json_object_new_double(t2 - t1));
+        puts(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY |
+                                                   JSON_C_TO_STRING_NOSLASHESCAPE));
+        json_object_put(o);
+    }
+    fprintf(stderr,
+            "segment: %dx%d image; model %.0f ms, background removal %.1f s; foreground %.1f %% "
+            "of the pixels\n",
+            img->width, img->height, (t1 - t0) * 1e3, t2 - t1, 100.0 * (double)fg / (double)npix);
+    rc = 0;
+out:
+    rlx_error_free(err);
+    free(alpha);
+    rlx_isnet_close(n);
+    rlx_image_free(img);
+    return rc;
+}
+
 int rlx_cmd_segment(int argc, char **argv)
 {
     rlx_sam_params sp = rlx_sam_default_params();
@@ -282,6 +384,20 @@ int rlx_cmd_segment(int argc, char **argv)
         return rlx_cli_fail("segment: -m MODEL is required (see rlx segment --help)");
     if (!image)
         return rlx_cli_fail("segment: -i IMAGE is required (see rlx segment --help)");
+    if (rlx_isnet_is_onnx_name(model)) {
+        if (n_pts || has_box || all)
+            return rlx_cli_fail("segment: %s removes the background by itself: leave --point, "
+                                "--box and --all out (they are for Segment Anything models)",
+                                model);
+        if (!out_mask && !out_cut && !json)
+            return rlx_cli_fail("segment: nothing to write: give --cutout OUT.png, -o "
+                                "ALPHA.png or --json");
+        rlx_isnet_params ip = rlx_isnet_default_params();
+        ip.device = sp.device;
+        ip.n_threads = sp.n_threads;
+        ip.memory_budget = sp.memory_budget;
+        return remove_background(&ip, model, image, out_mask, out_cut, json, force);
+    }
     if (all && (n_pts || has_box))
         return rlx_cli_fail("segment: --all finds every object by itself: leave --point and "
                             "--box out");

@@ -143,7 +143,7 @@ static const struct {
     {"transcribe", rlx_cmd_transcribe,
      "-m MODEL -f AUDIO [-o OUT.srt] [--language L] ...   speech to timestamped text"},
     {"segment", rlx_cmd_segment,
-     "-m SAM -i IMAGE --point X,Y [-o MASK.png] [--cutout OUT.png]   click-to-segment"},
+     "-m SAM|X.onnx -i IMAGE [--point X,Y] [--cutout OUT.png]   segment; .onnx: remove background"},
     {"run", rlx_cmd_run,
      "MODEL.onnx --input NAME=FILE.npy ... --output DIR [--device D]   run an ONNX model"},
     {"imagine", rlx_cmd_imagine,

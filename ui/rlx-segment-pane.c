@@ -64,6 +64,11 @@ struct _RlxSegmentPane {
     GdkTexture *all_overlay, *pick_overlay;
     gboolean all_running;
 
+    /* "remove background" (an .onnx model): the picture with the model's
+     * alpha, drawn over a checkerboard, and that alpha (width x height) */
+    GdkTexture *cutout;
+    GBytes *alpha;
+
     Obj objects[MAX_OBJECTS];
     int n_objects, current;
     guint serial;        /* of the newest prompt sent */
@@ -170,6 +175,22 @@ static void view_snapshot(GtkWidget *w, GtkSnapshot *s)
         GRAPHENE_RECT_INIT((float)ox, (float)oy, (float)(iw * sc), (float)(ih * sc));
     gtk_snapshot_push_clip(s, &GRAPHENE_RECT_INIT(0, 0, (float)gtk_widget_get_width(w),
                                                   (float)gtk_widget_get_height(w)));
+    if (p->cutout) {
+        /* the cut-out over a checkerboard, as image editors show transparency */
+        static const GdkRGBA light = {0.80f, 0.80f, 0.80f, 1}, dark = {0.60f, 0.60f, 0.60f, 1};
+        const float sq = 10;
+        gtk_snapshot_push_repeat(s, &r,
+                                 &GRAPHENE_RECT_INIT(r.origin.x, r.origin.y, 2 * sq, 2 * sq));
+        gtk_snapshot_append_color(s, &light,
+                                  &GRAPHENE_RECT_INIT(r.origin.x, r.origin.y, 2 * sq, 2 * sq));
+        gtk_snapshot_append_color(s, &dark, &GRAPHENE_RECT_INIT(r.origin.x, r.origin.y, sq, sq));
+        gtk_snapshot_append_color(s, &dark,
+                                  &GRAPHENE_RECT_INIT(r.origin.x + sq, r.origin.y + sq, sq, sq));
+        gtk_snapshot_pop(s);
+        gtk_snapshot_append_texture(s, p->cutout, &r);
+        gtk_snapshot_pop(s);
+        return;
+    }
     gtk_snapshot_append_texture(s, p->picture, &r);
     if (p->all) {
         /* everything: every mask, the picked one over them; no points */
@@ -230,6 +251,10 @@ static void add_point(RlxSegmentPane *self, double x, double y, gboolean positiv
         pick(self, x, y);
         return;
     }
+    if (rlx_segmenter_removes_background(self->segmenter)) {
+        toast(self, _("This model removes the background by itself: no clicks needed"));
+        return;
+    }
     if (!rlx_segmenter_is_ready(self->segmenter)) {
         toast(self, self->model ? _("The picture is still being encoded: click again in a moment")
                                 : _("Choose a Segment Anything model first"));
@@ -247,7 +272,8 @@ static void add_point(RlxSegmentPane *self, double x, double y, gboolean positiv
 
 static void set_box(RlxSegmentPane *self, double x0, double y0, double x1, double y1)
 {
-    if (!rlx_segmenter_is_ready(self->segmenter) || self->all)
+    if (!rlx_segmenter_is_ready(self->segmenter) || self->all ||
+        rlx_segmenter_removes_background(self->segmenter))
         return;
     push_undo(self);
     Obj *o = &self->objects[self->current];
@@ -615,8 +641,14 @@ static gboolean pulse(gpointer data)
         gtk_progress_bar_pulse(self->progress);
     if (self->encoding) {
         int s = (int)((g_get_monotonic_time() - self->busy_since_us) / 1000000);
-        g_autofree char *t = g_strdup_printf(
-            ngettext("Encoding the picture… %d second", "Encoding the picture… %d seconds", s), s);
+        g_autofree char *t =
+            rlx_segmenter_removes_background(self->segmenter)
+                ? g_strdup_printf(ngettext("Removing the background… %d second",
+                                           "Removing the background… %d seconds", s),
+                                  s)
+                : g_strdup_printf(ngettext("Encoding the picture… %d second",
+                                           "Encoding the picture… %d seconds", s),
+                                  s);
         gtk_label_set_text(self->status_label, t);
     }
     return G_SOURCE_CONTINUE;
@@ -636,6 +668,7 @@ static void set_busy(RlxSegmentPane *self, gboolean busy)
 static void update_state(RlxSegmentPane *self)
 {
     gboolean ready = rlx_segmenter_is_ready(self->segmenter);
+    gboolean bg = rlx_segmenter_removes_background(self->segmenter);
     gtk_stack_set_visible_child_name(self->stack, self->picture ? "view" : "empty");
     g_autofree char *model_text = self->model_loading ? g_strdup(_("Loading the model…"))
                                   : self->model_name  ? g_strdup(self->model_name)
@@ -668,11 +701,29 @@ static void update_state(RlxSegmentPane *self)
                                           self->all->len),
                                  self->all->len);
         gtk_label_set_text(self->status_label, status);
+    } else if (!self->encoding && bg) {
+        g_autofree char *status = NULL;
+        if (!self->picture)
+            status = g_strdup(_("Open or drop a photo: its background is removed."));
+        else if (self->alpha) {
+            gsize npix = 0;
+            const uint8_t *a = g_bytes_get_data(self->alpha, &npix);
+            gsize fg = 0;
+            for (gsize i = 0; i < npix; i++)
+                fg += a[i] >= 128;
+            /* Translators: after background removal; the share of the picture kept */
+            status = g_strdup_printf(_("Background removed · the foreground is %.0f %% of the "
+                                       "picture. Save or copy the cut-out."),
+                                     npix ? 100.0 * (double)fg / (double)npix : 0.0);
+        } else
+            status = g_strdup("");
+        gtk_label_set_text(self->status_label, status);
     } else if (!self->encoding) {
         g_autofree char *status = NULL;
         if (!self->model)
             status = g_strdup(_("Choose a Segment Anything model (.pth, .safetensors or a "
-                                "Hugging Face folder) to start."));
+                                "Hugging Face folder) or a background-removal model (.onnx) "
+                                "to start."));
         else if (!self->picture)
             status = g_strdup(_("Open or drop a photo."));
         else if (!ready)
@@ -695,13 +746,16 @@ static void update_state(RlxSegmentPane *self)
     gtk_widget_action_set_enabled(w, "segment.redo", self->redo->len > 0);
     gtk_widget_action_set_enabled(w, "segment.clear",
                                   self->all || o->prompt.n_points > 0 || o->prompt.has_box);
-    gtk_widget_action_set_enabled(w, "segment.everything", ready && !self->all_running);
+    gtk_widget_action_set_enabled(w, "segment.everything", ready && !self->all_running && !bg);
     gtk_widget_action_set_enabled(w, "segment.new-object",
-                                  self->n_objects < MAX_OBJECTS && chosen(self, self->current));
+                                  self->n_objects < MAX_OBJECTS && chosen(self, self->current) &&
+                                      !bg);
     gtk_widget_action_set_enabled(w, "segment.next-proposal", n > 1);
     if (self->all)
         any = pk != NULL, p = pk;
-    gtk_widget_action_set_enabled(w, "segment.save-mask", p != NULL);
+    if (bg)
+        any = self->alpha != NULL, p = NULL;
+    gtk_widget_action_set_enabled(w, "segment.save-mask", p != NULL || any);
     gtk_widget_action_set_enabled(w, "segment.save-cutout", any);
     gtk_widget_action_set_enabled(w, "segment.copy-cutout", any);
 }
@@ -744,12 +798,45 @@ static void on_loading(RlxSegmenter *s, const char *what, double fraction, RlxSe
     update_state(self);
 }
 
+static void clear_cutout(RlxSegmentPane *self)
+{
+    g_clear_object(&self->cutout);
+    g_clear_pointer(&self->alpha, g_bytes_unref);
+    gtk_widget_queue_draw(GTK_WIDGET(self->view));
+}
+
+static void on_cutout(RlxSegmenter *s, GdkTexture *cutout, GBytes *alpha, double seconds,
+                      RlxSegmentPane *self)
+{
+    g_set_object(&self->cutout, cutout);
+    g_clear_pointer(&self->alpha, g_bytes_unref);
+    self->alpha = g_bytes_ref(alpha);
+    g_debug("segment cutout: %dx%d in %.2f s", gdk_texture_get_width(cutout),
+            gdk_texture_get_height(cutout), seconds); /* for the UI tests */
+    gtk_widget_queue_draw(GTK_WIDGET(self->view));
+    update_state(self);
+}
+
 static void on_model_ready(RlxSegmenter *s, const char *variant, RlxSegmentPane *self)
 {
     self->model_loading = FALSE;
     g_free(self->model_name);
-    /* Translators: the model's kind, e.g. "SAM vit_b" */
-    self->model_name = g_strdup_printf(_("SAM %s"), variant);
+    if (rlx_segmenter_removes_background(s))
+        /* Translators: the model's name, then what it does */
+        self->model_name = g_strdup_printf(_("%s · Remove Background"), variant);
+    else
+        /* Translators: the model's kind, e.g. "SAM vit_b" */
+        self->model_name = g_strdup_printf(_("SAM %s"), variant);
+    /* a SAM model after a background remover: back to the picture; a
+     * background remover after SAM: its clicks and masks are gone */
+    if (!rlx_segmenter_removes_background(s)) {
+        clear_cutout(self);
+    } else {
+        forget_objects(self);
+        leave_everything(self);
+        self->all_running = FALSE;
+        gtk_widget_queue_draw(GTK_WIDGET(self->view));
+    }
     if (!self->picture)
         set_busy(self, FALSE);
     g_autofree char *t = g_strdup_printf(_("%s is ready"), self->model_name);
@@ -760,6 +847,7 @@ static void on_model_ready(RlxSegmenter *s, const char *variant, RlxSegmentPane 
 static void on_image_ready(RlxSegmenter *s, GdkTexture *t, RlxSegmentPane *self)
 {
     g_set_object(&self->picture, t);
+    clear_cutout(self);
     forget_objects(self);
     leave_everything(self);
     self->all_running = FALSE;
@@ -803,6 +891,8 @@ static void on_failed(RlxSegmenter *s, int status, const char *what, const char 
     } else if (g_strcmp0(what, "everything") == 0) {
         self->all_running = FALSE;
         t = g_strdup_printf(_("Cannot segment everything: %s"), message);
+    } else if (g_strcmp0(what, "encode") == 0 && rlx_segmenter_removes_background(s)) {
+        t = g_strdup_printf(_("Cannot remove the background: %s"), message);
     } else if (g_strcmp0(what, "encode") == 0) {
         t = g_strdup_printf(_("Cannot encode the picture: %s"), message);
     } else {
@@ -857,7 +947,8 @@ static gboolean is_image_name(const char *name)
 
 static gboolean is_model_name(const char *name)
 {
-    return g_str_has_suffix(name, ".pth") || g_str_has_suffix(name, ".pt");
+    return g_str_has_suffix(name, ".pth") || g_str_has_suffix(name, ".pt") ||
+           g_str_has_suffix(name, ".onnx");
 }
 
 gboolean rlx_segment_pane_wants_file(GFile *file)
@@ -918,14 +1009,14 @@ static void choose(RlxSegmentPane *self, const char *kind)
 {
     gboolean model = g_strcmp0(kind, "model") == 0;
     GtkFileChooserNative *d = gtk_file_chooser_native_new(
-        model ? _("Choose a Segment Anything Model") : _("Open a Picture"),
+        model ? _("Choose a Segment Anything or Background-Removal Model") : _("Open a Picture"),
         GTK_WINDOW(gtk_widget_get_root(GTK_WIDGET(self))), GTK_FILE_CHOOSER_ACTION_OPEN, _("_Open"),
         _("_Cancel"));
     g_object_set_data_full(G_OBJECT(d), "rlx-kind", g_strdup(kind), g_free);
     gtk_native_dialog_set_modal(GTK_NATIVE_DIALOG(d), TRUE);
     if (model) {
-        static const char *const pats[] = {"*.pth", "*.pt", "*.safetensors", NULL};
-        add_filter(GTK_FILE_CHOOSER(d), _("Segment Anything checkpoints"), pats);
+        static const char *const pats[] = {"*.pth", "*.pt", "*.safetensors", "*.onnx", NULL};
+        add_filter(GTK_FILE_CHOOSER(d), _("Segment Anything checkpoints, ONNX models"), pats);
     } else {
         static const char *const pats[] = {"*.png", "*.jpg",  "*.jpeg", "*.PNG",
                                            "*.JPG", "*.JPEG", NULL};
@@ -942,6 +1033,13 @@ static uint8_t *union_mask(RlxSegmentPane *self, int *w, int *h)
     *h = gdk_texture_get_height(self->picture);
     gsize npix = (gsize)*w * (gsize)*h;
     uint8_t *m = g_try_malloc0(npix);
+    if (self->alpha) {
+        gsize n = 0;
+        const uint8_t *a = g_bytes_get_data(self->alpha, &n);
+        if (m && n == npix)
+            memcpy(m, a, npix);
+        return m;
+    }
     if (self->all) {
         const RlxSegmentProposal *p = picked(self);
         if (m && p && p->width == *w && p->height == *h)
@@ -983,7 +1081,7 @@ static void save_done(GtkNativeDialog *d, int response, RlxSegmentPane *self)
         gboolean cutout = GPOINTER_TO_INT(g_object_get_data(G_OBJECT(d), "rlx-cutout"));
         int w, h;
         uint8_t *mask = NULL;
-        if (cutout) {
+        if (cutout || self->alpha) {
             mask = union_mask(self, &w, &h);
         } else if (self->all ? picked(self) != NULL : chosen(self, self->current) != NULL) {
             const RlxSegmentProposal *p = self->all ? picked(self) : chosen(self, self->current);
@@ -1181,6 +1279,7 @@ static void rlx_segment_pane_init(RlxSegmentPane *self)
     g_signal_connect(self->segmenter, "memory", G_CALLBACK(on_memory), self);
     g_signal_connect(self->segmenter, "failed", G_CALLBACK(on_failed), self);
     g_signal_connect(self->segmenter, "everything", G_CALLBACK(on_everything), self);
+    g_signal_connect(self->segmenter, "cutout", G_CALLBACK(on_cutout), self);
     self->all_picked = -1;
 
     self->box = gtk_box_new(GTK_ORIENTATION_VERTICAL, 0);
@@ -1193,7 +1292,8 @@ static void rlx_segment_pane_init(RlxSegmentPane *self)
     gtk_widget_set_margin_bottom(bar, 6);
     self->model_button = GTK_BUTTON(gtk_button_new_with_label(_("Choose a Model…")));
     gtk_widget_set_tooltip_text(GTK_WIDGET(self->model_button),
-                                _("The Segment Anything model (.pth, .safetensors or a folder)"));
+                                _("The Segment Anything model (.pth, .safetensors or a folder), "
+                                  "or a background-removal model (.onnx)"));
     gtk_actionable_set_action_name(GTK_ACTIONABLE(self->model_button), "segment.model");
     gtk_box_append(GTK_BOX(bar), GTK_WIDGET(self->model_button));
     GtkWidget *open = gtk_button_new_with_mnemonic(_("_Open Picture…"));
@@ -1297,6 +1397,7 @@ static void rlx_segment_pane_dispose(GObject *o)
         g_clear_object(&self->segmenter);
     }
     g_clear_handle_id(&self->pulse, g_source_remove);
+    rlx_toasts_clear(&self->toasts);
     g_clear_pointer(&self->box, gtk_widget_unparent);
     G_OBJECT_CLASS(rlx_segment_pane_parent_class)->dispose(o);
 }
@@ -1307,6 +1408,8 @@ static void rlx_segment_pane_finalize(GObject *o)
     for (int i = 0; i < MAX_OBJECTS; i++)
         obj_clear_result(&self->objects[i]);
     leave_everything(self);
+    g_clear_object(&self->cutout);
+    g_clear_pointer(&self->alpha, g_bytes_unref);
     g_clear_object(&self->picture);
     g_clear_object(&self->settings);
     g_free(self->model);

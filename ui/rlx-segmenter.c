@@ -2,6 +2,7 @@
 
 #include "engine/image/image.h"
 #include "engine/runtime/session.h"
+#include "models/isnet/isnet.h"
 #include "models/sam/sam-auto.h"
 #include "models/sam/sam-open.h"
 
@@ -16,6 +17,7 @@ enum {
     EV_MEMORY,
     EV_FAILED,
     EV_EVERYTHING,
+    EV_CUTOUT,
 };
 
 typedef struct {
@@ -26,6 +28,7 @@ typedef struct {
     guint serial;
     GdkTexture *texture;
     GPtrArray *proposals;
+    GBytes *alpha;
     RlxMemoryInfo mem;
 } Event;
 
@@ -58,6 +61,7 @@ struct _RlxSegmenter {
 
     /* worker thread only */
     rlx_sam_file *file;
+    rlx_isnet *isnet; /* in place of file, for an .onnx background-removal model */
     char *file_key;
     rlx_image *image;
     rlx_image_prep_info info;
@@ -65,6 +69,7 @@ struct _RlxSegmenter {
 
     /* main thread only */
     gboolean ready;
+    gboolean removes_background;
 };
 
 G_DEFINE_FINAL_TYPE(RlxSegmenter, rlx_segmenter, G_TYPE_OBJECT)
@@ -78,6 +83,7 @@ enum {
     SIG_MEMORY,
     SIG_FAILED,
     SIG_EVERYTHING,
+    SIG_CUTOUT,
     N_SIGNALS,
 };
 static guint signals[N_SIGNALS];
@@ -97,6 +103,8 @@ static void event_free(Event *e)
     g_clear_object(&e->texture);
     if (e->proposals)
         g_ptr_array_unref(e->proposals);
+    if (e->alpha)
+        g_bytes_unref(e->alpha);
     g_free(e);
 }
 
@@ -125,6 +133,7 @@ static gboolean dispatch(gpointer data)
             g_signal_emit(self, signals[SIG_LOADING], 0, e->what, e->a);
             break;
         case EV_MODEL_READY:
+            self->removes_background = e->a != 0;
             g_signal_emit(self, signals[SIG_MODEL_READY], 0, e->text);
             break;
         case EV_IMAGE_READY:
@@ -141,6 +150,9 @@ static gboolean dispatch(gpointer data)
         case EV_EVERYTHING:
             g_signal_emit(self, signals[SIG_EVERYTHING], 0, e->proposals);
             break;
+        case EV_CUTOUT:
+            g_signal_emit(self, signals[SIG_CUTOUT], 0, e->texture, e->alpha, e->a);
+            break;
         case EV_MEMORY:
             g_signal_emit(self, signals[SIG_MEMORY], 0, &e->mem);
             break;
@@ -148,6 +160,8 @@ static gboolean dispatch(gpointer data)
             /* a picture that could not be read leaves the last one ready */
             if (g_strcmp0(e->what, "model") == 0 || g_strcmp0(e->what, "encode") == 0)
                 self->ready = FALSE;
+            if (g_strcmp0(e->what, "model") == 0)
+                self->removes_background = FALSE;
             g_signal_emit(self, signals[SIG_FAILED], 0, e->status, e->what, e->text);
             break;
         }
@@ -196,24 +210,46 @@ static gboolean work_waiting(RlxSegmenter *self)
            self->want_all;
 }
 
+static void post_memory(RlxSegmenter *self, rlx_session *s);
+
 static void load_model(RlxSegmenter *self, ModelReq *m)
 {
     g_autofree char *key = g_strdup_printf("%s\n%s\n%d\n%" G_GUINT64_FORMAT, m->model,
                                            m->device ? m->device : "cpu", m->n_threads, m->budget);
-    if (self->file && g_strcmp0(key, self->file_key) == 0)
+    if ((self->file || self->isnet) && g_strcmp0(key, self->file_key) == 0)
         return;
     rlx_sam_file_close(self->file);
     self->file = NULL;
+    rlx_isnet_close(self->isnet);
+    self->isnet = NULL;
     g_clear_pointer(&self->file_key, g_free);
     self->encoded = FALSE;
     Event *e = event_new(EV_LOADING, "model", NULL);
     e->a = -1;
     post(self, e);
+    rlx_error *err = NULL;
+    if (rlx_isnet_is_onnx_name(m->model)) {
+        rlx_isnet_params ip = rlx_isnet_default_params();
+        ip.device = m->device;
+        ip.n_threads = m->n_threads;
+        ip.memory_budget = m->budget;
+        if (rlx_isnet_open(&ip, m->model, &self->isnet, &err) != RLX_OK) {
+            post_failed(self, "model", err);
+            rlx_error_free(err);
+            return;
+        }
+        self->file_key = g_steal_pointer(&key);
+        rlx_session_set_cancel_flag(rlx_isnet_session(self->isnet), &self->abort);
+        e = event_new(EV_MODEL_READY, NULL, "ISNet");
+        e->a = 1; /* removes the background */
+        post(self, e);
+        post_memory(self, rlx_isnet_session(self->isnet));
+        return;
+    }
     rlx_sam_params p = rlx_sam_default_params();
     p.device = m->device;
     p.n_threads = m->n_threads;
     p.memory_budget = m->budget;
-    rlx_error *err = NULL;
     if (rlx_sam_open(&p, m->model, &self->file, &err) != RLX_OK) {
         post_failed(self, "model", err);
         rlx_error_free(err);
@@ -225,10 +261,14 @@ static void load_model(RlxSegmenter *self, ModelReq *m)
     rlx_sam_info info;
     post(self, event_new(EV_MODEL_READY, NULL,
                          rlx_sam_info_get(sam, &info, NULL) == RLX_OK ? info.variant : "SAM"));
-    rlx_session *s = rlx_sam_session(sam);
+    post_memory(self, rlx_sam_session(sam));
+}
+
+static void post_memory(RlxSegmenter *self, rlx_session *s)
+{
     rlx_session_memory_info mi = rlx_session_memory(s);
     rlx_device_info di;
-    e = event_new(EV_MEMORY, NULL, NULL);
+    Event *e = event_new(EV_MEMORY, NULL, NULL);
     e->mem.weights = mi.weights_bytes;
     e->mem.kv_cache = mi.state_bytes;
     e->mem.activations = mi.arena_bytes;
@@ -274,8 +314,56 @@ static gboolean load_image(RlxSegmenter *self, const char *path)
     return TRUE;
 }
 
+/* The background removed: the alpha, and the picture with it as a texture
+ * (premultiplied, ready to draw over a checkerboard). */
+static void remove_background(RlxSegmenter *self)
+{
+    Event *e = event_new(EV_LOADING, "encoding", NULL);
+    e->a = -1;
+    post(self, e);
+    gint64 t0 = g_get_monotonic_time();
+    rlx_image *im = self->image;
+    gsize npix = (gsize)im->width * (gsize)im->height;
+    uint8_t *alpha = g_try_malloc(npix);
+    uint8_t *rgba = g_try_malloc(npix * 4);
+    rlx_error *err = NULL;
+    rlx_status st = alpha && rgba ? rlx_isnet_run(self->isnet, im, alpha, NULL, &err)
+                                  : rlx_error_set(&err, RLX_ERR_NO_MEMORY, "out of memory");
+    if (st != RLX_OK) {
+        if (st != RLX_ERR_CANCELLED) /* else newer work waits */
+            post_failed(self, "encode", err);
+        rlx_error_free(err);
+        g_free(alpha);
+        g_free(rgba);
+        return;
+    }
+    for (gsize i = 0; i < npix; i++) {
+        unsigned a = alpha[i];
+        for (int c = 0; c < 3; c++)
+            rgba[4 * i + c] = (uint8_t)((im->rgb[3 * i + c] * a + 127) / 255);
+        rgba[4 * i + 3] = (uint8_t)a;
+    }
+    self->encoded = TRUE;
+    double secs = (double)(g_get_monotonic_time() - t0) / 1e6;
+    GBytes *b = g_bytes_new_take(rgba, npix * 4);
+    e = event_new(EV_CUTOUT, NULL, NULL);
+    e->texture = gdk_memory_texture_new(im->width, im->height, GDK_MEMORY_R8G8B8A8_PREMULTIPLIED, b,
+                                        (gsize)im->width * 4);
+    g_bytes_unref(b);
+    e->alpha = g_bytes_new_take(alpha, npix);
+    e->a = secs;
+    post(self, e);
+    e = event_new(EV_ENCODED, NULL, NULL);
+    e->a = secs;
+    post(self, e);
+}
+
 static void encode(RlxSegmenter *self)
 {
+    if (self->isnet && self->image && !self->encoded) {
+        remove_background(self);
+        return;
+    }
     if (!self->file || !self->image || self->encoded)
         return;
     Event *e = event_new(EV_LOADING, "encoding", NULL);
@@ -304,7 +392,7 @@ static void encode(RlxSegmenter *self)
 
 static void run_prompt(RlxSegmenter *self, const RlxSegmentPrompt *p)
 {
-    if (!self->encoded)
+    if (!self->encoded || !self->file)
         return;
     rlx_image *im = self->image;
     float sx = (float)self->info.resized_width / (float)im->width;
@@ -388,7 +476,7 @@ static bool all_progress(void *user, int done, int total)
 
 static void run_all(RlxSegmenter *self, int points_per_side)
 {
-    if (!self->encoded)
+    if (!self->encoded || !self->file)
         return;
     rlx_sam_auto_params ap = rlx_sam_auto_default_params();
     ap.points_per_side = points_per_side;
@@ -457,6 +545,8 @@ static gpointer worker(gpointer data)
     }
     rlx_sam_file_close(self->file);
     self->file = NULL;
+    rlx_isnet_close(self->isnet);
+    self->isnet = NULL;
     rlx_image_free(self->image);
     self->image = NULL;
     return NULL;
@@ -514,6 +604,11 @@ void rlx_segmenter_segment_all(RlxSegmenter *self, int points_per_side)
 gboolean rlx_segmenter_is_ready(RlxSegmenter *self)
 {
     return self->ready;
+}
+
+gboolean rlx_segmenter_removes_background(RlxSegmenter *self)
+{
+    return self->removes_background;
 }
 
 RlxSegmenter *rlx_segmenter_new(void)
@@ -574,6 +669,9 @@ static void rlx_segmenter_class_init(RlxSegmenterClass *klass)
     signals[SIG_EVERYTHING] =
         g_signal_new("everything", G_TYPE_FROM_CLASS(klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL,
                      G_TYPE_NONE, 1, G_TYPE_PTR_ARRAY);
+    signals[SIG_CUTOUT] =
+        g_signal_new("cutout", G_TYPE_FROM_CLASS(klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL,
+                     G_TYPE_NONE, 3, GDK_TYPE_TEXTURE, G_TYPE_BYTES, G_TYPE_DOUBLE);
     signals[SIG_MEMORY] = g_signal_new("memory", G_TYPE_FROM_CLASS(klass), G_SIGNAL_RUN_LAST, 0,
                                        NULL, NULL, NULL, G_TYPE_NONE, 1, G_TYPE_POINTER);
     signals[SIG_FAILED] =

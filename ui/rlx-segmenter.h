@@ -1,5 +1,6 @@
 /* RlxSegmenter: the Segment page's bridge to the SAM runner
- * (models/sam/sam-open.h) and the image reader (engine/image/image.h). One
+ * (models/sam/sam-open.h), the background remover (models/isnet/isnet.h,
+ * chosen for an .onnx model) and the image reader (engine/image/image.h). One
  * worker thread opens the model, decodes and encodes images, and runs the
  * prompts; what it reports arrives on the main loop as signals.
  *
@@ -14,12 +15,17 @@
  * Signals (main thread, in order):
  *   loading (const char *what, double fraction)   the model loads (fraction
  *            -1: no figure); what is "model" or "image"
- *   model-ready (const char *variant)             the model is loaded
+ *   model-ready (const char *variant)             the model is loaded ("ISNet"
+ *            for a background-removal model: rlx_segmenter_removes_background)
  *   image-ready (GdkTexture *picture)             the image, as decoded
  *            (EXIF orientation applied), before its encoding starts
  *   encoded (double seconds)                      the embedding is on the device
  *   masks (guint serial, GPtrArray *proposals)    RlxSegmentProposal *, best
  *            first; serial is the prompt's
+ *   cutout (GdkTexture *cutout, GBytes *alpha, double seconds)   with a
+ *            background-removal model, in place of encoding: the picture with
+ *            the model's alpha (premultiplied) and the alpha itself (width x
+ *            height bytes, 0..255); "encoded" follows
  *   memory (const RlxMemoryInfo *)                what the model takes
  *   everything (GPtrArray *masks)                 RlxSegmentProposal *, largest
  *            first: rlx_segmenter_segment_all's result (progress comes as
@@ -89,5 +95,8 @@ void rlx_segmenter_prompt(RlxSegmenter *self, const RlxSegmentPrompt *p);
 void rlx_segmenter_segment_all(RlxSegmenter *self, int points_per_side);
 /* Whether an image is encoded and prompts can run. */
 gboolean rlx_segmenter_is_ready(RlxSegmenter *self);
+/* Whether the loaded model removes backgrounds (an .onnx model) rather than
+ * taking prompts (SAM). */
+gboolean rlx_segmenter_removes_background(RlxSegmenter *self);
 
 G_END_DECLS

@@ -11,13 +11,31 @@ void rlx_toasts_init(RlxToasts *t, AdwToastOverlay *overlay, GtkWidget *owner)
     t->owner = owner;
     g_queue_init(&t->pending);
     t->last = NULL;
+    t->shown_us = 0;
+    t->later = 0;
+    g_clear_handle_id(&t->later, g_source_remove);
+}
+
+static gboolean flush_later(gpointer data)
+{
+    RlxToasts *t = data;
+    t->later = 0;
+    rlx_toasts_flush(t);
+    return G_SOURCE_REMOVE;
 }
 
 void rlx_toasts_flush(RlxToasts *t)
 {
     GtkWidget *overlay = GTK_WIDGET(t->overlay);
-    if (!overlay || !gtk_widget_get_mapped(overlay))
+    if (!overlay || !gtk_widget_get_mapped(overlay) || g_queue_is_empty(&t->pending))
         return;
+    gint64 now = g_get_monotonic_time(), age_ms = (now - t->shown_us) / 1000;
+    if (t->last && age_ms < RLX_TOASTS_SHOW_MS) {
+        if (!t->later)
+            t->later = g_timeout_add((guint)(RLX_TOASTS_SHOW_MS - age_ms + 1), flush_later, t);
+        return;
+    }
+    t->shown_us = now;
     for (AdwToast *x; (x = g_queue_pop_head(&t->pending));) {
         if (t->last) {
             g_object_remove_weak_pointer(G_OBJECT(t->last), (gpointer *)&t->last);
@@ -66,4 +84,5 @@ void rlx_toasts_clear(RlxToasts *t)
     if (t->last)
         g_object_remove_weak_pointer(G_OBJECT(t->last), (gpointer *)&t->last);
     t->last = NULL;
+    g_clear_handle_id(&t->later, g_source_remove);
 }

@@ -851,6 +851,51 @@ done:
     return st;
 }
 
+rlx_status rlx_image_resize_bilinear_topleft(const uint8_t *src, int sw, int sh, int channels,
+                                             uint8_t *dst, int dw, int dh, rlx_error **err)
+{
+    if (!src || !dst || sw < 1 || sh < 1 || dw < 1 || dh < 1 || channels < 1 || channels > 4)
+        return rlx_error_set(err, RLX_ERR_INVALID_ARG,
+                             "rlx_image_resize_bilinear_topleft needs two images of at least 1x1 "
+                             "with 1 to 4 channels");
+    const int ch = channels;
+    /* The arithmetic is the JavaScript's, in its order and in double, so
+     * that the rounding to uint8 lands where it lands there. */
+    const double scale_x = (double)sw / (double)dw, scale_y = (double)sh / (double)dh;
+    for (int y = 0; y < dh; y++) {
+        double sy = y * scale_y;
+        int y1 = (int)floor(sy), y2 = (int)ceil(sy);
+        if (y1 < 0)
+            y1 = 0;
+        if (y2 > sh - 1)
+            y2 = sh - 1;
+        double dy = sy - y1;
+        const uint8_t *r1 = src + (size_t)y1 * sw * ch, *r2 = src + (size_t)y2 * sw * ch;
+        uint8_t *o = dst + (size_t)y * dw * ch;
+        for (int x = 0; x < dw; x++) {
+            double sx = x * scale_x;
+            int x1 = (int)floor(sx), x2 = (int)ceil(sx);
+            if (x1 < 0)
+                x1 = 0;
+            if (x2 > sw - 1)
+                x2 = sw - 1;
+            double dx = sx - x1;
+            for (int c = 0; c < ch; c++) {
+                double p1 = r1[(size_t)x1 * ch + c], p2 = r1[(size_t)x2 * ch + c];
+                double p3 = r2[(size_t)x1 * ch + c], p4 = r2[(size_t)x2 * ch + c];
+                double v = (1 - dx) * (1 - dy) * p1 + dx * (1 - dy) * p2 + (1 - dx) * dy * p3 +
+                           dx * dy * p4;
+                /* Math.round: halves go up */
+                double r = floor(v);
+                if (v - r >= 0.5)
+                    r += 1;
+                o[(size_t)x * ch + c] = (uint8_t)(r < 0 ? 0 : r > 255 ? 255 : r);
+            }
+        }
+    }
+    return RLX_OK;
+}
+
 rlx_status rlx_image_interpolate_bilinear(const float *src, int sw, int sh, float *dst, int dw,
                                           int dh, rlx_error **err)
 {

@@ -152,6 +152,17 @@ RLX_API rlx_status rlx_image_preprocess(const rlx_image *img, const rlx_image_pr
 RLX_API rlx_status rlx_image_resize_pil_bilinear(const uint8_t *src, int sw, int sh, int channels,
                                                  uint8_t *dst, int dw, int dh, rlx_error **err);
 
+/* The bilinear resize of @imgly/background-removal (its tensorResizeBilinear),
+ * for an interleaved uint8 image of `channels` (1..4) samples a pixel: the
+ * destination pixel (x, y) samples the source at (x * sw / dw, y * sh / dh)
+ * (corners aligned at the top-left, no half-pixel offset), from the 2 x 2
+ * pixels around it (no antialiasing when shrinking), computed in double
+ * precision and rounded half up to uint8, as the JavaScript does, so that
+ * the result is the same byte for byte. dst holds dw * dh * channels bytes. */
+RLX_API rlx_status rlx_image_resize_bilinear_topleft(const uint8_t *src, int sw, int sh,
+                                                     int channels, uint8_t *dst, int dw, int dh,
+                                                     rlx_error **err);
+
 /* torch.nn.functional.interpolate(x, (dh, dw), mode="bilinear",
  * align_corners=False) of one float plane (no antialiasing), as the CPU
  * kernel computes it in float. */

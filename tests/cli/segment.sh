@@ -157,4 +157,18 @@ refuse "--all with a point" "rlx: segment: --all finds every object by itself*" 
     -m "$tmp/sam.safetensors" -i "$tmp/pic.png" --all --point 1,1 --json
 refuse "a grid too fine" "rlx: segment: --points-per-side wants 1 to 64, not '65'" \
     -m "$tmp/sam.safetensors" -i "$tmp/pic.png" --all --points-per-side 65 --json
+# an .onnx model removes the background: no prompt, and other ONNX models are refused
+cp "$tmp/notes.png" "$tmp/notes.onnx"
+refuse ".onnx with a point" "rlx: segment: */notes.onnx removes the background by itself: leave --point*" \
+    -m "$tmp/notes.onnx" -i "$tmp/pic.png" --point 1,1 --json
+refuse ".onnx with --all" "rlx: segment: *removes the background by itself*" \
+    -m "$tmp/notes.onnx" -i "$tmp/pic.png" --all --json
+refuse ".onnx, nothing to write" "rlx: segment: nothing to write: give --cutout OUT.png*" \
+    -m "$tmp/notes.onnx" -i "$tmp/pic.png"
+refuse "a text file as the .onnx model" "rlx: *notes.onnx*" -m "$tmp/notes.onnx" -i "$tmp/pic.png" --json
+conv=/usr/share/libonnx-testdata/data/node/test_conv_with_strides_and_asymmetric_padding/model.onnx
+if [ -f "$conv" ]; then
+    refuse "an ONNX model of another kind" "rlx: segment: */model.onnx is not a background-removal model*" \
+        -m "$conv" -i "$tmp/pic.png" --json
+fi
 exit $fail

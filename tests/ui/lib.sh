@@ -77,13 +77,14 @@ fail() {
     exit 1
 }
 
-# wait_for WHAT COMMAND...: up to 30 s for COMMAND to succeed while the app lives.
+# wait_for WHAT COMMAND...: up to 30 s (or $ui_wait_s) for COMMAND to succeed
+# while the app lives.
 wait_for() {
     what=$1
     shift
     i=0
     until "$@"; do
-        [ $i -lt 150 ] || fail "$what (after 30 s)"
+        [ $i -lt $((${ui_wait_s:-30} * 5)) ] || fail "$what (after ${ui_wait_s:-30} s)"
         kill -0 "$pid" 2>/dev/null || fail "rlx-studio died waiting for: $what"
         sleep 0.2
         i=$((i + 1))
