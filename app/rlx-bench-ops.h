@@ -28,6 +28,12 @@ double rlx_bench_measure_bandwidth(rlx_threadpool *pool, int repeats, size_t byt
  * memory. */
 void *rlx_bench_big_alloc(size_t bytes);
 
+/* The f32 GEMM rate in GFLOP/s at 1024 x 1024 x 1024: the best of our
+ * kernels, OpenBLAS and the dispatcher (as `rlx bench ops` times them), best
+ * of `repeats` runs after a warm-up. The yardstick of the benchmarks' GEMM
+ * shares. */
+double rlx_bench_gemm_peak(rlx_threadpool *pool, int repeats);
+
 /* The median of v[0..n), n >= 1 (sorts v). */
 double rlx_bench_median(double *v, int n);
 

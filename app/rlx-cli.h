@@ -22,6 +22,8 @@ int rlx_info_onnx(const char *path, bool with_tensors, bool as_json);
 int rlx_cmd_imagine(int argc, char **argv);
 /* rlx bench whisper (argv[0] is "whisper"). */
 int rlx_bench_whisper_main(int argc, char **argv);
+/* rlx bench flux2 (argv[0] is "flux2"). */
+int rlx_bench_flux2_main(int argc, char **argv);
 /* rlx bench sam (argv[0] is "sam"). */
 int rlx_bench_sam_main(int argc, char **argv);
 

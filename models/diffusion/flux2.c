@@ -693,3 +693,8 @@ rlx_status rlx_flux2_generate(rlx_flux2 *f, const rlx_flux2_request *req, rlx_fl
     work_free(&w);
     return st;
 }
+
+struct rlx_flux2_dit *rlx_flux2_transformer(rlx_flux2 *f)
+{
+    return f ? f->dit : NULL;
+}

@@ -150,6 +150,10 @@ RLX_API rlx_status rlx_flux2_generate(rlx_flux2 *f, const rlx_flux2_request *r,
                                       rlx_flux2_progress_fn fn, void *user, rlx_image **out,
                                       rlx_error **err);
 
+struct rlx_flux2_dit;
+/* The transformer (flux2-dit.h), for its configuration; owned by f. */
+RLX_API struct rlx_flux2_dit *rlx_flux2_transformer(rlx_flux2 *f);
+
 /* From any thread: the running (or next) generate stops after its step. */
 RLX_API void rlx_flux2_cancel(rlx_flux2 *f);
 
