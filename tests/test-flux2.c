@@ -321,9 +321,9 @@ static void cpu_init_and_refs(void **state)
     /* image-to-image starts from another latent: a different picture. A
      * reference picture only adds keys to attend to; through the tiny
      * random model's near-uniform attention it moves the picture a little
-     * (about 50 dB), but it must move it (99: identical) */
+     * (about 43 dB with a 256 x 256 one), but it must move it */
     assert_true(d1 < 40.0);
-    assert_true(d2 < 90.0);
+    assert_true(d2 < 50.0);
     rlx_image_free(plain);
     rlx_image_free(i2i);
     rlx_image_free(edit);
