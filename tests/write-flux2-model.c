@@ -17,6 +17,10 @@
  *       klein 4B's transformer at its published shape (hidden 3072, 5 double,
  *       20 single blocks, joint_dim 7680) with BFL names: BF16 safetensors
  *       (F16 with --f16), or GGUF Q8_0 (F16 with --f16), for benchmarks.
+ *   write-flux2-model --transformer OUT.safetensors|OUT.gguf [--f16|--q8]
+ *       the tiny folder's transformer alone, the same weights, as a single
+ *       file with BFL names (as --klein4b writes it), for the single-file
+ *       path (with the folder's text_encoder/ and vae/).
  *   write-flux2-model --vae OUT.safetensors
  *       the FLUX.2 VAE at its real widths with BFL names (as ae.safetensors), F16.
  */
@@ -38,6 +42,7 @@ int main(int argc, char **argv)
 {
     const char *tok = RLX_TEST_DATA_DIR "/tokenizers/hf-qwen3";
     const char *out = NULL, *klein = NULL, *vae = NULL;
+    bool tiny_transformer = false;
     bool base = false, f16 = false, q8 = false, ok = argc >= 2;
     for (int i = 1; ok && i < argc; i++) {
         if (!strcmp(argv[i], "--base"))
@@ -50,6 +55,8 @@ int main(int argc, char **argv)
             tok = argv[++i];
         else if (!strcmp(argv[i], "--klein4b") && i + 1 < argc)
             klein = argv[++i];
+        else if (!strcmp(argv[i], "--transformer") && i + 1 < argc)
+            klein = argv[++i], tiny_transformer = true;
         else if (!strcmp(argv[i], "--vae") && i + 1 < argc)
             vae = argv[++i];
         else if (argv[i][0] != '-' && !out)
@@ -61,6 +68,8 @@ int main(int argc, char **argv)
     if (!ok) {
         fprintf(stderr, "usage: write-flux2-model DIR [--base] [--tokenizer DIR]\n"
                         "       write-flux2-model --klein4b OUT.safetensors|OUT.gguf [--f16|--q8]\n"
+                        "       write-flux2-model --transformer OUT.safetensors|OUT.gguf "
+                        "[--f16|--q8]\n"
                         "       write-flux2-model --vae OUT.safetensors\n");
         return 1;
     }
@@ -74,14 +83,15 @@ int main(int argc, char **argv)
             fprintf(stderr, "write-flux2-model: Q8_0 is for .gguf files only\n");
             return 1;
         }
-        rlx_flux2_writer_opts o = {.format = gguf ? RLX_F2W_GGUF : RLX_F2W_BFL,
-                                   .dtype = f16    ? RLX_DTYPE_F16
-                                            : gguf ? RLX_DTYPE_Q8_0
-                                                   : RLX_DTYPE_BF16,
-                                   .hidden = 3072,
-                                   .n_double = 5,
-                                   .n_single = 20,
-                                   .joint_dim = 7680};
+        rlx_flux2_writer_opts o = {
+            .format = gguf ? RLX_F2W_GGUF : RLX_F2W_BFL,
+            .dtype = f16    ? RLX_DTYPE_F16
+                     : gguf ? RLX_DTYPE_Q8_0
+                            : RLX_DTYPE_BF16,
+            .hidden = tiny_transformer ? 256 : 3072,
+            .n_double = tiny_transformer ? 1 : 5,
+            .n_single = tiny_transformer ? 1 : 20,
+            .joint_dim = tiny_transformer ? 3 * RLX_FLUX2_MODEL_WRITER_TEXT_HIDDEN : 7680};
         st = rlx_flux2_writer_write(klein, &o, &err);
     } else {
         rlx_flux2_vae_writer_opts o = {.bfl_names = true};

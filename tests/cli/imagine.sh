@@ -4,7 +4,9 @@
 # the TAEF2 preview decoder are the real ones of ../shared/data): a 256x256
 # PNG with its settings in a "parameters" text chunk, a TAEF2 preview PNG per
 # step that changes from step to step, the same seed giving the same picture,
-# nothing replaced without --force, a size rounded to a multiple of 16 with a
+# nothing replaced without --force, the same transformer as one BFL-named
+# file (safetensors: the same pixels; GGUF Q8_0: within 35 dB), a size
+# rounded to a multiple of 16 with a
 # note, the base model with a negative prompt, and bad input refused with
 # exit status 1, one line and no PNG. Random weights make the pictures
 # noise: test-flux2 checks the numbers against PyTorch.
@@ -84,6 +86,59 @@ run -m "$tmp/tiny" -p "a red cat" --seed 7 -o "$tmp/cat2.png" 2>/dev/null &&
 run -m "$tmp/tiny" -p "a red cat" --seed 8 -o "$tmp/cat3.png" 2>/dev/null &&
     ! cmp -s "$tmp/cat.png" "$tmp/cat3.png" && ok "another seed: another PNG" ||
     bad "another seed gives the same PNG"
+
+# the same transformer as a single file with BFL names (BF16 safetensors: the
+# same pixels; GGUF Q8_0: within the quantization's error, measured 50 dB),
+# with the folder's text encoder and VAE
+pixels_psnr() { # pixels_psnr A.png B.png: the PSNR of two 8-bit RGB PNGs (99 when equal)
+    python3 - "$1" "$2" <<'PY'
+import math, struct, sys, zlib
+def rgb(path):
+    d = open(path, "rb").read()
+    w, h = struct.unpack(">II", d[16:24])
+    i, idat = 8, b""
+    while i < len(d):
+        n, t = struct.unpack(">I4s", d[i:i + 8])
+        if t == b"IDAT":
+            idat += d[i + 8:i + 8 + n]
+        i += 12 + n
+    raw, out, prev, s = zlib.decompress(idat), bytearray(), bytearray(3 * w), 3 * w + 1
+    for y in range(h):
+        f, line = raw[y * s], bytearray(raw[y * s + 1:(y + 1) * s])
+        for x in range(3 * w):
+            a = line[x - 3] if x >= 3 else 0
+            b, c = prev[x], prev[x - 3] if x >= 3 else 0
+            if f == 1: line[x] = (line[x] + a) & 255
+            elif f == 2: line[x] = (line[x] + b) & 255
+            elif f == 3: line[x] = (line[x] + (a + b) // 2) & 255
+            elif f == 4:
+                p = a + b - c
+                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+                line[x] = (line[x] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
+        out += line
+        prev = line
+    return out
+a, b = rgb(sys.argv[1]), rgb(sys.argv[2])
+se = sum((x - y) ** 2 for x, y in zip(a, b))
+print(99 if se == 0 else round(10 * math.log10(255 ** 2 * len(a) / se), 1))
+PY
+}
+"$writer" --transformer "$tmp/t.safetensors" && "$writer" --transformer "$tmp/t.gguf" || exit 1
+for f in t.safetensors t.gguf; do
+    if run -m "$tmp/$f" --text-encoder "$tmp/tiny/text_encoder" --vae "$tmp/tiny/vae" \
+        -p "a red cat" --seed 7 -o "$tmp/$f.png" 2>"$tmp/err"; then
+        db=$(pixels_psnr "$tmp/cat.png" "$tmp/$f.png")
+        case $f in
+        *.safetensors) [ "$db" = 99 ] && ok "a single BFL-named $f: the same pixels" ||
+            bad "a single BFL-named $f: $db dB from the folder's picture" ;;
+        *) python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) >= 35 else 1)" "$db" &&
+            ok "a single Q8_0 $f: $db dB from the folder's picture (>= 35)" ||
+            bad "a single Q8_0 $f: $db dB from the folder's picture" ;;
+        esac
+    else
+        bad "a single transformer file $f: $(cat "$tmp/err")"
+    fi
+done
 
 # nothing replaced without --force
 cp "$tmp/cat3.png" "$tmp/keep.png"
