@@ -100,9 +100,9 @@ rlx_status rlx_flux2_model_writer_write(const char *root, bool base, const char 
                                     .vocab = 151936};
         st = rlx_qwen3_writer_write_hf(te, &s, err);
     }
-    if (st == RLX_OK)
+    if (st == RLX_OK && tok)
         st = copy(tok, tk, "tokenizer.json", err);
-    if (st == RLX_OK)
+    if (st == RLX_OK && tok)
         st = copy(tok, tk, "tokenizer_config.json", err);
     if (st == RLX_OK) {
         static const int w[4] = {32, 32, 32, 32};

@@ -25,7 +25,8 @@
 
 #define RLX_FLUX2_MODEL_WRITER_TEXT_HIDDEN 64
 
-/* Errors: RLX_ERR_IO, RLX_ERR_NO_MEMORY. */
+/* tok NULL: tokenizer/ is left empty (the folder then cannot be opened).
+ * Errors: RLX_ERR_IO, RLX_ERR_NO_MEMORY. */
 rlx_status rlx_flux2_model_writer_write(const char *root, bool base, const char *tok,
                                         rlx_error **err);
 

@@ -6,9 +6,8 @@
 # step that changes from step to step, the same seed giving the same picture,
 # nothing replaced without --force, the same transformer as one BFL-named
 # file (safetensors: the same pixels; GGUF Q8_0: within 35 dB), a size
-# rounded to a multiple of 16 with a
-# note, the base model with a negative prompt, and bad input refused with
-# exit status 1, one line and no PNG. Random weights make the pictures
+# rounded to a multiple of 16 with a note, the base model with a negative
+# prompt, and bad input refused with exit status 1, one line and no PNG. Random weights make the pictures
 # noise: test-flux2 checks the numbers against PyTorch.
 set -u
 rlx=$1
