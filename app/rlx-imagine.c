@@ -36,7 +36,7 @@ static const char usage[] =
     "  --text-encoder PATH   a Qwen3 .gguf or text_encoder folder (single-file models)\n"
     "  --vae PATH            the FLUX.2 VAE .safetensors or vae folder (single-file models)\n"
     "  --preview-decoder F   TAEF2 decoder (taef2_decoder.safetensors) for --preview-dir\n"
-    "  --preview-dir DIR     a preview PNG after every step: DIR/step-NN.png\n"
+    "  --preview-dir DIR     a preview PNG after every step: DIR/step-NN.png (DIR is made)\n"
     "  --force               replace OUT.png (and previews) if they exist\n"
     "  --device DEV          cpu (default), vulkan:N, cuda:N\n"
     "  --memory-budget SIZE  e.g. 8G: the text encoder is released before denoising when\n"
@@ -71,8 +71,8 @@ static bool on_progress(void *user, const rlx_flux2_progress *p)
         break;
     case RLX_FLUX2_STAGE_STEP:
         if (p->seconds_left >= 0)
-            fprintf(stderr, "imagine: step %d of %d, %.1f s, about %.0f s left\n", p->step,
-                    p->steps, p->seconds, p->seconds_left);
+            fprintf(stderr, "imagine: step %d of %d, %.1f s, about %.*f s left\n", p->step,
+                    p->steps, p->seconds, p->seconds_left < 10 ? 1 : 0, p->seconds_left);
         else
             fprintf(stderr, "imagine: step %d of %d, %.1f s\n", p->step, p->steps, p->seconds);
         if (c->preview_dir && p->preview) {
@@ -275,8 +275,20 @@ int rlx_cmd_imagine(int argc, char **argv)
     if (preview_dir && !fp.preview_decoder)
         return rlx_cli_fail("imagine: --preview-dir needs --preview-decoder "
                             "taef2_decoder.safetensors (the tiny decoder that makes previews)");
+    {
+        /* before the model is read: a blank prompt is refused in one line */
+        const char *c = prompt;
+        while (*c == ' ' || *c == '\t' || *c == '\n' || *c == '\r')
+            c++;
+        if (!*c)
+            return rlx_cli_fail("imagine: the prompt is empty: say what the picture should show");
+    }
     if (preview_dir) {
+        /* made when absent (one level, as mkdir does) */
         struct stat st;
+        if (stat(preview_dir, &st) != 0 && mkdir(preview_dir, 0755) != 0)
+            return rlx_cli_fail("imagine: --preview-dir %s cannot be made: %s", preview_dir,
+                                strerror(errno));
         if (stat(preview_dir, &st) != 0 || !S_ISDIR(st.st_mode))
             return rlx_cli_fail("imagine: --preview-dir %s is not a folder", preview_dir);
     }
@@ -326,9 +338,11 @@ int rlx_cmd_imagine(int argc, char **argv)
     for (int i = 0; i < n_refs; i++)
         r.refs[i] = refs[i];
     r.n_refs = n_refs;
-    if (negative && *negative && !info.uses_negative)
+    if (negative && *negative && !info.uses_negative) {
         fprintf(stderr, "imagine: note: this model (distilled) takes no negative prompt; it is "
                         "left out\n");
+        r.negative = NULL; /* nor named in the PNG's parameters */
+    }
     if (guidance >= 0 && info.distilled && guidance != 1)
         fprintf(stderr, "imagine: note: the distilled model ignores --guidance\n");
     if (rlx_flux2_check_request(f, &r, &note, &err) != RLX_OK) {

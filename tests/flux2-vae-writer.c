@@ -99,9 +99,10 @@ static void mid(list *l, const char *side, int c)
     res(l, nm, c, c);
 }
 
-static void build(list *l, bool decoder_only, const int *dec_widths)
+static void build(list *l, bool decoder_only, const int *enc_widths, const int *dec_widths)
 {
-    static const int enc_ch[4] = {128, 256, 512, 512};
+    static const int real_ch[4] = {128, 256, 512, 512};
+    const int *enc_ch = enc_widths ? enc_widths : real_ch;
     const int *ch = enc_ch;
     char nm[96];
     push(l, "bn.running_mean", 1, 4 * LAT, 0, 0, 0);
@@ -125,8 +126,7 @@ static void build(list *l, bool decoder_only, const int *dec_widths)
         conv(l, "encoder.conv_out", ch[3], 2 * LAT, 3);
         conv(l, "quant_conv", 2 * LAT, 2 * LAT, 1);
     }
-    if (dec_widths)
-        ch = dec_widths;
+    ch = dec_widths ? dec_widths : real_ch;
     conv(l, "post_quant_conv", LAT, LAT, 1);
     conv(l, "decoder.conv_in", LAT, ch[3], 3);
     mid(l, "decoder", ch[3]);
@@ -269,7 +269,7 @@ rlx_status rlx_flux2_vae_writer_write(const char *path, const rlx_flux2_vae_writ
         o = &none;
     const char *prefix = o->prefix ? o->prefix : "";
     list l = {0};
-    build(&l, o->decoder_only, o->dec_widths);
+    build(&l, o->decoder_only, o->enc_widths, o->dec_widths);
     rlx_status st = RLX_OK;
     size_t hcap = 1 << 20, hl = 0;
     char *hdr = malloc(hcap);

@@ -39,7 +39,9 @@ typedef struct rlx_flux2_vae_writer_opts {
     const char *skip;      /* a diffusers name to leave out, or NULL */
     const char *misshape;  /* a diffusers name to write with its first dim doubled, or NULL */
     const int *dec_widths; /* the decoder's 4 block widths (FLUX.2-small-decoder: 96 192 384
-                            * 384), or NULL for 128 256 512 512; no reference has them */
+                            * 384), or NULL for 128 256 512 512 */
+    const int *enc_widths; /* the encoder's 4 block widths, or NULL for 128 256 512 512
+                            * (multiples of 32: GroupNorm's 32 groups) */
 } rlx_flux2_vae_writer_opts;
 
 /* Errors: RLX_ERR_IO, RLX_ERR_NO_MEMORY. */

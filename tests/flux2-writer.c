@@ -10,8 +10,6 @@
 
 #include "engine/formats/gguf.h"
 
-#define C_ RLX_F2W_HIDDEN
-#define M_ RLX_F2W_MLP
 #define D_ 128
 
 static uint64_t fnv1a64(const char *s)
@@ -53,14 +51,18 @@ typedef struct otensor {
 } otensor;
 
 typedef struct model {
-    otensor t[64];
-    int n;
+    otensor *t;
+    int n, cap;
     int in_ch;
+    int64_t C, M, J; /* hidden, MLP, joint_dim */
+    int n_double, n_single;
 } model;
 
 static void add(model *m, const char *name, int64_t rows, int64_t cols, bool norm, int n_p,
                 const char *const *src, const int64_t *row0, const int64_t *n_rows)
 {
+    if (m->n == m->cap)
+        return; /* cannot happen: build() sizes the table */
     otensor *t = &m->t[m->n++];
     snprintf(t->name, sizeof t->name, "%s", name);
     t->rows = rows;
@@ -83,11 +85,13 @@ static void add1(model *m, const char *name, const char *src, int64_t rows, int6
 static void build(model *m, rlx_f2w_format f, int in_ch, bool guidance)
 {
     bool bfl = f == RLX_F2W_BFL || f == RLX_F2W_GGUF;
+    const int64_t C_ = m->C, M_ = m->M;
     m->n = 0;
     m->in_ch = in_ch;
+    char bn[128], dn[128];
 #define G(bn, dn, r, c) add1(m, bfl ? bn : dn, dn, r, c, false)
     G("img_in.weight", "x_embedder.weight", C_, in_ch);
-    G("txt_in.weight", "context_embedder.weight", C_, RLX_F2W_JOINT);
+    G("txt_in.weight", "context_embedder.weight", C_, m->J);
     G("time_in.in_layer.weight", "time_guidance_embed.timestep_embedder.linear_1.weight", C_, 256);
     G("time_in.out_layer.weight", "time_guidance_embed.timestep_embedder.linear_2.weight", C_, C_);
     G("double_stream_modulation_img.lin.weight", "double_stream_modulation_img.linear.weight",
@@ -95,47 +99,56 @@ static void build(model *m, rlx_f2w_format f, int in_ch, bool guidance)
     G("double_stream_modulation_txt.lin.weight", "double_stream_modulation_txt.linear.weight",
       6 * C_, C_);
     G("single_stream_modulation.lin.weight", "single_stream_modulation.linear.weight", 3 * C_, C_);
-    if (bfl) {
-        const char *const src[3] = {"transformer_blocks.0.attn.to_q.weight",
-                                    "transformer_blocks.0.attn.to_k.weight",
-                                    "transformer_blocks.0.attn.to_v.weight"};
-        const char *const srt[3] = {"transformer_blocks.0.attn.add_q_proj.weight",
-                                    "transformer_blocks.0.attn.add_k_proj.weight",
-                                    "transformer_blocks.0.attn.add_v_proj.weight"};
-        const int64_t r0[3] = {0, 0, 0}, nr[3] = {C_, C_, C_};
-        add(m, "double_blocks.0.img_attn.qkv.weight", 3 * C_, C_, false, 3, src, r0, nr);
-        add(m, "double_blocks.0.txt_attn.qkv.weight", 3 * C_, C_, false, 3, srt, r0, nr);
-    } else {
-        static const char *const qkv[6] = {"to_q",       "to_k",       "to_v",
-                                           "add_q_proj", "add_k_proj", "add_v_proj"};
-        for (int i = 0; i < 6; i++) {
-            char nm[96];
-            snprintf(nm, sizeof nm, "transformer_blocks.0.attn.%s.weight", qkv[i]);
-            add1(m, nm, nm, C_, C_, false);
+    for (int b = 0; b < m->n_double; b++) {
+#define BN(fmt) (snprintf(bn, sizeof bn, "double_blocks.%d." fmt, b), bn)
+#define DN(fmt) (snprintf(dn, sizeof dn, "transformer_blocks.%d." fmt, b), dn)
+        if (bfl) {
+            char s0[3][96], s1[3][96];
+            static const char *const a[3] = {"to_q", "to_k", "to_v"};
+            static const char *const t[3] = {"add_q_proj", "add_k_proj", "add_v_proj"};
+            for (int i = 0; i < 3; i++) {
+                snprintf(s0[i], sizeof s0[i], "transformer_blocks.%d.attn.%s.weight", b, a[i]);
+                snprintf(s1[i], sizeof s1[i], "transformer_blocks.%d.attn.%s.weight", b, t[i]);
+            }
+            const char *const src[3] = {s0[0], s0[1], s0[2]};
+            const char *const srt[3] = {s1[0], s1[1], s1[2]};
+            const int64_t r0[3] = {0, 0, 0}, nr[3] = {C_, C_, C_};
+            add(m, BN("img_attn.qkv.weight"), 3 * C_, C_, false, 3, src, r0, nr);
+            add(m, BN("txt_attn.qkv.weight"), 3 * C_, C_, false, 3, srt, r0, nr);
+        } else {
+            static const char *const qkv[6] = {"to_q",       "to_k",       "to_v",
+                                               "add_q_proj", "add_k_proj", "add_v_proj"};
+            for (int i = 0; i < 6; i++) {
+                char nm[96];
+                snprintf(nm, sizeof nm, "transformer_blocks.%d.attn.%s.weight", b, qkv[i]);
+                add1(m, nm, nm, C_, C_, false);
+            }
         }
+        /* BN() and DN() write different buffers: both may appear in one call */
+        G(BN("img_attn.proj.weight"), DN("attn.to_out.0.weight"), C_, C_);
+        G(BN("txt_attn.proj.weight"), DN("attn.to_add_out.weight"), C_, C_);
+#define N(b_, d_) add1(m, bfl ? b_ : d_, d_, 0, D_, true)
+        N(BN("img_attn.norm.query_norm.scale"), DN("attn.norm_q.weight"));
+        N(BN("img_attn.norm.key_norm.scale"), DN("attn.norm_k.weight"));
+        N(BN("txt_attn.norm.query_norm.scale"), DN("attn.norm_added_q.weight"));
+        N(BN("txt_attn.norm.key_norm.scale"), DN("attn.norm_added_k.weight"));
+        G(BN("img_mlp.0.weight"), DN("ff.linear_in.weight"), 2 * M_, C_);
+        G(BN("img_mlp.2.weight"), DN("ff.linear_out.weight"), C_, M_);
+        G(BN("txt_mlp.0.weight"), DN("ff_context.linear_in.weight"), 2 * M_, C_);
+        G(BN("txt_mlp.2.weight"), DN("ff_context.linear_out.weight"), C_, M_);
+#undef BN
+#undef DN
     }
-    G("double_blocks.0.img_attn.proj.weight", "transformer_blocks.0.attn.to_out.0.weight", C_, C_);
-    G("double_blocks.0.txt_attn.proj.weight", "transformer_blocks.0.attn.to_add_out.weight", C_,
-      C_);
-#define N(bn, dn) add1(m, bfl ? bn : dn, dn, 0, D_, true)
-    N("double_blocks.0.img_attn.norm.query_norm.scale", "transformer_blocks.0.attn.norm_q.weight");
-    N("double_blocks.0.img_attn.norm.key_norm.scale", "transformer_blocks.0.attn.norm_k.weight");
-    N("double_blocks.0.txt_attn.norm.query_norm.scale",
-      "transformer_blocks.0.attn.norm_added_q.weight");
-    N("double_blocks.0.txt_attn.norm.key_norm.scale",
-      "transformer_blocks.0.attn.norm_added_k.weight");
-    G("double_blocks.0.img_mlp.0.weight", "transformer_blocks.0.ff.linear_in.weight", 2 * M_, C_);
-    G("double_blocks.0.img_mlp.2.weight", "transformer_blocks.0.ff.linear_out.weight", C_, M_);
-    G("double_blocks.0.txt_mlp.0.weight", "transformer_blocks.0.ff_context.linear_in.weight",
-      2 * M_, C_);
-    G("double_blocks.0.txt_mlp.2.weight", "transformer_blocks.0.ff_context.linear_out.weight", C_,
-      M_);
-    G("single_blocks.0.linear1.weight", "single_transformer_blocks.0.attn.to_qkv_mlp_proj.weight",
-      3 * C_ + 2 * M_, C_);
-    G("single_blocks.0.linear2.weight", "single_transformer_blocks.0.attn.to_out.weight", C_,
-      C_ + M_);
-    N("single_blocks.0.norm.query_norm.scale", "single_transformer_blocks.0.attn.norm_q.weight");
-    N("single_blocks.0.norm.key_norm.scale", "single_transformer_blocks.0.attn.norm_k.weight");
+    for (int b = 0; b < m->n_single; b++) {
+#define BN(fmt) (snprintf(bn, sizeof bn, "single_blocks.%d." fmt, b), bn)
+#define DN(fmt) (snprintf(dn, sizeof dn, "single_transformer_blocks.%d.attn." fmt, b), dn)
+        G(BN("linear1.weight"), DN("to_qkv_mlp_proj.weight"), 3 * C_ + 2 * M_, C_);
+        G(BN("linear2.weight"), DN("to_out.weight"), C_, C_ + M_);
+        N(BN("norm.query_norm.scale"), DN("norm_q.weight"));
+        N(BN("norm.key_norm.scale"), DN("norm_k.weight"));
+#undef BN
+#undef DN
+    }
     if (bfl) {
         /* BFL keeps [shift; scale], diffusers [scale; shift] */
         const char *const src[2] = {"norm_out.linear.weight", "norm_out.linear.weight"};
@@ -373,11 +386,13 @@ static rlx_status write_folder(const char *root, const model *m, rlx_dtype want,
     char cfg[1024];
     snprintf(cfg, sizeof cfg,
              "{\"_class_name\": \"Flux2Transformer2DModel\", \"attention_head_dim\": 128, "
-             "\"axes_dims_rope\": [32, 32, 32, 32], \"eps\": 1e-06, \"guidance_embeds\": false, "
-             "\"in_channels\": %d, \"joint_attention_dim\": 7680, \"mlp_ratio\": 3.0, "
-             "\"num_attention_heads\": 24, \"num_layers\": 1, \"num_single_layers\": 1, "
-             "\"patch_size\": 1, \"rope_theta\": 2000, \"timestep_guidance_channels\": 256}\n",
-             m->in_ch);
+             "\"axes_dims_rope\": [32, 32, 32, 32], \"eps\": 1e-06, \"guidance_embeds\": %s, "
+             "\"in_channels\": %d, \"joint_attention_dim\": %lld, \"mlp_ratio\": 3.0, "
+             "\"num_attention_heads\": %lld, \"num_layers\": %d, \"num_single_layers\": %d, "
+             "\"out_channels\": null, \"patch_size\": 1, \"rope_theta\": 2000, "
+             "\"timestep_guidance_channels\": 256}\n",
+             o->guidance ? "true" : "false", m->in_ch, (long long)m->J, (long long)(m->C / D_),
+             m->n_double, m->n_single);
     snprintf(p, sizeof p, "%s/config.json", dir);
     if (st == RLX_OK)
         st = write_text(p, o->config ? o->config : cfg, err);
@@ -390,7 +405,7 @@ static rlx_status write_folder(const char *root, const model *m, rlx_dtype want,
     }
     if (st != RLX_OK)
         return st;
-    size_t cap = 16384, len = 0;
+    size_t cap = 256 + (size_t)m->n * 256, len = 0;
     char *idx = malloc(cap);
     if (!idx)
         return rlx_error_set(err, RLX_ERR_NO_MEMORY, "flux2-writer: out of memory");
@@ -416,7 +431,11 @@ static rlx_status write_gguf(const char *path, const model *m, rlx_dtype want, c
     rlx_gguf_writer *w = rlx_gguf_writer_create();
     if (!w)
         return rlx_error_set(err, RLX_ERR_NO_MEMORY, "flux2-writer: out of memory");
-    gen_ctx ctx[64];
+    gen_ctx *ctx = calloc((size_t)m->n, sizeof *ctx);
+    if (!ctx) {
+        rlx_gguf_writer_free(w);
+        return rlx_error_set(err, RLX_ERR_NO_MEMORY, "flux2-writer: out of memory");
+    }
     rlx_gguf_writer_set_str(w, "general.architecture", "flux");
     for (int i = 0; i < m->n; i++) {
         const otensor *t = &m->t[i];
@@ -432,6 +451,7 @@ static rlx_status write_gguf(const char *path, const model *m, rlx_dtype want, c
     }
     rlx_status st = rlx_gguf_writer_write(w, path, err);
     rlx_gguf_writer_free(w);
+    free(ctx);
     return st;
 }
 
@@ -445,9 +465,29 @@ rlx_status rlx_flux2_writer_write(const char *path, const rlx_flux2_writer_opts 
     int in_ch = o->in_channels ? o->in_channels : 128;
     if (in_ch < 1 || in_ch > 4096)
         return rlx_error_set(err, RLX_ERR_INVALID_ARG, "flux2-writer: in_channels %d", in_ch);
+    int hidden = o->hidden ? o->hidden : RLX_F2W_HIDDEN;
+    int n_double = o->n_double ? o->n_double : 1, n_single = o->n_single ? o->n_single : 1;
+    int joint = o->joint_dim ? o->joint_dim : RLX_F2W_JOINT;
+    if (hidden < D_ || hidden % D_ || hidden > 16384 || n_double < 1 || n_double > 64 ||
+        n_single < 1 || n_single > 128 || joint < 1 || joint > 65536)
+        return rlx_error_set(err, RLX_ERR_INVALID_ARG,
+                             "flux2-writer: hidden %d (a multiple of 128), %d double and %d single "
+                             "blocks, joint_dim %d",
+                             hidden, n_double, n_single, joint);
     model *m = calloc(1, sizeof *m);
-    if (!m)
+    if (m) {
+        m->cap = 16 + 14 * n_double + 4 * n_single;
+        m->t = calloc((size_t)m->cap, sizeof *m->t);
+    }
+    if (!m || !m->t) {
+        free(m);
         return rlx_error_set(err, RLX_ERR_NO_MEMORY, "flux2-writer: out of memory");
+    }
+    m->C = hidden;
+    m->M = 3 * (int64_t)hidden;
+    m->J = joint;
+    m->n_double = n_double;
+    m->n_single = n_single;
     build(m, o->format, in_ch, o->guidance);
     const char *prefix = o->prefix ? o->prefix : "";
     rlx_dtype dt = o->dtype;
@@ -465,6 +505,7 @@ rlx_status rlx_flux2_writer_write(const char *path, const rlx_flux2_writer_opts 
         st = write_st(path, m, 0, m->n, prefix, dt ? dt : RLX_DTYPE_BF16, o->skip, o->no_data, err);
         break;
     }
+    free(m->t);
     free(m);
     return st;
 }

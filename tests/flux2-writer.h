@@ -47,6 +47,12 @@ typedef struct rlx_flux2_writer_opts {
     bool no_data;       /* safetensors: the header only, the data a sparse run of zeros
                          * (for tests that only open the file) */
     const char *config; /* DIFFUSERS_FOLDER: config.json text, NULL = the right one */
+    /* the widths (0 = the defaults above: klein 4B's hidden and joint_dim, one
+     * block of each kind; the MLP is always 3 x hidden). Klein 4B in full:
+     * hidden 3072, 5 double, 20 single, joint_dim 7680. */
+    int hidden; /* a multiple of 128 (heads of 128) */
+    int n_double, n_single;
+    int joint_dim;
 } rlx_flux2_writer_opts;
 
 /* Errors: RLX_ERR_INVALID_ARG, RLX_ERR_IO, RLX_ERR_NO_MEMORY. */

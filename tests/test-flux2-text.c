@@ -46,6 +46,7 @@
 #include "engine/formats/gguf.h"
 #include "models/diffusion/flux2-sched.h"
 #include "models/diffusion/flux2-text.h"
+#include "qwen3-writer.h"
 #include "test-util.h"
 
 #define VOCAB  512
@@ -75,193 +76,34 @@ static const struct {
 #define N_SEEDS (int)(sizeof SEEDS / sizeof SEEDS[0])
 #define N_I2I   (int)(sizeof I2I / sizeof I2I[0])
 
-/* ---- the generator (tests/reference/flux2_text_reference.py) ------------ */
+/* ---- the models (tests/qwen3-writer.h: the reference's generator) ------- */
 
-static uint64_t fnv1a(const char *s)
+static rlx_qwen3_writer_shape wshape(const shape *s)
 {
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (; *s; s++)
-        h = (h ^ (uint8_t)*s) * 0x100000001b3ull;
-    return h;
+    return (rlx_qwen3_writer_shape){.hidden = s->D,
+                                    .heads = s->H,
+                                    .kv_heads = s->HKV,
+                                    .head_dim = s->DH,
+                                    .ffn = s->F,
+                                    .layers = s->NL,
+                                    .vocab = VOCAB};
 }
-
-enum kind { MAT, EMB, NORM };
-
-static void gen(const char *name, int64_t rows, int64_t cols, enum kind k, float *v)
-{
-    int64_t n = rows ? rows * cols : cols;
-    uint64_t seed = fnv1a(name);
-    float mat = (float)(1.5 / sqrt((double)cols));
-    for (int64_t i = 0; i < n; i++) {
-        uint64_t z = seed + (uint64_t)(i + 1) * 0x9e3779b97f4a7c15ull;
-        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-        z ^= z >> 31;
-        float u = (float)(2.0 * ((double)(z >> 40) / 16777216.0) - 1.0);
-        v[i] = k == MAT ? u * mat : k == EMB ? u : 1.0f + u * 0.2f;
-    }
-}
-
-/* every tensor of a Qwen3: GGUF name, HF name, rows (0: 1-D), cols, kind */
-typedef struct {
-    char gguf[64], hf[96];
-    int64_t rows, cols;
-    enum kind k;
-} wdesc;
-
-static int list_weights(const shape *s, wdesc *w)
-{
-    int n = 0;
-#define ADD(g, h, r, c, kk)                             \
-    do {                                                \
-        snprintf(w[n].gguf, sizeof w[n].gguf, "%s", g); \
-        snprintf(w[n].hf, sizeof w[n].hf, "%s", h);     \
-        w[n].rows = r, w[n].cols = c, w[n].k = kk;      \
-        n++;                                            \
-    } while (0)
-    ADD("token_embd.weight", "model.embed_tokens.weight", VOCAB, s->D, EMB);
-    static const struct {
-        const char *g, *h;
-        int r, c; /* 0 D, 1 H*DH, 2 HKV*DH, 3 DH, 4 F */
-        enum kind k;
-    } per[] = {
-        {"attn_norm.weight", "input_layernorm.weight", -1, 0, NORM},
-        {"attn_q.weight", "self_attn.q_proj.weight", 1, 0, MAT},
-        {"attn_k.weight", "self_attn.k_proj.weight", 2, 0, MAT},
-        {"attn_v.weight", "self_attn.v_proj.weight", 2, 0, MAT},
-        {"attn_q_norm.weight", "self_attn.q_norm.weight", -1, 3, NORM},
-        {"attn_k_norm.weight", "self_attn.k_norm.weight", -1, 3, NORM},
-        {"attn_output.weight", "self_attn.o_proj.weight", 0, 1, MAT},
-        {"ffn_norm.weight", "post_attention_layernorm.weight", -1, 0, NORM},
-        {"ffn_gate.weight", "mlp.gate_proj.weight", 4, 0, MAT},
-        {"ffn_up.weight", "mlp.up_proj.weight", 4, 0, MAT},
-        {"ffn_down.weight", "mlp.down_proj.weight", 0, 4, MAT},
-    };
-    const int64_t dim[5] = {s->D, (int64_t)s->H * s->DH, (int64_t)s->HKV * s->DH, s->DH, s->F};
-    for (int il = 0; il < s->NL; il++)
-        for (size_t j = 0; j < sizeof per / sizeof per[0]; j++) {
-            char g[64], h[96];
-            snprintf(g, sizeof g, "blk.%d.%s", il, per[j].g);
-            snprintf(h, sizeof h, "model.layers.%d.%s", il, per[j].h);
-            ADD(g, h, per[j].r < 0 ? 0 : dim[per[j].r], dim[per[j].c], per[j].k);
-        }
-    ADD("output_norm.weight", "model.norm.weight", 0, s->D, NORM);
-#undef ADD
-    return n;
-}
-
-#define MAX_W 64
 
 static void write_gguf(const shape *s, const char *arch, const char *path)
 {
-    wdesc w[MAX_W];
-    int n = list_weights(s, w);
-    rlx_gguf_writer *g = rlx_gguf_writer_create();
-    char k[128];
-#define KV(key, v)                             \
-    snprintf(k, sizeof k, "%s.%s", arch, key); \
-    rlx_gguf_writer_set_u32(g, k, v)
-    rlx_gguf_writer_set_str(g, "general.architecture", arch);
-    KV("block_count", (uint32_t)s->NL);
-    KV("embedding_length", (uint32_t)s->D);
-    KV("feed_forward_length", (uint32_t)s->F);
-    KV("attention.head_count", (uint32_t)s->H);
-    KV("attention.head_count_kv", (uint32_t)s->HKV);
-    KV("attention.key_length", (uint32_t)s->DH);
-    KV("attention.value_length", (uint32_t)s->DH);
-    KV("rope.dimension_count", (uint32_t)s->DH);
-    KV("context_length", 4096);
-#undef KV
-    snprintf(k, sizeof k, "%s.rope.freq_base", arch);
-    rlx_gguf_writer_set_f32(g, k, 1e6f);
-    snprintf(k, sizeof k, "%s.attention.layer_norm_rms_epsilon", arch);
-    rlx_gguf_writer_set_f32(g, k, 1e-6f);
-    for (int i = 0; i < n; i++) {
-        int64_t cnt = w[i].rows ? w[i].rows * w[i].cols : w[i].cols;
-        float *v = malloc(sizeof *v * (size_t)cnt);
-        gen(w[i].gguf, w[i].rows, w[i].cols, w[i].k, v);
-        uint64_t ne[2] = {(uint64_t)w[i].cols, (uint64_t)w[i].rows};
-        assert_int_equal(rlx_gguf_writer_add_tensor(g, w[i].gguf, RLX_DTYPE_F32, w[i].rows ? 2 : 1,
-                                                    ne, v, sizeof *v * (size_t)cnt),
-                         RLX_OK);
-        free(v);
-    }
+    rlx_qwen3_writer_shape w = wshape(s);
     rlx_error *err = NULL;
-    if (rlx_gguf_writer_write(g, path, &err) != RLX_OK)
+    if (rlx_qwen3_writer_write_gguf(path, &w, arch, &err) != RLX_OK)
         fail_msg("write %s: %s", path, rlx_error_message(err));
-    rlx_gguf_writer_free(g);
-}
-
-static uint16_t to_bf16(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16); /* round to nearest even */
 }
 
 /* text_encoder/config.json + model.safetensors (BF16, Hugging Face names) */
 static void write_hf(const shape *s, const char *dir)
 {
-    wdesc w[MAX_W];
-    int n = list_weights(s, w);
-    char path[4200];
-    snprintf(path, sizeof path, "%s/config.json", dir);
-    FILE *f = fopen(path, "w");
-    assert_non_null(f);
-    fprintf(f,
-            "{\"architectures\": [\"Qwen3ForCausalLM\"], \"model_type\": \"qwen3\", "
-            "\"hidden_size\": %d, \"intermediate_size\": %d, \"num_hidden_layers\": %d, "
-            "\"num_attention_heads\": %d, \"num_key_value_heads\": %d, \"head_dim\": %d, "
-            "\"rope_theta\": 1000000, \"rms_norm_eps\": 1e-06, \"max_position_embeddings\": "
-            "40960, \"tie_word_embeddings\": true, \"vocab_size\": %d, \"torch_dtype\": "
-            "\"bfloat16\"}\n",
-            s->D, s->F, s->NL, s->H, s->HKV, s->DH, VOCAB);
-    fclose(f);
-    size_t cap = 1 << 16, hl = 0;
-    char *hdr = malloc(cap);
-    uint64_t off = 0;
-    hl += (size_t)snprintf(hdr + hl, cap - hl, "{");
-    for (int i = 0; i < n; i++) {
-        uint64_t cnt = (uint64_t)(w[i].rows ? w[i].rows * w[i].cols : w[i].cols);
-        if (w[i].rows)
-            hl +=
-                (size_t)snprintf(hdr + hl, cap - hl,
-                                 "%s\"%s\":{\"dtype\":\"BF16\",\"shape\":[%lld,%lld],"
-                                 "\"data_offsets\":[%llu,%llu]}",
-                                 i ? "," : "", w[i].hf, (long long)w[i].rows, (long long)w[i].cols,
-                                 (unsigned long long)off, (unsigned long long)(off + 2 * cnt));
-        else
-            hl += (size_t)snprintf(hdr + hl, cap - hl,
-                                   "%s\"%s\":{\"dtype\":\"BF16\",\"shape\":[%lld],"
-                                   "\"data_offsets\":[%llu,%llu]}",
-                                   i ? "," : "", w[i].hf, (long long)w[i].cols,
-                                   (unsigned long long)off, (unsigned long long)(off + 2 * cnt));
-        off += 2 * cnt;
-    }
-    hl += (size_t)snprintf(hdr + hl, cap - hl, "}");
-    while (hl % 8)
-        hdr[hl++] = ' ';
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    f = fopen(path, "wb");
-    assert_non_null(f);
-    uint8_t len[8];
-    for (int b = 0; b < 8; b++)
-        len[b] = (uint8_t)((uint64_t)hl >> (8 * b));
-    fwrite(len, 1, 8, f);
-    fwrite(hdr, 1, hl, f);
-    for (int i = 0; i < n; i++) {
-        int64_t cnt = w[i].rows ? w[i].rows * w[i].cols : w[i].cols;
-        float *v = malloc(sizeof *v * (size_t)cnt);
-        uint16_t *h = malloc(sizeof *h * (size_t)cnt);
-        gen(w[i].gguf, w[i].rows, w[i].cols, w[i].k, v);
-        for (int64_t j = 0; j < cnt; j++)
-            h[j] = to_bf16(v[j]);
-        fwrite(h, 2, (size_t)cnt, f);
-        free(v);
-        free(h);
-    }
-    fclose(f);
-    free(hdr);
+    rlx_qwen3_writer_shape w = wshape(s);
+    rlx_error *err = NULL;
+    if (rlx_qwen3_writer_write_hf(dir, &w, &err) != RLX_OK)
+        fail_msg("write %s: %s", dir, rlx_error_message(err));
 }
 
 /* ---- fixtures ---------------------------------------------------------- */

@@ -128,6 +128,16 @@ static int folder_distilled(const char *root)
     return r;
 }
 
+/* "1.2 GiB", "35.0 MiB": the budget sentences name sizes a person reads */
+static const char *human_size(uint64_t bytes, char buf[32])
+{
+    if (bytes >= (uint64_t)1 << 30)
+        snprintf(buf, 32, "%.1f GiB", (double)bytes / (1 << 30));
+    else
+        snprintf(buf, 32, "%.1f MiB", (double)bytes / (1 << 20));
+    return buf;
+}
+
 rlx_flux2_params rlx_flux2_default_params(void)
 {
     rlx_flux2_params p;
@@ -236,16 +246,17 @@ rlx_status rlx_flux2_open(const char *model, const rlx_flux2_params *p, rlx_flux
         uint64_t b = p->memory_budget;
         uint64_t core = f->info.bytes_transformer + f->info.bytes_vae;
         f->info.text_kept = b == 0 || core + f->info.bytes_text <= b;
+        char need[32], have[32];
         if (b && core > b)
             st = rlx_error_set(err, RLX_ERR_BUDGET,
-                               "this FLUX.2 model needs %.1f GiB for its transformer and VAE, "
-                               "more than the memory budget of %.1f GiB",
-                               (double)core / (1 << 30), (double)b / (1 << 30));
+                               "this FLUX.2 model needs %s for its transformer and VAE, more than "
+                               "the memory budget of %s",
+                               human_size(core, need), human_size(b, have));
         else if (b && f->info.bytes_text > b)
             st = rlx_error_set(err, RLX_ERR_BUDGET,
-                               "this FLUX.2 model's text encoder needs %.1f GiB, more than the "
-                               "memory budget of %.1f GiB",
-                               (double)f->info.bytes_text / (1 << 30), (double)b / (1 << 30));
+                               "this FLUX.2 model's text encoder needs %s, more than the memory "
+                               "budget of %s",
+                               human_size(f->info.bytes_text, need), human_size(b, have));
     }
 
     if (st == RLX_OK) {

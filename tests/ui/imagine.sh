@@ -13,7 +13,8 @@
 #
 #   1. The imagine-model setting names the model; Alt+4 shows the page, the
 #      prompt has the focus: a prompt typed, Ctrl+Enter generates. The width
-#      in the settings (500) is rounded to 496 with a note.
+#      in the settings (500, or 250 on a real model) is rounded to 496 (256)
+#      with a note. A real model is set to 8 steps first.
 #   2. Previews arrive after each step and differ from step to step; Escape
 #      stops mid-run: nothing is added to the gallery.
 #   3. Ctrl+Enter again runs to the end: the PNG (with its "parameters" text
@@ -67,8 +68,17 @@ if [ ! -f "$taef2" ]; then
     echo "the stand-in only checks that it exists" >"$taef2"
 fi
 gallery=$work/data/rlx-studio/imagine
-printf '[org/rlx/Studio]\nwindow-width=1280\nwindow-height=760\ndevice=%s\nimagine-model=%s\nimagine-preview-decoder=%s\nimagine-width=500\nimagine-height=512\n' \
-    "'cpu'" "'$model'" "'$taef2'" >"$keyfile"
+# the size asked for (a width not a multiple of 16) and the size made; a real
+# model (the tiny one of tests/flux2-model-writer.h on 2 cores) gets a smaller
+# one: its TAEF2 previews cost about a second a step at 256 x 256, five at
+# 496 x 512
+if [ -n "$fake" ]; then
+    sw=500 sh=512 rw=496 rh=512
+else
+    sw=250 sh=256 rw=256 rh=256
+fi
+printf '[org/rlx/Studio]\nwindow-width=1280\nwindow-height=760\ndevice=%s\nimagine-model=%s\nimagine-preview-decoder=%s\nimagine-width=%s\nimagine-height=%s\n' \
+    "'cpu'" "'$model'" "'$taef2'" "$sw" "$sh" >"$keyfile"
 
 keys() {
     xdotool key --clearmodifiers "$@"
@@ -159,11 +169,23 @@ keys alt+4
 sleep 0.8
 shot empty
 
+# a real model runs 8 steps, not the base model's 50, so that a run to the
+# end stays short (and one stopped after 4 still stops mid-run): the Steps
+# field typed into, then the prompt clicked
+if [ -z "$fake" ]; then
+    xdotool mousemove --window "$wid" --sync 201 441 click --repeat 3 1
+    xdotool type --delay 15 "8"
+    keys Tab
+    steps=8
+    xdotool mousemove --window "$wid" --sync 150 185 click 1
+    sleep 0.3
+fi
+
 # 1. a prompt, Ctrl+Enter
 xdotool type --delay 15 "a lighthouse at dawn, oil on canvas"
 keys ctrl+Return
-wait_log "imagine size rounded: 500x512 to 496x512"
-wait_log "imagine generate: 496x512, $steps steps"
+wait_log "imagine size rounded: ${sw}x$sh to ${rw}x$rh"
+wait_log "imagine generate: ${rw}x$rh, $steps steps"
 
 # 2. previews that change, then Escape mid-run
 wait_count "imagine progress: step" 4
@@ -189,12 +211,13 @@ shot finished
 [ "$(pngs)" -eq 1 ] || fail "not one picture in the gallery: $(ls "$gallery")"
 png=$(ls "$gallery"/*.png)
 json=${png%.png}.json
-python3 - "$png" "$json" "$steps" "$mname" <<'EOF' || fail "the PNG or its JSON sidecar is not right"
+python3 - "$png" "$json" "$steps" "$mname" "$rw" "$rh" <<'EOF' || fail "the PNG or its JSON sidecar is not right"
 import json, struct, sys, zlib
 d = open(sys.argv[1], "rb").read()
 assert d[:8] == b"\x89PNG\r\n\x1a\n"
 w, h, depth, ctype = struct.unpack(">IIBB", d[16:26])
-assert (w, h, depth, ctype) == (496, 512, 8, 2), (w, h, depth, ctype)
+rw, rh = int(sys.argv[5]), int(sys.argv[6])
+assert (w, h, depth, ctype) == (rw, rh, 8, 2), (w, h, depth, ctype)
 text = {}
 at = 8
 while at < len(d):
@@ -205,10 +228,10 @@ while at < len(d):
     at += 12 + n
 p = text.get("parameters", "")
 assert p.startswith("a lighthouse at dawn, oil on canvas\n"), p
-assert "Steps: %s," % sys.argv[3] in p and "Size: 496x512" in p and "Model: " + sys.argv[4] in p, p
+assert "Steps: %s," % sys.argv[3] in p and "Size: %dx%d" % (rw, rh) in p and "Model: " + sys.argv[4] in p, p
 j = json.load(open(sys.argv[2]))
 assert j["prompt"] == "a lighthouse at dawn, oil on canvas", j
-assert (j["width"], j["height"], j["steps"]) == (496, 512, int(sys.argv[3])), j
+assert (j["width"], j["height"], j["steps"]) == (rw, rh, int(sys.argv[3])), j
 assert "Seed: %d," % j["seed"] in p, (j["seed"], p)
 assert j["model"] == sys.argv[4] and j["time"] > 0, j
 print("PNG and JSON:", p.replace("\n", " | "))
@@ -265,7 +288,7 @@ drag "$start_pic" 800 300
 wait_log "imagine start picture: start.png"
 xdotool mousemove --window "$wid" --sync 150 185 click 1
 keys ctrl+Return
-wait_log "imagine generate: 496x512, $steps steps, seed $seed"
+wait_log "imagine generate: ${rw}x$rh, $steps steps, seed $seed"
 wait_log "imagine finished: $gallery/"
 sleep 0.8
 shot image-to-image
