@@ -34,6 +34,8 @@ static const char usage[] =
     "  --ref IMAGE           a reference picture to edit or follow (up to 4)\n"
     "  --lora FILE:SCALE     a LoRA to apply (not supported yet: refused)\n"
     "  --text-encoder PATH   a Qwen3 .gguf or text_encoder folder (single-file models)\n"
+    "  --kind distilled|base which klein a single transformer file is (default: the\n"
+    "                        folder's model_index.json, else distilled)\n"
     "  --vae PATH            the FLUX.2 VAE .safetensors or vae folder (single-file models)\n"
     "  --preview-decoder F   TAEF2 decoder (taef2_decoder.safetensors) for --preview-dir\n"
     "  --preview-dir DIR     a preview PNG after every step: DIR/step-NN.png (DIR is made)\n"
@@ -176,6 +178,7 @@ int rlx_cmd_imagine(int argc, char **argv)
                                                  "--strength",
                                                  "--ref",
                                                  "--lora",
+                                                 "--kind",
                                                  "--text-encoder",
                                                  "--vae",
                                                  "--preview-decoder",
@@ -245,6 +248,13 @@ int rlx_cmd_imagine(int argc, char **argv)
             fp.loras[fp.n_loras].path = path; /* lives to the end of the command */
             fp.loras[fp.n_loras].scale = (float)scale;
             fp.n_loras++;
+        } else if (!strcmp(a, "--kind")) {
+            if (!strcmp(v, "distilled"))
+                fp.distilled = 1;
+            else if (!strcmp(v, "base"))
+                fp.distilled = 0;
+            else
+                return rlx_cli_fail("imagine: --kind is distilled or base, not '%s'", v);
         } else if (!strcmp(a, "--text-encoder"))
             fp.text_encoder = v;
         else if (!strcmp(a, "--vae"))

@@ -142,6 +142,7 @@ rlx_flux2_params rlx_flux2_default_params(void)
 {
     rlx_flux2_params p;
     memset(&p, 0, sizeof p);
+    p.distilled = -1;
     return p;
 }
 
@@ -293,7 +294,11 @@ rlx_status rlx_flux2_open(const char *model, const rlx_flux2_params *p, rlx_flux
     snprintf(f->variant, sizeof f->variant, "%s", c->name[0] ? c->name : "flux2");
     int distilled = root ? folder_distilled(model) : -1;
     f->info.variant = f->variant;
-    f->info.distilled = distilled >= 0 ? distilled == 1 : c->distilled;
+    if (p->distilled >= 0)
+        distilled = p->distilled ? 1 : 0;
+    else if (distilled < 0)
+        distilled = c->distilled >= 0 ? c->distilled : 1;
+    f->info.distilled = distilled == 1;
     f->info.guidance_embedded = c->guidance_embeds;
     f->info.uses_negative = !f->info.distilled && !c->guidance_embeds;
     f->info.default_steps = f->info.distilled ? 4 : 50;

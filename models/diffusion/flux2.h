@@ -71,6 +71,11 @@ typedef struct rlx_flux2_params {
     const char *text_encoder;    /* NULL: the model folder's text_encoder/ */
     const char *vae;             /* NULL: the model folder's vae/ */
     const char *preview_decoder; /* TAEF2 decoder .safetensors; NULL: no previews */
+    /* Distilled (few steps, no guidance) or base: a diffusers folder says so
+     * in model_index.json, but a single transformer file cannot (both have
+     * the same tensors). -1: the folder's word, else distilled (the common
+     * download); 0: base; 1: distilled. */
+    int distilled;
     rlx_flux2_lora loras[RLX_FLUX2_MAX_LORAS];
     int n_loras;
 } rlx_flux2_params;
