@@ -656,7 +656,15 @@ static bool fill_matmul(fill_ctx *c, const rlx_lir_instr *ins)
     /* long K and few rows: a workgroup per output, threads splitting K
      * (decided at the bounds, so the dispatch shape never changes) */
     int64_t rows_b = numel(&o) / (N ? N : 1);
-    bool rowm = c->fixed ? c->fixed[c->n].per_group : (K >= 256 && rows_b <= 16);
+    /* A software device (lavapipe) runs a workgroup's threads as coroutines
+     * on the CPU, where each of row mode's reduction barriers costs a switch
+     * per thread: over a large output (a vocabulary's logits) that made one
+     * product take minutes. There row mode is kept only for small outputs
+     * (so the conformance suite still covers it); a thread per output, its
+     * loop over K vectorized by the driver, does the rest. */
+    bool soft = c->P->dev->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
+    bool rowm = c->fixed ? c->fixed[c->n].per_group
+                         : (K >= 256 && rows_b <= 16 && (!soft || numel(&o) <= 4096));
     int32_t *w = new_disp(c, VK_K_MATMUL, rowm, numel(&o));
     w[PRM(6)] = rowm;
     put_desc(c, w, VK_OUT_SLOT, &o);
