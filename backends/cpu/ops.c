@@ -580,25 +580,60 @@ typedef struct {
     const float *bias;
 } im2col_ctx;
 
+/* One row of the column buffer (input channel ch, tap ki, kj) over the
+ * band's output rows. The output columns whose tap lands inside the input
+ * row are one interval [lo, hi), the same on every row: the rest is padding,
+ * written as zeros, and the interval is a plain copy at stride 1 (most of
+ * ISNet's and SAM's convs), with no per-element bounds test. */
 static void im2col_task(void *vc, int64_t row, int thread)
 {
+    (void)thread;
     const im2col_ctx *c = vc;
     const rlx_cpu_conv2d_params *p = c->p;
     int64_t ch = row / (p->kh * p->kw), ki = (row / p->kw) % p->kh, kj = row % p->kw;
     const float *xc = c->x + ch * p->h_in * p->w_in;
     float *dst = c->col + row * c->band * c->wo;
+    int64_t sw = p->stride_w, wo = c->wo;
+    int64_t off = kj * p->dil_w - p->pad_w; /* iw = ow * sw + off */
+    int64_t lo = off >= 0 ? 0 : (-off + sw - 1) / sw;
+    int64_t hi = p->w_in - 1 - off >= 0 ? (p->w_in - 1 - off) / sw + 1 : 0;
+    hi = hi < wo ? hi : wo;
+    lo = lo < hi ? lo : hi;
     for (int64_t oh = c->oh0; oh < c->oh0 + c->band; oh++) {
         int64_t ih = oh * p->stride_h - p->pad_h + ki * p->dil_h;
-        float *d = dst + (oh - c->oh0) * c->wo;
+        float *d = dst + (oh - c->oh0) * wo;
         if (ih < 0 || ih >= p->h_in) {
-            memset(d, 0, (size_t)c->wo * sizeof(float));
+            memset(d, 0, (size_t)wo * sizeof(float));
             continue;
         }
-        for (int64_t ow = 0; ow < c->wo; ow++) {
-            int64_t iw = ow * p->stride_w - p->pad_w + kj * p->dil_w;
-            d[ow] = (iw >= 0 && iw < p->w_in) ? xc[ih * p->w_in + iw] : 0.0f;
+        const float *src = xc + ih * p->w_in;
+        if (lo > 0)
+            memset(d, 0, (size_t)lo * sizeof(float));
+        if (sw == 1) {
+            if (hi > lo)
+                memcpy(d + lo, src + lo + off, (size_t)(hi - lo) * sizeof(float));
+        } else {
+            for (int64_t ow = lo; ow < hi; ow++)
+                d[ow] = src[ow * sw + off];
         }
+        if (hi < wo)
+            memset(d + hi, 0, (size_t)(wo - hi) * sizeof(float));
     }
+}
+
+typedef struct {
+    float *y;
+    const float *bias;
+    int64_t c_out, hw;
+} bias_ctx;
+
+static void bias_task(void *vc, int64_t plane, int thread)
+{
+    (void)thread;
+    const bias_ctx *c = vc;
+    float *yc = c->y + plane * c->hw, b = c->bias[plane % c->c_out];
+    for (int64_t i = 0; i < c->hw; i++)
+        yc[i] += b;
 }
 
 rlx_status rlx_cpu_conv2d(rlx_threadpool *pool, const rlx_cpu_conv2d_params *p, const float *x,
@@ -653,13 +688,10 @@ rlx_status rlx_cpu_conv2d(rlx_threadpool *pool, const rlx_cpu_conv2d_params *p, 
         }
     }
     free(col);
-    if (bias)
-        for (int64_t n = 0; n < p->n; n++)
-            for (int64_t co = 0; co < p->c_out; co++) {
-                float *yc = y + (n * p->c_out + co) * ho * wo;
-                for (int64_t i = 0; i < ho * wo; i++)
-                    yc[i] += bias[co];
-            }
+    if (bias) {
+        bias_ctx b = {.y = y, .bias = bias, .c_out = p->c_out, .hw = ho * wo};
+        rlx_parallel_for(pool, p->n * p->c_out, bias_task, &b);
+    }
     return RLX_OK;
 }
 

@@ -1191,7 +1191,10 @@ static bool fill_instr(fill_ctx *c, int32_t i)
  * (weights, a KV cache at its full size), so a decode step replays the
  * recorded command buffer. */
 
-enum { AX_PLAIN, AX_TABLE, AX_HEADS, AX_BATCH };
+/* AX_CONV_OC: output channels of a conv (its weight's and bias's too);
+ * AX_CONV_ROWS: output rows of a conv, whose input window is the band of
+ * rows those read (the halo of its kernel), see cut_conv_rows. */
+enum { AX_PLAIN, AX_TABLE, AX_HEADS, AX_BATCH, AX_CONV_OC, AX_CONV_ROWS };
 
 typedef struct split_axis {
     int8_t dim[VK_OUT_SLOT + 1]; /* per operand: the dim of its descriptor (-1: untouched) */
@@ -1435,6 +1438,25 @@ static int split_axes(const vk_disp *D, int32_t *w, split_axis *ax)
         }
         break;
     }
+    case VK_K_CONV: {
+        /* P(0) N, P(1) OC, P(2) OH; the weight and output strides the shader
+         * uses are P(24..31), so a cut moves only the descriptors' offsets */
+        bool tr = w[PRM(16)] != 0;
+        split_axis *a = AXIS(AX_BATCH);
+        a->dim[0] = a->dim[VK_OUT_SLOT] = 0;
+        if (w[PRM(15)] == 1) { /* with groups, a chunk's channels would need their group's */
+            a = AXIS(AX_CONV_OC);
+            a->dim[1] = (int8_t)(tr ? 1 : 0);
+            a->dim[VK_OUT_SLOT] = 1;
+            if (D->vals[2] >= 0)
+                a->dim[2] = (int8_t)(w[DESC(2) + 1] - 1);
+        }
+        if (!tr && w[DESC(0) + 1] == 4 && w[DESC(VK_OUT_SLOT) + 1] == 4) {
+            a = AXIS(AX_CONV_ROWS);
+            a->dim[0] = a->dim[VK_OUT_SLOT] = 2;
+        }
+        break;
+    }
     case VK_K_GATHER: {
         if (w[PRM(3)])
             return 0; /* the Q8_0 append */
@@ -1467,6 +1489,35 @@ static int64_t axis_extent(const int32_t *w, const split_axis *a)
     return e;
 }
 
+/* A conv's output rows [at, at + len) read input rows [at*sh - ph, ... +
+ * (len-1)*sh + (KH-1)*dh] clipped to the input: the window is a band of that
+ * many rows, shifted to lie inside the input, so every chunk's window has the
+ * size of chunk 0's (split_plan sizes the chunks by chunk 0). The shader sees
+ * the band as its input (P(5) its height) and a padding that maps its output
+ * rows into it; rows outside the input stay outside the band, so the zero
+ * padding is kept. */
+static void cut_conv_rows(int32_t *w, int64_t at, int64_t len, uint64_t *coff)
+{
+    int32_t *qx = w + DESC(0);
+    int64_t IH = w[PRM(5)], KH = w[PRM(7)], sh = w[PRM(9)], ph = w[PRM(11)], dh = w[PRM(13)];
+    int64_t rows = len > 0 ? (len - 1) * sh + (KH - 1) * dh + 1 : 0;
+    if (rows > IH)
+        rows = IH;
+    int64_t r0 = at * sh - ph;
+    if (r0 > IH - rows)
+        r0 = IH - rows;
+    if (r0 < 0)
+        r0 = 0;
+    qx[4 + 2] = (int32_t)rows;
+    int64_t b = el_bytes((rlx_dtype)qx[0], r0 * (int64_t)qx[10 + 2]);
+    set_off64(qx, off64(qx) + b);
+    if (coff)
+        coff[0] += (uint64_t)b;
+    w[PRM(2)] = (int32_t)len;
+    w[PRM(5)] = (int32_t)rows;
+    w[PRM(11)] = (int32_t)(ph + r0 - at * sh);
+}
+
 /* Narrow record w to entries [at, at + len) of axis a (extent E), adding
  * each operand's byte offset to coff. */
 static void cut_axis(const vk_disp *D, int32_t *w, const split_axis *a, int64_t E, int64_t at,
@@ -1476,7 +1527,7 @@ static void cut_axis(const vk_disp *D, int32_t *w, const split_axis *a, int64_t 
     if (len < 0)
         len = 0;
     for (int s = 0; s <= VK_OUT_SLOT; s++) {
-        if (a->dim[s] < 0)
+        if (a->dim[s] < 0 || (a->kind == AX_CONV_ROWS && s == 0))
             continue;
         int32_t *q = w + DESC(s);
         int d = a->dim[s], m = a->mul[s];
@@ -1501,6 +1552,12 @@ static void cut_axis(const vk_disp *D, int32_t *w, const split_axis *a, int64_t 
         break;
     case AX_BATCH:
         w[PRM(0)] = (int32_t)len;
+        break;
+    case AX_CONV_OC:
+        w[PRM(1)] = (int32_t)len;
+        break;
+    case AX_CONV_ROWS:
+        cut_conv_rows(w, at, len, coff);
         break;
     default:
         break;
@@ -1532,6 +1589,10 @@ static void set_items(const vk_disp *D, int32_t *w)
     case VK_K_ATTN_T64:
     case VK_K_ATTN_T128: /* a workgroup per VK_LS query rows of a head */
         n = w[PRM(32)] ? 0 : (int64_t)w[PRM(0)] * w[PRM(1)] * ((w[PRM(2)] + VK_LS - 1) / VK_LS);
+        break;
+    case VK_K_CONV: /* a workgroup per 8 channels x VK_LS pixels (fill_conv) */
+        n = (int64_t)w[PRM(0)] * ((w[PRM(1)] + 7) / 8) *
+            (((int64_t)w[PRM(2)] * w[PRM(3)] + VK_LS - 1) / VK_LS);
         break;
     default:
         for (int d = 0; d < qo[1]; d++)
