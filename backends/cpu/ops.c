@@ -636,6 +636,53 @@ static void bias_task(void *vc, int64_t plane, int thread)
         yc[i] += b;
 }
 
+/* A thread's band of the column buffer (in floats): small enough to stay in
+ * its core's L2 from im2col to the GEMM's packing of it. */
+#define CONV_BAND_FLOATS ((int64_t)1 << 18)
+
+/* One task: im2col of a band of output rows of one group of one image into
+ * the thread's own column buffer, its GEMM (single-threaded, in this
+ * thread) and its bias, while those rows are still in cache. Each thread
+ * writes its own rows of y, so there is one parallel_for per conv and no
+ * barrier between im2col and GEMM. */
+typedef struct {
+    const rlx_cpu_conv2d_params *p;
+    const float *x, *w, *bias;
+    float *y, *col;
+    size_t col_stride; /* floats per thread */
+    int64_t ho, wo, cg, og, kdim, band, n_bands;
+} conv_band_ctx;
+
+static void conv_band_task(void *vc, int64_t task, int thread)
+{
+    const conv_band_ctx *c = vc;
+    const rlx_cpu_conv2d_params *p = c->p;
+    int64_t b = task % c->n_bands, ng = task / c->n_bands;
+    int64_t n = ng / p->groups, g = ng % p->groups;
+    int64_t oh0 = b * c->band, nb = c->ho - oh0 < c->band ? c->ho - oh0 : c->band;
+    float *col = c->col + (size_t)thread * c->col_stride;
+    im2col_ctx ic = {.p = p,
+                     .x = c->x + (n * p->c_in + g * c->cg) * p->h_in * p->w_in,
+                     .col = col,
+                     .ho = c->ho,
+                     .wo = c->wo,
+                     .cg = c->cg,
+                     .oh0 = oh0,
+                     .band = nb};
+    for (int64_t k = 0; k < c->kdim; k++)
+        im2col_task(&ic, k, thread);
+    int64_t hw = c->ho * c->wo;
+    float *yg = c->y + (n * p->c_out + g * c->og) * hw + oh0 * c->wo;
+    rlx_cpu_sgemm(NULL, RLX_CPU_GEMM_AUTO, false, false, c->og, nb * c->wo, c->kdim, 1.0f,
+                  c->w + g * c->og * c->kdim, c->kdim, col, nb * c->wo, 0.0f, yg, hw);
+    if (c->bias)
+        for (int64_t o = 0; o < c->og; o++) {
+            float bv = c->bias[g * c->og + o], *yr = yg + o * hw;
+            for (int64_t i = 0; i < nb * c->wo; i++)
+                yr[i] += bv;
+        }
+}
+
 rlx_status rlx_cpu_conv2d(rlx_threadpool *pool, const rlx_cpu_conv2d_params *p, const float *x,
                           const float *w, const float *bias, float *y)
 {
@@ -648,6 +695,41 @@ rlx_status rlx_cpu_conv2d(rlx_threadpool *pool, const rlx_cpu_conv2d_params *p, 
     int64_t kdim = cg * p->kh * p->kw;
     bool pointwise = p->kh == 1 && p->kw == 1 && p->stride_h == 1 && p->stride_w == 1 &&
                      p->pad_h == 0 && p->pad_w == 0;
+    int nth = rlx_threadpool_size(pool);
+    if (!pointwise && kdim * wo > 0) {
+        /* at least 2*og columns a band: the GEMM packs the weights (og x
+         * kdim) again for every band, which must stay below the band's own
+         * packing (kdim x columns) */
+        int64_t band = CONV_BAND_FLOATS / (kdim * wo), min_band = (2 * og + wo - 1) / wo;
+        band = band < min_band ? min_band : band;
+        band = band < 1 ? 1 : band > ho ? ho : band;
+        int64_t n_bands = (ho + band - 1) / band;
+        /* enough bands to keep every thread busy (ISNet's and SAM's large
+         * maps); a small map with many channels splits its GEMM instead */
+        if (p->n * p->groups * n_bands >= 2 * (int64_t)nth) {
+            size_t stride = ((size_t)(kdim * band * wo) + 15) / 16 * 16;
+            float *cols = malloc((size_t)nth * stride * sizeof(float));
+            if (!cols)
+                return RLX_ERR_NO_MEMORY;
+            conv_band_ctx c = {.p = p,
+                               .x = x,
+                               .w = w,
+                               .bias = bias,
+                               .y = y,
+                               .col = cols,
+                               .col_stride = stride,
+                               .ho = ho,
+                               .wo = wo,
+                               .cg = cg,
+                               .og = og,
+                               .kdim = kdim,
+                               .band = band,
+                               .n_bands = n_bands};
+            rlx_parallel_for(pool, p->n * p->groups * n_bands, conv_band_task, &c);
+            free(cols);
+            return RLX_OK;
+        }
+    }
     /* im2col one band of output rows at a time: the column buffer stays
      * cache-sized (a whole 256x256 3x3x64 conv would need 150 MB, 2.4 GB at
      * 1024x1024, none of it in the memory budget) and is reused. */
