@@ -23,6 +23,8 @@ int rlx_info_onnx(const char *path, bool with_tensors, bool as_json);
 int rlx_bench_whisper_main(int argc, char **argv);
 /* rlx bench sam (argv[0] is "sam"). */
 int rlx_bench_sam_main(int argc, char **argv);
+/* rlx bench onnx MODEL.onnx (rlx-bench-onnx.c); argv[0] is "onnx". */
+int rlx_bench_onnx_main(int argc, char **argv);
 
 /* Print a one-line error "rlx: <message>" to stderr and return 1. */
 int rlx_cli_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -115,12 +115,15 @@ static int cmd_bench(int argc, char **argv)
         return rlx_bench_whisper_main(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "sam"))
         return rlx_bench_sam_main(argc - 1, argv + 1);
+    if (argc >= 2 && !strcmp(argv[1], "onnx"))
+        return rlx_bench_onnx_main(argc - 1, argv + 1);
     if (argc >= 2 && argv[1][0] != '-')
-        return rlx_cli_fail(
-            "bench: no benchmark '%s'; there are the model's (-m MODEL), a "
-            "Whisper model's (whisper), a SAM model's (sam) and the kernels' (ops) (see rlx bench "
-            "--help)",
-            argv[1]);
+        return rlx_cli_fail("bench: no benchmark '%s'; there are the model's (-m MODEL), a "
+                            "Whisper model's (whisper), a SAM model's (sam), an ONNX model's "
+                            "(onnx) and the kernels' "
+                            "(ops) (see rlx bench "
+                            "--help)",
+                            argv[1]);
     return rlx_bench_model_main(argc, argv);
 }
 
@@ -147,7 +150,7 @@ static const struct {
     {"run", rlx_cmd_run,
      "MODEL.onnx --input NAME=FILE.npy ... --output DIR [--device D]   run an ONNX model"},
     {"bench", cmd_bench,
-     "-m MODEL [-p 512 -n 128 -r 3]   model speed (llama-bench); ops, whisper, sam (--help)"},
+     "-m MODEL [-p 512 -n 128 -r 3]   model speed (llama-bench); ops, whisper, sam, onnx (--help)"},
 };
 
 static void usage(void)

@@ -2041,7 +2041,6 @@ static void conv_case(bool is1d, bool transpose, int64_t N, int64_t C, int64_t H
              "conv op %d N%lld C%lld %lldx%lld OC%lld k%lldx%lld s%d p%d d%d g%d", (int)op,
              (long long)N, (long long)C, (long long)H, (long long)W, (long long)OC, (long long)KH,
              (long long)KW, s, pad, dil, groups);
-    print_message("DBG %s\n", what);
     run_all(what, op, &p, in, bias ? 3 : 2, y, ref, 0, 0, tol);
     free(ref);
     free(tol);

@@ -1480,6 +1480,8 @@ static int split_axes(const vk_disp *D, int32_t *w, split_axis *ax)
 static int64_t axis_extent(const int32_t *w, const split_axis *a)
 {
     int64_t e = 0;
+    if (a->kind == AX_CONV_ROWS) /* the input's rows are the band's, not the axis */
+        return w[DESC(VK_OUT_SLOT) + 4 + a->dim[VK_OUT_SLOT]];
     for (int s = 0; s <= VK_OUT_SLOT; s++)
         if (a->dim[s] >= 0) {
             int64_t v = w[DESC(s) + 4 + a->dim[s]] / a->mul[s];
