@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "engine/formats/onnx.h"
+#include "engine/runtime/session.h"
 #include "models/onnx/onnx-model.h"
 #include "rlx-bench-ops.h"
 #include "rlx-cli.h"
@@ -26,6 +27,7 @@ static const char usage[] =
     "  -r N                timed runs (default 3)\n"
     "  -t THREADS          CPU threads (default: one per core)\n"
     "  --device DEV        cpu (default), vulkan:N, cuda:N\n"
+    "  --ops               one more run with the time per op kind\n"
     "  --json              the figures as one JSON object on stdout\n";
 
 /* splitmix64: the same fill on every machine */
@@ -50,7 +52,7 @@ int rlx_bench_onnx_main(int argc, char **argv)
     char in_buf[MAX_INPUTS][256];
     int n_in = 0, threads = 0;
     long reps = 3;
-    bool json = false;
+    bool json = false, ops = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         bool more = i + 1 < argc;
@@ -77,6 +79,8 @@ int rlx_bench_onnx_main(int argc, char **argv)
             device = argv[++i];
         } else if (!strcmp(a, "--json")) {
             json = true;
+        } else if (!strcmp(a, "--ops")) {
+            ops = true;
         } else if (a[0] == '-') {
             return rlx_cli_fail("bench onnx: unknown option '%s' (see rlx bench onnx --help)", a);
         } else if (!model) {
@@ -214,6 +218,25 @@ int rlx_bench_onnx_main(int argc, char **argv)
         printf("rlx %s (%s, %d threads): compile %.2f s, first run %.3f s, median %.3f s, "
                "fastest %.3f s of %ld\n",
                model, device, threads, t1 - t0, first, med, times[0], reps);
+    if (ops && !json) {
+        rlx_session *s = rlx_onnx_runner_session(r);
+        rlx_session_set_profiling(s, true);
+        if (rlx_onnx_runner_run(r, ins, (void *const *)outs, &err) != RLX_OK) {
+            rc = rlx_cli_fail("bench onnx: %s: %s", model, rlx_error_message(err));
+            goto done;
+        }
+        rlx_session_op_profile prof[RLX_OP_COUNT];
+        int32_t np = rlx_session_profile(s, prof, RLX_OP_COUNT);
+        rlx_session_set_profiling(s, false);
+        double total = 0;
+        for (int32_t k = 0; k < np && k < RLX_OP_COUNT; k++)
+            total += prof[k].ms;
+        printf("time per op kind (one run, %.1f ms in all):\n", total);
+        for (int32_t k = 0; k < np && k < RLX_OP_COUNT; k++)
+            printf("  %-20s %5lld x %10.1f ms %5.1f%%\n", rlx_op_name(prof[k].op),
+                   (long long)prof[k].count, prof[k].ms,
+                   total > 0 ? 100.0 * prof[k].ms / total : 0.0);
+    }
 done:
     rlx_error_free(err);
     if (outs)
