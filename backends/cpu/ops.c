@@ -636,51 +636,171 @@ static void bias_task(void *vc, int64_t plane, int thread)
         yc[i] += b;
 }
 
-/* A thread's band of the column buffer (in floats): small enough to stay in
- * its core's L2 from im2col to the GEMM's packing of it. */
-#define CONV_BAND_FLOATS ((int64_t)1 << 18)
+/* ---- implicit GEMM: the conv as weights x im2col(x), with the im2col
+ * columns written straight into the micro-kernel's packed B panels (no
+ * column buffer, no second copy by a GEMM's own packing) and the weights
+ * packed once per conv for every thread. */
 
-/* One task: im2col of a band of output rows of one group of one image into
- * the thread's own column buffer, its GEMM (single-threaded, in this
- * thread) and its bias, while those rows are still in cache. Each thread
- * writes its own rows of y, so there is one parallel_for per conv and no
- * barrier between im2col and GEMM. */
+#define IG_MR RLX_GEMM_MR
+#define IG_NR RLX_GEMM_NR
+#define IG_KC 256 /* rows of k per block: a B panel (KC x NR) stays in L1 */
+#define IG_NC 512 /* columns per packed B block (512 KB at KC): in L2 */
+
 typedef struct {
     const rlx_cpu_conv2d_params *p;
-    const float *x, *w, *bias;
-    float *y, *col;
-    size_t col_stride; /* floats per thread */
+    const float *x, *bias;
+    float *y;
+    const float *ap; /* per group: per k block, ceil(og/MR) panels of kc x MR */
+    size_t ap_group; /* floats per group */
+    float *bp;       /* per thread: IG_NC/NR panels of IG_KC x NR */
+    size_t bp_stride;
     int64_t ho, wo, cg, og, kdim, band, n_bands;
-} conv_band_ctx;
+    rlx_gemm_ukernel_fn uk;
+} igemm_ctx;
 
-static void conv_band_task(void *vc, int64_t task, int thread)
+/* Weights of one group [og][kdim] into k blocks of MR-row panels. */
+static void igemm_pack_a(const float *w, int64_t og, int64_t kdim, float *dst)
 {
-    const conv_band_ctx *c = vc;
+    for (int64_t k0 = 0; k0 < kdim; k0 += IG_KC) {
+        int64_t kc = kdim - k0 < IG_KC ? kdim - k0 : IG_KC;
+        for (int64_t i0 = 0; i0 < og; i0 += IG_MR) {
+            for (int64_t k = 0; k < kc; k++)
+                for (int64_t r = 0; r < IG_MR; r++)
+                    dst[k * IG_MR + r] = i0 + r < og ? w[(i0 + r) * kdim + k0 + k] : 0.0f;
+            dst += kc * IG_MR;
+        }
+    }
+}
+
+/* Columns [c0, c0 + nc) of the band (pixels from output row oh0) for k rows
+ * [k0, k0 + kc), as NR-wide panels of kc rows (columns past nc are zeros). */
+static void igemm_pack_b(const igemm_ctx *c, const float *xg, int64_t oh0, int64_t c0, int64_t nc,
+                         int64_t k0, int64_t kc, float *dst)
+{
+    const rlx_cpu_conv2d_params *p = c->p;
+    int64_t wo = c->wo, sw = p->stride_w, khw = p->kh * p->kw;
+    int64_t npan = (nc + IG_NR - 1) / IG_NR;
+    for (int64_t kk = 0; kk < kc; kk++) {
+        int64_t k = k0 + kk, ch = k / khw, ki = (k / p->kw) % p->kh, kj = k % p->kw;
+        const float *xc = xg + ch * p->h_in * p->w_in;
+        int64_t off = kj * p->dil_w - p->pad_w; /* iw = ow * sw + off */
+        int64_t lo = off >= 0 ? 0 : (-off + sw - 1) / sw;
+        int64_t hi = p->w_in - 1 - off >= 0 ? (p->w_in - 1 - off) / sw + 1 : 0;
+        hi = hi < wo ? hi : wo;
+        lo = lo < hi ? lo : hi;
+        for (int64_t pj = 0; pj < npan; pj++) {
+            float *d = dst + (pj * kc + kk) * IG_NR;
+            int64_t j = 0, col = c0 + pj * IG_NR, end = nc - pj * IG_NR;
+            end = end < IG_NR ? end : IG_NR;
+            while (j < end) {
+                int64_t oh = oh0 + (col + j) / wo, ow = (col + j) % wo;
+                int64_t run = wo - ow < end - j ? wo - ow : end - j; /* within one output row */
+                int64_t ih = oh * p->stride_h - p->pad_h + ki * p->dil_h;
+                if (ih < 0 || ih >= p->h_in) {
+                    memset(d + j, 0, (size_t)run * sizeof(float));
+                } else {
+                    const float *src = xc + ih * p->w_in;
+                    int64_t a = ow < lo ? lo : ow, b = ow + run < hi ? ow + run : hi;
+                    if (b <= a) {
+                        memset(d + j, 0, (size_t)run * sizeof(float));
+                    } else {
+                        if (a > ow)
+                            memset(d + j, 0, (size_t)(a - ow) * sizeof(float));
+                        if (sw == 1)
+                            memcpy(d + j + (a - ow), src + a + off,
+                                   (size_t)(b - a) * sizeof(float));
+                        else
+                            for (int64_t t = a; t < b; t++)
+                                d[j + t - ow] = src[t * sw + off];
+                        if (ow + run > b)
+                            memset(d + j + (b - ow), 0, (size_t)(ow + run - b) * sizeof(float));
+                    }
+                }
+                j += run;
+            }
+            if (end < IG_NR)
+                memset(d + end, 0, (size_t)(IG_NR - end) * sizeof(float));
+        }
+    }
+}
+
+static void igemm_task(void *vc, int64_t task, int thread)
+{
+    const igemm_ctx *c = vc;
     const rlx_cpu_conv2d_params *p = c->p;
     int64_t b = task % c->n_bands, ng = task / c->n_bands;
     int64_t n = ng / p->groups, g = ng % p->groups;
     int64_t oh0 = b * c->band, nb = c->ho - oh0 < c->band ? c->ho - oh0 : c->band;
-    float *col = c->col + (size_t)thread * c->col_stride;
-    im2col_ctx ic = {.p = p,
-                     .x = c->x + (n * p->c_in + g * c->cg) * p->h_in * p->w_in,
-                     .col = col,
-                     .ho = c->ho,
-                     .wo = c->wo,
-                     .cg = c->cg,
-                     .oh0 = oh0,
-                     .band = nb};
-    for (int64_t k = 0; k < c->kdim; k++)
-        im2col_task(&ic, k, thread);
-    int64_t hw = c->ho * c->wo;
+    int64_t hw = c->ho * c->wo, ncols = nb * c->wo;
+    const float *xg = c->x + (n * p->c_in + g * c->cg) * p->h_in * p->w_in;
     float *yg = c->y + (n * p->c_out + g * c->og) * hw + oh0 * c->wo;
-    rlx_cpu_sgemm(NULL, RLX_CPU_GEMM_AUTO, false, false, c->og, nb * c->wo, c->kdim, 1.0f,
-                  c->w + g * c->og * c->kdim, c->kdim, col, nb * c->wo, 0.0f, yg, hw);
+    const float *apg = c->ap + (size_t)g * c->ap_group;
+    float *bp = c->bp + (size_t)thread * c->bp_stride;
+    int64_t mpan = (c->og + IG_MR - 1) / IG_MR;
+    for (int64_t c0 = 0; c0 < ncols; c0 += IG_NC) {
+        int64_t nc = ncols - c0 < IG_NC ? ncols - c0 : IG_NC;
+        const float *ak = apg;
+        for (int64_t k0 = 0; k0 < c->kdim; k0 += IG_KC) {
+            int64_t kc = c->kdim - k0 < IG_KC ? c->kdim - k0 : IG_KC;
+            igemm_pack_b(c, xg, oh0, c0, nc, k0, kc, bp);
+            for (int64_t j = 0; j < nc; j += IG_NR) {
+                int nr = (int)(nc - j < IG_NR ? nc - j : IG_NR);
+                const float *bpan = bp + (j / IG_NR) * kc * IG_NR;
+                for (int64_t i = 0; i < mpan; i++) {
+                    int mr = (int)(c->og - i * IG_MR < IG_MR ? c->og - i * IG_MR : IG_MR);
+                    c->uk(kc, ak + i * kc * IG_MR, bpan, yg + i * IG_MR * hw + c0 + j, hw, mr, nr,
+                          1.0f, k0 == 0 ? 0.0f : 1.0f);
+                }
+            }
+            ak += mpan * kc * IG_MR;
+        }
+    }
     if (c->bias)
         for (int64_t o = 0; o < c->og; o++) {
             float bv = c->bias[g * c->og + o], *yr = yg + o * hw;
-            for (int64_t i = 0; i < nb * c->wo; i++)
+            for (int64_t i = 0; i < ncols; i++)
                 yr[i] += bv;
         }
+}
+
+/* The conv by implicit GEMM over n_bands bands of `band` output rows. */
+static rlx_status igemm_conv(rlx_threadpool *pool, const rlx_cpu_conv2d_params *p, const float *x,
+                             const float *w, const float *bias, float *y, int64_t ho, int64_t wo,
+                             int64_t band, int64_t n_bands)
+{
+    int64_t cg = p->c_in / p->groups, og = p->c_out / p->groups, kdim = cg * p->kh * p->kw;
+    int nth = rlx_threadpool_size(pool);
+    size_t ap_group = (size_t)((og + IG_MR - 1) / IG_MR * IG_MR) * (size_t)kdim;
+    size_t bp_stride = (size_t)IG_NC * IG_KC;
+    float *ap = aligned_alloc(64, ((size_t)p->groups * ap_group * sizeof(float) + 63) / 64 * 64);
+    float *bp = aligned_alloc(64, (size_t)nth * bp_stride * sizeof(float));
+    if (!ap || !bp) {
+        free(ap);
+        free(bp);
+        return RLX_ERR_NO_MEMORY;
+    }
+    for (int64_t g = 0; g < p->groups; g++)
+        igemm_pack_a(w + g * og * kdim, og, kdim, ap + (size_t)g * ap_group);
+    igemm_ctx c = {.p = p,
+                   .x = x,
+                   .bias = bias,
+                   .y = y,
+                   .ap = ap,
+                   .ap_group = ap_group,
+                   .bp = bp,
+                   .bp_stride = bp_stride,
+                   .ho = ho,
+                   .wo = wo,
+                   .cg = cg,
+                   .og = og,
+                   .kdim = kdim,
+                   .band = band,
+                   .n_bands = n_bands,
+                   .uk = rlx_cpu_table_get()->vec.gemm_ukernel};
+    rlx_parallel_for(pool, p->n * p->groups * n_bands, igemm_task, &c);
+    free(ap);
+    free(bp);
+    return RLX_OK;
 }
 
 rlx_status rlx_cpu_conv2d(rlx_threadpool *pool, const rlx_cpu_conv2d_params *p, const float *x,
@@ -697,38 +817,15 @@ rlx_status rlx_cpu_conv2d(rlx_threadpool *pool, const rlx_cpu_conv2d_params *p, 
                      p->pad_h == 0 && p->pad_w == 0;
     int nth = rlx_threadpool_size(pool);
     if (!pointwise && kdim * wo > 0) {
-        /* at least 2*og columns a band: the GEMM packs the weights (og x
-         * kdim) again for every band, which must stay below the band's own
-         * packing (kdim x columns) */
-        int64_t band = CONV_BAND_FLOATS / (kdim * wo), min_band = (2 * og + wo - 1) / wo;
-        band = band < min_band ? min_band : band;
-        band = band < 1 ? 1 : band > ho ? ho : band;
+        /* a task per IG_NC output pixels (whole rows): the weights are
+         * packed once for all of them */
+        int64_t band = (IG_NC + wo - 1) / wo;
+        band = band > ho ? ho : band;
         int64_t n_bands = (ho + band - 1) / band;
         /* enough bands to keep every thread busy (ISNet's and SAM's large
          * maps); a small map with many channels splits its GEMM instead */
-        if (p->n * p->groups * n_bands >= 2 * (int64_t)nth) {
-            size_t stride = ((size_t)(kdim * band * wo) + 15) / 16 * 16;
-            float *cols = malloc((size_t)nth * stride * sizeof(float));
-            if (!cols)
-                return RLX_ERR_NO_MEMORY;
-            conv_band_ctx c = {.p = p,
-                               .x = x,
-                               .w = w,
-                               .bias = bias,
-                               .y = y,
-                               .col = cols,
-                               .col_stride = stride,
-                               .ho = ho,
-                               .wo = wo,
-                               .cg = cg,
-                               .og = og,
-                               .kdim = kdim,
-                               .band = band,
-                               .n_bands = n_bands};
-            rlx_parallel_for(pool, p->n * p->groups * n_bands, conv_band_task, &c);
-            free(cols);
-            return RLX_OK;
-        }
+        if (p->n * p->groups * n_bands >= 2 * (int64_t)nth)
+            return igemm_conv(pool, p, x, w, bias, y, ho, wo, band, n_bands);
     }
     /* im2col one band of output rows at a time: the column buffer stays
      * cache-sized (a whole 256x256 3x3x64 conv would need 150 MB, 2.4 GB at

@@ -1776,6 +1776,60 @@ static void split_expand(vk_program *P, const fill_ctx *c, int32_t j0, int32_t j
 
 /* ---- programs ------------------------------------------------------------------ */
 
+/* Rough work of instruction i at the symbols' bounds: output elements, times
+ * the products per output of a conv (IC/G x KH x KW) or a matmul (K). */
+static double instr_cost(const vk_program *P, int32_t i, const int64_t *sv)
+{
+    const rlx_lir_instr *ins = &P->instrs[i];
+    if (P->kern[i] == VK_K_COUNT)
+        return 0;
+    vt o = vt_of(P, ins->out, sv);
+    double n = (double)numel(&o);
+    if (P->kern[i] == VK_K_CONV && ins->n_in >= 2) {
+        vt w = vt_of(P, ins->in[1], sv);
+        double per = 1;
+        for (int d = 1; d < w.rank; d++)
+            per *= (double)w.ne[d];
+        if (ins->op == RLX_OP_CONV_TRANSPOSE2D) /* w [IC, OC/G, ...]: IC/G x KH x KW */
+            per = per / (double)(w.ne[1] ? w.ne[1] : 1) * (double)w.ne[0] /
+                  (double)(ins->p.conv.groups > 0 ? ins->p.conv.groups : 1);
+        n *= per;
+    } else if (P->kern[i] == VK_K_MATMUL && ins->n_in >= 1) {
+        vt a = vt_of(P, ins->in[0], sv);
+        n *= (double)a.ne[a.rank - (ins->p.matmul.trans_a ? 2 : 1)];
+    }
+    return n + 64; /* a dispatch's own cost */
+}
+
+/* A software device's parts of equal work (not of equal dispatch counts):
+ * a vision model's first layers, at full resolution, hold most of its work
+ * in a few dispatches, and a part of them alone ran past the hang timeout on
+ * a busy machine (ISNet at 1024x1024 on lavapipe). False (nothing set) when
+ * the costs cannot be summed. */
+static bool seg_by_cost(vk_program *P)
+{
+    int64_t sv[RLX_MAX_SYMBOLS];
+    for (int k = 0; k < RLX_MAX_SYMBOLS; k++)
+        sv[k] = P->sym_max[k];
+    double total = 0;
+    for (int32_t i = 0; i < P->n_instrs; i++)
+        total += instr_cost(P, i, sv);
+    if (!(total > 0) || !isfinite(total))
+        return false;
+    double per = total / MAX_SEGS, acc = 0;
+    P->n_segs = 0;
+    P->seg_first[0] = 0;
+    for (int32_t i = 0; i < P->n_instrs; i++) {
+        acc += instr_cost(P, i, sv);
+        if (acc >= per && P->n_segs < MAX_SEGS - 1 && i + 1 < P->n_instrs) {
+            P->seg_first[++P->n_segs] = i + 1;
+            acc = 0;
+        }
+    }
+    P->seg_first[++P->n_segs] = P->n_instrs;
+    return true;
+}
+
 void vk_program_free(rlx_program *prog)
 {
     vk_program *P = (vk_program *)prog;
@@ -2059,6 +2113,8 @@ rlx_status vk_program_create(rlx_device *dev, const rlx_lir *lir, rlx_program **
          * MAX_SEGS allows, so that Stop is felt soon and no single wait
          * comes near the hang timeout. */
         bool soft = d->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
+        if (soft && seg_by_cost(P))
+            goto segs_done;
         int32_t per_seg = P->n_disp / (soft ? MAX_SEGS : HW_SEGS) + 1;
         if (per_seg < (soft ? SOFT_SEG_DISP : SEG_DISP))
             per_seg = soft ? SOFT_SEG_DISP : SEG_DISP;
@@ -2071,6 +2127,7 @@ rlx_status vk_program_create(rlx_device *dev, const rlx_lir *lir, rlx_program **
         if (P->seg_first[P->n_segs] < P->n_instrs || P->n_segs == 0)
             P->seg_first[++P->n_segs] = P->n_instrs;
     }
+segs_done:
     /* signalled: program_free waits on every fence, and some are never
      * submitted (a run is reset before each submission) */
     VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO,
