@@ -593,6 +593,8 @@ static void conv_vs_naive(void **state)
         conv_case(2, 3, 150, 70, 7, 3, 3, 2, 1, 2, 1, 0);
         conv_case(2, 32, 64, 40, 20, 3, 3, 1, 1, 1, 1, 0);
         conv_case(1, 6, 96, 32, 8, 3, 3, 1, 1, 1, 2, 0);
+        /* one band, its output channels split (25 panels in chunks of 3) */
+        conv_case(1, 8, 8, 8, 300, 3, 3, 1, 1, 1, 1, 0);
     }
 }
 

@@ -655,6 +655,7 @@ typedef struct {
     float *bp;       /* per thread: IG_NC/NR panels of IG_KC x NR */
     size_t bp_stride;
     int64_t ho, wo, cg, og, kdim, band, n_bands;
+    int64_t n_mc, mc_panels; /* tasks per band: chunks of MR-row panels of the weights */
     rlx_gemm_ukernel_fn uk;
 } igemm_ctx;
 
@@ -728,7 +729,8 @@ static void igemm_task(void *vc, int64_t task, int thread)
 {
     const igemm_ctx *c = vc;
     const rlx_cpu_conv2d_params *p = c->p;
-    int64_t b = task % c->n_bands, ng = task / c->n_bands;
+    int64_t mc = task % c->n_mc, rest = task / c->n_mc;
+    int64_t b = rest % c->n_bands, ng = rest / c->n_bands;
     int64_t n = ng / p->groups, g = ng % p->groups;
     int64_t oh0 = b * c->band, nb = c->ho - oh0 < c->band ? c->ho - oh0 : c->band;
     int64_t hw = c->ho * c->wo, ncols = nb * c->wo;
@@ -736,7 +738,8 @@ static void igemm_task(void *vc, int64_t task, int thread)
     float *yg = c->y + (n * p->c_out + g * c->og) * hw + oh0 * c->wo;
     const float *apg = c->ap + (size_t)g * c->ap_group;
     float *bp = c->bp + (size_t)thread * c->bp_stride;
-    int64_t mpan = (c->og + IG_MR - 1) / IG_MR;
+    int64_t mpan = (c->og + IG_MR - 1) / IG_MR, i0 = mc * c->mc_panels;
+    int64_t i1 = i0 + c->mc_panels < mpan ? i0 + c->mc_panels : mpan;
     for (int64_t c0 = 0; c0 < ncols; c0 += IG_NC) {
         int64_t nc = ncols - c0 < IG_NC ? ncols - c0 : IG_NC;
         const float *ak = apg;
@@ -746,7 +749,7 @@ static void igemm_task(void *vc, int64_t task, int thread)
             for (int64_t j = 0; j < nc; j += IG_NR) {
                 int nr = (int)(nc - j < IG_NR ? nc - j : IG_NR);
                 const float *bpan = bp + (j / IG_NR) * kc * IG_NR;
-                for (int64_t i = 0; i < mpan; i++) {
+                for (int64_t i = i0; i < i1; i++) {
                     int mr = (int)(c->og - i * IG_MR < IG_MR ? c->og - i * IG_MR : IG_MR);
                     c->uk(kc, ak + i * kc * IG_MR, bpan, yg + i * IG_MR * hw + c0 + j, hw, mr, nr,
                           1.0f, k0 == 0 ? 0.0f : 1.0f);
@@ -755,18 +758,20 @@ static void igemm_task(void *vc, int64_t task, int thread)
             ak += mpan * kc * IG_MR;
         }
     }
+    int64_t o1 = i1 * IG_MR < c->og ? i1 * IG_MR : c->og;
     if (c->bias)
-        for (int64_t o = 0; o < c->og; o++) {
+        for (int64_t o = i0 * IG_MR; o < o1; o++) {
             float bv = c->bias[g * c->og + o], *yr = yg + o * hw;
             for (int64_t i = 0; i < ncols; i++)
                 yr[i] += bv;
         }
 }
 
-/* The conv by implicit GEMM over n_bands bands of `band` output rows. */
+/* The conv by implicit GEMM over n_bands bands of `band` output rows, each
+ * split over n_mc chunks of the output channels. */
 static rlx_status igemm_conv(rlx_threadpool *pool, const rlx_cpu_conv2d_params *p, const float *x,
                              const float *w, const float *bias, float *y, int64_t ho, int64_t wo,
-                             int64_t band, int64_t n_bands)
+                             int64_t band, int64_t n_bands, int64_t n_mc)
 {
     int64_t cg = p->c_in / p->groups, og = p->c_out / p->groups, kdim = cg * p->kh * p->kw;
     int nth = rlx_threadpool_size(pool);
@@ -797,7 +802,11 @@ static rlx_status igemm_conv(rlx_threadpool *pool, const rlx_cpu_conv2d_params *
                    .band = band,
                    .n_bands = n_bands,
                    .uk = rlx_cpu_table_get()->vec.gemm_ukernel};
-    rlx_parallel_for(pool, p->n * p->groups * n_bands, igemm_task, &c);
+    int64_t mpan = (og + IG_MR - 1) / IG_MR;
+    n_mc = n_mc < 1 ? 1 : n_mc > mpan ? mpan : n_mc;
+    c.mc_panels = (mpan + n_mc - 1) / n_mc;
+    c.n_mc = (mpan + c.mc_panels - 1) / c.mc_panels;
+    rlx_parallel_for(pool, p->n * p->groups * n_bands * c.n_mc, igemm_task, &c);
     free(ap);
     free(bp);
     return RLX_OK;
@@ -824,8 +833,15 @@ rlx_status rlx_cpu_conv2d(rlx_threadpool *pool, const rlx_cpu_conv2d_params *p, 
         int64_t n_bands = (ho + band - 1) / band;
         /* enough bands to keep every thread busy (ISNet's and SAM's large
          * maps); a small map with many channels splits its GEMM instead */
-        if (p->n * p->groups * n_bands >= 2 * (int64_t)nth)
-            return igemm_conv(pool, p, x, w, bias, y, ho, wo, band, n_bands);
+        int64_t tasks = p->n * p->groups * n_bands;
+        if (tasks >= 2 * (int64_t)nth)
+            return igemm_conv(pool, p, x, w, bias, y, ho, wo, band, n_bands, 1);
+        /* a small map (ISNet's 32x32 and 16x16 of 512 channels): its
+         * output channels split too, each task packing its band again,
+         * which is little beside the products of its channels */
+        int64_t n_mc = (4 * (int64_t)nth + tasks - 1) / tasks;
+        if (og >= n_mc * 2 * IG_MR)
+            return igemm_conv(pool, p, x, w, bias, y, ho, wo, band, n_bands, n_mc);
     }
     /* im2col one band of output rows at a time: the column buffer stays
      * cache-sized (a whole 256x256 3x3x64 conv would need 150 MB, 2.4 GB at
