@@ -8,7 +8,9 @@
 # INPUT.npy is the input (default: a fixed pseudo-random [1, 3, 1024, 1024],
 # ISNet's). ORT_NODE_MODULES names the node_modules folder that holds
 # onnxruntime-node (default /tmp/ort/node_modules). Compare ratios within one
-# run: absolute times on a shared machine move from run to run.
+# run: absolute times on a shared machine move from run to run. Each round
+# prints the median wall time and the CPU time per run (all threads; ONNX
+# Runtime's spin while waiting, which counts against it).
 set -eu
 model=${1:?usage: tools/bench-isnet.sh MODEL.onnx [BUILD] [THREADS] [RUNS] [ROUNDS] [INPUT.npy]}
 build=${2:-build} threads=${3:-2} runs=${4:-3} rounds=${5:-2} input=${6:-}
@@ -37,7 +39,9 @@ while [ "$i" -le "$rounds" ]; do
         "$dims" "$threads" "$runs" >"$tmp/ort.$i"
     r=$(sed -n 's/.*median \([0-9.]*\) s.*/\1/p' "$tmp/rlx.$i")
     o=$(sed -n 's/.*median \([0-9.]*\) s.*/\1/p' "$tmp/ort.$i")
-    printf 'round %d: rlx median %s s, onnxruntime median %s s, rlx/ort %.2f\n' "$i" "$r" "$o" \
-        "$(awk "BEGIN { print $r / $o }")"
+    rc=$(sed -n 's/.*CPU time \([0-9.]*\) s.*/\1/p' "$tmp/rlx.$i")
+    oc=$(sed -n 's/.*CPU time \([0-9.]*\) s.*/\1/p' "$tmp/ort.$i")
+    printf 'round %d: median rlx %s s, onnxruntime %s s, rlx/ort %.2f; CPU time per run rlx %s s, onnxruntime %s s, rlx/ort %.2f\n' \
+        "$i" "$r" "$o" "$(awk "BEGIN { print $r / $o }")" "$rc" "$oc" "$(awk "BEGIN { print $rc / $oc }")"
     i=$((i + 1))
 done
