@@ -673,56 +673,88 @@ static void igemm_pack_a(const float *w, int64_t og, int64_t kdim, float *dst)
     }
 }
 
-/* Columns [c0, c0 + nc) of the band (pixels from output row oh0) for k rows
- * [k0, k0 + kc), as NR-wide panels of kc rows (columns past nc are zeros). */
-static void igemm_pack_b(const igemm_ctx *c, const float *xg, int64_t oh0, int64_t c0, int64_t nc,
-                         int64_t k0, int64_t kc, float *dst)
+/* A stretch of one output row inside one B panel: where its columns go in
+ * the panel (before the k row's offset), how many, and its pixel (oh < 0:
+ * columns past the band, zeros). */
+typedef struct {
+    int64_t dst, n, oh, ow;
+} igemm_run;
+
+#define IG_MAX_RUNS (IG_NC + 2 * (IG_NC / IG_NR) + 2)
+
+/* The runs are copied by plain loops of at most NR floats: GCC would turn
+ * them into memset/memcpy calls, which cost more than the copy at this
+ * length (13% of ISNet's time went to memcpy's entry). */
+#if defined(__GNUC__) && !defined(__clang__)
+__attribute__((optimize("no-tree-loop-distribute-patterns")))
+#endif
+static void
+igemm_pack_rows(const igemm_ctx *c, const float *xg, const igemm_run *runs, int64_t n_runs,
+                int64_t k0, int64_t kc, float *dst)
 {
     const rlx_cpu_conv2d_params *p = c->p;
-    int64_t wo = c->wo, sw = p->stride_w, khw = p->kh * p->kw;
-    int64_t npan = (nc + IG_NR - 1) / IG_NR;
+    int64_t sw = p->stride_w, khw = p->kh * p->kw;
     for (int64_t kk = 0; kk < kc; kk++) {
         int64_t k = k0 + kk, ch = k / khw, ki = (k / p->kw) % p->kh, kj = k % p->kw;
         const float *xc = xg + ch * p->h_in * p->w_in;
         int64_t off = kj * p->dil_w - p->pad_w; /* iw = ow * sw + off */
         int64_t lo = off >= 0 ? 0 : (-off + sw - 1) / sw;
         int64_t hi = p->w_in - 1 - off >= 0 ? (p->w_in - 1 - off) / sw + 1 : 0;
-        hi = hi < wo ? hi : wo;
+        hi = hi < c->wo ? hi : c->wo;
         lo = lo < hi ? lo : hi;
-        for (int64_t pj = 0; pj < npan; pj++) {
-            float *d = dst + (pj * kc + kk) * IG_NR;
-            int64_t j = 0, col = c0 + pj * IG_NR, end = nc - pj * IG_NR;
-            end = end < IG_NR ? end : IG_NR;
-            while (j < end) {
-                int64_t oh = oh0 + (col + j) / wo, ow = (col + j) % wo;
-                int64_t run = wo - ow < end - j ? wo - ow : end - j; /* within one output row */
-                int64_t ih = oh * p->stride_h - p->pad_h + ki * p->dil_h;
-                if (ih < 0 || ih >= p->h_in) {
-                    memset(d + j, 0, (size_t)run * sizeof(float));
-                } else {
-                    const float *src = xc + ih * p->w_in;
-                    int64_t a = ow < lo ? lo : ow, b = ow + run < hi ? ow + run : hi;
-                    if (b <= a) {
-                        memset(d + j, 0, (size_t)run * sizeof(float));
-                    } else {
-                        if (a > ow)
-                            memset(d + j, 0, (size_t)(a - ow) * sizeof(float));
-                        if (sw == 1)
-                            memcpy(d + j + (a - ow), src + a + off,
-                                   (size_t)(b - a) * sizeof(float));
-                        else
-                            for (int64_t t = a; t < b; t++)
-                                d[j + t - ow] = src[t * sw + off];
-                        if (ow + run > b)
-                            memset(d + j + (b - ow), 0, (size_t)(ow + run - b) * sizeof(float));
-                    }
-                }
-                j += run;
+        for (int64_t r = 0; r < n_runs; r++) {
+            const igemm_run *R = &runs[r];
+            float *d = dst + R->dst + kk * IG_NR;
+            int64_t ih = R->oh * p->stride_h - p->pad_h + ki * p->dil_h;
+            if (R->oh < 0 || ih < 0 || ih >= p->h_in) {
+                for (int64_t t = 0; t < R->n; t++)
+                    d[t] = 0.0f;
+                continue;
             }
-            if (end < IG_NR)
-                memset(d + end, 0, (size_t)(IG_NR - end) * sizeof(float));
+            const float *src = xc + ih * p->w_in;
+            int64_t ow = R->ow, e = ow + R->n;
+            int64_t a = ow < lo ? lo : ow, b = e < hi ? e : hi;
+            if (b < a)
+                b = a = e < lo ? e : a;
+            for (int64_t t = ow; t < a; t++)
+                d[t - ow] = 0.0f;
+            if (sw == 1) {
+                const float *s = src + off;
+                for (int64_t t = a; t < b; t++)
+                    d[t - ow] = s[t];
+            } else {
+                for (int64_t t = a; t < b; t++)
+                    d[t - ow] = src[t * sw + off];
+            }
+            for (int64_t t = b; t < e; t++)
+                d[t - ow] = 0.0f;
         }
     }
+}
+
+/* Columns [c0, c0 + nc) of the band (pixels from output row oh0) for k rows
+ * [k0, k0 + kc), as NR-wide panels of kc rows (columns past nc are zeros). */
+static void igemm_pack_b(const igemm_ctx *c, const float *xg, int64_t oh0, int64_t c0, int64_t nc,
+                         int64_t k0, int64_t kc, float *dst)
+{
+    igemm_run runs[IG_MAX_RUNS];
+    int64_t n_runs = 0, wo = c->wo;
+    int64_t npan = (nc + IG_NR - 1) / IG_NR;
+    for (int64_t pj = 0; pj < npan && n_runs < IG_MAX_RUNS; pj++) {
+        int64_t j = 0, col = c0 + pj * IG_NR, end = nc - pj * IG_NR;
+        end = end < IG_NR ? end : IG_NR;
+        while (j < end && n_runs < IG_MAX_RUNS) {
+            int64_t ow = (col + j) % wo;
+            int64_t run = wo - ow < end - j ? wo - ow : end - j; /* within one output row */
+            runs[n_runs++] = (igemm_run){
+                .dst = pj * kc * IG_NR + j, .n = run, .oh = oh0 + (col + j) / wo, .ow = ow};
+            j += run;
+        }
+        if (end < IG_NR && n_runs < IG_MAX_RUNS)
+            runs[n_runs++] =
+                (igemm_run){.dst = pj * kc * IG_NR + end, .n = IG_NR - end, .oh = -1, .ow = 0};
+    }
+    igemm_pack_rows(c, xg, runs, n_runs, k0, kc, dst);
 }
 
 static void igemm_task(void *vc, int64_t task, int thread)
