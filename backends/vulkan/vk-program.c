@@ -1043,7 +1043,7 @@ static bool fill_conv(fill_ctx *c, const rlx_lir_instr *ins)
     w[PRM(14)] = or1(p->conv.dilation[is1d ? 0 : 1]);
     w[PRM(15)] = G;
     w[PRM(16)] = tr;
-    w[PRM(18)] = x.dt == RLX_DTYPE_F32 && wt.dt == RLX_DTYPE_F32;
+    w[PRM(18)] = x.dt == RLX_DTYPE_F32; /* the inner loop's loads; w is staged */
     if (ins->n_in > 2) {
         vt b = vt_of(P, ins->in[2], c->sv);
         put_desc(c, w, 2, &b);
