@@ -2,6 +2,7 @@
  * (which compiles its program and faults its arena in), as the median and
  * the fastest of the repetitions; tools/bench-isnet.sh puts the figures
  * beside ONNX Runtime's on the same input and threads. */
+#include <json-c/json.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -223,12 +224,20 @@ int rlx_bench_onnx_main(int argc, char **argv)
     double cpu = (cpu_now() - cpu0) / (double)reps;
     qsort(times, (size_t)reps, sizeof *times, cmp_d);
     double med = reps % 2 ? times[reps / 2] : 0.5 * (times[reps / 2 - 1] + times[reps / 2]);
-    if (json)
-        printf("{\"model\": \"%s\", \"device\": \"%s\", \"threads\": %d, \"runs\": %ld, "
-               "\"compile_s\": %.4f, \"first_s\": %.4f, \"median_s\": %.4f, \"min_s\": %.4f, "
-               "\"cpu_s_per_run\": %.4f}\n",
-               model, device, threads, reps, t1 - t0, first, med, times[0], cpu);
-    else
+    if (json) {
+        json_object *o = json_object_new_object();
+        json_object_object_add(o, "model", json_object_new_string(model));
+        json_object_object_add(o, "device", json_object_new_string(device));
+        json_object_object_add(o, "threads", json_object_new_int(threads));
+        json_object_object_add(o, "runs", json_object_new_int64(reps));
+        json_object_object_add(o, "compile_s", json_object_new_double(t1 - t0));
+        json_object_object_add(o, "first_s", json_object_new_double(first));
+        json_object_object_add(o, "median_s", json_object_new_double(med));
+        json_object_object_add(o, "min_s", json_object_new_double(times[0]));
+        json_object_object_add(o, "cpu_s_per_run", json_object_new_double(cpu));
+        printf("%s\n", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
+        json_object_put(o);
+    } else
         printf("rlx %s (%s, %d threads): compile %.2f s, first run %.3f s, median %.3f s, "
                "fastest %.3f s of %ld, CPU time %.3f s per run\n",
                model, device, threads, t1 - t0, first, med, times[0], reps, cpu);
