@@ -26,6 +26,8 @@ int rlx_bench_whisper_main(int argc, char **argv);
 int rlx_bench_flux2_main(int argc, char **argv);
 /* rlx bench sam (argv[0] is "sam"). */
 int rlx_bench_sam_main(int argc, char **argv);
+/* rlx bench onnx MODEL.onnx (rlx-bench-onnx.c); argv[0] is "onnx". */
+int rlx_bench_onnx_main(int argc, char **argv);
 
 /* Print a one-line error "rlx: <message>" to stderr and return 1. */
 int rlx_cli_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

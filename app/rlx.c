@@ -117,10 +117,12 @@ static int cmd_bench(int argc, char **argv)
         return rlx_bench_sam_main(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "flux2"))
         return rlx_bench_flux2_main(argc - 1, argv + 1);
+    if (argc >= 2 && !strcmp(argv[1], "onnx"))
+        return rlx_bench_onnx_main(argc - 1, argv + 1);
     if (argc >= 2 && argv[1][0] != '-')
         return rlx_cli_fail("bench: no benchmark '%s'; there are the model's (-m MODEL), a "
                             "Whisper model's (whisper), a SAM model's (sam), a FLUX.2 model's "
-                            "(flux2) and the kernels' (ops) (see rlx bench "
+                            "(flux2), an ONNX model's (onnx) and the kernels' (ops) (see rlx bench "
                             "--help)",
                             argv[1]);
     return rlx_bench_model_main(argc, argv);
@@ -151,7 +153,7 @@ static const struct {
     {"imagine", rlx_cmd_imagine,
      "-m FLUX2 -p PROMPT -o OUT.png [-W 1024 -H 1024] [--steps N] ...   text to image"},
     {"bench", cmd_bench,
-     "-m MODEL [-p 512 -n 128 -r 3]   model speed (llama-bench); ops, whisper, sam, flux2 "
+     "-m MODEL [-p 512 -n 128 -r 3]   model speed (llama-bench); ops, whisper, sam, flux2, onnx "
      "(--help)"},
 };
 

@@ -521,6 +521,8 @@ static bool pass_f32 = false;
  * arithmetic, so those results must equal the unsplit run's bit for bit. */
 static uint64_t pass_bind = 0;
 static uint64_t split_total = 0; /* dispatches added by splits in those passes */
+/* Set by cases that must split at pass_bind itself (no doubling of it). */
+static bool must_split = false;
 
 /* Every backend must take every case the CPU runs: a GPU backend that
  * declines one fails the suite (legalize would otherwise have to move that
@@ -558,6 +560,9 @@ static bool run_on(const rlx_backend_i *be, rlx_op op, const rlx_op_params *p, t
      * a weight), never inside one row of a reduction or one head of keys;
      * where such a unit is larger than the lowered limit, the smallest
      * doubling of it that the case fits is used. */
+    if (st != RLX_OK && pass_bind && must_split)
+        fail_msg("%s %s does not split to bindings of %llu bytes: %s", be->name, rlx_op_name(op),
+                 (unsigned long long)pass_bind, rlx_error_message(err));
     for (uint64_t lim = pass_bind; st == RLX_ERR_UNSUPPORTED && pass_bind && lim < (1ull << 30);) {
         rlx_error_free(err);
         err = NULL;
@@ -2072,6 +2077,20 @@ static void test_conv(void **state)
     conv_case(false, true, 1, 4, 5, 7, 3, 2, 2, 2, 0, 1, 1, 0, true, RLX_DTYPE_F32);
     conv_case(false, true, 2, 6, 4, 3, 4, 3, 3, 2, 1, 1, 2, 1, true, RLX_DTYPE_F16);
     conv_case(false, true, 1, 4, 5, 6, 3, 8, 8, 4, 2, 1, 1, 0, true, RLX_DTYPE_F32);
+    /* inputs and outputs of tens of KiB, which at bindings of 16 KiB must
+     * split (ISNet's 128-channel 512x512 input is 128 MiB, lavapipe's whole
+     * binding): over output channels and over output rows, whose input
+     * windows carry the kernel's halo (padded, strided, dilated), and over
+     * the batch; a transposed conv over its output channels. An input
+     * window spans every input channel (the sum runs over them), so these
+     * inputs have few channels of many rows. */
+    must_split = true;
+    conv_case(false, false, 1, 3, 40, 36, 10, 3, 3, 1, 1, 1, 1, 0, true, RLX_DTYPE_F32);
+    conv_case(false, false, 2, 2, 60, 40, 7, 3, 3, 2, 2, 2, 1, 0, true, RLX_DTYPE_F16);
+    conv_case(false, false, 1, 2, 47, 45, 12, 5, 5, 1, 2, 1, 1, 0, false, RLX_DTYPE_F32);
+    conv_case(false, false, 1, 2, 50, 40, 4, 1, 1, 1, 0, 1, 1, 0, true, RLX_DTYPE_F32);
+    conv_case(false, true, 1, 4, 20, 20, 6, 2, 2, 2, 0, 1, 1, 0, true, RLX_DTYPE_F32);
+    must_split = false;
 }
 
 static void resize_case(int64_t N, int64_t C, int64_t IH, int64_t IW, int64_t OH, int64_t OW,

@@ -586,6 +586,15 @@ static void conv_vs_naive(void **state)
         conv_case(1, 2, 12, 12, 2, 3, 3, 1, 2, 2, 1, 0); /* dilation */
         conv_case(1, 8, 5, 5, 16, 1, 1, 1, 0, 1, 1, 0);  /* pointwise */
         conv_case(1, 4, 6, 6, 4, 3, 3, 1, 1, 1, 4, 0);   /* depthwise */
+        /* maps of several bands of output rows (the implicit GEMM, whose
+         * panels are MR = 12 rows and NR = 32 columns, and its k blocks of
+         * 256): partial tiles, stride (2,3) with dilation, k = 288, groups */
+        conv_case(1, 5, 80, 40, 14, 3, 3, 1, 1, 1, 1, 0);
+        conv_case(2, 3, 150, 70, 7, 3, 3, 2, 1, 2, 1, 0);
+        conv_case(2, 32, 64, 40, 20, 3, 3, 1, 1, 1, 1, 0);
+        conv_case(1, 6, 96, 32, 8, 3, 3, 1, 1, 1, 2, 0);
+        /* one band, its output channels split (25 panels in chunks of 3) */
+        conv_case(1, 8, 8, 8, 300, 3, 3, 1, 1, 1, 1, 0);
     }
 }
 

@@ -10,6 +10,7 @@
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backends/base/dtype.h"
@@ -1239,6 +1240,104 @@ static rlx_status op_conv_transpose(const cpu_op_ctx *c)
     return conv_run(c, true);
 }
 
+/* Resize and pooling run one plane (the last two dims) per task; a plane's
+ * source rows and columns are computed once per op, in the formulas of the
+ * reference they replaced, so the results are the same bits. */
+typedef struct plane_job {
+    const cpu_op_ctx *c;
+    int r;
+    int64_t IH, IW, OH, OW;
+    const int64_t *yi0, *yi1, *xi0, *xi1; /* resize: source rows and columns */
+    const float *ly, *lx;                 /* bilinear: weights of yi1, xi1 */
+} plane_job;
+
+/* Offsets of plane `pl` (row-major over dims 0..r-3 of o) in x and o. */
+static void plane_offsets(const plane_job *J, int64_t pl, int64_t *xo, int64_t *oo)
+{
+    const cpu_tensor *x = J->c->in[0], *o = J->c->out;
+    *xo = 0, *oo = 0;
+    for (int d = J->r - 3; d >= 0; d--) {
+        int64_t i = pl % o->ne[d];
+        pl /= o->ne[d];
+        *xo += i * x->st[d];
+        *oo += i * o->st[d];
+    }
+}
+
+static void resize_task(void *vc, int64_t pl, int thread)
+{
+    (void)thread;
+    const plane_job *J = vc;
+    const cpu_tensor *x = J->c->in[0], *o = J->c->out;
+    int r = J->r;
+    int64_t xo, oo, sy = x->st[r - 2], sx = x->st[r - 1], oy_st = o->st[r - 2],
+                    ox_st = o->st[r - 1];
+    plane_offsets(J, pl, &xo, &oo);
+    bool f32 = x->dt == RLX_DTYPE_F32 && o->dt == RLX_DTYPE_F32;
+    const float *xf = (const float *)x->p;
+    float *of = (float *)o->p;
+    for (int64_t oy = 0; oy < J->OH; oy++) {
+        int64_t r0 = xo + J->yi0[oy] * sy, r1 = xo + J->yi1[oy] * sy, orow = oo + oy * oy_st;
+        if (!J->ly) {
+            for (int64_t ox = 0; ox < J->OW; ox++) {
+                int64_t i = r0 + J->xi0[ox] * sx;
+                if (f32)
+                    of[orow + ox * ox_st] = xf[i];
+                else
+                    stf(o, orow + ox * ox_st, ldf(x, i));
+            }
+            continue;
+        }
+        float ly = J->ly[oy];
+        for (int64_t ox = 0; ox < J->OW; ox++) {
+            int64_t c0 = J->xi0[ox] * sx, c1 = J->xi1[ox] * sx;
+            float lx = J->lx[ox], a, b, cc, d;
+            if (f32) {
+                a = xf[r0 + c0], b = xf[r0 + c1], cc = xf[r1 + c0], d = xf[r1 + c1];
+            } else {
+                a = ldf(x, r0 + c0), b = ldf(x, r0 + c1), cc = ldf(x, r1 + c0), d = ldf(x, r1 + c1);
+            }
+            float v = (1 - ly) * ((1 - lx) * a + lx * b) + ly * ((1 - lx) * cc + lx * d);
+            if (f32)
+                of[orow + ox * ox_st] = v;
+            else
+                stf(o, orow + ox * ox_st, v);
+        }
+    }
+}
+
+/* Source index (and bilinear weight) along one axis of n outputs from m. */
+static void resize_axis(int64_t n, int64_t m, bool bil, bool ac, int64_t *i0, int64_t *i1, float *l)
+{
+    for (int64_t k = 0; k < n; k++) {
+        if (!bil) {
+            int64_t i = (int64_t)floor((double)k * (double)m / (double)n);
+            i0[k] = i1[k] = i < m ? i : m - 1;
+            continue;
+        }
+        double f;
+        if (ac) {
+            f = n > 1 ? (double)k * (double)(m - 1) / (double)(n - 1) : 0.0;
+        } else {
+            f = ((double)k + 0.5) * (double)m / (double)n - 0.5;
+            f = f < 0 ? 0 : f;
+        }
+        int64_t a = (int64_t)f;
+        a = a < m - 1 ? a : m - 1;
+        i0[k] = a;
+        i1[k] = a + 1 < m ? a + 1 : m - 1;
+        l[k] = (float)(f - (double)a);
+    }
+}
+
+static int64_t planes_of(const cpu_tensor *o)
+{
+    int64_t n = 1;
+    for (int d = 0; d < o->rank - 2; d++)
+        n *= o->ne[d];
+    return n;
+}
+
 static rlx_status op_resize(const cpu_op_ctx *c)
 {
     const cpu_tensor *x = c->in[0], *o = c->out;
@@ -1247,43 +1346,70 @@ static rlx_status op_resize(const cpu_op_ctx *c)
     if (numel(o) == 0)
         return RLX_OK;
     bool bil = c->p->resize.mode == RLX_RESIZE_BILINEAR, ac = c->p->resize.align_corners;
-    int64_t idx[RLX_MAX_DIMS] = {0};
-    do {
-        int64_t xo = nd_off(idx, x->st, r - 2), oo = nd_off(idx, o->st, r - 2);
-        for (int64_t oy = 0; oy < OH; oy++)
-            for (int64_t ox = 0; ox < OW; ox++) {
-                float v;
-                if (!bil) {
-                    int64_t iy = (int64_t)floor((double)oy * (double)IH / (double)OH);
-                    int64_t ix = (int64_t)floor((double)ox * (double)IW / (double)OW);
-                    iy = iy < IH ? iy : IH - 1;
-                    ix = ix < IW ? ix : IW - 1;
-                    v = ldf(x, xo + iy * x->st[r - 2] + ix * x->st[r - 1]);
-                } else {
-                    double fy, fx;
-                    if (ac) {
-                        fy = OH > 1 ? (double)oy * (double)(IH - 1) / (double)(OH - 1) : 0.0;
-                        fx = OW > 1 ? (double)ox * (double)(IW - 1) / (double)(OW - 1) : 0.0;
-                    } else {
-                        fy = ((double)oy + 0.5) * (double)IH / (double)OH - 0.5;
-                        fx = ((double)ox + 0.5) * (double)IW / (double)OW - 0.5;
-                        fy = fy < 0 ? 0 : fy;
-                        fx = fx < 0 ? 0 : fx;
-                    }
-                    int64_t y0 = (int64_t)fy, x0 = (int64_t)fx;
-                    y0 = y0 < IH - 1 ? y0 : IH - 1;
-                    x0 = x0 < IW - 1 ? x0 : IW - 1;
-                    int64_t y1 = y0 + 1 < IH ? y0 + 1 : IH - 1, x1 = x0 + 1 < IW ? x0 + 1 : IW - 1;
-                    float ly = (float)(fy - (double)y0), lx = (float)(fx - (double)x0);
-                    int64_t sy = x->st[r - 2], sx = x->st[r - 1];
-                    float a = ldf(x, xo + y0 * sy + x0 * sx), b = ldf(x, xo + y0 * sy + x1 * sx);
-                    float cc = ldf(x, xo + y1 * sy + x0 * sx), d = ldf(x, xo + y1 * sy + x1 * sx);
-                    v = (1 - ly) * ((1 - lx) * a + lx * b) + ly * ((1 - lx) * cc + lx * d);
-                }
-                stf(o, oo + oy * o->st[r - 2] + ox * o->st[r - 1], v);
-            }
-    } while (nd_next(idx, o->ne, r - 2));
+    size_t n = (size_t)(OH + OW);
+    int64_t *ix = malloc(2 * n * sizeof *ix);
+    float *lw = malloc(n * sizeof *lw);
+    if (!ix || !lw) {
+        free(ix);
+        free(lw);
+        return RLX_ERR_NO_MEMORY;
+    }
+    int64_t *yi0 = ix, *yi1 = ix + OH, *xi0 = ix + 2 * OH, *xi1 = ix + 2 * OH + OW;
+    resize_axis(OH, IH, bil, ac, yi0, yi1, lw);
+    resize_axis(OW, IW, bil, ac, xi0, xi1, lw + OH);
+    plane_job J = {.c = c,
+                   .r = r,
+                   .IH = IH,
+                   .IW = IW,
+                   .OH = OH,
+                   .OW = OW,
+                   .yi0 = yi0,
+                   .yi1 = yi1,
+                   .xi0 = xi0,
+                   .xi1 = xi1,
+                   .ly = bil ? lw : NULL,
+                   .lx = bil ? lw + OH : NULL};
+    rlx_parallel_for(c->pool, planes_of(o), resize_task, &J);
+    free(ix);
+    free(lw);
     return RLX_OK;
+}
+
+static void pool_task(void *vc, int64_t pl, int thread)
+{
+    (void)thread;
+    const plane_job *J = vc;
+    const cpu_op_ctx *c = J->c;
+    const cpu_tensor *x = c->in[0], *o = c->out;
+    int r = J->r;
+    int64_t IH = J->IH, IW = J->IW;
+    int64_t kh = or1(c->p->pool.kernel[0]), kw = or1(c->p->pool.kernel[1]);
+    int64_t sh = c->p->pool.stride[0] > 0 ? c->p->pool.stride[0] : kh;
+    int64_t sw = c->p->pool.stride[1] > 0 ? c->p->pool.stride[1] : kw;
+    int64_t ph = c->p->pool.pad[0], pw = c->p->pool.pad[1];
+    bool mx = c->p->pool.mode == RLX_POOL_MAX;
+    bool f32 = x->dt == RLX_DTYPE_F32 && o->dt == RLX_DTYPE_F32;
+    int64_t xo, oo, sy = x->st[r - 2], sx = x->st[r - 1];
+    plane_offsets(J, pl, &xo, &oo);
+    for (int64_t oy = 0; oy < J->OH; oy++)
+        for (int64_t ox = 0; ox < J->OW; ox++) {
+            int64_t hs = oy * sh - ph, ws = ox * sw - pw;
+            int64_t he = hs + kh < IH + ph ? hs + kh : IH + ph;
+            int64_t we = ws + kw < IW + pw ? ws + kw : IW + pw;
+            int64_t area = (he - hs) * (we - ws);
+            int64_t h0 = hs < 0 ? 0 : hs, w0 = ws < 0 ? 0 : ws;
+            int64_t h1 = he < IH ? he : IH, w1 = we < IW ? we : IW;
+            float acc = mx ? -INFINITY : 0.0f;
+            for (int64_t iy = h0; iy < h1; iy++)
+                for (int64_t ix = w0; ix < w1; ix++) {
+                    int64_t i = xo + iy * sy + ix * sx;
+                    float v = f32 ? ((const float *)x->p)[i] : ldf(x, i);
+                    acc = mx ? (v > acc ? v : acc) : acc + v;
+                }
+            if (!mx)
+                acc = area > 0 ? acc / (float)area : 0.0f;
+            stf(o, oo + oy * o->st[r - 2] + ox * o->st[r - 1], acc);
+        }
 }
 
 /* Average pooling counts padded positions (PyTorch's count_include_pad
@@ -1292,36 +1418,15 @@ static rlx_status op_pool(const cpu_op_ctx *c)
 {
     const cpu_tensor *x = c->in[0], *o = c->out;
     int r = o->rank;
-    int64_t IH = x->ne[r - 2], IW = x->ne[r - 1], OH = o->ne[r - 2], OW = o->ne[r - 1];
-    int64_t kh = or1(c->p->pool.kernel[0]), kw = or1(c->p->pool.kernel[1]);
-    int64_t sh = c->p->pool.stride[0] > 0 ? c->p->pool.stride[0] : kh;
-    int64_t sw = c->p->pool.stride[1] > 0 ? c->p->pool.stride[1] : kw;
-    int64_t ph = c->p->pool.pad[0], pw = c->p->pool.pad[1];
-    bool mx = c->p->pool.mode == RLX_POOL_MAX;
     if (numel(o) == 0)
         return RLX_OK;
-    int64_t idx[RLX_MAX_DIMS] = {0};
-    do {
-        int64_t xo = nd_off(idx, x->st, r - 2), oo = nd_off(idx, o->st, r - 2);
-        for (int64_t oy = 0; oy < OH; oy++)
-            for (int64_t ox = 0; ox < OW; ox++) {
-                int64_t hs = oy * sh - ph, ws = ox * sw - pw;
-                int64_t he = hs + kh < IH + ph ? hs + kh : IH + ph;
-                int64_t we = ws + kw < IW + pw ? ws + kw : IW + pw;
-                int64_t area = (he - hs) * (we - ws);
-                int64_t h0 = hs < 0 ? 0 : hs, w0 = ws < 0 ? 0 : ws;
-                int64_t h1 = he < IH ? he : IH, w1 = we < IW ? we : IW;
-                float acc = mx ? -INFINITY : 0.0f;
-                for (int64_t iy = h0; iy < h1; iy++)
-                    for (int64_t ix = w0; ix < w1; ix++) {
-                        float v = ldf(x, xo + iy * x->st[r - 2] + ix * x->st[r - 1]);
-                        acc = mx ? (v > acc ? v : acc) : acc + v;
-                    }
-                if (!mx)
-                    acc = area > 0 ? acc / (float)area : 0.0f;
-                stf(o, oo + oy * o->st[r - 2] + ox * o->st[r - 1], acc);
-            }
-    } while (nd_next(idx, o->ne, r - 2));
+    plane_job J = {.c = c,
+                   .r = r,
+                   .IH = x->ne[r - 2],
+                   .IW = x->ne[r - 1],
+                   .OH = o->ne[r - 2],
+                   .OW = o->ne[r - 1]};
+    rlx_parallel_for(c->pool, planes_of(o), pool_task, &J);
     return RLX_OK;
 }
 

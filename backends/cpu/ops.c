@@ -580,25 +580,268 @@ typedef struct {
     const float *bias;
 } im2col_ctx;
 
+/* One row of the column buffer (input channel ch, tap ki, kj) over the
+ * band's output rows. The output columns whose tap lands inside the input
+ * row are one interval [lo, hi), the same on every row: the rest is padding,
+ * written as zeros, and the interval is a plain copy at stride 1 (most of
+ * ISNet's and SAM's convs), with no per-element bounds test. */
 static void im2col_task(void *vc, int64_t row, int thread)
 {
+    (void)thread;
     const im2col_ctx *c = vc;
     const rlx_cpu_conv2d_params *p = c->p;
     int64_t ch = row / (p->kh * p->kw), ki = (row / p->kw) % p->kh, kj = row % p->kw;
     const float *xc = c->x + ch * p->h_in * p->w_in;
     float *dst = c->col + row * c->band * c->wo;
+    int64_t sw = p->stride_w, wo = c->wo;
+    int64_t off = kj * p->dil_w - p->pad_w; /* iw = ow * sw + off */
+    int64_t lo = off >= 0 ? 0 : (-off + sw - 1) / sw;
+    int64_t hi = p->w_in - 1 - off >= 0 ? (p->w_in - 1 - off) / sw + 1 : 0;
+    hi = hi < wo ? hi : wo;
+    lo = lo < hi ? lo : hi;
     for (int64_t oh = c->oh0; oh < c->oh0 + c->band; oh++) {
         int64_t ih = oh * p->stride_h - p->pad_h + ki * p->dil_h;
-        float *d = dst + (oh - c->oh0) * c->wo;
+        float *d = dst + (oh - c->oh0) * wo;
         if (ih < 0 || ih >= p->h_in) {
-            memset(d, 0, (size_t)c->wo * sizeof(float));
+            memset(d, 0, (size_t)wo * sizeof(float));
             continue;
         }
-        for (int64_t ow = 0; ow < c->wo; ow++) {
-            int64_t iw = ow * p->stride_w - p->pad_w + kj * p->dil_w;
-            d[ow] = (iw >= 0 && iw < p->w_in) ? xc[ih * p->w_in + iw] : 0.0f;
+        const float *src = xc + ih * p->w_in;
+        if (lo > 0)
+            memset(d, 0, (size_t)lo * sizeof(float));
+        if (sw == 1) {
+            if (hi > lo)
+                memcpy(d + lo, src + lo + off, (size_t)(hi - lo) * sizeof(float));
+        } else {
+            for (int64_t ow = lo; ow < hi; ow++)
+                d[ow] = src[ow * sw + off];
+        }
+        if (hi < wo)
+            memset(d + hi, 0, (size_t)(wo - hi) * sizeof(float));
+    }
+}
+
+typedef struct {
+    float *y;
+    const float *bias;
+    int64_t c_out, hw;
+} bias_ctx;
+
+static void bias_task(void *vc, int64_t plane, int thread)
+{
+    (void)thread;
+    const bias_ctx *c = vc;
+    float *yc = c->y + plane * c->hw, b = c->bias[plane % c->c_out];
+    for (int64_t i = 0; i < c->hw; i++)
+        yc[i] += b;
+}
+
+/* ---- implicit GEMM: the conv as weights x im2col(x), with the im2col
+ * columns written straight into the micro-kernel's packed B panels (no
+ * column buffer, no second copy by a GEMM's own packing) and the weights
+ * packed once per conv for every thread. */
+
+#define IG_MR RLX_GEMM_MR
+#define IG_NR RLX_GEMM_NR
+#define IG_KC 256 /* rows of k per block: a B panel (KC x NR) stays in L1 */
+#define IG_NC 512 /* columns per packed B block (512 KB at KC): in L2 */
+
+typedef struct {
+    const rlx_cpu_conv2d_params *p;
+    const float *x, *bias;
+    float *y;
+    const float *ap; /* per group: per k block, ceil(og/MR) panels of kc x MR */
+    size_t ap_group; /* floats per group */
+    float *bp;       /* per thread: IG_NC/NR panels of IG_KC x NR */
+    size_t bp_stride;
+    int64_t ho, wo, cg, og, kdim, band, n_bands;
+    int64_t n_mc, mc_panels; /* tasks per band: chunks of MR-row panels of the weights */
+    rlx_gemm_ukernel_fn uk;
+} igemm_ctx;
+
+/* Weights of one group [og][kdim] into k blocks of MR-row panels. */
+static void igemm_pack_a(const float *w, int64_t og, int64_t kdim, float *dst)
+{
+    for (int64_t k0 = 0; k0 < kdim; k0 += IG_KC) {
+        int64_t kc = kdim - k0 < IG_KC ? kdim - k0 : IG_KC;
+        for (int64_t i0 = 0; i0 < og; i0 += IG_MR) {
+            for (int64_t k = 0; k < kc; k++)
+                for (int64_t r = 0; r < IG_MR; r++)
+                    dst[k * IG_MR + r] = i0 + r < og ? w[(i0 + r) * kdim + k0 + k] : 0.0f;
+            dst += kc * IG_MR;
         }
     }
+}
+
+/* A stretch of one output row inside one B panel: where its columns go in
+ * the panel (before the k row's offset), how many, and its pixel (oh < 0:
+ * columns past the band, zeros). */
+typedef struct {
+    int64_t dst, n, oh, ow;
+} igemm_run;
+
+#define IG_MAX_RUNS (IG_NC + 2 * (IG_NC / IG_NR) + 2)
+
+/* The runs are copied by plain loops of at most NR floats: GCC would turn
+ * them into memset/memcpy calls, which cost more than the copy at this
+ * length (13% of ISNet's time went to memcpy's entry). */
+#if defined(__GNUC__) && !defined(__clang__)
+__attribute__((optimize("no-tree-loop-distribute-patterns")))
+#endif
+static void
+igemm_pack_rows(const igemm_ctx *c, const float *xg, const igemm_run *runs, int64_t n_runs,
+                int64_t k0, int64_t kc, float *dst)
+{
+    const rlx_cpu_conv2d_params *p = c->p;
+    int64_t sw = p->stride_w, khw = p->kh * p->kw;
+    for (int64_t kk = 0; kk < kc; kk++) {
+        int64_t k = k0 + kk, ch = k / khw, ki = (k / p->kw) % p->kh, kj = k % p->kw;
+        const float *xc = xg + ch * p->h_in * p->w_in;
+        int64_t off = kj * p->dil_w - p->pad_w; /* iw = ow * sw + off */
+        int64_t lo = off >= 0 ? 0 : (-off + sw - 1) / sw;
+        int64_t hi = p->w_in - 1 - off >= 0 ? (p->w_in - 1 - off) / sw + 1 : 0;
+        hi = hi < c->wo ? hi : c->wo;
+        lo = lo < hi ? lo : hi;
+        for (int64_t r = 0; r < n_runs; r++) {
+            const igemm_run *R = &runs[r];
+            float *d = dst + R->dst + kk * IG_NR;
+            int64_t ih = R->oh * p->stride_h - p->pad_h + ki * p->dil_h;
+            if (R->oh < 0 || ih < 0 || ih >= p->h_in) {
+                for (int64_t t = 0; t < R->n; t++)
+                    d[t] = 0.0f;
+                continue;
+            }
+            const float *src = xc + ih * p->w_in;
+            int64_t ow = R->ow, e = ow + R->n;
+            int64_t a = ow < lo ? lo : ow, b = e < hi ? e : hi;
+            if (b < a)
+                b = a = e < lo ? e : a;
+            for (int64_t t = ow; t < a; t++)
+                d[t - ow] = 0.0f;
+            if (sw == 1) {
+                const float *s = src + off;
+                for (int64_t t = a; t < b; t++)
+                    d[t - ow] = s[t];
+            } else {
+                for (int64_t t = a; t < b; t++)
+                    d[t - ow] = src[t * sw + off];
+            }
+            for (int64_t t = b; t < e; t++)
+                d[t - ow] = 0.0f;
+        }
+    }
+}
+
+/* Columns [c0, c0 + nc) of the band (pixels from output row oh0) for k rows
+ * [k0, k0 + kc), as NR-wide panels of kc rows (columns past nc are zeros). */
+static void igemm_pack_b(const igemm_ctx *c, const float *xg, int64_t oh0, int64_t c0, int64_t nc,
+                         int64_t k0, int64_t kc, float *dst)
+{
+    igemm_run runs[IG_MAX_RUNS];
+    int64_t n_runs = 0, wo = c->wo;
+    int64_t npan = (nc + IG_NR - 1) / IG_NR;
+    for (int64_t pj = 0; pj < npan && n_runs < IG_MAX_RUNS; pj++) {
+        int64_t j = 0, col = c0 + pj * IG_NR, end = nc - pj * IG_NR;
+        end = end < IG_NR ? end : IG_NR;
+        while (j < end && n_runs < IG_MAX_RUNS) {
+            int64_t ow = (col + j) % wo;
+            int64_t run = wo - ow < end - j ? wo - ow : end - j; /* within one output row */
+            runs[n_runs++] = (igemm_run){
+                .dst = pj * kc * IG_NR + j, .n = run, .oh = oh0 + (col + j) / wo, .ow = ow};
+            j += run;
+        }
+        if (end < IG_NR && n_runs < IG_MAX_RUNS)
+            runs[n_runs++] =
+                (igemm_run){.dst = pj * kc * IG_NR + end, .n = IG_NR - end, .oh = -1, .ow = 0};
+    }
+    igemm_pack_rows(c, xg, runs, n_runs, k0, kc, dst);
+}
+
+static void igemm_task(void *vc, int64_t task, int thread)
+{
+    const igemm_ctx *c = vc;
+    const rlx_cpu_conv2d_params *p = c->p;
+    int64_t mc = task % c->n_mc, rest = task / c->n_mc;
+    int64_t b = rest % c->n_bands, ng = rest / c->n_bands;
+    int64_t n = ng / p->groups, g = ng % p->groups;
+    int64_t oh0 = b * c->band, nb = c->ho - oh0 < c->band ? c->ho - oh0 : c->band;
+    int64_t hw = c->ho * c->wo, ncols = nb * c->wo;
+    const float *xg = c->x + (n * p->c_in + g * c->cg) * p->h_in * p->w_in;
+    float *yg = c->y + (n * p->c_out + g * c->og) * hw + oh0 * c->wo;
+    const float *apg = c->ap + (size_t)g * c->ap_group;
+    float *bp = c->bp + (size_t)thread * c->bp_stride;
+    int64_t mpan = (c->og + IG_MR - 1) / IG_MR, i0 = mc * c->mc_panels;
+    int64_t i1 = i0 + c->mc_panels < mpan ? i0 + c->mc_panels : mpan;
+    for (int64_t c0 = 0; c0 < ncols; c0 += IG_NC) {
+        int64_t nc = ncols - c0 < IG_NC ? ncols - c0 : IG_NC;
+        const float *ak = apg;
+        for (int64_t k0 = 0; k0 < c->kdim; k0 += IG_KC) {
+            int64_t kc = c->kdim - k0 < IG_KC ? c->kdim - k0 : IG_KC;
+            igemm_pack_b(c, xg, oh0, c0, nc, k0, kc, bp);
+            for (int64_t j = 0; j < nc; j += IG_NR) {
+                int nr = (int)(nc - j < IG_NR ? nc - j : IG_NR);
+                const float *bpan = bp + (j / IG_NR) * kc * IG_NR;
+                for (int64_t i = i0; i < i1; i++) {
+                    int mr = (int)(c->og - i * IG_MR < IG_MR ? c->og - i * IG_MR : IG_MR);
+                    c->uk(kc, ak + i * kc * IG_MR, bpan, yg + i * IG_MR * hw + c0 + j, hw, mr, nr,
+                          1.0f, k0 == 0 ? 0.0f : 1.0f);
+                }
+            }
+            ak += mpan * kc * IG_MR;
+        }
+    }
+    int64_t o1 = i1 * IG_MR < c->og ? i1 * IG_MR : c->og;
+    if (c->bias)
+        for (int64_t o = i0 * IG_MR; o < o1; o++) {
+            float bv = c->bias[g * c->og + o], *yr = yg + o * hw;
+            for (int64_t i = 0; i < ncols; i++)
+                yr[i] += bv;
+        }
+}
+
+/* The conv by implicit GEMM over n_bands bands of `band` output rows, each
+ * split over n_mc chunks of the output channels. */
+static rlx_status igemm_conv(rlx_threadpool *pool, const rlx_cpu_conv2d_params *p, const float *x,
+                             const float *w, const float *bias, float *y, int64_t ho, int64_t wo,
+                             int64_t band, int64_t n_bands, int64_t n_mc)
+{
+    int64_t cg = p->c_in / p->groups, og = p->c_out / p->groups, kdim = cg * p->kh * p->kw;
+    int nth = rlx_threadpool_size(pool);
+    size_t ap_group = (size_t)((og + IG_MR - 1) / IG_MR * IG_MR) * (size_t)kdim;
+    size_t bp_stride = (size_t)IG_NC * IG_KC;
+    float *ap = aligned_alloc(64, ((size_t)p->groups * ap_group * sizeof(float) + 63) / 64 * 64);
+    float *bp = aligned_alloc(64, (size_t)nth * bp_stride * sizeof(float));
+    if (!ap || !bp) {
+        free(ap);
+        free(bp);
+        return RLX_ERR_NO_MEMORY;
+    }
+    for (int64_t g = 0; g < p->groups; g++)
+        igemm_pack_a(w + g * og * kdim, og, kdim, ap + (size_t)g * ap_group);
+    igemm_ctx c = {.p = p,
+                   .x = x,
+                   .bias = bias,
+                   .y = y,
+                   .ap = ap,
+                   .ap_group = ap_group,
+                   .bp = bp,
+                   .bp_stride = bp_stride,
+                   .ho = ho,
+                   .wo = wo,
+                   .cg = cg,
+                   .og = og,
+                   .kdim = kdim,
+                   .band = band,
+                   .n_bands = n_bands,
+                   .uk = rlx_cpu_table_get()->vec.gemm_ukernel};
+    int64_t mpan = (og + IG_MR - 1) / IG_MR;
+    n_mc = n_mc < 1 ? 1 : n_mc > mpan ? mpan : n_mc;
+    c.mc_panels = (mpan + n_mc - 1) / n_mc;
+    c.n_mc = (mpan + c.mc_panels - 1) / c.mc_panels;
+    rlx_parallel_for(pool, p->n * p->groups * n_bands * c.n_mc, igemm_task, &c);
+    free(ap);
+    free(bp);
+    return RLX_OK;
 }
 
 rlx_status rlx_cpu_conv2d(rlx_threadpool *pool, const rlx_cpu_conv2d_params *p, const float *x,
@@ -613,6 +856,25 @@ rlx_status rlx_cpu_conv2d(rlx_threadpool *pool, const rlx_cpu_conv2d_params *p, 
     int64_t kdim = cg * p->kh * p->kw;
     bool pointwise = p->kh == 1 && p->kw == 1 && p->stride_h == 1 && p->stride_w == 1 &&
                      p->pad_h == 0 && p->pad_w == 0;
+    int nth = rlx_threadpool_size(pool);
+    if (!pointwise && kdim * wo > 0) {
+        /* a task per IG_NC output pixels (whole rows): the weights are
+         * packed once for all of them */
+        int64_t band = (IG_NC + wo - 1) / wo;
+        band = band > ho ? ho : band;
+        int64_t n_bands = (ho + band - 1) / band;
+        /* enough bands to keep every thread busy (ISNet's and SAM's large
+         * maps); a small map with many channels splits its GEMM instead */
+        int64_t tasks = p->n * p->groups * n_bands;
+        if (tasks >= 2 * (int64_t)nth)
+            return igemm_conv(pool, p, x, w, bias, y, ho, wo, band, n_bands, 1);
+        /* a small map (ISNet's 32x32 and 16x16 of 512 channels): its
+         * output channels split too, each task packing its band again,
+         * which is little beside the products of its channels */
+        int64_t n_mc = (4 * (int64_t)nth + tasks - 1) / tasks;
+        if (og >= n_mc * 2 * IG_MR)
+            return igemm_conv(pool, p, x, w, bias, y, ho, wo, band, n_bands, n_mc);
+    }
     /* im2col one band of output rows at a time: the column buffer stays
      * cache-sized (a whole 256x256 3x3x64 conv would need 150 MB, 2.4 GB at
      * 1024x1024, none of it in the memory budget) and is reused. */
@@ -653,13 +915,10 @@ rlx_status rlx_cpu_conv2d(rlx_threadpool *pool, const rlx_cpu_conv2d_params *p, 
         }
     }
     free(col);
-    if (bias)
-        for (int64_t n = 0; n < p->n; n++)
-            for (int64_t co = 0; co < p->c_out; co++) {
-                float *yc = y + (n * p->c_out + co) * ho * wo;
-                for (int64_t i = 0; i < ho * wo; i++)
-                    yc[i] += bias[co];
-            }
+    if (bias) {
+        bias_ctx b = {.y = y, .bias = bias, .c_out = p->c_out, .hw = ho * wo};
+        rlx_parallel_for(pool, p->n * p->c_out, bias_task, &b);
+    }
     return RLX_OK;
 }
 

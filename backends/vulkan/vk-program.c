@@ -1051,7 +1051,7 @@ static bool fill_conv(fill_ctx *c, const rlx_lir_instr *ins)
     w[PRM(14)] = or1(p->conv.dilation[is1d ? 0 : 1]);
     w[PRM(15)] = G;
     w[PRM(16)] = tr;
-    w[PRM(18)] = x.dt == RLX_DTYPE_F32 && wt.dt == RLX_DTYPE_F32;
+    w[PRM(18)] = x.dt == RLX_DTYPE_F32; /* the inner loop's loads; w is staged */
     if (ins->n_in > 2) {
         vt b = vt_of(P, ins->in[2], c->sv);
         put_desc(c, w, 2, &b);
@@ -1199,7 +1199,10 @@ static bool fill_instr(fill_ctx *c, int32_t i)
  * (weights, a KV cache at its full size), so a decode step replays the
  * recorded command buffer. */
 
-enum { AX_PLAIN, AX_TABLE, AX_HEADS, AX_BATCH };
+/* AX_CONV_OC: output channels of a conv (its weight's and bias's too);
+ * AX_CONV_ROWS: output rows of a conv, whose input window is the band of
+ * rows those read (the halo of its kernel), see cut_conv_rows. */
+enum { AX_PLAIN, AX_TABLE, AX_HEADS, AX_BATCH, AX_CONV_OC, AX_CONV_ROWS };
 
 typedef struct split_axis {
     int8_t dim[VK_OUT_SLOT + 1]; /* per operand: the dim of its descriptor (-1: untouched) */
@@ -1443,6 +1446,25 @@ static int split_axes(const vk_disp *D, int32_t *w, split_axis *ax)
         }
         break;
     }
+    case VK_K_CONV: {
+        /* P(0) N, P(1) OC, P(2) OH; the weight and output strides the shader
+         * uses are P(24..31), so a cut moves only the descriptors' offsets */
+        bool tr = w[PRM(16)] != 0;
+        split_axis *a = AXIS(AX_BATCH);
+        a->dim[0] = a->dim[VK_OUT_SLOT] = 0;
+        if (w[PRM(15)] == 1) { /* with groups, a chunk's channels would need their group's */
+            a = AXIS(AX_CONV_OC);
+            a->dim[1] = (int8_t)(tr ? 1 : 0);
+            a->dim[VK_OUT_SLOT] = 1;
+            if (D->vals[2] >= 0)
+                a->dim[2] = (int8_t)(w[DESC(2) + 1] - 1);
+        }
+        if (!tr && w[DESC(0) + 1] == 4 && w[DESC(VK_OUT_SLOT) + 1] == 4) {
+            a = AXIS(AX_CONV_ROWS);
+            a->dim[0] = a->dim[VK_OUT_SLOT] = 2;
+        }
+        break;
+    }
     case VK_K_GATHER: {
         if (w[PRM(3)])
             return 0; /* the Q8_0 append */
@@ -1466,6 +1488,8 @@ static int split_axes(const vk_disp *D, int32_t *w, split_axis *ax)
 static int64_t axis_extent(const int32_t *w, const split_axis *a)
 {
     int64_t e = 0;
+    if (a->kind == AX_CONV_ROWS) /* the input's rows are the band's, not the axis */
+        return w[DESC(VK_OUT_SLOT) + 4 + a->dim[VK_OUT_SLOT]];
     for (int s = 0; s <= VK_OUT_SLOT; s++)
         if (a->dim[s] >= 0) {
             int64_t v = w[DESC(s) + 4 + a->dim[s]] / a->mul[s];
@@ -1473,6 +1497,35 @@ static int64_t axis_extent(const int32_t *w, const split_axis *a)
                 e = v;
         }
     return e;
+}
+
+/* A conv's output rows [at, at + len) read input rows [at*sh - ph, ... +
+ * (len-1)*sh + (KH-1)*dh] clipped to the input: the window is a band of that
+ * many rows, shifted to lie inside the input, so every chunk's window has the
+ * size of chunk 0's (split_plan sizes the chunks by chunk 0). The shader sees
+ * the band as its input (P(5) its height) and a padding that maps its output
+ * rows into it; rows outside the input stay outside the band, so the zero
+ * padding is kept. */
+static void cut_conv_rows(int32_t *w, int64_t at, int64_t len, uint64_t *coff)
+{
+    int32_t *qx = w + DESC(0);
+    int64_t IH = w[PRM(5)], KH = w[PRM(7)], sh = w[PRM(9)], ph = w[PRM(11)], dh = w[PRM(13)];
+    int64_t rows = len > 0 ? (len - 1) * sh + (KH - 1) * dh + 1 : 0;
+    if (rows > IH)
+        rows = IH;
+    int64_t r0 = at * sh - ph;
+    if (r0 > IH - rows)
+        r0 = IH - rows;
+    if (r0 < 0)
+        r0 = 0;
+    qx[4 + 2] = (int32_t)rows;
+    int64_t b = el_bytes((rlx_dtype)qx[0], r0 * (int64_t)qx[10 + 2]);
+    set_off64(qx, off64(qx) + b);
+    if (coff)
+        coff[0] += (uint64_t)b;
+    w[PRM(2)] = (int32_t)len;
+    w[PRM(5)] = (int32_t)rows;
+    w[PRM(11)] = (int32_t)(ph + r0 - at * sh);
 }
 
 /* Narrow record w to entries [at, at + len) of axis a (extent E), adding
@@ -1484,7 +1537,7 @@ static void cut_axis(const vk_disp *D, int32_t *w, const split_axis *a, int64_t 
     if (len < 0)
         len = 0;
     for (int s = 0; s <= VK_OUT_SLOT; s++) {
-        if (a->dim[s] < 0)
+        if (a->dim[s] < 0 || (a->kind == AX_CONV_ROWS && s == 0))
             continue;
         int32_t *q = w + DESC(s);
         int d = a->dim[s], m = a->mul[s];
@@ -1509,6 +1562,12 @@ static void cut_axis(const vk_disp *D, int32_t *w, const split_axis *a, int64_t 
         break;
     case AX_BATCH:
         w[PRM(0)] = (int32_t)len;
+        break;
+    case AX_CONV_OC:
+        w[PRM(1)] = (int32_t)len;
+        break;
+    case AX_CONV_ROWS:
+        cut_conv_rows(w, at, len, coff);
         break;
     default:
         break;
@@ -1540,6 +1599,10 @@ static void set_items(const vk_disp *D, int32_t *w)
     case VK_K_ATTN_T64:
     case VK_K_ATTN_T128: /* a workgroup per VK_LS query rows of a head */
         n = w[PRM(32)] ? 0 : (int64_t)w[PRM(0)] * w[PRM(1)] * ((w[PRM(2)] + VK_LS - 1) / VK_LS);
+        break;
+    case VK_K_CONV: /* a workgroup per 8 channels x VK_LS pixels (fill_conv) */
+        n = (int64_t)w[PRM(0)] * ((w[PRM(1)] + 7) / 8) *
+            (((int64_t)w[PRM(2)] * w[PRM(3)] + VK_LS - 1) / VK_LS);
         break;
     default:
         for (int d = 0; d < qo[1]; d++)
@@ -1720,6 +1783,60 @@ static void split_expand(vk_program *P, const fill_ctx *c, int32_t j0, int32_t j
 }
 
 /* ---- programs ------------------------------------------------------------------ */
+
+/* Rough work of instruction i at the symbols' bounds: output elements, times
+ * the products per output of a conv (IC/G x KH x KW) or a matmul (K). */
+static double instr_cost(const vk_program *P, int32_t i, const int64_t *sv)
+{
+    const rlx_lir_instr *ins = &P->instrs[i];
+    if (P->kern[i] == VK_K_COUNT)
+        return 0;
+    vt o = vt_of(P, ins->out, sv);
+    double n = (double)numel(&o);
+    if (P->kern[i] == VK_K_CONV && ins->n_in >= 2) {
+        vt w = vt_of(P, ins->in[1], sv);
+        double per = 1;
+        for (int d = 1; d < w.rank; d++)
+            per *= (double)w.ne[d];
+        if (ins->op == RLX_OP_CONV_TRANSPOSE2D) /* w [IC, OC/G, ...]: IC/G x KH x KW */
+            per = per / (double)(w.ne[1] ? w.ne[1] : 1) * (double)w.ne[0] /
+                  (double)(ins->p.conv.groups > 0 ? ins->p.conv.groups : 1);
+        n *= per;
+    } else if (P->kern[i] == VK_K_MATMUL && ins->n_in >= 1) {
+        vt a = vt_of(P, ins->in[0], sv);
+        n *= (double)a.ne[a.rank - (ins->p.matmul.trans_a ? 2 : 1)];
+    }
+    return n + 64; /* a dispatch's own cost */
+}
+
+/* A software device's parts of equal work (not of equal dispatch counts):
+ * a vision model's first layers, at full resolution, hold most of its work
+ * in a few dispatches, and a part of them alone ran past the hang timeout on
+ * a busy machine (ISNet at 1024x1024 on lavapipe). False (nothing set) when
+ * the costs cannot be summed. */
+static bool seg_by_cost(vk_program *P)
+{
+    int64_t sv[RLX_MAX_SYMBOLS];
+    for (int k = 0; k < RLX_MAX_SYMBOLS; k++)
+        sv[k] = P->sym_max[k];
+    double total = 0;
+    for (int32_t i = 0; i < P->n_instrs; i++)
+        total += instr_cost(P, i, sv);
+    if (!(total > 0) || !isfinite(total))
+        return false;
+    double per = total / MAX_SEGS, acc = 0;
+    P->n_segs = 0;
+    P->seg_first[0] = 0;
+    for (int32_t i = 0; i < P->n_instrs; i++) {
+        acc += instr_cost(P, i, sv);
+        if (acc >= per && P->n_segs < MAX_SEGS - 1 && i + 1 < P->n_instrs) {
+            P->seg_first[++P->n_segs] = i + 1;
+            acc = 0;
+        }
+    }
+    P->seg_first[++P->n_segs] = P->n_instrs;
+    return true;
+}
 
 void vk_program_free(rlx_program *prog)
 {
@@ -2004,6 +2121,8 @@ rlx_status vk_program_create(rlx_device *dev, const rlx_lir *lir, rlx_program **
          * MAX_SEGS allows, so that Stop is felt soon and no single wait
          * comes near the hang timeout. */
         bool soft = d->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
+        if (soft && seg_by_cost(P))
+            goto segs_done;
         int32_t per_seg = P->n_disp / (soft ? MAX_SEGS : HW_SEGS) + 1;
         if (per_seg < (soft ? SOFT_SEG_DISP : SEG_DISP))
             per_seg = soft ? SOFT_SEG_DISP : SEG_DISP;
@@ -2016,6 +2135,7 @@ rlx_status vk_program_create(rlx_device *dev, const rlx_lir *lir, rlx_program **
         if (P->seg_first[P->n_segs] < P->n_instrs || P->n_segs == 0)
             P->seg_first[++P->n_segs] = P->n_instrs;
     }
+segs_done:
     /* signalled: program_free waits on every fence, and some are never
      * submitted (a run is reset before each submission) */
     VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO,

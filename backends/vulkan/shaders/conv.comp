@@ -9,7 +9,8 @@
 // channels' weights for one input channel are staged in shared memory, up to
 // 49 taps at a time (a bigger kernel, e.g. a 16x16 patch embedding, runs its
 // taps in chunks of 49), and each x value is loaded once for all 8 (P(18) = 1
-// when x and w are F32, read straight from the words).
+// when x is F32, read straight from the words; so is an F32 w, while an F16
+// one, as ONNX models store them, is widened as it is staged).
 #define OCT 8
 #define MAXK 49
 shared float wsh[OCT * MAXK];
@@ -56,7 +57,7 @@ void main()
                     int icl = ic - (oc / ocg) * icg;
                     int wo = tr ? ic * ws0 + (oc - (oc / ocg) * ocg) * ws1 : oc * ws0 + icl * ws1;
                     wo += (kk / KW) * ws2 + (kk % KW) * ws3;
-                    wv = f32 ? uintBitsToFloat(B1.d[ww + uint(wo)]) : ldf(1, wdt, woff, wo);
+                    wv = wdt == DT_F32 ? uintBitsToFloat(B1.d[ww + uint(wo)]) : ldf(1, wdt, woff, wo);
                 }
                 wsh[i] = wv;
             }
