@@ -36,6 +36,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -679,6 +680,46 @@ static void cpu_sam2_reference(void **state)
         free(ref), free(bits);
     }
     printf("[ sam2 ] encode %.0f ms (with compiling)\n", t1 - t0);
+
+    /* The same weights as facebook/sam2.1-hiera-tiny's folder holds them (transformers'
+     * Sam2Model names, the point embeddings stacked): bit-identical outputs. */
+    char dir[512], hf_file[600];
+    snprintf(dir, sizeof dir, "%s", rlx_test_tmp("sam2-hf"));
+    snprintf(hf_file, sizeof hf_file, "%s/model.safetensors", dir);
+    assert_true(mkdir(dir, 0755) == 0 || errno == EEXIST);
+    o.hf_names = true;
+    assert_int_equal(rlx_sam_writer_write(hf_file, &o, &err), RLX_OK);
+    rlx_sam *b = open_sam(dir, "cpu");
+    assert_int_equal(rlx_sam_info_get(b, &info, NULL), RLX_OK);
+    assert_true(info.sam2 && info.hf_names);
+    assert_string_equal(info.variant, "sam2.1_hiera_tiny");
+    image = malloc(sizeof(float) * 3 * IMG * IMG);
+    assert_non_null(image);
+    rlx_sam_writer_image(image);
+    encode(b, image);
+    free(image);
+    size_t ne = (size_t)E * GRID * GRID;
+    float *ea = malloc(sizeof(float) * ne), *eb = malloc(sizeof(float) * ne);
+    float *mb = malloc(sizeof(float) * 3 * MS * MS);
+    assert_true(ea && eb && mb);
+    assert_int_equal(rlx_sam_embedding(sam, ea, NULL), RLX_OK);
+    assert_int_equal(rlx_sam_embedding(b, eb, NULL), RLX_OK);
+    assert_memory_equal(ea, eb, sizeof(float) * ne);
+    for (int k = 0; k < 4; k++) {
+        float ia[3], ib[3], oa = 0, ob = 0;
+        int na = decode(sam, &cs[k], masks, ia), nb = decode(b, &cs[k], mb, ib);
+        assert_int_equal(na, nb);
+        assert_memory_equal(ia, ib, sizeof(float) * (size_t)na);
+        assert_memory_equal(masks, mb, sizeof(float) * (size_t)na * MS * MS);
+        assert_int_equal(rlx_sam_object_score(sam, &oa, NULL), RLX_OK);
+        assert_int_equal(rlx_sam_object_score(b, &ob, NULL), RLX_OK);
+        assert_memory_equal(&oa, &ob, sizeof oa);
+    }
+    printf("[ sam2 ] Hugging Face names (Sam2Model): bit-identical embedding and masks\n");
+    free(ea), free(eb), free(mb);
+    rlx_sam_free(b);
+    remove(hf_file);
+    rmdir(dir);
     free(masks);
     rlx_sam_free(sam);
     remove(path);

@@ -160,8 +160,20 @@ rlx_status sam_build_decoder(const sam_model *m, int n_tokens, struct rlx_graph 
  * "_base_plus", "_large"); false when unknown. */
 bool sam2_set_variant(sam2_hparams *h, const char *name);
 /* The variant from the shapes a lookup hands out (embed dim, the blocks' widths). */
-rlx_status sam2_read_hparams(rlx_sam_lookup_fn lookup, void *user, const char *what,
+rlx_status sam2_read_hparams(rlx_sam_lookup_fn lookup, void *user, bool hf, const char *what,
                              sam2_hparams *h, rlx_error **err);
+/* The name transformers' Sam2Model gives an official SAM 2 name, as its
+ * convert_sam2_to_hf.py renames them (the rules in its order, then the renumbered
+ * MLP layers and the neck's convs). The four point_embeddings.<i> are one stacked
+ * tensor there: see sam2_hf_point_embed. */
+void sam2_hf_name(const char *official, char *out, size_t cap);
+/* Row `row` of Sam2Model's "prompt_encoder.point_embed.weight" [4, 256] as the
+ * official [1, 256] point_embeddings.<row>.weight (a view into the same bytes);
+ * false when the source lacks it. A stacked tensor of another shape is handed
+ * out whole, so that the loader names it with its shape. */
+bool sam2_hf_point_embed(rlx_sam_lookup_fn lookup, void *user, int row, rlx_sam_tensor *t);
+/* Every occurrence of `from` in s replaced by `to` (s holds cap bytes). */
+void sam_replace_all(char *s, size_t cap, const char *from, const char *to);
 rlx_status sam2_list_weights(sam_model *m, rlx_error **err);
 /* Encoder: input "image" [1, 3, 1024, 1024]; writes the embedding (no_mem_embed
  * added), the dense PE and both high-resolution feature states; output "probe". */

@@ -42,7 +42,7 @@ static const char *const hf_rules[][2] = {
     {"blocks", "layers"},
 };
 
-static void replace_all(char *s, size_t cap, const char *from, const char *to)
+void sam_replace_all(char *s, size_t cap, const char *from, const char *to)
 {
     char tmp[SAM_NAME_MAX * 2];
     size_t fl = strlen(from), tl = strlen(to), n = 0;
@@ -68,7 +68,7 @@ static void hf_name(const char *official, char *out, size_t cap)
 {
     snprintf(out, cap, "%s", official);
     for (size_t i = 0; i < sizeof hf_rules / sizeof hf_rules[0]; i++)
-        replace_all(out, cap, hf_rules[i][0], hf_rules[i][1]);
+        sam_replace_all(out, cap, hf_rules[i][0], hf_rules[i][1]);
     /* hypernetwork MLPs: layers.0 / 1 / 2 -> proj_in / layers.0 / proj_out */
     const char *h = strstr(out, "output_hypernetworks_mlps.");
     if (h) {
@@ -354,19 +354,26 @@ typedef struct {
     void *user;
     const char *what;
     bool hf;
+    bool sam2; /* with hf: transformers' Sam2Model names */
 } source;
 
 /* A tensor by its official name, under the source's naming scheme. */
 static bool find(const source *src, const char *official, rlx_sam_tensor *t, char *used, size_t cap)
 {
     char nm[SAM_NAME_MAX];
-    if (src->hf)
+    if (src->hf && src->sam2)
+        sam2_hf_name(official, nm, sizeof nm);
+    else if (src->hf)
         hf_name(official, nm, sizeof nm);
     else
         snprintf(nm, sizeof nm, "%s", official);
     memset(t, 0, sizeof *t);
     if (used)
         snprintf(used, cap, "%s", nm);
+    int row = -1;
+    if (src->hf && src->sam2 &&
+        sscanf(official, "sam_prompt_encoder.point_embeddings.%d.weight", &row) == 1)
+        return sam2_hf_point_embed(src->fn, src->user, row, t);
     if (src->fn(src->user, nm, t))
         return true;
     /* SamModel ties the prompt encoder's matrix to shared_image_embedding, and a
@@ -580,8 +587,11 @@ rlx_status rlx_sam_create(const rlx_sam_params *p, rlx_sam_lookup_fn lookup, voi
     /* SAM 2 (Hiera) and MobileSAM (TinyViT) by their first tensors; else the naming
      * scheme of SAM v1, from the first tensor of either */
     bool sam2 = lookup(user, "image_encoder.trunk.patch_embed.proj.weight", &t);
+    if (!sam2 && lookup(user, "vision_encoder.backbone.patch_embed.projection.weight", &t))
+        sam2 = src.hf = src.sam2 = true; /* transformers' Sam2Model */
     bool tiny = !sam2 && lookup(user, "image_encoder.patch_embed.seq.0.c.weight", &t);
     if (!sam2 && !tiny && !lookup(user, "image_encoder.patch_embed.proj.weight", &t)) {
+        /* SAM v1 */
         if (lookup(user, "vision_encoder.patch_embed.projection.weight", &t))
             src.hf = true;
         else
@@ -590,7 +600,8 @@ rlx_status rlx_sam_create(const rlx_sam_params *p, rlx_sam_lookup_fn lookup, voi
                                  "'image_encoder.patch_embed.proj.weight' nor the Hugging Face "
                                  "'vision_encoder.patch_embed.projection.weight' (nor "
                                  "MobileSAM's 'image_encoder.patch_embed.seq.0.c.weight', nor "
-                                 "SAM 2's 'image_encoder.trunk.patch_embed.proj.weight')",
+                                 "SAM 2's 'image_encoder.trunk.patch_embed.proj.weight' or "
+                                 "'vision_encoder.backbone.patch_embed.projection.weight')",
                                  src.what);
     }
     rlx_sam *sam = calloc(1, sizeof *sam);
@@ -601,7 +612,7 @@ rlx_status rlx_sam_create(const rlx_sam_params *p, rlx_sam_lookup_fn lookup, voi
     rlx_status st;
     if (sam2) {
         sam->m.kind = SAM_KIND_SAM2;
-        st = sam2_read_hparams(lookup, user, src.what, &sam->m.h2, err);
+        st = sam2_read_hparams(lookup, user, src.hf, src.what, &sam->m.h2, err);
     } else {
         sam->m.enc = tiny ? SAM_ENCODER_TINYVIT : SAM_ENCODER_VIT;
         st = tiny ? read_tinyvit(&src, &sam->m.tv, err) : read_hparams(&src, &sam->m.hp, err);

@@ -50,7 +50,12 @@
  * is always added (the predictor's order); IoU comes through a sigmoid; with
  * multimask false, the single mask falls back to the best of the three when its
  * stability is under 0.98 (dynamic multimask); rlx_sam_object_score gives the
- * object-score logit. Low-res logits are not clamped to +-32 as the predictor's
+ * object-score logit. The Hugging Face repositories (facebook/sam2.1-hiera-tiny, ...:
+ * model.safetensors with transformers' Sam2Model names, "vision_encoder.backbone.*",
+ * "prompt_encoder.*", "mask_decoder.*", the four point embeddings stacked in
+ * "prompt_encoder.point_embed.weight") are recognised by
+ * "vision_encoder.backbone.patch_embed.projection.weight"; the size comes from the
+ * shapes there too (config.json is not needed). Low-res logits are not clamped to +-32 as the predictor's
  * returned low_res_masks are (thresholding and upscaling are unaffected).
  *
  * MobileSAM (mobile_sam.pt: the same prompt encoder and mask decoder, a TinyViT-5M
