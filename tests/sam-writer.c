@@ -44,10 +44,19 @@ static void fill(const sam_weight *w, float *dst)
                                       "point_embeddings", "not_a_point_embed", "no_mask_embed",
                                       "iou_token",        "mask_tokens",       "obj_score_token",
                                       "no_mem_embed",     "attention_biases"};
-    static const char *const lnw[] = {
-        "norm1.weight",           "norm2.weight",     "norm3.weight",  "norm4.weight",
-        "norm_final_attn.weight", "neck.1.weight",    "neck.3.weight", "output_upscaling.1.weight",
-        ".norm.weight",           "norm_head.weight", "bn.weight"};
+    static const char *const lnw[] = {"norm1.weight",
+                                      "norm2.weight",
+                                      "norm3.weight",
+                                      "norm4.weight",
+                                      "norm_final_attn.weight",
+                                      "neck.1.weight",
+                                      "neck.3.weight",
+                                      "output_upscaling.1.weight",
+                                      ".norm.weight",
+                                      "norm_head.weight",
+                                      "bn.weight",
+                                      "mask_downscaling.1.weight",
+                                      "mask_downscaling.4.weight"};
     int64_t n = 1;
     for (int d = 0; d < w->rank; d++)
         n *= w->dims[d];
@@ -110,6 +119,15 @@ void rlx_sam_writer_image(float *chw)
         chw[i] = uniform(seed, i);
 }
 
+/* SamMaskEmbedding's parts for the layers of segment_anything's mask_downscaling
+ * Sequential (2, 5: the GELUs, which hold no tensors). */
+static const char *mask_embed_part(int k)
+{
+    static const char *const parts[7] = {"conv1",       "layer_norm1", "?",    "conv2",
+                                         "layer_norm2", "?",           "conv3"};
+    return k >= 0 && k < 7 ? parts[k] : "?";
+}
+
 /* Written from transformers' SamModel layout, part by part. */
 void rlx_sam_writer_hf_name(const char *o, char *out, size_t cap)
 {
@@ -129,6 +147,8 @@ void rlx_sam_writer_hf_name(const char *o, char *out, size_t cap)
         snprintf(out, cap, "vision_encoder.neck.%s.%s", neck[k & 3], rest);
     } else if (strncmp(o, "image_encoder.", 14) == 0) {
         snprintf(out, cap, "vision_encoder.%s", o + 14);
+    } else if (sscanf(o, "prompt_encoder.mask_downscaling.%d.%100s", &k, rest) == 2) {
+        snprintf(out, cap, "prompt_encoder.mask_embed.%s.%s", mask_embed_part(k), rest);
     } else if (sscanf(o, "prompt_encoder.point_embeddings.%d.%100s", &k, rest) == 2) {
         snprintf(out, cap, "prompt_encoder.point_embed.%d.%s", k, rest);
     } else if (sscanf(o, "mask_decoder.transformer.layers.%d.norm%d.%100s", &n, &k, rest) == 3) {
@@ -188,6 +208,8 @@ static void sam2_hf_name_of(const char *o, char *out, size_t cap)
         snprintf(out, cap, "no_memory_embedding");
     } else if (strcmp(o, "sam_prompt_encoder.pe_layer.positional_encoding_gaussian_matrix") == 0) {
         snprintf(out, cap, "prompt_encoder.shared_embedding.positional_embedding");
+    } else if (sscanf(o, "sam_prompt_encoder.mask_downscaling.%d.%100s", &k, rest) == 2) {
+        snprintf(out, cap, "prompt_encoder.mask_embed.%s.%s", mask_embed_part(k), rest);
     } else if (strncmp(o, "sam_prompt_encoder.", 19) == 0) {
         snprintf(out, cap, "prompt_encoder.%s", o + 19);
     } else if (sscanf(o, "sam_mask_decoder.transformer.layers.%d.norm%d.%100s", &n, &k, rest) ==

@@ -99,6 +99,12 @@ rlx_node sam_permute(sam_builder *b, rlx_node x, const int *perm);
  * centres mapped to [-1, 1], times the prompt encoder's gaussian matrix (the
  * weight so named), 2 pi, as [sin | cos]. */
 rlx_node sam_dense_pe(sam_builder *b, const char *gaussian);
+/* The prompt encoder's mask_downscaling on a 256 x 256 logit map (input "mask",
+ * [256, 256]): Conv 2x2/2 (1 -> 4), LayerNorm2d, GELU, Conv 2x2/2 (4 -> 16),
+ * LayerNorm2d, GELU, Conv 1x1 (16 -> 256), token-major [4096, 256]: the dense
+ * prompt embedding that replaces no_mask_embed. `pe` names the prompt encoder
+ * ("prompt_encoder", SAM 2's "sam_prompt_encoder"). */
+rlx_node sam_mask_dense(sam_builder *b, rlx_node mask, const char *pe);
 /* The built graph into *out, or the failure: the first weight not listed,
  * else the graph's own error, each after "building the <what>: ". The graph
  * is freed on failure. */
@@ -124,6 +130,8 @@ typedef struct sam_lister {
 } sam_lister;
 void sam_list_add(sam_lister *L, int rank, const int64_t *dims, const char *fmt, ...)
     RLX_PRINTF(4, 5);
+/* The mask_downscaling weights of the prompt encoder `pe` (mask_in_chans 16). */
+void sam_list_mask_downscaling(sam_lister *L, const char *pe);
 
 /* Fill m->w for m->hp (every tensor the graphs use); dtypes are set later. */
 rlx_status sam_list_weights(sam_model *m, rlx_error **err);
@@ -149,10 +157,11 @@ rlx_status sam_build_tinyvit_encoder(const sam_model *m, struct rlx_graph **out,
 rlx_status sam_finish_encoder(const sam_model *m, struct rlx_graph *g, rlx_node x, int64_t dim,
                               const char *missing, struct rlx_graph **out, rlx_error **err);
 /* Decoder for n_tokens prompt tokens: inputs "coords" F32 [n, 2] (1024 frame) and
- * "kinds" I32 [n] (label + 1: 0 padding, 1 negative, 2 positive, 3 / 4 box corners);
+ * "kinds" I32 [n] (label + 1: 0 padding, 1 negative, 2 positive, 3 / 4 box corners),
+ * with_mask: "mask" F32 [256, 256] (sam_mask_dense);
  * outputs "masks" [4, 256, 256] and "iou" [1, 4]. */
-rlx_status sam_build_decoder(const sam_model *m, int n_tokens, struct rlx_graph **out,
-                             rlx_error **err);
+rlx_status sam_build_decoder(const sam_model *m, int n_tokens, bool with_mask,
+                             struct rlx_graph **out, rlx_error **err);
 
 /* ---- SAM 2 (models/sam/sam2.c, sam2-graph.c) ---- */
 
@@ -180,7 +189,7 @@ rlx_status sam2_list_weights(sam_model *m, rlx_error **err);
 rlx_status sam2_build_encoder(const sam_model *m, struct rlx_graph **out, rlx_error **err);
 /* Decoder for n_tokens prompt tokens (inputs as sam_build_decoder's); outputs
  * "masks" [4, 256, 256], "iou" [1, 4] (after the sigmoid) and "object" [1, 1]. */
-rlx_status sam2_build_decoder(const sam_model *m, int n_tokens, struct rlx_graph **out,
-                              rlx_error **err);
+rlx_status sam2_build_decoder(const sam_model *m, int n_tokens, bool with_mask,
+                              struct rlx_graph **out, rlx_error **err);
 
 #endif

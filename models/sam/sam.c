@@ -1,5 +1,6 @@
 /* SAM runner: the weight table (official and Hugging Face names), the variant read
  * from the shapes, the session and its programs. */
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -276,6 +277,7 @@ rlx_status sam_list_weights(sam_model *m, rlx_error **err)
         add(&L, 2, V2(1, E), "prompt_encoder.point_embeddings.%d.weight", i);
     add(&L, 2, V2(1, E), "prompt_encoder.not_a_point_embed.weight");
     add(&L, 2, V2(1, E), "prompt_encoder.no_mask_embed.weight");
+    sam_list_mask_downscaling(&L, "prompt_encoder");
 
     add(&L, 2, V2(1, E), "mask_decoder.iou_token.weight");
     add(&L, 2, V2(RLX_SAM_MAX_MASKS, E), "mask_decoder.mask_tokens.weight");
@@ -313,6 +315,22 @@ rlx_status sam_list_weights(sam_model *m, rlx_error **err)
     return RLX_OK;
 }
 
+void sam_list_mask_downscaling(sam_lister *L, const char *pe)
+{
+    const int64_t E = RLX_SAM_EMBED_DIM, CM = 16;
+    char nm[SAM_NAME_MAX];
+    add(L, 4, V4(CM / 4, 1, 2, 2), "%s.mask_downscaling.0.weight", pe);
+    add(L, 1, V1(CM / 4), "%s.mask_downscaling.0.bias", pe);
+    snprintf(nm, sizeof nm, "%s.mask_downscaling.1", pe);
+    add_norm(L, CM / 4, nm);
+    add(L, 4, V4(CM, CM / 4, 2, 2), "%s.mask_downscaling.3.weight", pe);
+    add(L, 1, V1(CM), "%s.mask_downscaling.3.bias", pe);
+    snprintf(nm, sizeof nm, "%s.mask_downscaling.4", pe);
+    add_norm(L, CM, nm);
+    add(L, 4, V4(E, CM, 1, 1), "%s.mask_downscaling.6.weight", pe);
+    add(L, 1, V1(E), "%s.mask_downscaling.6.bias", pe);
+}
+
 const sam_weight *sam_find_weight(const sam_model *m, const char *name)
 {
     for (int i = 0; i < m->n_w; i++)
@@ -330,9 +348,9 @@ struct rlx_sam {
     bool hf;
     bool encoded;
     rlx_session_program *enc;
-    rlx_session_program *dec[MAX_TOKS + 1];
-    float *masks; /* [4][256][256], the decoder's output */
-    float object; /* SAM 2: the last decode's object-score logit */
+    rlx_session_program *dec[2][MAX_TOKS + 1]; /* [with a mask prompt][tokens] */
+    float *masks;                              /* [4][256][256], the decoder's output */
+    float object;                              /* SAM 2: the last decode's object-score logit */
 };
 
 rlx_sam_params rlx_sam_default_params(void)
@@ -816,24 +834,26 @@ rlx_status rlx_sam_embedding(rlx_sam *sam, float *chw_out, rlx_error **err)
     return st;
 }
 
-static rlx_status decoder_for(rlx_sam *sam, int n, rlx_session_program **out, rlx_error **err)
+static rlx_status decoder_for(rlx_sam *sam, int n, bool mask, rlx_session_program **out,
+                              rlx_error **err)
 {
-    if (sam->dec[n]) {
-        *out = sam->dec[n];
+    rlx_session_program **slot = &sam->dec[mask][n];
+    if (*slot) {
+        *out = *slot;
         return RLX_OK;
     }
     rlx_graph *g = NULL;
-    rlx_status st = sam->m.kind == SAM_KIND_SAM2 ? sam2_build_decoder(&sam->m, n, &g, err)
-                                                 : sam_build_decoder(&sam->m, n, &g, err);
+    rlx_status st = sam->m.kind == SAM_KIND_SAM2 ? sam2_build_decoder(&sam->m, n, mask, &g, err)
+                                                 : sam_build_decoder(&sam->m, n, mask, &g, err);
     if (st != RLX_OK)
         return st;
-    st = rlx_session_compile(sam->s, g, &sam->dec[n], err);
+    st = rlx_session_compile(sam->s, g, slot, err);
     rlx_graph_free(g);
     if (st != RLX_OK) {
         rlx_error_prefix(err, "SAM mask decoder: ");
         return st;
     }
-    *out = sam->dec[n];
+    *out = *slot;
     return RLX_OK;
 }
 
@@ -891,25 +911,40 @@ rlx_status rlx_sam_decode(rlx_sam *sam, const rlx_sam_prompt *pr, bool multimask
         coords[2 * n + 1] = 0.0f;
         kinds[n++] = 0;
     }
+    const bool mask = pr->mask_input != NULL;
+    if (mask)
+        for (int p = 0; p < MASK_PIX; p++)
+            if (!isfinite(pr->mask_input[p]))
+                return rlx_error_set(err, RLX_ERR_INVALID_ARG,
+                                     "SAM: the mask prompt holds a value that is not a finite "
+                                     "number (at x %d, y %d)",
+                                     p % RLX_SAM_MASK_SIDE, p / RLX_SAM_MASK_SIDE);
     rlx_session_program *prog = NULL;
-    rlx_status st = decoder_for(sam, n, &prog, err);
+    rlx_status st = decoder_for(sam, n, mask, &prog, err);
     if (st != RLX_OK)
         return st;
-    const int n_outs = sam2 ? 3 : 2;
+    const int n_outs = sam2 ? 3 : 2, n_ins = mask ? 3 : 2;
     int ic = rlx_session_program_input(prog, "coords"),
-        ik = rlx_session_program_input(prog, "kinds");
+        ik = rlx_session_program_input(prog, "kinds"),
+        ix = mask ? rlx_session_program_input(prog, "mask") : -1;
+    if (mask && (ix < 0 || ix >= n_ins || ix == ic || ix == ik))
+        return rlx_error_set(err, RLX_ERR_INTERNAL,
+                             "SAM mask decoder: the compiled program has unexpected bindings");
     int om = rlx_session_program_output(prog, "masks"),
         oi = rlx_session_program_output(prog, "iou"),
         oo = sam2 ? rlx_session_program_output(prog, "object") : -1;
-    if (ic < 0 || ik < 0 || ic > 1 || ik > 1 || ic == ik || om < 0 || oi < 0 || om >= n_outs ||
-        oi >= n_outs || om == oi || (sam2 && (oo < 0 || oo >= n_outs || oo == om || oo == oi)))
+    if (ic < 0 || ik < 0 || ic >= n_ins || ik >= n_ins || ic == ik || om < 0 || oi < 0 ||
+        om >= n_outs || oi >= n_outs || om == oi ||
+        (sam2 && (oo < 0 || oo >= n_outs || oo == om || oo == oi)))
         return rlx_error_set(err, RLX_ERR_INTERNAL,
                              "SAM mask decoder: the compiled program has unexpected bindings");
     float all_iou[RLX_SAM_MAX_MASKS], object = 0.0f;
-    const void *ins[2];
+    const void *ins[3];
     void *outs[3];
     ins[ic] = coords;
     ins[ik] = kinds;
+    if (mask)
+        ins[ix] = pr->mask_input;
     outs[om] = sam->masks;
     outs[oi] = all_iou;
     if (sam2)

@@ -308,6 +308,7 @@ rlx_status sam2_list_weights(sam_model *m, rlx_error **err)
         add(&L, 2, D2(1, E), "%s.point_embeddings.%d.weight", pe, i);
     add(&L, 2, D2(1, E), "%s.not_a_point_embed.weight", pe);
     add(&L, 2, D2(1, E), "%s.no_mask_embed.weight", pe);
+    sam_list_mask_downscaling(&L, pe);
 
     add(&L, 2, D2(1, E), "%s.iou_token.weight", d);
     add(&L, 2, D2(RLX_SAM_MAX_MASKS, E), "%s.mask_tokens.weight", d);
