@@ -643,7 +643,7 @@ static void sam2_reference_on(const char *dev, float wide, int n_cases, bool hf_
     assert_true(ws <= 1e-5 * wide);
     free(emb), free(s0), free(s1), free(emb_ref), free(hr_ref);
 
-    sam_case cs[4] = {
+    sam_case cs[5] = {
         {.name = "point", .pts = {{500, 375, 1}}, .n_pts = 1, .multimask = true, .n = 3},
         {.name = "click", .pts = {{500, 375, 1}}, .n_pts = 1, .n = 1},
         {.name = "box", .has_box = true, .box = {75, 275, 700, 850}, .n = 1},
@@ -653,14 +653,19 @@ static void sam2_reference_on(const char *dev, float wide, int n_cases, bool hf_
          .has_box = true,
          .box = {100, 200, 900, 800},
          .n = 1},
+        {.name = "refine",
+         .pts = {{500, 375, 1}, {620, 450, 0}},
+         .n_pts = 2,
+         .refine = true,
+         .n = 1},
     };
     float *masks = malloc(sizeof(float) * 3 * MS * MS);
     assert_non_null(masks);
-    /* n_cases 2: the multimask point and the mixed prompt (both decoder paths, the box
-     * corners and the dynamic multimask choice) */
-    static const int pick[2][4] = {{0, 3}, {0, 1, 2, 3}};
+    /* n_cases 3: the multimask point, the mixed prompt (the box corners first, the
+     * dynamic multimask choice) and the mask prompt (the decoder with mask_input) */
+    static const int pick[2][5] = {{0, 3, 4}, {0, 1, 2, 3, 4}};
     for (int q = 0; q < n_cases; q++) {
-        sam_case *c = &cs[pick[n_cases == 4][q]];
+        sam_case *c = &cs[pick[n_cases == 5][q]];
         char nm[64];
         snprintf(nm, sizeof nm, "sam2-ref-%s.f32", c->name);
         float *ref = read_fixture(nm, sizeof(float) * (size_t)(c->n + 1 + c->n * 64 * 64));
@@ -739,7 +744,7 @@ static void sam2_reference_on(const char *dev, float wide, int n_cases, bool hf_
     assert_int_equal(rlx_sam_embedding(sam, ea, NULL), RLX_OK);
     assert_int_equal(rlx_sam_embedding(b, eb, NULL), RLX_OK);
     assert_memory_equal(ea, eb, sizeof(float) * ne);
-    for (int k = 0; k < 4; k++) {
+    for (int k = 0; k < 5; k++) {
         float ia[3], ib[3], oa = 0, ob = 0;
         int na = decode(sam, &cs[k], masks, ia), nb = decode(b, &cs[k], mb, ib);
         assert_int_equal(na, nb);
@@ -762,7 +767,7 @@ static void sam2_reference_on(const char *dev, float wide, int n_cases, bool hf_
 static void cpu_sam2_reference(void **state)
 {
     (void)state;
-    sam2_reference_on("cpu", 1.0f, 4, true);
+    sam2_reference_on("cpu", 1.0f, 5, true);
 }
 
 /* MobileSAM at its real shapes (TinyViT-5M) against mobile_sam_reference.py, from the
@@ -913,7 +918,7 @@ static void devices_sam2(void **state)
     for (int d = 0; d < f->n_dev; d++) {
         if (!strcmp(f->dev[d], "cpu"))
             continue;
-        sam2_reference_on(f->dev[d], 10.0f, f->dev_software[d] ? 2 : 4, false);
+        sam2_reference_on(f->dev[d], 10.0f, f->dev_software[d] ? 3 : 5, false);
         n++;
     }
     if (!n) {
