@@ -591,7 +591,7 @@ static float *read_state(rlx_sam *sam, const char *name, size_t n)
  * high-res maps, 9e-6 for the logits, 5e-7 IoU, 1e-6 object score, no pixel). The
  * one-mask cases check the dynamic multimask choice (with these weights every single
  * mask's stability is about 0.95, under 0.98, so the best multimask output is taken).
- * On other devices (devices_sam2) the tolerances are `wide` (10) times wider and the
+ * On other devices (sam2_devices) the tolerances are `wide` (10) times wider and the
  * boundary band 1e-2.
  */
 static void sam2_reference_on(const char *dev, float wide, int n_cases, bool hf_too)
@@ -911,7 +911,7 @@ static void devices_mobile_sam(void **state)
 
 /* SAM 2.1 (Hiera tiny) on every device but the CPU, lavapipe included: one encode and
  * two prompts there (about N s on 2 cores), all four on hardware. */
-static void devices_sam2(void **state)
+static void sam2_devices(void **state)
 {
     fixture *f = *state;
     int n = 0;
@@ -929,7 +929,7 @@ static void devices_sam2(void **state)
 
 int main(int argc, char **argv)
 {
-    if (argc > 1 && !strcmp(argv[1], "devices")) {
+    if (argc > 1 && (!strcmp(argv[1], "devices") || !strcmp(argv[1], "sam2-devices"))) {
         int other = 0;
         for (int b = 0; b < rlx_backend_count(); b++) {
             const rlx_backend_i *be = rlx_backend_at(b);
@@ -942,9 +942,10 @@ int main(int argc, char **argv)
         }
     }
     if (argc > 1)
-        cmocka_set_test_filter(!strcmp(argv[1], "cpu")       ? "cpu_*"
-                               : !strcmp(argv[1], "devices") ? "devices_*"
-                                                             : argv[1]);
+        cmocka_set_test_filter(!strcmp(argv[1], "cpu")            ? "cpu_*"
+                               : !strcmp(argv[1], "devices")      ? "devices_*"
+                               : !strcmp(argv[1], "sam2-devices") ? "sam2_devices"
+                                                                  : argv[1]);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(cpu_reference),
         cmocka_unit_test(cpu_head_groups),
@@ -957,7 +958,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(cpu_mobile_sam_bad_files),
         cmocka_unit_test(devices_other_than_cpu),
         cmocka_unit_test(devices_mobile_sam),
-        cmocka_unit_test(devices_sam2),
+        cmocka_unit_test(sam2_devices),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
