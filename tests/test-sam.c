@@ -22,8 +22,17 @@
  * 2.8e-6, IoU 9.5e-7). In the devices variant on hardware GPUs only (on lavapipe
  * one TinyViT encode took over 5 minutes on 2 cores).
  *
+ * The refine cases (SAM v1 and SAM 2.1) are mask prompts: the best of the point
+ * case's three low-res logits, as this runner computed them, goes back as mask_input
+ * with the click and a negative one; the references feed their own logits, so the
+ * inputs differ by the point case's error (1e-5), inside the same tolerances
+ * (measured 3.5e-6 and 1.4e-5 for the logits). SAM 2.1 from transformers' Sam2Model
+ * names (a Hugging Face folder) gives bit-identical outputs.
+ *
  * argv[1]: "cpu" (the CPU tests), "devices" (the other devices: exits 77, skipped,
- * when there is none; lavapipe takes about 2.5 minutes on 2 cores); none: both.
+ * when there is none; lavapipe takes about 2.5 minutes on 2 cores), "sam2-devices"
+ * (SAM 2.1 on the other devices, the real Hiera-tiny encoder: 77 without one); none:
+ * all.
  */
 #include <errno.h>
 #include <math.h>
