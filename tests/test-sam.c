@@ -919,7 +919,8 @@ static void devices_mobile_sam(void **state)
 }
 
 /* SAM 2.1 (Hiera tiny) on every device but the CPU, lavapipe included: one encode and
- * two prompts there (about N s on 2 cores), all four on hardware. */
+ * three prompts there (the encode and two prompts took 11 CPU minutes of lavapipe's two
+ * threads: about 6 minutes on 2 free cores), all five on hardware. */
 static void sam2_devices(void **state)
 {
     fixture *f = *state;
