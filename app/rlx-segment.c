@@ -35,6 +35,9 @@ static const char usage[] =
     "  --point X,Y[,L]      a point on the object (L = 1, the default) or on the\n"
     "                       background (L = 0); may be given several times\n"
     "  --box X0,Y0,X1,Y1    a box around the object\n"
+    "  --mask-input MASK.png  refine an earlier mask (as -o wrote it, the image's size):\n"
+    "                       it goes to the model as its mask prompt, with the points\n"
+    "                       and the box; one mask is then written\n"
     "  -o MASK.png          the mask: white inside, black outside\n"
     "  --cutout OUT.png     the image with the mask as its alpha channel\n"
     "  --json               every proposal (predicted IoU, stability score, area, box) on\n"
@@ -51,7 +54,9 @@ static const char usage[] =
     "  --memory-budget SIZE e.g. 2G, 512M\n"
     "  -t THREADS           CPU threads (default: one per core)\n"
     "One point alone gives three proposals (the object, a part, a whole) and the best\n"
-    "is written; several points or a box give one mask, as SAM's predictor does.\n";
+    "is written; several points, a box or a mask input give one mask, as SAM's\n"
+    "predictor does. A mask input is taken as logits of +8 inside and -8 outside (SAM\n"
+    "was trained with its own earlier logits there; a file holds only the mask).\n";
 
 #define MAX_POINTS 64
 
@@ -283,6 +288,7 @@ int rlx_cmd_segment(int argc, char **argv)
 {
     rlx_sam_params sp = rlx_sam_default_params();
     const char *model = NULL, *image = NULL, *out_mask = NULL, *out_cut = NULL;
+    const char *mask_in = NULL;
     rlx_sam_point pts[MAX_POINTS];
     int n_pts = 0;
     bool has_box = false, json = false, force = false, all = false;
@@ -315,6 +321,7 @@ int rlx_cmd_segment(int argc, char **argv)
                                                  "--image",
                                                  "--point",
                                                  "--box",
+                                                 "--mask-input",
                                                  "-o",
                                                  "--output",
                                                  "--cutout",
@@ -339,6 +346,8 @@ int rlx_cmd_segment(int argc, char **argv)
             image = v;
         else if (!strcmp(a, "-o") || !strcmp(a, "--output"))
             out_mask = v;
+        else if (!strcmp(a, "--mask-input"))
+            mask_in = v;
         else if (!strcmp(a, "--cutout"))
             out_cut = v;
         else if (!strcmp(a, "--device"))
@@ -385,9 +394,10 @@ int rlx_cmd_segment(int argc, char **argv)
     if (!image)
         return rlx_cli_fail("segment: -i IMAGE is required (see rlx segment --help)");
     if (rlx_isnet_is_onnx_name(model)) {
-        if (n_pts || has_box || all)
+        if (n_pts || has_box || all || mask_in)
             return rlx_cli_fail("segment: %s removes the background by itself: leave --point, "
-                                "--box and --all out (they are for Segment Anything models)",
+                                "--box, --mask-input and --all out (they are for Segment "
+                                "Anything models)",
                                 model);
         if (!out_mask && !out_cut && !json)
             return rlx_cli_fail("segment: nothing to write: give --cutout OUT.png, -o "
@@ -398,9 +408,12 @@ int rlx_cmd_segment(int argc, char **argv)
         ip.memory_budget = sp.memory_budget;
         return remove_background(&ip, model, image, out_mask, out_cut, json, force);
     }
-    if (all && (n_pts || has_box))
-        return rlx_cli_fail("segment: --all finds every object by itself: leave --point and "
-                            "--box out");
+    if (all && (n_pts || has_box || mask_in))
+        return rlx_cli_fail("segment: --all finds every object by itself: leave --point, "
+                            "--box and --mask-input out");
+    if (mask_in && !n_pts && !has_box)
+        return rlx_cli_fail("segment: --mask-input refines a mask with points or a box: give "
+                            "--point X,Y or --box X0,Y0,X1,Y1 too");
     if (all && out_cut)
         return rlx_cli_fail("segment: --all writes no cut-out: give -o LABELS.png or --json");
     if (!n_pts && !has_box && !all)
@@ -446,6 +459,8 @@ int rlx_cmd_segment(int argc, char **argv)
     uint8_t *masks = NULL;
     rlx_image_prep_params pp = rlx_image_prep_sam_params();
     rlx_image_prep_info info;
+    rlx_image *prev = NULL;
+    float *prompt_mask = NULL;
     size_t npix = (size_t)img.width * (size_t)img.height;
     double t0 = rlx_cli_now();
     if (rlx_sam_open(&sp, model, &f, &err) != RLX_OK) {
@@ -485,7 +500,33 @@ int rlx_cmd_segment(int argc, char **argv)
         pr.box[0] = box[0] * sx, pr.box[1] = box[1] * sy;
         pr.box[2] = box[2] * sx, pr.box[3] = box[3] * sy;
     }
-    bool multimask = n_pts == 1 && !has_box;
+    if (mask_in) {
+        /* the earlier mask: any channel tells inside (white) from outside */
+        if (rlx_image_load(mask_in, &lp, &prev, &err) != RLX_OK) {
+            rlx_cli_fail("%s", rlx_error_message(err));
+            goto out;
+        }
+        uint8_t *bin = malloc((size_t)prev->width * (size_t)prev->height);
+        prompt_mask = malloc(sizeof(float) * RLX_SAM_MASK_SIDE * RLX_SAM_MASK_SIDE);
+        if (!bin || !prompt_mask) {
+            free(bin);
+            rlx_cli_fail("segment: out of memory for the mask input");
+            goto out;
+        }
+        for (size_t p = 0; p < (size_t)prev->width * (size_t)prev->height; p++)
+            bin[p] =
+                prev->rgb[3 * p] > 127 || prev->rgb[3 * p + 1] > 127 || prev->rgb[3 * p + 2] > 127;
+        rlx_status ms =
+            rlx_sam_mask_prompt_from_mask(bin, prev->width, prev->height, &info, prompt_mask, &err);
+        free(bin);
+        if (ms != RLX_OK) {
+            rlx_cli_fail("segment: %s: %s", mask_in, rlx_error_message(err));
+            goto out;
+        }
+        pr.mask_input = prompt_mask;
+    }
+    /* a mask prompt is a refinement: one mask, as SamPredictor is used then */
+    bool multimask = n_pts == 1 && !has_box && !mask_in;
     float iou[3];
     int n = 0;
     if (rlx_sam_decode(sam, &pr, multimask, low, iou, &n, &err) != RLX_OK) {
@@ -550,6 +591,8 @@ out:
     free(low);
     free(logits);
     free(masks);
+    free(prompt_mask);
+    rlx_image_free(prev);
     rlx_sam_file_close(f);
     rlx_image_free(imgp);
     return rc;

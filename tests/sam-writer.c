@@ -44,10 +44,19 @@ static void fill(const sam_weight *w, float *dst)
                                       "point_embeddings", "not_a_point_embed", "no_mask_embed",
                                       "iou_token",        "mask_tokens",       "obj_score_token",
                                       "no_mem_embed",     "attention_biases"};
-    static const char *const lnw[] = {
-        "norm1.weight",           "norm2.weight",     "norm3.weight",  "norm4.weight",
-        "norm_final_attn.weight", "neck.1.weight",    "neck.3.weight", "output_upscaling.1.weight",
-        ".norm.weight",           "norm_head.weight", "bn.weight"};
+    static const char *const lnw[] = {"norm1.weight",
+                                      "norm2.weight",
+                                      "norm3.weight",
+                                      "norm4.weight",
+                                      "norm_final_attn.weight",
+                                      "neck.1.weight",
+                                      "neck.3.weight",
+                                      "output_upscaling.1.weight",
+                                      ".norm.weight",
+                                      "norm_head.weight",
+                                      "bn.weight",
+                                      "mask_downscaling.1.weight",
+                                      "mask_downscaling.4.weight"};
     int64_t n = 1;
     for (int d = 0; d < w->rank; d++)
         n *= w->dims[d];
@@ -110,6 +119,15 @@ void rlx_sam_writer_image(float *chw)
         chw[i] = uniform(seed, i);
 }
 
+/* SamMaskEmbedding's parts for the layers of segment_anything's mask_downscaling
+ * Sequential (2, 5: the GELUs, which hold no tensors). */
+static const char *mask_embed_part(int k)
+{
+    static const char *const parts[7] = {"conv1",       "layer_norm1", "?",    "conv2",
+                                         "layer_norm2", "?",           "conv3"};
+    return k >= 0 && k < 7 ? parts[k] : "?";
+}
+
 /* Written from transformers' SamModel layout, part by part. */
 void rlx_sam_writer_hf_name(const char *o, char *out, size_t cap)
 {
@@ -129,6 +147,8 @@ void rlx_sam_writer_hf_name(const char *o, char *out, size_t cap)
         snprintf(out, cap, "vision_encoder.neck.%s.%s", neck[k & 3], rest);
     } else if (strncmp(o, "image_encoder.", 14) == 0) {
         snprintf(out, cap, "vision_encoder.%s", o + 14);
+    } else if (sscanf(o, "prompt_encoder.mask_downscaling.%d.%100s", &k, rest) == 2) {
+        snprintf(out, cap, "prompt_encoder.mask_embed.%s.%s", mask_embed_part(k), rest);
     } else if (sscanf(o, "prompt_encoder.point_embeddings.%d.%100s", &k, rest) == 2) {
         snprintf(out, cap, "prompt_encoder.point_embed.%d.%s", k, rest);
     } else if (sscanf(o, "mask_decoder.transformer.layers.%d.norm%d.%100s", &n, &k, rest) == 3) {
@@ -158,6 +178,68 @@ void rlx_sam_writer_hf_name(const char *o, char *out, size_t cap)
         snprintf(out, cap, "%s", o);
     }
     (void)pos;
+}
+
+/* The name transformers' Sam2Model gives a SAM 2 tensor, written part by part from
+ * its convert_sam2_to_hf.py (the test's own mapping, independent of sam2.c's rule
+ * table). The four point_embeddings.<i> are stacked into one tensor (written by
+ * rlx_sam_writer_write). */
+static void sam2_hf_name_of(const char *o, char *out, size_t cap)
+{
+    int n = 0, k = 0;
+    char a[SAM_NAME_MAX], rest[SAM_NAME_MAX];
+    static const char *const three[3] = {"proj_in", "layers.0", "proj_out"};
+    static const char *const two[2] = {"proj_in", "proj_out"};
+    static const char *const up[4] = {"upscale_conv1", "upscale_layer_norm", "", "upscale_conv2"};
+    const char *tb = "image_encoder.trunk.blocks.", *md = "sam_mask_decoder.";
+    if (sscanf(o, "image_encoder.trunk.patch_embed.proj.%100s", rest) == 1) {
+        snprintf(out, cap, "vision_encoder.backbone.patch_embed.projection.%s", rest);
+    } else if (sscanf(o, "image_encoder.trunk.blocks.%d.norm%d.%100s", &n, &k, rest) == 3) {
+        snprintf(out, cap, "vision_encoder.backbone.blocks.%d.layer_norm%d.%s", n, k, rest);
+    } else if (sscanf(o, "image_encoder.trunk.blocks.%d.mlp.layers.%d.%100s", &n, &k, rest) == 3) {
+        snprintf(out, cap, "vision_encoder.backbone.blocks.%d.mlp.%s.%s", n, two[k & 1], rest);
+    } else if (strncmp(o, tb, strlen(tb)) == 0) {
+        snprintf(out, cap, "vision_encoder.backbone.blocks.%s", o + strlen(tb));
+    } else if (strncmp(o, "image_encoder.trunk.", 20) == 0) {
+        snprintf(out, cap, "vision_encoder.backbone.%s", o + 20);
+    } else if (sscanf(o, "image_encoder.neck.convs.%d.conv.%100s", &k, rest) == 2) {
+        snprintf(out, cap, "vision_encoder.neck.convs.%d.%s", k, rest);
+    } else if (strcmp(o, "no_mem_embed") == 0) {
+        snprintf(out, cap, "no_memory_embedding");
+    } else if (strcmp(o, "sam_prompt_encoder.pe_layer.positional_encoding_gaussian_matrix") == 0) {
+        snprintf(out, cap, "prompt_encoder.shared_embedding.positional_embedding");
+    } else if (sscanf(o, "sam_prompt_encoder.mask_downscaling.%d.%100s", &k, rest) == 2) {
+        snprintf(out, cap, "prompt_encoder.mask_embed.%s.%s", mask_embed_part(k), rest);
+    } else if (strncmp(o, "sam_prompt_encoder.", 19) == 0) {
+        snprintf(out, cap, "prompt_encoder.%s", o + 19);
+    } else if (sscanf(o, "sam_mask_decoder.transformer.layers.%d.norm%d.%100s", &n, &k, rest) ==
+               3) {
+        snprintf(out, cap, "mask_decoder.transformer.layers.%d.layer_norm%d.%s", n, k, rest);
+    } else if (sscanf(o, "sam_mask_decoder.transformer.layers.%d.mlp.layers.%d.%100s", &n, &k,
+                      rest) == 3) {
+        snprintf(out, cap, "mask_decoder.transformer.layers.%d.mlp.%s.%s", n, two[k & 1], rest);
+    } else if (sscanf(o, "sam_mask_decoder.transformer.layers.%d.%100[^.].out_proj.%100s", &n, a,
+                      rest) == 3) {
+        snprintf(out, cap, "mask_decoder.transformer.layers.%d.%s.o_proj.%s", n, a, rest);
+    } else if (sscanf(o, "sam_mask_decoder.transformer.final_attn_token_to_image.out_proj.%100s",
+                      rest) == 1) {
+        snprintf(out, cap, "mask_decoder.transformer.final_attn_token_to_image.o_proj.%s", rest);
+    } else if (sscanf(o, "sam_mask_decoder.transformer.norm_final_attn.%100s", rest) == 1) {
+        snprintf(out, cap, "mask_decoder.transformer.layer_norm_final_attn.%s", rest);
+    } else if (sscanf(o, "sam_mask_decoder.output_upscaling.%d.%100s", &k, rest) == 2) {
+        snprintf(out, cap, "mask_decoder.%s.%s", up[k & 3], rest);
+    } else if (sscanf(o, "sam_mask_decoder.output_hypernetworks_mlps.%d.layers.%d.%100s", &n, &k,
+                      rest) == 3) {
+        snprintf(out, cap, "mask_decoder.output_hypernetworks_mlps.%d.%s.%s", n, three[k % 3],
+                 rest);
+    } else if (sscanf(o, "sam_mask_decoder.%100[a-z_].layers.%d.%100s", a, &k, rest) == 3 &&
+               (!strcmp(a, "iou_prediction_head") || !strcmp(a, "pred_obj_score_head"))) {
+        snprintf(out, cap, "mask_decoder.%s.%s.%s", a, three[k % 3], rest); /* iou, obj score */
+    } else if (strncmp(o, md, strlen(md)) == 0) {
+        snprintf(out, cap, "mask_decoder.%s", o + strlen(md));
+    } else {
+        snprintf(out, cap, "%s", o);
+    }
 }
 
 /* The dims a weight is written with (o->misshape's reversed) and its count. */
@@ -272,6 +354,17 @@ static rlx_status write_torch(const char *path, const rlx_sam_writer_opts *o, co
     return st;
 }
 
+/* SAM 2 under Hugging Face names: the row of a point_embeddings.<i> weight in
+ * Sam2Model's stacked prompt_encoder.point_embed.weight, else -1. */
+static int stacked_row(const rlx_sam_writer_opts *o, const sam_model *m, const sam_weight *w)
+{
+    int k = -1;
+    if (!o->hf_names || m->kind != SAM_KIND_SAM2 ||
+        sscanf(w->name, "sam_prompt_encoder.point_embeddings.%d.weight", &k) != 1)
+        return -1;
+    return k;
+}
+
 /* The image encoder's shapes for a layout name; false when unknown. */
 static bool set_layout(const char *name, sam_model *m)
 {
@@ -325,9 +418,17 @@ rlx_status rlx_sam_writer_write(const char *path, const rlx_sam_writer_opts *o, 
             "no SAM layout '%s'; there are test, vit_b, vit_l, vit_h, mobile_sam and "
             "sam2.1_hiera_tiny (_small, _base_plus, _large)",
             layout);
+    const bool sam2 = m.kind == SAM_KIND_SAM2;
     rlx_status st = sam_list_weights(&m, err);
     if (st == RLX_OK)
         st = add_unread(&m, err);
+    if (st == RLX_OK && sam2 && o->hf_names && o->torch)
+        st = rlx_error_set(err, RLX_ERR_INVALID_ARG, "no SAM 2 .pt with Hugging Face names");
+    /* the stacked point_embed: 4 rows in one buffer */
+    for (int i = 0; st == RLX_OK && i < m.n_w; i++)
+        if (stacked_row(o, &m, &m.w[i]) == 0 &&
+            (i + 3 >= m.n_w || stacked_row(o, &m, &m.w[i + 3]) != 3))
+            st = rlx_error_set(err, RLX_ERR_INVALID_ARG, "the point embeddings are not in order");
     if (st != RLX_OK) {
         free(m.w);
         return st;
@@ -338,6 +439,7 @@ rlx_status rlx_sam_writer_write(const char *path, const rlx_sam_writer_opts *o, 
         int64_t n = 1;
         for (int d = 0; d < m.w[i].rank; d++)
             n *= m.w[i].dims[d];
+        n *= 4; /* room for the stacked point_embed */
         most = n > most ? n : most;
     }
     size_t hcap = 1 << 20, hl = 0;
@@ -361,13 +463,23 @@ rlx_status rlx_sam_writer_write(const char *path, const rlx_sam_writer_opts *o, 
         if (o->skip && strcmp(o->skip, w->name) == 0)
             continue;
         char name[SAM_NAME_MAX];
-        if (o->hf_names)
+        if (o->hf_names && sam2)
+            sam2_hf_name_of(w->name, name, sizeof name);
+        else if (o->hf_names)
             rlx_sam_writer_hf_name(w->name, name, sizeof name);
         else
             snprintf(name, sizeof name, "%s", w->name);
         int64_t dims[RLX_SAM_MAX_DIMS + 1];
         uint64_t n = 1;
         int rank = weight_dims(o, w, dims, &n);
+        int row = stacked_row(o, &m, w);
+        if (row > 0)
+            continue; /* in row 0's tensor */
+        if (row == 0) {
+            snprintf(name, sizeof name, "prompt_encoder.point_embed.weight");
+            dims[0] = 4;
+            n *= 4;
+        }
         bool i64 = w->dtype == RLX_DTYPE_I64;
         uint64_t sz = i64 ? 8 : esz * n;
         hl += (size_t)snprintf(hdr + hl, hcap - hl, "%s\"%s\":{\"dtype\":\"%s\",\"shape\":[",
@@ -407,7 +519,16 @@ rlx_status rlx_sam_writer_write(const char *path, const rlx_sam_writer_opts *o, 
             fwrite(&zero, sizeof zero, 1, f);
             continue;
         }
-        fill(w, buf); /* little-endian hosts only, as the tests run */
+        int row = stacked_row(o, &m, w);
+        if (row > 0)
+            continue;
+        if (row == 0) { /* the four rows, each with its official name's values */
+            for (int r = 0; r < 4; r++)
+                fill(w + r, buf + r * n);
+            n *= 4;
+        } else {
+            fill(w, buf); /* little-endian hosts only, as the tests run */
+        }
         if (o->f16) {
             for (int64_t k = 0; k < n; k++)
                 half[k] = rlx_f32_to_f16(buf[k]);

@@ -12,7 +12,9 @@
  * and `f16` stores every tensor as F16 (the F32 value rounded to nearest even).
  * "sam2.1_hiera_tiny" (or _small, _base_plus, _large) writes a SAM 2.1 model's
  * image-path tensors by their official names, the model and weights of
- * tests/reference/sam2_reference.py (hf_names does not apply).
+ * tests/reference/sam2_reference.py; with hf_names, under transformers' Sam2Model
+ * names (facebook/sam2.1-hiera-tiny's model.safetensors: the four point embeddings
+ * stacked into prompt_encoder.point_embed.weight [4, 256]; safetensors only).
  *
  * "mobile_sam" is MobileSAM at its real shapes (TinyViT-5M: widths 64 128 160 320,
  * blocks 2 2 6 2, heads 2 4 5 10, windows 7 7 14 7) under mobile_sam.pt's names,

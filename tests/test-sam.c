@@ -22,8 +22,17 @@
  * 2.8e-6, IoU 9.5e-7). In the devices variant on hardware GPUs only (on lavapipe
  * one TinyViT encode took over 5 minutes on 2 cores).
  *
+ * The refine cases (SAM v1 and SAM 2.1) are mask prompts: the best of the point
+ * case's three low-res logits, as this runner computed them, goes back as mask_input
+ * with the click and a negative one; the references feed their own logits, so the
+ * inputs differ by the point case's error (1e-5), inside the same tolerances
+ * (measured 3.5e-6 and 1.4e-5 for the logits). SAM 2.1 from transformers' Sam2Model
+ * names (a Hugging Face folder) gives bit-identical outputs.
+ *
  * argv[1]: "cpu" (the CPU tests), "devices" (the other devices: exits 77, skipped,
- * when there is none; lavapipe takes about 2.5 minutes on 2 cores); none: both.
+ * when there is none; lavapipe takes about 2.5 minutes on 2 cores), "sam2-devices"
+ * (SAM 2.1 on the other devices, the real Hiera-tiny encoder: 77 without one); none:
+ * all.
  */
 #include <errno.h>
 #include <math.h>
@@ -36,6 +45,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -50,7 +60,7 @@
 #define GRID   64
 #define E      256
 #define MS     256
-#define N_CASE 3
+#define N_CASE 4
 
 typedef struct {
     const char *name;
@@ -59,6 +69,7 @@ typedef struct {
     bool has_box;
     float box[4];
     bool multimask;
+    bool refine;   /* mask prompt: pts[0]'s best multimask logits as mask_input */
     int n;         /* masks */
     float *ref;    /* iou[n], then [n][64][64] */
     uint8_t *bits; /* [n][8192] */
@@ -161,6 +172,11 @@ static int setup(void **state)
          .has_box = true,
          .box = {100, 200, 900, 800},
          .n = 1},
+        {.name = "refine",
+         .pts = {{500, 375, 1}, {620, 450, 0}},
+         .n_pts = 2,
+         .refine = true,
+         .n = 1},
     };
     /* MobileSAM's reference runs the first two prompts */
     f->vit.sum_tol = 2e-6;
@@ -235,7 +251,23 @@ static int decode(rlx_sam *sam, const sam_case *c, float *masks, float *iou)
     memcpy(pr.box, c->box, sizeof pr.box);
     rlx_error *err = NULL;
     int n = 0;
+    float *prev = NULL;
+    if (c->refine) { /* as SamPredictor is used to refine: the best of a first click */
+        rlx_sam_prompt first = {.points = c->pts, .n_points = 1};
+        float *three = malloc(sizeof(float) * 3 * MS * MS), fi[3];
+        assert_non_null(three);
+        assert_int_equal(rlx_sam_decode(sam, &first, true, three, fi, &n, NULL), RLX_OK);
+        int best = 0;
+        for (int k = 1; k < n; k++)
+            best = fi[k] > fi[best] ? k : best;
+        prev = malloc(sizeof(float) * MS * MS);
+        assert_non_null(prev);
+        memcpy(prev, three + (size_t)best * MS * MS, sizeof(float) * MS * MS);
+        free(three);
+        pr.mask_input = prev;
+    }
     rlx_status st = rlx_sam_decode(sam, &pr, c->multimask, masks, iou, &n, &err);
+    free(prev);
     if (st != RLX_OK)
         fprintf(stderr, "%s\n", rlx_error_message(err));
     rlx_error_free(err);
@@ -568,15 +600,16 @@ static float *read_state(rlx_sam *sam, const char *name, size_t n)
  * high-res maps, 9e-6 for the logits, 5e-7 IoU, 1e-6 object score, no pixel). The
  * one-mask cases check the dynamic multimask choice (with these weights every single
  * mask's stability is about 0.95, under 0.98, so the best multimask output is taken).
+ * On other devices (sam2_devices) the tolerances are `wide` (10) times wider and the
+ * boundary band 1e-2.
  */
-static void cpu_sam2_reference(void **state)
+static void sam2_reference_on(const char *dev, float wide, int n_cases, bool hf_too)
 {
-    (void)state;
     const char *path = rlx_test_tmp("sam2-tiny.safetensors");
     rlx_error *err = NULL;
     rlx_sam_writer_opts o = {.layout = "sam2.1_hiera_tiny"};
     assert_int_equal(rlx_sam_writer_write(path, &o, &err), RLX_OK);
-    rlx_sam *sam = open_sam(path, "cpu");
+    rlx_sam *sam = open_sam(path, dev);
     rlx_sam_info info;
     assert_int_equal(rlx_sam_info_get(sam, &info, NULL), RLX_OK);
     assert_true(info.sam2);
@@ -602,22 +635,24 @@ static void cpu_sam2_reference(void **state)
     double w, ws;
     float *emb = read_state(sam, "sam.embedding", (size_t)GRID * GRID * E);
     probe_map(emb, GRID, E, 8, 4, 8, emb_ref, &w, &ws);
-    printf("[ sam2 ] embedding: worst relative error %.3g, channel sums %.3g\n", w, ws);
-    assert_true(w <= 3e-4);
-    assert_true(ws <= 1e-5);
+    printf("[ sam2 %s ] embedding: worst relative error %.3g, channel sums %.3g\n", dev, w, ws);
+    assert_true(w <= 3e-4 * wide);
+    assert_true(ws <= 1e-5 * wide);
     float *s0 = read_state(sam, "sam2.feat_s0", (size_t)256 * 256 * 32);
     probe_map(s0, 256, 32, 16, 8, 16, hr_ref, &w, &ws);
-    printf("[ sam2 ] conv_s0 features: worst relative error %.3g, channel sums %.3g\n", w, ws);
-    assert_true(w <= 3e-4);
-    assert_true(ws <= 1e-5);
+    printf("[ sam2 %s ] conv_s0 features: worst relative error %.3g, channel sums %.3g\n", dev, w,
+           ws);
+    assert_true(w <= 3e-4 * wide);
+    assert_true(ws <= 1e-5 * wide);
     float *s1 = read_state(sam, "sam2.feat_s1", (size_t)128 * 128 * 64);
     probe_map(s1, 128, 64, 16, 4, 8, hr_ref + 32 * 256 + 32, &w, &ws);
-    printf("[ sam2 ] conv_s1 features: worst relative error %.3g, channel sums %.3g\n", w, ws);
-    assert_true(w <= 3e-4);
-    assert_true(ws <= 1e-5);
+    printf("[ sam2 %s ] conv_s1 features: worst relative error %.3g, channel sums %.3g\n", dev, w,
+           ws);
+    assert_true(w <= 3e-4 * wide);
+    assert_true(ws <= 1e-5 * wide);
     free(emb), free(s0), free(s1), free(emb_ref), free(hr_ref);
 
-    sam_case cs[4] = {
+    sam_case cs[5] = {
         {.name = "point", .pts = {{500, 375, 1}}, .n_pts = 1, .multimask = true, .n = 3},
         {.name = "click", .pts = {{500, 375, 1}}, .n_pts = 1, .n = 1},
         {.name = "box", .has_box = true, .box = {75, 275, 700, 850}, .n = 1},
@@ -627,11 +662,19 @@ static void cpu_sam2_reference(void **state)
          .has_box = true,
          .box = {100, 200, 900, 800},
          .n = 1},
+        {.name = "refine",
+         .pts = {{500, 375, 1}, {620, 450, 0}},
+         .n_pts = 2,
+         .refine = true,
+         .n = 1},
     };
     float *masks = malloc(sizeof(float) * 3 * MS * MS);
     assert_non_null(masks);
-    for (int k = 0; k < 4; k++) {
-        sam_case *c = &cs[k];
+    /* n_cases 3: the multimask point, the mixed prompt (the box corners first, the
+     * dynamic multimask choice) and the mask prompt (the decoder with mask_input) */
+    static const int pick[2][5] = {{0, 3, 4}, {0, 1, 2, 3, 4}};
+    for (int q = 0; q < n_cases; q++) {
+        sam_case *c = &cs[pick[n_cases == 5][q]];
         char nm[64];
         snprintf(nm, sizeof nm, "sam2-ref-%s.f32", c->name);
         float *ref = read_fixture(nm, sizeof(float) * (size_t)(c->n + 1 + c->n * 64 * 64));
@@ -661,7 +704,7 @@ static void cpu_sam2_reference(void **state)
                 bool rb = (bm[p / 8] >> (p % 8)) & 1;
                 float got = masks[(size_t)m * MS * MS + p];
                 if ((got > 0) != rb) {
-                    if (fabsf(got) <= 1e-3f)
+                    if (fabsf(got) <= (wide > 1.0f ? 1e-2f : 1e-3f))
                         boundary++;
                     else
                         flips++;
@@ -669,19 +712,71 @@ static void cpu_sam2_reference(void **state)
             }
         }
         double obj_err = fabs((double)obj - ref[n]);
-        printf("[ sam2 ] %s: %d masks, worst IoU error %.3g, object score %.3g (error %.3g), "
+        printf("[ sam2 %s ] %s: %d masks, worst IoU error %.3g, object score %.3g (error %.3g), "
                "logits %.3g, %d boundary pixels differ, %d others (%.0f ms)\n",
-               c->name, n, worst_iou, obj, obj_err, worst, boundary, flips, t3 - t2);
-        assert_true(worst_iou <= 1e-4);
-        assert_true(obj_err <= 1e-4);
-        assert_true(worst <= 3e-4);
+               dev, c->name, n, worst_iou, obj, obj_err, worst, boundary, flips, t3 - t2);
+        assert_true(worst_iou <= 1e-4 * wide);
+        assert_true(obj_err <= 1e-4 * wide);
+        assert_true(worst <= 3e-4 * wide);
         assert_int_equal(flips, 0);
         free(ref), free(bits);
     }
-    printf("[ sam2 ] encode %.0f ms (with compiling)\n", t1 - t0);
+    printf("[ sam2 %s ] encode %.0f ms (with compiling)\n", dev, t1 - t0);
+
+    if (!hf_too) {
+        free(masks);
+        rlx_sam_free(sam);
+        remove(path);
+        return;
+    }
+    /* The same weights as facebook/sam2.1-hiera-tiny's folder holds them (transformers'
+     * Sam2Model names, the point embeddings stacked): bit-identical outputs. */
+    char dir[512], hf_file[600];
+    snprintf(dir, sizeof dir, "%s", rlx_test_tmp("sam2-hf"));
+    snprintf(hf_file, sizeof hf_file, "%s/model.safetensors", dir);
+    assert_true(mkdir(dir, 0755) == 0 || errno == EEXIST);
+    o.hf_names = true;
+    assert_int_equal(rlx_sam_writer_write(hf_file, &o, &err), RLX_OK);
+    rlx_sam *b = open_sam(dir, "cpu");
+    assert_int_equal(rlx_sam_info_get(b, &info, NULL), RLX_OK);
+    assert_true(info.sam2 && info.hf_names);
+    assert_string_equal(info.variant, "sam2.1_hiera_tiny");
+    image = malloc(sizeof(float) * 3 * IMG * IMG);
+    assert_non_null(image);
+    rlx_sam_writer_image(image);
+    encode(b, image);
+    free(image);
+    size_t ne = (size_t)E * GRID * GRID;
+    float *ea = malloc(sizeof(float) * ne), *eb = malloc(sizeof(float) * ne);
+    float *mb = malloc(sizeof(float) * 3 * MS * MS);
+    assert_true(ea && eb && mb);
+    assert_int_equal(rlx_sam_embedding(sam, ea, NULL), RLX_OK);
+    assert_int_equal(rlx_sam_embedding(b, eb, NULL), RLX_OK);
+    assert_memory_equal(ea, eb, sizeof(float) * ne);
+    for (int k = 0; k < 5; k++) {
+        float ia[3], ib[3], oa = 0, ob = 0;
+        int na = decode(sam, &cs[k], masks, ia), nb = decode(b, &cs[k], mb, ib);
+        assert_int_equal(na, nb);
+        assert_memory_equal(ia, ib, sizeof(float) * (size_t)na);
+        assert_memory_equal(masks, mb, sizeof(float) * (size_t)na * MS * MS);
+        assert_int_equal(rlx_sam_object_score(sam, &oa, NULL), RLX_OK);
+        assert_int_equal(rlx_sam_object_score(b, &ob, NULL), RLX_OK);
+        assert_memory_equal(&oa, &ob, sizeof oa);
+    }
+    printf("[ sam2 ] Hugging Face names (Sam2Model): bit-identical embedding and masks\n");
+    free(ea), free(eb), free(mb);
+    rlx_sam_free(b);
+    remove(hf_file);
+    rmdir(dir);
     free(masks);
     rlx_sam_free(sam);
     remove(path);
+}
+
+static void cpu_sam2_reference(void **state)
+{
+    (void)state;
+    sam2_reference_on("cpu", 1.0f, 5, true);
 }
 
 /* MobileSAM at its real shapes (TinyViT-5M) against mobile_sam_reference.py, from the
@@ -823,9 +918,28 @@ static void devices_mobile_sam(void **state)
     }
 }
 
+/* SAM 2.1 (Hiera tiny) on every device but the CPU, lavapipe included: one encode and
+ * three prompts there (the encode and two prompts took 11 CPU minutes of lavapipe's two
+ * threads: about 6 minutes on 2 free cores), all five on hardware. */
+static void sam2_devices(void **state)
+{
+    fixture *f = *state;
+    int n = 0;
+    for (int d = 0; d < f->n_dev; d++) {
+        if (!strcmp(f->dev[d], "cpu"))
+            continue;
+        sam2_reference_on(f->dev[d], 10.0f, f->dev_software[d] ? 3 : 5, false);
+        n++;
+    }
+    if (!n) {
+        printf("[ sam2 ] no device but the CPU here\n");
+        skip();
+    }
+}
+
 int main(int argc, char **argv)
 {
-    if (argc > 1 && !strcmp(argv[1], "devices")) {
+    if (argc > 1 && (!strcmp(argv[1], "devices") || !strcmp(argv[1], "sam2-devices"))) {
         int other = 0;
         for (int b = 0; b < rlx_backend_count(); b++) {
             const rlx_backend_i *be = rlx_backend_at(b);
@@ -838,9 +952,10 @@ int main(int argc, char **argv)
         }
     }
     if (argc > 1)
-        cmocka_set_test_filter(!strcmp(argv[1], "cpu")       ? "cpu_*"
-                               : !strcmp(argv[1], "devices") ? "devices_*"
-                                                             : argv[1]);
+        cmocka_set_test_filter(!strcmp(argv[1], "cpu")            ? "cpu_*"
+                               : !strcmp(argv[1], "devices")      ? "devices_*"
+                               : !strcmp(argv[1], "sam2-devices") ? "sam2_devices"
+                                                                  : argv[1]);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(cpu_reference),
         cmocka_unit_test(cpu_head_groups),
@@ -853,6 +968,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(cpu_mobile_sam_bad_files),
         cmocka_unit_test(devices_other_than_cpu),
         cmocka_unit_test(devices_mobile_sam),
+        cmocka_unit_test(sam2_devices),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

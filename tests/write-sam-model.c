@@ -3,8 +3,9 @@
  * safetensors with segment_anything's tensor names, or Hugging Face's with
  * "hf", or with "pt" as torch.save writes a state dict (official names, as
  * the sam_vit_*.pth release; tests/torch-writer.h). By default the small
- * test layout; with --layout vit_b / vit_l / vit_h / mobile_sam the published shapes (for
- * benchmarks), F16 with --f16. For the shell and UI tests of `rlx segment`
+ * test layout; with --layout vit_b / vit_l / vit_h / mobile_sam / sam2.1_hiera_tiny (_small,
+ * _base_plus, _large) the published shapes (for benchmarks; SAM 2.1 with "hf" under
+ * transformers' Sam2Model names), F16 with --f16. For the shell and UI tests of `rlx segment`
  * and the Segment page, tests/reference/check_torch_writer.py and
  * tools/bench-sam.sh. Exit 0, or 1 with a sentence on stderr. */
 #include <stdio.h>
@@ -30,7 +31,7 @@ int main(int argc, char **argv)
     }
     if (!ok) {
         fprintf(stderr, "usage: write-sam-model OUT.safetensors [hf] | OUT.pth pt [--layout "
-                        "test|vit_b|vit_l|vit_h] [--f16]\n");
+                        "test|vit_b|vit_l|vit_h|mobile_sam|sam2.1_hiera_tiny|...] [--f16]\n");
         return 1;
     }
     rlx_error *err = NULL;

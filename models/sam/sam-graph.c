@@ -34,6 +34,7 @@
 #define LN_VIT     1e-6f /* ViT norms and LayerNorm2d */
 #define LN_DEC     1e-5f /* nn.LayerNorm defaults in the two-way transformer */
 #define SAM_TWO_PI 6.283185307179586f
+#define MS_        RLX_SAM_MASK_SIDE
 
 typedef sam_builder sb;
 
@@ -336,6 +337,36 @@ static rlx_node upscale(sb *b, rlx_node x, int64_t side, int64_t cin, int64_t co
     return rlx_graph_add(b->g, NULL, y, sam_param(b, "%s.bias", pre));
 }
 
+/* A k x k, stride k conv on a token-major [side * side, cin] map as one matmul:
+ * each output pixel's k * k * cin inputs gathered in the weight's (c, dy, dx)
+ * order. -> [(side / k)^2, cout]. */
+static rlx_node patch_conv(sb *b, rlx_node x, int64_t side, int64_t cin, int64_t cout, int64_t k,
+                           const char *pre, int idx)
+{
+    const int64_t s = side / k;
+    x = sam_reshape(b, x, 5, (int64_t[]){s, k, s, k, cin});
+    x = sam_permute(b, x, (const int[]){0, 2, 4, 1, 3}); /* [y, x, c, dy, dx] */
+    x = sam_reshape(b, x, 2, (int64_t[]){s * s, cin * k * k});
+    rlx_node w = sam_reshape(b, sam_param(b, "%s.mask_downscaling.%d.weight", pre, idx), 2,
+                             (int64_t[]){cout, cin * k * k});
+    return rlx_graph_linear(b->g, NULL, x, w,
+                            sam_param(b, "%s.mask_downscaling.%d.bias", pre, idx));
+}
+
+rlx_node sam_mask_dense(sam_builder *b, rlx_node mask, const char *pe)
+{
+    char nm[SAM_NAME_MAX];
+    const int64_t MS = RLX_SAM_MASK_SIDE, CM = 16;
+    rlx_node x = sam_reshape(b, mask, 2, (int64_t[]){MS * MS, 1});
+    x = patch_conv(b, x, MS, 1, CM / 4, 2, pe, 0); /* [128 * 128, 4] */
+    snprintf(nm, sizeof nm, "%s.mask_downscaling.1", pe);
+    x = rlx_graph_gelu(b->g, NULL, layer_norm(b, x, nm, LN_VIT), RLX_GELU_ERF);
+    x = patch_conv(b, x, MS / 2, CM / 4, CM, 2, pe, 3); /* [64 * 64, 16] */
+    snprintf(nm, sizeof nm, "%s.mask_downscaling.4", pe);
+    x = rlx_graph_gelu(b->g, NULL, layer_norm(b, x, nm, LN_VIT), RLX_GELU_ERF);
+    return patch_conv(b, x, GRID, CM, C, 1, pe, 6); /* [4096, 256] */
+}
+
 /* MLP with ReLU between its n layers: "<pre>.layers.<i>". */
 static rlx_node dec_mlp(sb *b, rlx_node x, const char *pre, int n)
 {
@@ -349,7 +380,8 @@ static rlx_node dec_mlp(sb *b, rlx_node x, const char *pre, int n)
     return x;
 }
 
-rlx_status sam_build_decoder(const sam_model *m, int n_tokens, rlx_graph **out, rlx_error **err)
+rlx_status sam_build_decoder(const sam_model *m, int n_tokens, bool with_mask, rlx_graph **out,
+                             rlx_error **err)
 {
     *out = NULL;
     if (n_tokens < 1 || n_tokens > RLX_SAM_MAX_POINTS + 3)
@@ -395,8 +427,13 @@ rlx_status sam_build_decoder(const sam_model *m, int n_tokens, rlx_graph **out, 
                                    rlx_shape_make(2, (int64_t[]){NTOK, C}));
     rlx_node kpe = rlx_graph_state(g, SAM_STATE_IMAGE_PE, RLX_DTYPE_F32,
                                    rlx_shape_make(2, (int64_t[]){NTOK, C}));
-    rlx_node keys =
-        rlx_graph_add(g, NULL, emb, sam_param(&b, "prompt_encoder.no_mask_embed.weight"));
+    rlx_node dense = with_mask
+                         ? sam_mask_dense(&b,
+                                          rlx_graph_input(g, "mask", RLX_DTYPE_F32,
+                                                          rlx_shape_make(2, (int64_t[]){MS_, MS_})),
+                                          "prompt_encoder")
+                         : sam_param(&b, "prompt_encoder.no_mask_embed.weight");
+    rlx_node keys = rlx_graph_add(g, NULL, emb, dense);
     rlx_node queries = tokens;
     char pre[96], nm[128];
     for (int il = 0; il < SAM_DEC_DEPTH; il++) {

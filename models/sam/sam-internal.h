@@ -99,6 +99,12 @@ rlx_node sam_permute(sam_builder *b, rlx_node x, const int *perm);
  * centres mapped to [-1, 1], times the prompt encoder's gaussian matrix (the
  * weight so named), 2 pi, as [sin | cos]. */
 rlx_node sam_dense_pe(sam_builder *b, const char *gaussian);
+/* The prompt encoder's mask_downscaling on a 256 x 256 logit map (input "mask",
+ * [256, 256]): Conv 2x2/2 (1 -> 4), LayerNorm2d, GELU, Conv 2x2/2 (4 -> 16),
+ * LayerNorm2d, GELU, Conv 1x1 (16 -> 256), token-major [4096, 256]: the dense
+ * prompt embedding that replaces no_mask_embed. `pe` names the prompt encoder
+ * ("prompt_encoder", SAM 2's "sam_prompt_encoder"). */
+rlx_node sam_mask_dense(sam_builder *b, rlx_node mask, const char *pe);
 /* The built graph into *out, or the failure: the first weight not listed,
  * else the graph's own error, each after "building the <what>: ". The graph
  * is freed on failure. */
@@ -124,6 +130,8 @@ typedef struct sam_lister {
 } sam_lister;
 void sam_list_add(sam_lister *L, int rank, const int64_t *dims, const char *fmt, ...)
     RLX_PRINTF(4, 5);
+/* The mask_downscaling weights of the prompt encoder `pe` (mask_in_chans 16). */
+void sam_list_mask_downscaling(sam_lister *L, const char *pe);
 
 /* Fill m->w for m->hp (every tensor the graphs use); dtypes are set later. */
 rlx_status sam_list_weights(sam_model *m, rlx_error **err);
@@ -149,10 +157,11 @@ rlx_status sam_build_tinyvit_encoder(const sam_model *m, struct rlx_graph **out,
 rlx_status sam_finish_encoder(const sam_model *m, struct rlx_graph *g, rlx_node x, int64_t dim,
                               const char *missing, struct rlx_graph **out, rlx_error **err);
 /* Decoder for n_tokens prompt tokens: inputs "coords" F32 [n, 2] (1024 frame) and
- * "kinds" I32 [n] (label + 1: 0 padding, 1 negative, 2 positive, 3 / 4 box corners);
+ * "kinds" I32 [n] (label + 1: 0 padding, 1 negative, 2 positive, 3 / 4 box corners),
+ * with_mask: "mask" F32 [256, 256] (sam_mask_dense);
  * outputs "masks" [4, 256, 256] and "iou" [1, 4]. */
-rlx_status sam_build_decoder(const sam_model *m, int n_tokens, struct rlx_graph **out,
-                             rlx_error **err);
+rlx_status sam_build_decoder(const sam_model *m, int n_tokens, bool with_mask,
+                             struct rlx_graph **out, rlx_error **err);
 
 /* ---- SAM 2 (models/sam/sam2.c, sam2-graph.c) ---- */
 
@@ -160,15 +169,27 @@ rlx_status sam_build_decoder(const sam_model *m, int n_tokens, struct rlx_graph 
  * "_base_plus", "_large"); false when unknown. */
 bool sam2_set_variant(sam2_hparams *h, const char *name);
 /* The variant from the shapes a lookup hands out (embed dim, the blocks' widths). */
-rlx_status sam2_read_hparams(rlx_sam_lookup_fn lookup, void *user, const char *what,
+rlx_status sam2_read_hparams(rlx_sam_lookup_fn lookup, void *user, bool hf, const char *what,
                              sam2_hparams *h, rlx_error **err);
+/* The name transformers' Sam2Model gives an official SAM 2 name, as its
+ * convert_sam2_to_hf.py renames them (the rules in its order, then the renumbered
+ * MLP layers and the neck's convs). The four point_embeddings.<i> are one stacked
+ * tensor there: see sam2_hf_point_embed. */
+void sam2_hf_name(const char *official, char *out, size_t cap);
+/* Row `row` of Sam2Model's "prompt_encoder.point_embed.weight" [4, 256] as the
+ * official [1, 256] point_embeddings.<row>.weight (a view into the same bytes);
+ * false when the source lacks it. A stacked tensor of another shape is handed
+ * out whole, so that the loader names it with its shape. */
+bool sam2_hf_point_embed(rlx_sam_lookup_fn lookup, void *user, int row, rlx_sam_tensor *t);
+/* Every occurrence of `from` in s replaced by `to` (s holds cap bytes). */
+void sam_replace_all(char *s, size_t cap, const char *from, const char *to);
 rlx_status sam2_list_weights(sam_model *m, rlx_error **err);
 /* Encoder: input "image" [1, 3, 1024, 1024]; writes the embedding (no_mem_embed
  * added), the dense PE and both high-resolution feature states; output "probe". */
 rlx_status sam2_build_encoder(const sam_model *m, struct rlx_graph **out, rlx_error **err);
 /* Decoder for n_tokens prompt tokens (inputs as sam_build_decoder's); outputs
  * "masks" [4, 256, 256], "iou" [1, 4] (after the sigmoid) and "object" [1, 1]. */
-rlx_status sam2_build_decoder(const sam_model *m, int n_tokens, struct rlx_graph **out,
-                              rlx_error **err);
+rlx_status sam2_build_decoder(const sam_model *m, int n_tokens, bool with_mask,
+                              struct rlx_graph **out, rlx_error **err);
 
 #endif

@@ -130,6 +130,45 @@ rlx_status rlx_sam_proposal_make(const float *lowres, float iou, const rlx_image
     return RLX_OK;
 }
 
+rlx_status rlx_sam_mask_prompt_from_mask(const uint8_t *mask, int w, int h,
+                                         const rlx_image_prep_info *info, float *out,
+                                         rlx_error **err)
+{
+    if (!mask || !info || !out)
+        return rlx_error_set(err, RLX_ERR_INVALID_ARG,
+                             "rlx_sam_mask_prompt_from_mask: missing argument");
+    if (w != info->orig_width || h != info->orig_height || w < 1 || h < 1 ||
+        info->resized_width < 1 || info->resized_height < 1)
+        return rlx_error_set(err, RLX_ERR_INVALID_ARG,
+                             "the mask is %dx%d pixels; a mask prompt must have the image's "
+                             "size, %dx%d",
+                             w, h, info->orig_width, info->orig_height);
+    const int S = RLX_SAM_MASK_SIDE, F = RLX_SAM_IMAGE_SIZE / RLX_SAM_MASK_SIDE;
+    /* the image pixels [x0, x1) under the input frame's columns [a, a + F) */
+    const double fx = (double)w / info->resized_width, fy = (double)h / info->resized_height;
+    for (int v = 0; v < S; v++) {
+        int y0 = (int)(v * F * fy), y1 = (int)((v + 1) * F * fy);
+        y1 = y1 > h ? h : y1;
+        if (y1 <= y0 && y0 < h)
+            y1 = y0 + 1;
+        for (int u = 0; u < S; u++) {
+            int x0 = (int)(u * F * fx), x1 = (int)((u + 1) * F * fx);
+            x1 = x1 > w ? w : x1;
+            if (x1 <= x0 && x0 < w)
+                x1 = x0 + 1;
+            int64_t in = 0, all = 0;
+            for (int y = y0; y < y1; y++)
+                for (int x = x0; x < x1; x++) {
+                    in += mask[(size_t)y * (size_t)w + (size_t)x] != 0;
+                    all++;
+                }
+            float f = all ? (float)in / (float)all : 0.0f; /* padding: outside */
+            out[(size_t)v * S + (size_t)u] = (2.0f * f - 1.0f) * RLX_SAM_MASK_PROMPT_LOGIT;
+        }
+    }
+    return RLX_OK;
+}
+
 rlx_image_prep_params rlx_sam_prep_params(rlx_sam *sam)
 {
     rlx_sam_info mi;

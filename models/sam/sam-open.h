@@ -57,6 +57,21 @@ RLX_API rlx_status rlx_sam_proposal_make(const float *lowres, float iou,
                                          const rlx_image_prep_info *info, float *logits,
                                          uint8_t *mask, rlx_sam_proposal *out, rlx_error **err);
 
+/* A mask at the image's size (w x h bytes, nonzero inside: a mask PNG that -o or
+ * the pane wrote) as a mask prompt (rlx_sam_prompt.mask_input): 256 x 256 logits
+ * in the model's input frame / 4. Each low-res pixel covers a block of the
+ * prepared picture (info: SAM's longest-side resize with padding, or SAM 2's
+ * stretch); the fraction f of the image's pixels inside there gives the logit
+ * (2 f - 1) * RLX_SAM_MASK_PROMPT_LOGIT, and padding is outside. SAM was trained
+ * with its own previous logits as the mask prompt; a binary mask is the nearest
+ * a file can carry, and a decode's own low-res logits (kept by a caller that
+ * clicks again) are the better prompt. Errors: RLX_ERR_INVALID_ARG (another size
+ * than info's image). */
+#define RLX_SAM_MASK_PROMPT_LOGIT 8.0f
+RLX_API rlx_status rlx_sam_mask_prompt_from_mask(const uint8_t *mask, int w, int h,
+                                                 const rlx_image_prep_info *info, float *lowres_out,
+                                                 rlx_error **err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,5 +1,6 @@
 /* SAM runner: the weight table (official and Hugging Face names), the variant read
  * from the shapes, the session and its programs. */
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,7 +43,7 @@ static const char *const hf_rules[][2] = {
     {"blocks", "layers"},
 };
 
-static void replace_all(char *s, size_t cap, const char *from, const char *to)
+void sam_replace_all(char *s, size_t cap, const char *from, const char *to)
 {
     char tmp[SAM_NAME_MAX * 2];
     size_t fl = strlen(from), tl = strlen(to), n = 0;
@@ -68,7 +69,7 @@ static void hf_name(const char *official, char *out, size_t cap)
 {
     snprintf(out, cap, "%s", official);
     for (size_t i = 0; i < sizeof hf_rules / sizeof hf_rules[0]; i++)
-        replace_all(out, cap, hf_rules[i][0], hf_rules[i][1]);
+        sam_replace_all(out, cap, hf_rules[i][0], hf_rules[i][1]);
     /* hypernetwork MLPs: layers.0 / 1 / 2 -> proj_in / layers.0 / proj_out */
     const char *h = strstr(out, "output_hypernetworks_mlps.");
     if (h) {
@@ -276,6 +277,7 @@ rlx_status sam_list_weights(sam_model *m, rlx_error **err)
         add(&L, 2, V2(1, E), "prompt_encoder.point_embeddings.%d.weight", i);
     add(&L, 2, V2(1, E), "prompt_encoder.not_a_point_embed.weight");
     add(&L, 2, V2(1, E), "prompt_encoder.no_mask_embed.weight");
+    sam_list_mask_downscaling(&L, "prompt_encoder");
 
     add(&L, 2, V2(1, E), "mask_decoder.iou_token.weight");
     add(&L, 2, V2(RLX_SAM_MAX_MASKS, E), "mask_decoder.mask_tokens.weight");
@@ -313,6 +315,22 @@ rlx_status sam_list_weights(sam_model *m, rlx_error **err)
     return RLX_OK;
 }
 
+void sam_list_mask_downscaling(sam_lister *L, const char *pe)
+{
+    const int64_t E = RLX_SAM_EMBED_DIM, CM = 16;
+    char nm[SAM_NAME_MAX];
+    add(L, 4, V4(CM / 4, 1, 2, 2), "%s.mask_downscaling.0.weight", pe);
+    add(L, 1, V1(CM / 4), "%s.mask_downscaling.0.bias", pe);
+    snprintf(nm, sizeof nm, "%s.mask_downscaling.1", pe);
+    add_norm(L, CM / 4, nm);
+    add(L, 4, V4(CM, CM / 4, 2, 2), "%s.mask_downscaling.3.weight", pe);
+    add(L, 1, V1(CM), "%s.mask_downscaling.3.bias", pe);
+    snprintf(nm, sizeof nm, "%s.mask_downscaling.4", pe);
+    add_norm(L, CM, nm);
+    add(L, 4, V4(E, CM, 1, 1), "%s.mask_downscaling.6.weight", pe);
+    add(L, 1, V1(E), "%s.mask_downscaling.6.bias", pe);
+}
+
 const sam_weight *sam_find_weight(const sam_model *m, const char *name)
 {
     for (int i = 0; i < m->n_w; i++)
@@ -330,9 +348,9 @@ struct rlx_sam {
     bool hf;
     bool encoded;
     rlx_session_program *enc;
-    rlx_session_program *dec[MAX_TOKS + 1];
-    float *masks; /* [4][256][256], the decoder's output */
-    float object; /* SAM 2: the last decode's object-score logit */
+    rlx_session_program *dec[2][MAX_TOKS + 1]; /* [with a mask prompt][tokens] */
+    float *masks;                              /* [4][256][256], the decoder's output */
+    float object;                              /* SAM 2: the last decode's object-score logit */
 };
 
 rlx_sam_params rlx_sam_default_params(void)
@@ -354,19 +372,26 @@ typedef struct {
     void *user;
     const char *what;
     bool hf;
+    bool sam2; /* with hf: transformers' Sam2Model names */
 } source;
 
 /* A tensor by its official name, under the source's naming scheme. */
 static bool find(const source *src, const char *official, rlx_sam_tensor *t, char *used, size_t cap)
 {
     char nm[SAM_NAME_MAX];
-    if (src->hf)
+    if (src->hf && src->sam2)
+        sam2_hf_name(official, nm, sizeof nm);
+    else if (src->hf)
         hf_name(official, nm, sizeof nm);
     else
         snprintf(nm, sizeof nm, "%s", official);
     memset(t, 0, sizeof *t);
     if (used)
         snprintf(used, cap, "%s", nm);
+    int row = -1;
+    if (src->hf && src->sam2 &&
+        sscanf(official, "sam_prompt_encoder.point_embeddings.%d.weight", &row) == 1)
+        return sam2_hf_point_embed(src->fn, src->user, row, t);
     if (src->fn(src->user, nm, t))
         return true;
     /* SamModel ties the prompt encoder's matrix to shared_image_embedding, and a
@@ -580,8 +605,11 @@ rlx_status rlx_sam_create(const rlx_sam_params *p, rlx_sam_lookup_fn lookup, voi
     /* SAM 2 (Hiera) and MobileSAM (TinyViT) by their first tensors; else the naming
      * scheme of SAM v1, from the first tensor of either */
     bool sam2 = lookup(user, "image_encoder.trunk.patch_embed.proj.weight", &t);
+    if (!sam2 && lookup(user, "vision_encoder.backbone.patch_embed.projection.weight", &t))
+        sam2 = src.hf = src.sam2 = true; /* transformers' Sam2Model */
     bool tiny = !sam2 && lookup(user, "image_encoder.patch_embed.seq.0.c.weight", &t);
     if (!sam2 && !tiny && !lookup(user, "image_encoder.patch_embed.proj.weight", &t)) {
+        /* SAM v1 */
         if (lookup(user, "vision_encoder.patch_embed.projection.weight", &t))
             src.hf = true;
         else
@@ -590,7 +618,8 @@ rlx_status rlx_sam_create(const rlx_sam_params *p, rlx_sam_lookup_fn lookup, voi
                                  "'image_encoder.patch_embed.proj.weight' nor the Hugging Face "
                                  "'vision_encoder.patch_embed.projection.weight' (nor "
                                  "MobileSAM's 'image_encoder.patch_embed.seq.0.c.weight', nor "
-                                 "SAM 2's 'image_encoder.trunk.patch_embed.proj.weight')",
+                                 "SAM 2's 'image_encoder.trunk.patch_embed.proj.weight' or "
+                                 "'vision_encoder.backbone.patch_embed.projection.weight')",
                                  src.what);
     }
     rlx_sam *sam = calloc(1, sizeof *sam);
@@ -601,7 +630,7 @@ rlx_status rlx_sam_create(const rlx_sam_params *p, rlx_sam_lookup_fn lookup, voi
     rlx_status st;
     if (sam2) {
         sam->m.kind = SAM_KIND_SAM2;
-        st = sam2_read_hparams(lookup, user, src.what, &sam->m.h2, err);
+        st = sam2_read_hparams(lookup, user, src.hf, src.what, &sam->m.h2, err);
     } else {
         sam->m.enc = tiny ? SAM_ENCODER_TINYVIT : SAM_ENCODER_VIT;
         st = tiny ? read_tinyvit(&src, &sam->m.tv, err) : read_hparams(&src, &sam->m.hp, err);
@@ -805,24 +834,26 @@ rlx_status rlx_sam_embedding(rlx_sam *sam, float *chw_out, rlx_error **err)
     return st;
 }
 
-static rlx_status decoder_for(rlx_sam *sam, int n, rlx_session_program **out, rlx_error **err)
+static rlx_status decoder_for(rlx_sam *sam, int n, bool mask, rlx_session_program **out,
+                              rlx_error **err)
 {
-    if (sam->dec[n]) {
-        *out = sam->dec[n];
+    rlx_session_program **slot = &sam->dec[mask][n];
+    if (*slot) {
+        *out = *slot;
         return RLX_OK;
     }
     rlx_graph *g = NULL;
-    rlx_status st = sam->m.kind == SAM_KIND_SAM2 ? sam2_build_decoder(&sam->m, n, &g, err)
-                                                 : sam_build_decoder(&sam->m, n, &g, err);
+    rlx_status st = sam->m.kind == SAM_KIND_SAM2 ? sam2_build_decoder(&sam->m, n, mask, &g, err)
+                                                 : sam_build_decoder(&sam->m, n, mask, &g, err);
     if (st != RLX_OK)
         return st;
-    st = rlx_session_compile(sam->s, g, &sam->dec[n], err);
+    st = rlx_session_compile(sam->s, g, slot, err);
     rlx_graph_free(g);
     if (st != RLX_OK) {
         rlx_error_prefix(err, "SAM mask decoder: ");
         return st;
     }
-    *out = sam->dec[n];
+    *out = *slot;
     return RLX_OK;
 }
 
@@ -880,25 +911,40 @@ rlx_status rlx_sam_decode(rlx_sam *sam, const rlx_sam_prompt *pr, bool multimask
         coords[2 * n + 1] = 0.0f;
         kinds[n++] = 0;
     }
+    const bool mask = pr->mask_input != NULL;
+    if (mask)
+        for (int p = 0; p < MASK_PIX; p++)
+            if (!isfinite(pr->mask_input[p]))
+                return rlx_error_set(err, RLX_ERR_INVALID_ARG,
+                                     "SAM: the mask prompt holds a value that is not a finite "
+                                     "number (at x %d, y %d)",
+                                     p % RLX_SAM_MASK_SIDE, p / RLX_SAM_MASK_SIDE);
     rlx_session_program *prog = NULL;
-    rlx_status st = decoder_for(sam, n, &prog, err);
+    rlx_status st = decoder_for(sam, n, mask, &prog, err);
     if (st != RLX_OK)
         return st;
-    const int n_outs = sam2 ? 3 : 2;
+    const int n_outs = sam2 ? 3 : 2, n_ins = mask ? 3 : 2;
     int ic = rlx_session_program_input(prog, "coords"),
-        ik = rlx_session_program_input(prog, "kinds");
+        ik = rlx_session_program_input(prog, "kinds"),
+        ix = mask ? rlx_session_program_input(prog, "mask") : -1;
+    if (mask && (ix < 0 || ix >= n_ins || ix == ic || ix == ik))
+        return rlx_error_set(err, RLX_ERR_INTERNAL,
+                             "SAM mask decoder: the compiled program has unexpected bindings");
     int om = rlx_session_program_output(prog, "masks"),
         oi = rlx_session_program_output(prog, "iou"),
         oo = sam2 ? rlx_session_program_output(prog, "object") : -1;
-    if (ic < 0 || ik < 0 || ic > 1 || ik > 1 || ic == ik || om < 0 || oi < 0 || om >= n_outs ||
-        oi >= n_outs || om == oi || (sam2 && (oo < 0 || oo >= n_outs || oo == om || oo == oi)))
+    if (ic < 0 || ik < 0 || ic >= n_ins || ik >= n_ins || ic == ik || om < 0 || oi < 0 ||
+        om >= n_outs || oi >= n_outs || om == oi ||
+        (sam2 && (oo < 0 || oo >= n_outs || oo == om || oo == oi)))
         return rlx_error_set(err, RLX_ERR_INTERNAL,
                              "SAM mask decoder: the compiled program has unexpected bindings");
     float all_iou[RLX_SAM_MAX_MASKS], object = 0.0f;
-    const void *ins[2];
+    const void *ins[3];
     void *outs[3];
     ins[ic] = coords;
     ins[ik] = kinds;
+    if (mask)
+        ins[ix] = pr->mask_input;
     outs[om] = sam->masks;
     outs[oi] = all_iou;
     if (sam2)

@@ -26,8 +26,11 @@
  *
  * Prompts: points and box corners are given in the 1024 x 1024 input frame (the
  * caller scales from the original image, as SamPredictor.transform does). Without a
- * box, a padding point is added (SAM's rule). Mask prompts (mask_downscaling) are
- * not supported: the dense prompt embedding is always no_mask_embed.
+ * box, a padding point is added (SAM's rule). A mask prompt (mask_input: a previous
+ * decode's 256 x 256 logits) goes through the prompt encoder's mask_downscaling
+ * and replaces no_mask_embed as the dense prompt embedding, in SAM v1, MobileSAM
+ * and SAM 2.1 alike; a decoder program with that input is compiled on its first
+ * use too.
  *
  * Output: low-resolution mask logits, 256 x 256 each (the 1024 frame / 4), and their
  * predicted IoU: masks 1..3 with multimask, else mask 0. Upscaling to the image and
@@ -50,8 +53,13 @@
  * is always added (the predictor's order); IoU comes through a sigmoid; with
  * multimask false, the single mask falls back to the best of the three when its
  * stability is under 0.98 (dynamic multimask); rlx_sam_object_score gives the
- * object-score logit. Low-res logits are not clamped to +-32 as the predictor's
- * returned low_res_masks are (thresholding and upscaling are unaffected).
+ * object-score logit. The Hugging Face repositories (facebook/sam2.1-hiera-tiny, ...:
+ * model.safetensors with transformers' Sam2Model names, "vision_encoder.backbone.*",
+ * "prompt_encoder.*", "mask_decoder.*", the four point embeddings stacked in
+ * "prompt_encoder.point_embed.weight") are recognised by
+ * "vision_encoder.backbone.patch_embed.projection.weight"; the size comes from the
+ * shapes there too (config.json is not needed). Low-res logits are not clamped to +-32 as the
+ * predictor's returned low_res_masks are (thresholding and upscaling are unaffected).
  *
  * MobileSAM (mobile_sam.pt: the same prompt encoder and mask decoder, a TinyViT-5M
  * image encoder) is recognised by "image_encoder.patch_embed.seq.0.c.weight"; its
@@ -108,6 +116,11 @@ typedef struct rlx_sam_prompt {
     int n_points;                /* 0 .. RLX_SAM_MAX_POINTS */
     bool has_box;
     float box[4]; /* x0, y0, x1, y1 in the 1024 frame */
+    /* A previous mask (SAM's mask_input): 256 x 256 low-resolution logits in the
+     * 1024 frame / 4, as rlx_sam_decode hands them out (to refine a mask, pass the
+     * chosen proposal of the last decode with the new points), or NULL. Borrowed
+     * for the call. */
+    const float *mask_input;
 } rlx_sam_prompt;
 
 typedef struct rlx_sam_params {

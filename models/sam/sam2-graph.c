@@ -332,7 +332,8 @@ static rlx_node mlp3(sb *b, rlx_node x, const char *pre)
     return x;
 }
 
-rlx_status sam2_build_decoder(const sam_model *m, int n_tokens, rlx_graph **out, rlx_error **err)
+rlx_status sam2_build_decoder(const sam_model *m, int n_tokens, bool with_mask, rlx_graph **out,
+                              rlx_error **err)
 {
     *out = NULL;
     if (n_tokens < 1 || n_tokens > RLX_SAM_MAX_POINTS + 3)
@@ -383,7 +384,14 @@ rlx_status sam2_build_decoder(const sam_model *m, int n_tokens, rlx_graph **out,
     rlx_node fs1 =
         rlx_graph_state(g, SAM2_STATE_FEAT_S1, RLX_DTYPE_F32,
                         rlx_shape_make(2, (int64_t[]){(int64_t)SIDE0 * SIDE0 / 4, C / 4}));
-    rlx_node keys = rlx_graph_add(g, NULL, emb, sam_param(&b, "%s.no_mask_embed.weight", pe_name));
+    const int64_t MSIDE = RLX_SAM_MASK_SIDE;
+    rlx_node dense =
+        with_mask ? sam_mask_dense(&b,
+                                   rlx_graph_input(g, "mask", RLX_DTYPE_F32,
+                                                   rlx_shape_make(2, (int64_t[]){MSIDE, MSIDE})),
+                                   pe_name)
+                  : sam_param(&b, "%s.no_mask_embed.weight", pe_name);
+    rlx_node keys = rlx_graph_add(g, NULL, emb, dense);
     rlx_node queries = tokens;
     char pre[96], nm[128];
     for (int il = 0; il < SAM_DEC_DEPTH; il++) {

@@ -69,10 +69,116 @@ bool sam2_set_variant(sam2_hparams *h, const char *name)
     return false;
 }
 
-static bool width(rlx_sam_lookup_fn lookup, void *user, const char *fmt, int i, int64_t *n)
+/* convert_sam2_to_hf.py's plain renames that reach the image path's tensors, in
+ * the order it applies them (each to every occurrence, on the name as renamed so
+ * far). */
+static const char *const hf_rules[][2] = {
+    {"iou_prediction_head.layers.0", "iou_prediction_head.proj_in"},
+    {"iou_prediction_head.layers.1", "iou_prediction_head.layers.0"},
+    {"iou_prediction_head.layers.2", "iou_prediction_head.proj_out"},
+    {"mask_decoder.output_upscaling.0", "mask_decoder.upscale_conv1"},
+    {"mask_decoder.output_upscaling.1", "mask_decoder.upscale_layer_norm"},
+    {"mask_decoder.output_upscaling.3", "mask_decoder.upscale_conv2"},
+    {"mask_downscaling.0", "mask_embed.conv1"},
+    {"mask_downscaling.1", "mask_embed.layer_norm1"},
+    {"mask_downscaling.3", "mask_embed.conv2"},
+    {"mask_downscaling.4", "mask_embed.layer_norm2"},
+    {"mask_downscaling.6", "mask_embed.conv3"},
+    {"point_embeddings", "point_embed"},
+    {"pe_layer.positional_encoding_gaussian_matrix", "shared_embedding.positional_embedding"},
+    {"sam_prompt_encoder", "prompt_encoder"},
+    {"sam_mask_decoder", "mask_decoder"},
+    {"image_encoder.neck", "vision_encoder.neck"},
+    {"image_encoder", "vision_encoder.backbone"},
+    {"patch_embed.proj", "patch_embed.projection"},
+    {"no_mem_embed", "no_memory_embedding"},
+    {".norm", ".layer_norm"},
+    {"trunk.", ""},
+    {"out_proj", "o_proj"},
+};
+
+/* "<pre><n>.<mid><k>.<rest>" with <mid> one of "layers." / "mlp.layers.": k, and
+ * the offset of <mid> in s; -1 when s does not start so. */
+static int layer_at(const char *s, const char *pre, const char *mid, size_t *at)
 {
-    char nm[SAM_NAME_MAX];
-    snprintf(nm, sizeof nm, fmt, i);
+    size_t pl = strlen(pre);
+    if (strncmp(s, pre, pl) != 0)
+        return -1;
+    const char *p = s + pl;
+    if (*p < '0' || *p > '9')
+        return -1;
+    while (*p >= '0' && *p <= '9')
+        p++;
+    if (*p++ != '.' || strncmp(p, mid, strlen(mid)) != 0)
+        return -1;
+    const char *d = p + strlen(mid);
+    if (*d < '0' || *d > '9' || d[1] != '.')
+        return -1;
+    *at = (size_t)(p - s);
+    return *d - '0';
+}
+
+/* s[at..] starts with `from`: that part replaced by `to`. */
+static void splice(char *s, size_t cap, size_t at, const char *from, const char *to)
+{
+    char rest[SAM_NAME_MAX * 2];
+    snprintf(rest, sizeof rest, "%s", s + at + strlen(from));
+    snprintf(s + at, cap - at, "%s%s", to, rest);
+}
+
+void sam2_hf_name(const char *official, char *out, size_t cap)
+{
+    snprintf(out, cap, "%s", official);
+    for (size_t i = 0; i < sizeof hf_rules / sizeof hf_rules[0]; i++)
+        sam_replace_all(out, cap, hf_rules[i][0], hf_rules[i][1]);
+    /* the MLPs: two layers -> proj_in / proj_out, three -> proj_in / layers.0 / proj_out */
+    static const char *const two[2][2] = {{"layers.0", "proj_in"}, {"layers.1", "proj_out"}};
+    static const char *const three[3][2] = {
+        {"layers.0", "proj_in"}, {"layers.1", "layers.0"}, {"layers.2", "proj_out"}};
+    size_t at = 0;
+    int k;
+    if ((k = layer_at(out, "vision_encoder.backbone.blocks.", "mlp.layers.", &at)) >= 0 && k < 2)
+        splice(out, cap, at + 4, two[k][0], two[k][1]);
+    else if ((k = layer_at(out, "mask_decoder.transformer.layers.", "mlp.layers.", &at)) >= 0 &&
+             k < 2)
+        splice(out, cap, at + 4, two[k][0], two[k][1]);
+    else if ((k = layer_at(out, "mask_decoder.output_hypernetworks_mlps.", "layers.", &at)) >= 0 &&
+             k < 3)
+        splice(out, cap, at, three[k][0], three[k][1]);
+    else if (strncmp(out, "mask_decoder.pred_obj_score_head.layers.", 40) == 0 && out[40] >= '0' &&
+             out[40] <= '2' && out[41] == '.')
+        splice(out, cap, 33, three[out[40] - '0'][0], three[out[40] - '0'][1]);
+    /* the neck: convs.<k>.conv.weight -> convs.<k>.weight */
+    char *c = strstr(out, ".conv.");
+    if (strncmp(out, "vision_encoder.neck.convs.", 26) == 0 && c)
+        splice(out, cap, (size_t)(c - out), ".conv.", ".");
+}
+
+bool sam2_hf_point_embed(rlx_sam_lookup_fn lookup, void *user, int row, rlx_sam_tensor *t)
+{
+    memset(t, 0, sizeof *t);
+    if (!lookup(user, "prompt_encoder.point_embed.weight", t))
+        return false;
+    size_t esz = t->dtype == RLX_DTYPE_F32                                 ? 4
+                 : t->dtype == RLX_DTYPE_F16 || t->dtype == RLX_DTYPE_BF16 ? 2
+                                                                           : 0;
+    if (t->rank != 2 || row < 0 || t->dims[0] != 4 || t->dims[1] != E || !esz || !t->data ||
+        t->n_bytes != 4 * E * esz)
+        return true;
+    t->dims[0] = 1;
+    t->data = (const uint8_t *)t->data + (size_t)row * E * esz;
+    t->n_bytes = E * esz;
+    return true;
+}
+
+static bool width(rlx_sam_lookup_fn lookup, void *user, bool hf, const char *fmt, int i, int64_t *n)
+{
+    char nm[SAM_NAME_MAX], off[SAM_NAME_MAX];
+    snprintf(off, sizeof off, fmt, i);
+    if (hf)
+        sam2_hf_name(off, nm, sizeof nm);
+    else
+        snprintf(nm, sizeof nm, "%s", off);
     rlx_sam_tensor t;
     memset(&t, 0, sizeof t);
     if (!lookup(user, nm, &t) || t.rank != 1 || t.dims[0] < 1)
@@ -81,29 +187,29 @@ static bool width(rlx_sam_lookup_fn lookup, void *user, const char *fmt, int i, 
     return true;
 }
 
-rlx_status sam2_read_hparams(rlx_sam_lookup_fn lookup, void *user, const char *what,
+rlx_status sam2_read_hparams(rlx_sam_lookup_fn lookup, void *user, bool hf, const char *what,
                              sam2_hparams *h, rlx_error **err)
 {
     rlx_sam_tensor t;
     memset(&t, 0, sizeof t);
-    if (!lookup(user, "image_encoder.trunk.patch_embed.proj.weight", &t) || t.rank != 4 ||
-        t.dims[1] != 3 || t.dims[2] != 7 || t.dims[3] != 7)
+    const char *pe = hf ? "vision_encoder.backbone.patch_embed.projection.weight"
+                        : "image_encoder.trunk.patch_embed.proj.weight";
+    if (!lookup(user, pe, &t) || t.rank != 4 || t.dims[1] != 3 || t.dims[2] != 7 || t.dims[3] != 7)
         return rlx_error_set(err, RLX_ERR_FORMAT,
-                             "%s is not a SAM 2 checkpoint: its tensor "
-                             "'image_encoder.trunk.patch_embed.proj.weight' is not [D, 3, 7, 7]",
-                             what);
+                             "%s is not a SAM 2 checkpoint: its tensor '%s' is not [D, 3, 7, 7]",
+                             what, pe);
     int64_t embed = t.dims[0];
     /* the stages from the blocks' widths: a stage starts where norm2 doubles norm1 */
     int stages[SAM_MAX_DEPTH] = {0}, n_stages = 0, depth = 0;
     for (; depth < SAM_MAX_DEPTH; depth++) {
         int64_t din, dout;
-        if (!width(lookup, user, "image_encoder.trunk.blocks.%d.norm1.weight", depth, &din))
+        if (!width(lookup, user, hf, "image_encoder.trunk.blocks.%d.norm1.weight", depth, &din))
             break;
-        if (!width(lookup, user, "image_encoder.trunk.blocks.%d.norm2.weight", depth, &dout))
-            return rlx_error_set(err, RLX_ERR_FORMAT,
-                                 "%s has no tensor 'image_encoder.trunk.blocks.%d.norm2.weight' "
-                                 "(or it is not a vector)",
-                                 what, depth);
+        if (!width(lookup, user, hf, "image_encoder.trunk.blocks.%d.norm2.weight", depth, &dout))
+            return rlx_error_set(
+                err, RLX_ERR_FORMAT, "%s has no tensor '%s.%d.%s' (or it is not a vector)", what,
+                hf ? "vision_encoder.backbone.blocks" : "image_encoder.trunk.blocks", depth,
+                hf ? "layer_norm2.weight" : "norm2.weight");
         if (depth == 0 || dout != din) {
             if (n_stages == 4)
                 break;
@@ -202,6 +308,7 @@ rlx_status sam2_list_weights(sam_model *m, rlx_error **err)
         add(&L, 2, D2(1, E), "%s.point_embeddings.%d.weight", pe, i);
     add(&L, 2, D2(1, E), "%s.not_a_point_embed.weight", pe);
     add(&L, 2, D2(1, E), "%s.no_mask_embed.weight", pe);
+    sam_list_mask_downscaling(&L, pe);
 
     add(&L, 2, D2(1, E), "%s.iou_token.weight", d);
     add(&L, 2, D2(RLX_SAM_MAX_MASKS, E), "%s.mask_tokens.weight", d);

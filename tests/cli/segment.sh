@@ -76,6 +76,18 @@ import json, sys
 assert len(json.load(sys.stdin)["proposals"]) == 1' && ok "points and a box: one mask" ||
     bad "points and a box"
 
+# refining the first mask: it goes back in as the mask prompt with one more click
+"$rlx" segment -m "$tmp/sam.safetensors" -i "$tmp/pic.png" --point 150,110 --point 20,20,0 \
+    --mask-input "$tmp/mask.png" -o "$tmp/refined.png" --json 2>"$tmp/err" | python3 -c '
+import json, sys
+assert len(json.load(sys.stdin)["proposals"]) == 1' && png_is "$tmp/refined.png" 300 200 0 &&
+    ok "--mask-input: one refined 300x200 mask" || bad "--mask-input: $(cat "$tmp/err")"
+"$rlx" segment -m "$tmp/sam-hf.safetensors" -i "$tmp/pic.png" --point 150,110 --point 20,20,0 \
+    --mask-input "$tmp/mask.png" -o "$tmp/refined-hf.png" 2>/dev/null &&
+    cmp -s "$tmp/refined.png" "$tmp/refined-hf.png" &&
+    ok "--mask-input, Hugging Face names (mask_embed.*): the same mask" ||
+    bad "--mask-input with Hugging Face names gives another mask"
+
 # segment everything: a 4x4 grid, every proposal kept before the suppression
 "$rlx" segment -m "$tmp/sam.safetensors" -i "$tmp/pic.png" --all --points-per-side 4 \
     --iou-threshold 0 --stability-threshold 0 -o "$tmp/labels.png" --json >"$tmp/all.json" \
@@ -155,6 +167,20 @@ refuse "a bad label" "rlx: segment: --point wants X,Y or X,Y,1*" -m "$m" -i "$tm
 refuse "an empty box" "rlx: segment: --box wants X0,Y0,X1,Y1*" -m "$m" -i "$tmp/pic.png" --box 5,5,5,9 --json
 refuse "--all with a point" "rlx: segment: --all finds every object by itself*" \
     -m "$tmp/sam.safetensors" -i "$tmp/pic.png" --all --point 1,1 --json
+refuse "--mask-input alone" "rlx: segment: --mask-input refines a mask with points or a box*" \
+    -m "$m" -i "$tmp/pic.png" --mask-input "$tmp/mask.png" --json
+python3 - "$tmp/small.png" <<'PY' || exit 1
+import struct, sys, zlib
+w, h = 30, 20
+raw = b"".join(b"\0" + bytes(w) for y in range(h))
+def chunk(t, d):
+    return struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d) & 0xffffffff)
+open(sys.argv[1], "wb").write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 0, 0, 0, 0))
+    + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+PY
+refuse "a mask input of another size" \
+    "rlx: segment: */small.png: the mask is 30x20 pixels; a mask prompt must have the image's size, 300x200" \
+    -m "$m" -i "$tmp/pic.png" --point 1,1 --mask-input "$tmp/small.png" --json
 refuse "a grid too fine" "rlx: segment: --points-per-side wants 1 to 64, not '65'" \
     -m "$tmp/sam.safetensors" -i "$tmp/pic.png" --all --points-per-side 65 --json
 # an .onnx model removes the background: no prompt, and other ONNX models are refused

@@ -31,7 +31,10 @@ Fixtures (float32 little-endian unless said):
                             logits at rows/cols 2 + 4k
     sam2-ref-<case>.bits    [n][256 * 256 / 8] mask > 0, bit (y * 256 + x) LSB first
 Cases: point (one positive click, multimask), click (the same click, one mask: the
-dynamic choice), box (one mask), mixed (a box, a positive and a negative click).
+dynamic choice), box (one mask), mixed (a box, a positive and a negative click),
+refine (a mask prompt: the point case's best low-res logits as mask_input through
+mask_downscaling, the click and a negative one, one mask). The mask_downscaling
+weights were added after the other fixtures; they touch only the refine case.
 """
 import math
 import os
@@ -59,6 +62,10 @@ CASES = {
     'box': dict(points=[], box=(75.0, 275.0, 700.0, 850.0), multimask=False),
     'mixed': dict(points=[(400.0, 600.0, 1), (800.0, 300.0, 0)],
                   box=(100.0, 200.0, 900.0, 800.0), multimask=False),
+    # a mask prompt: the point case's best low-res logits as mask_input, the click
+    # again with a negative one, one mask (the dynamic choice applies)
+    'refine': dict(points=[(500.0, 375.0, 1), (620.0, 450.0, 0)], box=None, multimask=False,
+                   refine=True),
 }
 
 
@@ -114,6 +121,15 @@ def specs():
         s.append((pe + '.point_embeddings.%d.weight' % i, (1, E)))
     s.append((pe + '.not_a_point_embed.weight', (1, E)))
     s.append((pe + '.no_mask_embed.weight', (1, E)))
+    md = pe + '.mask_downscaling.'  # mask_in_chans 16, as SAM v1's
+    s.append((md + '0.weight', (4, 1, 2, 2)))
+    s.append((md + '0.bias', (4,)))
+    norm(md + '1', 4)
+    s.append((md + '3.weight', (16, 4, 2, 2)))
+    s.append((md + '3.bias', (16,)))
+    norm(md + '4', 16)
+    s.append((md + '6.weight', (E, 16, 1, 1)))
+    s.append((md + '6.bias', (E,)))
     d = 'sam_mask_decoder'
     s.append((d + '.iou_token.weight', (1, E)))
     s.append((d + '.mask_tokens.weight', (4, E)))
@@ -158,7 +174,8 @@ def specs():
 EMBEDDINGS = ('pos_embed', 'point_embeddings', 'not_a_point_embed', 'no_mask_embed',
               'iou_token', 'mask_tokens', 'obj_score_token', 'no_mem_embed')
 LN_WEIGHTS = ('norm1.weight', 'norm2.weight', 'norm3.weight', 'norm4.weight',
-              'norm_final_attn.weight', 'output_upscaling.1.weight')
+              'norm_final_attn.weight', 'output_upscaling.1.weight', 'mask_downscaling.1.weight',
+              'mask_downscaling.4.weight')
 
 
 def make(name, shape):
@@ -379,12 +396,25 @@ def norm2d(x, W, p):
     return W[p + '.weight'][:, None, None] * x + W[p + '.bias'][:, None, None]
 
 
-def mask_decoder(emb, s0, s1, pe, sparse, multimask, W):
+def mask_dense(mask, W):
+    """PromptEncoder._embed_masks: mask [1, 1, 256, 256] -> [1, 256, 64, 64]."""
+    p = 'sam_prompt_encoder.mask_downscaling.'
+    x = F.conv2d(mask, W[p + '0.weight'], W[p + '0.bias'], stride=2)
+    x = F.gelu(norm2d(x, W, p + '1'))
+    x = F.conv2d(x, W[p + '3.weight'], W[p + '3.bias'], stride=2)
+    x = F.gelu(norm2d(x, W, p + '4'))
+    return F.conv2d(x, W[p + '6.weight'], W[p + '6.bias'])
+
+
+def mask_decoder(emb, s0, s1, pe, sparse, multimask, W, mask=None):
     d = 'sam_mask_decoder'
     out_tokens = torch.cat([W[d + '.obj_score_token.weight'], W[d + '.iou_token.weight'],
                             W[d + '.mask_tokens.weight']], 0)[None]
     tokens = torch.cat([out_tokens, sparse], 1)
-    src = emb + W['sam_prompt_encoder.no_mask_embed.weight'].reshape(1, E, 1, 1)
+    if mask is not None:
+        src = emb + mask_dense(mask, W)
+    else:
+        src = emb + W['sam_prompt_encoder.no_mask_embed.weight'].reshape(1, E, 1, 1)
     hs, keys = two_way(src, pe, tokens, W)
     src = keys.transpose(1, 2).reshape(1, E, GRID, GRID)
     up = F.conv_transpose2d(src, W[d + '.output_upscaling.0.weight'],
@@ -432,9 +462,14 @@ def main():
         write(os.path.join(out, 'sam2-ref-highres.f32'),
               [a0[:, 8::16, 8::16], sums(a0), a1[:, 4::8, 4::8], sums(a1)])
         pe = dense_pe(W)
+        prev = None  # the point case's best proposal: the refine case's mask_input
         for name, case in CASES.items():
             sparse = prompt_encoder(case['points'], case['box'], W)
-            masks, iou, obj, stab = mask_decoder(emb, s0, s1, pe, sparse, case['multimask'], W)
+            mask_in = prev if case.get('refine') else None
+            masks, iou, obj, stab = mask_decoder(emb, s0, s1, pe, sparse, case['multimask'], W,
+                                                 mask_in)
+            if name == 'point':
+                prev = masks[int(torch.argmax(iou))][None, None].clone()
             m = masks.numpy()
             write(os.path.join(out, 'sam2-ref-%s.f32' % name),
                   [iou.numpy(), obj.numpy(), m[:, 2::4, 2::4]])

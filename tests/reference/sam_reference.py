@@ -33,7 +33,12 @@ Fixtures (float32 little-endian unless said):
                             rows/cols 2 + 4k
     sam-ref-<case>.bits     [n][256 * 256 / 8] mask > 0, bit (y * 256 + x) LSB first
 Cases: point (one positive point, multimask), box (a box, single mask), mixed (a
-positive and a negative point and a box, single mask).
+positive and a negative point and a box, single mask), refine (a mask prompt: the
+point case's best low-res logits as mask_input, through the prompt encoder's
+mask_downscaling, with the point and a negative click, single mask). The mask
+prompt's weights (mask_downscaling.*: convs as linear weights, its two
+LayerNorm2d weights as layer-norm weights) were added after the other fixtures;
+they touch only the refine case.
 """
 import math
 import os
@@ -54,6 +59,10 @@ CASES = {
     'box': dict(points=[], box=(75.0, 275.0, 700.0, 850.0), multimask=False),
     'mixed': dict(points=[(400.0, 600.0, 1), (800.0, 300.0, 0)],
                   box=(100.0, 200.0, 900.0, 800.0), multimask=False),
+    # SamPredictor's refinement: the point again with a negative click, and the best
+    # (highest predicted IoU) of the point case's three low-res logits as mask_input
+    'refine': dict(points=[(500.0, 375.0, 1), (620.0, 450.0, 0)], box=None, multimask=False,
+                   refine=True),
 }
 
 
@@ -110,6 +119,17 @@ def specs():
         s.append(('prompt_encoder.point_embeddings.%d.weight' % i, (1, E)))
     s.append(('prompt_encoder.not_a_point_embed.weight', (1, E)))
     s.append(('prompt_encoder.no_mask_embed.weight', (1, E)))
+    # mask_downscaling (mask_in_chans 16): conv 2x2/2, LayerNorm2d, GELU, conv 2x2/2,
+    # LayerNorm2d, GELU, conv 1x1
+    md = 'prompt_encoder.mask_downscaling.'
+    s.append((md + '0.weight', (4, 1, 2, 2)))
+    s.append((md + '0.bias', (4,)))
+    norm(md + '1', 4)
+    s.append((md + '3.weight', (16, 4, 2, 2)))
+    s.append((md + '3.bias', (16,)))
+    norm(md + '4', 16)
+    s.append((md + '6.weight', (E, 16, 1, 1)))
+    s.append((md + '6.bias', (E,)))
     s.append(('mask_decoder.iou_token.weight', (1, E)))
     s.append(('mask_decoder.mask_tokens.weight', (4, E)))
 
@@ -147,7 +167,8 @@ EMBEDDINGS = ('pos_embed', 'rel_pos_h', 'rel_pos_w', 'point_embeddings', 'not_a_
               'no_mask_embed', 'iou_token', 'mask_tokens')
 LN_WEIGHTS = ('norm1.weight', 'norm2.weight', 'norm3.weight', 'norm4.weight',
               'norm_final_attn.weight', 'neck.1.weight', 'neck.3.weight',
-              'output_upscaling.1.weight')
+              'output_upscaling.1.weight', 'mask_downscaling.1.weight',
+              'mask_downscaling.4.weight')
 
 
 def make(name, shape):
@@ -259,7 +280,17 @@ def dense_pe(W):
     return fourier(grid, W).permute(2, 0, 1)[None]  # [1, 256, 64, 64]
 
 
-def prompt_encoder(points, box, W):
+def mask_dense(mask, W):
+    """PromptEncoder._embed_masks: mask [1, 1, 256, 256] -> [1, 256, 64, 64]."""
+    p = 'prompt_encoder.mask_downscaling.'
+    x = F.conv2d(mask, W[p + '0.weight'], W[p + '0.bias'], stride=2)
+    x = F.gelu(norm2d(x, W, p + '1'))
+    x = F.conv2d(x, W[p + '3.weight'], W[p + '3.bias'], stride=2)
+    x = F.gelu(norm2d(x, W, p + '4'))
+    return F.conv2d(x, W[p + '6.weight'], W[p + '6.bias'])
+
+
+def prompt_encoder(points, box, W, mask=None):
     rows = []
     pts = [(x, y, lab) for x, y, lab in points]
     if box is None:
@@ -278,7 +309,11 @@ def prompt_encoder(points, box, W):
         rows.append(pe[0] + W['prompt_encoder.point_embeddings.2.weight'][0])
         rows.append(pe[1] + W['prompt_encoder.point_embeddings.3.weight'][0])
     sparse = torch.stack(rows)[None]  # [1, N, 256]
-    dense = W['prompt_encoder.no_mask_embed.weight'].reshape(1, E, 1, 1).expand(1, E, GRID, GRID)
+    if mask is not None:
+        dense = mask_dense(mask, W)
+    else:
+        dense = W['prompt_encoder.no_mask_embed.weight'].reshape(1, E, 1, 1).expand(
+            1, E, GRID, GRID)
     return sparse, dense
 
 
@@ -374,9 +409,13 @@ def main():
         write(os.path.join(out, 'sam-ref-embedding.f32'),
               [e[:, 4::8, 4::8], e.astype(np.float64).sum(axis=(1, 2)).astype(np.float32)])
         pe = dense_pe(W)
+        prev = None  # the point case's best proposal: the refine case's mask_input
         for name, case in CASES.items():
-            sparse, dense = prompt_encoder(case['points'], case['box'], W)
+            mask_in = prev if case.get('refine') else None
+            sparse, dense = prompt_encoder(case['points'], case['box'], W, mask_in)
             masks, iou = mask_decoder(emb, pe, sparse, dense, case['multimask'], W)
+            if name == 'point':
+                prev = masks[int(torch.argmax(iou))][None, None].clone()
             m = masks.numpy()
             write(os.path.join(out, 'sam-ref-%s.f32' % name), [iou.numpy(), m[:, 2::4, 2::4]])
             bits = np.packbits((m > 0).reshape(m.shape[0], -1), axis=1, bitorder='little')
