@@ -543,10 +543,31 @@ static rlx_status encode_refs(rlx_flux2 *f, const rlx_flux2_request *r, work *w,
     return RLX_OK;
 }
 
-/* The TAEF2 preview of the latents as they are after a step. */
-static rlx_status make_preview(rlx_flux2 *f, int lh, int lw, work *w, rlx_error **err)
+/* Previews at most this many pixels: a larger picture's latents are averaged
+ * over 2 x 2 (or 4 x 4) cells first, so that TAEF2 decodes a quarter (or a
+ * sixteenth) of them; a preview shows the picture forming, not its detail,
+ * and at 1024 x 1024 a full-size decode on two cores took longer than a
+ * quarter of a step. */
+#define PREVIEW_MAX_PIXELS (512 * 512)
+
+/* The preview's pooling factor for a packed latent of lh x lw. */
+static int preview_pool(int lh, int lw)
 {
-    size_t px = (size_t)lh * lw * SCALE * SCALE;
+    int p = 1;
+    while ((size_t)lh * lw * SCALE * SCALE / ((size_t)p * p) > PREVIEW_MAX_PIXELS && p < 4 &&
+           (2 * lh) % (2 * p) == 0 && (2 * lw) % (2 * p) == 0)
+        p *= 2;
+    return p;
+}
+
+/* The TAEF2 preview of the latents as they are after a step: *pw x *ph
+ * pixels in w->preview. */
+static rlx_status make_preview(rlx_flux2 *f, int lh, int lw, work *w, int *pw, int *ph,
+                               rlx_error **err)
+{
+    int pool = preview_pool(lh, lw);
+    int sh = 2 * lh / pool, sw = 2 * lw / pool; /* the raw latent's side, pooled */
+    size_t px = (size_t)sh * sw * 64;           /* TAEF2: 8 x 8 pixels a latent */
     if (!w->lat32) {
         w->lat32 = malloc(sizeof(float) * LATENT_CH * (size_t)lh * lw);
         w->rgb = malloc(sizeof(float) * 3 * px);
@@ -555,13 +576,29 @@ static rlx_status make_preview(rlx_flux2 *f, int lh, int lw, work *w, rlx_error 
             return rlx_error_set(err, RLX_ERR_NO_MEMORY, "out of memory for the preview");
     }
     rlx_status st = rlx_flux2_vae_unpack(f->vae, w->x, lh, lw, w->lat32);
+    if (st == RLX_OK && pool > 1) {
+        /* in place: each pooled cell is written at or before the first one it reads */
+        int H = 2 * lh, W = 2 * lw;
+        float inv = 1.0f / (float)(pool * pool);
+        for (int c = 0; c < LATENT_CH / 4; c++)
+            for (int y = 0; y < sh; y++)
+                for (int x = 0; x < sw; x++) {
+                    float sum = 0;
+                    for (int dy = 0; dy < pool; dy++)
+                        for (int dx = 0; dx < pool; dx++)
+                            sum += w->lat32[((size_t)c * H + y * pool + dy) * W + x * pool + dx];
+                    w->lat32[((size_t)c * sh + y) * sw + x] = sum * inv;
+                }
+    }
     if (st == RLX_OK)
-        st = rlx_taef2_decode(f->preview, w->lat32, 2 * lh, 2 * lw, w->rgb, err);
+        st = rlx_taef2_decode(f->preview, w->lat32, sh, sw, w->rgb, err);
     if (st != RLX_OK)
         return st;
     for (size_t i = 0; i < px; i++)
         for (int c = 0; c < 3; c++)
             w->preview[i * 3 + c] = to_byte(w->rgb[c * px + i]);
+    *pw = sw * 8;
+    *ph = sh * 8;
     return RLX_OK;
 }
 
@@ -678,12 +715,10 @@ rlx_status rlx_flux2_generate(rlx_flux2 *f, const rlx_flux2_request *req, rlx_fl
         pr.seconds_left = per * (r.steps - i - 1);
         pr.preview = NULL;
         if (f->preview) {
-            st = make_preview(f, lh, lw, &w, err);
+            st = make_preview(f, lh, lw, &w, &pr.preview_w, &pr.preview_h, err);
             if (st != RLX_OK)
                 break;
             pr.preview = w.preview;
-            pr.preview_w = r.width;
-            pr.preview_h = r.height;
         }
         REPORT();
     }

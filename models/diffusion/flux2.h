@@ -141,7 +141,9 @@ typedef struct rlx_flux2_progress {
     int step, steps;        /* steps done of all (STEP) */
     double seconds;         /* since the request started */
     double seconds_left;    /* estimated; < 0 while unknown */
-    const uint8_t *preview; /* STEP with a preview decoder: RGB, preview_w x preview_h */
+    const uint8_t *preview; /* STEP with a preview decoder: RGB, preview_w x preview_h
+                             * (the picture's size up to 512 x 512 pixels, else a half
+                             * or a quarter of it) */
     int preview_w, preview_h;
 } rlx_flux2_progress;
 
