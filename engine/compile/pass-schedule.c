@@ -184,6 +184,8 @@ static int32_t add_instr(sched *s, rlx_op op, const rlx_op_params *p, int n_in, 
 static uint64_t add_const(sched *s, const void *data, uint64_t n)
 {
     uint64_t off = (s->cbytes + 63) / 64 * 64;
+    if (n == 0)
+        return off; /* an empty constant (a 0-element tensor): nothing to store */
     if (off + n > s->ccap) {
         uint64_t nc = s->ccap ? s->ccap * 2 : 4096;
         while (nc < off + n)
