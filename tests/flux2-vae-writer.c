@@ -2,6 +2,7 @@
  * safetensors. The tensor list is written here again from diffusers' layout
  * (not taken from models/diffusion), and the BFL names come from the mapping
  * of diffusers' scripts/convert_flux2_to_diffusers.py, run backwards. */
+#include "name-hash.h"
 #include "flux2-vae-writer.h"
 
 #include <math.h>
@@ -195,23 +196,6 @@ static void bfl_name(const char *d, char *out)
     snprintf(out, 96, "%s", s);
 }
 
-static uint64_t fnv1a64(const char *s)
-{
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (; *s; s++)
-        h = (h ^ (uint8_t)*s) * 0x100000001b3ull;
-    return h;
-}
-
-static float uniform(uint64_t seed, int64_t i)
-{
-    uint64_t z = seed + (uint64_t)(i + 1) * 0x9e3779b97f4a7c15ull;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    z ^= z >> 31;
-    return (float)((int32_t)(z >> 40) - (1 << 23)) / 8388608.0f;
-}
-
 static bool ends_with(const char *s, const char *suf)
 {
     size_t a = strlen(s), b = strlen(suf);
@@ -221,7 +205,7 @@ static bool ends_with(const char *s, const char *suf)
 /* The F16 values of one tensor (the reference's make()). */
 static void fill(const spec *s, int64_t n, uint16_t *dst)
 {
-    uint64_t seed = fnv1a64(s->name);
+    uint64_t seed = rlx_test_fnv1a64(s->name);
     float scale = 0.0f;
     if (s->rank > 1) {
         int64_t fan_in = 1;
@@ -232,7 +216,7 @@ static void fill(const spec *s, int64_t n, uint16_t *dst)
     bool mean = !strcmp(s->name, "bn.running_mean"), var = !strcmp(s->name, "bn.running_var");
     bool bias = ends_with(s->name, ".bias");
     for (int64_t i = 0; i < n; i++) {
-        float u = uniform(seed, i), v;
+        float u = rlx_test_uniform(seed, i), v;
         if (mean)
             v = u * 0.25f;
         else if (var)
@@ -249,16 +233,16 @@ static void fill(const spec *s, int64_t n, uint16_t *dst)
 
 void rlx_flux2_vae_writer_packed(float *packed)
 {
-    uint64_t seed = fnv1a64("packed");
+    uint64_t seed = rlx_test_fnv1a64("packed");
     for (int64_t i = 0; i < 4 * LAT * RLX_FVW_LH * RLX_FVW_LW; i++)
-        packed[i] = uniform(seed, i) * 2.0f;
+        packed[i] = rlx_test_uniform(seed, i) * 2.0f;
 }
 
 void rlx_flux2_vae_writer_image(float *chw)
 {
-    uint64_t seed = fnv1a64("image");
+    uint64_t seed = rlx_test_fnv1a64("image");
     for (int64_t i = 0; i < 3 * RLX_FVW_IMG_H * RLX_FVW_IMG_W; i++)
-        chw[i] = (uniform(seed, i) + 1.0f) / 2.0f;
+        chw[i] = (rlx_test_uniform(seed, i) + 1.0f) / 2.0f;
 }
 
 rlx_status rlx_flux2_vae_writer_write(const char *path, const rlx_flux2_vae_writer_opts *o,

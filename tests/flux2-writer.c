@@ -1,4 +1,5 @@
 /* See flux2-writer.h. The values: tests/reference/flux2_dit_reference.py. */
+#include "name-hash.h"
 #include "flux2-writer.h"
 
 #include <math.h>
@@ -12,28 +13,11 @@
 
 #define D_ 128
 
-static uint64_t fnv1a64(const char *s)
-{
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (; *s; s++)
-        h = (h ^ (uint8_t)*s) * 0x100000001b3ull;
-    return h;
-}
-
-static float uniform(uint64_t seed, int64_t i)
-{
-    uint64_t z = seed + (uint64_t)(i + 1) * 0x9e3779b97f4a7c15ull;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    z ^= z >> 31;
-    return (float)((int32_t)(z >> 40) - (1 << 23)) / 8388608.0f;
-}
-
 void rlx_flux2_writer_fill(const char *name, int64_t n, float *dst)
 {
-    uint64_t seed = fnv1a64(name);
+    uint64_t seed = rlx_test_fnv1a64(name);
     for (int64_t i = 0; i < n; i++)
-        dst[i] = uniform(seed, i);
+        dst[i] = rlx_test_uniform(seed, i);
 }
 
 /* A piece of an output tensor: rows [row0, row0 + n_rows) of a diffusers tensor. */
@@ -186,13 +170,13 @@ static void values(const otensor *t, int64_t first, int64_t n, float *dst)
             pn = t->cols;
         int64_t lo = first + done;
         if (lo < base + pn) {
-            uint64_t seed = fnv1a64(t->p[p].src);
+            uint64_t seed = rlx_test_fnv1a64(t->p[p].src);
             int64_t k0 = lo - base, cnt = base + pn - lo;
             if (cnt > n - done)
                 cnt = n - done;
             int64_t off = t->p[p].row0 * cols;
             for (int64_t k = 0; k < cnt; k++) {
-                float u = uniform(seed, off + k0 + k);
+                float u = rlx_test_uniform(seed, off + k0 + k);
                 float v = t->norm ? 1.0f + u / 8.0f : u * gain;
                 /* the reference's weights are the BF16 values whatever the file's dtype */
                 dst[done + k] = rlx_bf16_to_f32(rlx_f32_to_bf16(v));

@@ -1,4 +1,5 @@
 /* See qwen3-writer.h. The values: tests/reference/flux2_text_reference.py. */
+#include "name-hash.h"
 #include "qwen3-writer.h"
 
 #include <math.h>
@@ -10,27 +11,15 @@
 #include "backends/base/dtype.h"
 #include "engine/formats/gguf.h"
 
-static uint64_t fnv1a(const char *s)
-{
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (; *s; s++)
-        h = (h ^ (uint8_t)*s) * 0x100000001b3ull;
-    return h;
-}
-
 enum kind { MAT, EMB, NORM };
 
 static void gen(const char *name, int64_t rows, int64_t cols, enum kind k, float *v)
 {
     int64_t n = rows ? rows * cols : cols;
-    uint64_t seed = fnv1a(name);
+    uint64_t seed = rlx_test_fnv1a64(name);
     float mat = (float)(1.5 / sqrt((double)cols));
     for (int64_t i = 0; i < n; i++) {
-        uint64_t z = seed + (uint64_t)(i + 1) * 0x9e3779b97f4a7c15ull;
-        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-        z ^= z >> 31;
-        float u = (float)(2.0 * ((double)(z >> 40) / 16777216.0) - 1.0);
+        float u = rlx_test_uniform(seed, i);
         v[i] = k == MAT ? u * mat : k == EMB ? u : 1.0f + u * 0.2f;
     }
 }

@@ -1,5 +1,6 @@
 /* The random-weight SAM of tests/reference/sam_reference.py as safetensors or
  * as torch.save writes it. */
+#include "name-hash.h"
 #include "sam-writer.h"
 
 #include <math.h>
@@ -13,23 +14,6 @@
 #include "torch-writer.h"
 
 #define IMG 1024
-
-static uint64_t fnv1a64(const char *s)
-{
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (; *s; s++)
-        h = (h ^ (uint8_t)*s) * 0x100000001b3ull;
-    return h;
-}
-
-static float uniform(uint64_t seed, int64_t i)
-{
-    uint64_t z = seed + (uint64_t)(i + 1) * 0x9e3779b97f4a7c15ull;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    z ^= z >> 31;
-    return (float)((int32_t)(z >> 40) - (1 << 23)) / 8388608.0f;
-}
 
 static bool ends_with(const char *s, const char *suf)
 {
@@ -60,7 +44,7 @@ static void fill(const sam_weight *w, float *dst)
     int64_t n = 1;
     for (int d = 0; d < w->rank; d++)
         n *= w->dims[d];
-    uint64_t seed = fnv1a64(w->name);
+    uint64_t seed = rlx_test_fnv1a64(w->name);
     /* 0 matrix, 1 bias, 2 ln / bn weight, 3 embedding, 4 gaussian, 5 bn mean, 6 bn var */
     int kind = 0;
     if (ends_with(w->name, ".bias"))
@@ -85,7 +69,7 @@ static void fill(const sam_weight *w, float *dst)
         scale = (float)sqrt(3.0 / (double)fan_in);
     }
     for (int64_t i = 0; i < n; i++) {
-        float u = uniform(seed, i);
+        float u = rlx_test_uniform(seed, i);
         switch (kind) {
         case 0:
             dst[i] = u * scale;
@@ -114,9 +98,9 @@ static void fill(const sam_weight *w, float *dst)
 
 void rlx_sam_writer_image(float *chw)
 {
-    uint64_t seed = fnv1a64("image");
+    uint64_t seed = rlx_test_fnv1a64("image");
     for (int64_t i = 0; i < 3 * (int64_t)IMG * IMG; i++)
-        chw[i] = uniform(seed, i);
+        chw[i] = rlx_test_uniform(seed, i);
 }
 
 /* SamMaskEmbedding's parts for the layers of segment_anything's mask_downscaling

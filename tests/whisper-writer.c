@@ -1,5 +1,6 @@
 /* A random-weight whisper-tiny as ggml .bin and HF folder: see whisper-writer.h
  * for the generator, which tests/reference/whisper_reference.py reproduces. */
+#include "name-hash.h"
 #include "whisper-writer.h"
 
 #include "backends/cpu/kernels.h"
@@ -222,25 +223,7 @@ int64_t rlx_whisper_writer_numel(const rlx_ww_tensor *t)
     return n;
 }
 
-/* ---- the generator ---- */
-
-static uint64_t fnv1a64(const char *s)
-{
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (; *s; s++)
-        h = (h ^ (uint8_t)*s) * 0x100000001b3ull;
-    return h;
-}
-
-static float uniform(uint64_t seed, int64_t i)
-{
-    uint64_t z = seed + (uint64_t)(i + 1) * 0x9e3779b97f4a7c15ull;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    z ^= z >> 31;
-    /* (k - 2^23) / 2^23 for the top 24 bits k: exact in float32 */
-    return (float)((int32_t)(z >> 40) - (1 << 23)) / 8388608.0f;
-}
+/* ---- the generator (tests/name-hash.h) and its scales ---- */
 
 /* element i of openai's sinusoids(length, width) */
 static float sinusoid(int64_t i, int64_t width)
@@ -264,7 +247,7 @@ double rlx_whisper_writer_gain(const rlx_ww_tensor *t)
 
 void rlx_whisper_writer_fill(const rlx_ww_tensor *t, int64_t first, int64_t n, float *dst)
 {
-    uint64_t seed = fnv1a64(t->name);
+    uint64_t seed = rlx_test_fnv1a64(t->name);
     float scale = t->kind == RLX_WW_MATRIX
                       ? (float)(rlx_whisper_writer_gain(t) * sqrt(3.0 / (double)t->fan_in))
                       : 0.0f;
@@ -272,16 +255,16 @@ void rlx_whisper_writer_fill(const rlx_ww_tensor *t, int64_t first, int64_t n, f
         int64_t i = first + k;
         switch (t->kind) {
         case RLX_WW_MATRIX:
-            dst[k] = uniform(seed, i) * scale;
+            dst[k] = rlx_test_uniform(seed, i) * scale;
             break;
         case RLX_WW_LN_WEIGHT:
-            dst[k] = 1.0f + uniform(seed, i) * 0.125f;
+            dst[k] = 1.0f + rlx_test_uniform(seed, i) * 0.125f;
             break;
         case RLX_WW_BIAS:
-            dst[k] = uniform(seed, i) * 0.0625f;
+            dst[k] = rlx_test_uniform(seed, i) * 0.0625f;
             break;
         case RLX_WW_EMBEDDING:
-            dst[k] = uniform(seed, i) * 0.5f;
+            dst[k] = rlx_test_uniform(seed, i) * 0.5f;
             break;
         case RLX_WW_SINUSOIDS:
         default:
