@@ -92,46 +92,8 @@ wait_count() {
     wait_for "no $2 lines '$1' in the log" sh -c "[ \$(grep -c -e '$1' '$art/$ui_log-$name.log') -ge $2 ]"
 }
 
-# drag FILE X Y: drag FILE from a drag-source window and drop it on the
-# screen point X,Y, as drop.sh does: each step waits for the source's word.
-source_says() {
-    grep -q "^$1" "$slog"
-}
 drag() {
-    slog=$art/imagine-source-$name.log
-    "$source_app" "$1" >"$slog" 2>&1 &
-    spid=$!
-    wait_for "the drag source shows no window" source_says ready
-    swid=$(wait_window '^rlx drag source$') || fail "no drag source window"
-    xdotool windowmove --sync "$swid" 1040 640 || fail "cannot move the drag source"
-    xdotool mousemove --sync 1140 700 mousedown 1
-    x=1140
-    i=0
-    until source_says drag-begin; do
-        [ $i -lt 100 ] || fail "the drag did not begin"
-        x=$((x - 4))
-        xdotool mousemove --sync "$x" 700
-        sleep 0.1
-        i=$((i + 1))
-    done
-    xdotool mousemove --sync "$2" "$3"
-    i=0
-    until source_says "action copy"; do
-        [ $i -lt 150 ] || fail "the page never accepted the drag ($(tr '\n' ' ' <"$slog"))"
-        xdotool mousemove --sync "$(($2 + i % 2))" "$3"
-        sleep 0.2
-        i=$((i + 1))
-    done
-    xdotool mouseup 1
-    wait_for "the drag did not end" source_says "drag-"'\(end\|cancel\)'
-    source_says drag-end || fail "the drop was refused: $(tr '\n' ' ' <"$slog")"
-    i=0
-    while kill -0 "$spid" 2>/dev/null && [ $i -lt 50 ]; do
-        sleep 0.2
-        i=$((i + 1))
-    done
-    wait "$spid" || fail "the drag source failed"
-    spid=
+    ui_drag "$art/imagine-source-$name.log" "$@"
 }
 
 pngs() {

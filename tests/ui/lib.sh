@@ -165,3 +165,58 @@ else:
     sys.stdout.write("\x1e".join(x["role"] + ":" + x["content"] for x in m))
 EOF
 }
+
+# source_says WORDS: the drag source (its report in $slog) said a line
+# starting with WORDS.
+source_says() {
+    grep -q "^$1" "$slog" 2>/dev/null
+}
+
+# ui_drag LOG FILE X Y: a real XDND drag of FILE from a drag-source window
+# ($source_app, tests/ui/drag-source.c, its report in LOG) onto the screen
+# point X,Y, dropped there; fails the test unless the drop was taken. The
+# drag is not timed: each step waits for what the source reports. Sets spid
+# (the source's pid, empty once it has exited) for the caller's cleanup.
+ui_drag() {
+    slog=$1
+    "$source_app" "$2" >"$slog" 2>&1 &
+    spid=$!
+    wait_for "the drag source shows no window" source_says ready
+    # ready is said as the window is mapped; on a busy machine it becomes
+    # visible to xdotool a moment later
+    swid=$(wait_window '^rlx drag source$') || fail "no drag source window"
+    # No window manager: the source goes where we put it, above the studio
+    # (mapped last), clear of the drop point.
+    xdotool windowmove --sync "$swid" 1040 640 || fail "cannot move the drag source"
+    xdotool mousemove --sync 1140 700 mousedown 1
+    # Past GTK's drag threshold, a few pixels at a time.
+    x=1140
+    i=0
+    until source_says drag-begin; do
+        [ $i -lt 100 ] || fail "the drag did not begin"
+        x=$((x - 4))
+        xdotool mousemove --sync "$x" 700
+        sleep 0.1
+        i=$((i + 1))
+    done
+    # Over the studio's window, wiggling until its drop target answers.
+    xdotool mousemove --sync "$3" "$4"
+    i=0
+    until source_says "action copy"; do
+        [ $i -lt 150 ] || fail "the studio never accepted the drag ($(tr '\n' ' ' <"$slog"))"
+        xdotool mousemove --sync "$(($3 + i % 2))" "$4"
+        sleep 0.2
+        i=$((i + 1))
+    done
+    xdotool mouseup 1
+    wait_for "the drag did not end" source_says "drag-"'\(end\|cancel\)'
+    source_says drag-end || fail "the drop was refused: $(tr '\n' ' ' <"$slog")"
+    i=0
+    while kill -0 "$spid" 2>/dev/null && [ $i -lt 50 ]; do
+        sleep 0.2
+        i=$((i + 1))
+    done
+    kill -0 "$spid" 2>/dev/null && fail "the drag source did not exit"
+    wait "$spid" || fail "the drag source failed"
+    spid=
+}

@@ -107,48 +107,9 @@ start() {
     [ "${2:-}" = chat ] || keys alt+3
 }
 
-source_says() {
-    grep -q "^$1" "$slog" 2>/dev/null
-}
-
-# drag FILE X Y: a real XDND drag of FILE from drag-source onto X,Y (see drop.sh).
+# drag FILE X Y: a real XDND drag of FILE from drag-source onto X,Y (ui_drag in lib.sh).
 drag() {
-    slog=$art/transcribe-source-$name-$(basename "$1").log
-    "$source_app" "$1" >"$slog" 2>&1 &
-    spid=$!
-    wait_for "the drag source shows no window" source_says ready
-    # "ready" is said at map; the window may reach xdotool's list a moment later.
-    swid=$(wait_window '^rlx drag source$') || fail "no drag source window"
-    xdotool windowmove --sync "$swid" 1040 640 || fail "cannot move the drag source"
-    xdotool mousemove --sync 1140 700 mousedown 1
-    x=1140
-    i=0
-    until source_says drag-begin; do
-        [ $i -lt 100 ] || fail "the drag did not begin"
-        x=$((x - 4))
-        xdotool mousemove --sync "$x" 700
-        sleep 0.1
-        i=$((i + 1))
-    done
-    xdotool mousemove --sync "$2" "$3"
-    i=0
-    until source_says "action copy"; do
-        [ $i -lt 150 ] || fail "the studio never accepted the drag ($(tr '\n' ' ' <"$slog"))"
-        xdotool mousemove --sync "$(($2 + i % 2))" "$3"
-        sleep 0.2
-        i=$((i + 1))
-    done
-    xdotool mouseup 1
-    wait_for "the drag did not end" source_says "drag-"'\(end\|cancel\)'
-    source_says drag-end || fail "the drop was refused: $(tr '\n' ' ' <"$slog")"
-    i=0
-    while kill -0 "$spid" 2>/dev/null && [ $i -lt 50 ]; do
-        sleep 0.2
-        i=$((i + 1))
-    done
-    kill -0 "$spid" 2>/dev/null && fail "the drag source did not exit"
-    wait "$spid" || fail "the drag source failed"
-    spid=
+    ui_drag "$art/transcribe-source-$name-$(basename "$1").log" "$@"
     # Off the window again: no tooltip over what the screenshots show.
     xdotool mousemove 1279 799
     xdotool windowfocus --sync "$wid"
