@@ -2,6 +2,7 @@
 #include "name-hash.h"
 #include "flux2-writer.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -317,7 +318,8 @@ static rlx_status write_st(const char *path, const model *m, int a, int b, const
     if (no_data) {
         bool ok = fflush(f) == 0 && ftruncate(fileno(f), (off_t)(8 + len + off)) == 0;
         if (fclose(f) != 0 || !ok)
-            return rlx_error_set(err, RLX_ERR_IO, "flux2-writer: writing %s failed", path);
+            return rlx_error_set(err, RLX_ERR_IO, "flux2-writer: writing %s failed: %s", path,
+                                 strerror(errno));
         return RLX_OK;
     }
     const int64_t chunk = 1 << 22;
@@ -341,7 +343,8 @@ static rlx_status write_st(const char *path, const model *m, int a, int b, const
     free(x);
     free(enc);
     if (fclose(f) != 0 || !ok)
-        return rlx_error_set(err, RLX_ERR_IO, "flux2-writer: writing %s failed", path);
+        return rlx_error_set(err, RLX_ERR_IO, "flux2-writer: writing %s failed: %s", path,
+                             strerror(errno));
     return RLX_OK;
 }
 
@@ -351,9 +354,11 @@ static rlx_status write_text(const char *path, const char *text, rlx_error **err
     if (!f || fputs(text, f) < 0) {
         if (f)
             fclose(f);
-        return rlx_error_set(err, RLX_ERR_IO, "flux2-writer: cannot write %s", path);
+        return rlx_error_set(err, RLX_ERR_IO, "flux2-writer: cannot write %s: %s", path,
+                             strerror(errno));
     }
-    return fclose(f) ? rlx_error_set(err, RLX_ERR_IO, "flux2-writer: cannot write %s", path)
+    return fclose(f) ? rlx_error_set(err, RLX_ERR_IO, "flux2-writer: cannot write %s: %s", path,
+                                     strerror(errno))
                      : RLX_OK;
 }
 

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <ftw.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -32,12 +33,40 @@ void rlx_test_need_data(const char *rel, ...)
     va_end(ap);
 }
 
+/* The per-process scratch folder and the process that made it: it is
+ * removed with everything in it when that process exits (a forked child
+ * that calls exit() leaves it alone). Tests write model files of hundreds
+ * of megabytes there; left behind, two builds' runs filled CI's disk. */
+static char tmp_dir[4096];
+static pid_t tmp_owner;
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    remove(path);
+    return 0;
+}
+
+static void remove_tmp_dir(void)
+{
+    if (tmp_owner == getpid() && tmp_dir[0])
+        nftw(tmp_dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
 const char *rlx_test_tmp(const char *name)
 {
     static char buf[4096];
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/tmp-%ld", RLX_TEST_BUILD_DIR, (long)getpid());
     mkdir(dir, 0700);
+    if (tmp_owner != getpid()) {
+        snprintf(tmp_dir, sizeof tmp_dir, "%s", dir);
+        if (!tmp_owner)
+            atexit(remove_tmp_dir);
+        tmp_owner = getpid();
+    }
     snprintf(buf, sizeof buf, "%s/%s", dir, name);
     return buf;
 }
