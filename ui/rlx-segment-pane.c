@@ -20,15 +20,27 @@
 typedef struct {
     RlxSegmentPrompt prompt;
     GPtrArray *proposals; /* RlxSegmentProposal *, best first; NULL: none yet */
+    guint shown_serial;   /* the serial of the prompt that gave them */
     guint chosen;
     GdkTexture *overlay; /* the chosen mask in the object's colour */
 } Obj;
 
-/* What undo and redo restore: every object's prompt and which is current. */
+/* What undo and redo restore: every object's prompt and which is current,
+ * and the masks that were shown for it (so a refined mask comes back as it
+ * was, not decoded again from the points alone); proposals NULL where the
+ * masks of that prompt had not arrived. */
 typedef struct {
     RlxSegmentPrompt prompts[MAX_OBJECTS];
+    GPtrArray *proposals[MAX_OBJECTS];
+    guint chosen[MAX_OBJECTS];
     int n_objects, current;
 } State;
+
+static void state_clear(State *st)
+{
+    for (int i = 0; i < MAX_OBJECTS; i++)
+        g_clear_pointer(&st->proposals[i], g_ptr_array_unref);
+}
 
 #define RLX_TYPE_SEGMENT_VIEW (rlx_segment_view_get_type())
 G_DECLARE_FINAL_TYPE(RlxSegmentView, rlx_segment_view, RLX, SEGMENT_VIEW, GtkWidget)
@@ -220,7 +232,7 @@ static void view_snapshot(GtkWidget *w, GtkSnapshot *s)
     gtk_snapshot_pop(s);
 }
 
-static void prompt_changed(RlxSegmentPane *self);
+static void prompt_changed(RlxSegmentPane *self, gboolean refine);
 static void push_undo(RlxSegmentPane *self);
 static void update_state(RlxSegmentPane *self);
 static void set_busy(RlxSegmentPane *self, gboolean busy);
@@ -267,7 +279,7 @@ static void add_point(RlxSegmentPane *self, double x, double y, gboolean positiv
     }
     push_undo(self);
     o->prompt.points[o->prompt.n_points++] = (RlxSegmentPoint){x, y, positive};
-    prompt_changed(self);
+    prompt_changed(self, TRUE);
 }
 
 static void set_box(RlxSegmentPane *self, double x0, double y0, double x1, double y1)
@@ -280,7 +292,7 @@ static void set_box(RlxSegmentPane *self, double x0, double y0, double x1, doubl
     o->prompt.has_box = TRUE;
     o->prompt.box[0] = MIN(x0, x1), o->prompt.box[1] = MIN(y0, y1);
     o->prompt.box[2] = MAX(x0, x1), o->prompt.box[3] = MAX(y0, y1);
-    prompt_changed(self);
+    prompt_changed(self, TRUE);
 }
 
 static void drag_begin(GtkGestureDrag *g, double x, double y, RlxSegmentView *v)
@@ -450,7 +462,11 @@ static const RlxSegmentProposal *chosen(RlxSegmentPane *self, int i)
     return o->proposals && o->chosen < o->proposals->len ? o->proposals->pdata[o->chosen] : NULL;
 }
 
-static void prompt_changed(RlxSegmentPane *self)
+/* refine: the prompt grew by a point or a box, so the mask shown (the
+ * chosen proposal's low-res logits) goes with it as the mask prompt, as
+ * SAM's predictor is used interactively; otherwise (undo, clear, a new
+ * embedding) the points alone are decoded. */
+static void prompt_changed(RlxSegmentPane *self, gboolean refine)
 {
     Obj *o = &self->objects[self->current];
     if (o->prompt.n_points == 0 && !o->prompt.has_box) {
@@ -460,9 +476,22 @@ static void prompt_changed(RlxSegmentPane *self)
         return;
     }
     o->prompt.serial = ++self->serial;
-    rlx_segmenter_prompt(self->segmenter, &o->prompt);
+    const RlxSegmentProposal *shown = chosen(self, self->current);
+    rlx_segmenter_prompt(self->segmenter, &o->prompt,
+                         refine && shown && !self->all ? shown->low_res : NULL);
     gtk_widget_queue_draw(GTK_WIDGET(self->view));
     update_state(self);
+}
+
+/* For the UI tests (G_MESSAGES_DEBUG=RlxStudio). */
+static void log_masks(RlxSegmentPane *self, int i, const char *how)
+{
+    const RlxSegmentProposal *p = chosen(self, i);
+    g_debug("segment masks: object %d, %u proposals, area %" G_GINT64_FORMAT
+            ", box %d,%d,%d,%d, iou %.3f%s",
+            i, self->objects[i].proposals ? self->objects[i].proposals->len : 0, p ? p->area : 0,
+            p ? p->box[0] : -1, p ? p->box[1] : -1, p ? p->box[2] : -1, p ? p->box[3] : -1,
+            p ? (double)p->iou : 0.0, how);
 }
 
 static void on_masks(RlxSegmenter *s, guint serial, GPtrArray *props, RlxSegmentPane *self)
@@ -473,13 +502,9 @@ static void on_masks(RlxSegmenter *s, guint serial, GPtrArray *props, RlxSegment
             continue;
         obj_clear_result(o);
         o->proposals = g_ptr_array_ref(props);
+        o->shown_serial = serial;
         refresh_overlays(self);
-        const RlxSegmentProposal *p = chosen(self, i);
-        /* For the UI tests (G_MESSAGES_DEBUG=RlxStudio). */
-        g_debug("segment masks: object %d, %u proposals, area %" G_GINT64_FORMAT
-                ", box %d,%d,%d,%d, iou %.3f",
-                i, props->len, p ? p->area : 0, p ? p->box[0] : -1, p ? p->box[1] : -1,
-                p ? p->box[2] : -1, p ? p->box[3] : -1, p ? (double)p->iou : 0.0);
+        log_masks(self, i, "");
         update_state(self);
         return;
     }
@@ -580,8 +605,14 @@ static void on_everything(RlxSegmenter *s, GPtrArray *all, RlxSegmentPane *self)
 static State snapshot_state(RlxSegmentPane *self)
 {
     State st = {.n_objects = self->n_objects, .current = self->current};
-    for (int i = 0; i < self->n_objects; i++)
-        st.prompts[i] = self->objects[i].prompt;
+    for (int i = 0; i < self->n_objects; i++) {
+        const Obj *o = &self->objects[i];
+        st.prompts[i] = o->prompt;
+        if (o->proposals && o->shown_serial == o->prompt.serial) {
+            st.proposals[i] = g_ptr_array_ref(o->proposals);
+            st.chosen[i] = o->chosen;
+        }
+    }
     return st;
 }
 
@@ -609,12 +640,21 @@ static void restore(RlxSegmentPane *self, const State *st)
                         memcmp(o->prompt.box, st->prompts[i].box, sizeof o->prompt.box) == 0;
         if (same)
             continue;
-        guint serial = o->prompt.serial;
         o->prompt = st->prompts[i];
-        o->prompt.serial = serial;
+        if (st->proposals[i]) {
+            /* the masks shown then; a decode still running for the prompt
+             * left behind is ignored (its serial no longer matches) */
+            obj_clear_result(o);
+            o->prompt.serial = o->shown_serial = ++self->serial;
+            o->proposals = g_ptr_array_ref(st->proposals[i]);
+            o->chosen = st->chosen[i] < o->proposals->len ? st->chosen[i] : 0;
+            log_masks(self, i, " (as shown before)");
+            continue;
+        }
+        o->prompt.serial = ++self->serial;
         int keep = self->current;
         self->current = i;
-        prompt_changed(self);
+        prompt_changed(self, FALSE);
         self->current = keep;
     }
     refresh_overlays(self);
@@ -628,8 +668,11 @@ static void undo_or_redo(RlxSegmentPane *self, GArray *from, GArray *to)
     State now = snapshot_state(self);
     g_array_append_val(to, now);
     State st = g_array_index(from, State, from->len - 1);
+    /* st owns its references now; the array's clear function sees none */
+    memset(&g_array_index(from, State, from->len - 1), 0, sizeof(State));
     g_array_set_size(from, from->len - 1);
     restore(self, &st);
+    state_clear(&st);
 }
 
 /* ---- the page's state ----------------------------------------------------------- */
@@ -872,7 +915,7 @@ static void on_encoded(RlxSegmenter *s, double seconds, RlxSegmentPane *self)
         if (o->prompt.n_points || o->prompt.has_box) {
             int keep = self->current;
             self->current = i;
-            prompt_changed(self);
+            prompt_changed(self, FALSE);
             self->current = keep;
         }
     }
@@ -1188,7 +1231,7 @@ static void act(GtkWidget *w, const char *name, GVariant *param)
         push_undo(self);
         o->prompt.n_points = 0;
         o->prompt.has_box = FALSE;
-        prompt_changed(self);
+        prompt_changed(self, FALSE);
     } else if (!strcmp(name, "segment.new-object")) {
         if (self->n_objects >= MAX_OBJECTS || !chosen(self, self->current))
             return;
@@ -1202,6 +1245,7 @@ static void act(GtkWidget *w, const char *name, GVariant *param)
         if (o->proposals && o->proposals->len > 1) {
             o->chosen = (o->chosen + 1) % o->proposals->len;
             refresh_overlays(self);
+            log_masks(self, self->current, " (the next proposal)");
             update_state(self);
         }
     } else if (!strcmp(name, "segment.save-mask")) {
@@ -1269,6 +1313,8 @@ static void rlx_segment_pane_init(RlxSegmentPane *self)
 {
     self->undo = g_array_new(FALSE, FALSE, sizeof(State));
     self->redo = g_array_new(FALSE, FALSE, sizeof(State));
+    g_array_set_clear_func(self->undo, (GDestroyNotify)state_clear);
+    g_array_set_clear_func(self->redo, (GDestroyNotify)state_clear);
     self->n_objects = 1;
     self->segmenter = rlx_segmenter_new();
     g_signal_connect(self->segmenter, "loading", G_CALLBACK(on_loading), self);

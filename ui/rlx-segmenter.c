@@ -40,6 +40,21 @@ typedef struct {
     uint64_t budget;
 } ModelReq;
 
+/* A prompt and, to refine an earlier mask, that mask's low-res logits. */
+typedef struct {
+    RlxSegmentPrompt p;
+    GBytes *mask_input; /* NULL: none */
+} PromptReq;
+
+static void prompt_req_free(PromptReq *r)
+{
+    if (!r)
+        return;
+    if (r->mask_input)
+        g_bytes_unref(r->mask_input);
+    g_free(r);
+}
+
 struct _RlxSegmenter {
     GObject parent_instance;
 
@@ -49,7 +64,7 @@ struct _RlxSegmenter {
     gboolean quit;
     ModelReq *want_model; /* waiting */
     char *want_image;     /* waiting */
-    RlxSegmentPrompt *want_prompt;
+    PromptReq *want_prompt;
     int want_all;    /* points per side; 0: none asked */
     GQueue events;   /* Event * */
     GSource *source; /* the one pending dispatch, or NULL */
@@ -93,6 +108,8 @@ void rlx_segment_proposal_free(RlxSegmentProposal *p)
     if (!p)
         return;
     g_bytes_unref(p->mask);
+    if (p->low_res)
+        g_bytes_unref(p->low_res);
     g_free(p);
 }
 
@@ -390,8 +407,9 @@ static void encode(RlxSegmenter *self)
     post(self, e);
 }
 
-static void run_prompt(RlxSegmenter *self, const RlxSegmentPrompt *p)
+static void run_prompt(RlxSegmenter *self, const PromptReq *req)
 {
+    const RlxSegmentPrompt *p = &req->p;
     if (!self->encoded || !self->file)
         return;
     rlx_image *im = self->image;
@@ -406,9 +424,16 @@ static void run_prompt(RlxSegmenter *self, const RlxSegmentPrompt *p)
         pr.box[0] = (float)p->box[0] * sx, pr.box[1] = (float)p->box[1] * sy;
         pr.box[2] = (float)p->box[2] * sx, pr.box[3] = (float)p->box[3] * sy;
     }
-    /* one click alone: three proposals to pick from; more: one, as SAM's
-     * predictor is used */
-    gboolean multimask = p->n_points == 1 && !p->has_box;
+    /* A refinement feeds the shown mask's own low-res logits back as the
+     * mask prompt, as SAM's predictor is used interactively. */
+    if (req->mask_input)
+        pr.mask_input = g_bytes_get_data(req->mask_input, NULL);
+    /* one click alone: three proposals to pick from; more (or a mask
+     * prompt): one, as SAM's predictor is used */
+    gboolean multimask = p->n_points == 1 && !p->has_box && !req->mask_input;
+    /* For the UI tests (G_MESSAGES_DEBUG=RlxStudio). */
+    g_debug("segment prompt %u: %d points%s%s", p->serial, p->n_points, p->has_box ? ", a box" : "",
+            req->mask_input ? ", the earlier mask's logits" : "");
     /* 768 KiB: on the heap, not on the worker thread's stack */
     g_autofree float *low = g_try_malloc(sizeof(float) * 3 * RLX_SAM_MASK_SIDE * RLX_SAM_MASK_SIDE);
     float iou[3];
@@ -444,6 +469,8 @@ static void run_prompt(RlxSegmenter *self, const RlxSegmentPrompt *p)
         r->width = im->width;
         r->height = im->height;
         r->mask = g_bytes_new_take(mask, npix);
+        r->low_res = g_bytes_new(low + (size_t)k * RLX_SAM_MASK_SIDE * RLX_SAM_MASK_SIDE,
+                                 sizeof(float) * RLX_SAM_MASK_SIDE * RLX_SAM_MASK_SIDE);
         /* best (predicted IoU) first */
         guint at = 0;
         while (at < props->len && ((RlxSegmentProposal *)props->pdata[at])->iou >= r->iou)
@@ -522,12 +549,12 @@ static gpointer worker(gpointer data)
         }
         ModelReq *m = g_steal_pointer(&self->want_model);
         char *image = g_steal_pointer(&self->want_image);
-        RlxSegmentPrompt *p = image || m ? NULL : g_steal_pointer(&self->want_prompt);
+        PromptReq *p = image || m ? NULL : g_steal_pointer(&self->want_prompt);
         int all = image || m || p ? 0 : self->want_all;
         if (all || image)
             self->want_all = 0;
         if (image)
-            g_clear_pointer(&self->want_prompt, g_free); /* for the image before */
+            g_clear_pointer(&self->want_prompt, prompt_req_free); /* for the image before */
         self->abort = 0;
         g_mutex_unlock(&self->lock);
         if (m)
@@ -541,7 +568,7 @@ static gpointer worker(gpointer data)
             run_all(self, all);
         model_req_free(m);
         g_free(image);
-        g_free(p);
+        prompt_req_free(p);
     }
     rlx_sam_file_close(self->file);
     self->file = NULL;
@@ -586,11 +613,16 @@ void rlx_segmenter_open_image(RlxSegmenter *self, const char *path)
     kick(self);
 }
 
-void rlx_segmenter_prompt(RlxSegmenter *self, const RlxSegmentPrompt *p)
+void rlx_segmenter_prompt(RlxSegmenter *self, const RlxSegmentPrompt *p, GBytes *mask_input)
 {
+    PromptReq *r = g_new0(PromptReq, 1);
+    r->p = *p;
+    if (mask_input &&
+        g_bytes_get_size(mask_input) == sizeof(float) * RLX_SAM_MASK_SIDE * RLX_SAM_MASK_SIDE)
+        r->mask_input = g_bytes_ref(mask_input);
     g_mutex_lock(&self->lock);
-    g_free(self->want_prompt);
-    self->want_prompt = g_memdup2(p, sizeof *p);
+    prompt_req_free(self->want_prompt);
+    self->want_prompt = r;
     kick(self);
 }
 
@@ -641,7 +673,7 @@ static void rlx_segmenter_finalize(GObject *o)
     g_queue_clear_full(&self->events, (GDestroyNotify)event_free);
     model_req_free(self->want_model);
     g_free(self->want_image);
-    g_free(self->want_prompt);
+    prompt_req_free(self->want_prompt);
     g_free(self->file_key);
     g_main_context_unref(self->main);
     g_mutex_clear(&self->lock);

@@ -9,7 +9,7 @@
  *   rlx_segmenter_set_model(s, "sam_vit_b_01ec64.pth", "cpu", 0, 0);
  *   rlx_segmenter_open_image(s, "photo.jpg");   // decoded, then encoded once
  *   RlxSegmentPrompt p = {...};
- *   rlx_segmenter_prompt(s, &p);                // each click; the newest wins
+ *   rlx_segmenter_prompt(s, &p, NULL);          // each click; the newest wins
  *   g_object_unref(s);                          // stops and joins the thread
  *
  * Signals (main thread, in order):
@@ -68,6 +68,10 @@ typedef struct {
     gint64 area;
     int box[4];   /* x0, y0, x1, y1 of the mask, inclusive; -1 when empty */
     GBytes *mask; /* width x height bytes: 255 inside, 0 outside */
+    /* the model's low-resolution logits of this mask (RLX_SAM_MASK_SIDE^2
+     * floats), to give back as the mask prompt of a refinement; NULL for
+     * background removal and "everything" */
+    GBytes *low_res;
     int width, height;
 } RlxSegmentProposal;
 
@@ -88,7 +92,10 @@ void rlx_segmenter_set_model(RlxSegmenter *self, const char *path, const char *d
  * previous image's prompts. */
 void rlx_segmenter_open_image(RlxSegmenter *self, const char *path);
 /* Run a prompt against the encoded image (copied). Ignored without one. */
-void rlx_segmenter_prompt(RlxSegmenter *self, const RlxSegmentPrompt *p);
+/* mask_input: NULL, or the low_res of the proposal shown, when p adds a
+ * point or box to the prompt that gave it (SAM's refinement: one mask, from
+ * the earlier mask's logits and all the points) */
+void rlx_segmenter_prompt(RlxSegmenter *self, const RlxSegmentPrompt *p, GBytes *mask_input);
 /* Segment everything in the encoded image (SAM's automatic mask generator,
  * models/sam/sam-auto.h, with a grid of points_per_side^2 clicks); a new
  * picture or model stops it. */

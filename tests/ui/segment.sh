@@ -10,8 +10,10 @@
 #   2. A click on the picture: three proposals and a mask drawn over it;
 #      Tab shows the next proposal.
 #   3. A right-click beside it (a "not this" point): one mask for the two
-#      points; Ctrl+Z takes the point back (three proposals again); Ctrl+Y
-#      puts it back.
+#      points, decoded with the shown mask's logits as the mask prompt (SAM's
+#      refinement); Ctrl+Z takes the point back and shows the first click's
+#      three proposals as they were (no decode); Ctrl+Y puts the point and
+#      its refined mask back.
 #   4. Ctrl+S through GTK's file chooser: the mask PNG, the picture's size.
 #   5. A text file named .png, given to the running app: "Cannot open the
 #      picture" and the reader's sentence (the file's name, not its path);
@@ -99,23 +101,38 @@ cx=$((WIDTH / 2))
 cy=$((HEIGHT / 2 + 60))
 xdotool mousemove --window "$wid" --sync "$cx" "$cy" click 1
 wait_log "segment masks: object 0, 3 proposals"
+# area_of PATTERN: the area in the last masks line matching PATTERN
+area_of() {
+    grep -e "$1" "$art/$ui_log-$name.log" | tail -1 | sed 's/.*area \([0-9]*\),.*/\1/'
+}
 sleep 0.5
 shot click
 keys Tab
+wait_log "(the next proposal)"
+a3=$(area_of "segment masks: object 0, 3 proposals")
 sleep 0.5
 shot next-proposal
 
 # 3. a "not this" point beside it, then undo and redo
 xdotool mousemove --window "$wid" --sync "$((cx + 150))" "$((cy - 100))" click 3
 wait_log "segment masks: object 0, 1 proposals"
+grep -q "segment prompt [0-9]*: 2 points, the earlier mask's logits" "$art/$ui_log-$name.log" ||
+    fail "the second point was not decoded with the first mask's logits"
+a1=$(area_of "segment masks: object 0, 1 proposals")
 sleep 0.5
 shot negative
 n3=$(count "segment masks: object 0, 3 proposals")
+np=$(count "segment prompt [0-9]*:")
 keys ctrl+z
 wait_count "segment masks: object 0, 3 proposals" $((n3 + 1))
+grep -e "segment masks: object 0, 3 proposals" "$art/$ui_log-$name.log" | tail -1 | grep -q "(as shown before)" ||
+    fail "undo did not show the first click's proposals as they were"
+[ "$(area_of "segment masks: object 0, 3 proposals")" = "$a3" ] || fail "undo showed another mask"
 n1=$(count "segment masks: object 0, 1 proposals")
 keys ctrl+y
 wait_count "segment masks: object 0, 1 proposals" $((n1 + 1))
+[ "$(area_of "segment masks: object 0, 1 proposals")" = "$a1" ] || fail "redo showed another mask"
+[ "$(count "segment prompt [0-9]*:")" = "$np" ] || fail "undo or redo decoded again"
 
 # 4. the mask through GTK's save dialog
 out=$work/mask.png
