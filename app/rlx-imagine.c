@@ -32,7 +32,8 @@ static const char usage[] =
     "  --init IMAGE          start from this picture (image-to-image)\n"
     "  --strength S          with --init: 0 keeps it, 1 ignores it (default 0.6)\n"
     "  --ref IMAGE           a reference picture to edit or follow (up to 4)\n"
-    "  --lora FILE:SCALE     a LoRA to apply (not supported yet: refused)\n"
+    "  --lora FILE[:SCALE]   a LoRA of the transformer (.safetensors; diffusers, BFL or\n"
+    "                        kohya names) at that strength (default 1); up to 8\n"
     "  --text-encoder PATH   a Qwen3 .gguf or text_encoder folder (single-file models)\n"
     "  --kind distilled|base which klein a single transformer file is (default: the\n"
     "                        folder's model_index.json, else distilled)\n"
@@ -111,7 +112,7 @@ static bool parse_float(const char *v, double lo, double hi, double *out)
 /* The settings in the PNG's "parameters" chunk: the prompt, then one line
  * of "Key: value" pairs, as other image tools write it. */
 static char *parameters_text(const rlx_flux2_request *r, const rlx_flux2_info *info,
-                             const char *model)
+                             const char *model, const rlx_flux2_params *fp)
 {
     const char *base = strrchr(model, '/');
     size_t ml = strlen(model);
@@ -121,6 +122,8 @@ static char *parameters_text(const rlx_flux2_request *r, const rlx_flux2_info *i
     snprintf(name, sizeof name, "%.*s", (int)ml, model);
     base = strrchr(name, '/');
     size_t n = strlen(r->prompt) + (r->negative ? strlen(r->negative) : 0) + 1024;
+    for (int i = 0; i < fp->n_loras; i++)
+        n += strlen(fp->loras[i].path) + 32;
     char *s = malloc(n);
     if (!s)
         return NULL;
@@ -133,7 +136,13 @@ static char *parameters_text(const rlx_flux2_request *r, const rlx_flux2_info *i
                   r->steps, (double)r->guidance, (unsigned long long)r->seed, r->width, r->height,
                   base ? base + 1 : name, info->variant);
     if (r->init)
-        snprintf(s + k, n - (size_t)k, ", Strength: %g", (double)r->strength);
+        k += snprintf(s + k, n - (size_t)k, ", Strength: %g", (double)r->strength);
+    /* each LoRA by its file's name and strength */
+    for (int i = 0; i < fp->n_loras; i++) {
+        const char *lb = strrchr(fp->loras[i].path, '/');
+        k += snprintf(s + k, n - (size_t)k, ", LoRA: %s:%g", lb ? lb + 1 : fp->loras[i].path,
+                      (double)fp->loras[i].scale);
+    }
     return s;
 }
 
@@ -377,7 +386,7 @@ int rlx_cmd_imagine(int argc, char **argv)
         rc = rlx_cli_fail("imagine: %s", rlx_error_message(err));
         goto done;
     }
-    params = parameters_text(&r, &info, model);
+    params = parameters_text(&r, &info, model, &fp);
     if (!params || rlx_image_write_png_text(out, img->rgb, img->width, img->height, 3, "parameters",
                                             params, force, &err) != RLX_OK) {
         rc = rlx_cli_fail("imagine: %s", err ? rlx_error_message(err) : "out of memory");

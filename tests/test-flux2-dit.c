@@ -18,6 +18,12 @@
  *     of the block's largest value): RMS(difference) / RMS(reference) under
  *     5%; we see 1.1%, a fifth of what separates the plain and the
  *     reference-image outputs.
+ *   - A LoRA (rank 4, strength 0.8, on eight modules of both block kinds,
+ *     the final modulation and the image embedder) in diffusers/PEFT names
+ *     and in kohya's BFL names with an alpha, each on the diffusers and the
+ *     BFL model: TOL against the reference's merged weights (W + 0.8 B A in
+ *     float64); we see 4e-7. The LoRA moves the output by 0.47 of its
+ *     largest value, so the test would see a module left out.
  *   - Other devices (the devices variant) may keep activations in F16 in
  *     places (2^-11 relative a step, compounding over the blocks): 2e-3;
  *     lavapipe gives 7.8e-7 (about 3 minutes for the velocity).
@@ -59,7 +65,8 @@
 typedef struct {
     char path[600]; /* the diffusers BF16 file */
     float *lat, *text, *ref;
-    float *want_plain, *want_edit, *want_guidance;
+    float *want_plain, *want_edit, *want_guidance, *want_lora;
+    char lora_peft[600], lora_kohya[600]; /* the LoRA in two files' names */
     char dev[4][32];
     int n_dev;
 } fixture;
@@ -85,6 +92,120 @@ static float *read_fixture(const char *name)
     return p;
 }
 
+/* ---- the LoRA (tests/reference/flux2_dit_reference.py, LORA_MODULES) ---- */
+
+#define LORA_R 4
+#define C_     3072
+#define M_     9216
+
+typedef struct {
+    const char *mod; /* the reference's (diffusers-style) name */
+    const char *bfl; /* the BFL module, dots as kohya's underscores */
+    int64_t in, out;
+} lora_mod;
+
+static const lora_mod lora_mods[] = {
+    {"transformer_blocks.0.attn.qkv", "double_blocks_0_img_attn_qkv", C_, 3 * C_},
+    {"transformer_blocks.0.attn.add_k_proj", "double_blocks_0_txt_attn_qkv", C_, C_},
+    {"transformer_blocks.0.attn.to_add_out", "double_blocks_0_txt_attn_proj", C_, C_},
+    {"transformer_blocks.0.ff.linear_in", "double_blocks_0_img_mlp_0", C_, 2 * M_},
+    {"single_transformer_blocks.0.attn.to_qkv_mlp_proj", "single_blocks_0_linear1", C_,
+     3 * C_ + 2 * M_},
+    {"single_transformer_blocks.0.attn.to_out", "single_blocks_0_linear2", C_ + M_, C_},
+    {"norm_out.linear", "final_layer_adaLN_modulation_1", C_, 2 * C_},
+    {"x_embedder", "img_in", 128, C_},
+};
+#define N_LORA_MODS ((int)(sizeof lora_mods / sizeof lora_mods[0]))
+
+/* u(kind + "." + mod) * mul over n floats, the reference's float32 values */
+static float *lora_values(const char *kind, const char *mod, int64_t n, double mul)
+{
+    char nm[160];
+    snprintf(nm, sizeof nm, "%s.%s", kind, mod);
+    float *v = malloc(sizeof(float) * (size_t)n);
+    assert_non_null(v);
+    rlx_flux2_writer_fill(nm, n, v);
+    for (int64_t i = 0; i < n; i++)
+        v[i] *= (float)mul;
+    return v;
+}
+
+/* The LoRA twice: in diffusers/PEFT names ("transformer." prefix, lora_A /
+ * lora_B, the fused q/k/v as to_q, to_k, to_v sharing A, no alpha), and in
+ * kohya's BFL names ("lora_unet_", lora_down / lora_up, alpha 2 of rank 4
+ * with B doubled; the text stream's k as rows of the fused txt_attn.qkv,
+ * the final modulation's halves swapped into BFL's [shift; scale]). */
+static int write_loras(fixture *f)
+{
+    rlx_test_st_tensor peft[3 * 2 * N_LORA_MODS], kohya[3 * N_LORA_MODS];
+    char names[3 * 2 * N_LORA_MODS + 3 * N_LORA_MODS][160];
+    float *owned[4 * N_LORA_MODS];
+    static const float alpha = 2.0f;
+    int np = 0, nk = 0, nn = 0, no = 0;
+    for (int i = 0; i < N_LORA_MODS; i++) {
+        const lora_mod *m = &lora_mods[i];
+        float *a = lora_values("lora_A", m->mod, LORA_R * m->in, sqrt(3.0 / (double)m->in));
+        float *b = lora_values("lora_B", m->mod, m->out * LORA_R, 0.5 * sqrt(3.0 / LORA_R));
+        owned[no++] = a;
+        owned[no++] = b;
+        /* diffusers / PEFT */
+        bool qkv = strstr(m->mod, "attn.qkv") != NULL;
+        for (int j = 0; j < (qkv ? 3 : 1); j++) {
+            char mod[160];
+            if (qkv)
+                snprintf(mod, sizeof mod, "transformer_blocks.0.attn.%s",
+                         j == 0   ? "to_q"
+                         : j == 1 ? "to_k"
+                                  : "to_v");
+            else
+                snprintf(mod, sizeof mod, "%s", m->mod);
+            int64_t rows = qkv ? C_ : m->out;
+            snprintf(names[nn], sizeof names[0], "transformer.%s.lora_A.weight", mod);
+            peft[np++] = (rlx_test_st_tensor){names[nn++], 2, {LORA_R, m->in}, a};
+            snprintf(names[nn], sizeof names[0], "transformer.%s.lora_B.weight", mod);
+            peft[np++] =
+                (rlx_test_st_tensor){names[nn++], 2, {rows, LORA_R}, b + (size_t)j * C_ * LORA_R};
+        }
+        /* kohya, BFL names: B doubled against alpha / rank = 1/2 */
+        int64_t out = !strcmp(m->mod, "transformer_blocks.0.attn.add_k_proj") ? 3 * C_ : m->out;
+        float *b2 = calloc((size_t)(out * LORA_R), sizeof(float));
+        assert_non_null(b2);
+        owned[no++] = b2;
+        for (int64_t r = 0; r < m->out; r++) {
+            int64_t to = r;
+            if (out != m->out)
+                to = C_ + r; /* k: the middle third */
+            else if (!strcmp(m->mod, "norm_out.linear"))
+                to = r < C_ ? r + C_ : r - C_; /* [scale; shift] -> [shift; scale] */
+            for (int c = 0; c < LORA_R; c++)
+                b2[to * LORA_R + c] = 2.0f * b[r * LORA_R + c];
+        }
+        snprintf(names[nn], sizeof names[0], "lora_unet_%s.lora_down.weight", m->bfl);
+        kohya[nk++] = (rlx_test_st_tensor){names[nn++], 2, {LORA_R, m->in}, a};
+        snprintf(names[nn], sizeof names[0], "lora_unet_%s.lora_up.weight", m->bfl);
+        kohya[nk++] = (rlx_test_st_tensor){names[nn++], 2, {out, LORA_R}, b2};
+        snprintf(names[nn], sizeof names[0], "lora_unet_%s.alpha", m->bfl);
+        kohya[nk++] = (rlx_test_st_tensor){names[nn++], 0, {0}, &alpha};
+    }
+    snprintf(f->lora_peft, sizeof f->lora_peft, "%s", rlx_test_tmp("lora-peft.safetensors"));
+    snprintf(f->lora_kohya, sizeof f->lora_kohya, "%s", rlx_test_tmp("lora-kohya.safetensors"));
+    int rc = rlx_test_write_safetensors(f->lora_peft, peft, np) ||
+             rlx_test_write_safetensors(f->lora_kohya, kohya, nk);
+    for (int i = 0; i < no; i++)
+        free(owned[i]);
+    return rc;
+}
+
+static rlx_status open_with_lora(const char *path, const char *lora, float scale, rlx_flux2_dit **d,
+                                 rlx_error **err)
+{
+    rlx_flux2_dit_params p = rlx_flux2_dit_default_params();
+    rlx_flux2_dit_lora l = {lora, scale};
+    p.loras = &l;
+    p.n_loras = 1;
+    return rlx_flux2_dit_open(path, &p, d, err);
+}
+
 /* Write a test model; a failure (a full disk, say) is printed in words. */
 static void write_model(const char *path, const rlx_flux2_writer_opts *o)
 {
@@ -108,7 +229,9 @@ static int setup(void **state)
     f->want_plain = read_fixture("flux2-dit-ref-plain.f32");
     f->want_edit = read_fixture("flux2-dit-ref-edit.f32");
     f->want_guidance = read_fixture("flux2-dit-ref-guidance.f32");
-    if (!f->lat || !f->text || !f->ref || !f->want_plain || !f->want_edit || !f->want_guidance)
+    f->want_lora = read_fixture("flux2-dit-ref-lora.f32");
+    if (!f->lat || !f->text || !f->ref || !f->want_plain || !f->want_edit || !f->want_guidance ||
+        !f->want_lora)
         return -1;
     rlx_flux2_writer_fill("latents", N_OUT, f->lat);
     rlx_flux2_writer_fill("text", (int64_t)N_TEXT * RLX_F2W_JOINT, f->text);
@@ -119,6 +242,10 @@ static int setup(void **state)
     if (rlx_flux2_writer_write(f->path, &o, &err) != RLX_OK) {
         fprintf(stderr, "writing the test model: %s\n", rlx_error_message(err));
         rlx_error_free(err);
+        return -1;
+    }
+    if (write_loras(f) != 0) {
+        fprintf(stderr, "writing the test LoRA files failed\n");
         return -1;
     }
     for (int b = 0; b < rlx_backend_count() && f->n_dev < 4; b++) {
@@ -140,6 +267,9 @@ static int teardown(void **state)
         free(f->want_plain);
         free(f->want_edit);
         free(f->want_guidance);
+        free(f->want_lora);
+        remove(f->lora_peft);
+        remove(f->lora_kohya);
         free(f);
     }
     return 0;
@@ -449,6 +579,106 @@ static void cpu_truncated(void **state)
     rlx_error_free(err);
 }
 
+/* The LoRA in both files' names on a diffusers- and a BFL-named model: all
+ * four give the reference's merged-weight velocity (TOL). */
+static void cpu_lora(void **state)
+{
+    fixture *f = *state;
+    const char *bfl = rlx_test_tmp("flux2-bfl-lora.safetensors");
+    rlx_flux2_writer_opts o = {.format = RLX_F2W_BFL, .dtype = RLX_DTYPE_F16};
+    write_model(bfl, &o);
+    float *v = malloc(sizeof(float) * N_OUT);
+    assert_non_null(v);
+    const char *models[2] = {f->path, bfl}, *mname[2] = {"diffusers BF16", "BFL F16"};
+    const char *loras[2] = {f->lora_peft, f->lora_kohya}, *lname[2] = {"PEFT", "kohya"};
+    for (int m = 0; m < 2; m++) {
+        for (int l = 0; l < 2; l++) {
+            rlx_flux2_dit *d = NULL;
+            rlx_error *err = NULL;
+            rlx_status st = open_with_lora(models[m], loras[l], 0.8f, &d, &err);
+            if (st != RLX_OK)
+                fprintf(stderr, "open with the LoRA: %s\n", rlx_error_message(err));
+            assert_int_equal(st, RLX_OK);
+            velocity(f, d, false, v);
+            double e = max_rel(v, f->want_lora), away = max_rel(v, f->want_plain);
+            printf("[ flux2-dit ] %s LoRA on the %s model: max error %.2e of the largest value "
+                   "(%.2f from the model without it)\n",
+                   lname[l], mname[m], e, away);
+            assert_true(e < TOL);
+            assert_true(away > 0.1);
+            rlx_flux2_dit_free(d);
+        }
+    }
+    free(v);
+    remove(bfl);
+}
+
+/* LoRA files that cannot be applied: each refused with a sentence. */
+static void cpu_lora_refused(void **state)
+{
+    fixture *f = *state;
+    static float a[LORA_R * 64], b[64 * LORA_R], one = 1.0f;
+    static const struct {
+        const char *what, *a, *b;
+        int64_t in, out;
+        rlx_status want;
+        const char *says;
+    } cases[] = {
+        {"a block this model lacks", "transformer.transformer_blocks.5.attn.to_q.lora_A.weight",
+         "transformer.transformer_blocks.5.attn.to_q.lora_B.weight", C_, C_, RLX_ERR_UNSUPPORTED,
+         "matches no weight"},
+        {"another width", "transformer.x_embedder.lora_A.weight",
+         "transformer.x_embedder.lora_B.weight", 64, 64, RLX_ERR_UNSUPPORTED, "is not for this"},
+        {"the text encoder", "lora_te1_text_model_encoder_layers_0_mlp_fc1.lora_down.weight",
+         "lora_te1_text_model_encoder_layers_0_mlp_fc1.lora_up.weight", 64, 64, RLX_ERR_UNSUPPORTED,
+         "text encoder"},
+        {"DoRA", "transformer.x_embedder.lora_A.weight", "transformer.x_embedder.dora_scale", 64,
+         64, RLX_ERR_UNSUPPORTED, "DoRA"},
+        {"no up matrix", "transformer.proj_out.lora_A.weight", "transformer.proj_out.alpha", 64, 1,
+         RLX_ERR_FORMAT, "without its up"},
+    };
+    const char *path = rlx_test_tmp("lora-bad.safetensors");
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        /* big enough for the shapes above that are read; data is not */
+        float *ba = cases[i].in > 64 ? calloc((size_t)(LORA_R * cases[i].in), 4) : a;
+        float *bb = cases[i].out > 64 ? calloc((size_t)(LORA_R * cases[i].out), 4) : b;
+        assert_non_null(ba);
+        assert_non_null(bb);
+        bool scalar = cases[i].out == 1;
+        rlx_test_st_tensor t[2] = {
+            {cases[i].a, 2, {LORA_R, cases[i].in}, ba},
+            scalar ? (rlx_test_st_tensor){cases[i].b, 0, {0}, &one}
+                   : (rlx_test_st_tensor){cases[i].b, 2, {cases[i].out, LORA_R}, bb},
+        };
+        assert_int_equal(rlx_test_write_safetensors(path, t, 2), 0);
+        rlx_flux2_dit *d = (rlx_flux2_dit *)1;
+        rlx_error *err = NULL;
+        rlx_status st = open_with_lora(f->path, path, 1.0f, &d, &err);
+        printf("[ flux2-dit ] a LoRA with %s: %s\n", cases[i].what,
+               err ? rlx_error_message(err) : "(no error)");
+        assert_int_equal(st, cases[i].want);
+        assert_null(d);
+        assert_non_null(strstr(rlx_error_message(err), cases[i].says));
+        rlx_error_free(err);
+        if (ba != a)
+            free(ba);
+        if (bb != b)
+            free(bb);
+    }
+    /* no such file; a strength out of range */
+    rlx_flux2_dit *d = NULL;
+    rlx_error *err = NULL;
+    assert_int_equal(
+        open_with_lora(f->path, rlx_test_tmp("no-such-lora.safetensors"), 1.0f, &d, &err),
+        RLX_ERR_IO);
+    printf("[ flux2-dit ] a missing LoRA file: %s\n", rlx_error_message(err));
+    rlx_error_free(err);
+    err = NULL;
+    assert_int_equal(open_with_lora(f->path, f->lora_peft, 100.0f, &d, &err), RLX_ERR_INVALID_ARG);
+    rlx_error_free(err);
+    remove(path);
+}
+
 /* Every device but the CPU: the reference-image case (a superset of the plain
  * one's graph), once, as lavapipe takes minutes for it. */
 static void devices_other_than_cpu(void **state)
@@ -465,6 +695,18 @@ static void devices_other_than_cpu(void **state)
         double e = max_rel(v, f->want_edit);
         printf("[ flux2-dit ] diffusers BF16 on %s: max error %.2e of the largest value\n",
                f->dev[i], e);
+        assert_true(e < TOL_DEVICES);
+        rlx_flux2_dit_free(d);
+        /* the LoRA's products beside the packed weights, on the device */
+        rlx_error *err = NULL;
+        d = NULL;
+        if (open_with_lora(f->path, f->lora_kohya, 0.8f, &d, &err) != RLX_OK)
+            fprintf(stderr, "open with the LoRA: %s\n", rlx_error_message(err));
+        assert_non_null(d);
+        velocity(f, d, false, v);
+        e = max_rel(v, f->want_lora);
+        printf("[ flux2-dit ] kohya LoRA on %s: max error %.2e of the largest value\n", f->dev[i],
+               e);
         assert_true(e < TOL_DEVICES);
         rlx_flux2_dit_free(d);
         n++;
@@ -495,10 +737,11 @@ int main(int argc, char **argv)
                                : !strcmp(argv[1], "devices") ? "devices_*"
                                                              : argv[1]);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(cpu_reference),  cmocka_unit_test(cpu_bfl_names),
-        cmocka_unit_test(cpu_guidance),   cmocka_unit_test(cpu_diffusers_folder),
-        cmocka_unit_test(cpu_gguf_q8_0),  cmocka_unit_test(cpu_bad_files),
-        cmocka_unit_test(cpu_bad_inputs), cmocka_unit_test(devices_other_than_cpu),
+        cmocka_unit_test(cpu_reference),    cmocka_unit_test(cpu_bfl_names),
+        cmocka_unit_test(cpu_guidance),     cmocka_unit_test(cpu_diffusers_folder),
+        cmocka_unit_test(cpu_gguf_q8_0),    cmocka_unit_test(cpu_bad_files),
+        cmocka_unit_test(cpu_bad_inputs),   cmocka_unit_test(cpu_lora),
+        cmocka_unit_test(cpu_lora_refused), cmocka_unit_test(devices_other_than_cpu),
         cmocka_unit_test(cpu_truncated),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

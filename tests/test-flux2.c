@@ -20,7 +20,7 @@
  * that changes from step to step, the decode), image-to-image and a
  * reference picture (they run and change the picture), stopping from the
  * progress callback, and bad input: a folder missing a component, a
- * transformer of an unknown variant, a LoRA, 0 steps, an empty prompt, a
+ * transformer of an unknown variant, a missing LoRA file, 0 steps, an empty prompt, a
  * size not a multiple of 16 (rounded with a note), a budget too small, and
  * a budget that only fits the transformer and VAE (the text encoder is
  * released before denoising; the same picture).
@@ -432,11 +432,11 @@ static void cpu_bad_input(void **state)
     /* a folder that does not exist */
     expect_open(rlx_test_tmp("flux2-nowhere"), &p, RLX_ERR_IO, "does not exist");
 
-    /* LoRA files are refused with a sentence */
+    /* a LoRA file that is not there (LoRAs themselves: test-flux2-dit) */
     rlx_flux2_params pl = p;
-    pl.loras[0] = (rlx_flux2_lora){.path = "style.safetensors", .scale = 0.8f};
+    pl.loras[0] = (rlx_flux2_lora){.path = rlx_test_tmp("style.safetensors"), .scale = 0.8f};
     pl.n_loras = 1;
-    expect_open(f->distilled, &pl, RLX_ERR_UNSUPPORTED, "LoRA");
+    expect_open(f->distilled, &pl, RLX_ERR_IO, "LoRA");
 
     /* a budget too small for the transformer and the VAE */
     rlx_flux2_params pb = p;

@@ -1,6 +1,7 @@
 #include "test-util.h"
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -169,4 +170,43 @@ void rlx_test_make_acc(rlx_test_acc_prog *a, const char *state_name)
     a->lir.states = &a->sb;
     a->lir.inputs = &a->ib;
     a->lir.outputs = &a->ob;
+}
+
+int rlx_test_write_safetensors(const char *path, const rlx_test_st_tensor *t, int n)
+{
+    size_t cap = 64 + (size_t)n * 320, len = 0;
+    char *hdr = malloc(cap);
+    FILE *f = hdr ? fopen(path, "wb") : NULL;
+    if (!f) {
+        free(hdr);
+        return -1;
+    }
+    uint64_t off = 0;
+    len += (size_t)snprintf(hdr + len, cap - len, "{");
+    for (int i = 0; i < n; i++) {
+        uint64_t count = 1;
+        len += (size_t)snprintf(hdr + len, cap - len, "%s\"%s\":{\"dtype\":\"F32\",\"shape\":[",
+                                i ? "," : "", t[i].name);
+        for (int d = 0; d < t[i].rank; d++) {
+            len += (size_t)snprintf(hdr + len, cap - len, "%s%lld", d ? "," : "",
+                                    (long long)t[i].dims[d]);
+            count *= (uint64_t)t[i].dims[d];
+        }
+        len += (size_t)snprintf(hdr + len, cap - len, "],\"data_offsets\":[%llu,%llu]}",
+                                (unsigned long long)off, (unsigned long long)(off + 4 * count));
+        off += 4 * count;
+    }
+    len += (size_t)snprintf(hdr + len, cap - len, "}");
+    while (len % 8)
+        hdr[len++] = ' ';
+    uint64_t hl = len;
+    bool ok = len < cap && fwrite(&hl, 8, 1, f) == 1 && fwrite(hdr, 1, len, f) == len;
+    for (int i = 0; i < n && ok; i++) {
+        size_t count = 1;
+        for (int d = 0; d < t[i].rank; d++)
+            count *= (size_t)t[i].dims[d];
+        ok = fwrite(t[i].data, 4, count, f) == count;
+    }
+    free(hdr);
+    return fclose(f) == 0 && ok ? 0 : -1;
 }

@@ -26,6 +26,16 @@ void *rlx_test_read_file(const char *path, size_t *size);
 /* Write bytes to a file; 0 on success. */
 int rlx_test_write_file(const char *path, const void *data, size_t size);
 
+/* A float32 tensor for rlx_test_write_safetensors (dims row-major). */
+typedef struct rlx_test_st_tensor {
+    const char *name;
+    int rank;
+    int64_t dims[4];
+    const float *data;
+} rlx_test_st_tensor;
+/* Write a .safetensors file of F32 tensors, in the given order; 0 on success. */
+int rlx_test_write_safetensors(const char *path, const rlx_test_st_tensor *t, int n);
+
 /* A dense row-major LIR value (F32: 4 bytes an element, else 2) and a
  * binding of that shape, for tests that write LIR by hand. */
 rlx_lir_value rlx_test_val(rlx_dtype dt, int rank, const int64_t *ne, rlx_home home, int index,

@@ -36,9 +36,39 @@ static rlx_node weight(fb *b, f2_role role, int blk)
     return p;
 }
 
+/* One LoRA module's change of x's product: scale * (x A^T) B^T, [S, out]
+ * in the LoRA file's layout. */
+static rlx_node lora_delta(fb *b, rlx_node x, const f2_lora *e)
+{
+    int64_t da[2] = {e->rank, e->in}, db[2] = {e->out, e->rank};
+    rlx_node a = rlx_graph_param(b->g, e->a, e->a_dtype, rlx_shape_make(2, da));
+    rlx_node up = rlx_graph_param(b->g, e->b, e->b_dtype, rlx_shape_make(2, db));
+    rlx_node t = rlx_graph_matmul(b->g, NULL, x, a, false, true);
+    t = rlx_graph_matmul(b->g, NULL, t, up, false, true);
+    return rlx_graph_scale(b->g, NULL, t, e->scale, 0.0f);
+}
+
+static rlx_node cols(fb *b, rlx_node x, int64_t start, int64_t len);
+
+/* x W^T plus every LoRA module on this weight. A module in the other
+ * scheme's names is the same product here, except the final modulation:
+ * diffusers' norm_out.linear is [scale; shift], BFL's [shift; scale]. (The
+ * fused and separate q/k/v, which differ in shape, are joined in qkv().) */
 static rlx_node lin(fb *b, rlx_node x, f2_role role, int blk)
 {
-    return rlx_graph_matmul(b->g, NULL, x, weight(b, role, blk), false, true);
+    rlx_node y = rlx_graph_matmul(b->g, NULL, x, weight(b, role, blk), false, true);
+    for (int i = 0; i < b->d->n_lora; i++) {
+        const f2_lora *e = &b->d->lora[i];
+        if (e->role != role || e->blk != blk)
+            continue;
+        rlx_node dl = lora_delta(b, x, e);
+        if (role == F2_FINAL_MOD && e->scheme != b->d->cfg.names) {
+            rlx_node halves[2] = {cols(b, dl, b->C, b->C), cols(b, dl, 0, b->C)};
+            dl = rlx_graph_concat(b->g, NULL, 2, halves, 1);
+        }
+        y = rlx_graph_add(b->g, NULL, y, dl);
+    }
+    return y;
 }
 
 static rlx_node cols(fb *b, rlx_node x, int64_t start, int64_t len)
@@ -124,6 +154,24 @@ static void qkv(fb *b, rlx_node x, int64_t s, int blk, bool img, rlx_node out[3]
         q = lin(b, x, img ? F2_D_IMG_Q : F2_D_TXT_Q, blk);
         k = lin(b, x, img ? F2_D_IMG_K : F2_D_TXT_K, blk);
         v = lin(b, x, img ? F2_D_IMG_V : F2_D_TXT_V, blk);
+    }
+    /* LoRA modules named in the other scheme: separate q, k, v changes on
+     * a fused model, a fused change on a separate one */
+    rlx_node *part[3] = {&q, &k, &v};
+    for (int i = 0; i < b->d->n_lora; i++) {
+        const f2_lora *e = &b->d->lora[i];
+        if (e->blk != blk || e->scheme == b->d->cfg.names)
+            continue;
+        f2_role fused = img ? F2_D_IMG_QKV : F2_D_TXT_QKV;
+        f2_role sep = img ? F2_D_IMG_Q : F2_D_TXT_Q;
+        if (e->role == fused) {
+            rlx_node dl = lora_delta(b, x, e);
+            for (int j = 0; j < 3; j++)
+                *part[j] = rlx_graph_add(b->g, NULL, *part[j], cols(b, dl, j * b->C, b->C));
+        } else if (e->role >= sep && e->role <= sep + 2) {
+            int j = (int)(e->role - sep);
+            *part[j] = rlx_graph_add(b->g, NULL, *part[j], lora_delta(b, x, e));
+        }
     }
     out[0] = rlx_graph_rms_norm(b->g, NULL, heads(b, q, s),
                                 weight(b, img ? F2_D_IMG_NQ : F2_D_TXT_NQ, blk), b->eps);

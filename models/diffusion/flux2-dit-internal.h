@@ -52,6 +52,22 @@ typedef enum f2_role {
     F2_ROLE_COUNT
 } f2_role;
 
+/* One LoRA module on one weight: delta = scale * (x A^T) B^T, A [rank, in],
+ * B [out, rank], named in the session with the file's "loraK." prefix. The
+ * module may be named in the other scheme than the model (a BFL-named LoRA
+ * on a diffusers model, or the reverse): the graph then slices the fused
+ * q/k/v delta, adds a separate q, k or v delta to a slice of the fused
+ * output, and swaps the final modulation's halves (see flux2-lora.c). */
+typedef struct f2_lora {
+    f2_role role;
+    int blk;
+    rlx_flux2_names scheme; /* the names of the LoRA file */
+    char a[224], b[224];
+    rlx_dtype a_dtype, b_dtype;
+    int64_t rank, in, out;
+    float scale; /* strength x alpha / rank */
+} f2_lora;
+
 typedef struct f2_tensor {
     rlx_dtype dtype;
     int rank;
@@ -71,6 +87,10 @@ struct rlx_flux2_dit {
         struct rlx_session_program *prog;
     } cache[4];
     int cache_next;
+    struct rlx_safetensors *lora_files[RLX_FLUX2_DIT_MAX_LORAS];
+    int n_lora_files;
+    f2_lora *lora;
+    int n_lora;
 };
 
 /* The file's name of `role` in block `blk` (ignored for global roles),
@@ -78,6 +98,14 @@ struct rlx_flux2_dit {
 void f2_role_name(rlx_flux2_names names, f2_role role, int blk, char *buf, size_t cap);
 /* Look a tensor up by role (the prefix added); false when absent. */
 bool f2_find(const rlx_flux2_dit *d, f2_role role, int blk, f2_tensor *out);
+
+/* Open the LoRA files, match every tensor to a weight of this model (either
+ * naming scheme, with the prefixes and suffixes of the diffusers/PEFT, BFL
+ * and kohya files), check the shapes and add them to the session. Any
+ * tensor that matches nothing is an error: a LoRA for another model, or of
+ * a kind (DoRA, LoHa, LoKr, text encoder) we do not apply. */
+rlx_status f2_lora_load(rlx_flux2_dit *d, const rlx_flux2_dit_lora *l, int n, rlx_error **err);
+void f2_lora_close(rlx_flux2_dit *d);
 
 /* The graph for n_txt text tokens, n_all image tokens of which the first
  * n_img are the target's. Inputs "img" [n_all, 128], "txt" [n_txt, joint],

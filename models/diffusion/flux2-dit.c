@@ -557,6 +557,8 @@ rlx_status rlx_flux2_dit_open(const char *path, const rlx_flux2_dit_params *p, r
     if (st == RLX_OK)
         st = d->st ? rlx_session_add_safetensors(d->s, d->st, err)
                    : rlx_session_add_gguf(d->s, d->gg, err);
+    if (st == RLX_OK && p->n_loras)
+        st = f2_lora_load(d, p->loras, p->n_loras, err);
     if (st != RLX_OK) {
         rlx_flux2_dit_free(d);
         return st;
@@ -571,6 +573,7 @@ void rlx_flux2_dit_free(rlx_flux2_dit *d)
         return;
     /* the session borrows the mapped weights: it goes first */
     rlx_session_free(d->s);
+    f2_lora_close(d);
     rlx_safetensors_close(d->st);
     rlx_gguf_close(d->gg);
     free(d);

@@ -121,10 +121,28 @@ struct rlx_session;
 
 typedef struct rlx_flux2_dit rlx_flux2_dit;
 
+#define RLX_FLUX2_DIT_MAX_LORAS 8
+
+/* A LoRA file (.safetensors) and its strength. The names may be diffusers'
+ * / PEFT's ("transformer.transformer_blocks.0.attn.to_q.lora_A.weight"),
+ * BFL's as ComfyUI and ai-toolkit write them
+ * ("diffusion_model.double_blocks.0.img_attn.qkv.lora_A.weight") or kohya's
+ * ("lora_unet_double_blocks_0_img_attn_qkv.lora_down.weight" with ".alpha"),
+ * on a model of either naming. Each module adds
+ * strength x alpha / rank x (x A^T) B^T to its weight's product (alpha =
+ * rank when the file has none, as diffusers loads PEFT files): the weights
+ * stay as they are in the file (packed), the low-rank product runs beside. */
+typedef struct rlx_flux2_dit_lora {
+    const char *path;
+    float scale;
+} rlx_flux2_dit_lora;
+
 typedef struct rlx_flux2_dit_params {
-    const char *device;     /* "cpu", "vulkan:0", ...; NULL = "cpu" */
-    int n_threads;          /* CPU threads; 0 = one per core */
-    uint64_t memory_budget; /* bytes; 0 = the device's */
+    const char *device;              /* "cpu", "vulkan:0", ...; NULL = "cpu" */
+    int n_threads;                   /* CPU threads; 0 = one per core */
+    uint64_t memory_budget;          /* bytes; 0 = the device's */
+    const rlx_flux2_dit_lora *loras; /* applied at open; NULL: none */
+    int n_loras;                     /* 0 .. RLX_FLUX2_DIT_MAX_LORAS */
 } rlx_flux2_dit_params;
 
 typedef enum rlx_flux2_names {
@@ -173,8 +191,9 @@ RLX_API rlx_flux2_dit_params rlx_flux2_dit_default_params(void);
  * or a .gguf. *out is set to NULL first. Errors: RLX_ERR_IO (nothing
  * readable there), RLX_ERR_FORMAT (a tensor missing or of another shape, not
  * a FLUX.2 transformer, config.json disagreeing with the tensors),
- * RLX_ERR_UNSUPPORTED (a dtype the graph cannot read, e.g. FP8), and the
- * session's errors (device, budget). */
+ * RLX_ERR_UNSUPPORTED (a dtype the graph cannot read, e.g. FP8; a LoRA for
+ * another model or of a kind not applied), and the session's errors
+ * (device, budget). */
 RLX_API rlx_status rlx_flux2_dit_open(const char *path, const rlx_flux2_dit_params *p,
                                       rlx_flux2_dit **out, rlx_error **err);
 RLX_API void rlx_flux2_dit_free(rlx_flux2_dit *d);

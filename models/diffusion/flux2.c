@@ -180,10 +180,6 @@ rlx_status rlx_flux2_open(const char *model, const rlx_flux2_params *p, rlx_flux
     if (p->n_loras < 0 || p->n_loras > RLX_FLUX2_MAX_LORAS)
         return rlx_error_set(err, RLX_ERR_INVALID_ARG, "flux2: at most %d LoRA files",
                              RLX_FLUX2_MAX_LORAS);
-    if (p->n_loras > 0)
-        return rlx_error_set(err, RLX_ERR_UNSUPPORTED,
-                             "LoRA files (%s) cannot be applied to FLUX.2 models yet",
-                             p->loras[0].path ? p->loras[0].path : "?");
     if (!exists(model))
         return rlx_error_set(err, RLX_ERR_IO, "%s does not exist", model);
 
@@ -265,6 +261,11 @@ rlx_status rlx_flux2_open(const char *model, const rlx_flux2_params *p, rlx_flux
         dp.device = f->device;
         dp.n_threads = p->n_threads;
         dp.memory_budget = p->memory_budget;
+        rlx_flux2_dit_lora loras[RLX_FLUX2_MAX_LORAS];
+        for (int i = 0; i < p->n_loras; i++)
+            loras[i] = (rlx_flux2_dit_lora){p->loras[i].path, p->loras[i].scale};
+        dp.loras = loras;
+        dp.n_loras = p->n_loras;
         st = rlx_flux2_dit_open(dit_path, &dp, &f->dit, err);
     }
     if (st == RLX_OK) {

@@ -59,9 +59,11 @@ typedef struct rlx_flux2 rlx_flux2;
 #define RLX_FLUX2_MIN_SIDE  64
 #define RLX_FLUX2_MAX_SIDE  2048
 
+/* A LoRA of the transformer, applied at open (see rlx_flux2_dit_lora in
+ * flux2-dit.h for the names read and what scale means). */
 typedef struct rlx_flux2_lora {
-    const char *path; /* a LoRA .safetensors (diffusers or kohya names) */
-    float scale;
+    const char *path; /* a LoRA .safetensors (diffusers, BFL or kohya names) */
+    float scale;      /* the strength: 1 as trained */
 } rlx_flux2_lora;
 
 typedef struct rlx_flux2_params {

@@ -185,6 +185,60 @@ sed 's/"num_attention_heads": 2/"num_attention_heads": 3/' "$tmp/tiny/transforme
     >"$tmp/unknown/transformer/config.json"
 echo "not a picture" >"$tmp/junk.png"
 n=0
+# A LoRA (kohya names, on proj_out: B [128, 4], A [4, 256], alpha 4) made
+# here; the same seed with it gives another picture, with strength 0 the
+# same one, and the parameters chunk names it. wide-lora is the same module
+# at klein 4B's width (3072), which this model lacks.
+python3 - "$tmp" <<'PY'
+import json, math, struct, sys
+def st(path, tensors):
+    hdr, off, body = {}, 0, b""
+    for name, shape, vals in tensors:
+        data = struct.pack("<%df" % len(vals), *vals)
+        hdr[name] = {"dtype": "F32", "shape": shape, "data_offsets": [off, off + len(data)]}
+        off += len(data)
+        body += data
+    h = json.dumps(hdr).encode()
+    h += b" " * (-len(h) % 8)
+    open(path, "wb").write(struct.pack("<Q", len(h)) + h + body)
+def lora(path, width):
+    a = [math.sin(i * 0.37) * 0.2 for i in range(4 * width)]
+    b = [math.cos(i * 0.11) * 0.5 for i in range(128 * 4)]
+    st(path, [("lora_unet_final_layer_linear.lora_down.weight", [4, width], a),
+              ("lora_unet_final_layer_linear.lora_up.weight", [128, 4], b),
+              ("lora_unet_final_layer_linear.alpha", [], [4.0])])
+lora(sys.argv[1] + "/style-lora.safetensors", 256)
+lora(sys.argv[1] + "/wide-lora.safetensors", 3072)
+PY
+run -m "$tmp/tiny" -p "a red cat" --seed 7 -o "$tmp/plain.png" 2>"$tmp/err" || bad "without a LoRA: $(cat "$tmp/err")"
+if run -m "$tmp/tiny" -p "a red cat" --seed 7 -o "$tmp/lora.png" \
+    --lora "$tmp/style-lora.safetensors:0.9" 2>"$tmp/err"; then
+    ok "a LoRA: exit 0"
+else
+    bad "a LoRA: $(cat "$tmp/err")"
+fi
+run -m "$tmp/tiny" -p "a red cat" --seed 7 -o "$tmp/lora0.png" \
+    --lora "$tmp/style-lora.safetensors:0" 2>"$tmp/err" || bad "a LoRA at 0: $(cat "$tmp/err")"
+pixels() { python3 -c "
+import sys, zlib, struct
+d = open(sys.argv[1], 'rb').read(); i = 8; idat = b''
+while i < len(d):
+    n, t = struct.unpack('>I4s', d[i:i + 8])
+    if t == b'IDAT': idat += d[i + 8:i + 8 + n]
+    i += 12 + n
+print(zlib.crc32(zlib.decompress(idat)))" "$1"; }
+if [ -f "$tmp/lora.png" ] && [ "$(pixels "$tmp/lora.png")" != "$(pixels "$tmp/plain.png")" ]; then
+    ok "a LoRA changes the picture"
+else
+    bad "the LoRA left the picture as it was"
+fi
+[ -f "$tmp/lora0.png" ] && [ "$(pixels "$tmp/lora0.png")" = "$(pixels "$tmp/plain.png")" ] &&
+    ok "a LoRA at strength 0 changes nothing" || bad "a LoRA at strength 0 changed the picture"
+case $(params "$tmp/lora.png") in
+*"LoRA: style-lora.safetensors:0.9"*) ok "the parameters chunk names the LoRA" ;;
+*) bad "the parameters chunk: $(params "$tmp/lora.png")" ;;
+esac
+
 while IFS='|' read -r what words args; do
     n=$((n + 1))
     out=$tmp/bad-$n.png
@@ -205,7 +259,8 @@ a transformer that is not what its config says|different models|-m "$tmp/unknown
 a folder that does not exist|does not exist|-m "$tmp/nowhere" -p cat
 an empty prompt|prompt is empty|-m "$tmp/tiny" -p "  "
 0 steps|--steps|-m "$tmp/tiny" -p cat --steps 0
-a LoRA|LoRA|-m "$tmp/tiny" -p cat --lora "$tmp/style.safetensors:0.8"
+a LoRA file that does not exist|the LoRA file|-m "$tmp/tiny" -p cat --lora "$tmp/style.safetensors:0.8"
+a LoRA for another model|not for this FLUX.2 model|-m "$tmp/tiny" -p cat --lora "$tmp/wide-lora.safetensors"
 an init picture that cannot be read|--init|-m "$tmp/tiny" -p cat --init "$tmp/junk.png"
 a budget too small|budget|-m "$tmp/tiny" -p cat --memory-budget 1M
 a single transformer file without a text encoder|text encoder|-m "$tmp/tiny/transformer/diffusion_pytorch_model-00001-of-00002.safetensors" -p cat

@@ -30,6 +30,16 @@ Fixtures (float32 little-endian):
     flux2-dit-ref-edit.f32    [128][4][4] the same with the reference image
     flux2-dit-ref-guidance.f32 [128][4][4] the plain case on the same model plus a
                               guidance embedder (FLUX.2 dev's layout), guidance 3.5
+    flux2-dit-ref-lora.f32    [128][4][4] the plain case with a LoRA of rank 4 at
+                              strength 0.8 merged into the weights (W + 0.8 B A, as
+                              diffusers' fuse_lora does), on the modules of LORA_MODULES
+
+The LoRA: for each module (named as below, diffusers-style; "attn.qkv" is the
+double block's fused image q/k/v, whose B splits into to_q, to_k, to_v rows with
+one shared A, as BFL-named files store it), A [4, in] = u("lora_A." + module) *
+(float)sqrt(3 / in) and B [out, 4] = u("lora_B." + module) * (float)(0.5 *
+sqrt(3 / 4)), both float32. tests/test-flux2-dit.c writes them in diffusers/PEFT
+names and in kohya's BFL names (with an alpha) and expects this fixture from both.
 """
 import math
 import os
@@ -118,6 +128,36 @@ def make_weights():
         else:
             v = np.float32(1.0) + u / np.float32(8.0)
         w[name] = torch.from_numpy(v).to(torch.bfloat16).to(torch.float32)
+    return w
+
+
+LORA_RANK, LORA_STRENGTH = 4, 0.8
+# (module, in, out); the weights each changes are in lora_merge
+LORA_MODULES = (('transformer_blocks.0.attn.qkv', HIDDEN, 3 * HIDDEN),
+                ('transformer_blocks.0.attn.add_k_proj', HIDDEN, HIDDEN),
+                ('transformer_blocks.0.attn.to_add_out', HIDDEN, HIDDEN),
+                ('transformer_blocks.0.ff.linear_in', HIDDEN, 2 * MLP),
+                ('single_transformer_blocks.0.attn.to_qkv_mlp_proj', HIDDEN, 3 * HIDDEN + 2 * MLP),
+                ('single_transformer_blocks.0.attn.to_out', HIDDEN + MLP, HIDDEN),
+                ('norm_out.linear', HIDDEN, 2 * HIDDEN),
+                ('x_embedder', IN_CH, HIDDEN))
+
+
+def lora_merge(w):
+    """The weights with every LoRA module's 0.8 * B @ A added (float64)."""
+    w = dict(w)
+    for m, n_in, n_out in LORA_MODULES:
+        a = uniform('lora_A.' + m, LORA_RANK * n_in).reshape(LORA_RANK, n_in) * \
+            np.float32(math.sqrt(3.0 / n_in))
+        b = uniform('lora_B.' + m, n_out * LORA_RANK).reshape(n_out, LORA_RANK) * \
+            np.float32(0.5 * math.sqrt(3.0 / LORA_RANK))
+        d = LORA_STRENGTH * (torch.from_numpy(b).double() @ torch.from_numpy(a).double())
+        if m.endswith('attn.qkv'):
+            p = m[:-len('qkv')]
+            for i, n in enumerate(('to_q', 'to_k', 'to_v')):
+                w[p + n + '.weight'] = w[p + n + '.weight'].double() + d[i * HIDDEN:(i + 1) * HIDDEN]
+        else:
+            w[m + '.weight'] = w[m + '.weight'].double() + d
     return w
 
 
@@ -258,6 +298,10 @@ def main():
             v.tofile(path)
             print('%s: mean %.5f, std %.5f, max |v| %.5f' % (path, v.mean(), v.std(),
                                                               np.abs(v).max()))
+        v = forward(lora_merge(w), lat, [], text, SIGMA).numpy().astype('<f4')
+        path = os.path.join(out_dir, 'flux2-dit-ref-lora.f32')
+        v.tofile(path)
+        print('%s: mean %.5f, std %.5f, max |v| %.5f' % (path, v.mean(), v.std(), np.abs(v).max()))
 
 
 if __name__ == '__main__':
