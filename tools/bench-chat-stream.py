@@ -12,7 +12,9 @@ and threads) and reads its decode speed. Prints:
   - the tokens/s the page received and the CLI's, and their ratio;
   - the main thread's CPU seconds per 1,000 tokens over the first 1,000
     tokens and over the last 1,000, its share of the time passed, and the
-    page's tokens/s, over the same two windows.
+    page's tokens/s, over the same two windows;
+  - the same CPU per 1,000 tokens and per showing over each 500 tokens (the
+    first window draws less than a page of text: the view is not full yet).
 
 Each pair runs back to back, --repeat times (default 2), app first then CLI.
 
@@ -120,6 +122,20 @@ def window(points, first):
     return b[0] - a[0], b[1] - a[1], b[2] - a[2], b[3] - a[3]
 
 
+def series(points, step=500):
+    """Per window of `step` tokens: (first token, CPU s per 1,000 tokens, ms per showing).
+    The windows show whether the cost settles once the view is full of text (the
+    first window draws less than a page) or keeps growing with the reply."""
+    out = []
+    prev = (0, 0.0, 0.0, 0)
+    for p in points:
+        if p[0] - prev[0] >= step:
+            n, cpu, k = p[0] - prev[0], p[2] - prev[2], p[3] - prev[3]
+            out.append((prev[0], round(cpu / n * 1000, 3), round(cpu / k * 1000, 1) if k else 0))
+            prev = p
+    return out
+
+
 def cpu_per_1000(points, first):
     """Main-thread CPU seconds per 1,000 tokens over the first or last ~1,000."""
     n, _, cpu, _ = window(points, first)
@@ -175,7 +191,8 @@ def main():
                  "showings_last": window(points, False)[3],
                  "busy_last": round(busy(points, False), 3),
                  "page_tps_first": round(window(points, True)[0] / window(points, True)[1], 1),
-                 "page_tps_last": round(window(points, False)[0] / window(points, False)[1], 1)}
+                 "page_tps_last": round(window(points, False)[0] / window(points, False)[1], 1),
+                 "by_500_tokens": series(points)}
             results.append(r)
             if not args.json:
                 print("run %d: page %d tokens at %.1f tokens/s, rlx generate %d at %.1f "
@@ -188,6 +205,9 @@ def main():
                          100 * r["busy_last"], r["page_tps_first"], r["page_tps_last"],
                          r["showings_first"], r["showings_last"], r["ms_per_showing_first"],
                          r["ms_per_showing_last"]))
+                print("  by 500 tokens (from token: main-thread CPU s per 1,000 tokens, ms "
+                      "per showing): " + "; ".join("%d: %.3f s, %.1f ms" % w
+                                                   for w in r["by_500_tokens"]))
                 sys.stdout.flush()
     if args.json:
         print(json.dumps(results, indent=2))

@@ -87,6 +87,9 @@ struct _RlxChatPane {
     double render_cpu0;     /* the main thread's CPU seconds then */
     int render_tokens0;     /* the reply's tokens then */
     gboolean follow;        /* the view stays at the end as the text grows */
+    GHashTable *culled;     /* GtkWidget * (a reference) drawn at opacity 0: off screen */
+    GdkFrameClock *cull_clock;
+    gulong cull_handler;
     GCancellable *stop;
     guint save_source; /* the streaming reply's next save */
     gboolean loading;
@@ -1695,6 +1698,8 @@ void rlx_chat_pane_show_sampling(RlxChatPane *self)
     gtk_menu_button_popup(self->sampling_button);
 }
 
+static void cull_stop(RlxChatPane *self);
+
 static void rlx_chat_pane_dispose(GObject *object)
 {
     RlxChatPane *self = RLX_CHAT_PANE(object);
@@ -1713,16 +1718,106 @@ static void rlx_chat_pane_dispose(GObject *object)
     g_clear_object(&self->stop);
     g_clear_handle_id(&self->save_source, g_source_remove);
     cancel_render(self);
+    cull_stop(self);
     g_clear_object(&self->engine);
     g_clear_object(&self->settings);
     gtk_widget_dispose_template(GTK_WIDGET(object), RLX_TYPE_CHAT_PANE);
     G_OBJECT_CLASS(rlx_chat_pane_parent_class)->dispose(object);
 }
 
+/* ---- drawing only what is on screen ------------------------------------- */
+
+/* GTK 4.8 draws every widget in the scrolled conversation each frame, and
+ * its cairo renderer pays for each glyph even where the clip hides it: a
+ * page's work per frame grew with the length of the conversation (a
+ * 2,000-token reply cost a third more per showing at its end than at its
+ * start). So after each layout the message cards, and the blocks of the
+ * cards that straddle the view, that lie wholly outside it (by more than
+ * CULL_MARGIN) are drawn at opacity 0 (which GTK skips entirely) and keep their place in the
+ * layout; those that come near the view again are drawn as before. Only
+ * boxes are descended into (cards, their bodies, a reply's blocks), not
+ * the insides of library widgets. */
+#define CULL_DEPTH 4
+/* pixels beyond the view still drawn: the pass runs in the layout phase
+ * of every frame, before that frame is drawn, so scrolling never shows a
+ * culled widget; this only spares toggling at the edge */
+#define CULL_MARGIN 64
+
+static void cull_walk(GtkWidget *w, GtkWidget *view, double top, double bottom, GHashTable *now,
+                      int depth)
+{
+    for (GtkWidget *c = gtk_widget_get_first_child(w); c; c = gtk_widget_get_next_sibling(c)) {
+        graphene_rect_t r;
+        if (!gtk_widget_get_visible(c) || !gtk_widget_compute_bounds(c, view, &r))
+            continue;
+        double y0 = r.origin.y, y1 = r.origin.y + r.size.height;
+        if (y1 < top || y0 > bottom)
+            g_hash_table_add(now, g_object_ref(c));
+        else if ((y0 < top || y1 > bottom) && depth < CULL_DEPTH && GTK_IS_BOX(c))
+            cull_walk(c, view, top, bottom, now, depth + 1);
+    }
+}
+
+static void cull_offscreen(GdkFrameClock *clock, RlxChatPane *self)
+{
+    /* From where the widgets are allocated in the scrolled window (what this
+     * frame draws), not from the adjustment: its value can run ahead of the
+     * viewport's allocation within a frame (following the end as it grows). */
+    GtkWidget *view = GTK_WIDGET(self->scroller);
+    int height = gtk_widget_get_height(view);
+    if (height <= 0)
+        return;
+    GHashTable *now = g_hash_table_new_full(NULL, NULL, g_object_unref, NULL);
+    cull_walk(GTK_WIDGET(self->messages), view, -CULL_MARGIN, height + CULL_MARGIN, now, 0);
+    GHashTableIter it;
+    gpointer w;
+    g_hash_table_iter_init(&it, self->culled);
+    while (g_hash_table_iter_next(&it, &w, NULL))
+        if (!g_hash_table_contains(now, w))
+            gtk_widget_set_opacity(w, 1.0);
+    g_hash_table_iter_init(&it, now);
+    while (g_hash_table_iter_next(&it, &w, NULL))
+        if (!g_hash_table_contains(self->culled, w))
+            gtk_widget_set_opacity(w, 0.0);
+    g_hash_table_unref(self->culled);
+    self->culled = now;
+}
+
+static void cull_stop(RlxChatPane *self)
+{
+    if (self->cull_clock)
+        g_signal_handler_disconnect(self->cull_clock, self->cull_handler);
+    g_clear_object(&self->cull_clock);
+    self->cull_handler = 0;
+    /* everything drawn again, should the pane be shown elsewhere */
+    GHashTableIter it;
+    gpointer w;
+    g_hash_table_iter_init(&it, self->culled);
+    while (g_hash_table_iter_next(&it, &w, NULL))
+        gtk_widget_set_opacity(w, 1.0);
+    g_hash_table_remove_all(self->culled);
+}
+
 static void rlx_chat_pane_map(GtkWidget *widget)
 {
+    RlxChatPane *self = RLX_CHAT_PANE(widget);
     GTK_WIDGET_CLASS(rlx_chat_pane_parent_class)->map(widget);
-    rlx_toasts_flush(&RLX_CHAT_PANE(widget)->toasts);
+    rlx_toasts_flush(&self->toasts);
+    /* after GTK's own layout handler, which connected when the window was
+     * realized: the allocations are this frame's */
+    cull_stop(self);
+    self->cull_clock = gtk_widget_get_frame_clock(widget);
+    if (self->cull_clock) {
+        g_object_ref(self->cull_clock);
+        self->cull_handler =
+            g_signal_connect(self->cull_clock, "layout", G_CALLBACK(cull_offscreen), self);
+    }
+}
+
+static void rlx_chat_pane_unmap(GtkWidget *widget)
+{
+    cull_stop(RLX_CHAT_PANE(widget));
+    GTK_WIDGET_CLASS(rlx_chat_pane_parent_class)->unmap(widget);
 }
 
 static void rlx_chat_pane_finalize(GObject *object)
@@ -1730,6 +1825,7 @@ static void rlx_chat_pane_finalize(GObject *object)
     RlxChatPane *self = RLX_CHAT_PANE(object);
     rlx_toasts_clear(&self->toasts);
     g_ptr_array_unref(self->convs);
+    g_hash_table_unref(self->culled);
     g_free(self->model_path);
     G_OBJECT_CLASS(rlx_chat_pane_parent_class)->finalize(object);
 }
@@ -1741,6 +1837,7 @@ static void rlx_chat_pane_class_init(RlxChatPaneClass *klass)
     object_class->dispose = rlx_chat_pane_dispose;
     object_class->finalize = rlx_chat_pane_finalize;
     widget_class->map = rlx_chat_pane_map;
+    widget_class->unmap = rlx_chat_pane_unmap;
 
     gtk_widget_class_set_layout_manager_type(widget_class, GTK_TYPE_BIN_LAYOUT);
     gtk_widget_class_set_template_from_resource(widget_class, "/org/rlx/Studio/rlx-chat-pane.ui");
@@ -1815,6 +1912,7 @@ static void rlx_chat_pane_init(RlxChatPane *self)
                            G_BINDING_BIDIRECTIONAL | G_BINDING_SYNC_CREATE);
     gtk_label_set_text(self->model_details, _("Open a GGUF model with Ctrl+O, or drop one here"));
     self->convs = g_ptr_array_new_with_free_func((GDestroyNotify)conv_free);
+    self->culled = g_hash_table_new_full(NULL, NULL, g_object_unref, NULL);
     gtk_list_box_set_filter_func(self->conv_list, filter_row, self, NULL);
     g_signal_connect(self->conv_list, "row-selected", G_CALLBACK(row_selected), self);
     g_signal_connect(self->search, "search-changed", G_CALLBACK(search_changed), self);

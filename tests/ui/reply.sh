@@ -165,6 +165,12 @@ shot long-code
 ink=$(convert "$art/reply-long-code.png" -crop 700x200+380+300 -threshold 40% -negate -format '%[fx:mean*w*h]' info:)
 echo "dark pixels in the code block: $ink"
 [ "${ink%.*}" -gt 500 ] || fail "the code block is empty after opening it from the sidebar"
+# Everything in view is drawn (the page skips drawing what lies outside the
+# view): the text of the first message and the answer's first paragraph,
+# above the code block, have ink too.
+ink=$(convert "$art/reply-long-code.png" -crop 500x140+370+110 -threshold 40% -negate -format '%[fx:mean*w*h]' info:)
+echo "dark pixels above the code block: $ink"
+[ "${ink%.*}" -gt 300 ] || fail "the messages above the code block are not drawn"
 quit
 check_log saved
 
