@@ -452,6 +452,9 @@ static void run_prompt(RlxSegmenter *self, const PromptReq *req)
     float *logits = g_try_malloc(npix * sizeof *logits);
     GPtrArray *props = g_ptr_array_new_with_free_func((GDestroyNotify)rlx_segment_proposal_free);
     rlx_image_prep_params pp = rlx_sam_prep_params(rlx_sam_file_runner(self->file));
+    rlx_sam_info info = {0};
+    bool sam2 =
+        rlx_sam_info_get(rlx_sam_file_runner(self->file), &info, NULL) == RLX_OK && info.sam2;
     for (int k = 0; k < n && logits; k++) {
         uint8_t *mask = g_try_malloc(npix);
         rlx_sam_proposal sp;
@@ -469,8 +472,14 @@ static void run_prompt(RlxSegmenter *self, const PromptReq *req)
         r->width = im->width;
         r->height = im->height;
         r->mask = g_bytes_new_take(mask, npix);
-        r->low_res = g_bytes_new(low + (size_t)k * RLX_SAM_MASK_SIDE * RLX_SAM_MASK_SIDE,
-                                 sizeof(float) * RLX_SAM_MASK_SIDE * RLX_SAM_MASK_SIDE);
+        /* SAM 2's predictor hands back its low-res logits clamped to
+         * +-32 (what a refinement then gets); SAM's does not clamp */
+        float *lr = g_memdup2(low + (size_t)k * RLX_SAM_MASK_SIDE * RLX_SAM_MASK_SIDE,
+                              sizeof(float) * RLX_SAM_MASK_SIDE * RLX_SAM_MASK_SIDE);
+        if (sam2)
+            for (int i = 0; i < RLX_SAM_MASK_SIDE * RLX_SAM_MASK_SIDE; i++)
+                lr[i] = lr[i] < -32.0f ? -32.0f : lr[i] > 32.0f ? 32.0f : lr[i];
+        r->low_res = g_bytes_new_take(lr, sizeof(float) * RLX_SAM_MASK_SIDE * RLX_SAM_MASK_SIDE);
         /* best (predicted IoU) first */
         guint at = 0;
         while (at < props->len && ((RlxSegmentProposal *)props->pdata[at])->iou >= r->iou)
