@@ -48,6 +48,10 @@ struct _RlxImaginePane {
     GtkSpinButton *width, *height, *steps, *seed, *guidance;
     GtkCheckButton *keep_seed;
     GtkWidget *guidance_row;
+    GtkWidget *lora_row; /* shown with a LoRA */
+    GtkLabel *lora_label;
+    GtkSpinButton *lora_strength;
+    guint lora_wait; /* the strength is written (and the model opened again) when it rests */
     GtkWidget *start_box;
     GtkPicture *start_picture;
     GtkLabel *start_label;
@@ -654,6 +658,7 @@ static void apply_model(RlxImaginePane *self)
     g_autofree char *te = setting(self, "imagine-text-encoder");
     g_autofree char *vae = setting(self, "imagine-vae");
     g_autofree char *prev = setting(self, "imagine-preview-decoder");
+    g_autofree char *lora = setting(self, "imagine-lora");
     gboolean folder = g_file_test(self->model, G_FILE_TEST_IS_DIR);
     RlxImagineModel m = {
         .model = self->model,
@@ -661,6 +666,9 @@ static void apply_model(RlxImaginePane *self)
         .text_encoder = folder ? NULL : te,
         .vae = folder ? NULL : vae,
         .preview_decoder = prev,
+        .lora = lora,
+        .lora_strength =
+            self->settings ? g_settings_get_double(self->settings, "imagine-lora-strength") : 1.0,
         .device = dev && *dev ? dev : "cpu",
         .n_threads = self->settings ? g_settings_get_int(self->settings, "threads") : 0,
         .budget = self->settings
@@ -682,9 +690,43 @@ static void set_model(RlxImaginePane *self, const char *path)
     update_state(self);
 }
 
+/* The LoRA row: shown with a LoRA, its file's name and strength. */
+static void lora_refresh(RlxImaginePane *self)
+{
+    g_autofree char *lora = setting(self, "imagine-lora");
+    gtk_widget_set_visible(self->lora_row, lora && *lora);
+    g_autofree char *base = lora && *lora ? g_path_get_basename(lora) : g_strdup("");
+    gtk_label_set_text(self->lora_label, base);
+    gtk_widget_set_tooltip_text(GTK_WIDGET(self->lora_label), lora);
+    if (self->settings && !self->lora_wait)
+        gtk_spin_button_set_value(self->lora_strength,
+                                  g_settings_get_double(self->settings, "imagine-lora-strength"));
+}
+
 static void settings_changed(GSettings *s, const char *key, RlxImaginePane *self)
 {
+    if (g_str_has_prefix(key, "imagine-lora"))
+        lora_refresh(self);
     apply_model(self); /* opened again only when something it uses changed */
+}
+
+static gboolean lora_rested(gpointer data)
+{
+    RlxImaginePane *self = data;
+    self->lora_wait = 0;
+    if (self->settings)
+        g_settings_set_double(self->settings, "imagine-lora-strength",
+                              gtk_spin_button_get_value(self->lora_strength));
+    return G_SOURCE_REMOVE;
+}
+
+static void lora_strength_changed(GtkSpinButton *sb, RlxImaginePane *self)
+{
+    if (self->settings && gtk_spin_button_get_value(sb) ==
+                              g_settings_get_double(self->settings, "imagine-lora-strength"))
+        return;
+    g_clear_handle_id(&self->lora_wait, g_source_remove);
+    self->lora_wait = g_timeout_add(600, lora_rested, self);
 }
 
 /* ---- the form --------------------------------------------------------------------- */
@@ -1142,6 +1184,11 @@ static void act(GtkWidget *w, const char *name, GVariant *param)
         choose(self, "imagine-text-encoder", _("Choose the Text Encoder"), FALSE);
     } else if (!strcmp(name, "imagine.vae")) {
         choose(self, "imagine-vae", _("Choose the VAE"), FALSE);
+    } else if (!strcmp(name, "imagine.lora")) {
+        choose(self, "imagine-lora", _("Choose a LoRA"), FALSE);
+    } else if (!strcmp(name, "imagine.lora-none")) {
+        if (self->settings)
+            g_settings_set_string(self->settings, "imagine-lora", "");
     } else if (!strcmp(name, "imagine.preview-decoder")) {
         choose(self, "imagine-preview-decoder", _("Choose the Preview Decoder (TAEF2)"), FALSE);
     } else if (!strcmp(name, "imagine.dice")) {
@@ -1195,6 +1242,7 @@ void rlx_imagine_pane_setup(RlxImaginePane *self, GSettings *settings)
     int h = g_settings_get_int(settings, "imagine-height");
     gtk_spin_button_set_value(self->width, w);
     gtk_spin_button_set_value(self->height, h);
+    lora_refresh(self);
     g_autofree char *model = g_settings_get_string(settings, "imagine-model");
     if (model && *model) {
         /* a model that went away: the page says so where it is asked for */
@@ -1206,7 +1254,9 @@ void rlx_imagine_pane_setup(RlxImaginePane *self, GSettings *settings)
                                        "memory-budget-mib",
                                        "imagine-text-encoder",
                                        "imagine-vae",
-                                       "imagine-preview-decoder"};
+                                       "imagine-preview-decoder",
+                                       "imagine-lora",
+                                       "imagine-lora-strength"};
     for (size_t i = 0; i < G_N_ELEMENTS(keys); i++) {
         g_autofree char *sig = g_strconcat("changed::", keys[i], NULL);
         g_signal_connect(settings, sig, G_CALLBACK(settings_changed), self);
@@ -1301,6 +1351,11 @@ static GtkWidget *build_form(RlxImaginePane *self)
     g_menu_append(parts, _("_Preview Decoder (TAEF2)…"), "imagine.preview-decoder");
     g_menu_append_section(menu, NULL, G_MENU_MODEL(parts));
     g_object_unref(parts);
+    GMenu *loras = g_menu_new();
+    g_menu_append(loras, _("_LoRA…"), "imagine.lora");
+    g_menu_append(loras, _("_No LoRA"), "imagine.lora-none");
+    g_menu_append_section(menu, NULL, G_MENU_MODEL(loras));
+    g_object_unref(loras);
     GtkWidget *mb = gtk_menu_button_new();
     gtk_menu_button_set_menu_model(GTK_MENU_BUTTON(mb), G_MENU_MODEL(menu));
     gtk_widget_set_tooltip_text(mb, _("The model's parts"));
@@ -1378,6 +1433,24 @@ static GtkWidget *build_form(RlxImaginePane *self)
     gtk_spin_button_set_value(self->guidance, 1);
     self->guidance_row = row(_("_Guidance"), GTK_WIDGET(self->guidance), NULL);
     gtk_box_append(GTK_BOX(form), self->guidance_row);
+
+    /* the LoRA (chosen in the model's menu) and its strength */
+    self->lora_strength = spin(-4, 4, 0.05, 2);
+    gtk_spin_button_set_value(self->lora_strength, 1);
+    self->lora_label = GTK_LABEL(gtk_label_new(NULL));
+    gtk_label_set_ellipsize(self->lora_label, PANGO_ELLIPSIZE_MIDDLE);
+    gtk_label_set_max_width_chars(self->lora_label, 18);
+    gtk_widget_add_css_class(GTK_WIDGET(self->lora_label), "dim-label");
+    GtkWidget *lb = gtk_box_new(GTK_ORIENTATION_HORIZONTAL, 6);
+    gtk_box_append(GTK_BOX(lb), GTK_WIDGET(self->lora_label));
+    gtk_box_append(GTK_BOX(lb), GTK_WIDGET(self->lora_strength));
+    self->lora_row =
+        row(_("_LoRA"), lb, _("How strongly the LoRA applies: 1 as trained, 0 not at all"));
+    gtk_label_set_mnemonic_widget(GTK_LABEL(gtk_widget_get_first_child(self->lora_row)),
+                                  GTK_WIDGET(self->lora_strength));
+    gtk_widget_set_visible(self->lora_row, FALSE);
+    g_signal_connect(self->lora_strength, "value-changed", G_CALLBACK(lora_strength_changed), self);
+    gtk_box_append(GTK_BOX(form), self->lora_row);
 
     /* the dropped picture */
     self->start_box = gtk_box_new(GTK_ORIENTATION_VERTICAL, 6);
@@ -1643,6 +1716,7 @@ static void rlx_imagine_pane_dispose(GObject *o)
         g_signal_handlers_disconnect_by_data(self->box, self);
     g_clear_handle_id(&self->tick, g_source_remove);
     g_clear_handle_id(&self->focus_idle, g_source_remove);
+    g_clear_handle_id(&self->lora_wait, g_source_remove);
     g_clear_handle_id(&self->thumbs_idle, g_source_remove);
     g_queue_clear_full(&self->thumbs_todo, g_object_unref);
     rlx_toasts_clear(&self->toasts);
@@ -1697,7 +1771,7 @@ static void rlx_imagine_pane_class_init(RlxImaginePaneClass *klass)
         "imagine.generate",     "imagine.stop",  "imagine.model", "imagine.model-folder",
         "imagine.text-encoder", "imagine.vae",   "imagine.dice",  "imagine.preview-decoder",
         "imagine.reuse",        "imagine.save",  "imagine.copy",  "imagine.delete",
-        "imagine.clear-start",  "imagine.retry",
+        "imagine.clear-start",  "imagine.retry", "imagine.lora",  "imagine.lora-none",
     };
     for (size_t i = 0; i < G_N_ELEMENTS(actions); i++)
         gtk_widget_class_install_action(wc, actions[i], NULL, act);

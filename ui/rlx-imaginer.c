@@ -29,9 +29,10 @@ typedef struct {
 } Event;
 
 typedef struct {
-    char *model, *text_encoder, *vae, *preview_decoder, *device;
+    char *model, *text_encoder, *vae, *preview_decoder, *device, *lora;
     int n_threads;
     uint64_t budget;
+    double lora_strength;
 } ModelReq;
 
 struct _RlxImaginer {
@@ -154,6 +155,7 @@ static void model_req_free(ModelReq *m)
     g_free(m->vae);
     g_free(m->preview_decoder);
     g_free(m->device);
+    g_free(m->lora);
     g_free(m);
 }
 
@@ -274,10 +276,10 @@ static void close_model(RlxImaginer *self)
 static void load_model(RlxImaginer *self, ModelReq *m)
 {
     g_autofree char *key =
-        g_strdup_printf("%s\n%s\n%s\n%s\n%s\n%d\n%" G_GUINT64_FORMAT, m->model,
+        g_strdup_printf("%s\n%s\n%s\n%s\n%s\n%d\n%" G_GUINT64_FORMAT "\n%s\n%g", m->model,
                         m->text_encoder ? m->text_encoder : "", m->vae ? m->vae : "",
                         m->preview_decoder ? m->preview_decoder : "", m->device ? m->device : "cpu",
-                        m->n_threads, m->budget);
+                        m->n_threads, m->budget, m->lora ? m->lora : "", m->lora_strength);
     if (self->flux && g_strcmp0(key, self->flux_key) == 0)
         return;
     close_model(self);
@@ -292,6 +294,10 @@ static void load_model(RlxImaginer *self, ModelReq *m)
     p.text_encoder = m->text_encoder && *m->text_encoder ? m->text_encoder : NULL;
     p.vae = m->vae && *m->vae ? m->vae : NULL;
     p.preview_decoder = m->preview_decoder && *m->preview_decoder ? m->preview_decoder : NULL;
+    if (m->lora && *m->lora) {
+        p.loras[0] = (rlx_flux2_lora){m->lora, (float)m->lora_strength};
+        p.n_loras = 1;
+    }
     rlx_error *err = NULL;
     rlx_flux2 *f = NULL;
     if (rlx_flux2_open(m->model, &p, &f, &err) != RLX_OK) {
@@ -308,6 +314,15 @@ static void load_model(RlxImaginer *self, ModelReq *m)
     rlx_flux2_info fi = rlx_flux2_get_info(f);
     g_autofree char *base = g_path_get_basename(m->model);
     self->model_name = g_strdup_printf("%s (%s)", base, fi.variant ? fi.variant : "FLUX.2");
+    if (p.n_loras) {
+        /* the settings a picture keeps name the LoRA too */
+        g_autofree char *lb = g_path_get_basename(m->lora);
+        char st[G_ASCII_DTOSTR_BUF_SIZE];
+        g_ascii_formatd(st, sizeof st, "%g", m->lora_strength);
+        char *with = g_strdup_printf("%s, LoRA: %s:%s", self->model_name, lb, st);
+        g_free(self->model_name);
+        self->model_name = with;
+    }
     RlxImagineInfo *info = g_new0(RlxImagineInfo, 1);
     info->variant = g_strdup(fi.variant ? fi.variant : "FLUX.2");
     info->name = g_strdup(base);
@@ -530,6 +545,8 @@ void rlx_imaginer_set_model(RlxImaginer *self, const RlxImagineModel *in)
     m->vae = g_strdup(in->vae);
     m->preview_decoder = g_strdup(in->preview_decoder);
     m->device = g_strdup(in->device);
+    m->lora = g_strdup(in->lora);
+    m->lora_strength = in->lora_strength;
     m->n_threads = in->n_threads;
     m->budget = in->budget;
     g_mutex_lock(&self->lock);

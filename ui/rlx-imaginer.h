@@ -59,6 +59,8 @@ typedef struct {
     const char *device;          /* "cpu", "vulkan:0"; NULL = cpu */
     int n_threads;               /* 0 = one per core */
     uint64_t budget;             /* bytes, 0 = the device's */
+    const char *lora;            /* a LoRA .safetensors of the transformer; NULL/"": none */
+    double lora_strength;        /* with lora: 1 as trained */
 } RlxImagineModel;
 
 typedef struct {

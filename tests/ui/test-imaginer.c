@@ -13,7 +13,8 @@
  * rounded with a note; an empty prompt and an unreadable start picture fail
  * with a sentence; Stop mid-run ends with "stopped" and writes nothing; two
  * requests queued run one after the other; dropping the imaginer mid-run
- * joins its thread.
+ * joins its thread; a LoRA is applied and named in the PNG's settings, one
+ * for another model fails with the pipeline's sentence.
  *
  * usage: test-imaginer TAEF2_DECODER */
 #include "rlx-imaginer.h"
@@ -290,6 +291,67 @@ static void test_run(void)
     g_string_free(r.order, TRUE);
 }
 
+/* A LoRA on the final projection, kohya names (in = width, out = 128). */
+static char *write_lora(const char *name, int width)
+{
+    char hdr[512];
+    int a_n = 4 * width, b_n = 128 * 4;
+    int hl = snprintf(hdr, sizeof hdr,
+                      "{\"lora_unet_final_layer_linear.lora_down.weight\":{\"dtype\":\"F32\","
+                      "\"shape\":[4,%d],\"data_offsets\":[0,%d]},"
+                      "\"lora_unet_final_layer_linear.lora_up.weight\":{\"dtype\":\"F32\","
+                      "\"shape\":[128,4],\"data_offsets\":[%d,%d]}}",
+                      width, 4 * a_n, 4 * a_n, 4 * (a_n + b_n));
+    while (hl % 8)
+        hdr[hl++] = ' ';
+    GByteArray *b = g_byte_array_new();
+    guint64 n = (guint64)hl;
+    g_byte_array_append(b, (const guint8 *)&n, 8);
+    g_byte_array_append(b, (const guint8 *)hdr, (guint)hl);
+    for (int i = 0; i < a_n + b_n; i++) {
+        float v = (float)((i * 37 % 101) - 50) / 500.0f;
+        g_byte_array_append(b, (const guint8 *)&v, 4);
+    }
+    char *path = g_build_filename(tmp_dir, name, NULL);
+    g_assert_true(g_file_set_contents(path, (const char *)b->data, (gssize)b->len, NULL));
+    g_byte_array_unref(b);
+    return path;
+}
+
+/* The page's LoRA: applied when the model opens, named in the settings a
+ * picture keeps; one for another width fails the model with a sentence. */
+static void test_lora(void)
+{
+    if (!g_getenv("RLX_TEST_FLUX2_MODEL")) {
+        g_test_skip("the stand-in pipeline takes no LoRA");
+        return;
+    }
+    Rec r = {0};
+    RlxImaginer *im = imaginer_new(&r);
+    g_autofree char *lora = write_lora("tiny-lora.safetensors", 256);
+    RlxImagineModel m = {.model = model, .device = "cpu", .lora = lora, .lora_strength = 0.8};
+    rlx_imaginer_set_model(im, &m);
+    g_autofree char *out = g_build_filename(tmp_dir, "lora.png", NULL);
+    RlxImagineSettings s = request("a cat", 128, 128, 2, out);
+    rlx_imaginer_generate(im, &s);
+    wait_until(&r.ended);
+    g_assert_nonnull(r.done);
+    g_assert_nonnull(strstr(r.done->model, "LoRA: tiny-lora.safetensors:0.8"));
+    g_assert_true(png_has_parameters(out, "LoRA: tiny-lora.safetensors:0.8"));
+
+    rec_clear(&r);
+    g_autofree char *wide = write_lora("wide-lora.safetensors", 3072);
+    m.lora = wide;
+    rlx_imaginer_set_model(im, &m);
+    rlx_imaginer_generate(im, &s);
+    wait_until(&r.ended);
+    g_assert_cmpstr(r.what, ==, "generate");
+    g_assert_nonnull(strstr(r.message, "not for this FLUX.2 model"));
+    g_object_unref(im);
+    rec_clear(&r);
+    g_string_free(r.order, TRUE);
+}
+
 static void test_stop(void)
 {
     Rec r = {0};
@@ -357,6 +419,7 @@ int main(int argc, char **argv)
     g_test_add_func("/imaginer/bad-model", test_bad_model);
     g_test_add_func("/imaginer/run", test_run);
     g_test_add_func("/imaginer/stop", test_stop);
+    g_test_add_func("/imaginer/lora", test_lora);
     int rc = g_test_run();
     g_autofree char *cmd = g_strdup_printf("rm -rf '%s'", tmp_dir);
     if (system(cmd) != 0)
