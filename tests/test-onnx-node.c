@@ -90,53 +90,7 @@ static void note(const char *fmt, ...)
 
 static double elem_at(const rlx_onnx_tensor *t, int64_t i)
 {
-    const uint8_t *p = t->data;
-    if (t->dtype == RLX_DTYPE_U16_BITS || t->elem_type == RLX_ONNX_UINT16) {
-        uint16_t h;
-        memcpy(&h, p + 2 * i, 2);
-        return h;
-    }
-    switch (t->dtype) {
-    case RLX_DTYPE_F32: {
-        float f;
-        memcpy(&f, p + 4 * i, 4);
-        return f;
-    }
-    case RLX_DTYPE_F64: {
-        double d;
-        memcpy(&d, p + 8 * i, 8);
-        return d;
-    }
-    case RLX_DTYPE_F16: {
-        uint16_t h;
-        memcpy(&h, p + 2 * i, 2);
-        return rlx_f16_to_f32(h);
-    }
-    case RLX_DTYPE_BF16: {
-        uint16_t h;
-        memcpy(&h, p + 2 * i, 2);
-        return rlx_bf16_to_f32(h);
-    }
-    case RLX_DTYPE_I64: {
-        int64_t x;
-        memcpy(&x, p + 8 * i, 8);
-        return (double)x;
-    }
-    case RLX_DTYPE_I32: {
-        int32_t x;
-        memcpy(&x, p + 4 * i, 4);
-        return x;
-    }
-    case RLX_DTYPE_I16: {
-        int16_t x;
-        memcpy(&x, p + 2 * i, 2);
-        return x;
-    }
-    case RLX_DTYPE_I8:
-        return (int8_t)p[i];
-    default:
-        return p[i];
-    }
+    return rlx_onnx_elem_get(t->data, t->elem_type, i);
 }
 
 typedef enum { R_PASS, R_FAIL, R_SKIP } result;

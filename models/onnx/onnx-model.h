@@ -135,6 +135,9 @@ RLX_API rlx_status rlx_onnx_runner_run(rlx_onnx_runner *r, const void *const *in
 
 /* Bytes of one element of an ONNX elem type the runner converts (0 if none). */
 RLX_API size_t rlx_onnx_elem_size(int32_t elem_type);
+/* Element i of packed ONNX data of that element type, as a double (F32,
+ * F64, F16, BF16 and the integer types; BOOL and UINT8 as bytes). */
+RLX_API double rlx_onnx_elem_get(const void *data, int32_t elem_type, int64_t i);
 
 #ifdef __cplusplus
 }

@@ -142,7 +142,7 @@ rlx_session *rlx_onnx_runner_session(rlx_onnx_runner *r)
     return r ? r->s : NULL;
 }
 
-static double load_elem(const void *p, int32_t e, int64_t i)
+double rlx_onnx_elem_get(const void *p, int32_t e, int64_t i)
 {
     const uint8_t *b = p;
     switch (e) {
@@ -263,7 +263,7 @@ rlx_status rlx_onnx_runner_run(rlx_onnx_runner *r, const void *const *inputs, vo
             continue;
         const rlx_onnx_io *io = rlx_onnx_import_input(r->im, i);
         for (int64_t k = 0; k < io->numel; k++) {
-            double v = load_elem(inputs[i], io->elem_type, k);
+            double v = rlx_onnx_elem_get(inputs[i], io->elem_type, k);
             if (io->graph_dtype == RLX_DTYPE_F32) {
                 float f = (float)v;
                 memcpy((uint8_t *)r->in_buf[i] + 4 * k, &f, 4);
