@@ -1,5 +1,7 @@
 #include "rlx-imaginer.h"
 
+#include "rlx-mailbox.h"
+
 #include "engine/image/image.h"
 #include "models/diffusion/flux2.h"
 
@@ -49,9 +51,7 @@ struct _RlxImaginer {
      * pipeline's own cancel is called with it (see rlx_imaginer_stop) */
     volatile gint stop;
     rlx_flux2 *flux; /* set and cleared by the thread under the lock */
-    GQueue events;   /* Event * */
-    GSource *source; /* the one pending dispatch, or NULL */
-    GMainContext *main;
+    RlxMailbox mail; /* reports to the main loop */
 
     /* worker thread only */
     char *flux_key;
@@ -161,78 +161,63 @@ static void model_req_free(ModelReq *m)
 
 /* ---- main-thread dispatch ------------------------------------------------ */
 
-static gboolean dispatch(gpointer data)
+static void deliver(GObject *owner, gpointer report)
 {
-    RlxImaginer *self = g_object_ref(RLX_IMAGINER(data));
-    g_mutex_lock(&self->lock);
-    GQueue q = self->events;
-    g_queue_init(&self->events);
-    g_clear_pointer(&self->source, g_source_unref);
-    g_mutex_unlock(&self->lock);
-    for (Event *e; (e = g_queue_pop_head(&q));) {
-        switch (e->kind) {
-        case EV_LOADING:
-            g_signal_emit(self, signals[SIG_LOADING], 0, e->what, e->a);
-            break;
-        case EV_MODEL_READY:
-            info_free(self->info);
-            self->info = g_steal_pointer(&e->info);
-            g_signal_emit(self, signals[SIG_MODEL_READY], 0, self->info);
-            break;
-        case EV_NOTE:
-            g_signal_emit(self, signals[SIG_NOTE], 0, e->text);
-            break;
-        case EV_PROGRESS:
-            g_signal_emit(self, signals[SIG_PROGRESS], 0, e->step, e->steps, e->a, e->b,
-                          e->texture);
-            break;
-        case EV_FINISHED:
+    RlxImaginer *self = RLX_IMAGINER(owner);
+    Event *e = report;
+    switch (e->kind) {
+    case EV_LOADING:
+        g_signal_emit(self, signals[SIG_LOADING], 0, e->what, e->a);
+        break;
+    case EV_MODEL_READY:
+        info_free(self->info);
+        self->info = g_steal_pointer(&e->info);
+        g_signal_emit(self, signals[SIG_MODEL_READY], 0, self->info);
+        break;
+    case EV_NOTE:
+        g_signal_emit(self, signals[SIG_NOTE], 0, e->text);
+        break;
+    case EV_PROGRESS:
+        g_signal_emit(self, signals[SIG_PROGRESS], 0, e->step, e->steps, e->a, e->b, e->texture);
+        break;
+    case EV_FINISHED:
+        self->pending = self->pending ? self->pending - 1 : 0;
+        g_signal_emit(self, signals[SIG_FINISHED], 0, e->texture, e->settings);
+        break;
+    case EV_STOPPED:
+        self->pending = self->pending ? self->pending - 1 : 0;
+        g_signal_emit(self, signals[SIG_STOPPED], 0, e->step, e->steps);
+        break;
+    case EV_FAILED:
+        if (g_strcmp0(e->what, "model") == 0)
+            g_clear_pointer(&self->info, info_free);
+        /* a request ends with its failure, except a PNG that could not
+         * be written ("finished" follows it) and a model's */
+        if (e->ends)
             self->pending = self->pending ? self->pending - 1 : 0;
-            g_signal_emit(self, signals[SIG_FINISHED], 0, e->texture, e->settings);
-            break;
-        case EV_STOPPED:
-            self->pending = self->pending ? self->pending - 1 : 0;
-            g_signal_emit(self, signals[SIG_STOPPED], 0, e->step, e->steps);
-            break;
-        case EV_FAILED:
-            if (g_strcmp0(e->what, "model") == 0)
-                g_clear_pointer(&self->info, info_free);
-            /* a request ends with its failure, except a PNG that could not
-             * be written ("finished" follows it) and a model's */
-            if (e->ends)
-                self->pending = self->pending ? self->pending - 1 : 0;
-            g_signal_emit(self, signals[SIG_FAILED], 0, e->status, e->what, e->text);
-            break;
-        case EV_MEMORY:
-            g_signal_emit(self, signals[SIG_MEMORY], 0, &e->mem);
-            break;
-        }
-        event_free(e);
+        g_signal_emit(self, signals[SIG_FAILED], 0, e->status, e->what, e->text);
+        break;
+    case EV_MEMORY:
+        g_signal_emit(self, signals[SIG_MEMORY], 0, &e->mem);
+        break;
     }
-    g_object_unref(self);
-    return G_SOURCE_REMOVE;
+}
+
+/* A step's report replaces the one before that the page has not seen
+ * (keeping its preview when the newer has none). */
+static gboolean replaces(gpointer last, gpointer newer)
+{
+    Event *l = last, *e = newer;
+    if (e->kind != EV_PROGRESS || l->kind != EV_PROGRESS)
+        return FALSE;
+    if (!e->texture && l->texture)
+        e->texture = g_steal_pointer(&l->texture);
+    return TRUE;
 }
 
 static void post(RlxImaginer *self, Event *e)
 {
-    g_mutex_lock(&self->lock);
-    /* a step's report replaces the one before that the page has not seen */
-    Event *tail = g_queue_peek_tail(&self->events);
-    if (e->kind == EV_PROGRESS && tail && tail->kind == EV_PROGRESS) {
-        g_queue_pop_tail(&self->events);
-        if (!e->texture && tail->texture)
-            e->texture = g_steal_pointer(&tail->texture);
-        event_free(tail);
-    }
-    g_queue_push_tail(&self->events, e);
-    if (!self->source) {
-        self->source = g_idle_source_new();
-        /* not below the frame clock: the progress bar draws every frame */
-        g_source_set_priority(self->source, G_PRIORITY_DEFAULT);
-        g_source_set_callback(self->source, dispatch, self, NULL);
-        g_source_attach(self->source, self->main);
-    }
-    g_mutex_unlock(&self->lock);
+    rlx_mailbox_post(&self->mail, e);
 }
 
 static Event *event_new(int kind, const char *what, const char *text)
@@ -602,9 +587,8 @@ static void rlx_imaginer_init(RlxImaginer *self)
 {
     g_mutex_init(&self->lock);
     g_cond_init(&self->wake);
-    g_queue_init(&self->events);
     g_queue_init(&self->requests);
-    self->main = g_main_context_ref_thread_default();
+    rlx_mailbox_init(&self->mail, G_OBJECT(self), deliver, (GDestroyNotify)event_free, replaces);
     self->thread = g_thread_new("rlx-imaginer", worker, self);
 }
 
@@ -622,14 +606,9 @@ static void rlx_imaginer_finalize(GObject *o)
     g_cond_signal(&self->wake);
     g_mutex_unlock(&self->lock);
     g_thread_join(self->thread);
-    if (self->source) {
-        g_source_destroy(self->source);
-        g_source_unref(self->source);
-    }
-    g_queue_clear_full(&self->events, (GDestroyNotify)event_free);
+    rlx_mailbox_clear(&self->mail);
     model_req_free(self->want_model);
     info_free(self->info);
-    g_main_context_unref(self->main);
     g_mutex_clear(&self->lock);
     g_cond_clear(&self->wake);
     G_OBJECT_CLASS(rlx_imaginer_parent_class)->finalize(o);

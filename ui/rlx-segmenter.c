@@ -1,5 +1,7 @@
 #include "rlx-segmenter.h"
 
+#include "rlx-mailbox.h"
+
 #include "engine/image/image.h"
 #include "engine/runtime/session.h"
 #include "models/isnet/isnet.h"
@@ -66,9 +68,7 @@ struct _RlxSegmenter {
     char *want_image;     /* waiting */
     PromptReq *want_prompt;
     int want_all;    /* points per side; 0: none asked */
-    GQueue events;   /* Event * */
-    GSource *source; /* the one pending dispatch, or NULL */
-    GMainContext *main;
+    RlxMailbox mail; /* reports to the main loop */
     /* the runner's session reads it between instructions: set by a new
      * model or image (the newest wins) and at the end, cleared by the
      * thread when it takes the next work */
@@ -136,71 +136,52 @@ static void model_req_free(ModelReq *m)
 
 /* ---- main-thread dispatch ------------------------------------------------ */
 
-static gboolean dispatch(gpointer data)
+static void deliver(GObject *owner, gpointer report)
 {
-    RlxSegmenter *self = g_object_ref(RLX_SEGMENTER(data));
-    g_mutex_lock(&self->lock);
-    GQueue q = self->events;
-    g_queue_init(&self->events);
-    g_clear_pointer(&self->source, g_source_unref);
-    g_mutex_unlock(&self->lock);
-    for (Event *e; (e = g_queue_pop_head(&q));) {
-        switch (e->kind) {
-        case EV_LOADING:
-            g_signal_emit(self, signals[SIG_LOADING], 0, e->what, e->a);
-            break;
-        case EV_MODEL_READY:
-            self->removes_background = e->a != 0;
-            g_signal_emit(self, signals[SIG_MODEL_READY], 0, e->text);
-            break;
-        case EV_IMAGE_READY:
+    RlxSegmenter *self = RLX_SEGMENTER(owner);
+    Event *e = report;
+    switch (e->kind) {
+    case EV_LOADING:
+        g_signal_emit(self, signals[SIG_LOADING], 0, e->what, e->a);
+        break;
+    case EV_MODEL_READY:
+        self->removes_background = e->a != 0;
+        g_signal_emit(self, signals[SIG_MODEL_READY], 0, e->text);
+        break;
+    case EV_IMAGE_READY:
+        self->ready = FALSE;
+        g_signal_emit(self, signals[SIG_IMAGE_READY], 0, e->texture);
+        break;
+    case EV_ENCODED:
+        self->ready = TRUE;
+        g_signal_emit(self, signals[SIG_ENCODED], 0, e->a);
+        break;
+    case EV_MASKS:
+        g_signal_emit(self, signals[SIG_MASKS], 0, e->serial, e->proposals);
+        break;
+    case EV_EVERYTHING:
+        g_signal_emit(self, signals[SIG_EVERYTHING], 0, e->proposals);
+        break;
+    case EV_CUTOUT:
+        g_signal_emit(self, signals[SIG_CUTOUT], 0, e->texture, e->alpha, e->a);
+        break;
+    case EV_MEMORY:
+        g_signal_emit(self, signals[SIG_MEMORY], 0, &e->mem);
+        break;
+    case EV_FAILED:
+        /* a picture that could not be read leaves the last one ready */
+        if (g_strcmp0(e->what, "model") == 0 || g_strcmp0(e->what, "encode") == 0)
             self->ready = FALSE;
-            g_signal_emit(self, signals[SIG_IMAGE_READY], 0, e->texture);
-            break;
-        case EV_ENCODED:
-            self->ready = TRUE;
-            g_signal_emit(self, signals[SIG_ENCODED], 0, e->a);
-            break;
-        case EV_MASKS:
-            g_signal_emit(self, signals[SIG_MASKS], 0, e->serial, e->proposals);
-            break;
-        case EV_EVERYTHING:
-            g_signal_emit(self, signals[SIG_EVERYTHING], 0, e->proposals);
-            break;
-        case EV_CUTOUT:
-            g_signal_emit(self, signals[SIG_CUTOUT], 0, e->texture, e->alpha, e->a);
-            break;
-        case EV_MEMORY:
-            g_signal_emit(self, signals[SIG_MEMORY], 0, &e->mem);
-            break;
-        case EV_FAILED:
-            /* a picture that could not be read leaves the last one ready */
-            if (g_strcmp0(e->what, "model") == 0 || g_strcmp0(e->what, "encode") == 0)
-                self->ready = FALSE;
-            if (g_strcmp0(e->what, "model") == 0)
-                self->removes_background = FALSE;
-            g_signal_emit(self, signals[SIG_FAILED], 0, e->status, e->what, e->text);
-            break;
-        }
-        event_free(e);
+        if (g_strcmp0(e->what, "model") == 0)
+            self->removes_background = FALSE;
+        g_signal_emit(self, signals[SIG_FAILED], 0, e->status, e->what, e->text);
+        break;
     }
-    g_object_unref(self);
-    return G_SOURCE_REMOVE;
 }
 
 static void post(RlxSegmenter *self, Event *e)
 {
-    g_mutex_lock(&self->lock);
-    g_queue_push_tail(&self->events, e);
-    if (!self->source) {
-        self->source = g_idle_source_new();
-        /* not below the frame clock: a pulsing progress bar draws every
-         * frame, and an idle-priority report would wait for it to stop */
-        g_source_set_priority(self->source, G_PRIORITY_DEFAULT);
-        g_source_set_callback(self->source, dispatch, self, NULL);
-        g_source_attach(self->source, self->main);
-    }
-    g_mutex_unlock(&self->lock);
+    rlx_mailbox_post(&self->mail, e);
 }
 
 static Event *event_new(int kind, const char *what, const char *text)
@@ -661,8 +642,7 @@ static void rlx_segmenter_init(RlxSegmenter *self)
 {
     g_mutex_init(&self->lock);
     g_cond_init(&self->wake);
-    g_queue_init(&self->events);
-    self->main = g_main_context_ref_thread_default();
+    rlx_mailbox_init(&self->mail, G_OBJECT(self), deliver, (GDestroyNotify)event_free, NULL);
     self->thread = g_thread_new("rlx-segmenter", worker, self);
 }
 
@@ -675,16 +655,11 @@ static void rlx_segmenter_finalize(GObject *o)
     g_cond_signal(&self->wake);
     g_mutex_unlock(&self->lock);
     g_thread_join(self->thread);
-    if (self->source) {
-        g_source_destroy(self->source);
-        g_source_unref(self->source);
-    }
-    g_queue_clear_full(&self->events, (GDestroyNotify)event_free);
+    rlx_mailbox_clear(&self->mail);
     model_req_free(self->want_model);
     g_free(self->want_image);
     prompt_req_free(self->want_prompt);
     g_free(self->file_key);
-    g_main_context_unref(self->main);
     g_mutex_clear(&self->lock);
     g_cond_clear(&self->wake);
     G_OBJECT_CLASS(rlx_segmenter_parent_class)->finalize(o);

@@ -1,5 +1,7 @@
 #include "rlx-transcriber.h"
 
+#include "rlx-mailbox.h"
+
 #include "engine/runtime/session.h"
 #include "models/whisper/whisper.h"
 
@@ -41,9 +43,7 @@ struct _RlxTranscriber {
     GAsyncQueue *jobs; /* Job * */
 
     GMutex lock;         /* guards everything below */
-    GQueue events;       /* Event * */
-    GSource *source;     /* the one pending dispatch, or NULL */
-    GMainContext *main;  /* where signals are emitted */
+    RlxMailbox mail;     /* reports to the main loop */
     rlx_whisper *active; /* the runner while it transcribes, for cancel */
     gboolean cancel;     /* asked to stop the current job */
 
@@ -86,63 +86,47 @@ static void job_free(Job *j)
 
 /* ---- main-thread dispatch ------------------------------------------------ */
 
-static gboolean dispatch(gpointer data)
+static void deliver(GObject *owner, gpointer report)
 {
-    RlxTranscriber *self = g_object_ref(RLX_TRANSCRIBER(data));
-    g_mutex_lock(&self->lock);
-    GQueue q = self->events;
-    g_queue_init(&self->events);
-    g_clear_pointer(&self->source, g_source_unref);
-    g_mutex_unlock(&self->lock);
-
-    for (Event *e; (e = g_queue_pop_head(&q));) {
-        switch (e->kind) {
-        case EV_LOADING:
-            g_signal_emit(self, signals[SIG_LOADING], 0, e->text, e->a);
-            break;
-        case EV_STARTED:
-            g_signal_emit(self, signals[SIG_STARTED], 0, e->text, e->flag);
-            break;
-        case EV_LANGUAGE:
-            g_signal_emit(self, signals[SIG_LANGUAGE], 0, e->text, e->a);
-            break;
-        case EV_SEGMENT:
-            g_signal_emit(self, signals[SIG_SEGMENT], 0, e->t0, e->t1, e->text);
-            break;
-        case EV_PROGRESS:
-            g_signal_emit(self, signals[SIG_PROGRESS], 0, e->a, e->b);
-            break;
-        case EV_MEMORY:
-            g_signal_emit(self, signals[SIG_MEMORY], 0, &e->mem);
-            break;
-        case EV_FINISHED:
-            /* Not busy before the signal: its handler may start the next job. */
-            self->busy = FALSE;
-            g_signal_emit(self, signals[SIG_FINISHED], 0, e->status, e->text);
-            break;
-        }
-        event_free(e);
+    RlxTranscriber *self = RLX_TRANSCRIBER(owner);
+    Event *e = report;
+    switch (e->kind) {
+    case EV_LOADING:
+        g_signal_emit(self, signals[SIG_LOADING], 0, e->text, e->a);
+        break;
+    case EV_STARTED:
+        g_signal_emit(self, signals[SIG_STARTED], 0, e->text, e->flag);
+        break;
+    case EV_LANGUAGE:
+        g_signal_emit(self, signals[SIG_LANGUAGE], 0, e->text, e->a);
+        break;
+    case EV_SEGMENT:
+        g_signal_emit(self, signals[SIG_SEGMENT], 0, e->t0, e->t1, e->text);
+        break;
+    case EV_PROGRESS:
+        g_signal_emit(self, signals[SIG_PROGRESS], 0, e->a, e->b);
+        break;
+    case EV_MEMORY:
+        g_signal_emit(self, signals[SIG_MEMORY], 0, &e->mem);
+        break;
+    case EV_FINISHED:
+        /* Not busy before the signal: its handler may start the next job. */
+        self->busy = FALSE;
+        g_signal_emit(self, signals[SIG_FINISHED], 0, e->status, e->text);
+        break;
     }
-    g_object_unref(self);
-    return G_SOURCE_REMOVE;
+}
+
+/* Only the latest figure of progress or loading matters. */
+static gboolean replaces(gpointer last, gpointer newer)
+{
+    Event *l = last, *e = newer;
+    return l->kind == e->kind && (e->kind == EV_PROGRESS || e->kind == EV_LOADING);
 }
 
 static void post(RlxTranscriber *self, Event *e)
 {
-    g_mutex_lock(&self->lock);
-    Event *last = g_queue_peek_tail(&self->events);
-    if (last && last->kind == e->kind && (e->kind == EV_PROGRESS || e->kind == EV_LOADING)) {
-        /* Only the latest figure matters. */
-        g_queue_pop_tail(&self->events);
-        event_free(last);
-    }
-    g_queue_push_tail(&self->events, e);
-    if (!self->source) {
-        self->source = g_idle_source_new();
-        g_source_set_callback(self->source, dispatch, self, NULL);
-        g_source_attach(self->source, self->main);
-    }
-    g_mutex_unlock(&self->lock);
+    rlx_mailbox_post(&self->mail, e);
 }
 
 static Event *event_new(int kind, const char *text)
@@ -364,11 +348,7 @@ static void rlx_transcriber_dispose(GObject *object)
     }
     /* The thread is gone: what it posted will not be delivered. */
     g_mutex_lock(&self->lock);
-    if (self->source) {
-        g_source_destroy(self->source);
-        g_clear_pointer(&self->source, g_source_unref);
-    }
-    g_queue_clear_full(&self->events, (GDestroyNotify)event_free);
+    rlx_mailbox_clear(&self->mail);
     g_mutex_unlock(&self->lock);
     G_OBJECT_CLASS(rlx_transcriber_parent_class)->dispose(object);
 }
@@ -381,7 +361,6 @@ static void rlx_transcriber_finalize(GObject *object)
             job_free(j);
         g_async_queue_unref(self->jobs);
     }
-    g_main_context_unref(self->main);
     g_mutex_clear(&self->lock);
     G_OBJECT_CLASS(rlx_transcriber_parent_class)->finalize(object);
 }
@@ -411,8 +390,7 @@ static void rlx_transcriber_class_init(RlxTranscriberClass *klass)
 static void rlx_transcriber_init(RlxTranscriber *self)
 {
     g_mutex_init(&self->lock);
-    g_queue_init(&self->events);
-    self->main = g_main_context_ref_thread_default();
+    rlx_mailbox_init(&self->mail, G_OBJECT(self), deliver, (GDestroyNotify)event_free, replaces);
     self->jobs = g_async_queue_new();
     self->thread = g_thread_new("rlx-transcribe", thread_main, self);
 }
