@@ -1,6 +1,7 @@
 #include "rlx-imagine-pane.h"
+
+#include "rlx-gallery.h"
 #include "rlx-imaginer.h"
-#include "rlx-json.h"
 #include "rlx-toasts.h"
 
 #include "backends/base/status.h"
@@ -25,13 +26,6 @@ typedef struct {
 static const Preset presets[] = {
     {512, 512}, {768, 768}, {1024, 1024}, {1024, 768}, {768, 1024}, {1344, 768}, {768, 1344},
 };
-
-/* One picture of the gallery: its files and settings. */
-typedef struct {
-    char *png, *json;
-    RlxImagineSettings *s;
-    gint64 time; /* unix seconds */
-} Item;
 
 struct _RlxImaginePane {
     GtkWidget parent_instance;
@@ -78,7 +72,7 @@ struct _RlxImaginePane {
     char *model_name; /* once loaded */
     gboolean model_loading, model_failed;
     char *start_path;         /* the dropped picture, or NULL */
-    Item *shown;              /* the gallery's picture shown, or NULL (borrowed from its child) */
+    RlxGalleryItem *shown;    /* the gallery's picture shown, or NULL (borrowed from its child) */
     RlxImagineSettings *last; /* the last request, for Retry */
     char *retry_what;         /* "model" or "generate": what Retry does */
     gboolean running;
@@ -104,7 +98,7 @@ enum { SIG_MEMORY, N_SIGNALS };
 static guint signals[N_SIGNALS];
 
 static void update_state(RlxImaginePane *self);
-static void show_item(RlxImaginePane *self, Item *it, GdkTexture *t);
+static void show_item(RlxImaginePane *self, RlxGalleryItem *it, GdkTexture *t);
 
 static void toast(RlxImaginePane *self, const char *text)
 {
@@ -114,16 +108,6 @@ static void toast(RlxImaginePane *self, const char *text)
 static void toast_error(RlxImaginePane *self, const char *text)
 {
     rlx_toasts_show(&self->toasts, text, ADW_TOAST_PRIORITY_HIGH, NULL, NULL);
-}
-
-static void item_free(Item *it)
-{
-    if (!it)
-        return;
-    g_free(it->png);
-    g_free(it->json);
-    rlx_imagine_settings_free(it->s);
-    g_free(it);
 }
 
 static char *text_of(GtkTextView *v)
@@ -140,76 +124,7 @@ static void set_text(GtkTextView *v, const char *t)
     gtk_text_buffer_set_text(gtk_text_view_get_buffer(v), t ? t : "", -1);
 }
 
-char *rlx_imagine_pane_gallery_dir(void)
-{
-    return g_build_filename(g_get_user_data_dir(), "rlx-studio", "imagine", NULL);
-}
-
 /* ---- the gallery on disk ------------------------------------------------------- */
-
-static char *settings_to_json(const RlxImagineSettings *s, gint64 time)
-{
-    json_object *o = json_object_new_object();
-    json_object_object_add(o, "version", json_object_new_int(1));
-    json_object_object_add(o, "prompt", json_object_new_string(s->prompt ? s->prompt : ""));
-    json_object_object_add(o, "negative", json_object_new_string(s->negative ? s->negative : ""));
-    json_object_object_add(o, "width", json_object_new_int(s->width));
-    json_object_object_add(o, "height", json_object_new_int(s->height));
-    json_object_object_add(o, "steps", json_object_new_int(s->steps));
-    json_object_object_add(o, "seed", json_object_new_int64((int64_t)s->seed));
-    json_object_object_add(o, "guidance", json_object_new_double(s->guidance));
-    if (s->init || s->ref) {
-        json_object_object_add(o, "start", json_object_new_string(s->init ? "init" : "reference"));
-        if (s->init)
-            json_object_object_add(o, "strength", json_object_new_double(s->strength));
-    }
-    json_object_object_add(o, "model", json_object_new_string(s->model ? s->model : ""));
-    json_object_object_add(o, "time", json_object_new_int64(time));
-    json_object_object_add(o, "seconds", json_object_new_double(s->seconds));
-    char *t = g_strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY));
-    json_object_put(o);
-    return t;
-}
-
-static double json_num(json_object *o, const char *key, double def)
-{
-    json_object *v = NULL;
-    if (json_object_object_get_ex(o, key, &v) &&
-        (json_object_is_type(v, json_type_int) || json_object_is_type(v, json_type_double)))
-        return json_object_get_double(v);
-    return def;
-}
-
-/* A sidecar as settings; NULL when it is not one of ours. */
-static RlxImagineSettings *settings_from_json(const char *path, gint64 *time)
-{
-    json_object *o = json_object_from_file(path);
-    if (!o)
-        return NULL;
-    RlxImagineSettings *s = NULL;
-    if (json_object_is_type(o, json_type_object) && rlx_json_str(o, "prompt")) {
-        s = g_new0(RlxImagineSettings, 1);
-        s->prompt = g_strdup(rlx_json_str(o, "prompt"));
-        s->negative = g_strdup(rlx_json_str(o, "negative"));
-        s->model = g_strdup(rlx_json_str(o, "model"));
-        s->width = (int)CLAMP(rlx_json_int(o, "width", 1024), 16, 8192);
-        s->height = (int)CLAMP(rlx_json_int(o, "height", 1024), 16, 8192);
-        s->steps = (int)CLAMP(rlx_json_int(o, "steps", 4), 1, 1000);
-        s->seed = (uint64_t)rlx_json_int(o, "seed", 0);
-        s->guidance = json_num(o, "guidance", 1);
-        s->strength = json_num(o, "strength", 0.6);
-        s->seconds = json_num(o, "seconds", 0);
-        const char *start = rlx_json_str(o, "start");
-        /* the start picture itself is not kept: only that there was one */
-        if (g_strcmp0(start, "init") == 0)
-            s->init = g_strdup("");
-        else if (g_strcmp0(start, "reference") == 0)
-            s->ref = g_strdup("");
-        *time = rlx_json_int(o, "time", 0);
-    }
-    json_object_put(o);
-    return s;
-}
 
 /* Thumbnails load a few at a time from an idle, each scaled down as it is
  * decoded: a gallery of hundreds of 1024 x 1024 pictures would otherwise
@@ -235,7 +150,7 @@ static gboolean load_thumbs(gpointer data)
     return G_SOURCE_REMOVE;
 }
 
-static GtkWidget *thumb_new(RlxImaginePane *self, Item *it, GdkTexture *t)
+static GtkWidget *thumb_new(RlxImaginePane *self, RlxGalleryItem *it, GdkTexture *t)
 {
     GtkWidget *pic = gtk_picture_new();
     if (t) {
@@ -257,77 +172,24 @@ static GtkWidget *thumb_new(RlxImaginePane *self, Item *it, GdkTexture *t)
     gtk_widget_set_margin_bottom(pic, 3);
     GtkWidget *child = gtk_flow_box_child_new();
     gtk_flow_box_child_set_child(GTK_FLOW_BOX_CHILD(child), pic);
-    g_object_set_data_full(G_OBJECT(child), "rlx-item", it, (GDestroyNotify)item_free);
+    g_object_set_data_full(G_OBJECT(child), "rlx-item", it, (GDestroyNotify)rlx_gallery_item_free);
     return child;
 }
 
-static Item *child_item(GtkFlowBoxChild *c)
+static RlxGalleryItem *child_item(GtkFlowBoxChild *c)
 {
     return c ? g_object_get_data(G_OBJECT(c), "rlx-item") : NULL;
 }
 
-static int item_newer_first(gconstpointer a, gconstpointer b)
-{
-    const Item *x = *(Item *const *)a, *y = *(Item *const *)b;
-    if (x->time != y->time)
-        return x->time > y->time ? -1 : 1;
-    return -g_strcmp0(x->png, y->png);
-}
-
 static void load_gallery(RlxImaginePane *self)
 {
-    g_autofree char *dir = rlx_imagine_pane_gallery_dir();
-    GDir *d = g_dir_open(dir, 0, NULL);
-    if (!d)
-        return;
-    GPtrArray *items = g_ptr_array_new();
-    for (const char *n; (n = g_dir_read_name(d));) {
-        if (!g_str_has_suffix(n, ".json"))
-            continue;
-        g_autofree char *json = g_build_filename(dir, n, NULL);
-        g_autofree char *stem = g_strndup(n, strlen(n) - 5);
-        g_autofree char *png_name = g_strconcat(stem, ".png", NULL);
-        g_autofree char *png = g_build_filename(dir, png_name, NULL);
-        if (!g_file_test(png, G_FILE_TEST_IS_REGULAR))
-            continue;
-        gint64 time = 0;
-        RlxImagineSettings *s = settings_from_json(json, &time);
-        if (!s)
-            continue;
-        Item *it = g_new0(Item, 1);
-        it->png = g_steal_pointer(&png);
-        it->json = g_steal_pointer(&json);
-        it->s = s;
-        it->time = time;
-        g_ptr_array_add(items, it);
-    }
-    g_dir_close(d);
-    g_ptr_array_sort(items, item_newer_first);
-    for (guint i = 0; i < items->len; i++) {
-        if (i < MAX_GALLERY)
-            gtk_flow_box_append(self->gallery, thumb_new(self, items->pdata[i], NULL));
-        else
-            item_free(items->pdata[i]);
-    }
-    g_debug("imagine gallery: %u pictures", MIN(items->len, MAX_GALLERY)); /* for the UI tests */
+    g_autofree char *dir = rlx_gallery_dir();
+    GPtrArray *items = rlx_gallery_list(dir, MAX_GALLERY);
+    g_ptr_array_set_free_func(items, NULL); /* the thumbnails own them */
+    for (guint i = 0; i < items->len; i++)
+        gtk_flow_box_append(self->gallery, thumb_new(self, items->pdata[i], NULL));
+    g_debug("imagine gallery: %u pictures", items->len); /* for the UI tests */
     g_ptr_array_unref(items);
-}
-
-/* A new file name in the gallery: the time, then the seed. */
-static char *new_png_path(uint64_t seed)
-{
-    g_autofree char *dir = rlx_imagine_pane_gallery_dir();
-    g_autoptr(GDateTime) now = g_date_time_new_now_local();
-    g_autofree char *stamp = g_date_time_format(now, "%Y%m%d-%H%M%S");
-    for (int k = 0;; k++) {
-        g_autofree char *name =
-            k ? g_strdup_printf("%s-%" G_GUINT64_FORMAT "-%d.png", stamp, seed, k)
-              : g_strdup_printf("%s-%" G_GUINT64_FORMAT ".png", stamp, seed);
-        char *p = g_build_filename(dir, name, NULL);
-        if (!g_file_test(p, G_FILE_TEST_EXISTS) || k > 1000)
-            return p;
-        g_free(p);
-    }
 }
 
 /* ---- showing ------------------------------------------------------------------- */
@@ -349,7 +211,7 @@ static char *describe(const RlxImagineSettings *s)
     return g_string_free(t, FALSE);
 }
 
-static void show_item(RlxImaginePane *self, Item *it, GdkTexture *t)
+static void show_item(RlxImaginePane *self, RlxGalleryItem *it, GdkTexture *t)
 {
     self->shown = it;
     if (!it) {
@@ -564,16 +426,13 @@ static void on_finished(RlxImaginer *im, GdkTexture *image, const RlxImagineSett
 {
     if (!rlx_imaginer_is_busy(self->imaginer))
         set_running(self, FALSE);
-    Item *it = g_new0(Item, 1);
+    RlxGalleryItem *it = g_new0(RlxGalleryItem, 1);
     it->s = rlx_imagine_settings_copy(s);
     it->time = g_get_real_time() / G_USEC_PER_SEC;
     if (s->out_png) {
         it->png = g_strdup(s->out_png);
-        g_autofree char *stem = g_strndup(s->out_png, strlen(s->out_png) - 4);
-        it->json = g_strconcat(stem, ".json", NULL);
-        g_autofree char *json = settings_to_json(s, it->time);
         GError *e = NULL;
-        if (!g_file_set_contents(it->json, json, -1, &e)) {
+        if (!rlx_gallery_write_sidecar(it->png, s, it->time, &it->json, &e)) {
             g_autofree char *t = g_strdup_printf(_("Cannot keep the settings: %s"), e->message);
             toast_error(self, t);
             g_clear_error(&e);
@@ -586,7 +445,7 @@ static void on_finished(RlxImaginer *im, GdkTexture *image, const RlxImagineSett
         /* not on disk (it could not be written): shown, not kept */
         gtk_picture_set_paintable(self->picture, GDK_PAINTABLE(image));
         gtk_stack_set_visible_child_name(self->stack, "picture");
-        item_free(it);
+        rlx_gallery_item_free(it);
     }
     g_autofree char *secs = g_strdup_printf("%.1f", s->seconds);
     /* Translators: the picture is done, in this many seconds */
@@ -902,7 +761,8 @@ static void generate(RlxImaginePane *self)
         .strength = gtk_range_get_value(GTK_RANGE(self->strength)),
         .ref = ref ? self->start_path : NULL,
     };
-    g_autofree char *out = new_png_path(s.seed);
+    g_autofree char *dir = rlx_gallery_dir();
+    g_autofree char *out = rlx_gallery_new_png_path(dir, s.seed);
     s.out_png = out;
     rlx_imagine_settings_free(self->last);
     self->last = rlx_imagine_settings_copy(&s);
@@ -930,7 +790,8 @@ static void retry(RlxImaginePane *self)
     }
     if (g_strcmp0(self->retry_what, "generate") == 0 && self->last) {
         RlxImagineSettings s = *self->last;
-        g_autofree char *out = new_png_path(s.seed);
+        g_autofree char *dir = rlx_gallery_dir();
+        g_autofree char *out = rlx_gallery_new_png_path(dir, s.seed);
         s.out_png = out;
         rlx_imaginer_generate(self->imaginer, &s);
         self->phase = "prompt";
@@ -1133,7 +994,7 @@ static void delete_shown(RlxImaginePane *self)
 {
     if (!self->shown)
         return;
-    Item *it = self->shown;
+    RlxGalleryItem *it = self->shown;
     for (GtkWidget *c = gtk_widget_get_first_child(GTK_WIDGET(self->gallery)); c;
          c = gtk_widget_get_next_sibling(c)) {
         if (child_item(GTK_FLOW_BOX_CHILD(c)) != it)
@@ -1157,7 +1018,7 @@ static void delete_shown(RlxImaginePane *self)
 
 static void on_child_activated(GtkFlowBox *fb, GtkFlowBoxChild *c, RlxImaginePane *self)
 {
-    Item *it = child_item(c);
+    RlxGalleryItem *it = child_item(c);
     if (!it || self->running)
         return;
     show_item(self, it, NULL);

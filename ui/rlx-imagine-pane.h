@@ -44,7 +44,5 @@ void rlx_imagine_pane_setup(RlxImaginePane *self, GSettings *settings);
 /* A PNG or JPEG becomes the start picture; a folder, .safetensors or .gguf
  * the model. Errors come as toasts. */
 void rlx_imagine_pane_open(RlxImaginePane *self, GFile *file);
-/* The gallery's folder (g_get_user_data_dir()/rlx-studio/imagine). */
-char *rlx_imagine_pane_gallery_dir(void);
 
 G_END_DECLS
