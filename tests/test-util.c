@@ -174,7 +174,10 @@ void rlx_test_make_acc(rlx_test_acc_prog *a, const char *state_name)
 
 int rlx_test_write_safetensors(const char *path, const rlx_test_st_tensor *t, int n)
 {
-    size_t cap = 64 + (size_t)n * 320, len = 0;
+    /* a tensor's entry: its name, up to 4 dims of 20 digits, two offsets */
+    size_t cap = 64, len = 0;
+    for (int i = 0; i < n; i++)
+        cap += strlen(t[i].name) + 200;
     char *hdr = malloc(cap);
     FILE *f = hdr ? fopen(path, "wb") : NULL;
     if (!f) {
