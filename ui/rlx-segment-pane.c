@@ -42,6 +42,19 @@ static void state_clear(State *st)
         g_clear_pointer(&st->proposals[i], g_ptr_array_unref);
 }
 
+/* The newest states of an undo or redo stack keep their masks; older ones
+ * keep only their prompts (decoded again when reached): a mask is the
+ * picture's size, and a long session of clicks on a large photo would
+ * otherwise hold gigabytes. */
+#define UNDO_MASKS_KEPT 8
+
+static void push_state(GArray *stack, State *st)
+{
+    g_array_append_val(stack, *st);
+    if (stack->len > UNDO_MASKS_KEPT)
+        state_clear(&g_array_index(stack, State, stack->len - 1 - UNDO_MASKS_KEPT));
+}
+
 #define RLX_TYPE_SEGMENT_VIEW (rlx_segment_view_get_type())
 G_DECLARE_FINAL_TYPE(RlxSegmentView, rlx_segment_view, RLX, SEGMENT_VIEW, GtkWidget)
 
@@ -619,7 +632,7 @@ static State snapshot_state(RlxSegmentPane *self)
 static void push_undo(RlxSegmentPane *self)
 {
     State st = snapshot_state(self);
-    g_array_append_val(self->undo, st);
+    push_state(self->undo, &st);
     g_array_set_size(self->redo, 0);
 }
 
@@ -666,7 +679,7 @@ static void undo_or_redo(RlxSegmentPane *self, GArray *from, GArray *to)
     if (!from->len)
         return;
     State now = snapshot_state(self);
-    g_array_append_val(to, now);
+    push_state(to, &now);
     State st = g_array_index(from, State, from->len - 1);
     /* st owns its references now; the array's clear function sees none */
     memset(&g_array_index(from, State, from->len - 1), 0, sizeof(State));
