@@ -62,12 +62,22 @@ static void canon(const char *s, size_t n, char *out, size_t cap)
     out[k] = 0;
 }
 
-/* The role and block whose weight's module (in either scheme) is `key`. */
-static bool match_role(const rlx_flux2_dit *d, const char *key, f2_role *role, int *blk,
-                       rlx_flux2_names *scheme)
+/* Every product weight of the model, in both schemes, by its module name
+ * (dots as underscores): built once per file, searched for each module. */
+typedef struct target {
+    char key[160];
+    f2_role role;
+    int blk;
+    rlx_flux2_names scheme;
+} target;
+
+static target *targets_make(const rlx_flux2_dit *d, int *n_out)
 {
     const rlx_flux2_dit_config *c = &d->cfg;
-    for (int s = 0; s < 2; s++) {
+    int most = c->n_double > c->n_single ? c->n_double : c->n_single;
+    int cap = 2 * F2_ROLE_COUNT * (most > 1 ? most : 1), n = 0;
+    target *t = calloc((size_t)cap, sizeof *t);
+    for (int s = 0; s < 2 && t; s++) {
         rlx_flux2_names names = s ? RLX_FLUX2_NAMES_BFL : RLX_FLUX2_NAMES_DIFFUSERS;
         for (int r = 0; r < F2_ROLE_COUNT; r++) {
             /* norms are scales, not products */
@@ -77,23 +87,22 @@ static bool match_role(const rlx_flux2_dit *d, const char *key, f2_role *role, i
             if ((r == F2_GUID_1 || r == F2_GUID_2) && !c->guidance_embeds)
                 continue;
             int n_blk = r >= F2_S_IN ? c->n_single : r >= F2_D_IMG_Q ? c->n_double : 1;
-            for (int b = 0; b < n_blk; b++) {
-                char nm[160], k[160];
+            for (int b = 0; b < n_blk && n < cap; b++) {
+                char nm[160];
                 f2_role_name(names, (f2_role)r, b, nm, sizeof nm);
                 size_t cut = 0;
                 if (!ends_with(nm, ".weight", &cut))
                     continue; /* a role this scheme has not got: "(none)" */
-                canon(nm, cut, k, sizeof k);
-                if (!strcmp(k, key)) {
-                    *role = (f2_role)r;
-                    *blk = b;
-                    *scheme = names;
-                    return true;
-                }
+                canon(nm, cut, t[n].key, sizeof t[n].key);
+                t[n].role = (f2_role)r;
+                t[n].blk = b;
+                t[n].scheme = names;
+                n++;
             }
         }
     }
-    return false;
+    *n_out = n;
+    return t;
 }
 
 /* [rows, cols] the module's product has, in the LoRA file's scheme. */
@@ -173,9 +182,13 @@ static rlx_status load_one(rlx_flux2_dit *d, int k, const rlx_flux2_dit_lora *l,
     if (n == 0)
         return rlx_error_set(err, RLX_ERR_FORMAT, "the LoRA file %s holds no tensors", file);
     module *mods = calloc(n, sizeof *mods);
-    if (!mods)
+    int n_targets = 0;
+    target *targets = mods ? targets_make(d, &n_targets) : NULL;
+    if (!targets) {
+        free(mods);
         return rlx_error_set(err, RLX_ERR_NO_MEMORY, "out of memory reading the LoRA file %s",
                              file);
+    }
     int n_mods = 0, first = d->n_lora;
     rc = RLX_OK;
     for (uint64_t i = 0; i < n && rc == RLX_OK; i++) {
@@ -250,13 +263,20 @@ static rlx_status load_one(rlx_flux2_dit *d, int k, const rlx_flux2_dit_lora *l,
             break;
         }
         f2_lora e = {.scale = l->scale};
-        if (!match_role(d, mo->key, &e.role, &e.blk, &e.scheme)) {
+        const target *tg = NULL;
+        for (int q = 0; q < n_targets && !tg; q++)
+            if (!strcmp(targets[q].key, mo->key))
+                tg = &targets[q];
+        if (!tg) {
             rc = rlx_error_set(err, RLX_ERR_UNSUPPORTED,
                                "the LoRA file %s is not for this FLUX.2 model (%s): its '%s' "
                                "matches no weight of it",
                                file, d->cfg.name, some);
             break;
         }
+        e.role = tg->role;
+        e.blk = tg->blk;
+        e.scheme = tg->scheme;
         int64_t want_out, want_in;
         expected_dims(d, e.role, e.blk, &want_out, &want_in);
         const rlx_st_tensor *a = mo->a, *b = mo->b;
@@ -298,6 +318,7 @@ static rlx_status load_one(rlx_flux2_dit *d, int k, const rlx_flux2_dit_lora *l,
         d->lora[d->n_lora++] = e;
     }
     free(mods);
+    free(targets);
     /* strength 0: checked, but nothing added to the graph (the picture is
      * the model's own, bit for bit) */
     if (l->scale == 0.0f)
