@@ -116,16 +116,21 @@ shot() {
     echo "screenshot: $art/$ui_log-$1.png"
 }
 
+# gone PID: up to 10 s for the process to exit; false if it still runs.
+gone() {
+    _g=0
+    while kill -0 "$1" 2>/dev/null && [ $_g -lt 50 ]; do
+        sleep 0.2
+        _g=$((_g + 1))
+    done
+    ! kill -0 "$1" 2>/dev/null
+}
+
 # quit: Ctrl+Q on the main window, then a clean exit (in the ASan build leaks
 # are checked too: only GLib's quark block passes, see leaks.sh).
 quit() {
     xdotool windowfocus --sync "$wid" key --clearmodifiers ctrl+q
-    i=0
-    while kill -0 "$pid" 2>/dev/null && [ $i -lt 50 ]; do
-        sleep 0.2
-        i=$((i + 1))
-    done
-    kill -0 "$pid" 2>/dev/null && fail "rlx-studio still running 10 s after Ctrl+Q"
+    gone "$pid" || fail "rlx-studio still running 10 s after Ctrl+Q"
     wait "$pid"
     rc=$?
     pid=
@@ -211,12 +216,7 @@ ui_drag() {
     xdotool mouseup 1
     wait_for "the drag did not end" source_says "drag-"'\(end\|cancel\)'
     source_says drag-end || fail "the drop was refused: $(tr '\n' ' ' <"$slog")"
-    i=0
-    while kill -0 "$spid" 2>/dev/null && [ $i -lt 50 ]; do
-        sleep 0.2
-        i=$((i + 1))
-    done
-    kill -0 "$spid" 2>/dev/null && fail "the drag source did not exit"
+    gone "$spid" || fail "the drag source did not exit"
     wait "$spid" || fail "the drag source failed"
     spid=
 }
