@@ -1677,9 +1677,11 @@ static void test_rope(void **state)
 
 /* k and v live in a cache of `cap` >= T positions (strided views) when
  * cap > T; F16 caches when kv_dt is F16. */
-static void attn_case(int64_t B, int64_t Hq, int64_t Hkv, int64_t S, int64_t T, int64_t D,
-                      int64_t Dv, rlx_mask_kind mask, int window, float softcap, bool bias,
-                      rlx_dtype kv_dt, int64_t cap)
+/* grid_w > 0: the bias is decomposed over a key grid of grid_w columns
+ * ([S, T / grid_w + grid_w]: row terms, then column terms). */
+static void attn_case_grid(int64_t B, int64_t Hq, int64_t Hkv, int64_t S, int64_t T, int64_t D,
+                           int64_t Dv, rlx_mask_kind mask, int window, float softcap, bool bias,
+                           rlx_dtype kv_dt, int64_t cap, int64_t grid_w)
 {
     int64_t qn[4] = {B, Hq, S, D}, on[4] = {B, Hq, S, Dv};
     tt *q = tt_rand(RLX_DTYPE_F32, 4, qn, L_CONTIG, -1, 1);
@@ -1708,7 +1710,8 @@ static void attn_case(int64_t B, int64_t Hq, int64_t Hkv, int64_t S, int64_t T, 
         unravel(i, 4, v->ne, idx);
         v->v[i] = vcache->v[ravel(4, vc, idx)];
     }
-    tt *bt = bias ? tt_rand(RLX_DTYPE_F32, 2, (int64_t[]){S, T}, L_CONTIG, -1, 1) : NULL;
+    const int64_t gh = grid_w > 0 ? T / grid_w : 0, bw = grid_w > 0 ? gh + grid_w : T;
+    tt *bt = bias ? tt_rand(RLX_DTYPE_F32, 2, (int64_t[]){S, bw}, L_CONTIG, -1, 1) : NULL;
     tt *y = tt_new(RLX_DTYPE_F32, 4, on, L_CONTIG);
     double *ref = dalloc(y->n), *sc = dalloc(T);
     double scale = 1 / sqrt((double)D);
@@ -1732,7 +1735,9 @@ static void attn_case(int64_t B, int64_t Hq, int64_t Hkv, int64_t S, int64_t T, 
                     d *= scale;
                     if (softcap != 0)
                         d = softcap * tanh(d / softcap);
-                    if (bt)
+                    if (bt && grid_w > 0)
+                        d += bt->v[s * bw + t / grid_w] + bt->v[s * bw + gh + t % grid_w];
+                    else if (bt)
                         d += bt->v[s * T + t];
                     sc[t] = d;
                     mx = d > mx ? d : mx;
@@ -1756,11 +1761,13 @@ static void attn_case(int64_t B, int64_t Hq, int64_t Hkv, int64_t S, int64_t T, 
     pr.attn.window = window;
     pr.attn.softcap = softcap;
     pr.attn.has_bias = bias;
+    pr.attn.bias_grid_w = (int32_t)grid_w;
     tt *in[4] = {q, k, v, bt};
-    char what[128];
-    snprintf(what, sizeof what, "attention B%lld Hq%lld Hkv%lld S%lld T%lld D%lld mask %d %s",
-             (long long)B, (long long)Hq, (long long)Hkv, (long long)S, (long long)T, (long long)D,
-             (int)mask, rlx_dtype_name(kv_dt));
+    char what[160];
+    snprintf(what, sizeof what,
+             "attention B%lld Hq%lld Hkv%lld S%lld T%lld D%lld mask %d %s grid %lld", (long long)B,
+             (long long)Hq, (long long)Hkv, (long long)S, (long long)T, (long long)D, (int)mask,
+             rlx_dtype_name(kv_dt), (long long)grid_w);
     /* outputs are convex combinations of |v| <= 1: absolute error of an f32
      * dot of D terms, an f32 softmax and an f32 weighted sum */
     run_all(what, RLX_OP_ATTENTION, &pr, in, bias ? 4 : 3, y, ref, 2e-5 + 1e-6 * sqrt((double)T), 0,
@@ -1775,6 +1782,13 @@ static void attn_case(int64_t B, int64_t Hq, int64_t Hkv, int64_t S, int64_t T, 
     tt_free(vcache);
     tt_free(bt);
     tt_free(y);
+}
+
+static void attn_case(int64_t B, int64_t Hq, int64_t Hkv, int64_t S, int64_t T, int64_t D,
+                      int64_t Dv, rlx_mask_kind mask, int window, float softcap, bool bias,
+                      rlx_dtype kv_dt, int64_t cap)
+{
+    attn_case_grid(B, Hq, Hkv, S, T, D, Dv, mask, window, softcap, bias, kv_dt, cap, 0);
 }
 
 /* Attention over a token-major Q8_0 KV cache [cap, Hkv * D] (the llm
@@ -1888,6 +1902,17 @@ static void test_attention(void **state)
     attn_case(1, 4, 2, 70, 100, 64, 64, RLX_MASK_CAUSAL, 0, 0, false, RLX_DTYPE_F16, 128);
     attn_case(1, 2, 2, 90, 90, 32, 32, RLX_MASK_WINDOW, 20, 0, false, RLX_DTYPE_F32, 96);
     attn_case(1, 8, 4, 64, 80, 256, 256, RLX_MASK_WINDOW, 24, 0, false, RLX_DTYPE_F16, 80);
+    /* a bias decomposed over the key grid (SAM's relative positions): 14 x
+     * 14 windows (rows of 28 terms, permuted in registers), a 16 x 32 grid
+     * (one row term and 16 column terms per 16 keys), 12 x 24 (lane by
+     * lane), and head dims off 16 (the portable tile). Only the CPU adds it
+     * per key; the compiler builds the full bias for the others. */
+    cpu_only = "a grid-decomposed bias is expanded by the compiler for other devices";
+    attn_case_grid(2, 2, 2, 196, 196, 64, 64, RLX_MASK_NONE, 0, 0, true, RLX_DTYPE_F32, 196, 14);
+    attn_case_grid(1, 2, 2, 70, 512, 32, 32, RLX_MASK_NONE, 0, 0, true, RLX_DTYPE_F32, 512, 32);
+    attn_case_grid(1, 1, 1, 40, 288, 16, 16, RLX_MASK_NONE, 0, 0, true, RLX_DTYPE_F16, 288, 24);
+    attn_case_grid(1, 3, 1, 9, 12, 17, 5, RLX_MASK_NONE, 0, 0, true, RLX_DTYPE_F32, 12, 4);
+    cpu_only = NULL;
     /* a Q8_0 KV cache: heads of 8 (4 per block), of 32, of 64 (2 blocks) */
     attn_q8_case(8, 4, 1, 17, 8, RLX_MASK_CAUSAL, 0, 40);
     attn_q8_case(4, 2, 5, 70, 32, RLX_MASK_CAUSAL, 0, 96);

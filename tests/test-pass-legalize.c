@@ -168,6 +168,34 @@ static void test_numbers(void **state)
         check_same(g, BIT(RLX_OP_ATTENTION), &run3, 1e-5f);
         rlx_graph_free(g);
     }
+    /* a bias decomposed over a 2 x 3 key grid, per head ([1, 4, 3, 2 + 3]):
+     * the full bias built, then the matmul form */
+    float k6[1 * 2 * 6 * 8], v6[1 * 2 * 6 * 8];
+    for (int i = 0; i < 96; i++) {
+        k6[i] = cosf((float)i * 0.17f);
+        v6[i] = sinf((float)i * 0.05f + 0.5f);
+    }
+    g = rlx_graph_create();
+    q = rlx_graph_input(g, "q", RLX_DTYPE_F32, pt_c4(1, 4, 3, 8));
+    k = rlx_graph_input(g, "k", RLX_DTYPE_F32, pt_c4(1, 2, 6, 8));
+    v = rlx_graph_input(g, "v", RLX_DTYPE_F32, pt_c4(1, 2, 6, 8));
+    rlx_node gb = rlx_graph_input(g, "bias", RLX_DTYPE_F32, pt_c4(1, 4, 3, 5));
+    a = rlx_graph_attention(g, "attn", q, k, v, gb, (rlx_attention_params){.bias_grid_w = 3});
+    rlx_graph_output(g, "a", a);
+    assert_null(rlx_graph_error(g));
+    rlx_test_tensor ins4[] = {{"q", qv}, {"k", k6}, {"v", v6}, {"bias", bv}};
+    rlx_test_run run4 = {.inputs = ins4, .n_inputs = 4};
+    check_same(g, BIT(RLX_OP_ATTENTION), &run4, 1e-5f);
+    rlx_graph_free(g);
+    /* a key length that is not a multiple of the grid's width is refused */
+    g = rlx_graph_create();
+    q = rlx_graph_input(g, "q", RLX_DTYPE_F32, pt_c4(1, 4, 3, 8));
+    k = rlx_graph_input(g, "k", RLX_DTYPE_F32, pt_c4(1, 2, 5, 8));
+    v = rlx_graph_input(g, "v", RLX_DTYPE_F32, pt_c4(1, 2, 5, 8));
+    gb = rlx_graph_input(g, "bias", RLX_DTYPE_F32, pt_c4(1, 4, 3, 5));
+    rlx_graph_attention(g, "attn", q, k, v, gb, (rlx_attention_params){.bias_grid_w = 3});
+    assert_non_null(rlx_graph_error(g));
+    rlx_graph_free(g);
 }
 
 static void test_casts(void **state)

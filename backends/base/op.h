@@ -255,6 +255,11 @@ typedef union rlx_op_params {
         float scale;   /* 0 = 1/sqrt(D) */
         float softcap; /* 0 = off */
         bool has_bias;
+        /* > 0: the bias is decomposed over a key grid of bias_grid_w columns
+         * (key t = row t / w, column t % w): its last axis holds T / w row
+         * terms then w column terms, and key t gets row term t / w plus
+         * column term t % w (SAM's relative positions) */
+        int32_t bias_grid_w;
     } attn;
     struct {
         int32_t stride[2], pad[2], dilation[2], out_pad[2];

@@ -219,10 +219,63 @@ typedef struct {
 /* St[g][j][lane] += bias[h0 + g][q0 + lane][kt + j] for the keys a tile sees:
  * the bias rows of its 16 queries read 16 keys at a time (masked past the
  * last key, so nothing past a row is read) and transposed to key-major. */
+/* The bias of 16 keys [t0, t0 + 16) for one query from its decomposed row
+ * (bias_grid_w = w > 0: kh row terms, then w column terms): key t gets
+ * row[t / w] + row[kh + t % w]. Rows of at most 32 terms sit in two
+ * registers and are permuted; a grid of whole 16s of columns reads one row
+ * term and 16 consecutive column terms; anything else goes lane by lane. */
+static inline __m512 grid_bias16(const float *row, int64_t kh, int64_t w, int64_t t0, __mmask16 km,
+                                 __m512i ir, __m512i ic)
+{
+    if (kh + w <= 32) {
+        int64_t n = kh + w;
+        __m512 lo = _mm512_maskz_loadu_ps((__mmask16)(n >= 16 ? 0xFFFF : (1u << n) - 1u), row);
+        __m512 hi =
+            _mm512_maskz_loadu_ps((__mmask16)(n <= 16 ? 0 : (1u << (n - 16)) - 1u), row + 16);
+        return _mm512_add_ps(_mm512_permutex2var_ps(lo, ir, hi),
+                             _mm512_permutex2var_ps(lo, ic, hi));
+    }
+    if (w % 16 == 0 && t0 % 16 == 0)
+        return _mm512_add_ps(_mm512_set1_ps(row[t0 / w]),
+                             _mm512_maskz_loadu_ps(km, row + kh + t0 % w));
+    float b[16] = {0};
+    for (int l = 0; l < 16; l++)
+        if (km >> l & 1)
+            b[l] = row[(t0 + l) / w] + row[kh + (t0 + l) % w];
+    return _mm512_loadu_ps(b);
+}
+
 static inline __attribute__((always_inline)) void add_bias(int G, const rlx_cpu_attn_params *p,
                                                            int64_t h0, const pf_tile *t, int64_t kt,
                                                            int64_t tn, float *const *St)
 {
+    if (p->bias_grid_w > 0) {
+        const int64_t w = p->bias_grid_w, kh = p->n_kv / w;
+        for (int64_t j0 = 0; j0 < tn; j0 += 16) {
+            const __mmask16 km = (__mmask16)(tn - j0 >= 16 ? 0xFFFF : (1u << (tn - j0)) - 1u);
+            int32_t ir[16], ic[16]; /* permute indices (rows of at most 32 terms) */
+            for (int l = 0; l < 16; l++) {
+                int64_t key = kt + j0 + l;
+                ir[l] = (int32_t)((key / w) & 31);
+                ic[l] = (int32_t)((kh + key % w) & 31);
+            }
+            const __m512i vr = _mm512_loadu_si512(ir), vc = _mm512_loadu_si512(ic);
+            for (int g = 0; g < G; g++) {
+                const float *b0 = p->bias + (h0 + g) * p->bias_ld_head + t->q0 * p->bias_ld_q;
+                __m512 r[16];
+                for (int64_t i = 0; i < BQ; i++)
+                    r[i] = i < t->nq
+                               ? grid_bias16(b0 + i * p->bias_ld_q, kh, w, kt + j0, km, vr, vc)
+                               : _mm512_setzero_ps();
+                transpose16(r);
+                for (int64_t jj = 0; jj < 16 && j0 + jj < tn; jj++) {
+                    float *sj = St[g] + (j0 + jj) * BQ;
+                    _mm512_store_ps(sj, _mm512_add_ps(_mm512_load_ps(sj), r[jj]));
+                }
+            }
+        }
+        return;
+    }
     for (int g = 0; g < G; g++) {
         const float *b0 = p->bias + (h0 + g) * p->bias_ld_head + t->q0 * p->bias_ld_q + kt;
         for (int64_t j0 = 0; j0 < tn; j0 += 16) {

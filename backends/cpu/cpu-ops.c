@@ -1066,10 +1066,13 @@ static rlx_status op_attention(const cpu_op_ctx *c)
     int64_t qb = BST(q, rq), kb = BST(k, rk), vb = BST(v, rv), ob = ro == 4 ? o->st[0] : 0;
 #undef BST
     int64_t bst[4] = {0, 0, 0, 0};
+    const int64_t gw = c->p->attn.bias_grid_w, gh = gw > 0 ? T / gw : 0;
+    if (gw > 0 && T % gw)
+        return RLX_ERR_INVALID_ARG;
     if (bias) {
         cpu_tensor full = *o;
         full.rank = 4;
-        int64_t dims[4] = {B, Hq, S, T};
+        int64_t dims[4] = {B, Hq, S, gw > 0 ? gh + gw : T};
         memcpy(full.ne, dims, sizeof dims);
         bcast_strides(bias, &full, bst);
     }
@@ -1108,7 +1111,11 @@ static rlx_status op_attention(const cpu_op_ctx *c)
                     float x = dot_f32(qr, kp, D) * scale;
                     if (cap != 0.0f)
                         x = cap * tanhf(x / cap);
-                    if (bias)
+                    if (bias && gw > 0)
+                        x += ldf(bias, b * bst[0] + h * bst[1] + s * bst[2] + t / gw * bst[3]) +
+                             ldf(bias,
+                                 b * bst[0] + h * bst[1] + s * bst[2] + (gh + t % gw) * bst[3]);
+                    else if (bias)
                         x += ldf(bias, b * bst[0] + h * bst[1] + s * bst[2] + t * bst[3]);
                     sc[t] = x;
                     if (x > mx)
@@ -1942,13 +1949,17 @@ static bool fast_attention(const cpu_op_ctx *c)
     if (bias) {
         cpu_tensor full = *o;
         full.rank = 4;
-        int64_t dims[4] = {B, ap.n_heads, ap.n_q, ap.n_kv};
+        int64_t gw = c->p->attn.bias_grid_w;
+        if (gw > 0 && (ap.n_kv % gw || ap.n_kv == 0))
+            return false;
+        int64_t dims[4] = {B, ap.n_heads, ap.n_q, gw > 0 ? ap.n_kv / gw + gw : ap.n_kv};
         memcpy(full.ne, dims, sizeof dims);
         bcast_strides(bias, &full, bst);
-        if (ap.n_kv > 1 && bst[3] != 1)
+        if (dims[3] > 1 && bst[3] != 1)
             return false;
         ap.bias_ld_q = bst[2];
         ap.bias_ld_head = bst[1];
+        ap.bias_grid_w = gw;
     }
     if (B * ap.n_heads * ap.n_q == 0)
         return true;

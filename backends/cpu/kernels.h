@@ -263,6 +263,10 @@ typedef struct rlx_cpu_attn_params {
      * may be 0 to share one matrix across heads */
     const float *bias;
     int64_t bias_ld_q, bias_ld_head;
+    /* > 0: the bias is decomposed over a key grid of bias_grid_w columns
+     * (n_kv a multiple of it): a bias row holds n_kv / w row terms, then w
+     * column terms, and key j gets row[j / w] + row[n_kv / w + j % w] */
+    int64_t bias_grid_w;
 } rlx_cpu_attn_params;
 
 /* out = softmax(scale * Q K^T (+ mask)) V, computed flash-style: key tiles

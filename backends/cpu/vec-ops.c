@@ -583,9 +583,15 @@ static void attn_rows(const rlx_cpu_attn_params *p, int64_t h0, int64_t nh, int6
                 for (int j = 0; j < RLX_ATTN_BK; j++)
                     s[j] = cap * vtanh(s[j] * icap);
             if (bias) {
-                const float *br = p->bias + h * p->bias_ld_head + qrow * p->bias_ld_q + kt;
-                for (int64_t j = 0; j < kn; j++)
-                    s[j] += br[j];
+                const float *br = p->bias + h * p->bias_ld_head + qrow * p->bias_ld_q;
+                if (p->bias_grid_w > 0) {
+                    const int64_t w = p->bias_grid_w, rows = p->n_kv / w;
+                    for (int64_t j = 0; j < kn; j++)
+                        s[j] += br[(kt + j) / w] + br[rows + (kt + j) % w];
+                } else {
+                    for (int64_t j = 0; j < kn; j++)
+                        s[j] += br[kt + j];
+                }
             }
             /* visible keys j in [jmin, jmax] (tile-relative) */
             int64_t pos = p->q_pos0 + qrow;

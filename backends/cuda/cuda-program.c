@@ -239,6 +239,8 @@ static int cu_check(const rlx_lir *lir, const rlx_lir_instr *ins, char *why, siz
             return NO("rope ranks");
         return CU_K_ROPE;
     case RLX_OP_ATTENTION: {
+        if (ins->p.attn.bias_grid_w)
+            return NO("a bias decomposed over a key grid (the compiler builds the full one)");
         /* k and v may be a Q8_0 KV cache (a view of the state: elements by
          * their flat index in its blocks) */
         for (int k = 0; k < ins->n_in; k++)

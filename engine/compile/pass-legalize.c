@@ -7,7 +7,8 @@
  * form), SILU, SIGMOID, TANH, RSQRT, SQUARE, RELU, CLAMP, SCALE; RMS/LAYER/
  * GROUP norm and ADD_RMS_NORM into reductions; SOFTMAX into max/exp/sum;
  * ATTENTION into matmul + softmax + matmul (causal/window masks built from
- * position constants, GQA by broadcasting k/v over the query group); CONV1D
+ * position constants, GQA by broadcasting k/v over the query group), and
+ * one with a grid-decomposed bias first into one with the full bias; CONV1D
  * into CONV2D; a matmul
  * epilogue into separate nodes; a FUSED_ELEMENTWISE back into its steps.
  * Before rewriting, an op refused only for its F16/BF16 operands gets CASTs
@@ -243,6 +244,35 @@ static rlx_node attention(lz *z, const rlx_gnode *n, char *why, size_t why_size)
     return grp > 1 ? reshape(z, o, n->shape) : o;
 }
 
+/* An attention whose bias is decomposed over a key grid (bias_grid_w) as
+ * the same attention with the full bias: row terms [..., kh, 1] plus
+ * column terms [..., 1, kw], viewed as [..., T]. Checked in turn, so a
+ * backend that refuses attention altogether gets the matmul form next. */
+static rlx_node grid_bias_attention(lz *z, const rlx_gnode *n)
+{
+    rlx_graph *g = z->g;
+    rlx_shape bs = g->nodes[n->in[3]].shape;
+    int r = bs.rank;
+    int64_t kw = n->p.attn.bias_grid_w, kh = bs.d[r - 1].k - kw;
+    rlx_shape rs = bs, cs = bs, fs = bs;
+    rs.rank = cs.rank = r + 1;
+    rs.d[r - 1] = rlx_dim_const(kh);
+    rs.d[r] = rlx_dim_const(1);
+    cs.d[r - 1] = rlx_dim_const(1);
+    cs.d[r] = rlx_dim_const(kw);
+    fs.d[r - 1] = rlx_dim_const(kh * kw);
+    rlx_node rows =
+        rlx_graph_slice(g, nm(z, "rows"), n->in[3], r - 1, rlx_dim_const(0), rlx_dim_const(kh));
+    rlx_node cols =
+        rlx_graph_slice(g, nm(z, "cols"), n->in[3], r - 1, rlx_dim_const(kh), rlx_dim_const(kw));
+    rlx_node full = op2(z, RLX_OP_ADD, reshape(z, rows, rs), reshape(z, cols, cs));
+    rlx_node in[4] = {n->in[0], n->in[1], n->in[2], reshape(z, full, fs)};
+    rlx_op_params p = n->p;
+    p.attn.bias_grid_w = 0;
+    return rlx_graph_node_new(g, nm(z, "attention"), RLX_OP_ATTENTION, &p, 4, in, RLX_DTYPE_INVALID,
+                              NULL);
+}
+
 /* Rewrite node i (a copy in n) into other nodes; RLX_NODE_INVALID with a
  * reason in why when there is no rewrite. */
 static rlx_node rewrite(lz *z, int32_t i, const rlx_gnode *n, char *why, size_t why_size)
@@ -353,6 +383,8 @@ static rlx_node rewrite(lz *z, int32_t i, const rlx_gnode *n, char *why, size_t 
         return op2(z, RLX_OP_DIV, e, reduce(z, RLX_OP_REDUCE_SUM, e, axis));
     }
     case RLX_OP_ATTENTION:
+        if (n->p.attn.bias_grid_w > 0)
+            return grid_bias_attention(z, n);
         return attention(z, n, why, why_size);
     case RLX_OP_CONV1D: {
         rlx_shape xs = g->nodes[x].shape, ws = g->nodes[n->in[1]].shape;

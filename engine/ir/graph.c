@@ -819,9 +819,18 @@ rlx_status rlx_graph_infer(const rlx_graph *g, const rlx_gnode *n, rlx_dtype *dt
         o.d[3] = v->shape.d[3];
         if (n->p.attn.has_bias != (n->n_in == 4))
             FAILF("has_bias does not match the number of inputs");
+        if (n->p.attn.bias_grid_w < 0 || (n->p.attn.bias_grid_w > 0 && n->n_in != 4))
+            FAILF("bias_grid_w %d needs a bias and must be >= 0", (int)n->p.attn.bias_grid_w);
         if (n->n_in == 4) {
             rlx_shape sc = o, b;
             sc.d[3] = k->shape.d[2];
+            int64_t gw = n->p.attn.bias_grid_w;
+            if (gw > 0) { /* the bias holds T / w row terms, then w column terms */
+                if (!rlx_dim_is_const(sc.d[3]) || sc.d[3].k % gw)
+                    FAILF("the key length (%s) must be a constant multiple of bias_grid_w %lld", sk,
+                          (long long)gw);
+                sc.d[3] = rlx_dim_const(sc.d[3].k / gw + gw);
+            }
             TRY(need_float(g, n, 3, "bias", msg, msg_size));
             if (!rlx_shape_broadcast(&sc, &in_node(g, n, 3)->shape, &b) ||
                 !rlx_shape_equal(&b, &sc)) {
@@ -1474,6 +1483,7 @@ rlx_node rlx_graph_attention(rlx_graph *g, const char *name, rlx_node q, rlx_nod
     p.attn.scale = ap.scale;
     p.attn.softcap = ap.softcap;
     p.attn.has_bias = bias != RLX_NODE_INVALID;
+    p.attn.bias_grid_w = ap.bias_grid_w;
     if (g && q >= 0 && q < g->n_nodes && p.attn.scale == 0.0f) {
         const rlx_shape *s = &g->nodes[q].shape;
         if (s->rank == 4 && rlx_dim_is_const(s->d[3]) && s->d[3].k > 0)
@@ -1963,7 +1973,8 @@ static void params_text(const rlx_graph *g, const rlx_gnode *n, char *buf, size_
         snprintf(buf, size, " axis=%d", p->concat.axis);
         break;
     case RLX_OP_ATTENTION:
-        snprintf(buf, size, " mask=%d scale=%g", (int)p->attn.mask, (double)p->attn.scale);
+        snprintf(buf, size, " mask=%d scale=%g%s", (int)p->attn.mask, (double)p->attn.scale,
+                 p->attn.bias_grid_w ? " grid-bias" : "");
         break;
     default:
         break;

@@ -186,9 +186,16 @@ typedef struct rlx_attention_params {
     int32_t window; /* RLX_MASK_WINDOW */
     float scale;    /* 0 = 1/sqrt(D) */
     float softcap;  /* 0 = off */
+    /* > 0: the keys form a grid of T / bias_grid_w rows of bias_grid_w
+     * columns and the bias is decomposed over it: it broadcasts to
+     * [B, Hq, S, T / w + w], and key t gets bias[..., t / w] (its row's
+     * term) + bias[..., T / w + t % w] (its column's). Backends without it
+     * get the full [B, Hq, S, T] bias built by the compiler (legalize). */
+    int32_t bias_grid_w;
 } rlx_attention_params;
 /* q [B, Hq, S, D], k [B, Hkv, T, D], v [B, Hkv, T, Dv], Hq % Hkv == 0 (GQA),
- * bias (additive, broadcast to [B, Hq, S, T]) or RLX_NODE_INVALID.
+ * bias (additive, broadcast to [B, Hq, S, T]; see bias_grid_w) or
+ * RLX_NODE_INVALID.
  * Output [B, Hq, S, Dv]. Causal masks put query i at absolute position
  * T - S + i. */
 RLX_API rlx_node rlx_graph_attention(rlx_graph *g, const char *name, rlx_node q, rlx_node k,

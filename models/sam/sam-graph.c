@@ -5,12 +5,13 @@
  * windows as the batch) or, in the global blocks, over all 4096 tokens. The
  * decomposed relative positions become the attention's additive bias: rel_h
  * (q against rel_pos_h gathered at q_row - k_row + w - 1) and rel_w (the same
- * along columns), broadcast-added to [B, H, S, T]. MLP with erf GELU. Neck: 1x1
- * conv (a matmul on the tokens), LayerNorm over channels, 3x3 conv, LayerNorm.
- * The embedding is written token-major into a state; the dense positional
- * encoding of the grid (sin/cos of the grid coordinates times the gaussian
- * matrix) is computed by the same program into another state, so a click does
- * not redo it.
+ * along columns), side by side as a bias decomposed over the key grid
+ * (bias_grid_w): the attention adds rel_h[k_row] + rel_w[k_col] per key.
+ * MLP with erf GELU. Neck: 1x1 conv (a matmul on the tokens), LayerNorm over
+ * channels, 3x3 conv, LayerNorm. The embedding is written token-major into a
+ * state; the dense positional encoding of the grid (sin/cos of the grid
+ * coordinates times the gaussian matrix) is computed by the same program into
+ * another state, so a click does not redo it.
  *
  * Decoder: the prompt tokens' random-Fourier positional encoding (zeroed for the
  * padding point) plus their kind's embedding, after the IoU and mask tokens;
@@ -122,20 +123,24 @@ static rlx_node vit_heads(sb *b, rlx_node qkv, rlx_node rh, rlx_node rw, int64_t
     rlx_node qt = sam_permute(b, q4, (const int[]){0, 2, 1, 3});            /* [BH, qw, qh, c] */
     rlx_node rel_w = rlx_graph_matmul(g, NULL, qt, rw, false, true);        /* [BH, qw, qh, kw] */
     rel_w = sam_permute(b, rel_w, (const int[]){0, 2, 1, 3});               /* [BH, qh, qw, kw] */
-    rel_h = sam_reshape(b, rel_h, 5, (int64_t[]){nb * hn, w, w, w, 1});
-    rel_w = sam_reshape(b, rel_w, 5, (int64_t[]){nb * hn, w, w, 1, w});
-    rlx_node bias = rlx_graph_add(g, NULL, rel_h, rel_w); /* [BH, qh, qw, kh, kw] */
-    bias = sam_reshape(b, bias, 4, (int64_t[]){nb, hn, S, S});
-    rlx_attention_params ap = {.mask = RLX_MASK_NONE, .scale = 1.0f / sqrtf((float)hd)};
+    rel_h = sam_reshape(b, rel_h, 4, (int64_t[]){nb, hn, S, w});
+    rel_w = sam_reshape(b, rel_w, 4, (int64_t[]){nb, hn, S, w});
+    /* key (kh, kw) gets rel_h[kh] + rel_w[kw]: the attention adds them per key
+     * (bias_grid_w), the [S, S] sum is never written where the backend can */
+    rlx_node bias = rlx_graph_concat(g, NULL, 2, (rlx_node[]){rel_h, rel_w}, 3);
+    rlx_attention_params ap = {
+        .mask = RLX_MASK_NONE, .scale = 1.0f / sqrtf((float)hd), .bias_grid_w = w};
     rlx_node a = rlx_graph_attention(g, NULL, hs[0], hs[1], hs[2], bias, ap); /* [nb,hn,S,hd] */
     a = sam_permute(b, a, (const int[]){0, 2, 1, 3});
     return sam_reshape(b, a, 2, (int64_t[]){nb * S, hn * hd});
 }
 
 /* x [nb * w * w, D] tokens of nb windows of w x w -> attention output, same shape.
- * The additive bias is [nb, H, S, S] floats (1 GiB for ViT-H's global blocks), so the
- * heads go in groups whose bias stays under the chunk size, each its own attention:
- * smaller peaks, and bindings that fit GPUs with small storage-buffer limits. */
+ * Where the backend cannot add the decomposed bias per key, the compiler builds
+ * the full one, [nb, H, S, S] floats (1 GiB for ViT-H's global blocks), so the
+ * heads go in groups whose full bias stays under the chunk size, each its own
+ * attention: smaller peaks, and bindings that fit GPUs with small
+ * storage-buffer limits. */
 static rlx_node vit_attention(sb *b, rlx_node x, int il, int64_t nb, int w)
 {
     rlx_graph *g = b->g;
