@@ -826,26 +826,47 @@ static bool lin_weights(int in_size, int out_size, int count, lin_axis *a)
     return true;
 }
 
+/* Separable: each source row the output needs is resampled along x once
+ * (two kept, as consecutive output rows share them), then each output row
+ * is a blend of two of those; the same sums as the 2-D form, in the order
+ * h0 * (row a) + h1 * (row b). The same size in and out is a copy. */
 static rlx_status interp_region(const float *src, int sw, int sh, float *dst, int dw, int dh,
                                 int cw, int chh, rlx_error **err)
 {
+    if (sw == dw && sh == dh && cw == sw && chh == sh) {
+        memcpy(dst, src, (size_t)sw * (size_t)sh * sizeof *dst);
+        return RLX_OK;
+    }
     lin_axis ax = {0}, ay = {0};
     rlx_status st = RLX_OK;
-    if (!lin_weights(sw, dw, cw, &ax) || !lin_weights(sh, dh, chh, &ay)) {
+    float *rows = malloc(2 * (size_t)cw * sizeof *rows);
+    if (!rows || !lin_weights(sw, dw, cw, &ax) || !lin_weights(sh, dh, chh, &ay)) {
         st = rlx_error_set(err, RLX_ERR_NO_MEMORY, "out of memory upsampling the mask");
         goto done;
     }
+    int have[2] = {-1, -1}; /* the source row held by rows[k * cw] */
     for (int y = 0; y < chh; y++) {
-        const float *r0 = src + (size_t)ay.i0[y] * sw, *r1 = src + (size_t)ay.i1[y] * sw;
-        float h0 = ay.l0[y], h1 = ay.l1[y];
-        for (int x = 0; x < cw; x++) {
-            int x0 = ax.i0[x], x1 = ax.i1[x];
-            float w0 = ax.l0[x], w1 = ax.l1[x];
-            dst[(size_t)y * cw + x] =
-                h0 * (w0 * r0[x0] + w1 * r0[x1]) + h1 * (w0 * r1[x0] + w1 * r1[x1]);
+        const int want[2] = {ay.i0[y], ay.i1[y]};
+        const float *r[2];
+        for (int k = 0; k < 2; k++) {
+            int slot = have[0] == want[k] ? 0 : have[1] == want[k] ? 1 : -1;
+            if (slot < 0) { /* fill the slot that does not hold the other row */
+                slot = have[0] == want[1 - k] ? 1 : 0;
+                float *o = rows + (size_t)slot * cw;
+                const float *sr = src + (size_t)want[k] * sw;
+                for (int x = 0; x < cw; x++)
+                    o[x] = ax.l0[x] * sr[ax.i0[x]] + ax.l1[x] * sr[ax.i1[x]];
+                have[slot] = want[k];
+            }
+            r[k] = rows + (size_t)slot * cw;
         }
+        const float h0 = ay.l0[y], h1 = ay.l1[y], *a = r[0], *b = r[1];
+        float *o = dst + (size_t)y * cw;
+        for (int x = 0; x < cw; x++)
+            o[x] = h0 * a[x] + h1 * b[x];
     }
 done:
+    free(rows);
     lin_free(&ax);
     lin_free(&ay);
     return st;

@@ -104,20 +104,29 @@ rlx_status rlx_sam_proposal_make(const float *lowres, float iou, const rlx_image
     int w = info->orig_width, h = info->orig_height;
     int64_t above_hi = 0, above_lo = 0, area = 0;
     int x0 = w, y0 = h, x1 = -1, y1 = -1;
-    for (int y = 0; y < h; y++) {
+    for (int y = 0; y < h; y++) { /* counts without branches, then the row's ends */
         const float *l = logits + (size_t)y * (size_t)w;
         const uint8_t *m = mask + (size_t)y * (size_t)w;
+        int hi = 0, lo = 0, in = 0;
         for (int x = 0; x < w; x++) {
-            above_hi += l[x] > 1.0f;
-            above_lo += l[x] > -1.0f;
-            if (m[x]) {
-                area++;
-                x0 = x < x0 ? x : x0;
-                x1 = x > x1 ? x : x1;
-                y0 = y < y0 ? y : y0;
-                y1 = y > y1 ? y : y1;
-            }
+            hi += l[x] > 1.0f;
+            lo += l[x] > -1.0f;
+            in += m[x] != 0;
         }
+        above_hi += hi;
+        above_lo += lo;
+        if (!in)
+            continue;
+        area += in;
+        int a = 0, b = w - 1;
+        while (!m[a])
+            a++;
+        while (!m[b])
+            b--;
+        x0 = a < x0 ? a : x0;
+        x1 = b > x1 ? b : x1;
+        y0 = y < y0 ? y : y0;
+        y1 = y;
     }
     out->iou = iou;
     out->stability = above_lo ? (float)above_hi / (float)above_lo : 0.0f;
