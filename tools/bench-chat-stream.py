@@ -19,7 +19,7 @@ and threads) and reads its decode speed. Prints:
 Each pair runs back to back, --repeat times (default 2), app first then CLI.
 
 usage: tools/bench-chat-stream.py -m MODEL.gguf [--build build-release]
-           [-n 2048] [--ctx 4096] [-t THREADS] [--repeat 2] [--json]
+           [-n 2048] [--ctx 4096] [-t THREADS] [--repeat 2] [--step 500] [--json]
 Needs xvfb-run, xdotool and dbus-run-session.
 """
 import argparse
@@ -163,6 +163,8 @@ def main():
     ap.add_argument("-t", "--threads", type=int, default=0)
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--step", type=int, default=500,
+                    help="tokens per window of the per-window figures (default 500)")
     args = ap.parse_args()
     args.model = os.path.abspath(args.model)
     args.build = os.path.abspath(args.build)
@@ -192,7 +194,7 @@ def main():
                  "busy_last": round(busy(points, False), 3),
                  "page_tps_first": round(window(points, True)[0] / window(points, True)[1], 1),
                  "page_tps_last": round(window(points, False)[0] / window(points, False)[1], 1),
-                 "by_500_tokens": series(points)}
+                 "by_window": series(points, args.step)}
             results.append(r)
             if not args.json:
                 print("run %d: page %d tokens at %.1f tokens/s, rlx generate %d at %.1f "
@@ -205,9 +207,9 @@ def main():
                          100 * r["busy_last"], r["page_tps_first"], r["page_tps_last"],
                          r["showings_first"], r["showings_last"], r["ms_per_showing_first"],
                          r["ms_per_showing_last"]))
-                print("  by 500 tokens (from token: main-thread CPU s per 1,000 tokens, ms "
-                      "per showing): " + "; ".join("%d: %.3f s, %.1f ms" % w
-                                                   for w in r["by_500_tokens"]))
+                print("  by %d tokens (from token: main-thread CPU s per 1,000 tokens, ms "
+                      "per showing): " % args.step + "; ".join("%d: %.3f s, %.1f ms" % w
+                                                               for w in r["by_window"]))
                 sys.stdout.flush()
     if args.json:
         print(json.dumps(results, indent=2))

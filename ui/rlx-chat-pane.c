@@ -76,6 +76,7 @@ struct _RlxChatPane {
     Msg *stream_msg;
     int stream_tokens;      /* the reply's tokens so far */
     int stream_renders;     /* times it was shown so far */
+    char *stats_due;        /* the footer's figures, shown with the reply's next showing */
     gint64 stream_asked_us; /* monotonic time the reply was asked for */
     gint64 stream_first_us; /* ... of its first text; 0 before */
     double stream_cpu0;     /* the main thread's CPU seconds then */
@@ -1424,10 +1425,18 @@ static void on_model_loaded(RlxEngine *e, RlxChatPane *self)
  *    but never longer than RENDER_MAX_WAIT_US, so that a slow device still
  *    shows its words a few times a second. */
 #define RENDER_SHARE       0.1
-#define RENDER_TOKEN_CPU   0.002
-#define RENDER_MAX_WAIT_US 250000
+#define RENDER_TOKEN_CPU   0.0012
+#define RENDER_MAX_WAIT_US 400000
 
 static double thread_cpu_seconds(void);
+
+static void show_stats_due(RlxChatPane *self)
+{
+    if (!self->stats_due)
+        return;
+    gtk_label_set_text(self->stats_label, self->stats_due);
+    g_clear_pointer(&self->stats_due, g_free);
+}
 
 static gboolean render_tick(GtkWidget *w, GdkFrameClock *clock, gpointer data)
 {
@@ -1440,6 +1449,7 @@ static gboolean render_tick(GtkWidget *w, GdkFrameClock *clock, gpointer data)
     self->render_tokens0 = self->stream_tokens;
     self->stream_renders++;
     msg_render(self, self->stream_msg);
+    show_stats_due(self);
     return G_SOURCE_REMOVE;
 }
 
@@ -1550,10 +1560,15 @@ static void on_stats(RlxEngine *e, double tps, int used, int size, RlxChatPane *
         double s = (double)(g_get_monotonic_time() - self->stream_first_us) / 1e6;
         tps = s > 0 ? (self->stream_tokens - 1) / s : 0;
     }
-    g_autofree char *t =
-        tps > 0 ? g_strdup_printf(_("%.1f tokens/s · context %d / %d"), tps, used, size)
-                : g_strdup_printf(_("context %d / %d"), used, size);
-    gtk_label_set_text(self->stats_label, t);
+    char *t = tps > 0 ? g_strdup_printf(_("%.1f tokens/s · context %d / %d"), tps, used, size)
+                      : g_strdup_printf(_("context %d / %d"), used, size);
+    g_free(self->stats_due);
+    self->stats_due = t;
+    /* While a reply streams, the figures change in the frame that shows it:
+     * a frame of their own, a few times a second, costs the main thread
+     * about as much as a showing of the reply (on a software renderer). */
+    if (!self->stream_msg || !self->stream_first_us)
+        show_stats_due(self);
 }
 
 /* The footer's words for a reply on its way go when it ends. */
@@ -1583,6 +1598,7 @@ static void on_finished(RlxEngine *e, int kind, const char *stop, RlxChatPane *s
     self->stopping = FALSE;
     g_clear_handle_id(&self->save_source, g_source_remove);
     cancel_render(self);
+    show_stats_due(self); /* the reply's last figures */
     if (!*m->content && (c->failure || g_strcmp0(stop, "error") == 0)) {
         /* Nothing came: the failure card says why, an empty bubble would not. */
         g_ptr_array_remove(c->msgs, m);
@@ -1718,6 +1734,7 @@ static void rlx_chat_pane_dispose(GObject *object)
     g_clear_object(&self->stop);
     g_clear_handle_id(&self->save_source, g_source_remove);
     cancel_render(self);
+    show_stats_due(self); /* the reply's last figures */
     cull_stop(self);
     g_clear_object(&self->engine);
     g_clear_object(&self->settings);
@@ -1827,6 +1844,7 @@ static void rlx_chat_pane_finalize(GObject *object)
     g_ptr_array_unref(self->convs);
     g_hash_table_unref(self->culled);
     g_free(self->model_path);
+    g_free(self->stats_due);
     G_OBJECT_CLASS(rlx_chat_pane_parent_class)->finalize(object);
 }
 

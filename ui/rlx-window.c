@@ -7,6 +7,7 @@
 #include "rlx-transcribe-pane.h"
 
 #include <glib/gi18n.h>
+#include <string.h>
 
 struct _RlxWindow {
     AdwApplicationWindow parent_instance;
@@ -278,32 +279,50 @@ static void show_page_memory(RlxWindow *self)
     update_memory_labels(self);
 }
 
+static gboolean memory_same(const RlxMemoryInfo *a, const RlxMemoryInfo *b)
+{
+    return a->weights == b->weights && a->kv_cache == b->kv_cache &&
+           a->activations == b->activations && a->budget == b->budget &&
+           a->device_total == b->device_total && !a->on_gpu == !b->on_gpu &&
+           a->n_gpu_layers == b->n_gpu_layers && a->n_layers == b->n_layers &&
+           a->cpu_bytes == b->cpu_bytes && a->n_parts == b->n_parts &&
+           memcmp(a->parts, b->parts, sizeof a->parts) == 0;
+}
+
+/* A page's figures, as its worker reports them (a few times a second while
+ * it runs). The same figures again change nothing on screen, so they draw
+ * nothing: while a reply streams on a slow renderer, each redraw of the
+ * header is a frame of its own, taken from the engine's cores. */
+static void page_memory(RlxWindow *self, RlxMemoryInfo *slot, const RlxMemoryInfo *m)
+{
+    if (memory_same(slot, m))
+        return;
+    *slot = *m;
+    show_page_memory(self);
+}
+
 static void on_memory(RlxEngine *e, const RlxMemoryInfo *m, RlxWindow *self)
 {
     (void)e;
-    self->mem_chat = *m;
-    show_page_memory(self);
+    page_memory(self, &self->mem_chat, m);
 }
 
 static void on_transcribe_memory(RlxTranscribePane *p, const RlxMemoryInfo *m, RlxWindow *self)
 {
     (void)p;
-    self->mem_transcribe = *m;
-    show_page_memory(self);
+    page_memory(self, &self->mem_transcribe, m);
 }
 
 static void on_segment_memory(RlxSegmentPane *p, const RlxMemoryInfo *m, RlxWindow *self)
 {
     (void)p;
-    self->mem_segment = *m;
-    show_page_memory(self);
+    page_memory(self, &self->mem_segment, m);
 }
 
 static void on_imagine_memory(RlxImaginePane *p, const RlxMemoryInfo *m, RlxWindow *self)
 {
     (void)p;
-    self->mem_imagine = *m;
-    show_page_memory(self);
+    page_memory(self, &self->mem_imagine, m);
 }
 
 static void on_page_changed(AdwViewStack *stack, GParamSpec *pspec, RlxWindow *self)
