@@ -178,6 +178,10 @@ typedef struct rlx_vec_ops {
     rlx_attn_group_fn attn_group;
     rlx_gemm_ukernel_fn gemm_ukernel;
     rlx_vec_dot_fn dot_f32w, dot_f16w, dot_bf16w; /* weight rows vs f32 activations */
+    /* d[t] = a <= t < b ? s[t] : 0 for t < n <= RLX_GEMM_NR (a run of a
+     * conv's implicit im2col): s[t] is read only for t in [a, b), so s may
+     * point before or past the row it reads */
+    void (*pack_run)(float *d, const float *s, int64_t n, int64_t a, int64_t b);
 } rlx_vec_ops;
 
 extern const rlx_vec_ops rlx_vec_ops_scalar;

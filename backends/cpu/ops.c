@@ -652,12 +652,23 @@ typedef struct {
     float *y;
     const float *ap; /* per group: per k block, ceil(og/MR) panels of kc x MR */
     size_t ap_group; /* floats per group */
-    float *bp;       /* per thread: IG_NC/NR panels of IG_KC x NR */
+    float *bp;       /* per thread: one panel of IG_KC x NR */
     size_t bp_stride;
     int64_t ho, wo, cg, og, kdim, band, n_bands;
-    int64_t n_mc, mc_panels; /* tasks per band: chunks of MR-row panels of the weights */
+    int64_t n_mc, mc_panels;       /* tasks per band: chunks of MR-row panels of the weights */
+    const struct igemm_krow *krow; /* per k row of the GEMM, where it reads the input */
     rlx_gemm_ukernel_fn uk;
+    void (*pack_run)(float *d, const float *s, int64_t n, int64_t a, int64_t b);
 } igemm_ctx;
+
+/* Row k of the implicit im2col matrix (input channel ch, tap ki, kj): the
+ * channel's plane, the input row of output row oh (oh * stride_h + dy), the
+ * input column of output column ow (ow * stride_w + off), and the output
+ * columns [lo, hi) that land inside the input; computed once per conv, as
+ * the divisions that find (ch, ki, kj) cost more than the copies they serve. */
+typedef struct igemm_krow {
+    int64_t plane, dy, off, lo, hi;
+} igemm_krow;
 
 /* Weights of one group [og][kdim] into k blocks of MR-row panels. */
 static void igemm_pack_a(const float *w, int64_t og, int64_t kdim, float *dst)
@@ -682,9 +693,11 @@ typedef struct {
 
 #define IG_MAX_RUNS (IG_NC + 2 * (IG_NC / IG_NR) + 2)
 
-/* The runs are copied by plain loops of at most NR floats: GCC would turn
- * them into memset/memcpy calls, which cost more than the copy at this
- * length (13% of ISNet's time went to memcpy's entry). */
+/* A run of stride 1 is one masked vector op per half (pack_run, compiled
+ * for the CPU's ISA: this file is built for the baseline); the others are
+ * plain loops of at most NR floats: GCC would turn them into memset/memcpy
+ * calls, which cost more than the copy at this length (13% of ISNet's time
+ * went to memcpy's entry). */
 #if defined(__GNUC__) && !defined(__clang__)
 __attribute__((optimize("no-tree-loop-distribute-patterns")))
 #endif
@@ -693,22 +706,17 @@ igemm_pack_rows(const igemm_ctx *c, const float *xg, const igemm_run *runs, int6
                 int64_t k0, int64_t kc, float *dst)
 {
     const rlx_cpu_conv2d_params *p = c->p;
-    int64_t sw = p->stride_w, khw = p->kh * p->kw;
+    int64_t sw = p->stride_w;
     for (int64_t kk = 0; kk < kc; kk++) {
-        int64_t k = k0 + kk, ch = k / khw, ki = (k / p->kw) % p->kh, kj = k % p->kw;
-        const float *xc = xg + ch * p->h_in * p->w_in;
-        int64_t off = kj * p->dil_w - p->pad_w; /* iw = ow * sw + off */
-        int64_t lo = off >= 0 ? 0 : (-off + sw - 1) / sw;
-        int64_t hi = p->w_in - 1 - off >= 0 ? (p->w_in - 1 - off) / sw + 1 : 0;
-        hi = hi < c->wo ? hi : c->wo;
-        lo = lo < hi ? lo : hi;
+        const igemm_krow *K = &c->krow[k0 + kk];
+        const float *xc = xg + K->plane;
+        int64_t off = K->off, lo = K->lo, hi = K->hi; /* iw = ow * sw + off */
         for (int64_t r = 0; r < n_runs; r++) {
             const igemm_run *R = &runs[r];
             float *d = dst + R->dst + kk * IG_NR;
-            int64_t ih = R->oh * p->stride_h - p->pad_h + ki * p->dil_h;
+            int64_t ih = R->oh * p->stride_h + K->dy;
             if (R->oh < 0 || ih < 0 || ih >= p->h_in) {
-                for (int64_t t = 0; t < R->n; t++)
-                    d[t] = 0.0f;
+                c->pack_run(d, d, R->n, 0, 0); /* zeros */
                 continue;
             }
             const float *src = xc + ih * p->w_in;
@@ -716,16 +724,14 @@ igemm_pack_rows(const igemm_ctx *c, const float *xg, const igemm_run *runs, int6
             int64_t a = ow < lo ? lo : ow, b = e < hi ? e : hi;
             if (b < a)
                 b = a = e < lo ? e : a;
+            if (sw == 1) { /* one vector op per half of the run */
+                c->pack_run(d, src + off + ow, R->n, a - ow, b - ow);
+                continue;
+            }
             for (int64_t t = ow; t < a; t++)
                 d[t - ow] = 0.0f;
-            if (sw == 1) {
-                const float *s = src + off;
-                for (int64_t t = a; t < b; t++)
-                    d[t - ow] = s[t];
-            } else {
-                for (int64_t t = a; t < b; t++)
-                    d[t - ow] = src[t * sw + off];
-            }
+            for (int64_t t = a; t < b; t++)
+                d[t - ow] = src[t * sw + off];
             for (int64_t t = b; t < e; t++)
                 d[t - ow] = 0.0f;
         }
@@ -777,10 +783,12 @@ static void igemm_task(void *vc, int64_t task, int thread)
         const float *ak = apg;
         for (int64_t k0 = 0; k0 < c->kdim; k0 += IG_KC) {
             int64_t kc = c->kdim - k0 < IG_KC ? c->kdim - k0 : IG_KC;
-            igemm_pack_b(c, xg, oh0, c0, nc, k0, kc, bp);
             for (int64_t j = 0; j < nc; j += IG_NR) {
                 int nr = (int)(nc - j < IG_NR ? nc - j : IG_NR);
-                const float *bpan = bp + (j / IG_NR) * kc * IG_NR;
+                /* one panel at a time, used while it is in L1 (and written
+                 * where the last one was, so its stores stay there) */
+                igemm_pack_b(c, xg, oh0, c0 + j, nr, k0, kc, bp);
+                const float *bpan = bp;
                 for (int64_t i = i0; i < i1; i++) {
                     int mr = (int)(c->og - i * IG_MR < IG_MR ? c->og - i * IG_MR : IG_MR);
                     c->uk(kc, ak + i * kc * IG_MR, bpan, yg + i * IG_MR * hw + c0 + j, hw, mr, nr,
@@ -808,13 +816,27 @@ static rlx_status igemm_conv(rlx_threadpool *pool, const rlx_cpu_conv2d_params *
     int64_t cg = p->c_in / p->groups, og = p->c_out / p->groups, kdim = cg * p->kh * p->kw;
     int nth = rlx_threadpool_size(pool);
     size_t ap_group = (size_t)((og + IG_MR - 1) / IG_MR * IG_MR) * (size_t)kdim;
-    size_t bp_stride = (size_t)IG_NC * IG_KC;
+    size_t bp_stride = (size_t)IG_NR * IG_KC;
     float *ap = aligned_alloc(64, ((size_t)p->groups * ap_group * sizeof(float) + 63) / 64 * 64);
     float *bp = aligned_alloc(64, (size_t)nth * bp_stride * sizeof(float));
-    if (!ap || !bp) {
+    igemm_krow *krow = malloc((size_t)kdim * sizeof *krow);
+    if (!ap || !bp || !krow) {
         free(ap);
         free(bp);
+        free(krow);
         return RLX_ERR_NO_MEMORY;
+    }
+    for (int64_t k = 0, khw = p->kh * p->kw, sw = p->stride_w; k < kdim; k++) {
+        int64_t ch = k / khw, ki = (k / p->kw) % p->kh, kj = k % p->kw;
+        int64_t off = kj * p->dil_w - p->pad_w;
+        int64_t lo = off >= 0 ? 0 : (-off + sw - 1) / sw;
+        int64_t hi = p->w_in - 1 - off >= 0 ? (p->w_in - 1 - off) / sw + 1 : 0;
+        hi = hi < wo ? hi : wo;
+        krow[k] = (igemm_krow){.plane = ch * p->h_in * p->w_in,
+                               .dy = ki * p->dil_h - p->pad_h,
+                               .off = off,
+                               .lo = lo < hi ? lo : hi,
+                               .hi = hi};
     }
     for (int64_t g = 0; g < p->groups; g++)
         igemm_pack_a(w + g * og * kdim, og, kdim, ap + (size_t)g * ap_group);
@@ -833,7 +855,9 @@ static rlx_status igemm_conv(rlx_threadpool *pool, const rlx_cpu_conv2d_params *
                    .kdim = kdim,
                    .band = band,
                    .n_bands = n_bands,
-                   .uk = rlx_cpu_table_get()->vec.gemm_ukernel};
+                   .krow = krow,
+                   .uk = rlx_cpu_table_get()->vec.gemm_ukernel,
+                   .pack_run = rlx_cpu_table_get()->vec.pack_run};
     int64_t mpan = (og + IG_MR - 1) / IG_MR;
     n_mc = n_mc < 1 ? 1 : n_mc > mpan ? mpan : n_mc;
     c.mc_panels = (mpan + n_mc - 1) / n_mc;
@@ -841,6 +865,7 @@ static rlx_status igemm_conv(rlx_threadpool *pool, const rlx_cpu_conv2d_params *
     rlx_parallel_for(pool, p->n * p->groups * n_bands * c.n_mc, igemm_task, &c);
     free(ap);
     free(bp);
+    free(krow);
     return RLX_OK;
 }
 

@@ -735,6 +735,28 @@ static void gemm_ukernel(int64_t kc, const float *Ap, const float *Bp, float *C,
 }
 #endif
 
+/* ---------------------------------------------------- conv im2col runs */
+
+#if defined(__AVX512F__)
+static void pack_run(float *d, const float *s, int64_t n, int64_t a, int64_t b)
+{
+    _Static_assert(RLX_GEMM_NR == 32, "two vectors of 16");
+    /* lanes [a, b) read, [0, n) written, per half of 16 */
+    uint32_t rd = 0, wr = n >= 32 ? ~0u : (1u << n) - 1u;
+    if (a < b)
+        rd = (b >= 32 ? ~0u : (1u << b) - 1u) & ~((1u << a) - 1u);
+    _mm512_mask_storeu_ps(d, (__mmask16)wr, _mm512_maskz_loadu_ps((__mmask16)rd, s));
+    _mm512_mask_storeu_ps(d + 16, (__mmask16)(wr >> 16),
+                          _mm512_maskz_loadu_ps((__mmask16)(rd >> 16), s + 16));
+}
+#else
+static void pack_run(float *d, const float *s, int64_t n, int64_t a, int64_t b)
+{
+    for (int64_t t = 0; t < n; t++)
+        d[t] = t >= a && t < b ? s[t] : 0.0f;
+}
+#endif
+
 const rlx_vec_ops VEC_TABLE = {
     .dot_f32 = dot_f32,
     .f16_to_f32 = f16_to_f32,
@@ -754,4 +776,5 @@ const rlx_vec_ops VEC_TABLE = {
     .dot_f32w = dot_f32w,
     .dot_f16w = dot_f16w,
     .dot_bf16w = dot_bf16w,
+    .pack_run = pack_run,
 };
