@@ -213,12 +213,6 @@ typedef struct {
     bool fresh; /* no key tile has reached Ot yet */
 } pf_tile;
 
-/* G heads [h0, h0 + G) of one KV head (G = 1 or 2), queries [q0, q0 + nq)
- * (up to RLX_ATTN_PF_TILES tiles of 16): each K/V tile is widened once for
- * all of them; the heads of a query tile share its positions, so its masks. */
-/* St[g][j][lane] += bias[h0 + g][q0 + lane][kt + j] for the keys a tile sees:
- * the bias rows of its 16 queries read 16 keys at a time (masked past the
- * last key, so nothing past a row is read) and transposed to key-major. */
 /* The bias of 16 keys [t0, t0 + 16) for one query from its decomposed row
  * (bias_grid_w = w > 0: kh row terms, then w column terms): key t gets
  * row[t / w] + row[kh + t % w]. Rows of at most 32 terms sit in two
@@ -245,6 +239,10 @@ static inline __m512 grid_bias16(const float *row, int64_t kh, int64_t w, int64_
     return _mm512_loadu_ps(b);
 }
 
+/* St[g][j][lane] += bias[h0 + g][q0 + lane][kt + j] for the keys a tile sees:
+ * the bias rows of its 16 queries read 16 keys at a time (masked past the
+ * last key, so nothing past a row is read) and transposed to key-major
+ * (or built from a grid-decomposed bias's two terms). */
 static inline __attribute__((always_inline)) void add_bias(int G, const rlx_cpu_attn_params *p,
                                                            int64_t h0, const pf_tile *t, int64_t kt,
                                                            int64_t tn, float *const *St)
@@ -293,6 +291,9 @@ static inline __attribute__((always_inline)) void add_bias(int G, const rlx_cpu_
     }
 }
 
+/* G heads [h0, h0 + G) of one KV head (G = 1 or 2), queries [q0, q0 + nq)
+ * (up to RLX_ATTN_PF_TILES tiles of 16): each K/V tile is widened once for
+ * all of them; the heads of a query tile share its positions, so its masks. */
 static inline __attribute__((always_inline)) void attn_tile_heads(int G,
                                                                   const rlx_cpu_attn_params *p,
                                                                   int64_t h0, int64_t q0,

@@ -838,6 +838,11 @@ rlx_status rlx_graph_infer(const rlx_graph *g, const rlx_gnode *n, rlx_dtype *dt
                 SHP(ss, &sc);
                 FAILF("bias %s does not broadcast to the scores %s", sb, ss);
             }
+            const rlx_shape *bsh = &in_node(g, n, 3)->shape;
+            if (gw > 0 && !rlx_dim_equal(bsh->d[bsh->rank - 1], sc.d[3]))
+                FAILF("a grid-decomposed bias holds its %lld row and column terms on its last "
+                      "axis (not broadcast)",
+                      (long long)sc.d[3].k);
         }
         *dt = RLX_DTYPE_F32;
         *shape = o;
