@@ -177,6 +177,7 @@ typedef struct rlx_vec_ops {
     rlx_attn_tile_fn attn_tile;
     rlx_attn_group_fn attn_group;
     rlx_gemm_ukernel_fn gemm_ukernel;
+    rlx_gemm_ukernel_fn gemm_ukernel8;            /* the same with A panels of 8 rows */
     rlx_vec_dot_fn dot_f32w, dot_f16w, dot_bf16w; /* weight rows vs f32 activations */
     /* d[t] = a <= t < b ? s[t] : 0 for t < n <= RLX_GEMM_NR (a run of a
      * conv's implicit im2col): s[t] is read only for t in [a, b), so s may

@@ -641,7 +641,6 @@ static void bias_task(void *vc, int64_t plane, int thread)
  * column buffer, no second copy by a GEMM's own packing) and the weights
  * packed once per conv for every thread. */
 
-#define IG_MR RLX_GEMM_MR
 #define IG_NR RLX_GEMM_NR
 #define IG_KC 256 /* rows of k per block: a B panel (KC x NR) stays in L1 */
 #define IG_NC 512 /* columns per packed B block (512 KB at KC): in L2 */
@@ -655,7 +654,8 @@ typedef struct {
     float *bp;       /* per thread: one panel of IG_KC x NR */
     size_t bp_stride;
     int64_t ho, wo, cg, og, kdim, band, n_bands;
-    int64_t n_mc, mc_panels;       /* tasks per band: chunks of MR-row panels of the weights */
+    int64_t mr;              /* rows per A panel: RLX_GEMM_MR, or 8 where that leaves fewer empty */
+    int64_t n_mc, mc_panels; /* tasks per band: chunks of MR-row panels of the weights */
     const struct igemm_krow *krow; /* per k row of the GEMM, where it reads the input */
     rlx_gemm_ukernel_fn uk;
     void (*pack_run)(float *d, const float *s, int64_t n, int64_t a, int64_t b);
@@ -671,15 +671,15 @@ typedef struct igemm_krow {
 } igemm_krow;
 
 /* Weights of one group [og][kdim] into k blocks of MR-row panels. */
-static void igemm_pack_a(const float *w, int64_t og, int64_t kdim, float *dst)
+static void igemm_pack_a(const float *w, int64_t og, int64_t kdim, int64_t mr, float *dst)
 {
     for (int64_t k0 = 0; k0 < kdim; k0 += IG_KC) {
         int64_t kc = kdim - k0 < IG_KC ? kdim - k0 : IG_KC;
-        for (int64_t i0 = 0; i0 < og; i0 += IG_MR) {
+        for (int64_t i0 = 0; i0 < og; i0 += mr) {
             for (int64_t k = 0; k < kc; k++)
-                for (int64_t r = 0; r < IG_MR; r++)
-                    dst[k * IG_MR + r] = i0 + r < og ? w[(i0 + r) * kdim + k0 + k] : 0.0f;
-            dst += kc * IG_MR;
+                for (int64_t r = 0; r < mr; r++)
+                    dst[k * mr + r] = i0 + r < og ? w[(i0 + r) * kdim + k0 + k] : 0.0f;
+            dst += kc * mr;
         }
     }
 }
@@ -776,7 +776,8 @@ static void igemm_task(void *vc, int64_t task, int thread)
     float *yg = c->y + (n * p->c_out + g * c->og) * hw + oh0 * c->wo;
     const float *apg = c->ap + (size_t)g * c->ap_group;
     float *bp = c->bp + (size_t)thread * c->bp_stride;
-    int64_t mpan = (c->og + IG_MR - 1) / IG_MR, i0 = mc * c->mc_panels;
+    const int64_t MR = c->mr;
+    int64_t mpan = (c->og + MR - 1) / MR, i0 = mc * c->mc_panels;
     int64_t i1 = i0 + c->mc_panels < mpan ? i0 + c->mc_panels : mpan;
     for (int64_t c0 = 0; c0 < ncols; c0 += IG_NC) {
         int64_t nc = ncols - c0 < IG_NC ? ncols - c0 : IG_NC;
@@ -790,17 +791,17 @@ static void igemm_task(void *vc, int64_t task, int thread)
                 igemm_pack_b(c, xg, oh0, c0 + j, nr, k0, kc, bp);
                 const float *bpan = bp;
                 for (int64_t i = i0; i < i1; i++) {
-                    int mr = (int)(c->og - i * IG_MR < IG_MR ? c->og - i * IG_MR : IG_MR);
-                    c->uk(kc, ak + i * kc * IG_MR, bpan, yg + i * IG_MR * hw + c0 + j, hw, mr, nr,
-                          1.0f, k0 == 0 ? 0.0f : 1.0f);
+                    int mr = (int)(c->og - i * MR < MR ? c->og - i * MR : MR);
+                    c->uk(kc, ak + i * kc * MR, bpan, yg + i * MR * hw + c0 + j, hw, mr, nr, 1.0f,
+                          k0 == 0 ? 0.0f : 1.0f);
                 }
             }
-            ak += mpan * kc * IG_MR;
+            ak += mpan * kc * MR;
         }
     }
-    int64_t o1 = i1 * IG_MR < c->og ? i1 * IG_MR : c->og;
+    int64_t o1 = i1 * MR < c->og ? i1 * MR : c->og;
     if (c->bias)
-        for (int64_t o = i0 * IG_MR; o < o1; o++) {
+        for (int64_t o = i0 * MR; o < o1; o++) {
             float bv = c->bias[g * c->og + o], *yr = yg + o * hw;
             for (int64_t i = 0; i < ncols; i++)
                 yr[i] += bv;
@@ -815,7 +816,13 @@ static rlx_status igemm_conv(rlx_threadpool *pool, const rlx_cpu_conv2d_params *
 {
     int64_t cg = p->c_in / p->groups, og = p->c_out / p->groups, kdim = cg * p->kh * p->kw;
     int nth = rlx_threadpool_size(pool);
-    size_t ap_group = (size_t)((og + IG_MR - 1) / IG_MR * IG_MR) * (size_t)kdim;
+    /* panels of 8 rows where 12 would leave more of the last one empty (16,
+     * 32, 64 output channels) */
+    const rlx_vec_ops *vt = &rlx_cpu_table_get()->vec;
+    int64_t mr = RLX_GEMM_MR;
+    if (vt->gemm_ukernel8 && (og + 7) / 8 * 8 - og < (og + mr - 1) / mr * mr - og)
+        mr = 8;
+    size_t ap_group = (size_t)((og + mr - 1) / mr * mr) * (size_t)kdim;
     size_t bp_stride = (size_t)IG_NR * IG_KC;
     float *ap = aligned_alloc(64, ((size_t)p->groups * ap_group * sizeof(float) + 63) / 64 * 64);
     float *bp = aligned_alloc(64, (size_t)nth * bp_stride * sizeof(float));
@@ -839,7 +846,7 @@ static rlx_status igemm_conv(rlx_threadpool *pool, const rlx_cpu_conv2d_params *
                                .hi = hi};
     }
     for (int64_t g = 0; g < p->groups; g++)
-        igemm_pack_a(w + g * og * kdim, og, kdim, ap + (size_t)g * ap_group);
+        igemm_pack_a(w + g * og * kdim, og, kdim, mr, ap + (size_t)g * ap_group);
     igemm_ctx c = {.p = p,
                    .x = x,
                    .bias = bias,
@@ -856,9 +863,10 @@ static rlx_status igemm_conv(rlx_threadpool *pool, const rlx_cpu_conv2d_params *
                    .band = band,
                    .n_bands = n_bands,
                    .krow = krow,
-                   .uk = rlx_cpu_table_get()->vec.gemm_ukernel,
-                   .pack_run = rlx_cpu_table_get()->vec.pack_run};
-    int64_t mpan = (og + IG_MR - 1) / IG_MR;
+                   .mr = mr,
+                   .uk = mr == 8 ? vt->gemm_ukernel8 : vt->gemm_ukernel,
+                   .pack_run = vt->pack_run};
+    int64_t mpan = (og + mr - 1) / mr;
     n_mc = n_mc < 1 ? 1 : n_mc > mpan ? mpan : n_mc;
     c.mc_panels = (mpan + n_mc - 1) / n_mc;
     c.n_mc = (mpan + c.mc_panels - 1) / c.mc_panels;
@@ -897,7 +905,7 @@ rlx_status rlx_cpu_conv2d(rlx_threadpool *pool, const rlx_cpu_conv2d_params *p, 
          * output channels split too, each task packing its band again,
          * which is little beside the products of its channels */
         int64_t n_mc = (4 * (int64_t)nth + tasks - 1) / tasks;
-        if (og >= n_mc * 2 * IG_MR)
+        if (og >= n_mc * 2 * RLX_GEMM_MR)
             return igemm_conv(pool, p, x, w, bias, y, ho, wo, band, n_bands, n_mc);
     }
     /* im2col one band of output rows at a time: the column buffer stays
