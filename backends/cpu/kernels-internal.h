@@ -133,6 +133,9 @@ typedef void (*rlx_vec_dot_fn)(int64_t n, float *s, const void *w, const void *a
 typedef void (*rlx_gemm_ukernel_fn)(int64_t kc, const float *Ap, const float *Bp, float *C,
                                     int64_t ldc, int mr, int nr, float alpha, float beta);
 
+typedef void (*rlx_gemm_ukernel_rows_fn)(int64_t kc, const float *Ap, const float *const *Brows,
+                                         float *C, int64_t ldc, int mr, int nr, float beta);
+
 #define RLX_GEMM_MR 12
 #define RLX_GEMM_NR 32
 
@@ -177,7 +180,9 @@ typedef struct rlx_vec_ops {
     rlx_attn_tile_fn attn_tile;
     rlx_attn_group_fn attn_group;
     rlx_gemm_ukernel_fn gemm_ukernel;
-    rlx_gemm_ukernel_fn gemm_ukernel8;            /* the same with A panels of 8 rows */
+    rlx_gemm_ukernel_fn gemm_ukernel8; /* the same with A panels of 8 rows */
+    /* B's rows where they lie (RLX_GEMM_NR readable floats each), alpha 1 */
+    rlx_gemm_ukernel_rows_fn gemm_ukernel_rows, gemm_ukernel8_rows;
     rlx_vec_dot_fn dot_f32w, dot_f16w, dot_bf16w; /* weight rows vs f32 activations */
     /* d[t] = a <= t < b ? s[t] : 0 for t < n <= RLX_GEMM_NR (a run of a
      * conv's implicit im2col): s[t] is read only for t in [a, b), so s may

@@ -657,7 +657,7 @@ typedef struct {
     int64_t mr;              /* rows per A panel: RLX_GEMM_MR, or 8 where that leaves fewer empty */
     int64_t n_mc, mc_panels; /* tasks per band: chunks of MR-row panels of the weights */
     const struct igemm_krow *krow; /* per k row of the GEMM, where it reads the input */
-    rlx_gemm_ukernel_fn uk;
+    rlx_gemm_ukernel_rows_fn uk_rows;
     void (*pack_run)(float *d, const float *s, int64_t n, int64_t a, int64_t b);
 } igemm_ctx;
 
@@ -763,6 +763,43 @@ static void igemm_pack_b(const igemm_ctx *c, const float *xg, int64_t oh0, int64
     igemm_pack_rows(c, xg, runs, n_runs, k0, kc, dst);
 }
 
+/* Where the micro-kernel reads the k rows [k0, k0 + kc) of the panel of
+ * columns [col, col + nr): a panel of stride 1 within one output row reads
+ * each row's NR floats in place where they lie inside the input row (the
+ * interior of a map: most of them), and only the others (padding at the
+ * edges, rows above or below the map) are packed, each into its own slot of
+ * bp; any other panel is packed whole, as before. */
+static void igemm_rows(const igemm_ctx *c, const float *xg, int64_t oh0, int64_t col, int64_t nr,
+                       int64_t k0, int64_t kc, float *bp, const float **rows)
+{
+    const rlx_cpu_conv2d_params *p = c->p;
+    int64_t oh = oh0 + col / c->wo, ow = col % c->wo;
+    if (p->stride_w != 1 || nr != IG_NR || ow + IG_NR > c->wo) {
+        igemm_pack_b(c, xg, oh0, col, nr, k0, kc, bp);
+        for (int64_t kk = 0; kk < kc; kk++)
+            rows[kk] = bp + kk * IG_NR;
+        return;
+    }
+    for (int64_t kk = 0; kk < kc; kk++) {
+        const igemm_krow *K = &c->krow[k0 + kk];
+        int64_t ih = oh * p->stride_h + K->dy, s0 = ow + K->off;
+        float *slot = bp + kk * IG_NR;
+        if (ih < 0 || ih >= p->h_in) {
+            c->pack_run(slot, slot, IG_NR, 0, 0); /* zeros */
+            rows[kk] = slot;
+            continue;
+        }
+        const float *src = xg + K->plane + ih * p->w_in + s0;
+        if (s0 >= 0 && s0 + IG_NR <= p->w_in) {
+            rows[kk] = src;
+            continue;
+        }
+        int64_t a = s0 < 0 ? -s0 : 0, b = p->w_in - s0 < IG_NR ? p->w_in - s0 : IG_NR;
+        c->pack_run(slot, src, IG_NR, a, b > a ? b : a);
+        rows[kk] = slot;
+    }
+}
+
 static void igemm_task(void *vc, int64_t task, int thread)
 {
     const igemm_ctx *c = vc;
@@ -786,14 +823,12 @@ static void igemm_task(void *vc, int64_t task, int thread)
             int64_t kc = c->kdim - k0 < IG_KC ? c->kdim - k0 : IG_KC;
             for (int64_t j = 0; j < nc; j += IG_NR) {
                 int nr = (int)(nc - j < IG_NR ? nc - j : IG_NR);
-                /* one panel at a time, used while it is in L1 (and written
-                 * where the last one was, so its stores stay there) */
-                igemm_pack_b(c, xg, oh0, c0 + j, nr, k0, kc, bp);
-                const float *bpan = bp;
+                const float *rows[IG_KC];
+                igemm_rows(c, xg, oh0, c0 + j, nr, k0, kc, bp, rows);
                 for (int64_t i = i0; i < i1; i++) {
                     int mr = (int)(c->og - i * MR < MR ? c->og - i * MR : MR);
-                    c->uk(kc, ak + i * kc * MR, bpan, yg + i * MR * hw + c0 + j, hw, mr, nr, 1.0f,
-                          k0 == 0 ? 0.0f : 1.0f);
+                    c->uk_rows(kc, ak + i * kc * MR, rows, yg + i * MR * hw + c0 + j, hw, mr, nr,
+                               k0 == 0 ? 0.0f : 1.0f);
                 }
             }
             ak += mpan * kc * MR;
@@ -820,7 +855,7 @@ static rlx_status igemm_conv(rlx_threadpool *pool, const rlx_cpu_conv2d_params *
      * 32, 64 output channels) */
     const rlx_vec_ops *vt = &rlx_cpu_table_get()->vec;
     int64_t mr = RLX_GEMM_MR;
-    if (vt->gemm_ukernel8 && (og + 7) / 8 * 8 - og < (og + mr - 1) / mr * mr - og)
+    if ((og + 7) / 8 * 8 - og < (og + mr - 1) / mr * mr - og)
         mr = 8;
     size_t ap_group = (size_t)((og + mr - 1) / mr * mr) * (size_t)kdim;
     size_t bp_stride = (size_t)IG_NR * IG_KC;
@@ -864,7 +899,7 @@ static rlx_status igemm_conv(rlx_threadpool *pool, const rlx_cpu_conv2d_params *
                    .n_bands = n_bands,
                    .krow = krow,
                    .mr = mr,
-                   .uk = mr == 8 ? vt->gemm_ukernel8 : vt->gemm_ukernel,
+                   .uk_rows = mr == 8 ? vt->gemm_ukernel8_rows : vt->gemm_ukernel_rows,
                    .pack_run = vt->pack_run};
     int64_t mpan = (og + mr - 1) / mr;
     n_mc = n_mc < 1 ? 1 : n_mc > mpan ? mpan : n_mc;

@@ -668,9 +668,15 @@ static void attn_group(const rlx_cpu_attn_params *p, int64_t h0, int64_t nh, int
 
 /* ---------------------------------------------------- GEMM micro-kernel */
 
+/* C[M x NR] (mr x nr of it stored) = alpha * A B + beta * C over kc steps:
+ * A packed M to a k; B packed NR to a k (Bp), or its rows where they lie
+ * (Brows[k], NR readable floats each: a conv reads its input in place).
+ * M is 12 (RLX_GEMM_MR) or 8: a conv with 16, 32 or 64 output channels
+ * fills every row of 8-row panels, where 12 leave part of the last empty. */
 #if defined(__AVX512F__)
-static void gemm_ukernel(int64_t kc, const float *Ap, const float *Bp, float *C, int64_t ldc,
-                         int mr, int nr, float alpha, float beta)
+static inline __attribute__((always_inline)) void
+ukernel(const int M, int64_t kc, const float *Ap, const float *Bp, const float *const *Brows,
+        float *C, int64_t ldc, int mr, int nr, float alpha, float beta)
 {
     __m512 c0[RLX_GEMM_MR], c1[RLX_GEMM_MR];
     /* the C tile is read (beta) or written only after the kc loop: asked for
@@ -681,17 +687,18 @@ static void gemm_ukernel(int64_t kc, const float *Ap, const float *Bp, float *C,
         _mm_prefetch((const char *)(C + r * ldc + 16), _MM_HINT_T0);
     }
 #pragma GCC unroll 12
-    for (int r = 0; r < RLX_GEMM_MR; r++)
+    for (int r = 0; r < M; r++)
         c0[r] = c1[r] = _mm512_setzero_ps();
     for (int64_t k = 0; k < kc; k++) {
-        __m512 b0 = _mm512_loadu_ps(Bp), b1 = _mm512_loadu_ps(Bp + 16);
+        const float *b = Brows ? Brows[k] : Bp;
+        __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
 #pragma GCC unroll 12
-        for (int r = 0; r < RLX_GEMM_MR; r++) {
+        for (int r = 0; r < M; r++) {
             __m512 a = _mm512_set1_ps(Ap[r]);
             c0[r] = _mm512_fmadd_ps(a, b0, c0[r]);
             c1[r] = _mm512_fmadd_ps(a, b1, c1[r]);
         }
-        Ap += RLX_GEMM_MR;
+        Ap += M;
         Bp += RLX_GEMM_NR;
     }
     const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
@@ -699,51 +706,7 @@ static void gemm_ukernel(int64_t kc, const float *Ap, const float *Bp, float *C,
     const __mmask16 m1 =
         nr >= 32 ? (__mmask16)0xFFFF : (nr > 16 ? (__mmask16)((1u << (nr - 16)) - 1u) : 0);
 #pragma GCC unroll 12
-    for (int r = 0; r < RLX_GEMM_MR; r++) {
-        if (r >= mr)
-            break;
-        float *cr = C + r * ldc;
-        __m512 r0 = _mm512_mul_ps(c0[r], va), r1 = _mm512_mul_ps(c1[r], va);
-        if (beta != 0.0f) {
-            r0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m0, cr), vb, r0);
-            r1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m1, cr + 16), vb, r1);
-        }
-        _mm512_mask_storeu_ps(cr, m0, r0);
-        _mm512_mask_storeu_ps(cr + 16, m1, r1);
-    }
-}
-/* The same with panels of 8 rows (A packed 8 to a k): a conv with 16, 32 or
- * 64 output channels fills every row, where panels of 12 leave a third, an
- * eighth or an eighth of the last one empty. */
-static void gemm_ukernel8(int64_t kc, const float *Ap, const float *Bp, float *C, int64_t ldc,
-                          int mr, int nr, float alpha, float beta)
-{
-    enum { M8 = 8 };
-    __m512 c0[M8], c1[M8];
-    for (int r = 0; r < mr; r++) {
-        _mm_prefetch((const char *)(C + r * ldc), _MM_HINT_T0);
-        _mm_prefetch((const char *)(C + r * ldc + 16), _MM_HINT_T0);
-    }
-#pragma GCC unroll 8
-    for (int r = 0; r < M8; r++)
-        c0[r] = c1[r] = _mm512_setzero_ps();
-    for (int64_t k = 0; k < kc; k++) {
-        __m512 b0 = _mm512_loadu_ps(Bp), b1 = _mm512_loadu_ps(Bp + 16);
-#pragma GCC unroll 8
-        for (int r = 0; r < M8; r++) {
-            __m512 a = _mm512_set1_ps(Ap[r]);
-            c0[r] = _mm512_fmadd_ps(a, b0, c0[r]);
-            c1[r] = _mm512_fmadd_ps(a, b1, c1[r]);
-        }
-        Ap += M8;
-        Bp += RLX_GEMM_NR;
-    }
-    const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
-    const __mmask16 m0 = nr >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << nr) - 1u);
-    const __mmask16 m1 =
-        nr >= 32 ? (__mmask16)0xFFFF : (nr > 16 ? (__mmask16)((1u << (nr - 16)) - 1u) : 0);
-#pragma GCC unroll 8
-    for (int r = 0; r < M8; r++) {
+    for (int r = 0; r < M; r++) {
         if (r >= mr)
             break;
         float *cr = C + r * ldc;
@@ -757,39 +720,20 @@ static void gemm_ukernel8(int64_t kc, const float *Ap, const float *Bp, float *C
     }
 }
 #else
-static void gemm_ukernel8(int64_t kc, const float *Ap, const float *Bp, float *C, int64_t ldc,
-                          int mr, int nr, float alpha, float beta)
-{
-    float c[8][RLX_GEMM_NR];
-    memset(c, 0, sizeof c);
-    for (int64_t k = 0; k < kc; k++) {
-        for (int r = 0; r < 8; r++) {
-            const float a = Ap[r];
-            for (int j = 0; j < RLX_GEMM_NR; j++)
-                c[r][j] += a * Bp[j];
-        }
-        Ap += 8;
-        Bp += RLX_GEMM_NR;
-    }
-    for (int r = 0; r < mr; r++) {
-        float *cr = C + r * ldc;
-        for (int j = 0; j < nr; j++)
-            cr[j] = alpha * c[r][j] + (beta != 0.0f ? beta * cr[j] : 0.0f);
-    }
-}
-
-static void gemm_ukernel(int64_t kc, const float *Ap, const float *Bp, float *C, int64_t ldc,
-                         int mr, int nr, float alpha, float beta)
+static inline __attribute__((always_inline)) void
+ukernel(const int M, int64_t kc, const float *Ap, const float *Bp, const float *const *Brows,
+        float *C, int64_t ldc, int mr, int nr, float alpha, float beta)
 {
     float c[RLX_GEMM_MR][RLX_GEMM_NR];
     memset(c, 0, sizeof c);
     for (int64_t k = 0; k < kc; k++) {
-        for (int r = 0; r < RLX_GEMM_MR; r++) {
+        const float *b = Brows ? Brows[k] : Bp;
+        for (int r = 0; r < M; r++) {
             const float a = Ap[r];
             for (int j = 0; j < RLX_GEMM_NR; j++)
-                c[r][j] += a * Bp[j];
+                c[r][j] += a * b[j];
         }
-        Ap += RLX_GEMM_MR;
+        Ap += M;
         Bp += RLX_GEMM_NR;
     }
     for (int r = 0; r < mr; r++) {
@@ -799,6 +743,30 @@ static void gemm_ukernel(int64_t kc, const float *Ap, const float *Bp, float *C,
     }
 }
 #endif
+
+static void gemm_ukernel(int64_t kc, const float *Ap, const float *Bp, float *C, int64_t ldc,
+                         int mr, int nr, float alpha, float beta)
+{
+    ukernel(RLX_GEMM_MR, kc, Ap, Bp, NULL, C, ldc, mr, nr, alpha, beta);
+}
+
+static void gemm_ukernel8(int64_t kc, const float *Ap, const float *Bp, float *C, int64_t ldc,
+                          int mr, int nr, float alpha, float beta)
+{
+    ukernel(8, kc, Ap, Bp, NULL, C, ldc, mr, nr, alpha, beta);
+}
+
+static void gemm_ukernel_rows(int64_t kc, const float *Ap, const float *const *Brows, float *C,
+                              int64_t ldc, int mr, int nr, float beta)
+{
+    ukernel(RLX_GEMM_MR, kc, Ap, NULL, Brows, C, ldc, mr, nr, 1.0f, beta);
+}
+
+static void gemm_ukernel8_rows(int64_t kc, const float *Ap, const float *const *Brows, float *C,
+                               int64_t ldc, int mr, int nr, float beta)
+{
+    ukernel(8, kc, Ap, NULL, Brows, C, ldc, mr, nr, 1.0f, beta);
+}
 
 /* ---------------------------------------------------- conv im2col runs */
 
@@ -839,6 +807,8 @@ const rlx_vec_ops VEC_TABLE = {
     .attn_group = attn_group,
     .gemm_ukernel = gemm_ukernel,
     .gemm_ukernel8 = gemm_ukernel8,
+    .gemm_ukernel_rows = gemm_ukernel_rows,
+    .gemm_ukernel8_rows = gemm_ukernel8_rows,
     .dot_f32w = dot_f32w,
     .dot_f16w = dot_f16w,
     .dot_bf16w = dot_bf16w,
