@@ -636,14 +636,15 @@ static void bias_task(void *vc, int64_t plane, int thread)
         yc[i] += b;
 }
 
-/* ---- implicit GEMM: the conv as weights x im2col(x), with the im2col
- * columns written straight into the micro-kernel's packed B panels (no
- * column buffer, no second copy by a GEMM's own packing) and the weights
- * packed once per conv for every thread. */
+/* ---- implicit GEMM: the conv as weights x im2col(x), with no column
+ * buffer: the micro-kernel reads the rows of a B panel (32 output pixels)
+ * in place in the input where they lie inside it, and the rest are packed
+ * into a small per-thread panel; the weights are packed once per conv for
+ * every thread. */
 
 #define IG_NR RLX_GEMM_NR
 #define IG_KC 256 /* rows of k per block: a B panel (KC x NR) stays in L1 */
-#define IG_NC 512 /* columns per packed B block (512 KB at KC): in L2 */
+#define IG_NC 512 /* columns per step of a task's loop over its band */
 
 typedef struct {
     const rlx_cpu_conv2d_params *p;
