@@ -247,41 +247,29 @@ static inline __attribute__((always_inline)) void add_bias(int G, const rlx_cpu_
                                                            int64_t h0, const pf_tile *t, int64_t kt,
                                                            int64_t tn, float *const *St)
 {
-    if (p->bias_grid_w > 0) {
-        const int64_t w = p->bias_grid_w, kh = p->n_kv / w;
-        for (int64_t j0 = 0; j0 < tn; j0 += 16) {
-            const __mmask16 km = (__mmask16)(tn - j0 >= 16 ? 0xFFFF : (1u << (tn - j0)) - 1u);
-            int32_t ir[16], ic[16]; /* permute indices (rows of at most 32 terms) */
+    const int64_t w = p->bias_grid_w, kh = w > 0 ? p->n_kv / w : 0;
+    for (int64_t j0 = 0; j0 < tn; j0 += 16) {
+        const __mmask16 km = (__mmask16)(tn - j0 >= 16 ? 0xFFFF : (1u << (tn - j0)) - 1u);
+        __m512i vr = _mm512_setzero_si512(), vc = vr;
+        if (w > 0) { /* permute indices (rows of at most 32 terms) */
+            int32_t ir[16], ic[16];
             for (int l = 0; l < 16; l++) {
                 int64_t key = kt + j0 + l;
                 ir[l] = (int32_t)((key / w) & 31);
                 ic[l] = (int32_t)((kh + key % w) & 31);
             }
-            const __m512i vr = _mm512_loadu_si512(ir), vc = _mm512_loadu_si512(ic);
-            for (int g = 0; g < G; g++) {
-                const float *b0 = p->bias + (h0 + g) * p->bias_ld_head + t->q0 * p->bias_ld_q;
-                __m512 r[16];
-                for (int64_t i = 0; i < BQ; i++)
-                    r[i] = i < t->nq
-                               ? grid_bias16(b0 + i * p->bias_ld_q, kh, w, kt + j0, km, vr, vc)
-                               : _mm512_setzero_ps();
-                transpose16(r);
-                for (int64_t jj = 0; jj < 16 && j0 + jj < tn; jj++) {
-                    float *sj = St[g] + (j0 + jj) * BQ;
-                    _mm512_store_ps(sj, _mm512_add_ps(_mm512_load_ps(sj), r[jj]));
-                }
-            }
+            vr = _mm512_loadu_si512(ir);
+            vc = _mm512_loadu_si512(ic);
         }
-        return;
-    }
-    for (int g = 0; g < G; g++) {
-        const float *b0 = p->bias + (h0 + g) * p->bias_ld_head + t->q0 * p->bias_ld_q + kt;
-        for (int64_t j0 = 0; j0 < tn; j0 += 16) {
-            const __mmask16 km = (__mmask16)(tn - j0 >= 16 ? 0xFFFF : (1u << (tn - j0)) - 1u);
+        for (int g = 0; g < G; g++) {
+            const float *b0 = p->bias + (h0 + g) * p->bias_ld_head + t->q0 * p->bias_ld_q;
             __m512 r[16];
-            for (int64_t i = 0; i < BQ; i++)
-                r[i] = i < t->nq ? _mm512_maskz_loadu_ps(km, b0 + i * p->bias_ld_q + j0)
-                                 : _mm512_setzero_ps();
+            for (int64_t i = 0; i < BQ; i++) {
+                const float *row = b0 + i * p->bias_ld_q;
+                r[i] = i >= t->nq ? _mm512_setzero_ps()
+                       : w > 0    ? grid_bias16(row, kh, w, kt + j0, km, vr, vc)
+                                  : _mm512_maskz_loadu_ps(km, row + kt + j0);
+            }
             transpose16(r);
             for (int64_t jj = 0; jj < 16 && j0 + jj < tn; jj++) {
                 float *sj = St[g] + (j0 + jj) * BQ;
