@@ -124,6 +124,10 @@ typedef struct rlx_program_stats {
     /* dispatches added by splitting instructions whose operands exceed the
      * device's binding limit (rlx_device_info.max_binding_bytes) */
     uint64_t split_dispatches;
+    /* GPU backends: host time spent preparing runs (records, checks, the
+     * launches or the replay), and device time between a run's first and
+     * last command (timestamps around it); 0 where not measured */
+    uint64_t prep_ns, device_ns;
 } rlx_program_stats;
 
 typedef struct rlx_backend_i {

@@ -1254,6 +1254,20 @@ static void test_matmul_quant(void **state)
         matmul_case(1, 7, 512, 13, RLX_DTYPE_F32, qk[q], false, true, L_TRANSPOSED, false,
                     RLX_ACT_NONE, 0);
     }
+    /* decode shapes (CUDA: the integer matrix-vector kernels with 32, 64
+     * and 128 threads a column, several rows, a bias and an activation) */
+    matmul_case(1, 4, 2048, 40, RLX_DTYPE_F32, RLX_DTYPE_Q4_K, false, true, L_CONTIG, false,
+                RLX_ACT_NONE, 0);
+    matmul_case(1, 1, 4096, 21, RLX_DTYPE_F32, RLX_DTYPE_Q4_K, false, true, L_CONTIG, true,
+                RLX_ACT_SILU, 0.5f);
+    matmul_case(1, 2, 4096, 33, RLX_DTYPE_F32, RLX_DTYPE_Q6_K, false, true, L_CONTIG, false,
+                RLX_ACT_NONE, 0);
+    matmul_case(1, 8, 1024, 20, RLX_DTYPE_F32, RLX_DTYPE_Q8_0, false, true, L_PADDED, false,
+                RLX_ACT_NONE, 0);
+    matmul_case(1, 1, 4096, 16, RLX_DTYPE_F32, RLX_DTYPE_Q4_0, false, true, L_CONTIG, true,
+                RLX_ACT_NONE, 0);
+    matmul_case(1, 3, 1536, 12, RLX_DTYPE_F32, RLX_DTYPE_Q6_K, false, true, L_TRANSPOSED, false,
+                RLX_ACT_NONE, 0);
     /* large */
     matmul_case(1, 33, 1024, 96, RLX_DTYPE_F32, RLX_DTYPE_Q4_K, false, true, L_CONTIG, false,
                 RLX_ACT_NONE, 0);

@@ -33,6 +33,11 @@ static const char *const kernel_names[CU_K_COUNT] = {
     [CU_K_SPATIAL] = "rlx_spatial",
     [CU_K_GATHER] = "rlx_gather",
     [CU_K_Q8_APPEND] = "rlx_q8_append",
+    [CU_K_Q8_ACT] = "rlx_q8_act",
+    [CU_K_MMV_Q4_K] = "rlx_mmv_q4_k",
+    [CU_K_MMV_Q6_K] = "rlx_mmv_q6_k",
+    [CU_K_MMV_Q8_0] = "rlx_mmv_q8_0",
+    [CU_K_MMV_Q4_0] = "rlx_mmv_q4_0",
 };
 
 /* per physical device, shared by its opens */

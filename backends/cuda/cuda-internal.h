@@ -47,6 +47,7 @@
     X(cuMemcpyDtoDAsync)         \
     X(cuMemsetD8Async)           \
     X(cuLaunchKernel)            \
+    X(cuLaunchKernelEx)          \
     X(cuStreamCreate)            \
     X(cuStreamDestroy)           \
     X(cuStreamSynchronize)       \
@@ -98,6 +99,11 @@ typedef enum cu_kernel {
     CU_K_SPATIAL,
     CU_K_GATHER,
     CU_K_Q8_APPEND,
+    CU_K_Q8_ACT,   /* activation rows rounded to 8-bit blocks for the CU_K_MMV_* kernels */
+    CU_K_MMV_Q4_K, /* matrix-vector products on __dp4a, per weight type */
+    CU_K_MMV_Q6_K,
+    CU_K_MMV_Q8_0,
+    CU_K_MMV_Q4_0,
     CU_K_COUNT,
     CU_K_CUBLAS /* a launch that is a cuBLAS GEMM (cuda-cublas.c), not a kernel */
 } cu_kernel;

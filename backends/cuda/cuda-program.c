@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "backends/cuda/cuda-backend.h"
 #include "backends/cuda/cuda-internal.h"
@@ -88,6 +89,9 @@ typedef struct cu_program {
     bool blas;              /* cuBLAS runs this program's large F16/F32 matmuls */
     CUdeviceptr mm_scratch; /* an f32 activation's two f16 halves for cuBLAS */
     uint64_t mm_scratch_bytes;
+    CUdeviceptr
+        q8_scratch; /* activation rows as 8-bit blocks: [8, K] int8, then [8, K/32] float2 */
+    int64_t q8_k_max;
     uint64_t const_bytes;
     CUdeviceptr meta; /* the records, then the failure word */
     int32_t *host;    /* pinned: this run's records, then the failure word */
@@ -99,6 +103,12 @@ typedef struct cu_program {
     bool timing, have_times;
     CUevent *ev; /* 2 per instruction when timing */
     uint64_t n_runs, n_recordings;
+    uint64_t prep_ns, device_ns;
+    CUevent run_ev[2]; /* around each untimed run: its device time */
+    /* the activation rows last rounded into q8_scratch this run (a matmul
+     * of the same rows right after it reuses them) */
+    bool q8_valid;
+    uint64_t q8_key[6];
     double *ms;
     int32_t *scratch_rec;
     cu_disp *scratch_disp;
@@ -747,8 +757,70 @@ static bool fill_matmul(fill_ctx *c, const rlx_lir_instr *ins)
         for (int d = 0; d < r - 2 && vec_ok; d++)
             vec_ok = (B.st[d] * es) % 16 == 0;
     }
+    /* quantized weights under at most 8 activation rows: the rows rounded
+     * to 8-bit blocks of 32 first, then an integer matrix-vector kernel of
+     * the weight type. A quantized matmul is always these two launches (the
+     * first empty when another kernel runs). */
+    cu_kernel mmv = CU_K_COUNT;
+    int32_t tpc = 32;
+    uint64_t qs = P->q8_scratch, qds = qs + (uint64_t)P->q8_k_max * 8;
+    if (quant) {
+        int upb = 8; /* the kernels' units per weight block */
+        switch (b.dt) {
+        case RLX_DTYPE_Q4_K:
+            mmv = CU_K_MMV_Q4_K;
+            break;
+        case RLX_DTYPE_Q6_K:
+            mmv = CU_K_MMV_Q6_K;
+            break;
+        case RLX_DTYPE_Q8_0:
+            mmv = CU_K_MMV_Q8_0;
+            upb = 2;
+            break;
+        case RLX_DTYPE_Q4_0:
+            mmv = CU_K_MMV_Q4_0;
+            upb = 2;
+            break;
+        default:
+            break;
+        }
+        uint64_t bbase =
+            c->P->addr && c->P->addr[b.val] ? c->P->addr[b.val] + (uint64_t)b.extra : 0;
+        int64_t rowb = b.st[0] / bi_->block_size * bi_->type_size;
+        uint64_t align = mmv == CU_K_MMV_Q4_K ? 16 : 2;
+        if (mmv != CU_K_COUNT &&
+            !(rows_b <= 8 && rows_b == M && qs && K <= P->q8_k_max && bbase % align == 0 &&
+              rowb % (int64_t)align == 0 && !c->P->dev->force_f32))
+            mmv = CU_K_COUNT;
+        /* threads per output column: about four units of a block each
+         * (kernels/matmul.cu's MMV_U), 4 to 128 */
+        int64_t units = K / bi_->block_size * upb;
+        tpc = 4;
+        while (tpc < 128 && (int64_t)tpc * 4 < units)
+            tpc *= 2;
+        /* rows the previous launch rounded (q, k and v of one input) are
+         * not rounded again */
+        uint64_t abase =
+            c->P->addr && c->P->addr[a.val] ? c->P->addr[a.val] + (uint64_t)a.extra : 0;
+        uint64_t key[6] = {abase,       (uint64_t)A.st[r - 2], (uint64_t)A.st[r - 1],
+                           (uint64_t)M, (uint64_t)K,           (uint64_t)A.dt};
+        bool again =
+            mmv != CU_K_COUNT && abase && P->q8_valid && memcmp(key, P->q8_key, sizeof key) == 0;
+        P->q8_valid = mmv != CU_K_COUNT && abase;
+        memcpy(P->q8_key, key, sizeof key);
+        vt x = A; /* the int8 rows; their scales follow them in the scratch */
+        x.val = -1;
+        x.dt = RLX_DTYPE_I8;
+        int32_t *w = new_disp(c, CU_K_Q8_ACT, false, mmv != CU_K_COUNT && !again ? M * K / 32 : 0);
+        put_desc(c, w, 0, &A);
+        put_desc_at(c, w, 3, &x, qs);
+        put_desc_at(c, w, 4, &x, qds);
+        w[PRM(0)] = (int32_t)K;
+    }
     cu_kernel kk;
-    if (rows_b <= 8)
+    if (mmv != CU_K_COUNT)
+        kk = mmv;
+    else if (rows_b <= 8)
         kk = vec_ok ? CU_K_MM_VEC : CU_K_MM_WARP;
     else if (quant && !c->P->dev->force_f32 && c->P->dev->cc_major >= 7)
         kk = CU_K_MM_TC;
@@ -763,6 +835,14 @@ static bool fill_matmul(fill_ctx *c, const rlx_lir_instr *ins)
         for (int d = 0; d < r - 2 && a4; d++)
             a4 = A.st[d] % 4 == 0;
         w[PRM(7)] = a4;
+    }
+    if (mmv != CU_K_COUNT) {
+        vt x = A;
+        x.val = -1;
+        x.dt = RLX_DTYPE_I8;
+        put_desc_at(c, w, 3, &x, qs);
+        put_desc_at(c, w, 4, &x, qds);
+        w[PRM(8)] = tpc;
     }
     {
         cu_disp *dd = &c->d[c->n - 1];
@@ -1246,6 +1326,8 @@ static bool fill_instr(fill_ctx *c, int32_t i)
     const rlx_lir_instr *ins = &c->P->instrs[i];
     int k = c->P->kern[i];
     c->n = 0;
+    if (k != CU_K_MM_WARP && k != CU_K_COUNT)
+        c->P->q8_valid = false;
     switch (k) {
     case CU_K_COUNT:
         return true;
@@ -1316,6 +1398,23 @@ static void shape(cu_disp *d, const int32_t *w)
         d->grid[1] = d->grid[2] = 1;
         break;
     }
+    case CU_K_MMV_Q4_K:
+    case CU_K_MMV_Q6_K:
+    case CU_K_MMV_Q8_0:
+    case CU_K_MMV_Q4_0: { /* P(8) threads per output column, 128 a block */
+        const int32_t *q = w + DESC(CU_OUT_SLOT);
+        int64_t n = q[1] >= 1 ? q[4 + q[1] - 1] : 1;
+        int32_t tpc = w[PRM(8)] > 0 ? w[PRM(8)] : 128;
+        d->block = 128;
+        d->grid[0] = items ? (uint32_t)((n + 128 / tpc - 1) / (128 / tpc)) : 0;
+        d->grid[1] = d->grid[2] = 1;
+        break;
+    }
+    case CU_K_Q8_ACT: /* a warp per block of 32 */
+        d->block = 128;
+        d->grid[0] = (uint32_t)((items + 3) / 4);
+        d->grid[1] = d->grid[2] = 1;
+        break;
     case CU_K_MM_WARP:
         d->block = 128;
         d->grid[0] = (uint32_t)((items + 3) / 4);
@@ -1383,6 +1482,11 @@ void cu_program_free(rlx_program *prog)
             cu->cuMemFree(P->attn_scratch);
         if (P->mm_scratch)
             cu->cuMemFree(P->mm_scratch);
+        if (P->q8_scratch)
+            cu->cuMemFree(P->q8_scratch);
+        for (int e = 0; e < 2; e++)
+            if (P->run_ev[e])
+                cu->cuEventDestroy(P->run_ev[e]);
         if (P->host)
             cu->cuMemFreeHost(P->host);
     }
@@ -1557,6 +1661,33 @@ rlx_status cu_program_create(rlx_device *dev, const rlx_lir *lir, rlx_program **
                 P->mm_scratch_bytes = xb;
             else
                 P->mm_scratch = 0;
+        }
+    }
+
+    /* the 8-bit activation rows of the integer matrix-vector kernels, for
+     * the widest K of a quantized matmul */
+    {
+        int64_t bnd[RLX_MAX_SYMBOLS] = {0};
+        for (int k = 0; k < lir->n_symbols; k++)
+            bnd[k] = lir->symbols[k].max;
+        int64_t kmax = 0;
+        for (int32_t i = 0; i < P->n_instrs; i++) {
+            const rlx_lir_instr *ins = &lir->instrs[i];
+            if (ins->op != RLX_OP_MATMUL ||
+                !rlx_dtype_get(lir->values[ins->in[1]].dtype)->quantized)
+                continue;
+            const rlx_lir_value *a = &lir->values[ins->in[0]];
+            int ax = a->shape.rank - (ins->p.matmul.trans_a ? 2 : 1);
+            int64_t k = ax >= 0 ? rlx_dim_upper(a->shape.d[ax], bnd) : 0;
+            if (k > kmax)
+                kmax = k;
+        }
+        if (kmax > 0 && kmax <= (1 << 24)) {
+            uint64_t bytes = (uint64_t)kmax * 8 + (uint64_t)kmax / 32 * 8 * 8;
+            if (cu->cuMemAlloc(&P->q8_scratch, (size_t)bytes) == CUDA_SUCCESS)
+                P->q8_k_max = kmax;
+            else
+                P->q8_scratch = 0; /* the f32 matrix-vector kernels then */
         }
     }
 
@@ -1754,8 +1885,26 @@ static CUresult enqueue(cu_program *P, bool timing, volatile const int *cancel, 
             }
             CUdeviceptr rec = P->meta + (uint64_t)j * REC_WORDS * 4;
             void *args[1] = {&rec};
-            r = cu->cuLaunchKernel(P->dev->fn[D->k], D->grid[0], D->grid[1], D->grid[2], D->block,
-                                   1, 1, 0, st, args, NULL);
+            if (P->dev->cc_major >= 9) {
+                /* Hopper on: the kernel may start before the one ahead of
+                 * it ends (kernels/common.cuh's ld_rec waits for it) */
+                CUlaunchAttribute at = {.id =
+                                            CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION};
+                at.value.programmaticStreamSerializationAllowed = 1;
+                CUlaunchConfig cfg = {.gridDimX = D->grid[0],
+                                      .gridDimY = D->grid[1],
+                                      .gridDimZ = D->grid[2],
+                                      .blockDimX = D->block,
+                                      .blockDimY = 1,
+                                      .blockDimZ = 1,
+                                      .hStream = st,
+                                      .attrs = &at,
+                                      .numAttrs = 1};
+                r = cu->cuLaunchKernelEx(&cfg, P->dev->fn[D->k], args, NULL);
+            } else {
+                r = cu->cuLaunchKernel(P->dev->fn[D->k], D->grid[0], D->grid[1], D->grid[2],
+                                       D->block, 1, 1, 0, st, args, NULL);
+            }
         }
         if (timing && r == CUDA_SUCCESS)
             r = cu->cuEventRecord(P->ev[2 * i + 1], st);
@@ -1775,6 +1924,8 @@ rlx_status cu_program_run(rlx_program *prog, const rlx_program_bindings *b,
     rlx_status st = cu_enter(d, err);
     if (st != RLX_OK)
         return st;
+    struct timespec t_start;
+    clock_gettime(CLOCK_MONOTONIC, &t_start);
     if (b->cancel && __atomic_load_n(b->cancel, __ATOMIC_RELAXED))
         return rlx_error_set(err, RLX_ERR_CANCELLED, "cancelled");
     int64_t sv[RLX_MAX_SYMBOLS] = {0};
@@ -1800,6 +1951,7 @@ rlx_status cu_program_run(rlx_program *prog, const rlx_program_bindings *b,
     }
 
     /* this run's records, kernels and grids */
+    P->q8_valid = false;
     for (int32_t i = 0; i < P->n_instrs && st == RLX_OK; i++) {
         int32_t j0 = P->first[i], n = P->first[i + 1] - j0;
         if (n == 0)
@@ -1870,9 +2022,16 @@ rlx_status cu_program_run(rlx_program *prog, const rlx_program_bindings *b,
     for (int32_t j = 0; j < P->n_disp && !blas_run; j++)
         blas_run = P->disp[j].k == CU_K_CUBLAS && P->disp[j].grid[0];
     bool same = !blas_run && P->last_valid && memcmp(P->sig, P->last_sig, sig_bytes) == 0;
-    if (P->timing) {
+    if (!P->timing && !P->run_ev[0] &&
+        (cu->cuEventCreate(&P->run_ev[0], CU_EVENT_DEFAULT) != CUDA_SUCCESS ||
+         cu->cuEventCreate(&P->run_ev[1], CU_EVENT_DEFAULT) != CUDA_SUCCESS))
+        P->run_ev[0] = P->run_ev[1] = NULL;
+    bool run_timed = !P->timing && P->run_ev[1];
+    if (run_timed)
+        r = cu->cuEventRecord(P->run_ev[0], d->stream);
+    if (r == CUDA_SUCCESS && P->timing) {
         r = enqueue(P, true, b->cancel, &cancelled);
-    } else if (same) {
+    } else if (r == CUDA_SUCCESS && same) {
         if (!P->exec) {
             CUgraph graph = NULL;
             r = cu->cuStreamBeginCapture(d->stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
@@ -1891,7 +2050,7 @@ rlx_status cu_program_run(rlx_program *prog, const rlx_program_bindings *b,
         }
         if (r == CUDA_SUCCESS)
             r = cu->cuGraphLaunch(P->exec, d->stream);
-    } else {
+    } else if (r == CUDA_SUCCESS) {
         if (P->exec) {
             cu->cuGraphExecDestroy(P->exec);
             P->exec = NULL;
@@ -1900,10 +2059,19 @@ rlx_status cu_program_run(rlx_program *prog, const rlx_program_bindings *b,
         memcpy(P->last_sig, P->sig, sig_bytes);
         P->last_valid = !cancelled && !blas_run;
     }
+    if (r == CUDA_SUCCESS && run_timed)
+        r = cu->cuEventRecord(P->run_ev[1], d->stream);
+    struct timespec t_sent;
+    clock_gettime(CLOCK_MONOTONIC, &t_sent);
     if (r == CUDA_SUCCESS)
         r = cu->cuStreamSynchronize(d->stream);
     if (r != CUDA_SUCCESS)
         return launch_fail(P, r, "running a program", err);
+    P->prep_ns += (uint64_t)((t_sent.tv_sec - t_start.tv_sec) * 1000000000LL +
+                             (t_sent.tv_nsec - t_start.tv_nsec));
+    float run_ms = 0.0f;
+    if (run_timed && cu->cuEventElapsedTime(&run_ms, P->run_ev[0], P->run_ev[1]) == CUDA_SUCCESS)
+        P->device_ns += (uint64_t)((double)run_ms * 1e6);
     if (cancelled)
         return rlx_error_set(err, RLX_ERR_CANCELLED, "cancelled");
     P->have_times = false;
@@ -1952,6 +2120,8 @@ void cu_program_stats(const rlx_program *prog, rlx_program_stats *out)
     if (P) {
         out->runs = P->n_runs;
         out->recordings = P->n_recordings;
+        out->prep_ns = P->prep_ns;
+        out->device_ns = P->device_ns;
     }
 }
 

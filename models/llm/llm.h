@@ -131,6 +131,11 @@ RLX_API struct rlx_session *rlx_llm_cpu_session(rlx_llm *m);
  * per step was below what waking the thread pool costs. 0: not run yet, or
  * no part on the CPU. Either pointer may be NULL. */
 RLX_API void rlx_llm_threads(const rlx_llm *m, int *decode, int *batch);
+/* One-token runs so far and, summed over the GPU parts of the model, the
+ * host time spent preparing them and the device time they took
+ * (rlx_program_stats' prep_ns and device_ns; 0 on the CPU). */
+RLX_API void rlx_llm_decode_stats(const rlx_llm *m, uint64_t *runs, uint64_t *prep_ns,
+                                  uint64_t *device_ns);
 
 /* Encode text (control tokens written in the text are parsed when
  * parse_special); *out is malloc'd, the caller frees it. BOS as the model

@@ -25,6 +25,11 @@ extern "C" {
 K(rlx_ew)
 K(rlx_mm_warp)
 K(rlx_mm_vec)
+K(rlx_q8_act)
+K(rlx_mmv_q4_k)
+K(rlx_mmv_q6_k)
+K(rlx_mmv_q8_0)
+K(rlx_mmv_q4_0)
 K(rlx_mm_tile)
 K(rlx_mm_tc)
 K(rlx_rowop)
@@ -45,6 +50,11 @@ static const struct {
     {"rlx_ew", rlx_ew},
     {"rlx_mm_warp", rlx_mm_warp},
     {"rlx_mm_vec", rlx_mm_vec},
+    {"rlx_q8_act", rlx_q8_act},
+    {"rlx_mmv_q4_k", rlx_mmv_q4_k},
+    {"rlx_mmv_q6_k", rlx_mmv_q6_k},
+    {"rlx_mmv_q8_0", rlx_mmv_q8_0},
+    {"rlx_mmv_q4_0", rlx_mmv_q4_0},
     {"rlx_mm_tile", rlx_mm_tile},
     {"rlx_mm_tc", rlx_mm_tc},
     {"rlx_rowop", rlx_rowop},
@@ -400,6 +410,13 @@ CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, uns
     }
     submit(st, [=] { launch(k, rec, gx, gy, gz, bx); });
     return CUDA_SUCCESS;
+}
+CUresult cuLaunchKernelEx(const CUlaunchConfig *c, CUfunction f, void **params, void **extra)
+{
+    if (!c)
+        return CUDA_ERROR_INVALID_VALUE;
+    return cuLaunchKernel(f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY,
+                          c->blockDimZ, c->sharedMemBytes, c->hStream, params, extra);
 }
 CUresult cuStreamCreate(CUstream *s, unsigned int)
 {

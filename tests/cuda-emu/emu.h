@@ -76,6 +76,16 @@ static inline uint32_t __float_as_uint(float f)
     memcpy(&i, &f, 4);
     return i;
 }
+static inline int __dp4a(int a, int b, int c)
+{
+    for (int i = 0; i < 4; i++)
+        c += (int)(int8_t)(a >> (8 * i)) * (int)(int8_t)(b >> (8 * i));
+    return c;
+}
+static inline int __float2int_rn(float f)
+{
+    return (int)std::nearbyint(f);
+}
 static inline int min(int a, int b)
 {
     return a < b ? a : b;

@@ -38,11 +38,23 @@
 // The record, staged in shared memory by every thread of the block before
 // any of them reads it (ld_rec must be reached by all threads).
 #define REC_DECL __shared__ int R_[REC]
+//
+// On Hopper and later the host launches every kernel with programmatic
+// stream serialization: a kernel may start while the one before it is
+// still running. Its record is the host's (nothing before it writes
+// one), so it is read first; then the kernel lets the next one start
+// too, and waits until everything before it has finished and its
+// writes are visible before it touches any operand. What a launch
+// overlaps is thus its start-up: the launch and the read of its record.
 __device__ __forceinline__ void ld_rec(int *R, const int *rec)
 {
     for (int i = threadIdx.x; i < REC; i += blockDim.x)
         R[i] = rec[i];
     __syncthreads();
+#if defined(__CUDACC__) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
 }
 
 #define M_(i)      (R_[(i)])

@@ -377,3 +377,359 @@ extern "C" __global__ void __launch_bounds__(256) rlx_mm_tc(const int *rec)
         }
 #endif
 }
+
+// ---- matrix-vector products on integer dot products ---------------------
+// Decode reads every weight once per token, so these kernels are built for
+// the weight stream: rlx_q8_act first rounds the (at most 8) activation
+// rows to 8-bit blocks of 32, as the CPU's VNNI kernels do (int8 values,
+// and per block its scale d and d * sum(q)); then rlx_mmv_<type> runs tpc
+// threads per output column (32, 64 or 128, from K), each thread taking
+// whole units of a weight block in wide loads (16 bytes where the block
+// format keeps them aligned, 2-byte halves where it does not) and summing
+// four products per __dp4a, for every activation row at once.
+// Record: slot 0 a (rlx_q8_act reads it), slot 1 b, slot 2 bias, slot 3
+// the int8 rows [M, K] (row stride K, 16-byte aligned), slot 4 their block
+// scales as float2 [M, K / 32]; P(0) K, P(1) act, PF(2) alpha, P(3) has
+// bias, P(5) b's row bytes, P(8) threads per column.
+
+extern "C" __global__ void __launch_bounds__(128) rlx_q8_act(const int *rec)
+{
+    REC_DECL;
+    ld_rec(R_, rec);
+    int64_t blk = (int64_t)blockIdx.x * 4 + (threadIdx.x >> 5);
+    int lane = threadIdx.x & 31;
+    if (blk >= (int64_t)(uint32_t)M_(0))
+        return;
+    int K = P(0), nb = K / 32, r = D_RANK(0);
+    int m = (int)(blk / nb), kb = (int)(blk % nb);
+    int64_t e = (int64_t)m * D_ST(0, r - 2) + (int64_t)(kb * 32 + lane) * D_ST(0, r - 1);
+    float v = ldf(D_PTR(0), D_DT(0), e);
+    float amax = fabsf(v);
+    for (int o = 16; o > 0; o >>= 1)
+        amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, o));
+    float d = amax / 127.0f;
+    int q = d > 0.0f ? __float2int_rn(v / d) : 0;
+    float s = warp_sum((float)q);
+    ((int8_t *)D_PTR(3))[(int64_t)m * K + kb * 32 + lane] = (int8_t)q;
+    if (lane == 0) {
+        float2 ds;
+        ds.x = d;
+        ds.y = d * s;
+        ((float2 *)D_PTR(4))[(int64_t)m * nb + kb] = ds;
+    }
+}
+
+__device__ __forceinline__ float h2f_bits(uint32_t b)
+{
+    __half_raw r;
+    r.x = (unsigned short)(b & 0xFFFFu);
+    return __half2float(__half(r));
+}
+
+// 32 bits at a 2-byte aligned address
+__device__ __forceinline__ int ld_h2(const uint8_t *p)
+{
+    const uint16_t *h = (const uint16_t *)p;
+    return (int)((uint32_t)h[0] | (uint32_t)h[1] << 16);
+}
+
+__device__ __forceinline__ uint32_t byte_at(uint32_t s0, uint32_t s1, uint32_t s2, int i)
+{
+    uint32_t w = i < 4 ? s0 : i < 8 ? s1 : s2;
+    return (w >> (8 * (i & 3))) & 0xFFu;
+}
+
+#define NIB_LO(x) ((int)((x)&0x0F0F0F0Fu))
+#define NIB_HI(x) ((int)(((x) >> 4) & 0x0F0F0F0Fu))
+
+// Each type loads a unit's weight bytes (load) apart from using them (dot),
+// so a thread issues the loads of all its units of a round before it waits
+// on any of them.
+
+// Q4_K: 8 units a block, each 16 bytes of quants (32 values: 16 of
+// sub-block 2j in the low nibbles, 16 of sub-block 2j+1 in the high)
+struct mmv_q4_k {
+    static constexpr int BK = 256, BYTES = 144, UNITS = 8;
+    struct W {
+        uint4 hd, qs; // d, dmin and 12 bytes of scales; the unit's quants
+    };
+    __device__ static __forceinline__ W load(const uint8_t *blk, int u)
+    {
+        W w;
+        w.hd = *(const uint4 *)blk;
+        w.qs = *(const uint4 *)(blk + 16 + 16 * u);
+        return w;
+    }
+    __device__ static __forceinline__ void dot(const W &w, int b, int u, const int8_t *qa,
+                                               const float2 *da, int K, int nm, float *acc)
+    {
+        const uint4 &hd = w.hd, &qs = w.qs;
+        int j = u >> 1, h = u & 1;
+        float dw = h2f_bits(hd.x), dmin = h2f_bits(hd.x >> 16);
+        int s0 = 2 * j, s1 = 2 * j + 1;
+        int sc0, m0, sc1, m1;
+        if (j < 2) {
+            sc0 = byte_at(hd.y, hd.z, hd.w, s0) & 63;
+            m0 = byte_at(hd.y, hd.z, hd.w, s0 + 4) & 63;
+            sc1 = byte_at(hd.y, hd.z, hd.w, s1) & 63;
+            m1 = byte_at(hd.y, hd.z, hd.w, s1 + 4) & 63;
+        } else {
+            uint32_t a0 = byte_at(hd.y, hd.z, hd.w, s0 + 4), c0 = byte_at(hd.y, hd.z, hd.w, s0 - 4),
+                     e0 = byte_at(hd.y, hd.z, hd.w, s0);
+            uint32_t a1 = byte_at(hd.y, hd.z, hd.w, s1 + 4), c1 = byte_at(hd.y, hd.z, hd.w, s1 - 4),
+                     e1 = byte_at(hd.y, hd.z, hd.w, s1);
+            sc0 = (int)((a0 & 0xF) | (c0 >> 6) << 4);
+            m0 = (int)((a0 >> 4) | (e0 >> 6) << 4);
+            sc1 = (int)((a1 & 0xF) | (c1 >> 6) << 4);
+            m1 = (int)((a1 >> 4) | (e1 >> 6) << 4);
+        }
+        int64_t k0 = (int64_t)b * 256 + 64 * j + 16 * h;
+        int ab = b * 8 + 2 * j; // the activation's block of sub-block 2j
+#pragma unroll
+        for (int m = 0; m < 8; m++) {
+            if (m >= nm)
+                break;
+            const int8_t *ar = qa + (int64_t)m * K + k0;
+            uint4 alo = *(const uint4 *)ar, ahi = *(const uint4 *)(ar + 32);
+            float4 ds = *(const float4 *)(da + (int64_t)m * (K / 32) + ab);
+            int slo = __dp4a(NIB_LO(qs.x), (int)alo.x, 0);
+            slo = __dp4a(NIB_LO(qs.y), (int)alo.y, slo);
+            slo = __dp4a(NIB_LO(qs.z), (int)alo.z, slo);
+            slo = __dp4a(NIB_LO(qs.w), (int)alo.w, slo);
+            int shi = __dp4a(NIB_HI(qs.x), (int)ahi.x, 0);
+            shi = __dp4a(NIB_HI(qs.y), (int)ahi.y, shi);
+            shi = __dp4a(NIB_HI(qs.z), (int)ahi.z, shi);
+            shi = __dp4a(NIB_HI(qs.w), (int)ahi.w, shi);
+            float v = dw * ((float)(sc0 * slo) * ds.x + (float)(sc1 * shi) * ds.z);
+            if (h == 0) // the mins, over both whole sub-blocks, once
+                v -= dmin * ((float)m0 * ds.y + (float)m1 * ds.w);
+            acc[m] += v;
+        }
+    }
+};
+
+// Q6_K: 8 units a block, each 8 consecutive l of one half (32 values, at
+// l, l + 32, l + 64 and l + 96); blocks are 210 bytes, so 2-byte loads
+struct mmv_q6_k {
+    static constexpr int BK = 256, BYTES = 210, UNITS = 8;
+    struct W {
+        int A[2], B[2], H[2]; // ql[l..], ql[l + 32..], qh[l..]
+        int sc;               // the four scales of the unit, one a byte
+        uint32_t d;
+    };
+    __device__ static __forceinline__ W load(const uint8_t *blk, int u)
+    {
+        W w;
+        int n = u >> 2, l0 = (u & 3) * 8, is = l0 / 16;
+        const uint8_t *ql = blk + 64 * n, *qh = blk + 128 + 32 * n, *sc = blk + 192 + 8 * n + is;
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            w.A[i] = ld_h2(ql + l0 + 4 * i);
+            w.B[i] = ld_h2(ql + 32 + l0 + 4 * i);
+            w.H[i] = ld_h2(qh + l0 + 4 * i);
+        }
+        w.sc = (int)((uint32_t)sc[0] | (uint32_t)sc[2] << 8 | (uint32_t)sc[4] << 16 |
+                     (uint32_t)sc[6] << 24);
+        w.d = *(const uint16_t *)(blk + 208);
+        return w;
+    }
+    __device__ static __forceinline__ void dot(const W &w, int b, int u, const int8_t *qa,
+                                               const float2 *da, int K, int nm, float *acc)
+    {
+        int n = u >> 2, l0 = (u & 3) * 8;
+        int q[4][2];
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            uint32_t A = (uint32_t)w.A[i], B = (uint32_t)w.B[i], H = (uint32_t)w.H[i];
+            q[0][i] = (int)((A & 0x0F0F0F0Fu) | (H & 0x03030303u) << 4);
+            q[1][i] = (int)((B & 0x0F0F0F0Fu) | ((H >> 2) & 0x03030303u) << 4);
+            q[2][i] = (int)(((A >> 4) & 0x0F0F0F0Fu) | ((H >> 4) & 0x03030303u) << 4);
+            q[3][i] = (int)(((B >> 4) & 0x0F0F0F0Fu) | ((H >> 6) & 0x03030303u) << 4);
+        }
+        float dw = h2f_bits(w.d);
+        int64_t k0 = (int64_t)b * 256 + 128 * n + l0;
+        int ab = b * 8 + 4 * n;
+#pragma unroll
+        for (int m = 0; m < 8; m++) {
+            if (m >= nm)
+                break;
+            const int8_t *ar = qa + (int64_t)m * K + k0;
+            const float2 *dr = da + (int64_t)m * (K / 32) + ab;
+            float v = 0.0f;
+#pragma unroll
+            for (int t = 0; t < 4; t++) {
+                uint2 a = *(const uint2 *)(ar + 32 * t);
+                int s = __dp4a(q[t][0], (int)a.x, __dp4a(q[t][1], (int)a.y, 0));
+                int sa = __dp4a(0x01010101, (int)a.x, __dp4a(0x01010101, (int)a.y, 0));
+                v += (float)(int8_t)(w.sc >> (8 * t)) * dr[t].x * (float)(s - 32 * sa);
+            }
+            acc[m] += dw * v;
+        }
+    }
+};
+
+// Q8_0: 2 units a block of 34 bytes, 16 values each
+struct mmv_q8_0 {
+    static constexpr int BK = 32, BYTES = 34, UNITS = 2;
+    struct W {
+        int q[4];
+        uint32_t d;
+    };
+    __device__ static __forceinline__ W load(const uint8_t *blk, int u)
+    {
+        W w;
+        const uint8_t *qs = blk + 2 + 16 * u;
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            w.q[i] = ld_h2(qs + 4 * i);
+        w.d = *(const uint16_t *)blk;
+        return w;
+    }
+    __device__ static __forceinline__ void dot(const W &w, int b, int u, const int8_t *qa,
+                                               const float2 *da, int K, int nm, float *acc)
+    {
+        float dw = h2f_bits(w.d);
+        int64_t k0 = (int64_t)b * 32 + 16 * u;
+#pragma unroll
+        for (int m = 0; m < 8; m++) {
+            if (m >= nm)
+                break;
+            uint4 a = *(const uint4 *)(qa + (int64_t)m * K + k0);
+            int s = __dp4a(w.q[0], (int)a.x, 0);
+            s = __dp4a(w.q[1], (int)a.y, s);
+            s = __dp4a(w.q[2], (int)a.z, s);
+            s = __dp4a(w.q[3], (int)a.w, s);
+            acc[m] += dw * da[(int64_t)m * (K / 32) + b].x * (float)s;
+        }
+    }
+};
+
+// Q4_0: 2 units a block of 18 bytes, each 8 bytes of quants (values i and
+// 16 + i); the -8 offset, over the whole block, in unit 0
+struct mmv_q4_0 {
+    static constexpr int BK = 32, BYTES = 18, UNITS = 2;
+    struct W {
+        uint32_t w0, w1, d;
+    };
+    __device__ static __forceinline__ W load(const uint8_t *blk, int u)
+    {
+        W w;
+        const uint8_t *qs = blk + 2 + 8 * u;
+        w.w0 = (uint32_t)ld_h2(qs);
+        w.w1 = (uint32_t)ld_h2(qs + 4);
+        w.d = *(const uint16_t *)blk;
+        return w;
+    }
+    __device__ static __forceinline__ void dot(const W &w, int b, int u, const int8_t *qa,
+                                               const float2 *da, int K, int nm, float *acc)
+    {
+        float dw = h2f_bits(w.d);
+        int64_t k0 = (int64_t)b * 32 + 8 * u;
+#pragma unroll
+        for (int m = 0; m < 8; m++) {
+            if (m >= nm)
+                break;
+            const int8_t *ar = qa + (int64_t)m * K + k0;
+            uint2 lo = *(const uint2 *)ar, hi = *(const uint2 *)(ar + 16);
+            int s = __dp4a(NIB_LO(w.w0), (int)lo.x, 0);
+            s = __dp4a(NIB_LO(w.w1), (int)lo.y, s);
+            s = __dp4a(NIB_HI(w.w0), (int)hi.x, s);
+            s = __dp4a(NIB_HI(w.w1), (int)hi.y, s);
+            float2 ds = da[(int64_t)m * (K / 32) + b];
+            float v = ds.x * (float)s;
+            if (u == 0)
+                v -= 8.0f * ds.y;
+            acc[m] += dw * v;
+        }
+    }
+};
+
+// tpc threads per output column (4 to 128, a power of two; the host picks
+// about four units a thread), 128 a block; each round a thread loads up to
+// MMV_U units, then uses them
+#define MMV_U 4
+template <class Q> __device__ __forceinline__ void mmv_body(const int *rec)
+{
+    REC_DECL;
+    __shared__ float red[4][8];
+    ld_rec(R_, rec);
+    int tpc = P(8), cpb = 128 / tpc;
+    int t = threadIdx.x % tpc;
+    int64_t n = (int64_t)blockIdx.x * cpb + threadIdx.x / tpc;
+    int r = D_RANK(OUT);
+    int N = D_NE(OUT, r - 1), Mr = D_NE(OUT, r - 2), K = P(0);
+    int nm = Mr < 8 ? Mr : 8;
+    float acc[8];
+#pragma unroll
+    for (int m = 0; m < 8; m++)
+        acc[m] = 0.0f;
+    if (n < N) {
+        const uint8_t *w = D_PTR(1) + n * P(5);
+        const int8_t *qa = (const int8_t *)D_PTR(3);
+        const float2 *da = (const float2 *)D_PTR(4);
+        int units = K / Q::BK * Q::UNITS;
+        for (int u0 = t; u0 < units; u0 += MMV_U * tpc) {
+            typename Q::W wv[MMV_U];
+#pragma unroll
+            for (int i = 0; i < MMV_U; i++) {
+                int u = u0 + i * tpc;
+                if (u < units)
+                    wv[i] = Q::load(w + (int64_t)(u / Q::UNITS) * Q::BYTES, u % Q::UNITS);
+            }
+#pragma unroll
+            for (int i = 0; i < MMV_U; i++) {
+                int u = u0 + i * tpc;
+                if (u < units)
+                    Q::dot(wv[i], u / Q::UNITS, u % Q::UNITS, qa, da, K, nm, acc);
+            }
+        }
+    }
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    int width = tpc < 32 ? tpc : 32;
+#pragma unroll
+    for (int m = 0; m < 8; m++) {
+        if (m >= nm)
+            break;
+        for (int o = width / 2; o > 0; o >>= 1)
+            acc[m] += __shfl_xor_sync(0xFFFFFFFFu, acc[m], o);
+    }
+    if (tpc > 32) {
+        if (lane == 0)
+#pragma unroll
+            for (int m = 0; m < 8; m++)
+                red[warp][m] = acc[m];
+        __syncthreads();
+        if (t == 0)
+#pragma unroll
+            for (int m = 0; m < 8; m++) {
+                float s = 0.0f;
+                for (int i = 0; i < tpc / 32; i++)
+                    s += red[warp + i][m];
+                acc[m] = s;
+            }
+    }
+    if (t == 0 && n < N)
+#pragma unroll
+        for (int m = 0; m < 8; m++) {
+            if (m >= nm)
+                break;
+            mm_store(R_, (int64_t)m * D_ST(OUT, r - 2) + n * D_ST(OUT, r - 1), (int)n, acc[m]);
+        }
+}
+
+extern "C" __global__ void __launch_bounds__(128) rlx_mmv_q4_k(const int *rec)
+{
+    mmv_body<mmv_q4_k>(rec);
+}
+extern "C" __global__ void __launch_bounds__(128) rlx_mmv_q6_k(const int *rec)
+{
+    mmv_body<mmv_q6_k>(rec);
+}
+extern "C" __global__ void __launch_bounds__(128) rlx_mmv_q8_0(const int *rec)
+{
+    mmv_body<mmv_q8_0>(rec);
+}
+extern "C" __global__ void __launch_bounds__(128) rlx_mmv_q4_0(const int *rec)
+{
+    mmv_body<mmv_q4_0>(rec);
+}
