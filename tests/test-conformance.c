@@ -1567,6 +1567,10 @@ static void test_norms(void **state)
         norm_case(kind, 3, DIMS(2, 5, 33), L_CONTIG, true, false, RLX_DTYPE_F32);
         norm_case(kind, 2, DIMS(4, 64), L_TRANSPOSED, true, hasb, RLX_DTYPE_F32);
         norm_case(kind, 2, DIMS(32, 4096), L_CONTIG, true, hasb, RLX_DTYPE_F32);
+        /* decode shapes: per-head norms (a warp a row on CUDA) and one
+         * token's row of 2048 (a block a row) */
+        norm_case(kind, 2, DIMS(9, 128), L_CONTIG, true, hasb, RLX_DTYPE_F32);
+        norm_case(kind, 2, DIMS(1, 2048), L_CONTIG, true, hasb, RLX_DTYPE_F32);
         if (kind < N_ADD_RMS)
             norm_case(kind, 2, DIMS(3, 17), L_CONTIG, false, false, RLX_DTYPE_F32);
     }

@@ -1060,6 +1060,24 @@ static bool fill_rowop(fill_ctx *c, const rlx_lir_instr *ins)
             put_desc(c, w, 2, &t);
             w[PRM(4)] = 1;
         }
+        /* RMS norms of f32 rows with unit strides, every row 16-byte
+         * aligned: the float4 kernel, a warp a row up to 1024 */
+        if (w[PRM(1)] != RM_LN && !w[PRM(4)] && L % 4 == 0 && L <= INT32_MAX &&
+            norm_delta % 16 == 0) {
+            int slots[4] = {0, CU_OUT_SLOT, add ? 1 : -1, w[PRM(3)] ? (add ? 2 : 1) : -1};
+            bool ok = true;
+            for (int k = 0; k < 4 && ok; k++) {
+                if (slots[k] < 0)
+                    continue;
+                const int32_t *q = w + DESC(slots[k]);
+                uint64_t a = (uint64_t)(uint32_t)q[2] | (uint64_t)(uint32_t)q[3] << 32;
+                ok = q[0] == RLX_DTYPE_F32 && q[1] == r && q[10 + r - 1] == 1 && a % 16 == 0;
+                for (int d = 0; d < r - 1 && ok; d++)
+                    ok = q[10 + d] % 4 == 0;
+            }
+            if (ok)
+                w[PRM(7)] = L <= 1024 ? 32 : 256;
+        }
         break;
     }
     }
@@ -1429,8 +1447,10 @@ static void shape(cu_disp *d, const int32_t *w)
         if (!items)
             d->grid[0] = 0;
         break;
-    case CU_K_ROWOP:
-        d->grid[0] = (uint32_t)items;
+    case CU_K_ROWOP: /* a block a row, or P(7) threads a row (RMS norms) */
+        d->grid[0] = w[PRM(7)] > 0 ? (uint32_t)((items + (uint64_t)(256 / w[PRM(7)]) - 1) /
+                                                (uint64_t)(256 / w[PRM(7)]))
+                                   : (uint32_t)items;
         d->grid[1] = d->grid[2] = 1;
         break;
     case CU_K_ATTN:

@@ -81,12 +81,76 @@ __device__ void red_best(bool largest, float &v, int &i, float *sv, int *si)
     __syncthreads();
 }
 
+// RMS norm and add + RMS norm over f32 rows read and written as float4s
+// (the host checked dtypes, unit strides and 16-byte alignment): P(7)
+// threads a row (32: a warp a row, no block barrier; 256: a block a row)
+__device__ void rms_rows(const int *R_, float *sv)
+{
+    int tpr = P(7), rpb = LS / tpr;
+    int64_t row = (int64_t)blockIdx.x * rpb + threadIdx.x / tpr;
+    int t = threadIdx.x % tpr;
+    bool live = row < (int64_t)(uint32_t)M_(0);
+    if (!live)
+        row = 0;
+    int L = P(0);
+    bool add = P(1) == M_ADDRMS, hw = P(3) != 0;
+    int ws = add ? 2 : 1;
+    int64_t keep = add ? (int64_t)(uint32_t)P(5) : 0;
+    const float4 *x = (const float4 *)((const float *)D_PTR(0) + row_off(R_, 0, row));
+    const float4 *b = add ? (const float4 *)((const float *)D_PTR(1) + row_off(R_, 1, row)) : x;
+    const float4 *wt =
+        hw ? (const float4 *)((const float *)D_PTR(ws) + row_off(R_, ws, row)) : x;
+    float *o = (float *)D_PTR(OUT) + row_off(R_, OUT, row);
+    float4 *os = (float4 *)o, *on = (float4 *)((uint8_t *)o + keep);
+    float q = 0.0f;
+    if (live)
+        for (int i = t; i < L / 4; i += tpr) {
+            float4 v = x[i];
+            if (add) {
+                float4 c = b[i];
+                v.x += c.x, v.y += c.y, v.z += c.z, v.w += c.w;
+                if (keep)
+                    os[i] = v;
+            }
+            q += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+        }
+    q = warp_sum(q);
+    if (tpr > 32) {
+        int w = threadIdx.x >> 5;
+        if ((threadIdx.x & 31) == 0)
+            sv[w] = q;
+        __syncthreads();
+        q = 0.0f;
+        for (int i = 0; i < LS / 32; i++)
+            q += sv[i];
+    }
+    float inv = 1.0f / sqrtf(q / (float)L + PF(2));
+    if (live)
+        for (int i = t; i < L / 4; i += tpr) {
+            float4 v = x[i];
+            if (add) {
+                float4 c = b[i];
+                v.x += c.x, v.y += c.y, v.z += c.z, v.w += c.w;
+            }
+            v.x *= inv, v.y *= inv, v.z *= inv, v.w *= inv;
+            if (hw) {
+                float4 c = wt[i];
+                v.x *= c.x, v.y *= c.y, v.z *= c.z, v.w *= c.w;
+            }
+            on[i] = v;
+        }
+}
+
 extern "C" __global__ void __launch_bounds__(LS) rlx_rowop(const int *rec)
 {
     REC_DECL;
     __shared__ float sv[LS];
     __shared__ int si[LS];
     ld_rec(R_, rec);
+    if (P(7)) {
+        rms_rows(R_, sv);
+        return;
+    }
     int64_t row = blockIdx.x;
     if (row >= (int64_t)(uint32_t)M_(0))
         return;
