@@ -219,54 +219,65 @@ static void test_stories_split(void **state)
 
 /* ---- quantized weights ------------------------------------------------------ */
 
-/* stories260K quantized to Q8_0 and Q4_0: a prompt, then one-token steps
- * (the device's integer matrix-vector kernels, the q, k and v products
- * sharing one rounding of their input), against the CPU. Both round the
- * activations to 8-bit blocks for these products, in their own order, and
- * the device's prompt runs on f16 tensor cores: the logits agree to 3% of
- * their range, far inside what a wrong block (a whole 32-value term) moves. */
-static void test_stories_quantized(void **state)
+static const char *write_llama(const char *file, int n_layer, int d, int f, int h, int hkv, int dh,
+                               int vocab);
+
+/* `src` quantized to `type`: a prompt, then one-token steps (the device's
+ * integer matrix-vector kernels, the q, k and v products sharing one
+ * rounding of their input, which a norm of a 128-multiple width rounds as
+ * it writes), against the CPU. Both round the activations to 8-bit blocks
+ * for these products, in their own order, and the device's prompt runs on
+ * f16 tensor cores: the logits agree to 3% of their range, far inside what
+ * a wrong block (a whole 32-value term) moves. */
+static void quant_vs_cpu(const char *src, rlx_quantize_type type)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/rlx-offload-q-%d-%s.gguf",
+             getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid(),
+             rlx_quantize_type_name(type));
+    rlx_quantize_params qp = rlx_quantize_default_params();
+    qp.pure = true;
+    qp.n_threads = 2;
+    rlx_error *err = NULL;
+    if (rlx_quantize_file(src, path, type, qp, NULL, &err) != RLX_OK)
+        fail_msg("quantize: %s", rlx_error_message(err));
+    rlx_llm *ms[2] = {load(path, "cpu", 0, 0, 64, RLX_DTYPE_F16, 0),
+                      load(path, DEVICE, 0, 0, 64, RLX_DTYPE_F16, 0)};
+    int32_t nv = rlx_llm_get_config(ms[0])->n_vocab;
+    float *lg[2] = {malloc(sizeof(float) * (size_t)nv), malloc(sizeof(float) * (size_t)nv)};
+    rlx_token toks[14] = {1, 40, 47, 21, 37, 30, 29, 28, 27, 26, 35, 33, 31, 29};
+    for (int step = 0; step < 9; step++) {
+        size_t off = step == 0 ? 0 : (size_t)step + 5, n = step == 0 ? 6 : 1;
+        for (int k = 0; k < 2; k++)
+            if (rlx_llm_eval(ms[k], toks + off, n, lg[k], &err) != RLX_OK)
+                fail_msg("eval on %s: %s", k ? DEVICE : "cpu", rlx_error_message(err));
+        float lo = lg[0][0], hi = lg[0][0], worst = 0;
+        for (int32_t i = 0; i < nv; i++) {
+            lo = fminf(lo, lg[0][i]);
+            hi = fmaxf(hi, lg[0][i]);
+            worst = fmaxf(worst, fabsf(lg[0][i] - lg[1][i]));
+        }
+        if (!(worst <= 0.03f * (hi - lo)))
+            fail_msg("%s %s step %d: logits differ by %g, range %g", src,
+                     rlx_quantize_type_name(type), step, (double)worst, (double)(hi - lo));
+    }
+    free(lg[0]);
+    free(lg[1]);
+    rlx_llm_free(ms[0]);
+    rlx_llm_free(ms[1]);
+    remove(path);
+}
+
+static void test_quantized(void **state)
 {
     (void)state;
-    static const rlx_quantize_type types[] = {RLX_QUANTIZE_Q8_0, RLX_QUANTIZE_Q4_0};
-    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
-        char path[256];
-        snprintf(path, sizeof path, "%s/rlx-offload-q-%d-%s.gguf",
-                 getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid(),
-                 rlx_quantize_type_name(types[t]));
-        rlx_quantize_params qp = rlx_quantize_default_params();
-        qp.pure = true;
-        qp.n_threads = 2;
-        rlx_error *err = NULL;
-        if (rlx_quantize_file(rlx_test_data("llm/stories260K.gguf"), path, types[t], qp, NULL,
-                              &err) != RLX_OK)
-            fail_msg("quantize: %s", rlx_error_message(err));
-        rlx_llm *ms[2] = {load(path, "cpu", 0, 0, STORIES_CTX, RLX_DTYPE_F16, 0),
-                          load(path, DEVICE, 0, 0, STORIES_CTX, RLX_DTYPE_F16, 0)};
-        int32_t nv = rlx_llm_get_config(ms[0])->n_vocab;
-        float *lg[2] = {malloc(sizeof(float) * (size_t)nv), malloc(sizeof(float) * (size_t)nv)};
-        rlx_token toks[14] = {1, 403, 407, 261, 378, 300, 290, 280, 270, 260, 350, 330, 310, 299};
-        for (int step = 0; step < 9; step++) {
-            size_t off = step == 0 ? 0 : (size_t)step + 5, n = step == 0 ? 6 : 1;
-            for (int k = 0; k < 2; k++)
-                if (rlx_llm_eval(ms[k], toks + off, n, lg[k], &err) != RLX_OK)
-                    fail_msg("eval on %s: %s", k ? DEVICE : "cpu", rlx_error_message(err));
-            float lo = lg[0][0], hi = lg[0][0], worst = 0;
-            for (int32_t i = 0; i < nv; i++) {
-                lo = fminf(lo, lg[0][i]);
-                hi = fmaxf(hi, lg[0][i]);
-                worst = fmaxf(worst, fabsf(lg[0][i] - lg[1][i]));
-            }
-            if (!(worst <= 0.03f * (hi - lo)))
-                fail_msg("%s step %d: logits differ by %g, range %g",
-                         rlx_quantize_type_name(types[t]), step, (double)worst, (double)(hi - lo));
-        }
-        free(lg[0]);
-        free(lg[1]);
-        rlx_llm_free(ms[0]);
-        rlx_llm_free(ms[1]);
-        remove(path);
-    }
+    /* stories260K: rows of 64 */
+    quant_vs_cpu(rlx_test_data("llm/stories260K.gguf"), RLX_QUANTIZE_Q8_0);
+    quant_vs_cpu(rlx_test_data("llm/stories260K.gguf"), RLX_QUANTIZE_Q4_0);
+    /* a random llama with rows of 256 (Q4_K blocks, norms that round) */
+    const char *wide = write_llama("llm-offload-wide.gguf", 2, 256, 512, 4, 2, 64, 64);
+    quant_vs_cpu(wide, RLX_QUANTIZE_Q8_0);
+    quant_vs_cpu(wide, RLX_QUANTIZE_Q4_K_M);
 }
 
 /* ---- a tiny random llama, split everywhere -------------------------------- */
@@ -297,46 +308,53 @@ static void add_rand(rlx_gguf_writer *w, const char *name, int64_t rows, int64_t
     free(v);
 }
 
-static const char *write_tiny(void)
+/* a random llama of the given shape, written to the test folder */
+static const char *write_llama(const char *file, int n_layer, int d, int f, int h, int hkv, int dh,
+                               int vocab)
 {
     rlx_gguf_writer *w = rlx_gguf_writer_create();
     rlx_gguf_writer_set_str(w, "general.architecture", "llama");
-    rlx_gguf_writer_set_u32(w, "llama.block_count", T_L);
-    rlx_gguf_writer_set_u32(w, "llama.embedding_length", T_D);
-    rlx_gguf_writer_set_u32(w, "llama.feed_forward_length", T_F);
-    rlx_gguf_writer_set_u32(w, "llama.attention.head_count", T_H);
-    rlx_gguf_writer_set_u32(w, "llama.attention.head_count_kv", T_HKV);
+    rlx_gguf_writer_set_u32(w, "llama.block_count", n_layer);
+    rlx_gguf_writer_set_u32(w, "llama.embedding_length", d);
+    rlx_gguf_writer_set_u32(w, "llama.feed_forward_length", f);
+    rlx_gguf_writer_set_u32(w, "llama.attention.head_count", h);
+    rlx_gguf_writer_set_u32(w, "llama.attention.head_count_kv", hkv);
     rlx_gguf_writer_set_u32(w, "llama.context_length", 64);
     rlx_gguf_writer_set_f32(w, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
     uint64_t seed = 1;
-    float mat = (float)(1.5 / sqrt((double)T_D));
-    add_rand(w, "token_embd.weight", T_VOCAB, T_D, 1.f, 0.f, seed++ * 7919);
+    float mat = (float)(1.5 / sqrt((double)d));
+    add_rand(w, "token_embd.weight", vocab, d, 1.f, 0.f, seed++ * 7919);
     char name[64];
-    for (int il = 0; il < T_L; il++) {
+    for (int il = 0; il < n_layer; il++) {
 #define L(what, rows, cols, sc, b)                           \
     do {                                                     \
         snprintf(name, sizeof name, "blk.%d.%s", il, what);  \
         add_rand(w, name, rows, cols, sc, b, seed++ * 7919); \
     } while (0)
-        L("attn_norm.weight", 0, T_D, 0.2f, 1.f);
-        L("attn_q.weight", T_H * T_DH, T_D, mat, 0.f);
-        L("attn_k.weight", T_HKV * T_DH, T_D, mat, 0.f);
-        L("attn_v.weight", T_HKV * T_DH, T_D, mat, 0.f);
-        L("attn_output.weight", T_D, T_H * T_DH, mat, 0.f);
-        L("ffn_norm.weight", 0, T_D, 0.2f, 1.f);
-        L("ffn_gate.weight", T_F, T_D, mat, 0.f);
-        L("ffn_up.weight", T_F, T_D, mat, 0.f);
-        L("ffn_down.weight", T_D, T_F, (float)(1.5 / sqrt((double)T_F)), 0.f);
+        L("attn_norm.weight", 0, d, 0.2f, 1.f);
+        L("attn_q.weight", h * dh, d, mat, 0.f);
+        L("attn_k.weight", hkv * dh, d, mat, 0.f);
+        L("attn_v.weight", hkv * dh, d, mat, 0.f);
+        L("attn_output.weight", d, h * dh, mat, 0.f);
+        L("ffn_norm.weight", 0, d, 0.2f, 1.f);
+        L("ffn_gate.weight", f, d, mat, 0.f);
+        L("ffn_up.weight", f, d, mat, 0.f);
+        L("ffn_down.weight", d, f, (float)(1.5 / sqrt((double)f)), 0.f);
 #undef L
     }
-    add_rand(w, "output_norm.weight", 0, T_D, 0.2f, 1.f, seed++ * 7919);
-    add_rand(w, "output.weight", T_VOCAB, T_D, mat, 0.f, seed++ * 7919);
-    const char *path = rlx_test_tmp("llm-offload-tiny.gguf");
+    add_rand(w, "output_norm.weight", 0, d, 0.2f, 1.f, seed++ * 7919);
+    add_rand(w, "output.weight", vocab, d, mat, 0.f, seed++ * 7919);
+    const char *path = rlx_test_tmp(file);
     rlx_error *err = NULL;
     if (rlx_gguf_writer_write(w, path, &err) != RLX_OK)
         fail_msg("write %s: %s", path, rlx_error_message(err));
     rlx_gguf_writer_free(w);
     return path;
+}
+
+static const char *write_tiny(void)
+{
+    return write_llama("llm-offload-tiny.gguf", T_L, T_D, T_F, T_H, T_HKV, T_DH, T_VOCAB);
 }
 
 static const rlx_token tiny_tokens[T_TOK] = {1, 17, 5, 42, 63, 8, 8, 30, 2, 55};
@@ -534,7 +552,7 @@ int main(int argc, char **argv)
         const struct CMUnitTest cuda_tests[] = {
             cmocka_unit_test(test_tiny_every_split),
             cmocka_unit_test(test_stories_split),
-            cmocka_unit_test(test_stories_quantized),
+            cmocka_unit_test(test_quantized),
         };
         return cmocka_run_group_tests(cuda_tests, NULL, NULL);
     }
@@ -544,8 +562,10 @@ int main(int argc, char **argv)
         return 77;
     }
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_tiny_every_split),      cmocka_unit_test(test_stories_split),
-        cmocka_unit_test(test_stories_quantized),     cmocka_unit_test(test_stories_small_bindings),
+        cmocka_unit_test(test_tiny_every_split),
+        cmocka_unit_test(test_stories_split),
+        cmocka_unit_test(test_quantized),
+        cmocka_unit_test(test_stories_small_bindings),
         cmocka_unit_test(test_stories_binding_error),
     };
     if (argc > 1) /* one test by name, e.g. test_stories_small_bindings */

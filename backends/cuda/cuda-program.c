@@ -802,8 +802,12 @@ static bool fill_matmul(fill_ctx *c, const rlx_lir_instr *ins)
          * not rounded again */
         uint64_t abase =
             c->P->addr && c->P->addr[a.val] ? c->P->addr[a.val] + (uint64_t)a.extra : 0;
-        uint64_t key[6] = {abase,       (uint64_t)A.st[r - 2], (uint64_t)A.st[r - 1],
-                           (uint64_t)M, (uint64_t)K,           (uint64_t)A.dt};
+        uint64_t key[6] = {abase,
+                           M == 1 ? 0 : (uint64_t)A.st[r - 2],
+                           (uint64_t)A.st[r - 1],
+                           (uint64_t)M,
+                           (uint64_t)K,
+                           (uint64_t)A.dt};
         bool again =
             mmv != CU_K_COUNT && abase && P->q8_valid && memcmp(key, P->q8_key, sizeof key) == 0;
         P->q8_valid = mmv != CU_K_COUNT && abase;
@@ -1077,6 +1081,28 @@ static bool fill_rowop(fill_ctx *c, const rlx_lir_instr *ins)
             }
             if (ok)
                 w[PRM(7)] = L <= 1024 ? 32 : 256;
+            /* a few rows: also rounded to 8-bit blocks into the scratch of
+             * the integer matrix-vector kernels, for the quantized matmul
+             * that usually follows (it finds them by their key; any other
+             * consumer reads the f32 rows as always) */
+            const int32_t *qo = w + DESC(CU_OUT_SLOT);
+            uint64_t oa = (uint64_t)(uint32_t)qo[2] | (uint64_t)(uint32_t)qo[3] << 32;
+            if (ok && oa && P->q8_scratch && rows <= 8 && L % 128 == 0 && L <= P->q8_k_max) {
+                uint64_t qs = P->q8_scratch, qds = qs + (uint64_t)P->q8_k_max * 8;
+                w[PRM(8)] = 1;
+                w[PRM(9)] = (int32_t)(uint32_t)qs;
+                w[PRM(10)] = (int32_t)(uint32_t)(qs >> 32);
+                w[PRM(11)] = (int32_t)(uint32_t)qds;
+                w[PRM(12)] = (int32_t)(uint32_t)(qds >> 32);
+                uint64_t key[6] = {oa + (uint64_t)(add ? norm_delta : 0),
+                                   rows == 1 ? 0 : (uint64_t)O.st[r - 2],
+                                   1,
+                                   (uint64_t)rows,
+                                   (uint64_t)L,
+                                   (uint64_t)RLX_DTYPE_F32};
+                memcpy(P->q8_key, key, sizeof key);
+                P->q8_valid = true;
+            }
         }
         break;
     }

@@ -81,9 +81,21 @@ __device__ void red_best(bool largest, float &v, int &i, float *sv, int *si)
     __syncthreads();
 }
 
+// the activation scratch of the integer matrix-vector kernels: the int8
+// rows (k = 0) and their block scales (k = 1), at words 136-139
+__device__ __forceinline__ uint8_t *q8_ptr(const int *R_, int k)
+{
+    uint64_t lo = (uint32_t)P(9 + 2 * k), hi = (uint32_t)P(10 + 2 * k);
+    return (uint8_t *)(uintptr_t)(lo | hi << 32);
+}
+
 // RMS norm and add + RMS norm over f32 rows read and written as float4s
 // (the host checked dtypes, unit strides and 16-byte alignment): P(7)
-// threads a row (32: a warp a row, no block barrier; 256: a block a row)
+// threads a row (32: a warp a row, no block barrier; 256: a block a row).
+// With P(8) (at most 8 rows, L a multiple of 128) the normalized rows are
+// also rounded to 8-bit blocks of 32 into the scratch that rlx_q8_act
+// fills, the way it does: the matmul of quantized weights right after
+// the norm finds its input there (cuda-program.c's q8_valid).
 __device__ void rms_rows(const int *R_, float *sv)
 {
     int tpr = P(7), rpb = LS / tpr;
@@ -138,6 +150,28 @@ __device__ void rms_rows(const int *R_, float *sv)
                 v.x *= c.x, v.y *= c.y, v.z *= c.z, v.w *= c.w;
             }
             on[i] = v;
+            if (P(8)) { /* the row as 8-bit blocks of 32 too (see below) */
+                float mx = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
+                for (int o = 4; o > 0; o >>= 1)
+                    mx = fmaxf(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, o));
+                float d = mx / 127.0f;
+                int q0 = d > 0.0f ? __float2int_rn(v.x / d) : 0,
+                    q1 = d > 0.0f ? __float2int_rn(v.y / d) : 0,
+                    q2 = d > 0.0f ? __float2int_rn(v.z / d) : 0,
+                    q3 = d > 0.0f ? __float2int_rn(v.w / d) : 0;
+                float sq = (float)(q0 + q1 + q2 + q3);
+                for (int o = 4; o > 0; o >>= 1)
+                    sq += __shfl_xor_sync(0xFFFFFFFFu, sq, o);
+                int64_t m = row;
+                ((int *)q8_ptr(R_, 0))[(m * L) / 4 + i] =
+                    (q0 & 0xFF) | (q1 & 0xFF) << 8 | (q2 & 0xFF) << 16 | (int)((uint32_t)q3 << 24);
+                if ((t & 7) == 0) {
+                    float2 ds;
+                    ds.x = d;
+                    ds.y = d * sq;
+                    ((float2 *)q8_ptr(R_, 1))[m * (L / 32) + i / 8] = ds;
+                }
+            }
         }
 }
 
