@@ -719,6 +719,82 @@ static double gpu_copy_bw(gpu_op *o, int64_t n, int repeats, const char **why)
     return *why || ms <= 0 ? 0 : 2.0 * (double)n * 4 / (ms * 1e-3) / 1e9;
 }
 
+/* What one launch costs when a program of many small ones is replayed:
+ * n_ops adds of two n-float vectors into one output, each its own launch
+ * (a decode step is some 300 such). Per launch: device microseconds from
+ * the program's statistics (CUDA's timestamps around the whole run), and
+ * wall microseconds around submit and wait. */
+static const char *gpu_launch_cost(gpu_op *o, int n_ops, int64_t n, int repeats, double *dev_us,
+                                   double *wall_us)
+{
+    static char why[512];
+    gpu_value(o, 0, 2, RLX_DTYPE_F32, 1, (int64_t[]){n});
+    gpu_value(o, 1, 2, RLX_DTYPE_F32, 1, (int64_t[]){n});
+    gpu_value(o, 2, 2, RLX_DTYPE_F32, 1, (int64_t[]){n});
+    rlx_lir_instr *ins = calloc((size_t)n_ops, sizeof *ins);
+    if (!ins)
+        return "out of memory";
+    for (int i = 0; i < n_ops; i++) {
+        ins[i].op = RLX_OP_ADD;
+        ins[i].n_in = 2;
+        ins[i].in[0] = 0;
+        ins[i].in[1] = 1;
+        ins[i].out = 2;
+        ins[i].node = -1;
+    }
+    rlx_lir lir = {.n_values = 3,
+                   .values = o->v,
+                   .n_instrs = n_ops,
+                   .instrs = ins,
+                   .n_inputs = 2,
+                   .inputs = o->in,
+                   .n_outputs = 1,
+                   .outputs = o->out};
+    rlx_error *err = NULL;
+    rlx_program *prog = NULL;
+    const char *res = NULL;
+    if (o->be->program_create(o->dev, &lir, &prog, &err) != RLX_OK)
+        goto fail;
+    gpu_fill(o, 0);
+    gpu_fill(o, 1);
+    if (o->be->buffer_alloc(o->dev, o->v[2].max_bytes, &o->buf[2], &err) != RLX_OK)
+        goto fail;
+    rlx_buffer_ref in[2] = {{o->buf[0], 0}, {o->buf[1], 0}}, out = {o->buf[2], 0};
+    rlx_program_bindings b = {.inputs = in, .outputs = &out};
+    *wall_us = 1e30;
+    rlx_program_stats s0 = {0}, s1 = {0};
+    for (int r = 0; r < repeats + 2; r++) { /* two warm-ups: the second records */
+        if (r == 2 && o->be->program_stats)
+            o->be->program_stats(prog, &s0);
+        double t0 = rlx_cli_now();
+        if (o->be->program_run(prog, &b, NULL, &err) != RLX_OK)
+            goto fail;
+        double t = (rlx_cli_now() - t0) * 1e6 / n_ops;
+        if (r >= 2 && t < *wall_us)
+            *wall_us = t;
+    }
+    if (o->be->program_stats)
+        o->be->program_stats(prog, &s1);
+    *dev_us = s1.device_ns > s0.device_ns
+                  ? (double)(s1.device_ns - s0.device_ns) / 1e3 / repeats / n_ops
+                  : -1;
+    goto done;
+fail:
+    snprintf(why, sizeof why, "failed: %s", rlx_error_message(err));
+    rlx_error_free(err);
+    res = why;
+done:
+    for (int i = 0; i < 3; i++) {
+        if (o->buf[i])
+            o->be->buffer_free(o->buf[i]);
+        o->buf[i] = NULL;
+    }
+    if (prog)
+        o->be->program_free(prog);
+    free(ins);
+    return res;
+}
+
 static int bench_gpu(const char *spec, bool force_f32, const char *section, int repeats)
 {
     const rlx_backend_i *be = NULL;
@@ -771,6 +847,23 @@ static int bench_gpu(const char *spec, bool force_f32, const char *section, int 
             printf("  %-34s %s\n", what, why);
         else
             printf("  %-34s %24s  %9.1f GB/s\n", what, "", bw);
+    }
+
+    if (all || !strcmp(section, "launch")) {
+        printf("\nlaunches (a program of 256 adds, replayed) %6s %13s\n", "device", "wall");
+        static const int64_t sizes[] = {2048, 1 << 20};
+        for (int i = 0; i < (big ? 2 : 1); i++) {
+            double du = 0, wu = 0;
+            const char *why = gpu_launch_cost(&o, 256, sizes[i], repeats, &du, &wu);
+            char what[64];
+            snprintf(what, sizeof what, "add of %lld floats", (long long)sizes[i]);
+            if (why)
+                printf("  %-34s %s\n", what, why);
+            else if (du > 0)
+                printf("  %-34s %8.2f us %10.2f us  a launch\n", what, du, wu);
+            else
+                printf("  %-34s %11s %10.2f us  a launch\n", what, "-", wu);
+        }
     }
 
     if (all || !strcmp(section, "gemm")) {
@@ -931,7 +1024,9 @@ static void usage(void)
            "                     [--isa ISA] [--device DEV [--f32]]\n"
            "  sections: all (default), bw, gemm, matvec, attn, attn-long; with --device also qgemm "
            "(prompt-sized\n"
-           "            matmuls of quantized weights, on CUDA beside cuBLAS F16)\n"
+           "            matmuls of quantized weights, on CUDA beside cuBLAS F16) and launch (what "
+           "one\n"
+           "            of 256 small launches replayed together costs)\n"
            "  --type T           the matrix-vector products of weight type T only (Q8_0, F16...)\n"
            "  --isa ISA          the CPU kernels of ISA avx2 or scalar instead of the best this\n"
            "                     CPU runs (how a machine without AVX-512 would fare)\n"
@@ -984,10 +1079,11 @@ int rlx_bench_ops_main(int argc, char **argv)
     }
     if (strcmp(section, "all") && strcmp(section, "bw") && strcmp(section, "gemm") &&
         strcmp(section, "matvec") && strcmp(section, "attn") &&
-        ((strcmp(section, "qgemm") && strcmp(section, "attn-long")) || !strcmp(device, "cpu"))) {
+        ((strcmp(section, "qgemm") && strcmp(section, "attn-long") && strcmp(section, "launch")) ||
+         !strcmp(device, "cpu"))) {
         fprintf(stderr,
-                "rlx bench ops: no section '%s' (all, bw, gemm, matvec, attn; qgemm and "
-                "attn-long with --device)\n",
+                "rlx bench ops: no section '%s' (all, bw, gemm, matvec, attn; qgemm, "
+                "attn-long and launch with --device)\n",
                 section);
         return 1;
     }
