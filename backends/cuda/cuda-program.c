@@ -444,6 +444,50 @@ static bool fail(fill_ctx *c, const char *msg)
     return false;
 }
 
+/* What identifies activation rows [rows, K] (f32 or another dtype; row
+ * stride rs, element stride es, element 0 at addr) rounded to 8-bit blocks
+ * in q8_scratch, in the dense (row, k) order rlx_q8_act writes. Dense rows
+ * are keyed by their flat extent, so a producer that wrote them as rows of
+ * another width (a multiple of 32 either way) is found too. */
+static void q8_key_make(uint64_t key[6], uint64_t addr, int64_t rows, int64_t K, int64_t rs,
+                        int64_t es, rlx_dtype dt)
+{
+    if (es == 1 && (rows == 1 || rs == K)) {
+        key[0] = addr, key[1] = (uint64_t)(rows * K), key[2] = key[3] = key[4] = 0;
+    } else {
+        key[0] = addr, key[1] = (uint64_t)rows, key[2] = (uint64_t)K;
+        key[3] = (uint64_t)rs, key[4] = (uint64_t)es;
+    }
+    key[5] = (uint64_t)dt;
+}
+
+/* An elementwise launch whose f32 output is dense and small (at most 8
+ * rows of the widest quantized matmul input) also rounds it to 8-bit
+ * blocks of 32 as it writes (kernels/ew.cu), for a quantized matmul right
+ * after it: the attention's output and the gated activation of a decode
+ * step. */
+static void ew_round_q8(fill_ctx *c, int32_t *w, const vt *o)
+{
+    cu_program *P = c->P;
+    int64_t n = numel(o), want = 1;
+    bool dense = o->dt == RLX_DTYPE_F32 && n > 0;
+    for (int d = o->rank - 1; d >= 0 && dense; d--) {
+        dense = o->ne[d] == 1 || o->st[d] == want;
+        want *= o->ne[d];
+    }
+    uint64_t oa = P->addr && P->addr[o->val] ? P->addr[o->val] + (uint64_t)o->extra : 0;
+    if (!dense || !oa || !P->q8_scratch || n % 32 || n > 8 * P->q8_k_max || w[PRM(1)] || w[PRM(2)])
+        return;
+    uint64_t qs = P->q8_scratch, qds = qs + (uint64_t)P->q8_k_max * 8;
+    w[PRM(6)] = 1;
+    w[PRM(120)] = (int32_t)(uint32_t)qs;
+    w[PRM(121)] = (int32_t)(uint32_t)(qs >> 32);
+    w[PRM(122)] = (int32_t)(uint32_t)qds;
+    w[PRM(123)] = (int32_t)(uint32_t)(qds >> 32);
+    q8_key_make(P->q8_key, oa, 1, n, n, 1, RLX_DTYPE_F32);
+    P->q8_valid = true;
+}
+
 static bool fill_ew(fill_ctx *c, const rlx_lir_instr *ins)
 {
     cu_program *P = c->P;
@@ -529,6 +573,7 @@ static bool fill_ew(fill_ctx *c, const rlx_lir_instr *ins)
     if (op == RLX_OP_RESHAPE) {
         put_desc(c, w, 0, &in[0]); /* decomposed by its own dims */
         w[PRM(3)] = 1;
+        ew_round_q8(c, w, &o);
         return true;
     }
     if (op == RLX_OP_PERMUTE) {
@@ -543,6 +588,7 @@ static bool fill_ew(fill_ctx *c, const rlx_lir_instr *ins)
         }
         put_desc(c, w, 0, &v);
         w[PRM(3)] = 1;
+        ew_round_q8(c, w, &o);
         return true;
     }
     if (op == RLX_OP_SLICE) {
@@ -571,6 +617,7 @@ static bool fill_ew(fill_ctx *c, const rlx_lir_instr *ins)
     w[PRM(3)] = ins->n_in;
     if (op == RLX_OP_COPY || op == RLX_OP_CAST) {
         w[PRM(0)] = 0;
+        ew_round_q8(c, w, &o);
         return true;
     }
     rlx_fused_step one[1];
@@ -608,6 +655,7 @@ static bool fill_ew(fill_ctx *c, const rlx_lir_instr *ins)
         w[PRM(10 + 4 * s)] = fbits(st->p0);
         w[PRM(11 + 4 * s)] = fbits(st->p1);
     }
+    ew_round_q8(c, w, &o);
     return true;
 }
 
@@ -802,12 +850,8 @@ static bool fill_matmul(fill_ctx *c, const rlx_lir_instr *ins)
          * not rounded again */
         uint64_t abase =
             c->P->addr && c->P->addr[a.val] ? c->P->addr[a.val] + (uint64_t)a.extra : 0;
-        uint64_t key[6] = {abase,
-                           M == 1 ? 0 : (uint64_t)A.st[r - 2],
-                           (uint64_t)A.st[r - 1],
-                           (uint64_t)M,
-                           (uint64_t)K,
-                           (uint64_t)A.dt};
+        uint64_t key[6];
+        q8_key_make(key, abase, M, K, A.st[r - 2], A.st[r - 1], A.dt);
         bool again =
             mmv != CU_K_COUNT && abase && P->q8_valid && memcmp(key, P->q8_key, sizeof key) == 0;
         P->q8_valid = mmv != CU_K_COUNT && abase;
@@ -1094,12 +1138,9 @@ static bool fill_rowop(fill_ctx *c, const rlx_lir_instr *ins)
                 w[PRM(10)] = (int32_t)(uint32_t)(qs >> 32);
                 w[PRM(11)] = (int32_t)(uint32_t)qds;
                 w[PRM(12)] = (int32_t)(uint32_t)(qds >> 32);
-                uint64_t key[6] = {oa + (uint64_t)(add ? norm_delta : 0),
-                                   rows == 1 ? 0 : (uint64_t)O.st[r - 2],
-                                   1,
-                                   (uint64_t)rows,
-                                   (uint64_t)L,
-                                   (uint64_t)RLX_DTYPE_F32};
+                uint64_t key[6];
+                q8_key_make(key, oa + (uint64_t)(add ? norm_delta : 0), rows, L,
+                            r >= 2 ? O.st[r - 2] : L, 1, RLX_DTYPE_F32);
                 memcpy(P->q8_key, key, sizeof key);
                 P->q8_valid = true;
             }
