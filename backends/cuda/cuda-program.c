@@ -109,6 +109,20 @@ typedef struct cu_program {
      * of the same rows right after it reuses them) */
     bool q8_valid;
     uint64_t q8_key[6];
+    /* records that need not be written again: an instruction of an op whose
+     * records follow from its operands alone (fixed), run again with the
+     * same addresses, the same values of the symbols its operands' dims use
+     * (syms) and the same rounded rows before it, has last run's records
+     * (q8_in / q8_out: that state before and after its fill) */
+    bool *fixed;
+    uint8_t *syms;                    /* per instruction: the symbols its operands' dims use */
+    int64_t last_sv[RLX_MAX_SYMBOLS]; /* the symbols of the last run whose records all stand */
+    struct q8_state {
+        bool valid;
+        uint64_t key[6];
+    } * q8_in, *q8_out;
+    CUdeviceptr *last_addr; /* the addresses of the last run whose records all stand */
+    bool records_ok;
     double *ms;
     int32_t *scratch_rec;
     cu_disp *scratch_disp;
@@ -1583,6 +1597,11 @@ void cu_program_free(rlx_program *prog)
     free(P->disp);
     free(P->first);
     free(P->kern);
+    free(P->fixed);
+    free(P->syms);
+    free(P->q8_in);
+    free(P->q8_out);
+    free(P->last_addr);
     free(P->addr);
     free(P->sig);
     free(P->last_sig);
@@ -1691,6 +1710,41 @@ rlx_status cu_program_create(rlx_device *dev, const rlx_lir *lir, rlx_program **
         memcpy(P->instrs, lir->instrs, (size_t)lir->n_instrs * sizeof *P->instrs);
     for (int32_t i = 0; i < P->n_instrs; i++)
         P->kern[i] = (int8_t)cu_check(lir, &lir->instrs[i], why, sizeof why);
+    P->fixed = calloc(ni, sizeof *P->fixed);
+    P->q8_in = calloc(ni, sizeof *P->q8_in);
+    P->syms = calloc(ni, sizeof *P->syms);
+    P->q8_out = calloc(ni, sizeof *P->q8_out);
+    P->last_addr = calloc(nv, sizeof *P->last_addr);
+    if (!P->fixed || !P->syms || !P->q8_in || !P->q8_out || !P->last_addr) {
+        cu_program_free(&P->base);
+        return rlx_error_set(err, RLX_ERR_NO_MEMORY, "out of memory creating a program");
+    }
+    for (int32_t i = 0; i < P->n_instrs; i++) {
+        const rlx_lir_instr *ins = &lir->instrs[i];
+        rlx_op op = ins->op;
+        /* ops whose records follow from their operands' shapes, strides and
+         * addresses alone (a scatter's or slice's offset, an attention's
+         * key count may move with the symbols) */
+        bool ok = op == RLX_OP_MATMUL || op == RLX_OP_RMS_NORM || op == RLX_OP_ADD_RMS_NORM ||
+                  op == RLX_OP_LAYER_NORM || op == RLX_OP_ROPE || op == RLX_OP_COPY ||
+                  op == RLX_OP_CAST || op == RLX_OP_RESHAPE || op == RLX_OP_PERMUTE ||
+                  op == RLX_OP_FUSED_ELEMENTWISE ||
+                  (is_elementwise(op) && op != RLX_OP_SCATTER && op != RLX_OP_SLICE &&
+                   op != RLX_OP_CONCAT && op != RLX_OP_PAD);
+        uint8_t m = 0;
+        for (int k = -1; k < ins->n_in; k++) {
+            const rlx_lir_value *v = &lir->values[k < 0 ? ins->out : ins->in[k]];
+            for (int dd = 0; dd < v->shape.rank; dd++)
+                for (int t = 0; t < RLX_DIM_TERMS; t++) {
+                    if (v->shape.d[dd].sym[t] >= 0 && v->shape.d[dd].mul[t])
+                        m |= (uint8_t)(1u << v->shape.d[dd].sym[t]);
+                    if (v->stride[dd].sym[t] >= 0 && v->stride[dd].mul[t])
+                        m |= (uint8_t)(1u << v->stride[dd].sym[t]);
+                }
+        }
+        P->fixed[i] = ok;
+        P->syms[i] = m;
+    }
 
     /* attention's split scratch, sized for the largest value head dim */
     int64_t dv_max = 0;
@@ -2037,12 +2091,30 @@ rlx_status cu_program_run(rlx_program *prog, const rlx_program_bindings *b,
         return st;
     }
 
-    /* this run's records, kernels and grids */
+    /* this run's records, kernels and grids (those of fixed instructions
+     * stand from the last run when nothing they depend on moved) */
     P->q8_valid = false;
+    bool same_addr =
+        P->records_ok && memcmp(P->addr, P->last_addr, (size_t)P->n_values * sizeof *P->addr) == 0;
+    uint8_t moved = 0; /* symbols whose values differ from the last run's */
+    for (int k = 0; k < P->n_symbols; k++)
+        if (sv[k] != P->last_sv[k])
+            moved |= (uint8_t)(1u << k);
+    P->records_ok = false;
     for (int32_t i = 0; i < P->n_instrs && st == RLX_OK; i++) {
         int32_t j0 = P->first[i], n = P->first[i + 1] - j0;
         if (n == 0)
             continue;
+        struct q8_state now = {.valid = P->q8_valid};
+        if (now.valid)
+            memcpy(now.key, P->q8_key, sizeof now.key);
+        if (same_addr && P->fixed[i] && !(P->syms[i] & moved) && now.valid == P->q8_in[i].valid &&
+            (!now.valid || memcmp(now.key, P->q8_in[i].key, sizeof now.key) == 0)) {
+            P->q8_valid = P->q8_out[i].valid;
+            memcpy(P->q8_key, P->q8_out[i].key, sizeof P->q8_key);
+            continue;
+        }
+        P->q8_in[i] = now;
         char why[160] = "";
         fill_ctx c = {.P = P,
                       .sv = sv,
@@ -2092,10 +2164,15 @@ rlx_status cu_program_run(rlx_program *prog, const rlx_program_bindings *b,
             g[2] = D->grid[1];
             g[3] = D->grid[2];
         }
+        P->q8_out[i].valid = P->q8_valid;
+        memcpy(P->q8_out[i].key, P->q8_key, sizeof P->q8_key);
     }
     free(span);
     if (st != RLX_OK)
         return st;
+    memcpy(P->last_addr, P->addr, (size_t)P->n_values * sizeof *P->addr);
+    memcpy(P->last_sv, sv, sizeof P->last_sv);
+    P->records_ok = true;
     P->host[P->meta_bytes / 4 - 4] = 0; /* the failure word */
 
     const cu_api *cu = cu_driver(NULL);
@@ -2174,6 +2251,7 @@ rlx_status cu_program_run(rlx_program *prog, const rlx_program_bindings *b,
     }
     /* kernels flag run-time failures (a token id outside the table) */
     if (P->host[P->meta_bytes / 4 - 4]) {
+        P->records_ok = false; /* the failure words read back below */
         /* which launch: read the records' failure words back */
         int32_t bad = -1;
         for (int32_t j = 0; j < P->n_disp && bad < 0; j++) {
