@@ -550,7 +550,7 @@ int rlx_bench_model_main(int argc, char **argv)
         printf("placement: %d of %d decoder layers on %s%s\n", n_gpu, n_layers, di.id,
                n_gpu < n_layers ? ", the others on the CPU" : "");
     }
-    if (!on_cpu && dec1[0] > dec0[0] && tests[1].mean > 0) {
+    if (!on_cpu && dec1[0] > dec0[0] && dec1[2] > dec0[2] && tests[1].mean > 0) {
         double n = (double)(dec1[0] - dec0[0]);
         printf("%s per token: %.1f us, of which the device ran %.1f us (first to last command) "
                "and the host prepared the run for %.1f us\n",

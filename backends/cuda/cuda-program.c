@@ -1145,7 +1145,11 @@ static bool fill_rowop(fill_ctx *c, const rlx_lir_instr *ins)
              * consumer reads the f32 rows as always) */
             const int32_t *qo = w + DESC(CU_OUT_SLOT);
             uint64_t oa = (uint64_t)(uint32_t)qo[2] | (uint64_t)(uint32_t)qo[3] << 32;
-            if (ok && oa && P->q8_scratch && rows <= 8 && L % 128 == 0 && L <= P->q8_k_max) {
+            bool even = true; /* rows a fixed stride apart, whatever dims they span */
+            for (int d = 0; d < r - 2 && even; d++)
+                even = O.ne[d] == 1 || O.st[d] == O.st[d + 1] * O.ne[d + 1];
+            if (ok && even && oa && P->q8_scratch && rows <= 8 && L % 128 == 0 &&
+                L <= P->q8_k_max) {
                 uint64_t qs = P->q8_scratch, qds = qs + (uint64_t)P->q8_k_max * 8;
                 w[PRM(8)] = 1;
                 w[PRM(9)] = (int32_t)(uint32_t)qs;

@@ -110,8 +110,7 @@ __device__ void rms_rows(const int *R_, float *sv)
     int64_t keep = add ? (int64_t)(uint32_t)P(5) : 0;
     const float4 *x = (const float4 *)((const float *)D_PTR(0) + row_off(R_, 0, row));
     const float4 *b = add ? (const float4 *)((const float *)D_PTR(1) + row_off(R_, 1, row)) : x;
-    const float4 *wt =
-        hw ? (const float4 *)((const float *)D_PTR(ws) + row_off(R_, ws, row)) : x;
+    const float4 *wt = hw ? (const float4 *)((const float *)D_PTR(ws) + row_off(R_, ws, row)) : x;
     float *o = (float *)D_PTR(OUT) + row_off(R_, OUT, row);
     float4 *os = (float4 *)o, *on = (float4 *)((uint8_t *)o + keep);
     float q = 0.0f;
