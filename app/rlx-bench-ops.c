@@ -619,6 +619,18 @@ static void gpu_fill(gpu_op *o, int i)
     free(row);
 }
 
+/* Free the first n buffers and the program of a timed case. */
+static void gpu_release(gpu_op *o, int n, rlx_program *prog)
+{
+    for (int i = 0; i < n; i++) {
+        if (o->buf[i])
+            o->be->buffer_free(o->buf[i]);
+        o->buf[i] = NULL;
+    }
+    if (prog)
+        o->be->program_free(prog);
+}
+
 /* Run the instruction (one warm-up, then `repeats` runs); the best device
  * time by timestamps (ms, < 0 without timestamps) and the best wall time
  * around submit + wait. NULL when it ran, else why not (declined, or the
@@ -684,13 +696,7 @@ fail:
     rlx_error_free(err);
     res = why;
 done:
-    for (int i = 0; i <= n_in; i++) {
-        if (o->buf[i])
-            o->be->buffer_free(o->buf[i]);
-        o->buf[i] = NULL;
-    }
-    if (prog)
-        o->be->program_free(prog);
+    gpu_release(o, n_in + 1, prog);
     return res;
 }
 
@@ -784,13 +790,7 @@ fail:
     rlx_error_free(err);
     res = why;
 done:
-    for (int i = 0; i < 3; i++) {
-        if (o->buf[i])
-            o->be->buffer_free(o->buf[i]);
-        o->buf[i] = NULL;
-    }
-    if (prog)
-        o->be->program_free(prog);
+    gpu_release(o, 3, prog);
     free(ins);
     return res;
 }

@@ -428,6 +428,31 @@ static int32_t *new_disp(fill_ctx *c, cu_kernel k, bool per_group, int64_t items
     return w;
 }
 
+/* The device address of an operand's element 0 this run (0 at
+ * program_create, where nothing is bound). */
+static uint64_t vt_addr(const cu_program *P, const vt *t)
+{
+    return P->addr && P->addr[t->val] ? P->addr[t->val] + (uint64_t)t->extra : 0;
+}
+
+/* Where the 8-bit activation scratch keeps its block scales (after the
+ * int8 rows, 8 of the widest K). */
+static uint64_t q8_scales(const cu_program *P)
+{
+    return P->q8_scratch + (uint64_t)P->q8_k_max * 8;
+}
+
+/* The 8-bit activation scratch's two parts (the int8 rows, then their block
+ * scales) as two 64-bit addresses at parameter words at..at+3. */
+static void put_q8_scratch(const cu_program *P, int32_t *w, int at)
+{
+    uint64_t qs = P->q8_scratch, qds = q8_scales(P);
+    w[PRM(at)] = (int32_t)(uint32_t)qs;
+    w[PRM(at + 1)] = (int32_t)(uint32_t)(qs >> 32);
+    w[PRM(at + 2)] = (int32_t)(uint32_t)qds;
+    w[PRM(at + 3)] = (int32_t)(uint32_t)(qds >> 32);
+}
+
 static void put_desc(fill_ctx *c, int32_t *w, int slot, const vt *t)
 {
     cu_disp *d = &c->d[c->n - 1];
@@ -435,8 +460,7 @@ static void put_desc(fill_ctx *c, int32_t *w, int slot, const vt *t)
     int32_t *q = w + DESC(slot);
     q[0] = (int32_t)t->dt;
     q[1] = t->rank;
-    /* the address of element 0 (0 at program_create, where none is bound) */
-    uint64_t a = c->P->addr && c->P->addr[t->val] ? c->P->addr[t->val] + (uint64_t)t->extra : 0;
+    uint64_t a = vt_addr(c->P, t);
     q[2] = (int32_t)(uint32_t)a;
     q[3] = (int32_t)(uint32_t)(a >> 32);
     for (int i = 0; i < t->rank; i++) {
@@ -489,15 +513,11 @@ static void ew_round_q8(fill_ctx *c, int32_t *w, const vt *o)
         dense = o->ne[d] == 1 || o->st[d] == want;
         want *= o->ne[d];
     }
-    uint64_t oa = P->addr && P->addr[o->val] ? P->addr[o->val] + (uint64_t)o->extra : 0;
+    uint64_t oa = vt_addr(P, o);
     if (!dense || !oa || !P->q8_scratch || n % 32 || n > 8 * P->q8_k_max || w[PRM(1)] || w[PRM(2)])
         return;
-    uint64_t qs = P->q8_scratch, qds = qs + (uint64_t)P->q8_k_max * 8;
     w[PRM(6)] = 1;
-    w[PRM(120)] = (int32_t)(uint32_t)qs;
-    w[PRM(121)] = (int32_t)(uint32_t)(qs >> 32);
-    w[PRM(122)] = (int32_t)(uint32_t)qds;
-    w[PRM(123)] = (int32_t)(uint32_t)(qds >> 32);
+    put_q8_scratch(P, w, 120);
     q8_key_make(P->q8_key, oa, 1, n, n, 1, RLX_DTYPE_F32);
     P->q8_valid = true;
 }
@@ -687,6 +707,17 @@ static void put_desc_at(fill_ctx *c, int32_t *w, int slot, const vt *t, uint64_t
     c->d[c->n - 1].vals[slot] = -1;
 }
 
+/* The 8-bit rows of `a` (slot 3, int8) and their block scales (slot 4) in
+ * the scratch, for rlx_q8_act and the rlx_mmv_* kernels. */
+static void put_q8_descs(fill_ctx *c, int32_t *w, const vt *a)
+{
+    vt x = *a;
+    x.val = -1;
+    x.dt = RLX_DTYPE_I8;
+    put_desc_at(c, w, 3, &x, c->P->q8_scratch);
+    put_desc_at(c, w, 4, &x, q8_scales(c->P));
+}
+
 /* Whether cuBLAS may run a matmul (from its dtypes alone): 0 no, 1 with `a`
  * as it is, 2 with `a` split into two f16 halves first (f32 `a`, f16
  * weights). */
@@ -825,7 +856,6 @@ static bool fill_matmul(fill_ctx *c, const rlx_lir_instr *ins)
      * first empty when another kernel runs). */
     cu_kernel mmv = CU_K_COUNT;
     int32_t tpc = 32;
-    uint64_t qs = P->q8_scratch, qds = qs + (uint64_t)P->q8_k_max * 8;
     if (quant) {
         int upb = 8; /* the kernels' units per weight block */
         switch (b.dt) {
@@ -846,13 +876,12 @@ static bool fill_matmul(fill_ctx *c, const rlx_lir_instr *ins)
         default:
             break;
         }
-        uint64_t bbase =
-            c->P->addr && c->P->addr[b.val] ? c->P->addr[b.val] + (uint64_t)b.extra : 0;
+        uint64_t bbase = vt_addr(P, &b);
         int64_t rowb = b.st[0] / bi_->block_size * bi_->type_size;
         uint64_t align = mmv == CU_K_MMV_Q4_K ? 16 : 2;
         if (mmv != CU_K_COUNT &&
-            !(rows_b <= 8 && rows_b == M && qs && K <= P->q8_k_max && bbase % align == 0 &&
-              rowb % (int64_t)align == 0 && !c->P->dev->force_f32))
+            !(rows_b <= 8 && rows_b == M && P->q8_scratch && K <= P->q8_k_max &&
+              bbase % align == 0 && rowb % (int64_t)align == 0 && !c->P->dev->force_f32))
             mmv = CU_K_COUNT;
         /* threads per output column: about four units of a block each
          * (kernels/matmul.cu's MMV_U), 4 to 128 */
@@ -862,21 +891,16 @@ static bool fill_matmul(fill_ctx *c, const rlx_lir_instr *ins)
             tpc *= 2;
         /* rows the previous launch rounded (q, k and v of one input) are
          * not rounded again */
-        uint64_t abase =
-            c->P->addr && c->P->addr[a.val] ? c->P->addr[a.val] + (uint64_t)a.extra : 0;
+        uint64_t abase = vt_addr(P, &a);
         uint64_t key[6];
         q8_key_make(key, abase, M, K, A.st[r - 2], A.st[r - 1], A.dt);
         bool again =
             mmv != CU_K_COUNT && abase && P->q8_valid && memcmp(key, P->q8_key, sizeof key) == 0;
         P->q8_valid = mmv != CU_K_COUNT && abase;
         memcpy(P->q8_key, key, sizeof key);
-        vt x = A; /* the int8 rows; their scales follow them in the scratch */
-        x.val = -1;
-        x.dt = RLX_DTYPE_I8;
         int32_t *w = new_disp(c, CU_K_Q8_ACT, false, mmv != CU_K_COUNT && !again ? M * K / 32 : 0);
         put_desc(c, w, 0, &A);
-        put_desc_at(c, w, 3, &x, qs);
-        put_desc_at(c, w, 4, &x, qds);
+        put_q8_descs(c, w, &A);
         w[PRM(0)] = (int32_t)K;
     }
     cu_kernel kk;
@@ -899,11 +923,7 @@ static bool fill_matmul(fill_ctx *c, const rlx_lir_instr *ins)
         w[PRM(7)] = a4;
     }
     if (mmv != CU_K_COUNT) {
-        vt x = A;
-        x.val = -1;
-        x.dt = RLX_DTYPE_I8;
-        put_desc_at(c, w, 3, &x, qs);
-        put_desc_at(c, w, 4, &x, qds);
+        put_q8_descs(c, w, &A);
         w[PRM(8)] = tpc;
     }
     {
@@ -1150,12 +1170,8 @@ static bool fill_rowop(fill_ctx *c, const rlx_lir_instr *ins)
                 even = O.ne[d] == 1 || O.st[d] == O.st[d + 1] * O.ne[d + 1];
             if (ok && even && oa && P->q8_scratch && rows <= 8 && L % 128 == 0 &&
                 L <= P->q8_k_max) {
-                uint64_t qs = P->q8_scratch, qds = qs + (uint64_t)P->q8_k_max * 8;
                 w[PRM(8)] = 1;
-                w[PRM(9)] = (int32_t)(uint32_t)qs;
-                w[PRM(10)] = (int32_t)(uint32_t)(qs >> 32);
-                w[PRM(11)] = (int32_t)(uint32_t)qds;
-                w[PRM(12)] = (int32_t)(uint32_t)(qds >> 32);
+                put_q8_scratch(P, w, 9);
                 uint64_t key[6];
                 q8_key_make(key, oa + (uint64_t)(add ? norm_delta : 0), rows, L,
                             r >= 2 ? O.st[r - 2] : L, 1, RLX_DTYPE_F32);

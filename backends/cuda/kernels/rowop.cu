@@ -89,6 +89,17 @@ __device__ __forceinline__ uint8_t *q8_ptr(const int *R_, int k)
     return (uint8_t *)(uintptr_t)(lo | hi << 32);
 }
 
+// a row's four values i: x, or x + b for add + RMS norm
+__device__ __forceinline__ float4 rms_in(const float4 *x, const float4 *b, bool add, int i)
+{
+    float4 v = x[i];
+    if (add) {
+        float4 c = b[i];
+        v.x += c.x, v.y += c.y, v.z += c.z, v.w += c.w;
+    }
+    return v;
+}
+
 // RMS norm and add + RMS norm over f32 rows read and written as float4s
 // (the host checked dtypes, unit strides and 16-byte alignment): P(7)
 // threads a row (32: a warp a row, no block barrier; 256: a block a row).
@@ -116,13 +127,9 @@ __device__ void rms_rows(const int *R_, float *sv)
     float q = 0.0f;
     if (live)
         for (int i = t; i < L / 4; i += tpr) {
-            float4 v = x[i];
-            if (add) {
-                float4 c = b[i];
-                v.x += c.x, v.y += c.y, v.z += c.z, v.w += c.w;
-                if (keep)
-                    os[i] = v;
-            }
+            float4 v = rms_in(x, b, add, i);
+            if (add && keep)
+                os[i] = v;
             q += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
         }
     q = warp_sum(q);
@@ -138,11 +145,7 @@ __device__ void rms_rows(const int *R_, float *sv)
     float inv = 1.0f / sqrtf(q / (float)L + PF(2));
     if (live)
         for (int i = t; i < L / 4; i += tpr) {
-            float4 v = x[i];
-            if (add) {
-                float4 c = b[i];
-                v.x += c.x, v.y += c.y, v.z += c.z, v.w += c.w;
-            }
+            float4 v = rms_in(x, b, add, i);
             v.x *= inv, v.y *= inv, v.z *= inv, v.w *= inv;
             if (hw) {
                 float4 c = wt[i];
