@@ -595,6 +595,16 @@ static void conv_vs_naive(void **state)
         conv_case(1, 6, 96, 32, 8, 3, 3, 1, 1, 1, 2, 0);
         /* one band, its output channels split (25 panels in chunks of 3) */
         conv_case(1, 8, 8, 8, 300, 3, 3, 1, 1, 1, 1, 0);
+        /* Winograd F(2x2, 3x3) (3x3, stride 1, maps of 64x64 and more,
+         * 64 columns and more): whole panels of 32 tiles, an odd height and
+         * width (a last tile half outside, edge panels padded), 13 outputs
+         * (an 8-row panel with 3 empty rows), two images, 264 input
+         * channels (two k blocks of the GEMM), no padding and padding 2 */
+        conv_case(1, 8, 64, 64, 16, 3, 3, 1, 1, 1, 1, 0);
+        conv_case(2, 20, 67, 129, 13, 3, 3, 1, 1, 1, 1, 0);
+        conv_case(1, 264, 64, 66, 12, 3, 3, 1, 1, 1, 1, 0);
+        conv_case(1, 4, 70, 70, 8, 3, 3, 1, 0, 1, 1, 0);
+        conv_case(1, 3, 64, 66, 5, 3, 3, 1, 2, 1, 1, 0);
     }
 }
 

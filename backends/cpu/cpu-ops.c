@@ -1990,6 +1990,30 @@ static bool fast_attention(const cpu_op_ctx *c)
     return true;
 }
 
+/* The kernel's parameters of a conv op over 4-d dims (1-d convs as H = 1). */
+static rlx_cpu_conv2d_params conv_params(const rlx_op_params *p, bool is1d, const int64_t *xn,
+                                         const int64_t *wn, const int64_t *on)
+{
+    rlx_cpu_conv2d_params cp = rlx_cpu_conv2d_default_params();
+    cp.n = xn[0];
+    cp.c_in = xn[1];
+    cp.h_in = xn[2];
+    cp.w_in = xn[3];
+    cp.c_out = on[1];
+    cp.kh = wn[2];
+    cp.kw = wn[3];
+    cp.stride_h = is1d ? 1 : or1(p->conv.stride[0]);
+    cp.stride_w = or1(p->conv.stride[is1d ? 0 : 1]);
+    cp.pad_h = is1d ? 0 : p->conv.pad[0];
+    cp.pad_w = p->conv.pad[is1d ? 0 : 1];
+    cp.dil_h = is1d ? 1 : or1(p->conv.dilation[0]);
+    cp.dil_w = or1(p->conv.dilation[is1d ? 0 : 1]);
+    cp.groups = or1(p->conv.groups);
+    cp.out_pad_h = is1d ? 0 : p->conv.out_pad[0];
+    cp.out_pad_w = p->conv.out_pad[is1d ? 0 : 1];
+    return cp;
+}
+
 static bool fast_conv(const cpu_op_ctx *c, bool transpose)
 {
     const cpu_tensor *x = c->in[0], *w = c->in[1], *o = c->out;
@@ -2020,24 +2044,13 @@ static bool fast_conv(const cpu_op_ctx *c, bool transpose)
     const float *bp = bias ? f32_vec(bias, on[1]) : NULL;
     if (bias && !bp)
         return false;
-    rlx_cpu_conv2d_params cp = rlx_cpu_conv2d_default_params();
-    const rlx_op_params *p = c->p;
-    cp.n = xn[0];
-    cp.c_in = xn[1];
-    cp.h_in = xn[2];
-    cp.w_in = xn[3];
-    cp.c_out = on[1];
-    cp.kh = wn[2];
-    cp.kw = wn[3];
-    cp.stride_h = is1d ? 1 : or1(p->conv.stride[0]);
-    cp.stride_w = or1(p->conv.stride[is1d ? 0 : 1]);
-    cp.pad_h = is1d ? 0 : p->conv.pad[0];
-    cp.pad_w = p->conv.pad[is1d ? 0 : 1];
-    cp.dil_h = is1d ? 1 : or1(p->conv.dilation[0]);
-    cp.dil_w = or1(p->conv.dilation[is1d ? 0 : 1]);
-    cp.groups = or1(p->conv.groups);
-    cp.out_pad_h = is1d ? 0 : p->conv.out_pad[0];
-    cp.out_pad_w = p->conv.out_pad[is1d ? 0 : 1];
+    rlx_cpu_conv2d_params cp = conv_params(c->p, is1d, xn, wn, on);
+    /* the rest of the kernel scratch, past the widened weights */
+    size_t used = w->dt != RLX_DTYPE_F32 ? ((size_t)numel(w) * sizeof(float) + 63) / 64 * 64 : 0;
+    if (c->kscratch && c->kscratch_bytes > used) {
+        cp.scratch = (float *)((uint8_t *)c->kscratch + used);
+        cp.scratch_floats = (c->kscratch_bytes - used) / sizeof(float);
+    }
     int64_t oh = transpose ? rlx_cpu_conv_transpose2d_out_h(&cp) : rlx_cpu_conv2d_out_h(&cp);
     int64_t ow = transpose ? rlx_cpu_conv_transpose2d_out_w(&cp) : rlx_cpu_conv2d_out_w(&cp);
     if (oh != on[2] || ow != on[3] || on[0] != xn[0])
@@ -2115,10 +2128,24 @@ size_t cpu_op_kscratch(const rlx_lir *lir, const rlx_lir_instr *ins, const rlx_s
     if ((ins->op == RLX_OP_CONV1D || ins->op == RLX_OP_CONV2D ||
          ins->op == RLX_OP_CONV_TRANSPOSE2D) &&
         ins->n_in >= 2) {
-        const rlx_lir_value *w = &lir->values[ins->in[1]];
-        if (w->dtype != RLX_DTYPE_F16 && w->dtype != RLX_DTYPE_BF16)
-            return 0;
-        return (size_t)rlx_shape_numel(&w->shape, bounds) * sizeof(float);
+        const rlx_lir_value *x = &lir->values[ins->in[0]], *w = &lir->values[ins->in[1]];
+        const rlx_lir_value *o = &lir->values[ins->out];
+        size_t wide = 0;
+        if (w->dtype == RLX_DTYPE_F16 || w->dtype == RLX_DTYPE_BF16)
+            wide = ((size_t)rlx_shape_numel(&w->shape, bounds) * sizeof(float) + 63) / 64 * 64;
+        int r = x->shape.rank;
+        if (ins->op == RLX_OP_CONV_TRANSPOSE2D || r < 3 || r > 4 || w->shape.rank != r ||
+            o->shape.rank != r)
+            return wide;
+        int64_t xn[4], wn[4], on[4];
+        const rlx_lir_value *vs[3] = {x, w, o};
+        int64_t *ns[3] = {xn, wn, on};
+        for (int v = 0; v < 3; v++) {
+            for (int d = 0, e = 0; d < 4; d++)
+                ns[v][d] = r == 3 && d == 2 ? 1 : rlx_dim_eval(vs[v]->shape.d[e++], bounds);
+        }
+        rlx_cpu_conv2d_params cp = conv_params(&ins->p, r == 3, xn, wn, on);
+        return wide + rlx_cpu_conv2d_scratch_floats(&cp, n_threads) * sizeof(float);
     }
     return 0;
 }

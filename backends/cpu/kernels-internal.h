@@ -188,6 +188,13 @@ typedef struct rlx_vec_ops {
      * conv's implicit im2col): s[t] is read only for t in [a, b), so s may
      * point before or past the row it reads */
     void (*pack_run)(float *d, const float *s, int64_t n, int64_t a, int64_t b);
+    /* Winograd F(2x2, 3x3) over RLX_GEMM_NR tiles of a row (vec-ops.c says
+     * the layouts): the input transform of one channel's 4 patch rows (only
+     * columns [a, b) read, zeros elsewhere) into 16 rows vs floats apart,
+     * and the output transform of 16 product rows ms floats apart into two
+     * output rows, with a bias and optional ReLU */
+    void (*wino_in)(const float *const *rows, int64_t a, int64_t b, float *V, int64_t vs);
+    void (*wino_out)(const float *m, int64_t ms, float bias, int relu, float *y0, float *y1);
 } rlx_vec_ops;
 
 extern const rlx_vec_ops rlx_vec_ops_scalar;

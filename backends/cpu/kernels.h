@@ -286,6 +286,11 @@ typedef struct rlx_cpu_conv2d_params {
                                   * transposed conv [c_in][c_out/groups][kh][kw] */
     int64_t stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, groups;
     int64_t out_pad_h, out_pad_w; /* transposed conv only */
+    bool wino; /* a 3x3 conv of stride 1 may run as Winograd F(2x2, 3x3) (default) */
+    /* working memory the caller keeps between calls (NULL: the kernel
+     * allocates its own), rlx_cpu_conv2d_scratch_floats long, 64-byte aligned */
+    float *scratch;
+    size_t scratch_floats;
 } rlx_cpu_conv2d_params;
 
 rlx_cpu_conv2d_params rlx_cpu_conv2d_default_params(void);
@@ -295,9 +300,12 @@ int64_t rlx_cpu_conv2d_out_w(const rlx_cpu_conv2d_params *p);
 int64_t rlx_cpu_conv_transpose2d_out_h(const rlx_cpu_conv2d_params *p);
 int64_t rlx_cpu_conv_transpose2d_out_w(const rlx_cpu_conv2d_params *p);
 /* y [n][c_out][h_out][w_out] = conv(x, w) + bias (NULL = none); im2col + GEMM
- * per (image, group). Allocates its column buffer. */
+ * per (image, group), or Winograd (p->wino). Allocates its column buffer. */
 rlx_status rlx_cpu_conv2d(rlx_threadpool *pool, const rlx_cpu_conv2d_params *p, const float *x,
                           const float *w, const float *bias, float *y);
+/* Floats of p->scratch that rlx_cpu_conv2d uses on a pool of n_threads
+ * (0: it needs none). */
+size_t rlx_cpu_conv2d_scratch_floats(const rlx_cpu_conv2d_params *p, int n_threads);
 /* Transposed conv (gradient of conv2d w.r.t. its input): GEMM + col2im. */
 rlx_status rlx_cpu_conv_transpose2d(rlx_threadpool *pool, const rlx_cpu_conv2d_params *p,
                                     const float *x, const float *w, const float *bias, float *y);

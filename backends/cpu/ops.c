@@ -535,7 +535,7 @@ void rlx_cpu_act_pool(rlx_threadpool *pool, rlx_cpu_act_kind a, const float *x, 
 rlx_cpu_conv2d_params rlx_cpu_conv2d_default_params(void)
 {
     return (rlx_cpu_conv2d_params){
-        .stride_h = 1, .stride_w = 1, .dil_h = 1, .dil_w = 1, .groups = 1};
+        .stride_h = 1, .stride_w = 1, .dil_h = 1, .dil_w = 1, .groups = 1, .wino = true};
 }
 
 int64_t rlx_cpu_conv2d_out_h(const rlx_cpu_conv2d_params *p)
@@ -913,6 +913,252 @@ static rlx_status igemm_conv(rlx_threadpool *pool, const rlx_cpu_conv2d_params *
     return RLX_OK;
 }
 
+/* ---- Winograd F(2x2, 3x3): a 3x3 conv of stride 1 as 16 GEMMs over
+ * transformed 4x4 input patches (2.25x fewer multiply-adds than the direct
+ * product). Each task takes RLX_GEMM_NR tiles of one tile row (2 output
+ * rows x 64 columns): it transforms their patches channel block by channel
+ * block into V [16][kc][NR], multiplies each of the 16 slices by the
+ * transformed weights U [16][og][c_in] (packed as the GEMM's A panels)
+ * into M [16][og][NR], and transforms M back into the outputs with the
+ * bias (and ReLU). Precision: the transforms only add, subtract and halve,
+ * so the result differs from the direct sum by float rounding of the same
+ * order (a few ulp of the partial sums). */
+
+#define WG_NR  RLX_GEMM_NR
+#define WG_ROW (2 * WG_NR + 2) /* floats of a patch row the input transform reads */
+
+typedef struct {
+    const rlx_cpu_conv2d_params *p;
+    const float *x, *bias;
+    float *y;
+    const float *u; /* per xi: per k block, mpan panels of kc x MR */
+    size_t u_xi;    /* floats per xi */
+    float *scr;     /* per thread: V, M, padded rows */
+    size_t scr_stride;
+    int64_t ho, wo, mr, mpan, ntx, npx;
+    int64_t band, nband; /* tile rows per task, bands */
+    int relu;
+    rlx_gemm_ukernel_rows_fn uk_rows;
+    const rlx_vec_ops *vt;
+} wino_ctx;
+
+/* V's and M's 16 slices lie WG_SKEW floats more than a multiple of 4 KiB
+ * apart where their sizes would be one: 16 rows at such a stride would all
+ * fall in one set of the L1 cache. */
+#define WG_SKEW 16
+#define WG_PF   4 /* channels ahead that the input transform prefetches */
+
+static size_t wino_thread_floats(int64_t c_in, int64_t mpan, int64_t mr)
+{
+    int64_t kc = c_in < IG_KC ? c_in : IG_KC;
+    return (size_t)(16 * (kc * WG_NR + WG_SKEW) + 16 * (mpan * mr * WG_NR + WG_SKEW) + WG_ROW +
+                    4 * WG_NR + 64);
+}
+
+/* U = G g G^T of each (output, input) channel pair, G = [1 0 0; .5 .5 .5;
+ * .5 -.5 .5; 0 0 1], into the A panels of slice xi. */
+typedef struct {
+    const float *w;
+    float *u;
+    size_t u_xi;
+    int64_t og, c_in, mr, mpan;
+} wino_u_ctx;
+
+static void wino_u_task(void *vc, int64_t o, int thread)
+{
+    (void)thread;
+    const wino_u_ctx *c = vc;
+    int64_t i = o / c->mr, r = o % c->mr;
+    for (int64_t ch = 0; ch < c->c_in; ch++) {
+        const float *g = c->w + (o * c->c_in + ch) * 9;
+        float t[4][3], uu[4][4];
+        for (int j = 0; j < 3; j++) {
+            t[0][j] = g[j];
+            t[1][j] = 0.5f * (g[j] + g[3 + j] + g[6 + j]);
+            t[2][j] = 0.5f * (g[j] - g[3 + j] + g[6 + j]);
+            t[3][j] = g[6 + j];
+        }
+        for (int a = 0; a < 4; a++) {
+            uu[a][0] = t[a][0];
+            uu[a][1] = 0.5f * (t[a][0] + t[a][1] + t[a][2]);
+            uu[a][2] = 0.5f * (t[a][0] - t[a][1] + t[a][2]);
+            uu[a][3] = t[a][2];
+        }
+        int64_t k0 = ch / IG_KC * IG_KC, kc = c->c_in - k0 < IG_KC ? c->c_in - k0 : IG_KC;
+        size_t at = (size_t)(k0 * c->mpan * c->mr + i * kc * c->mr + (ch - k0) * c->mr + r);
+        for (int xi = 0; xi < 16; xi++)
+            c->u[xi * c->u_xi + at] = uu[xi / 4][xi % 4];
+    }
+}
+
+/* Tile row ty, tiles [t0, t0 + NR) of image n. */
+static void wino_tiles(const wino_ctx *c, int64_t n, int64_t ty, int64_t t0, int thread)
+{
+    const rlx_cpu_conv2d_params *p = c->p;
+    int64_t cin = p->c_in, hw_in = p->h_in * p->w_in, hw = c->ho * c->wo, MR = c->mr;
+    const float *xn = c->x + n * cin * hw_in;
+    float *yn = c->y + n * p->c_out * hw;
+    int64_t kcmax = cin < IG_KC ? cin : IG_KC, ms = c->mpan * MR * WG_NR + WG_SKEW;
+    float *V = c->scr + (size_t)thread * c->scr_stride;
+    float *M = V + 16 * (kcmax * WG_NR + WG_SKEW);
+    float *zero = M + 16 * ms, *ybuf = zero + WG_ROW;
+    memset(zero, 0, WG_ROW * sizeof(float));
+    /* the panel's patch columns start at input column xs; [a, b) of them
+     * lie in the input (the rest is padding) */
+    int64_t xs = 2 * t0 - p->pad_w;
+    int64_t a = xs < 0 ? -xs : 0, b = p->w_in - xs < WG_ROW ? p->w_in - xs : WG_ROW;
+    a = a < WG_ROW ? a : WG_ROW;
+    b = b > a ? b : a;
+    bool live[4];
+    int64_t roff[4];
+    for (int64_t k0 = 0; k0 < cin; k0 += IG_KC) {
+        int64_t kc = cin - k0 < IG_KC ? cin - k0 : IG_KC, vs = kc * WG_NR + WG_SKEW;
+        for (int64_t r = 0; r < 4; r++) {
+            int64_t iy = 2 * ty - p->pad_h + r;
+            live[r] = iy >= 0 && iy < p->h_in;
+            roff[r] = live[r] ? iy * p->w_in + xs : 0;
+        }
+        for (int64_t k = 0; k < kc; k++) {
+            const float *xc = xn + (k0 + k) * hw_in, *rows[4];
+            /* the rows of a channel a few ahead: they lie a plane apart,
+             * which the hardware's prefetch does not follow */
+            if (k + WG_PF < kc)
+                for (int r = 0; r < 4; r++)
+                    if (live[r])
+                        for (int64_t q = a; q < b; q += 16)
+                            __builtin_prefetch(xc + WG_PF * hw_in + roff[r] + q);
+            for (int r = 0; r < 4; r++)
+                rows[r] = live[r] ? xc + roff[r] : zero;
+            c->vt->wino_in(rows, a, b, V + k * WG_NR, vs);
+        }
+        const float *vrows[IG_KC];
+        for (int xi = 0; xi < 16; xi++) {
+            for (int64_t k = 0; k < kc; k++)
+                vrows[k] = V + xi * vs + k * WG_NR;
+            const float *u = c->u + xi * c->u_xi + k0 * c->mpan * MR;
+            for (int64_t i = 0; i < c->mpan; i++) {
+                int mr = (int)(p->c_out - i * MR < MR ? p->c_out - i * MR : MR);
+                c->uk_rows(kc, u + i * kc * MR, vrows, M + xi * ms + i * MR * WG_NR, WG_NR, mr,
+                           WG_NR, k0 == 0 ? 0.0f : 1.0f);
+            }
+        }
+    }
+    int64_t oy = 2 * ty, ox = 2 * t0, nx = c->wo - ox < 2 * WG_NR ? c->wo - ox : 2 * WG_NR;
+    bool two = oy + 1 < c->ho, direct = nx == 2 * WG_NR && two;
+    for (int64_t o = 0; o < p->c_out; o++) {
+        float *y0 = yn + o * hw + oy * c->wo + ox;
+        float bv = c->bias ? c->bias[o] : 0.0f;
+        const float *m = M + (o / MR) * MR * WG_NR + (o % MR) * WG_NR;
+        if (direct) {
+            c->vt->wino_out(m, ms, bv, c->relu, y0, y0 + c->wo);
+            continue;
+        }
+        c->vt->wino_out(m, ms, bv, c->relu, ybuf, ybuf + 2 * WG_NR);
+        memcpy(y0, ybuf, (size_t)nx * sizeof(float));
+        if (two)
+            memcpy(y0 + c->wo, ybuf + 2 * WG_NR, (size_t)nx * sizeof(float));
+    }
+}
+
+/* A band of tile rows of one panel: the patches of consecutive tile rows
+ * overlap by two input rows, which the next row then finds in the cache
+ * (these maps are far bigger than it: each input row is read from memory
+ * once instead of twice). */
+static void wino_task(void *vc, int64_t task, int thread)
+{
+    const wino_ctx *c = vc;
+    int64_t px = task % c->npx, rest = task / c->npx;
+    int64_t b = rest % c->nband, n = rest / c->nband;
+    int64_t ty1 = (b + 1) * c->band < c->ntx ? (b + 1) * c->band : c->ntx;
+    for (int64_t ty = b * c->band; ty < ty1; ty++)
+        wino_tiles(c, n, ty, px * WG_NR, thread);
+}
+
+/* Worth it where the maps are large enough that the transformed weights
+ * (16 slices, 1.8x the weights) are reused by many tiles. */
+static bool wino_ok(const rlx_cpu_conv2d_params *p, int64_t ho, int64_t wo)
+{
+    return p->kh == 3 && p->kw == 3 && p->stride_h == 1 && p->stride_w == 1 && p->dil_h == 1 &&
+           p->dil_w == 1 && p->groups == 1 && ho * wo >= 64 * 64 && wo >= 2 * WG_NR && p->c_in >= 8;
+}
+
+/* Rows of the weight panels: MR, or 8 where that leaves fewer empty (16,
+ * 32, 64 output channels). */
+static int64_t panel_rows(int64_t og)
+{
+    int64_t mr = RLX_GEMM_MR;
+    return (og + 7) / 8 * 8 - og < (og + mr - 1) / mr * mr - og ? 8 : mr;
+}
+
+/* Floats of the Winograd path's working memory: the transformed weights
+ * (16 slices) and per thread its V, M and row buffers, each a multiple of
+ * 16 floats. */
+static size_t wino_floats(const rlx_cpu_conv2d_params *p, int nth, size_t *u_xi, size_t *scr_stride)
+{
+    int64_t mr = panel_rows(p->c_out), mpan = (p->c_out + mr - 1) / mr;
+    *u_xi = (size_t)(mpan * mr * p->c_in);
+    *scr_stride = (wino_thread_floats(p->c_in, mpan, mr) + 15) / 16 * 16;
+    return (16 * *u_xi + 15) / 16 * 16 + (size_t)nth * *scr_stride;
+}
+
+size_t rlx_cpu_conv2d_scratch_floats(const rlx_cpu_conv2d_params *p, int n_threads)
+{
+    if (!p || !conv_params_ok(p))
+        return 0;
+    int64_t ho = rlx_cpu_conv2d_out_h(p), wo = rlx_cpu_conv2d_out_w(p);
+    size_t u_xi, scr_stride;
+    if (!p->wino || ho <= 0 || wo <= 0 || !wino_ok(p, ho, wo))
+        return 0;
+    return wino_floats(p, n_threads, &u_xi, &scr_stride);
+}
+
+static rlx_status wino_conv(rlx_threadpool *pool, const rlx_cpu_conv2d_params *p, const float *x,
+                            const float *w, const float *bias, float *y, int64_t ho, int64_t wo)
+{
+    const rlx_vec_ops *vt = &rlx_cpu_table_get()->vec;
+    int64_t og = p->c_out, mr = panel_rows(og);
+    int64_t mpan = (og + mr - 1) / mr;
+    int nth = rlx_threadpool_size(pool);
+    size_t u_xi, scr_stride, need = wino_floats(p, nth, &u_xi, &scr_stride);
+    float *mem = p->scratch && p->scratch_floats >= need && ((uintptr_t)p->scratch & 63) == 0
+                     ? NULL
+                     : aligned_alloc(64, need * sizeof(float));
+    float *u = mem ? mem : p->scratch;
+    if (!u)
+        return RLX_ERR_NO_MEMORY;
+    float *scr = u + (16 * u_xi + 15) / 16 * 16;
+    if (og % mr)
+        memset(u, 0, 16 * u_xi * sizeof(float)); /* the last panel's empty rows */
+    wino_u_ctx uc = {
+        .w = w, .u = u, .u_xi = u_xi, .og = og, .c_in = p->c_in, .mr = mr, .mpan = mpan};
+    rlx_parallel_for(pool, og, wino_u_task, &uc);
+    wino_ctx c = {.p = p,
+                  .x = x,
+                  .bias = bias,
+                  .y = y,
+                  .u = u,
+                  .u_xi = u_xi,
+                  .scr = scr,
+                  .scr_stride = scr_stride,
+                  .ho = ho,
+                  .wo = wo,
+                  .mr = mr,
+                  .mpan = mpan,
+                  .ntx = (ho + 1) / 2,
+                  .npx = ((wo + 1) / 2 + WG_NR - 1) / WG_NR,
+                  .relu = 0,
+                  .uk_rows = mr == 8 ? vt->gemm_ukernel8_rows : vt->gemm_ukernel_rows,
+                  .vt = vt};
+    /* bands of up to 8 tile rows, while that leaves 4 tasks a thread */
+    c.band = 8;
+    while (c.band > 1 && p->n * c.npx * ((c.ntx + c.band - 1) / c.band) < 4 * (int64_t)nth)
+        c.band /= 2;
+    c.nband = (c.ntx + c.band - 1) / c.band;
+    rlx_parallel_for(pool, p->n * c.nband * c.npx, wino_task, &c);
+    free(mem);
+    return RLX_OK;
+}
+
 rlx_status rlx_cpu_conv2d(rlx_threadpool *pool, const rlx_cpu_conv2d_params *p, const float *x,
                           const float *w, const float *bias, float *y)
 {
@@ -926,6 +1172,8 @@ rlx_status rlx_cpu_conv2d(rlx_threadpool *pool, const rlx_cpu_conv2d_params *p, 
     bool pointwise = p->kh == 1 && p->kw == 1 && p->stride_h == 1 && p->stride_w == 1 &&
                      p->pad_h == 0 && p->pad_w == 0;
     int nth = rlx_threadpool_size(pool);
+    if (p->wino && wino_ok(p, ho, wo))
+        return wino_conv(pool, p, x, w, bias, y, ho, wo);
     if (!pointwise && kdim * wo > 0) {
         /* a task per IG_NC output pixels (whole rows): the weights are
          * packed once for all of them */

@@ -839,6 +839,142 @@ static void pack_run(float *d, const float *s, int64_t n, int64_t a, int64_t b)
 }
 #endif
 
+/* ------------------------------------ Winograd F(2x2, 3x3) transforms
+ * RLX_GEMM_NR tiles of 2x2 outputs side by side along a row; tile t reads
+ * the 4x4 patch rows[r][2t + j] (r, j < 4), 2 * NR + 2 floats a row, of
+ * which only [a, b) are read (the rest are zeros: padding), so a row may
+ * point before or past the row it reads. With B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0;
+ * 0 1 0 -1], V = B^T d B lands in 16 rows of NR floats, row 4 i + j at
+ * V + (4 i + j) * vs. The output transform takes 16 such rows of products
+ * m (row xi at m + xi * ms), forms A^T m A with A^T = [1 1 1 0; 0 1 -1 -1],
+ * adds the bias, applies ReLU when asked, and writes the tiles' two output
+ * rows, 2 * NR floats each, to y0 and y1. */
+
+#if defined(__AVX512F__)
+_Static_assert(RLX_GEMM_NR == 32, "two vectors of 16 tiles");
+/* lanes [a - off, b - off) of a vector of 16 */
+static inline __mmask16 wino_mask(int64_t a, int64_t b, int64_t off)
+{
+    int64_t lo = a - off, hi = b - off;
+    uint32_t m = hi >= 16 ? 0xffffu : hi <= 0 ? 0u : (1u << hi) - 1u;
+    m &= lo <= 0 ? 0xffffu : lo >= 16 ? 0u : ~((1u << lo) - 1u);
+    return (__mmask16)m;
+}
+
+static void wino_in(const float *const *rows, int64_t a, int64_t b, float *V, int64_t vs)
+{
+    const __m512i ev = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i od = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    for (int h = 0; h < 2; h++) {
+        __m512 e[4][4];
+        for (int r = 0; r < 4; r++) {
+            const float *s = rows[r] + 32 * h;
+            __m512 l0, l1, l2, l3;
+            if (a == 0 && b >= 2 * RLX_GEMM_NR + 2) {
+                l0 = _mm512_loadu_ps(s);
+                l1 = _mm512_loadu_ps(s + 16);
+                l2 = _mm512_loadu_ps(s + 2);
+                l3 = _mm512_loadu_ps(s + 18);
+            } else {
+                int64_t o = 32 * h;
+                l0 = _mm512_maskz_loadu_ps(wino_mask(a, b, o), s);
+                l1 = _mm512_maskz_loadu_ps(wino_mask(a, b, o + 16), s + 16);
+                l2 = _mm512_maskz_loadu_ps(wino_mask(a, b, o + 2), s + 2);
+                l3 = _mm512_maskz_loadu_ps(wino_mask(a, b, o + 18), s + 18);
+            }
+            __m512 d0 = _mm512_permutex2var_ps(l0, ev, l1), d1 = _mm512_permutex2var_ps(l0, od, l1);
+            __m512 d2 = _mm512_permutex2var_ps(l2, ev, l3), d3 = _mm512_permutex2var_ps(l2, od, l3);
+            e[r][0] = _mm512_sub_ps(d0, d2);
+            e[r][1] = _mm512_add_ps(d1, d2);
+            e[r][2] = _mm512_sub_ps(d2, d1);
+            e[r][3] = _mm512_sub_ps(d1, d3);
+        }
+        float *v = V + 16 * h;
+        for (int j = 0; j < 4; j++) {
+            _mm512_storeu_ps(v + (0 + j) * vs, _mm512_sub_ps(e[0][j], e[2][j]));
+            _mm512_storeu_ps(v + (4 + j) * vs, _mm512_add_ps(e[1][j], e[2][j]));
+            _mm512_storeu_ps(v + (8 + j) * vs, _mm512_sub_ps(e[2][j], e[1][j]));
+            _mm512_storeu_ps(v + (12 + j) * vs, _mm512_sub_ps(e[1][j], e[3][j]));
+        }
+    }
+}
+
+static void wino_out(const float *m, int64_t ms, float bias, int relu, float *y0, float *y1)
+{
+    const __m512i lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+    const __m512i hi =
+        _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+    const __m512 bv = _mm512_set1_ps(bias), z = _mm512_setzero_ps();
+    for (int h = 0; h < 2; h++) {
+        const float *mh = m + 16 * h;
+        __m512 s0[4], s1[4];
+        for (int j = 0; j < 4; j++) {
+            __m512 m0 = _mm512_loadu_ps(mh + (0 + j) * ms), m1 = _mm512_loadu_ps(mh + (4 + j) * ms);
+            __m512 m2 = _mm512_loadu_ps(mh + (8 + j) * ms),
+                   m3 = _mm512_loadu_ps(mh + (12 + j) * ms);
+            s0[j] = _mm512_add_ps(_mm512_add_ps(m0, m1), m2);
+            s1[j] = _mm512_sub_ps(_mm512_sub_ps(m1, m2), m3);
+        }
+        __m512 o00 = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(s0[0], s0[1]), s0[2]), bv);
+        __m512 o01 = _mm512_add_ps(_mm512_sub_ps(_mm512_sub_ps(s0[1], s0[2]), s0[3]), bv);
+        __m512 o10 = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(s1[0], s1[1]), s1[2]), bv);
+        __m512 o11 = _mm512_add_ps(_mm512_sub_ps(_mm512_sub_ps(s1[1], s1[2]), s1[3]), bv);
+        if (relu) {
+            o00 = _mm512_max_ps(o00, z);
+            o01 = _mm512_max_ps(o01, z);
+            o10 = _mm512_max_ps(o10, z);
+            o11 = _mm512_max_ps(o11, z);
+        }
+        _mm512_storeu_ps(y0 + 32 * h, _mm512_permutex2var_ps(o00, lo, o01));
+        _mm512_storeu_ps(y0 + 32 * h + 16, _mm512_permutex2var_ps(o00, hi, o01));
+        _mm512_storeu_ps(y1 + 32 * h, _mm512_permutex2var_ps(o10, lo, o11));
+        _mm512_storeu_ps(y1 + 32 * h + 16, _mm512_permutex2var_ps(o10, hi, o11));
+    }
+}
+#else
+static void wino_in(const float *const *rows, int64_t a, int64_t b, float *V, int64_t vs)
+{
+    for (int t = 0; t < RLX_GEMM_NR; t++) {
+        float e[4][4];
+        for (int r = 0; r < 4; r++) {
+            float d[4];
+            for (int j = 0; j < 4; j++)
+                d[j] = 2 * t + j >= a && 2 * t + j < b ? rows[r][2 * t + j] : 0.0f;
+            e[r][0] = d[0] - d[2];
+            e[r][1] = d[1] + d[2];
+            e[r][2] = d[2] - d[1];
+            e[r][3] = d[1] - d[3];
+        }
+        for (int j = 0; j < 4; j++) {
+            V[(0 + j) * vs + t] = e[0][j] - e[2][j];
+            V[(4 + j) * vs + t] = e[1][j] + e[2][j];
+            V[(8 + j) * vs + t] = e[2][j] - e[1][j];
+            V[(12 + j) * vs + t] = e[1][j] - e[3][j];
+        }
+    }
+}
+
+static void wino_out(const float *m, int64_t ms, float bias, int relu, float *y0, float *y1)
+{
+    for (int t = 0; t < RLX_GEMM_NR; t++) {
+        float s0[4], s1[4];
+        for (int j = 0; j < 4; j++) {
+            s0[j] = m[(0 + j) * ms + t] + m[(4 + j) * ms + t] + m[(8 + j) * ms + t];
+            s1[j] = m[(4 + j) * ms + t] - m[(8 + j) * ms + t] - m[(12 + j) * ms + t];
+        }
+        float o[4] = {s0[0] + s0[1] + s0[2] + bias, s0[1] - s0[2] - s0[3] + bias,
+                      s1[0] + s1[1] + s1[2] + bias, s1[1] - s1[2] - s1[3] + bias};
+        if (relu)
+            for (int k = 0; k < 4; k++)
+                o[k] = o[k] > 0.0f ? o[k] : 0.0f;
+        y0[2 * t] = o[0];
+        y0[2 * t + 1] = o[1];
+        y1[2 * t] = o[2];
+        y1[2 * t + 1] = o[3];
+    }
+}
+#endif
+
 const rlx_vec_ops VEC_TABLE = {
     .dot_f32 = dot_f32,
     .f16_to_f32 = f16_to_f32,
@@ -862,4 +998,6 @@ const rlx_vec_ops VEC_TABLE = {
     .dot_f16w = dot_f16w,
     .dot_bf16w = dot_bf16w,
     .pack_run = pack_run,
+    .wino_in = wino_in,
+    .wino_out = wino_out,
 };
