@@ -15,6 +15,7 @@
 
 #include "backends/base/dtype.h"
 #include "backends/cpu/cpu-internal.h"
+#include "backends/cpu/kernels-internal.h"
 #include "backends/cpu/kernels.h"
 
 #define CH    128 /* elementwise chunk */
@@ -1256,6 +1257,9 @@ typedef struct plane_job {
     int64_t IH, IW, OH, OW;
     const int64_t *yi0, *yi1, *xi0, *xi1; /* resize: source rows and columns */
     const float *ly, *lx;                 /* bilinear: weights of yi1, xi1 */
+    const rlx_vec_ops *vt;                /* the CPU's row kernels */
+    float *rows;     /* bilinear, f32: per thread, two source rows resampled along x */
+    size_t rows_per; /* floats of rows per thread */
 } plane_job;
 
 /* Offsets of plane `pl` (row-major over dims 0..r-3 of o) in x and o. */
@@ -1273,7 +1277,6 @@ static void plane_offsets(const plane_job *J, int64_t pl, int64_t *xo, int64_t *
 
 static void resize_task(void *vc, int64_t pl, int thread)
 {
-    (void)thread;
     const plane_job *J = vc;
     const cpu_tensor *x = J->c->in[0], *o = J->c->out;
     int r = J->r;
@@ -1283,6 +1286,7 @@ static void resize_task(void *vc, int64_t pl, int thread)
     bool f32 = x->dt == RLX_DTYPE_F32 && o->dt == RLX_DTYPE_F32;
     const float *xf = (const float *)x->p;
     float *of = (float *)o->p;
+    int64_t J_cached[2] = {-1, -1}; /* the source rows in the two row buffers */
     for (int64_t oy = 0; oy < J->OH; oy++) {
         int64_t r0 = xo + J->yi0[oy] * sy, r1 = xo + J->yi1[oy] * sy, orow = oo + oy * oy_st;
         if (!J->ly) {
@@ -1296,6 +1300,27 @@ static void resize_task(void *vc, int64_t pl, int thread)
             continue;
         }
         float ly = J->ly[oy];
+        if (J->rows && f32 && ox_st == 1) {
+            /* each source row resampled along x once (a row of the 2x
+             * upsampling serves two output rows), then rows blended */
+            float *h[2] = {J->rows + (size_t)thread * J->rows_per, NULL};
+            h[1] = h[0] + J->OW;
+            int64_t src[2] = {J->yi0[oy], J->yi1[oy]};
+            for (int k = 0; k < 2; k++) {
+                int64_t slot = src[k] & 1; /* rows y and y + 1 never share a slot */
+                float *hr = h[slot];
+                if (J_cached[slot] != src[k]) {
+                    const float *xr = xf + xo + src[k] * sy;
+                    for (int64_t ox = 0; ox < J->OW; ox++) {
+                        float lx = J->lx[ox];
+                        hr[ox] = (1 - lx) * xr[J->xi0[ox] * sx] + lx * xr[J->xi1[ox] * sx];
+                    }
+                    J_cached[slot] = src[k];
+                }
+            }
+            J->vt->lerp_rows(h[src[0] & 1], h[src[1] & 1], ly, of + orow, J->OW);
+            continue;
+        }
         for (int64_t ox = 0; ox < J->OW; ox++) {
             int64_t c0 = J->xi0[ox] * sx, c1 = J->xi1[ox] * sx;
             float lx = J->lx[ox], a, b, cc, d;
@@ -1353,12 +1378,15 @@ static rlx_status op_resize(const cpu_op_ctx *c)
     if (numel(o) == 0)
         return RLX_OK;
     bool bil = c->p->resize.mode == RLX_RESIZE_BILINEAR, ac = c->p->resize.align_corners;
-    size_t n = (size_t)(OH + OW);
+    size_t n = (size_t)(OH + OW), rows_per = (size_t)(2 * OW + 16);
     int64_t *ix = malloc(2 * n * sizeof *ix);
     float *lw = malloc(n * sizeof *lw);
-    if (!ix || !lw) {
+    float *rows =
+        bil ? malloc((size_t)rlx_threadpool_size(c->pool) * rows_per * sizeof(float)) : NULL;
+    if (!ix || !lw || (bil && !rows)) {
         free(ix);
         free(lw);
+        free(rows);
         return RLX_ERR_NO_MEMORY;
     }
     int64_t *yi0 = ix, *yi1 = ix + OH, *xi0 = ix + 2 * OH, *xi1 = ix + 2 * OH + OW;
@@ -1375,10 +1403,14 @@ static rlx_status op_resize(const cpu_op_ctx *c)
                    .xi0 = xi0,
                    .xi1 = xi1,
                    .ly = bil ? lw : NULL,
-                   .lx = bil ? lw + OH : NULL};
+                   .lx = bil ? lw + OH : NULL,
+                   .vt = &rlx_cpu_table_get()->vec,
+                   .rows = rows,
+                   .rows_per = rows_per};
     rlx_parallel_for(c->pool, planes_of(o), resize_task, &J);
     free(ix);
     free(lw);
+    free(rows);
     return RLX_OK;
 }
 
@@ -1398,7 +1430,30 @@ static void pool_task(void *vc, int64_t pl, int thread)
     bool f32 = x->dt == RLX_DTYPE_F32 && o->dt == RLX_DTYPE_F32;
     int64_t xo, oo, sy = x->st[r - 2], sx = x->st[r - 1];
     plane_offsets(J, pl, &xo, &oo);
-    for (int64_t oy = 0; oy < J->OH; oy++)
+    int64_t oy0 = 0;
+    if (J->vt && mx && f32 && kh == 2 && kw == 2 && sh == 2 && sw == 2 && ph == 0 && pw == 0 &&
+        sx == 1 && o->st[r - 1] == 1) {
+        /* 2x2 max pooling of stride 2 (U-Nets' downsampling): whole rows
+         * at a time; a last column or row that the ceil mode adds is left
+         * to the general loop below */
+        int64_t nfull = IW / 2 < J->OW ? IW / 2 : J->OW;
+        const float *xf = (const float *)x->p;
+        float *of = (float *)o->p;
+        for (; oy0 < J->OH && 2 * oy0 + 1 < IH; oy0++) {
+            const float *a = xf + xo + 2 * oy0 * sy;
+            float *d = of + oo + oy0 * o->st[r - 2];
+            J->vt->max_pool2_row(a, a + sy, d, nfull);
+            if (nfull < J->OW) /* ceil mode, odd width: the last column alone */
+                for (int64_t ox = nfull; ox < J->OW; ox++) {
+                    float v = -INFINITY;
+                    for (int64_t iy = 2 * oy0; iy < 2 * oy0 + 2; iy++)
+                        for (int64_t ix = 2 * ox; ix < 2 * ox + 2 && ix < IW; ix++)
+                            v = xf[xo + iy * sy + ix] > v ? xf[xo + iy * sy + ix] : v;
+                    d[ox] = v;
+                }
+        }
+    }
+    for (int64_t oy = oy0; oy < J->OH; oy++)
         for (int64_t ox = 0; ox < J->OW; ox++) {
             int64_t hs = oy * sh - ph, ws = ox * sw - pw;
             int64_t he = hs + kh < IH + ph ? hs + kh : IH + ph;
@@ -1432,7 +1487,8 @@ static rlx_status op_pool(const cpu_op_ctx *c)
                    .IH = x->ne[r - 2],
                    .IW = x->ne[r - 1],
                    .OH = o->ne[r - 2],
-                   .OW = o->ne[r - 1]};
+                   .OW = o->ne[r - 1],
+                   .vt = &rlx_cpu_table_get()->vec};
     rlx_parallel_for(c->pool, planes_of(o), pool_task, &J);
     return RLX_OK;
 }

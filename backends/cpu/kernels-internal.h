@@ -195,6 +195,10 @@ typedef struct rlx_vec_ops {
      * output rows, with a bias and optional ReLU */
     void (*wino_in)(const float *const *rows, int64_t a, int64_t b, float *V, int64_t vs);
     void (*wino_out)(const float *m, int64_t ms, float bias, int relu, float *y0, float *y1);
+    /* o[i] = max of a[2i], a[2i+1], b[2i], b[2i+1] (2x2 max pool, stride 2) */
+    void (*max_pool2_row)(const float *a, const float *b, float *o, int64_t n);
+    /* o[i] = (1 - l) a[i] + l b[i] (a bilinear resize's rows) */
+    void (*lerp_rows)(const float *a, const float *b, float l, float *o, int64_t n);
 } rlx_vec_ops;
 
 extern const rlx_vec_ops rlx_vec_ops_scalar;

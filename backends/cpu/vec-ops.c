@@ -975,6 +975,46 @@ static void wino_out(const float *m, int64_t ms, float bias, int relu, float *y0
 }
 #endif
 
+/* ---------------------------------------------- pooling and resampling */
+
+/* o[i] = max(a[2i], a[2i + 1], b[2i], b[2i + 1]) for i < n (a 2x2 max pool
+ * of stride 2 over rows a and b). */
+static void max_pool2_row(const float *a, const float *b, float *o, int64_t n)
+{
+#if defined(__AVX512F__)
+    const __m512i ev = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i od = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512 m0 = _mm512_max_ps(_mm512_loadu_ps(a + 2 * i), _mm512_loadu_ps(b + 2 * i));
+        __m512 m1 = _mm512_max_ps(_mm512_loadu_ps(a + 2 * i + 16), _mm512_loadu_ps(b + 2 * i + 16));
+        _mm512_storeu_ps(o + i, _mm512_max_ps(_mm512_permutex2var_ps(m0, ev, m1),
+                                              _mm512_permutex2var_ps(m0, od, m1)));
+    }
+    for (; i < n; i++) {
+        float x = a[2 * i] > a[2 * i + 1] ? a[2 * i] : a[2 * i + 1];
+        float y = b[2 * i] > b[2 * i + 1] ? b[2 * i] : b[2 * i + 1];
+        o[i] = x > y ? x : y;
+    }
+#else
+    for (int64_t i = 0; i < n; i++) {
+        float x = a[2 * i] > a[2 * i + 1] ? a[2 * i] : a[2 * i + 1];
+        float y = b[2 * i] > b[2 * i + 1] ? b[2 * i] : b[2 * i + 1];
+        o[i] = x > y ? x : y;
+    }
+#endif
+}
+
+/* o[i] = (1 - l) * a[i] + l * b[i]: one output row of a bilinear resize
+ * from two rows already resampled along x (the same expression, in the same
+ * order, as the four-tap formula it splits). */
+static void lerp_rows(const float *a, const float *b, float l, float *o, int64_t n)
+{
+    float k = 1 - l;
+    for (int64_t i = 0; i < n; i++)
+        o[i] = k * a[i] + l * b[i];
+}
+
 const rlx_vec_ops VEC_TABLE = {
     .dot_f32 = dot_f32,
     .f16_to_f32 = f16_to_f32,
@@ -1000,4 +1040,6 @@ const rlx_vec_ops VEC_TABLE = {
     .pack_run = pack_run,
     .wino_in = wino_in,
     .wino_out = wino_out,
+    .max_pool2_row = max_pool2_row,
+    .lerp_rows = lerp_rows,
 };
