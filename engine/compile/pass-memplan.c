@@ -58,6 +58,82 @@ static bool can_overwrite(const rlx_lir *lir, int32_t *root, const int32_t *last
     return true;
 }
 
+/* Bytes of a contiguous value of static shape and plain dtype, or 0. */
+static uint64_t static_bytes(const rlx_lir_value *v)
+{
+    const rlx_dtype_info *ti = rlx_dtype_get(v->dtype);
+    if (!ti || ti->block_size != 1 || !v->contiguous)
+        return 0;
+    uint64_t n = ti->type_size;
+    for (int d = 0; d < v->shape.rank; d++) {
+        if (!rlx_dim_is_const(v->shape.d[d]) || v->shape.d[d].k < 0)
+            return 0;
+        n *= (uint64_t)v->shape.d[d].k;
+    }
+    return n;
+}
+
+/* Concatenations without a copy: where each input of a CONCAT is a whole,
+ * contiguous part of its output (every dim before the axis is 1: U-Nets'
+ * channel concatenations of one image), the inputs' classes become parts of
+ * the output's class at their offsets, their producers write straight into
+ * the output, and the instruction is dropped. Only where that cannot change
+ * a result: an input's class is written only before the concatenation and
+ * the output only by it; no input class appears twice; static shapes. This
+ * runs before the in-place pass, which then sees the joined lifetimes. The
+ * classes' extents are the offsets plus sizes, so placement needs nothing
+ * more. */
+static void join_concats(rlx_lir *lir, int32_t *root, int32_t *first, int32_t *last, int32_t *lastw,
+                         int32_t *nwrite, bool *drop)
+{
+    int32_t n = lir->n_values;
+    for (int32_t i = 0; i < lir->n_instrs; i++) {
+        const rlx_lir_instr *ins = &lir->instrs[i];
+        if (ins->op != RLX_OP_CONCAT || ins->n_in < 1)
+            continue;
+        const rlx_lir_value *o = &lir->values[ins->out];
+        int32_t ro = find(root, ins->out);
+        int axis = ins->p.concat.axis;
+        uint64_t ob = static_bytes(o);
+        if (o->home != RLX_HOME_ARENA || !ob || nwrite[ro] != 1 || axis < 0 ||
+            axis >= o->shape.rank)
+            continue;
+        bool ok = true;
+        for (int d = 0; d < axis; d++)
+            ok = ok && o->shape.d[d].k == 1;
+        uint64_t sum = 0;
+        for (int k = 0; ok && k < ins->n_in; k++) {
+            int32_t x = ins->in[k], rx = find(root, x);
+            const rlx_lir_value *v = &lir->values[x];
+            uint64_t b = static_bytes(v);
+            ok = v->home == RLX_HOME_ARENA && b && v->dtype == o->dtype && v->offset == 0 &&
+                 rx != ro && lastw[rx] < i;
+            /* nothing of its class lies past its own bytes */
+            for (int32_t u = 0; ok && u < n; u++)
+                if (lir->values[u].home == RLX_HOME_ARENA && find(root, u) == rx)
+                    ok = lir->values[u].offset + lir->values[u].max_bytes <= b;
+            for (int j = 0; ok && j < k; j++)
+                ok = find(root, ins->in[j]) != rx;
+            sum += b;
+        }
+        if (!ok || sum != ob)
+            continue;
+        uint64_t at = o->offset;
+        for (int k = 0; k < ins->n_in; k++) {
+            int32_t x = ins->in[k], rx = find(root, x);
+            uint64_t b = static_bytes(&lir->values[x]);
+            for (int32_t u = 0; u < n; u++)
+                if (lir->values[u].home == RLX_HOME_ARENA && find(root, u) == rx)
+                    lir->values[u].offset += at;
+            root[rx] = ro;
+            first[ro] = first[rx] < first[ro] ? first[rx] : first[ro];
+            last[ro] = last[rx] > last[ro] ? last[rx] : last[ro];
+            at += b;
+        }
+        drop[i] = true;
+    }
+}
+
 rlx_status rlx_memplan(rlx_lir *lir, bool allow_inplace, rlx_error **err)
 {
     int32_t n = lir->n_values;
@@ -69,7 +145,11 @@ rlx_status rlx_memplan(rlx_lir *lir, bool allow_inplace, rlx_error **err)
     uint64_t *base = calloc((size_t)n + 1, sizeof *base);
     slot *act = malloc(sizeof *act * (size_t)(n + 1));
     int32_t *order = malloc(sizeof *order * (size_t)(n + 1));
-    if (!root || !first || !last || !extent || !base || !act || !order) {
+    int32_t *lastw = malloc(sizeof *lastw * (size_t)(n + 1));
+    int32_t *nwrite = calloc((size_t)n + 1, sizeof *nwrite);
+    bool *drop = calloc((size_t)lir->n_instrs + 1, sizeof *drop);
+    if (!root || !first || !last || !extent || !base || !act || !order || !lastw || !nwrite ||
+        !drop) {
         st = rlx_error_set(err, RLX_ERR_NO_MEMORY, "memory plan: out of memory");
         goto out;
     }
@@ -77,6 +157,7 @@ rlx_status rlx_memplan(rlx_lir *lir, bool allow_inplace, rlx_error **err)
         root[v] = v;
         first[v] = INT32_MAX;
         last[v] = -1;
+        lastw[v] = -1;
     }
     for (int32_t v = 0; v < n; v++)
         if (lir->values[v].view_of >= 0)
@@ -100,8 +181,17 @@ rlx_status rlx_memplan(rlx_lir *lir, bool allow_inplace, rlx_error **err)
             last[r] = i;
     }
     if (allow_inplace) {
+        /* the last instruction writing each class, and how many write it */
+        for (int32_t i = 0; i < lir->n_instrs; i++) {
+            int32_t r = find(root, lir->instrs[i].out);
+            lastw[r] = i;
+            nwrite[r]++;
+        }
+        join_concats(lir, root, first, last, lastw, nwrite, drop);
         for (int32_t i = 0; i < lir->n_instrs; i++) {
             rlx_lir_instr *ins = &lir->instrs[i];
+            if (drop[i])
+                continue;
             const rlx_lir_value *o = &lir->values[ins->out];
             if (!rlx_op_get_info(ins->op)->elementwise || ins->in_place || ins->n_in < 1 ||
                 o->home != RLX_HOME_ARENA || o->view_of >= 0 || find(root, ins->out) != ins->out ||
@@ -182,6 +272,12 @@ rlx_status rlx_memplan(rlx_lir *lir, bool allow_inplace, rlx_error **err)
             val->offset += base[find(root, v)];
     }
     lir->arena_bytes = peak;
+    /* the joined concatenations have nothing left to do */
+    int32_t kept = 0;
+    for (int32_t i = 0; i < lir->n_instrs; i++)
+        if (!drop[i])
+            lir->instrs[kept++] = lir->instrs[i];
+    lir->n_instrs = kept;
 out:
     free(root);
     free(first);
@@ -190,5 +286,8 @@ out:
     free(base);
     free(act);
     free(order);
+    free(lastw);
+    free(nwrite);
+    free(drop);
     return st;
 }
