@@ -1994,6 +1994,9 @@ static void test_scatter_q8_0(void **state)
 
 /* ---- convolution, resize, pool ------------------------------------------------ */
 
+/* the activation the conv cases fuse (the GPU backends decline one) */
+static rlx_act conv_act = RLX_ACT_NONE;
+
 static void conv_case(bool is1d, bool transpose, int64_t N, int64_t C, int64_t H, int64_t W,
                       int64_t OC, int64_t KH, int64_t KW, int s, int pad, int dil, int groups,
                       int out_pad, bool bias, rlx_dtype wdt)
@@ -2062,6 +2065,13 @@ static void conv_case(bool is1d, bool transpose, int64_t N, int64_t C, int64_t H
                     ref[i] = acc;
                     /* sequential f32 sum of `terms` products */
                     tol[i] = (double)(terms + 1) * FLT_EPSILON * (mag + 1) + 1e-6;
+                    if (conv_act == RLX_ACT_RELU) {
+                        ref[i] = acc > 0 ? acc : 0; /* 1-Lipschitz: the same bound */
+                    } else if (conv_act == RLX_ACT_SILU) {
+                        /* |silu'| < 1.1, and the kernel's exp is good to 2e-7 */
+                        ref[i] = acc / (1 + exp(-acc));
+                        tol[i] = 1.1 * tol[i] + 1e-6 * fabs(ref[i]);
+                    }
                 }
     rlx_op_params p;
     memset(&p, 0, sizeof p);
@@ -2077,6 +2087,7 @@ static void conv_case(bool is1d, bool transpose, int64_t N, int64_t C, int64_t H
     }
     p.conv.groups = groups;
     p.conv.has_bias = bias;
+    p.conv.act = conv_act;
     tt *in[3] = {x, w, bt};
     rlx_op op = is1d ? RLX_OP_CONV1D : transpose ? RLX_OP_CONV_TRANSPOSE2D : RLX_OP_CONV2D;
     char what[128];
@@ -2127,6 +2138,22 @@ static void test_conv(void **state)
      * the batch; a transposed conv over its output channels. An input
      * window spans every input channel (the sum runs over them), so these
      * inputs have few channels of many rows. */
+    /* a map of 64 x 70 (the CPU's Winograd path, F16 weights widened into
+     * the same kernel scratch), then fused activations: ReLU on that path,
+     * the implicit GEMM (stride 2), a pointwise conv without a bias, and a
+     * transposed conv; SiLU after the kernel */
+    conv_case(false, false, 1, 16, 64, 70, 24, 3, 3, 1, 1, 1, 1, 0, true, RLX_DTYPE_F16);
+    conv_act = RLX_ACT_RELU;
+    cpu_only = "a conv's fused activation (the fusion pass leaves it apart on the GPUs)";
+    conv_case(false, false, 1, 16, 64, 70, 24, 3, 3, 1, 1, 1, 1, 0, true, RLX_DTYPE_F16);
+    conv_case(false, false, 1, 8, 40, 36, 12, 3, 3, 2, 1, 1, 1, 0, true, RLX_DTYPE_F32);
+    conv_case(false, false, 1, 8, 20, 18, 10, 1, 1, 1, 0, 1, 1, 0, false, RLX_DTYPE_F32);
+    conv_case(false, true, 1, 4, 5, 7, 3, 2, 2, 2, 0, 1, 1, 0, true, RLX_DTYPE_F32);
+    conv_act = RLX_ACT_SILU;
+    conv_case(false, false, 1, 16, 64, 70, 24, 3, 3, 1, 1, 1, 1, 0, true, RLX_DTYPE_F32);
+    conv_case(true, false, 1, 5, 1, 17, 7, 1, 3, 1, 1, 1, 1, 0, true, RLX_DTYPE_F16);
+    conv_act = RLX_ACT_NONE;
+    cpu_only = NULL;
     must_split = true;
     conv_case(false, false, 1, 3, 40, 36, 10, 3, 3, 1, 1, 1, 1, 0, true, RLX_DTYPE_F32);
     conv_case(false, false, 2, 2, 60, 40, 7, 3, 3, 2, 2, 2, 1, 0, true, RLX_DTYPE_F16);

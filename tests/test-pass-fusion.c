@@ -180,12 +180,82 @@ static void test_limits(void **state)
     rlx_graph_free(g);
 }
 
+/* conv -> activation becomes one conv with the activation as its epilogue,
+ * and the CPU's kernels compute the same as the separate ops: a 3x3 conv on
+ * a 64 x 70 map (Winograd, ReLU as it writes), one of stride 2 (implicit
+ * GEMM), a pointwise one without a bias (ReLU after the GEMM) and a 3x3
+ * conv with SiLU (a pass after the kernel). */
+static void test_conv_act(void **state)
+{
+    (void)state;
+    rlx_graph *g = rlx_graph_create();
+    const int s1[2] = {1, 1}, s2[2] = {2, 2}, p1[2] = {1, 1}, p0[2] = {0, 0}, d1[2] = {1, 1};
+    rlx_node x = rlx_graph_input(g, "x", RLX_DTYPE_F32, pt_c4(1, 8, 64, 70));
+    rlx_node w = rlx_graph_param(g, "w", RLX_DTYPE_F32, pt_c4(12, 8, 3, 3));
+    rlx_node b = rlx_graph_param(g, "b", RLX_DTYPE_F32, pt_c1(12));
+    rlx_node v = rlx_graph_param(g, "v", RLX_DTYPE_F32, pt_c4(6, 12, 1, 1));
+    /* distinct convs: CSE would join equal ones, and a conv read twice
+     * keeps its activation apart */
+    rlx_node u = rlx_graph_param(g, "u", RLX_DTYPE_F32, pt_c4(12, 8, 3, 3));
+    rlx_node a = rlx_graph_relu(g, "a", rlx_graph_conv2d(g, "ca", x, w, b, s1, p1, d1, 1));
+    rlx_node c = rlx_graph_relu(g, "c", rlx_graph_conv2d(g, "cc", x, w, b, s2, p1, d1, 1));
+    rlx_node d =
+        rlx_graph_relu(g, "d", rlx_graph_conv2d(g, "cd", a, v, RLX_NODE_INVALID, s1, p0, d1, 1));
+    rlx_node e = rlx_graph_silu(g, "e", rlx_graph_conv2d(g, "ce", x, u, b, s1, p1, d1, 1));
+    rlx_node t = rlx_graph_conv2d(g, "ct", x, w, RLX_NODE_INVALID, s1, p1, d1, 1);
+    rlx_node f = rlx_graph_add(g, "f", rlx_graph_relu(g, "r", t), t);
+    rlx_graph_output(g, "c", c);
+    rlx_graph_output(g, "d", d);
+    rlx_graph_output(g, "e", e);
+    rlx_graph_output(g, "f", f);
+    rlx_compile_opts o = rlx_compile_default_opts();
+    rlx_graph *h = rlx_graph_clone(g);
+    pt_run(rlx_pass_fusion, h, &o);
+    int n_act = 0;
+    for (int32_t i = 0; i < h->n_nodes; i++)
+        n_act += h->nodes[i].op == RLX_OP_CONV2D && h->nodes[i].p.conv.act != RLX_ACT_NONE;
+    assert_int_equal(n_act, 4); /* not ct's */
+    assert_int_equal(rlx_test_count_op(h, RLX_OP_SILU), 0);
+    rlx_graph_free(h);
+    if (rlx_test_have_cpu()) {
+        static float xv[8 * 64 * 70], wv[12 * 8 * 9], bv[12], vv[6 * 12];
+        for (int i = 0; i < 8 * 64 * 70; i++)
+            xv[i] = sinf((float)i * 0.013f) + 0.2f * cosf((float)i * 0.71f);
+        for (int i = 0; i < 12 * 8 * 9; i++)
+            wv[i] = 0.2f * sinf((float)i * 0.37f);
+        for (int i = 0; i < 12; i++)
+            bv[i] = 0.1f * (float)(i % 5) - 0.2f;
+        for (int i = 0; i < 6 * 12; i++)
+            vv[i] = 0.3f * cosf((float)i * 0.53f);
+        rlx_test_tensor in = {"x", xv};
+        static float uv[12 * 8 * 9];
+        for (int i = 0; i < 12 * 8 * 9; i++)
+            uv[i] = 0.2f * cosf((float)i * 0.29f);
+        rlx_test_tensor ps[4] = {{"w", wv}, {"b", bv}, {"v", vv}, {"u", uv}};
+        rlx_test_run run = {.params = ps, .n_params = 4, .inputs = &in, .n_inputs = 1};
+        void *r1[4], *r2[4];
+        int64_t n1[4], n2[4];
+        assert_int_equal(rlx_test_compile_run(g, o, &run, r1, n1, 4, NULL, NULL), RLX_OK);
+        o.passes = RLX_PASS_REQUIRED;
+        assert_int_equal(rlx_test_compile_run(g, o, &run, r2, n2, 4, NULL, NULL), RLX_OK);
+        for (int k = 0; k < 4; k++) {
+            assert_int_equal(n1[k], n2[k]);
+            /* the same kernels and sums; only the order of the activation
+             * pass differs (exactly the same for ReLU, SiLU's exp alike) */
+            assert_true(rlx_test_max_diff(r1[k], r2[k], n1[k]) < 1e-6f);
+            free(r1[k]);
+            free(r2[k]);
+        }
+    }
+    rlx_graph_free(g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_matmul_epilogue),  cmocka_unit_test(test_norms),
         cmocka_unit_test(test_add_rms_keep_sum), cmocka_unit_test(test_elementwise_tree),
-        cmocka_unit_test(test_limits),
+        cmocka_unit_test(test_limits),           cmocka_unit_test(test_conv_act),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -265,6 +265,7 @@ typedef union rlx_op_params {
         int32_t stride[2], pad[2], dilation[2], out_pad[2];
         int32_t groups;
         bool has_bias;
+        rlx_act act; /* fused epilogue (the fusion pass, where the backend has it) */
     } conv;
     struct {
         rlx_resize_mode mode;

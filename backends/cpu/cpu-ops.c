@@ -1233,7 +1233,8 @@ static rlx_status conv_run(const cpu_op_ctx *c, bool transpose)
                             }
                         }
                     }
-                    stf(o, n * os[0] + oc * os[1] + oy * os[2] + ox * os[3], acc);
+                    stf(o, n * os[0] + oc * os[1] + oy * os[2] + ox * os[3],
+                        act_apply(p->conv.act, acc));
                 }
         }
     return RLX_OK;
@@ -2046,6 +2047,20 @@ static bool fast_attention(const cpu_op_ctx *c)
     return true;
 }
 
+/* The kernels' form of a fused activation. */
+static bool cpu_act_kind(rlx_act a, rlx_cpu_conv2d_params *cp)
+{
+    static const int kinds[] = {
+        [RLX_ACT_RELU] = RLX_CPU_ACT_RELU,           [RLX_ACT_GELU_ERF] = RLX_CPU_ACT_GELU,
+        [RLX_ACT_GELU_TANH] = RLX_CPU_ACT_GELU_TANH, [RLX_ACT_SILU] = RLX_CPU_ACT_SILU,
+        [RLX_ACT_SIGMOID] = RLX_CPU_ACT_SIGMOID,     [RLX_ACT_TANH] = RLX_CPU_ACT_TANH};
+    if ((int)a <= (int)RLX_ACT_NONE || (size_t)a >= sizeof kinds / sizeof kinds[0])
+        return false;
+    cp->has_act = true;
+    cp->act = kinds[a];
+    return true;
+}
+
 /* The kernel's parameters of a conv op over 4-d dims (1-d convs as H = 1). */
 static rlx_cpu_conv2d_params conv_params(const rlx_op_params *p, bool is1d, const int64_t *xn,
                                          const int64_t *wn, const int64_t *on)
@@ -2101,6 +2116,8 @@ static bool fast_conv(const cpu_op_ctx *c, bool transpose)
     if (bias && !bp)
         return false;
     rlx_cpu_conv2d_params cp = conv_params(c->p, is1d, xn, wn, on);
+    if (c->p->conv.act != RLX_ACT_NONE && !cpu_act_kind(c->p->conv.act, &cp))
+        return false;
     /* the rest of the kernel scratch, past the widened weights */
     size_t used = w->dt != RLX_DTYPE_F32 ? ((size_t)numel(w) * sizeof(float) + 63) / 64 * 64 : 0;
     if (c->kscratch && c->kscratch_bytes > used) {

@@ -286,7 +286,9 @@ typedef struct rlx_cpu_conv2d_params {
                                   * transposed conv [c_in][c_out/groups][kh][kw] */
     int64_t stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, groups;
     int64_t out_pad_h, out_pad_w; /* transposed conv only */
-    bool wino; /* a 3x3 conv of stride 1 may run as Winograd F(2x2, 3x3) (default) */
+    bool wino;    /* a 3x3 conv of stride 1 may run as Winograd F(2x2, 3x3) (default) */
+    bool has_act; /* the output passes through act (ReLU inside the kernel) */
+    int act;      /* rlx_cpu_act_kind */
     /* working memory the caller keeps between calls (NULL: the kernel
      * allocates its own), rlx_cpu_conv2d_scratch_floats long, 64-byte aligned */
     float *scratch;

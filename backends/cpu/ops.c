@@ -623,17 +623,29 @@ static void im2col_task(void *vc, int64_t row, int thread)
 
 typedef struct {
     float *y;
-    const float *bias;
+    const float *bias; /* or NULL */
     int64_t c_out, hw;
+    bool relu;
 } bias_ctx;
+
+/* y += bias, then ReLU where asked, over one output plane. */
+static void bias_relu(float *y, int64_t n, float b, bool relu)
+{
+    if (relu)
+        for (int64_t i = 0; i < n; i++) {
+            float v = y[i] + b;
+            y[i] = v > 0.0f ? v : 0.0f;
+        }
+    else
+        for (int64_t i = 0; i < n; i++)
+            y[i] += b;
+}
 
 static void bias_task(void *vc, int64_t plane, int thread)
 {
     (void)thread;
     const bias_ctx *c = vc;
-    float *yc = c->y + plane * c->hw, b = c->bias[plane % c->c_out];
-    for (int64_t i = 0; i < c->hw; i++)
-        yc[i] += b;
+    bias_relu(c->y + plane * c->hw, c->hw, c->bias ? c->bias[plane % c->c_out] : 0.0f, c->relu);
 }
 
 /* ---- implicit GEMM: the conv as weights x im2col(x), with no column
@@ -660,6 +672,7 @@ typedef struct {
     const struct igemm_krow *krow; /* per k row of the GEMM, where it reads the input */
     rlx_gemm_ukernel_rows_fn uk_rows;
     void (*pack_run)(float *d, const float *s, int64_t n, int64_t a, int64_t b);
+    bool relu;
 } igemm_ctx;
 
 /* Row k of the implicit im2col matrix (input channel ch, tap ki, kj): the
@@ -836,12 +849,9 @@ static void igemm_task(void *vc, int64_t task, int thread)
         }
     }
     int64_t o1 = i1 * MR < c->og ? i1 * MR : c->og;
-    if (c->bias)
-        for (int64_t o = i0 * MR; o < o1; o++) {
-            float bv = c->bias[g * c->og + o], *yr = yg + o * hw;
-            for (int64_t i = 0; i < ncols; i++)
-                yr[i] += bv;
-        }
+    if (c->bias || c->relu)
+        for (int64_t o = i0 * MR; o < o1; o++)
+            bias_relu(yg + o * hw, ncols, c->bias ? c->bias[g * c->og + o] : 0.0f, c->relu);
 }
 
 /* The conv by implicit GEMM over n_bands bands of `band` output rows, each
@@ -901,7 +911,8 @@ static rlx_status igemm_conv(rlx_threadpool *pool, const rlx_cpu_conv2d_params *
                    .krow = krow,
                    .mr = mr,
                    .uk_rows = mr == 8 ? vt->gemm_ukernel8_rows : vt->gemm_ukernel_rows,
-                   .pack_run = vt->pack_run};
+                   .pack_run = vt->pack_run,
+                   .relu = p->has_act && p->act == RLX_CPU_ACT_RELU};
     int64_t mpan = (og + mr - 1) / mr;
     n_mc = n_mc < 1 ? 1 : n_mc > mpan ? mpan : n_mc;
     c.mc_panels = (mpan + n_mc - 1) / n_mc;
@@ -1146,7 +1157,7 @@ static rlx_status wino_conv(rlx_threadpool *pool, const rlx_cpu_conv2d_params *p
                   .mpan = mpan,
                   .ntx = (ho + 1) / 2,
                   .npx = ((wo + 1) / 2 + WG_NR - 1) / WG_NR,
-                  .relu = 0,
+                  .relu = p->has_act && p->act == RLX_CPU_ACT_RELU,
                   .uk_rows = mr == 8 ? vt->gemm_ukernel8_rows : vt->gemm_ukernel_rows,
                   .vt = vt};
     /* bands of up to 8 tile rows, while that leaves 4 tasks a thread */
@@ -1159,6 +1170,19 @@ static rlx_status wino_conv(rlx_threadpool *pool, const rlx_cpu_conv2d_params *p
     return RLX_OK;
 }
 
+static rlx_status conv2d_run(rlx_threadpool *pool, const rlx_cpu_conv2d_params *p, const float *x,
+                             const float *w, const float *bias, float *y, int64_t ho, int64_t wo);
+
+/* An activation other than ReLU (which the kernels apply as they write) as
+ * a pass over the output. */
+static rlx_status conv_act(rlx_threadpool *pool, const rlx_cpu_conv2d_params *p, rlx_status st,
+                           float *y, int64_t n)
+{
+    if (st == RLX_OK && p->has_act && p->act != RLX_CPU_ACT_RELU)
+        rlx_cpu_act_pool(pool, (rlx_cpu_act_kind)p->act, y, y, n);
+    return st;
+}
+
 rlx_status rlx_cpu_conv2d(rlx_threadpool *pool, const rlx_cpu_conv2d_params *p, const float *x,
                           const float *w, const float *bias, float *y)
 {
@@ -1167,6 +1191,13 @@ rlx_status rlx_cpu_conv2d(rlx_threadpool *pool, const rlx_cpu_conv2d_params *p, 
     int64_t ho = rlx_cpu_conv2d_out_h(p), wo = rlx_cpu_conv2d_out_w(p);
     if (ho <= 0 || wo <= 0)
         return RLX_ERR_INVALID_ARG;
+    return conv_act(pool, p, conv2d_run(pool, p, x, w, bias, y, ho, wo), y,
+                    p->n * p->c_out * ho * wo);
+}
+
+static rlx_status conv2d_run(rlx_threadpool *pool, const rlx_cpu_conv2d_params *p, const float *x,
+                             const float *w, const float *bias, float *y, int64_t ho, int64_t wo)
+{
     int64_t cg = p->c_in / p->groups, og = p->c_out / p->groups;
     int64_t kdim = cg * p->kh * p->kw;
     bool pointwise = p->kh == 1 && p->kw == 1 && p->stride_h == 1 && p->stride_w == 1 &&
@@ -1232,8 +1263,9 @@ rlx_status rlx_cpu_conv2d(rlx_threadpool *pool, const rlx_cpu_conv2d_params *p, 
         }
     }
     free(col);
-    if (bias) {
-        bias_ctx b = {.y = y, .bias = bias, .c_out = p->c_out, .hw = ho * wo};
+    bool relu = p->has_act && p->act == RLX_CPU_ACT_RELU;
+    if (bias || relu) {
+        bias_ctx b = {.y = y, .bias = bias, .c_out = p->c_out, .hw = ho * wo, .relu = relu};
         rlx_parallel_for(pool, p->n * p->c_out, bias_task, &b);
     }
     return RLX_OK;
@@ -1300,5 +1332,7 @@ rlx_status rlx_cpu_conv_transpose2d(rlx_threadpool *pool, const rlx_cpu_conv2d_p
         }
     }
     free(col);
+    if (p->has_act)
+        rlx_cpu_act_pool(pool, (rlx_cpu_act_kind)p->act, y, y, p->n * p->c_out * ho * wo);
     return RLX_OK;
 }

@@ -290,6 +290,8 @@ static int cu_check(const rlx_lir *lir, const rlx_lir_instr *ins, char *why, siz
         int want = op == RLX_OP_CONV1D ? 3 : 4;
         if (in[0]->shape.rank != want || in[1]->shape.rank != want || o->shape.rank != want)
             return NO("convolution ranks");
+        if (ins->p.conv.act != RLX_ACT_NONE)
+            return NO("a fused activation");
         for (int k = 0; k < ins->n_in; k++)
             if (!ld_ok(in[k]->dtype))
                 return NO("input %d is %s", k, rlx_dtype_name(in[k]->dtype));

@@ -2,6 +2,7 @@
  * backend's supports_op before it replaces anything.
  *   matmul -> scale -> add(bias [N]) -> activation  => one matmul (alpha,
  *       bias, act epilogue)
+ *   conv -> activation                               => one conv (act epilogue)
  *   rms_norm/layer_norm(x) * w [D] (+ b [D])        => the norm's weight/bias
  *   rms_norm(a + b, w), the sum used only there     => ADD_RMS_NORM(a, b, w)
  *   rms_norm(a + b, w), the sum read again (the residual stream of a pre-norm
@@ -130,6 +131,27 @@ static void fuse_matmul(fz *f, int32_t m)
             return;
         absorb(f, m, u);
     }
+}
+
+/* conv -> activation => one conv with the activation as its epilogue
+ * (U-Nets' conv + ReLU: the output is written once, already activated) */
+static void fuse_conv(fz *f, int32_t i)
+{
+    const rlx_gnode *n = &f->g->nodes[i];
+    int32_t u = single_user(f, i);
+    if (u < 0 || n->p.conv.act != RLX_ACT_NONE)
+        return;
+    const rlx_gnode *un = &f->g->nodes[u];
+    if (act_of(un) == RLX_ACT_NONE || !rlx_shape_equal(&un->shape, &n->shape) ||
+        un->segment != n->segment || un->dtype != n->dtype)
+        return;
+    rlx_op_params p = n->p;
+    p.conv.act = act_of(un);
+    rlx_node in[RLX_MAX_INPUTS];
+    for (int k = 0; k < n->n_in; k++)
+        in[k] = n->in[k];
+    if (try_update(f, i, &p, n->n_in, in))
+        absorb(f, i, u);
 }
 
 static void fuse_norm(fz *f, int32_t i)
@@ -430,6 +452,8 @@ rlx_status rlx_pass_fusion(rlx_graph *g, const rlx_compile_opts *opts, rlx_error
         rlx_op op = g->nodes[i].op;
         if (op == RLX_OP_MATMUL)
             fuse_matmul(&f, i);
+        else if (op == RLX_OP_CONV1D || op == RLX_OP_CONV2D || op == RLX_OP_CONV_TRANSPOSE2D)
+            fuse_conv(&f, i);
         else if (op == RLX_OP_RMS_NORM || op == RLX_OP_LAYER_NORM)
             fuse_norm(&f, i);
     }

@@ -522,7 +522,7 @@ static bool emit_cast(ctx *c, int32_t to)
     else if (narrow != RLX_DTYPE_INVALID)
         y = rlx_graph_cast(c->g, NULL, rlx_graph_cast(c->g, NULL, x, narrow), RLX_DTYPE_F32);
     else if (from == gto)
-        y = rlx_graph_copy(c->g, NULL, x);
+        y = x; /* float16 -> float: the value already is one (as Identity) */
     else
         y = rlx_graph_cast(c->g, NULL, x, gto);
     return ox_out1(c, to, y);
