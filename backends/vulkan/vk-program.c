@@ -1025,8 +1025,8 @@ static int32_t or1(int32_t v)
 
 /* conv-gemm.comp's block: output channels of a workgroup (all its threads)
  * and pixels of each thread; must match the shader's OB and PB. */
-#define CONV_GEMM_OB 16
-#define CONV_GEMM_PB 2
+#define CONV_GEMM_OB 8
+#define CONV_GEMM_PB 8
 
 /* The blocked kernel takes plain convolutions, grouped ones where a
  * workgroup's channels lie in one group; the direct kernel the rest

@@ -19,10 +19,10 @@
 #include "common.glsl"
 
 #ifndef OB
-#define OB 16
+#define OB 8
 #endif
 #ifndef PB
-#define PB 2
+#define PB 8
 #endif
 
 // the loop nest over taps; XL(e) loads x element e (from its operand's
