@@ -2131,6 +2131,20 @@ static void test_conv(void **state)
     conv_case(false, true, 1, 4, 5, 7, 3, 2, 2, 2, 0, 1, 1, 0, true, RLX_DTYPE_F32);
     conv_case(false, true, 2, 6, 4, 3, 4, 3, 3, 2, 1, 1, 2, 1, true, RLX_DTYPE_F16);
     conv_case(false, true, 1, 4, 5, 6, 3, 8, 8, 4, 2, 1, 1, 0, true, RLX_DTYPE_F32);
+    /* the Vulkan blocked kernel (conv-gemm.comp: 8 output channels x 512
+     * pixels a workgroup) on channel counts that are not multiples of its
+     * block, several pixel tiles with a partial last one, ISNet's RSU
+     * blocks' dilated 3x3 convs (padding = dilation 2, 4, 8), a strided
+     * one, 1x1 and single-channel (side output) convs, F16 weights, bias,
+     * and groups whose channels fill whole blocks (taken by it too) */
+    conv_case(false, false, 1, 5, 19, 23, 11, 3, 3, 2, 1, 1, 1, 0, true, RLX_DTYPE_F16);
+    conv_case(false, false, 1, 6, 33, 30, 9, 3, 3, 1, 2, 2, 1, 0, true, RLX_DTYPE_F32);
+    conv_case(false, false, 1, 7, 29, 31, 10, 3, 3, 1, 4, 4, 1, 0, true, RLX_DTYPE_F16);
+    conv_case(false, false, 2, 4, 26, 25, 17, 3, 3, 1, 8, 8, 1, 0, false, RLX_DTYPE_F16);
+    conv_case(false, false, 1, 17, 25, 27, 20, 1, 1, 1, 0, 1, 1, 0, true, RLX_DTYPE_F32);
+    conv_case(false, false, 1, 12, 40, 40, 1, 3, 3, 1, 1, 1, 1, 0, true, RLX_DTYPE_F16);
+    conv_case(false, false, 1, 6, 21, 22, 16, 3, 3, 1, 1, 1, 2, 0, true, RLX_DTYPE_F32);
+    conv_case(false, false, 1, 3, 37, 35, 8, 3, 3, 2, 1, 1, 1, 0, true, RLX_DTYPE_F16);
     /* inputs and outputs of tens of KiB, which at bindings of 16 KiB must
      * split (ISNet's 128-channel 512x512 input is 128 MiB, lavapipe's whole
      * binding): over output channels and over output rows, whose input

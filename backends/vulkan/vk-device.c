@@ -36,6 +36,9 @@ static const uint32_t spv_attention_tile128[] =
 static const uint32_t spv_conv[] =
 #include "backends/vulkan/conv.spv.h"
     ;
+static const uint32_t spv_conv_gemm[] =
+#include "backends/vulkan/conv-gemm.spv.h"
+    ;
 static const uint32_t spv_spatial[] =
 #include "backends/vulkan/spatial.spv.h"
     ;
@@ -66,6 +69,9 @@ static const uint32_t spv_attention_tile128_f16[] =
 static const uint32_t spv_conv_f16[] =
 #include "backends/vulkan/conv-f16.spv.h"
     ;
+static const uint32_t spv_conv_gemm_f16[] =
+#include "backends/vulkan/conv-gemm-f16.spv.h"
+    ;
 static const uint32_t spv_spatial_f16[] =
 #include "backends/vulkan/spatial-f16.spv.h"
     ;
@@ -91,6 +97,7 @@ static const struct {
         [VK_K_ATTN_T64] = {spv_attention_tile, sizeof spv_attention_tile, "attention (tiled)"},
         [VK_K_ATTN_T128] = {spv_attention_tile128, sizeof spv_attention_tile128,
                             "attention (tiled, dims to 128)"},
+        [VK_K_CONV_GEMM] = {spv_conv_gemm, sizeof spv_conv_gemm, "conv (blocked)"},
     },
     {
         [VK_K_EW] = {spv_ew_f16, sizeof spv_ew_f16, "ew (f16)"},
@@ -105,6 +112,7 @@ static const struct {
                            "attention (tiled, f16)"},
         [VK_K_ATTN_T128] = {spv_attention_tile128_f16, sizeof spv_attention_tile128_f16,
                             "attention (tiled, dims to 128, f16)"},
+        [VK_K_CONV_GEMM] = {spv_conv_gemm_f16, sizeof spv_conv_gemm_f16, "conv (blocked, f16)"},
     },
 };
 

@@ -22,6 +22,7 @@ typedef enum vk_kernel {
     VK_K_GATHER,
     VK_K_ATTN_T64,  /* attention-tile.comp: head dims up to 64 */
     VK_K_ATTN_T128, /* the same built for head dims up to 128 */
+    VK_K_CONV_GEMM, /* conv-gemm.comp: register-blocked convolution (vk-program.c: fill_conv) */
     VK_K_COUNT
 } vk_kernel;
 

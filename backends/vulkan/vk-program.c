@@ -1025,6 +1025,19 @@ static int32_t or1(int32_t v)
     return v > 0 ? v : 1;
 }
 
+/* conv-gemm.comp's block: output channels of a workgroup (all its threads)
+ * and pixels of each thread; must match the shader's OB and PB. */
+#define CONV_GEMM_OB 8
+#define CONV_GEMM_PB 8
+
+/* The blocked kernel takes plain convolutions, grouped ones where a
+ * workgroup's channels lie in one group; the direct kernel the rest
+ * (transposed, depthwise). */
+static bool conv_gemm_ok(bool tr, int32_t groups, int64_t oc)
+{
+    return !tr && (groups == 1 || (oc / groups) % CONV_GEMM_OB == 0);
+}
+
 static bool fill_conv(fill_ctx *c, const rlx_lir_instr *ins)
 {
     vk_program *P = c->P;
@@ -1039,8 +1052,12 @@ static bool fill_conv(fill_ctx *c, const rlx_lir_instr *ins)
     int32_t G = or1(p->conv.groups);
     if (xn[1] % G || on[1] % G)
         return fail(c, "channels are not a multiple of the groups");
-    int64_t ntile = (on[2] * on[3] + VK_LS - 1) / VK_LS, noct = (on[1] + 7) / 8;
-    int32_t *w = new_disp(c, VK_K_CONV, true, on[0] * noct * ntile);
+    /* the blocked kernel where it applies, decided at create (a run keeps
+     * the kernel its recorded command buffer binds) */
+    vk_kernel k = c->fixed                     ? c->fixed[c->n].k
+                  : conv_gemm_ok(tr, G, on[1]) ? VK_K_CONV_GEMM
+                                               : VK_K_CONV;
+    int32_t *w = new_disp(c, k, true, 0);
     put_desc(c, w, 0, &x);
     put_desc(c, w, 1, &wt);
     put_desc(c, w, VK_OUT_SLOT, &o);
@@ -1066,6 +1083,7 @@ static bool fill_conv(fill_ctx *c, const rlx_lir_instr *ins)
         w[PRM(24 + d)] = (int32_t)ws[d];
         w[PRM(28 + d)] = (int32_t)os[d];
     }
+    set_items(&c->d[c->n - 1], w);
     return true;
 }
 
@@ -1179,6 +1197,7 @@ static bool fill_instr(fill_ctx *c, int32_t i)
     case VK_K_ATTN:
         return fill_attention(c, ins);
     case VK_K_CONV:
+    case VK_K_CONV_GEMM:
         return fill_conv(c, ins);
     case VK_K_SPATIAL:
         return fill_spatial(c, ins);
@@ -1450,7 +1469,8 @@ static int split_axes(const vk_disp *D, int32_t *w, split_axis *ax)
         }
         break;
     }
-    case VK_K_CONV: {
+    case VK_K_CONV:
+    case VK_K_CONV_GEMM: {
         /* P(0) N, P(1) OC, P(2) OH; the weight and output strides the shader
          * uses are P(24..31), so a cut moves only the descriptors' offsets */
         bool tr = w[PRM(16)] != 0;
@@ -1607,6 +1627,10 @@ static void set_items(const vk_disp *D, int32_t *w)
     case VK_K_CONV: /* a workgroup per 8 channels x VK_LS pixels (fill_conv) */
         n = (int64_t)w[PRM(0)] * ((w[PRM(1)] + 7) / 8) *
             (((int64_t)w[PRM(2)] * w[PRM(3)] + VK_LS - 1) / VK_LS);
+        break;
+    case VK_K_CONV_GEMM: /* CONV_GEMM_OB channels x VK_LS * CONV_GEMM_PB pixels */
+        n = (int64_t)w[PRM(0)] * ((w[PRM(1)] + CONV_GEMM_OB - 1) / CONV_GEMM_OB) *
+            (((int64_t)w[PRM(2)] * w[PRM(3)] + VK_LS * CONV_GEMM_PB - 1) / (VK_LS * CONV_GEMM_PB));
         break;
     default:
         for (int d = 0; d < qo[1]; d++)
@@ -1797,7 +1821,7 @@ static double instr_cost(const vk_program *P, int32_t i, const int64_t *sv)
         return 0;
     vt o = vt_of(P, ins->out, sv);
     double n = (double)numel(&o);
-    if (P->kern[i] == VK_K_CONV && ins->n_in >= 2) {
+    if ((P->kern[i] == VK_K_CONV || P->kern[i] == VK_K_CONV_GEMM) && ins->n_in >= 2) {
         vt w = vt_of(P, ins->in[1], sv);
         double per = 1;
         for (int d = 1; d < w.rank; d++)
