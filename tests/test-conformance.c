@@ -1994,7 +1994,7 @@ static void test_scatter_q8_0(void **state)
 
 /* ---- convolution, resize, pool ------------------------------------------------ */
 
-/* the activation the conv cases fuse (the GPU backends decline one) */
+/* the activation the conv cases fuse */
 static rlx_act conv_act = RLX_ACT_NONE;
 
 static void conv_case(bool is1d, bool transpose, int64_t N, int64_t C, int64_t H, int64_t W,
@@ -2158,7 +2158,6 @@ static void test_conv(void **state)
      * transposed conv; SiLU after the kernel */
     conv_case(false, false, 1, 16, 64, 70, 24, 3, 3, 1, 1, 1, 1, 0, true, RLX_DTYPE_F16);
     conv_act = RLX_ACT_RELU;
-    cpu_only = "a conv's fused activation (the fusion pass leaves it apart on the GPUs)";
     conv_case(false, false, 1, 16, 64, 70, 24, 3, 3, 1, 1, 1, 1, 0, true, RLX_DTYPE_F16);
     conv_case(false, false, 1, 8, 40, 36, 12, 3, 3, 2, 1, 1, 1, 0, true, RLX_DTYPE_F32);
     conv_case(false, false, 1, 8, 20, 18, 10, 1, 1, 1, 0, 1, 1, 0, false, RLX_DTYPE_F32);
@@ -2167,7 +2166,6 @@ static void test_conv(void **state)
     conv_case(false, false, 1, 16, 64, 70, 24, 3, 3, 1, 1, 1, 1, 0, true, RLX_DTYPE_F32);
     conv_case(true, false, 1, 5, 1, 17, 7, 1, 3, 1, 1, 1, 1, 0, true, RLX_DTYPE_F16);
     conv_act = RLX_ACT_NONE;
-    cpu_only = NULL;
     must_split = true;
     conv_case(false, false, 1, 3, 40, 36, 10, 3, 3, 1, 1, 1, 1, 0, true, RLX_DTYPE_F32);
     conv_case(false, false, 2, 2, 60, 40, 7, 3, 3, 2, 2, 2, 1, 0, true, RLX_DTYPE_F16);

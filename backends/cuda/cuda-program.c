@@ -290,8 +290,6 @@ static int cu_check(const rlx_lir *lir, const rlx_lir_instr *ins, char *why, siz
         int want = op == RLX_OP_CONV1D ? 3 : 4;
         if (in[0]->shape.rank != want || in[1]->shape.rank != want || o->shape.rank != want)
             return NO("convolution ranks");
-        if (ins->p.conv.act != RLX_ACT_NONE)
-            return NO("a fused activation");
         for (int k = 0; k < ins->n_in; k++)
             if (!ld_ok(in[k]->dtype))
                 return NO("input %d is %s", k, rlx_dtype_name(in[k]->dtype));
@@ -1340,6 +1338,7 @@ static bool fill_conv(fill_ctx *c, const rlx_lir_instr *ins)
     w[PRM(14)] = or1(p->conv.dilation[is1d ? 0 : 1]);
     w[PRM(15)] = G;
     w[PRM(16)] = tr;
+    w[PRM(19)] = (int32_t)p->conv.act;
     w[PRM(18)] = x.dt == RLX_DTYPE_F32 && wt.dt == RLX_DTYPE_F32;
     if (ins->n_in > 2) {
         vt b = vt_of(P, ins->in[2], c->sv);

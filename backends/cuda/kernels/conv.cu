@@ -3,7 +3,8 @@
 // 8 channels' weights for one input channel are staged in shared memory,
 // up to 49 taps at a time, and each x value is loaded once for all 8.
 // P(0..8) N OC OH OW IC IH IW KH KW, P(9..14) sh sw ph pw dh dw, P(15) G,
-// P(16) transpose, P(17) bias; strides x P(20..23), w P(24..27), o P(28..31).
+// P(16) transpose, P(17) bias, P(19) fused activation (rlx_act); strides x P(20..23), w P(24..27),
+// o P(28..31).
 #include "common.cuh"
 
 #define LS   128
@@ -109,6 +110,7 @@ extern "C" __global__ void __launch_bounds__(LS) rlx_conv(const int *rec)
         if (P(17))
             v += ldf(D_PTR(2), D_DT(2), (int64_t)oc * D_ST(2, D_RANK(2) - 1));
         stf((uint8_t *)D_PTR(OUT), D_DT(OUT),
-            (int64_t)n * os0 + (int64_t)oc * os1 + (int64_t)oy * os2 + (int64_t)ox * os3, v);
+            (int64_t)n * os0 + (int64_t)oc * os1 + (int64_t)oy * os2 + (int64_t)ox * os3,
+            act(P(19), v));
     }
 }

@@ -118,7 +118,8 @@ void main()
         [[unroll]] for (int p = 0; p < PB; p++) {
             if (!live[p]) continue;
             int oy = pix[p] / OW, ox = pix[p] % OW;
-            stf(D_DT(OUT), D_OFF(OUT), n * os0 + oc * os1 + oy * os2 + ox * os3, acc[j][p] + b);
+            stf(D_DT(OUT), D_OFF(OUT), n * os0 + oc * os1 + oy * os2 + ox * os3,
+                act(P(19), acc[j][p] + b));
         }
     }
 }

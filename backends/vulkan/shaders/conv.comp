@@ -2,7 +2,7 @@
 // Direct convolution / transposed convolution of [N, OC, OH, OW] (1-D as
 // H = 1).
 // P(0..8) N OC OH OW IC IH IW KH KW, P(9..14) sh sw ph pw dh dw, P(15) G,
-// P(16) transpose, P(17) bias; strides x P(20..23), w P(24..27), o P(28..31).
+// P(16) transpose, P(17) bias, P(19) fused activation (rlx_act); strides x P(20..23), w P(24..27), o P(28..31).
 #include "common.glsl"
 
 // Workgroup = 64 output pixels x 8 output channels of one image: the 8
@@ -99,6 +99,6 @@ void main()
         if (oc >= OC) break;
         float v = acc[j];
         if (P(17) != 0) v += ldf(2, D_DT(2), D_OFF(2), oc * D_ST(2, D_RANK(2) - 1));
-        stf(D_DT(OUT), D_OFF(OUT), n * os0 + oc * os1 + oy * os2 + ox * os3, v);
+        stf(D_DT(OUT), D_OFF(OUT), n * os0 + oc * os1 + oy * os2 + ox * os3, act(P(19), v));
     }
 }
