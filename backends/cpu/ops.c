@@ -856,6 +856,19 @@ static void igemm_task(void *vc, int64_t task, int thread)
 
 /* The conv by implicit GEMM over n_bands bands of `band` output rows, each
  * split over n_mc chunks of the output channels. */
+/* Floats of the implicit GEMM's working memory: the packed weights, a B
+ * panel per thread, the k rows (each part a multiple of 16 floats). */
+static size_t igemm_floats(const rlx_cpu_conv2d_params *p, int nth)
+{
+    int64_t cg = p->c_in / p->groups, og = p->c_out / p->groups, kdim = cg * p->kh * p->kw;
+    int64_t mr = RLX_GEMM_MR;
+    if ((og + 7) / 8 * 8 - og < (og + mr - 1) / mr * mr - og)
+        mr = 8;
+    size_t ap = (size_t)p->groups * (size_t)((og + mr - 1) / mr * mr) * (size_t)kdim;
+    size_t krow = ((size_t)kdim * sizeof(igemm_krow) + sizeof(float) - 1) / sizeof(float);
+    return (ap + 15) / 16 * 16 + (size_t)nth * IG_NR * IG_KC + (krow + 15) / 16 * 16;
+}
+
 static rlx_status igemm_conv(rlx_threadpool *pool, const rlx_cpu_conv2d_params *p, const float *x,
                              const float *w, const float *bias, float *y, int64_t ho, int64_t wo,
                              int64_t band, int64_t n_bands, int64_t n_mc)
@@ -870,15 +883,17 @@ static rlx_status igemm_conv(rlx_threadpool *pool, const rlx_cpu_conv2d_params *
         mr = 8;
     size_t ap_group = (size_t)((og + mr - 1) / mr * mr) * (size_t)kdim;
     size_t bp_stride = (size_t)IG_NR * IG_KC;
-    float *ap = aligned_alloc(64, ((size_t)p->groups * ap_group * sizeof(float) + 63) / 64 * 64);
-    float *bp = aligned_alloc(64, (size_t)nth * bp_stride * sizeof(float));
-    igemm_krow *krow = malloc((size_t)kdim * sizeof *krow);
-    if (!ap || !bp || !krow) {
-        free(ap);
-        free(bp);
-        free(krow);
+    /* the packed weights, a B panel per thread and the k rows, in the
+     * caller's scratch where it has room (no allocation per run) */
+    size_t need = igemm_floats(p, nth);
+    float *mem = p->scratch && p->scratch_floats >= need && ((uintptr_t)p->scratch & 63) == 0
+                     ? NULL
+                     : aligned_alloc(64, need * sizeof(float));
+    float *ap = mem ? mem : p->scratch;
+    if (!ap)
         return RLX_ERR_NO_MEMORY;
-    }
+    float *bp = ap + ((size_t)p->groups * ap_group + 15) / 16 * 16;
+    igemm_krow *krow = (igemm_krow *)(bp + (size_t)nth * bp_stride);
     for (int64_t k = 0, khw = p->kh * p->kw, sw = p->stride_w; k < kdim; k++) {
         int64_t ch = k / khw, ki = (k / p->kw) % p->kh, kj = k % p->kw;
         int64_t off = kj * p->dil_w - p->pad_w;
@@ -918,9 +933,7 @@ static rlx_status igemm_conv(rlx_threadpool *pool, const rlx_cpu_conv2d_params *
     c.mc_panels = (mpan + n_mc - 1) / n_mc;
     c.n_mc = (mpan + c.mc_panels - 1) / c.mc_panels;
     rlx_parallel_for(pool, p->n * p->groups * n_bands * c.n_mc, igemm_task, &c);
-    free(ap);
-    free(bp);
-    free(krow);
+    free(mem);
     return RLX_OK;
 }
 
@@ -1118,9 +1131,13 @@ size_t rlx_cpu_conv2d_scratch_floats(const rlx_cpu_conv2d_params *p, int n_threa
         return 0;
     int64_t ho = rlx_cpu_conv2d_out_h(p), wo = rlx_cpu_conv2d_out_w(p);
     size_t u_xi, scr_stride;
-    if (!p->wino || ho <= 0 || wo <= 0 || !wino_ok(p, ho, wo))
+    if (ho <= 0 || wo <= 0)
         return 0;
-    return wino_floats(p, n_threads, &u_xi, &scr_stride);
+    if (p->wino && wino_ok(p, ho, wo))
+        return wino_floats(p, n_threads, &u_xi, &scr_stride);
+    bool pointwise = p->kh == 1 && p->kw == 1 && p->stride_h == 1 && p->stride_w == 1 &&
+                     p->pad_h == 0 && p->pad_w == 0;
+    return pointwise ? 0 : igemm_floats(p, n_threads);
 }
 
 static rlx_status wino_conv(rlx_threadpool *pool, const rlx_cpu_conv2d_params *p, const float *x,

@@ -243,6 +243,20 @@ static void store_elem(void *p, int32_t e, int64_t i, double v)
     }
 }
 
+/* Output i is float in the file and F32 in the graph: the run writes it
+ * straight into the caller's buffer. An output bound twice (two names for
+ * one value) still goes through the runner's buffers. */
+static bool float_out(const rlx_onnx_runner *r, int32_t i)
+{
+    const rlx_onnx_io *io = rlx_onnx_import_output(r->im, i);
+    if (io->elem_type != RLX_ONNX_FLOAT || io->graph_dtype != RLX_DTYPE_F32)
+        return false;
+    for (int32_t j = 0; j < rlx_onnx_import_n_outputs(r->im); j++)
+        if (j != i && r->out_slot[j] == r->out_slot[i])
+            return false;
+    return true;
+}
+
 rlx_status rlx_onnx_runner_run(rlx_onnx_runner *r, const void *const *inputs, void *const *outputs,
                                rlx_error **err)
 {
@@ -262,6 +276,10 @@ rlx_status rlx_onnx_runner_run(rlx_onnx_runner *r, const void *const *inputs, vo
         if (r->in_slot[i] < 0)
             continue;
         const rlx_onnx_io *io = rlx_onnx_import_input(r->im, i);
+        if (io->elem_type == RLX_ONNX_FLOAT && io->graph_dtype == RLX_DTYPE_F32) {
+            ins[r->in_slot[i]] = inputs[i]; /* float as the graph holds it: no copy */
+            continue;
+        }
         for (int64_t k = 0; k < io->numel; k++) {
             double v = rlx_onnx_elem_get(inputs[i], io->elem_type, k);
             if (io->graph_dtype == RLX_DTYPE_F32) {
@@ -284,7 +302,7 @@ rlx_status rlx_onnx_runner_run(rlx_onnx_runner *r, const void *const *inputs, vo
         ins[r->in_slot[i]] = r->in_buf[i];
     }
     for (int32_t i = 0; i < no; i++)
-        outs[r->out_slot[i]] = r->out_buf[i];
+        outs[r->out_slot[i]] = float_out(r, i) ? outputs[i] : r->out_buf[i];
     if (st == RLX_OK) {
         rlx_sym_values sv = {{0}};
         st =
@@ -292,6 +310,8 @@ rlx_status rlx_onnx_runner_run(rlx_onnx_runner *r, const void *const *inputs, vo
     }
     for (int32_t i = 0; i < no && st == RLX_OK; i++) {
         const rlx_onnx_io *io = rlx_onnx_import_output(r->im, i);
+        if (float_out(r, i))
+            continue; /* written in place by the run */
         for (int64_t k = 0; k < io->numel; k++) {
             double v;
             if (io->graph_dtype == RLX_DTYPE_F32) {
