@@ -1015,8 +1015,10 @@ static void wino_u_task(void *vc, int64_t o, int thread)
     }
 }
 
-/* Tile row ty, tiles [t0, t0 + NR) of image n. */
-static void wino_tiles(const wino_ctx *c, int64_t n, int64_t ty, int64_t t0, int thread)
+/* Tile row ty, tiles [t0, t0 + NR) of image n; first: the first row of
+ * its band (after it, the top two patch rows were the last row's bottom
+ * two, already in the cache, and only the bottom two are prefetched). */
+static void wino_tiles(const wino_ctx *c, int64_t n, int64_t ty, int64_t t0, int thread, bool first)
 {
     const rlx_cpu_conv2d_params *p = c->p;
     int64_t cin = p->c_in, hw_in = p->h_in * p->w_in, hw = c->ho * c->wo, MR = c->mr;
@@ -1047,7 +1049,7 @@ static void wino_tiles(const wino_ctx *c, int64_t n, int64_t ty, int64_t t0, int
             /* the rows of a channel a few ahead: they lie a plane apart,
              * which the hardware's prefetch does not follow */
             if (k + WG_PF < kc)
-                for (int r = 0; r < 4; r++)
+                for (int r = first ? 0 : 2; r < 4; r++)
                     if (live[r])
                         for (int64_t q = a; q < b; q += 16)
                             __builtin_prefetch(xc + WG_PF * hw_in + roff[r] + q);
@@ -1095,7 +1097,7 @@ static void wino_task(void *vc, int64_t task, int thread)
     int64_t b = rest % c->nband, n = rest / c->nband;
     int64_t ty1 = (b + 1) * c->band < c->ntx ? (b + 1) * c->band : c->ntx;
     for (int64_t ty = b * c->band; ty < ty1; ty++)
-        wino_tiles(c, n, ty, px * WG_NR, thread);
+        wino_tiles(c, n, ty, px * WG_NR, thread, ty == b * c->band);
 }
 
 /* Worth it where the maps are large enough that the transformed weights
