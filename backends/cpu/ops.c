@@ -856,14 +856,36 @@ static void igemm_task(void *vc, int64_t task, int thread)
 
 /* The conv by implicit GEMM over n_bands bands of `band` output rows, each
  * split over n_mc chunks of the output channels. */
+/* Rows of the weight panels: MR, or 8 where that leaves fewer empty (16,
+ * 32, 64 output channels). */
+static int64_t panel_rows(int64_t og)
+{
+    int64_t mr = RLX_GEMM_MR;
+    return (og + 7) / 8 * 8 - og < (og + mr - 1) / mr * mr - og ? 8 : mr;
+}
+
+/* A 1x1 conv of stride 1 without padding: a plain GEMM. */
+static bool conv_pointwise(const rlx_cpu_conv2d_params *p)
+{
+    return p->kh == 1 && p->kw == 1 && p->stride_h == 1 && p->stride_w == 1 && p->pad_h == 0 &&
+           p->pad_w == 0;
+}
+
+/* need floats of working memory: the caller's scratch where it has room
+ * (no allocation per run), else *mem, allocated here (free it after). */
+static float *conv_scratch(const rlx_cpu_conv2d_params *p, size_t need, float **mem)
+{
+    bool fits = p->scratch && p->scratch_floats >= need && ((uintptr_t)p->scratch & 63) == 0;
+    *mem = fits ? NULL : aligned_alloc(64, need * sizeof(float));
+    return fits ? p->scratch : *mem;
+}
+
 /* Floats of the implicit GEMM's working memory: the packed weights, a B
  * panel per thread, the k rows (each part a multiple of 16 floats). */
 static size_t igemm_floats(const rlx_cpu_conv2d_params *p, int nth)
 {
     int64_t cg = p->c_in / p->groups, og = p->c_out / p->groups, kdim = cg * p->kh * p->kw;
-    int64_t mr = RLX_GEMM_MR;
-    if ((og + 7) / 8 * 8 - og < (og + mr - 1) / mr * mr - og)
-        mr = 8;
+    int64_t mr = panel_rows(og);
     size_t ap = (size_t)p->groups * (size_t)((og + mr - 1) / mr * mr) * (size_t)kdim;
     size_t krow = ((size_t)kdim * sizeof(igemm_krow) + sizeof(float) - 1) / sizeof(float);
     return (ap + 15) / 16 * 16 + (size_t)nth * IG_NR * IG_KC + (krow + 15) / 16 * 16;
@@ -875,21 +897,13 @@ static rlx_status igemm_conv(rlx_threadpool *pool, const rlx_cpu_conv2d_params *
 {
     int64_t cg = p->c_in / p->groups, og = p->c_out / p->groups, kdim = cg * p->kh * p->kw;
     int nth = rlx_threadpool_size(pool);
-    /* panels of 8 rows where 12 would leave more of the last one empty (16,
-     * 32, 64 output channels) */
     const rlx_vec_ops *vt = &rlx_cpu_table_get()->vec;
-    int64_t mr = RLX_GEMM_MR;
-    if ((og + 7) / 8 * 8 - og < (og + mr - 1) / mr * mr - og)
-        mr = 8;
+    int64_t mr = panel_rows(og);
     size_t ap_group = (size_t)((og + mr - 1) / mr * mr) * (size_t)kdim;
     size_t bp_stride = (size_t)IG_NR * IG_KC;
     /* the packed weights, a B panel per thread and the k rows, in the
      * caller's scratch where it has room (no allocation per run) */
-    size_t need = igemm_floats(p, nth);
-    float *mem = p->scratch && p->scratch_floats >= need && ((uintptr_t)p->scratch & 63) == 0
-                     ? NULL
-                     : aligned_alloc(64, need * sizeof(float));
-    float *ap = mem ? mem : p->scratch;
+    float *mem, *ap = conv_scratch(p, igemm_floats(p, nth), &mem);
     if (!ap)
         return RLX_ERR_NO_MEMORY;
     float *bp = ap + ((size_t)p->groups * ap_group + 15) / 16 * 16;
@@ -1108,14 +1122,6 @@ static bool wino_ok(const rlx_cpu_conv2d_params *p, int64_t ho, int64_t wo)
            p->dil_w == 1 && p->groups == 1 && ho * wo >= 64 * 64 && wo >= 2 * WG_NR && p->c_in >= 8;
 }
 
-/* Rows of the weight panels: MR, or 8 where that leaves fewer empty (16,
- * 32, 64 output channels). */
-static int64_t panel_rows(int64_t og)
-{
-    int64_t mr = RLX_GEMM_MR;
-    return (og + 7) / 8 * 8 - og < (og + mr - 1) / mr * mr - og ? 8 : mr;
-}
-
 /* Floats of the Winograd path's working memory: the transformed weights
  * (16 slices) and per thread its V, M and row buffers, each a multiple of
  * 16 floats. */
@@ -1137,9 +1143,7 @@ size_t rlx_cpu_conv2d_scratch_floats(const rlx_cpu_conv2d_params *p, int n_threa
         return 0;
     if (p->wino && wino_ok(p, ho, wo))
         return wino_floats(p, n_threads, &u_xi, &scr_stride);
-    bool pointwise = p->kh == 1 && p->kw == 1 && p->stride_h == 1 && p->stride_w == 1 &&
-                     p->pad_h == 0 && p->pad_w == 0;
-    return pointwise ? 0 : igemm_floats(p, n_threads);
+    return conv_pointwise(p) ? 0 : igemm_floats(p, n_threads);
 }
 
 static rlx_status wino_conv(rlx_threadpool *pool, const rlx_cpu_conv2d_params *p, const float *x,
@@ -1149,11 +1153,8 @@ static rlx_status wino_conv(rlx_threadpool *pool, const rlx_cpu_conv2d_params *p
     int64_t og = p->c_out, mr = panel_rows(og);
     int64_t mpan = (og + mr - 1) / mr;
     int nth = rlx_threadpool_size(pool);
-    size_t u_xi, scr_stride, need = wino_floats(p, nth, &u_xi, &scr_stride);
-    float *mem = p->scratch && p->scratch_floats >= need && ((uintptr_t)p->scratch & 63) == 0
-                     ? NULL
-                     : aligned_alloc(64, need * sizeof(float));
-    float *u = mem ? mem : p->scratch;
+    size_t u_xi, scr_stride;
+    float *mem, *u = conv_scratch(p, wino_floats(p, nth, &u_xi, &scr_stride), &mem);
     if (!u)
         return RLX_ERR_NO_MEMORY;
     float *scr = u + (16 * u_xi + 15) / 16 * 16;
@@ -1219,8 +1220,7 @@ static rlx_status conv2d_run(rlx_threadpool *pool, const rlx_cpu_conv2d_params *
 {
     int64_t cg = p->c_in / p->groups, og = p->c_out / p->groups;
     int64_t kdim = cg * p->kh * p->kw;
-    bool pointwise = p->kh == 1 && p->kw == 1 && p->stride_h == 1 && p->stride_w == 1 &&
-                     p->pad_h == 0 && p->pad_w == 0;
+    bool pointwise = conv_pointwise(p);
     int nth = rlx_threadpool_size(pool);
     if (p->wino && wino_ok(p, ho, wo))
         return wino_conv(pool, p, x, w, bias, y, ho, wo);
