@@ -620,6 +620,16 @@ static void gpu_fill(gpu_op *o, int i)
 }
 
 /* Free the first n buffers and the program of a timed case. */
+/* "failed: " and err's sentence (err is freed), in a buffer that lives
+ * until the next call: the timed cases' reason for a failed run. */
+static const char *gpu_failed(rlx_error *err)
+{
+    static char why[512];
+    snprintf(why, sizeof why, "failed: %s", rlx_error_message(err));
+    rlx_error_free(err);
+    return why;
+}
+
 static void gpu_release(gpu_op *o, int n, rlx_program *prog)
 {
     for (int i = 0; i < n; i++) {
@@ -639,7 +649,6 @@ static void gpu_release(gpu_op *o, int n, rlx_program *prog)
 static const char *gpu_time(gpu_op *o, rlx_op op, const rlx_op_params *p, int n_in, int repeats,
                             double *dev_ms, double *wall_ms)
 {
-    static char why[512];
     o->ins.op = op;
     o->ins.p = *p;
     o->ins.n_in = n_in;
@@ -692,9 +701,7 @@ static const char *gpu_time(gpu_op *o, rlx_op op, const rlx_op_params *p, int n_
     }
     goto done;
 fail:
-    snprintf(why, sizeof why, "failed: %s", rlx_error_message(err));
-    rlx_error_free(err);
-    res = why;
+    res = gpu_failed(err);
 done:
     gpu_release(o, n_in + 1, prog);
     return res;
@@ -733,7 +740,6 @@ static double gpu_copy_bw(gpu_op *o, int64_t n, int repeats, const char **why)
 static const char *gpu_launch_cost(gpu_op *o, int n_ops, int64_t n, int repeats, double *dev_us,
                                    double *wall_us)
 {
-    static char why[512];
     gpu_value(o, 0, 2, RLX_DTYPE_F32, 1, (int64_t[]){n});
     gpu_value(o, 1, 2, RLX_DTYPE_F32, 1, (int64_t[]){n});
     gpu_value(o, 2, 2, RLX_DTYPE_F32, 1, (int64_t[]){n});
@@ -786,9 +792,7 @@ static const char *gpu_launch_cost(gpu_op *o, int n_ops, int64_t n, int repeats,
                   : -1;
     goto done;
 fail:
-    snprintf(why, sizeof why, "failed: %s", rlx_error_message(err));
-    rlx_error_free(err);
-    res = why;
+    res = gpu_failed(err);
 done:
     gpu_release(o, 3, prog);
     free(ins);

@@ -2145,13 +2145,6 @@ static void test_conv(void **state)
     conv_case(false, false, 1, 12, 40, 40, 1, 3, 3, 1, 1, 1, 1, 0, true, RLX_DTYPE_F16);
     conv_case(false, false, 1, 6, 21, 22, 16, 3, 3, 1, 1, 1, 2, 0, true, RLX_DTYPE_F32);
     conv_case(false, false, 1, 3, 37, 35, 8, 3, 3, 2, 1, 1, 1, 0, true, RLX_DTYPE_F16);
-    /* inputs and outputs of tens of KiB, which at bindings of 16 KiB must
-     * split (ISNet's 128-channel 512x512 input is 128 MiB, lavapipe's whole
-     * binding): over output channels and over output rows, whose input
-     * windows carry the kernel's halo (padded, strided, dilated), and over
-     * the batch; a transposed conv over its output channels. An input
-     * window spans every input channel (the sum runs over them), so these
-     * inputs have few channels of many rows. */
     /* a map of 64 x 70 (the CPU's Winograd path, F16 weights widened into
      * the same kernel scratch), then fused activations: ReLU on that path,
      * the implicit GEMM (stride 2), a pointwise conv without a bias, and a
@@ -2166,6 +2159,13 @@ static void test_conv(void **state)
     conv_case(false, false, 1, 16, 64, 70, 24, 3, 3, 1, 1, 1, 1, 0, true, RLX_DTYPE_F32);
     conv_case(true, false, 1, 5, 1, 17, 7, 1, 3, 1, 1, 1, 1, 0, true, RLX_DTYPE_F16);
     conv_act = RLX_ACT_NONE;
+    /* inputs and outputs of tens of KiB, which at bindings of 16 KiB must
+     * split (ISNet's 128-channel 512x512 input is 128 MiB, lavapipe's whole
+     * binding): over output channels and over output rows, whose input
+     * windows carry the kernel's halo (padded, strided, dilated), and over
+     * the batch; a transposed conv over its output channels. An input
+     * window spans every input channel (the sum runs over them), so these
+     * inputs have few channels of many rows. */
     must_split = true;
     conv_case(false, false, 1, 3, 40, 36, 10, 3, 3, 1, 1, 1, 1, 0, true, RLX_DTYPE_F32);
     conv_case(false, false, 2, 2, 60, 40, 7, 3, 3, 2, 2, 2, 1, 0, true, RLX_DTYPE_F16);

@@ -852,6 +852,14 @@ static void pack_run(float *d, const float *s, int64_t n, int64_t a, int64_t b)
 
 #if defined(__AVX512F__)
 _Static_assert(RLX_GEMM_NR == 32, "two vectors of 16 tiles");
+/* The even and odd elements of the 32 floats lo, hi. */
+static inline void deinterleave(__m512 lo, __m512 hi, __m512 *ev, __m512 *od)
+{
+    const __m512i e = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    *ev = _mm512_permutex2var_ps(lo, e, hi);
+    *od = _mm512_permutex2var_ps(lo, _mm512_add_epi32(e, _mm512_set1_epi32(1)), hi);
+}
+
 /* lanes [a - off, b - off) of a vector of 16 */
 static inline __mmask16 wino_mask(int64_t a, int64_t b, int64_t off)
 {
@@ -863,8 +871,6 @@ static inline __mmask16 wino_mask(int64_t a, int64_t b, int64_t off)
 
 static void wino_in(const float *const *rows, int64_t a, int64_t b, float *V, int64_t vs)
 {
-    const __m512i ev = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-    const __m512i od = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
     for (int h = 0; h < 2; h++) {
         __m512 e[4][4];
         for (int r = 0; r < 4; r++) {
@@ -882,8 +888,9 @@ static void wino_in(const float *const *rows, int64_t a, int64_t b, float *V, in
                 l2 = _mm512_maskz_loadu_ps(wino_mask(a, b, o + 2), s + 2);
                 l3 = _mm512_maskz_loadu_ps(wino_mask(a, b, o + 18), s + 18);
             }
-            __m512 d0 = _mm512_permutex2var_ps(l0, ev, l1), d1 = _mm512_permutex2var_ps(l0, od, l1);
-            __m512 d2 = _mm512_permutex2var_ps(l2, ev, l3), d3 = _mm512_permutex2var_ps(l2, od, l3);
+            __m512 d0, d1, d2, d3;
+            deinterleave(l0, l1, &d0, &d1);
+            deinterleave(l2, l3, &d2, &d3);
             e[r][0] = _mm512_sub_ps(d0, d2);
             e[r][1] = _mm512_add_ps(d1, d2);
             e[r][2] = _mm512_sub_ps(d2, d1);
@@ -982,14 +989,13 @@ static void wino_out(const float *m, int64_t ms, float bias, int relu, float *y0
 static void max_pool2_row(const float *a, const float *b, float *o, int64_t n)
 {
 #if defined(__AVX512F__)
-    const __m512i ev = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-    const __m512i od = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) {
         __m512 m0 = _mm512_max_ps(_mm512_loadu_ps(a + 2 * i), _mm512_loadu_ps(b + 2 * i));
         __m512 m1 = _mm512_max_ps(_mm512_loadu_ps(a + 2 * i + 16), _mm512_loadu_ps(b + 2 * i + 16));
-        _mm512_storeu_ps(o + i, _mm512_max_ps(_mm512_permutex2var_ps(m0, ev, m1),
-                                              _mm512_permutex2var_ps(m0, od, m1)));
+        __m512 ev, od;
+        deinterleave(m0, m1, &ev, &od);
+        _mm512_storeu_ps(o + i, _mm512_max_ps(ev, od));
     }
     for (; i < n; i++) {
         float x = a[2 * i] > a[2 * i + 1] ? a[2 * i] : a[2 * i + 1];
