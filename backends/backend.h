@@ -77,6 +77,11 @@ typedef struct rlx_device_opts {
      * rlx_device_info) to this many bytes (0 = the device's), so small
      * models exercise the paths that split large tensors. */
     uint64_t max_binding_bytes;
+    /* GPU, for tests: keep a program's records in memory only the device
+     * reads, copied in at the start of each run, as on a discrete GPU, even
+     * where device memory is host-visible (lavapipe), so that path runs
+     * everywhere. */
+    bool staged_records;
 } rlx_device_opts;
 
 /* Opaque per-backend objects. Each backend's struct starts with this header

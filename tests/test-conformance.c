@@ -1268,6 +1268,14 @@ static void test_matmul_quant(void **state)
                 RLX_ACT_NONE, 0);
     matmul_case(1, 3, 1536, 12, RLX_DTYPE_F32, RLX_DTYPE_Q6_K, false, true, L_TRANSPOSED, false,
                 RLX_ACT_NONE, 0);
+    /* Vulkan's matrix-vector kernel for the other weight types: its per-type
+     * paths (Q4_1) and its value-at-a-time one (Q5_0, Q5_1, Q5_K), plain
+     * weights (f32, f16, bf16) */
+    static const rlx_dtype mvt[] = {RLX_DTYPE_Q4_1, RLX_DTYPE_Q5_0, RLX_DTYPE_Q5_1, RLX_DTYPE_Q5_K,
+                                    RLX_DTYPE_F32,  RLX_DTYPE_F16,  RLX_DTYPE_BF16};
+    for (size_t q = 0; q < sizeof mvt / sizeof mvt[0]; q++)
+        matmul_case(1, 3, 512, 9, RLX_DTYPE_F32, mvt[q], false, true, L_CONTIG, true,
+                    RLX_ACT_GELU_TANH, 0.5f);
     /* large */
     matmul_case(1, 33, 1024, 96, RLX_DTYPE_F32, RLX_DTYPE_Q4_K, false, true, L_CONTIG, false,
                 RLX_ACT_NONE, 0);

@@ -39,6 +39,9 @@ static const uint32_t spv_conv[] =
 static const uint32_t spv_conv_gemm[] =
 #include "backends/vulkan/conv-gemm.spv.h"
     ;
+static const uint32_t spv_matvec[] =
+#include "backends/vulkan/matvec.spv.h"
+    ;
 static const uint32_t spv_spatial[] =
 #include "backends/vulkan/spatial.spv.h"
     ;
@@ -72,6 +75,9 @@ static const uint32_t spv_conv_f16[] =
 static const uint32_t spv_conv_gemm_f16[] =
 #include "backends/vulkan/conv-gemm-f16.spv.h"
     ;
+static const uint32_t spv_matvec_f16[] =
+#include "backends/vulkan/matvec-f16.spv.h"
+    ;
 static const uint32_t spv_spatial_f16[] =
 #include "backends/vulkan/spatial-f16.spv.h"
     ;
@@ -98,6 +104,7 @@ static const struct {
         [VK_K_ATTN_T128] = {spv_attention_tile128, sizeof spv_attention_tile128,
                             "attention (tiled, dims to 128)"},
         [VK_K_CONV_GEMM] = {spv_conv_gemm, sizeof spv_conv_gemm, "conv (blocked)"},
+        [VK_K_MATVEC] = {spv_matvec, sizeof spv_matvec, "matvec"},
     },
     {
         [VK_K_EW] = {spv_ew_f16, sizeof spv_ew_f16, "ew (f16)"},
@@ -113,6 +120,7 @@ static const struct {
         [VK_K_ATTN_T128] = {spv_attention_tile128_f16, sizeof spv_attention_tile128_f16,
                             "attention (tiled, dims to 128, f16)"},
         [VK_K_CONV_GEMM] = {spv_conv_gemm_f16, sizeof spv_conv_gemm_f16, "conv (blocked, f16)"},
+        [VK_K_MATVEC] = {spv_matvec_f16, sizeof spv_matvec_f16, "matvec (f16)"},
     },
 };
 
@@ -715,6 +723,11 @@ static rlx_status vk_device_open(int index, const rlx_device_opts *opts, rlx_dev
     d->mt_device = (uint32_t)mt;
     d->mt_host = (uint32_t)mh;
     d->device_mapped = (d->mem.memoryTypes[mt].propertyFlags & HV) == HV;
+    /* The programs' records: every thread of every dispatch reads its
+     * record, so on a discrete GPU they live in device memory (read across
+     * PCIe from host memory they made each dispatch take 10 µs and more on
+     * an H100) and the run copies them in. */
+    d->staged_meta = !d->device_mapped || (opts && opts->staged_records);
     d->heap_size = d->mem.memoryHeaps[d->mem.memoryTypes[mt].heapIndex].size;
 
     VkCommandPoolCreateInfo pci = {
@@ -922,6 +935,37 @@ static rlx_status staged_copy(vk_device *d, vk_buffer *b, uint64_t offset, uint6
                        .pCommandBuffers = &d->xfer_cb};
     vkResetFences(d->dev, 1, &d->xfer_fence);
     rlx_status s = vk_check_result(d, vk_submit(d, &si, d->xfer_fence), "a transfer", err);
+    if (s == RLX_OK)
+        s = vk_wait_fence(d, d->xfer_fence, NULL, err);
+    return s;
+}
+
+/* Copy n bytes from src at so to dst at dt now, and wait for it. */
+rlx_status vk_copy_now(vk_device *d, VkBuffer src, uint64_t so, VkBuffer dst, uint64_t dt,
+                       uint64_t n, rlx_error **err)
+{
+    VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+                                   .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
+    vkResetCommandBuffer(d->xfer_cb, 0);
+    vkBeginCommandBuffer(d->xfer_cb, &bi);
+    VkMemoryBarrier mb0 = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                           .srcAccessMask = VK_ACCESS_MEMORY_WRITE_BIT,
+                           .dstAccessMask = VK_ACCESS_TRANSFER_READ_BIT};
+    vkCmdPipelineBarrier(d->xfer_cb, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT,
+                         VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &mb0, 0, NULL, 0, NULL);
+    VkBufferCopy c = {.srcOffset = so, .dstOffset = dt, .size = n};
+    vkCmdCopyBuffer(d->xfer_cb, src, dst, 1, &c);
+    VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                          .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
+                          .dstAccessMask = VK_ACCESS_HOST_READ_BIT};
+    vkCmdPipelineBarrier(d->xfer_cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0,
+                         1, &mb, 0, NULL, 0, NULL);
+    vkEndCommandBuffer(d->xfer_cb);
+    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
+                       .commandBufferCount = 1,
+                       .pCommandBuffers = &d->xfer_cb};
+    vkResetFences(d->dev, 1, &d->xfer_fence);
+    rlx_status s = vk_check_result(d, vk_submit(d, &si, d->xfer_fence), "a copy", err);
     if (s == RLX_OK)
         s = vk_wait_fence(d, d->xfer_fence, NULL, err);
     return s;

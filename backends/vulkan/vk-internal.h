@@ -23,12 +23,15 @@ typedef enum vk_kernel {
     VK_K_ATTN_T64,  /* attention-tile.comp: head dims up to 64 */
     VK_K_ATTN_T128, /* the same built for head dims up to 128 */
     VK_K_CONV_GEMM, /* conv-gemm.comp: register-blocked convolution (vk-program.c: fill_conv) */
+    VK_K_MATVEC,    /* matvec.comp: matrix-vector products (vk-program.c: fill_matmul) */
     VK_K_COUNT
 } vk_kernel;
 
 #define VK_SLOTS    8 /* bindings: 0..5 inputs, 6 output, 7 meta */
 #define VK_OUT_SLOT 6
-#define VK_LS       64 /* workgroup size (specialization constant 0) */
+#define VK_LS       64           /* workgroup size (specialization constant 0) */
+#define MV_ROWS     8            /* matvec.comp: rows of `a` at most */
+#define MV_COLS     (VK_LS / 32) /* matvec.comp: columns a workgroup */
 
 typedef struct vk_device {
     rlx_device base;
@@ -43,6 +46,7 @@ typedef struct vk_device {
     uint32_t mt_device;  /* memory type for buffers */
     uint32_t mt_host;    /* host-visible, coherent: staging, meta */
     bool device_mapped;  /* mt_device is host-visible too: map buffers */
+    bool staged_meta;    /* records in device memory, copied in per run (!device_mapped) */
     uint64_t max_alloc;  /* maxMemoryAllocationSize */
     uint64_t bind_limit; /* bytes one binding reaches (maxStorageBufferRange or lower) */
     uint64_t heap_size;  /* of mt_device's heap */
@@ -104,6 +108,8 @@ VkResult vk_submit(vk_device *d, const VkSubmitInfo *si, VkFence fence);
 rlx_status vk_pipeline(vk_device *d, vk_kernel k, VkPipeline *out, rlx_error **err);
 rlx_status vk_make_buffer(vk_device *d, uint64_t size, uint32_t mtype, VkBufferUsageFlags usage,
                           VkBuffer *buf, VkDeviceMemory *mem, void **map, rlx_error **err);
+rlx_status vk_copy_now(vk_device *d, VkBuffer src, uint64_t so, VkBuffer dst, uint64_t dt,
+                       uint64_t n, rlx_error **err);
 
 bool vk_supports_op(rlx_device *dev, const rlx_lir *lir, const rlx_lir_instr *ins);
 rlx_status vk_program_create(rlx_device *dev, const rlx_lir *lir, rlx_program **out,

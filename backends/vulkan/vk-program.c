@@ -106,7 +106,14 @@ typedef struct vk_program {
     int32_t *first; /* per instruction: first dispatch; first[n_instrs] = n_disp */
     VkBuffer meta, cbuf, dummy;
     VkDeviceMemory meta_mem, cbuf_mem, dummy_mem;
-    int32_t *meta_map;
+    int32_t *meta_map; /* the host's copy of the records (meta's own where not staged) */
+    /* staged (vk_device.staged_meta): meta is device memory, meta_stage the
+     * host's copy, copied in at the start of a run; the failure flag (word
+     * flag_word, which every record names at its word 12) comes back */
+    VkBuffer meta_stage;
+    VkDeviceMemory meta_stage_mem;
+    uint64_t meta_bytes;
+    int32_t flag_word;
     uint64_t cbuf_size;
     VkDescriptorPool dpool;
     vk_disp *bdisp;        /* per instruction MAX_DISP: the dispatches as filled at create */
@@ -667,6 +674,41 @@ static bool fill_matmul(fill_ctx *c, const rlx_lir_instr *ins)
     bool soft = c->P->dev->props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
     bool rowm = c->fixed ? c->fixed[c->n].per_group
                          : (K >= 256 && rows_b <= 16 && (!soft || numel(&o) <= 4096));
+    /* up to MV_ROWS rows of an f32 `a` along K against weights along K:
+     * matvec.comp, 32 threads a column taking 32 values at a time */
+    const rlx_dtype_info *bi_ = rlx_dtype_get(b.dt);
+    bool mv = c->fixed ? c->fixed[c->n].k == VK_K_MATVEC
+                       : rowm && rows_b <= MV_ROWS && rows_b == M && M > 0 && K % 32 == 0 &&
+                             a.dt == RLX_DTYPE_F32 && A.st[r - 1] == 1 && B.st[r - 2] == 1 &&
+                             (bi_->quantized || b.dt == RLX_DTYPE_F32 || b.dt == RLX_DTYPE_F16 ||
+                              b.dt == RLX_DTYPE_BF16) &&
+                             (o.dt == RLX_DTYPE_F32 || o.dt == RLX_DTYPE_F16);
+    if (mv) {
+        for (int d = 0; d < r - 2; d++)
+            if (o.ne[d] != 1)
+                return fail(c, "a matrix-vector product with batch dims");
+        int32_t *w = new_disp(c, VK_K_MATVEC, true, (N + MV_COLS - 1) / MV_COLS);
+        put_desc(c, w, VK_OUT_SLOT, &o);
+        put_desc(c, w, 0, &A);
+        put_desc(c, w, 1, &B);
+        w[PRM(0)] = (int32_t)K;
+        w[PRM(1)] = (int32_t)ins->p.matmul.act;
+        w[PRM(2)] = fbits(ins->p.matmul.alpha);
+        w[PRM(5)] =
+            (int32_t)(bi_->quantized ? b.st[0] / bi_->block_size * bi_->type_size : B.st[r - 1]);
+        w[PRM(6)] = (int32_t)M;
+        w[PRM(7)] = (int32_t)A.st[r - 2];
+        if (ins->p.matmul.has_bias) {
+            vt bias = vt_of(P, ins->in[2], c->sv);
+            vt bb = bias;
+            bb.rank = 1;
+            bb.ne[0] = N;
+            bb.st[0] = bias.ne[bias.rank - 1] == 1 ? 0 : bias.st[bias.rank - 1];
+            put_desc(c, w, 2, &bb);
+            w[PRM(3)] = 1;
+        }
+        return true;
+    }
     int32_t *w = new_disp(c, VK_K_MATMUL, rowm, numel(&o));
     w[PRM(6)] = rowm;
     put_desc(c, w, VK_OUT_SLOT, &o);
@@ -1188,6 +1230,7 @@ static bool fill_instr(fill_ctx *c, int32_t i)
     case VK_K_EW:
         return fill_ew(c, ins);
     case VK_K_MATMUL:
+    case VK_K_MATVEC:
         return fill_matmul(c, ins);
     case VK_K_ROWOP:
         return fill_rowop(c, ins);
@@ -1406,7 +1449,8 @@ static int split_axes(const vk_disp *D, int32_t *w, split_axis *ax)
         }
         break;
     }
-    case VK_K_MATMUL: {
+    case VK_K_MATMUL:
+    case VK_K_MATVEC: {
         split_axis *a = AXIS(AX_PLAIN); /* rows of a and the output */
         a->dim[0] = a->dim[VK_OUT_SLOT] = (int8_t)(ro - 2);
         a = AXIS(AX_PLAIN); /* columns: rows of a [N, K] weight */
@@ -1626,6 +1670,9 @@ static void set_items(const vk_disp *D, int32_t *w)
     case VK_K_CONV: /* a workgroup per 8 channels x VK_LS pixels (fill_conv) */
         n = (int64_t)w[PRM(0)] * ((w[PRM(1)] + 7) / 8) *
             (((int64_t)w[PRM(2)] * w[PRM(3)] + VK_LS - 1) / VK_LS);
+        break;
+    case VK_K_MATVEC: /* a workgroup per MV_COLS columns */
+        n = ((int64_t)qo[4 + qo[1] - 1] + MV_COLS - 1) / MV_COLS;
         break;
     case VK_K_CONV_GEMM: /* CONV_GEMM_OB channels x VK_LS * CONV_GEMM_PB pixels */
         n = (int64_t)w[PRM(0)] * ((w[PRM(1)] + CONV_GEMM_OB - 1) / CONV_GEMM_OB) *
@@ -1891,9 +1938,9 @@ void vk_program_free(rlx_program *prog)
         vkDestroyQueryPool(dv, P->qpool, NULL);
     if (P->dpool)
         vkDestroyDescriptorPool(dv, P->dpool, NULL);
-    VkBuffer bufs[3] = {P->meta, P->cbuf, P->dummy};
-    VkDeviceMemory mems[3] = {P->meta_mem, P->cbuf_mem, P->dummy_mem};
-    for (int i = 0; i < 3; i++) {
+    VkBuffer bufs[4] = {P->meta, P->cbuf, P->dummy, P->meta_stage};
+    VkDeviceMemory mems[4] = {P->meta_mem, P->cbuf_mem, P->dummy_mem, P->meta_stage_mem};
+    for (int i = 0; i < 4; i++) {
         if (bufs[i])
             vkDestroyBuffer(dv, bufs[i], NULL);
         if (mems[i])
@@ -2087,10 +2134,22 @@ rlx_status vk_program_create(rlx_device *dev, const rlx_lir *lir, rlx_program **
     P->first[P->n_instrs] = P->n_disp;
 
     uint32_t nd = (uint32_t)(P->n_disp ? P->n_disp : 1);
-    uint64_t meta_bytes = (uint64_t)nd * REC_WORDS * 4 + (uint64_t)nd * 16;
-    s = vk_make_buffer(d, meta_bytes, d->mt_host,
-                       VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_INDIRECT_BUFFER_BIT,
-                       &P->meta, &P->meta_mem, (void **)&P->meta_map, err);
+    uint64_t meta_bytes = (uint64_t)nd * REC_WORDS * 4 + (uint64_t)nd * 16 + 16;
+    P->meta_bytes = meta_bytes;
+    P->flag_word = (int32_t)(meta_bytes / 4 - 4);
+    const VkBufferUsageFlags mu =
+        VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_INDIRECT_BUFFER_BIT;
+    const VkBufferUsageFlags tu =
+        VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+    if (d->staged_meta) {
+        s = vk_make_buffer(d, meta_bytes, d->mt_device, mu | tu, &P->meta, &P->meta_mem, NULL, err);
+        if (s == RLX_OK)
+            s = vk_make_buffer(d, meta_bytes, d->mt_host, tu, &P->meta_stage, &P->meta_stage_mem,
+                               (void **)&P->meta_map, err);
+    } else {
+        s = vk_make_buffer(d, meta_bytes, d->mt_host, mu, &P->meta, &P->meta_mem,
+                           (void **)&P->meta_map, err);
+    }
     if (s == RLX_OK)
         s = vk_make_buffer(d, 64, d->mt_device, VK_BUFFER_USAGE_STORAGE_BUFFER_BIT, &P->dummy,
                            &P->dummy_mem, NULL, err);
@@ -2289,13 +2348,27 @@ static void record(vk_program *P)
          * previous command buffer of this run) */
         VkMemoryBarrier mb0 = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
                                .srcAccessMask = VK_ACCESS_MEMORY_WRITE_BIT,
-                               .dstAccessMask = VK_ACCESS_INDIRECT_COMMAND_READ_BIT |
-                                                VK_ACCESS_SHADER_READ_BIT |
-                                                VK_ACCESS_SHADER_WRITE_BIT};
+                               .dstAccessMask =
+                                   VK_ACCESS_INDIRECT_COMMAND_READ_BIT | VK_ACCESS_SHADER_READ_BIT |
+                                   VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT};
         vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT,
                              VK_PIPELINE_STAGE_DRAW_INDIRECT_BIT |
-                                 VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                                 VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT |
+                                 VK_PIPELINE_STAGE_TRANSFER_BIT,
                              0, 1, &mb0, 0, NULL, 0, NULL);
+        if (P->meta_stage && i0 == 0) { /* the run's records in */
+            VkBufferCopy c = {.size = P->meta_bytes};
+            vkCmdCopyBuffer(cb, P->meta_stage, P->meta, 1, &c);
+            VkMemoryBarrier mc = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                                  .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
+                                  .dstAccessMask = VK_ACCESS_INDIRECT_COMMAND_READ_BIT |
+                                                   VK_ACCESS_SHADER_READ_BIT |
+                                                   VK_ACCESS_SHADER_WRITE_BIT};
+            vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT,
+                                 VK_PIPELINE_STAGE_DRAW_INDIRECT_BIT |
+                                     VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                                 0, 1, &mc, 0, NULL, 0, NULL);
+        }
         if (timing && i0 == 0)
             vkCmdResetQueryPool(cb, P->qpool, 0, 2 * (uint32_t)P->n_instrs);
         int n_open = 0;
@@ -2359,6 +2432,17 @@ static void record(vk_program *P)
         vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
                              VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &mb,
                              0, NULL, 0, NULL);
+        if (P->meta_stage && i1 == P->n_instrs) { /* the failure flag out */
+            VkBufferCopy c = {.srcOffset = (uint64_t)P->flag_word * 4,
+                              .dstOffset = (uint64_t)P->flag_word * 4,
+                              .size = 4};
+            vkCmdCopyBuffer(cb, P->meta, P->meta_stage, 1, &c);
+            VkMemoryBarrier mh = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                                  .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
+                                  .dstAccessMask = VK_ACCESS_HOST_READ_BIT};
+            vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0,
+                                 1, &mh, 0, NULL, 0, NULL);
+        }
         vkEndCommandBuffer(cb);
     }
     free(open);
@@ -2501,6 +2585,7 @@ rlx_status vk_program_run(rlx_program *prog, const rlx_program_bindings *b,
                                      i, rlx_op_name(P->instrs[i].op), D->vals[s]);
             set_off64(q, off);
         }
+        w[12] = P->flag_word;
         uint64_t items = (uint64_t)(uint32_t)w[0];
         uint64_t groups = D->per_group ? items : (items + VK_LS - 1) / VK_LS;
         uint32_t gx = (uint32_t)(groups < MAX_GROUPS ? groups : MAX_GROUPS);
@@ -2516,6 +2601,7 @@ rlx_status vk_program_run(rlx_program *prog, const rlx_program_bindings *b,
     }
     if (rebind || !P->recorded)
         record(P);
+    P->meta_map[P->flag_word] = 0;
 
     /* On a software device, or after a run of SEG_RUN_S or more: the run's
      * parts, one ahead of the one running, so that a cancel stops it between
@@ -2586,8 +2672,14 @@ rlx_status vk_program_run(rlx_program *prog, const rlx_program_bindings *b,
         }
         free(ts);
     }
-    /* shaders flag run-time failures (a token id outside the table) */
-    for (int32_t j = 0; j < P->n_disp; j++)
+    /* shaders flag run-time failures (a token id outside the table): in
+     * the program's flag, and which dispatch in its record's word 15 */
+    if (P->meta_map[P->flag_word] && P->meta_stage) {
+        st = vk_copy_now(d, P->meta, 0, P->meta_stage, 0, (uint64_t)P->flag_word * 4, err);
+        if (st != RLX_OK)
+            return st;
+    }
+    for (int32_t j = 0; j < P->n_disp && P->meta_map[P->flag_word]; j++)
         if (P->meta_map[(size_t)j * REC_WORDS + 15]) {
             int32_t i = P->disp[j].instr;
             return rlx_error_set(

@@ -90,7 +90,13 @@ int D_ST(int k, int d) { return M(26 + k * 16 + d); }
 #define P(i) M(128 + (i))
 #define PF(i) MF(128 + (i))
 
-void set_error() { atomicOr(MT.m[pc.rec + ERR_WORD], 1); }
+// the dispatch's failure word, and the program's flag (its index at word 12)
+void set_error()
+{
+    atomicOr(MT.m[pc.rec + ERR_WORD], 1);
+    int fw = M(12);
+    if (fw > 0) atomicOr(MT.m[fw], 1);
+}
 
 uint item_base() { return (gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x); }
 
