@@ -1214,6 +1214,12 @@ static void test_matmul_float(void **state)
                 RLX_ACT_NONE, 0);
     matmul_case(3, 4, 24, 5, RLX_DTYPE_F32, RLX_DTYPE_F16, false, true, L_CONTIG, false,
                 RLX_ACT_NONE, 0);
+    /* batches of many rows (Vulkan's tiled kernel, a tile per batch and
+     * 64 x 64 outputs), f32 weights stored [K, N] too */
+    matmul_case(3, 70, 40, 24, RLX_DTYPE_F32, RLX_DTYPE_F16, false, true, L_CONTIG, true,
+                RLX_ACT_RELU, 0);
+    matmul_case(2, 20, 33, 70, RLX_DTYPE_F32, RLX_DTYPE_F32, false, false, L_PADDED, false,
+                RLX_ACT_NONE, 0.25f);
     /* epilogues: bias, alpha and every activation */
     for (int act = RLX_ACT_NONE; act <= RLX_ACT_TANH; act++)
         matmul_case(1, 3, 20, 11, RLX_DTYPE_F32, RLX_DTYPE_F32, false, true, L_CONTIG, true,

@@ -42,6 +42,9 @@ static const uint32_t spv_conv_gemm[] =
 static const uint32_t spv_matvec[] =
 #include "backends/vulkan/matvec.spv.h"
     ;
+static const uint32_t spv_gemm[] =
+#include "backends/vulkan/gemm.spv.h"
+    ;
 static const uint32_t spv_spatial[] =
 #include "backends/vulkan/spatial.spv.h"
     ;
@@ -78,6 +81,9 @@ static const uint32_t spv_conv_gemm_f16[] =
 static const uint32_t spv_matvec_f16[] =
 #include "backends/vulkan/matvec-f16.spv.h"
     ;
+static const uint32_t spv_gemm_f16[] =
+#include "backends/vulkan/gemm-f16.spv.h"
+    ;
 static const uint32_t spv_spatial_f16[] =
 #include "backends/vulkan/spatial-f16.spv.h"
     ;
@@ -105,6 +111,7 @@ static const struct {
                             "attention (tiled, dims to 128)"},
         [VK_K_CONV_GEMM] = {spv_conv_gemm, sizeof spv_conv_gemm, "conv (blocked)"},
         [VK_K_MATVEC] = {spv_matvec, sizeof spv_matvec, "matvec"},
+        [VK_K_GEMM] = {spv_gemm, sizeof spv_gemm, "gemm"},
     },
     {
         [VK_K_EW] = {spv_ew_f16, sizeof spv_ew_f16, "ew (f16)"},
@@ -121,6 +128,7 @@ static const struct {
                             "attention (tiled, dims to 128, f16)"},
         [VK_K_CONV_GEMM] = {spv_conv_gemm_f16, sizeof spv_conv_gemm_f16, "conv (blocked, f16)"},
         [VK_K_MATVEC] = {spv_matvec_f16, sizeof spv_matvec_f16, "matvec (f16)"},
+        [VK_K_GEMM] = {spv_gemm_f16, sizeof spv_gemm_f16, "gemm (f16)"},
     },
 };
 

@@ -24,6 +24,7 @@ typedef enum vk_kernel {
     VK_K_ATTN_T128, /* the same built for head dims up to 128 */
     VK_K_CONV_GEMM, /* conv-gemm.comp: register-blocked convolution (vk-program.c: fill_conv) */
     VK_K_MATVEC,    /* matvec.comp: matrix-vector products (vk-program.c: fill_matmul) */
+    VK_K_GEMM,      /* gemm.comp: matrix products in shared-memory tiles (fill_matmul) */
     VK_K_COUNT
 } vk_kernel;
 
@@ -32,6 +33,7 @@ typedef enum vk_kernel {
 #define VK_LS       64           /* workgroup size (specialization constant 0) */
 #define MV_ROWS     8            /* matvec.comp: rows of `a` at most */
 #define MV_COLS     (VK_LS / 32) /* matvec.comp: columns a workgroup */
+#define GEMM_T      64           /* gemm.comp: output tiles GEMM_T x GEMM_T */
 
 typedef struct vk_device {
     rlx_device base;
