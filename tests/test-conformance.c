@@ -1287,6 +1287,10 @@ static void test_matmul_quant(void **state)
                 RLX_ACT_NONE, 0);
     matmul_case(1, 16, 1024, 64, RLX_DTYPE_F32, RLX_DTYPE_Q8_0, false, true, L_CONTIG, false,
                 RLX_ACT_NONE, 0);
+    /* enough output tiles that CUDA takes its 128x128 tensor-core kernel
+     * (the emulator has 4 SMs: 8 tiles and more), the 64x128 one below */
+    matmul_case(1, 256, 32, 520, RLX_DTYPE_F32, RLX_DTYPE_Q8_0, false, true, L_CONTIG, true,
+                RLX_ACT_NONE, 0);
 }
 
 /* ---- reductions ----------------------------------------------------------- */

@@ -24,6 +24,7 @@ static const char *const kernel_names[CU_K_COUNT] = {
     [CU_K_MM_VEC] = "rlx_mm_vec",
     [CU_K_MM_TILE] = "rlx_mm_tile",
     [CU_K_MM_TC] = "rlx_mm_tc",
+    [CU_K_MM_TC64] = "rlx_mm_tc64",
     [CU_K_ROWOP] = "rlx_rowop",
     [CU_K_ROPE] = "rlx_rope",
     [CU_K_ATTN] = "rlx_attention",

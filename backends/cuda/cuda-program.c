@@ -908,12 +908,14 @@ static bool fill_matmul(fill_ctx *c, const rlx_lir_instr *ins)
         kk = mmv;
     else if (rows_b <= 8)
         kk = vec_ok ? CU_K_MM_VEC : CU_K_MM_WARP;
-    else if (quant && !c->P->dev->force_f32 && c->P->dev->cc_major >= 7)
-        kk = CU_K_MM_TC;
-    else
+    else if (quant && !c->P->dev->force_f32 && c->P->dev->cc_major >= 7) {
+        /* 128x128 tiles, or 64x128 where those would not give every SM two */
+        int64_t tiles = (N + 127) / 128 * ((M + 127) / 128) * (rows_b / (M ? M : 1));
+        kk = tiles < 2 * (int64_t)c->P->dev->n_sm ? CU_K_MM_TC64 : CU_K_MM_TC;
+    } else
         kk = CU_K_MM_TILE;
     int32_t *w = new_disp(c, kk, false, numel(&o));
-    if (kk == CU_K_MM_VEC || kk == CU_K_MM_TC) {
+    if (kk == CU_K_MM_VEC || kk == CU_K_MM_TC || kk == CU_K_MM_TC64) {
         /* a's rows as float4s: contiguous f32 at 16-byte aligned starts */
         uint64_t abase = c->P->addr ? c->P->addr[a.val] : 0;
         bool a4 =
@@ -929,9 +931,11 @@ static bool fill_matmul(fill_ctx *c, const rlx_lir_instr *ins)
     {
         cu_disp *dd = &c->d[c->n - 1];
         int64_t nb = rows_b / (M ? M : 1);
-        int64_t t = kk == CU_K_MM_TC ? 128 : 64; /* the kernels' output tiles */
-        dd->grid[0] = (uint32_t)((N + t - 1) / t);
-        dd->grid[1] = (uint32_t)((M + t - 1) / t);
+        /* the kernels' output tiles (columns, rows) */
+        int64_t tn = kk == CU_K_MM_TC || kk == CU_K_MM_TC64 ? 128 : 64;
+        int64_t tm = kk == CU_K_MM_TC ? 128 : 64;
+        dd->grid[0] = (uint32_t)((N + tn - 1) / tn);
+        dd->grid[1] = (uint32_t)((M + tm - 1) / tm);
         dd->grid[2] = (uint32_t)(nb ? nb : 1);
     }
     put_desc(c, w, CU_OUT_SLOT, &o);
@@ -1545,6 +1549,7 @@ static void shape(cu_disp *d, const int32_t *w)
             d->grid[0] = 0;
         break;
     case CU_K_MM_TC:
+    case CU_K_MM_TC64:
         d->block = 256;
         if (!items)
             d->grid[0] = 0;

@@ -32,6 +32,7 @@ K(rlx_mmv_q8_0)
 K(rlx_mmv_q4_0)
 K(rlx_mm_tile)
 K(rlx_mm_tc)
+K(rlx_mm_tc64)
 K(rlx_rowop)
 K(rlx_rope)
 K(rlx_attention)
@@ -57,6 +58,7 @@ static const struct {
     {"rlx_mmv_q4_0", rlx_mmv_q4_0},
     {"rlx_mm_tile", rlx_mm_tile},
     {"rlx_mm_tc", rlx_mm_tc},
+    {"rlx_mm_tc64", rlx_mm_tc64},
     {"rlx_rowop", rlx_rowop},
     {"rlx_rope", rlx_rope},
     {"rlx_attention", rlx_attention},

@@ -8,7 +8,8 @@
 //                K stride 1): matrix-vector products
 //   rlx_mm_warp  a warp per output, lanes split K, any layout
 //   rlx_mm_tile  64x64 output tiles, f32 FMA, any layout and dtype
-//   rlx_mm_tc    64x64 output tiles of a quantized b on the tensor cores:
+//   rlx_mm_tc    128x128 (rlx_mm_tc64: 64x128) output tiles of a quantized
+//                b on the tensor cores:
 //                a and b rounded to f16, products summed in f32 (the
 //                activations move by at most 2^-11 of their magnitude,
 //                less than the 8-bit rounding ggml applies to them)
@@ -247,20 +248,23 @@ extern "C" __global__ void __launch_bounds__(256) rlx_mm_tile(const int *rec)
         }
 }
 
-#define BM 128
 #define BN 128
 #define CK 32
 #define CL (CK + 8) /* smem row pitch in halves: a multiple of 8 */
 
-// 128x128 output tiles of a quantized b on the tensor cores: 8 warps, each
-// 32 rows x 64 columns (2x4 16x16 fragments); a and b are rounded to f16 as
-// they are staged, the products summed in f32. The next K step's operands
-// are loaded into registers while this step's products run. P(7) = 1 when
-// a's rows are contiguous f32 at 16-byte aligned starts.
-extern "C" __global__ void __launch_bounds__(256) rlx_mm_tc(const int *rec)
+// BM x 128 output tiles of a quantized b on the tensor cores (BM 128 or 64):
+// 8 warps, BM / 32 along m and 8 / (BM / 32) along n, each 32 rows x WNT
+// columns of 16x16 fragments; a and b are rounded to f16 as they are
+// staged, the products summed in f32. The next K step's operands are
+// loaded into registers while this step's products run. P(7) = 1 when a's
+// rows are contiguous f32 at 16-byte aligned starts. The host takes the
+// 64-row tiles where 128-row ones would leave SMs idle (a 512-row prompt
+// through a 1024-wide weight is 32 tiles of 128).
+template <int BM> __device__ __forceinline__ void mm_tc_body(const int *rec)
 {
 #if __CUDA_ARCH__ >= 700
     using namespace nvcuda;
+    constexpr int WM = BM / 32, WN = 8 / WM, WNT = BN / WN, FN = WNT / 16, AR = BM / 64;
     REC_DECL;
     __shared__ __align__(32) __half As[BM * CL];
     __shared__ __align__(32) __half Bs[BN * CL];
@@ -273,24 +277,24 @@ extern "C" __global__ void __launch_bounds__(256) rlx_mm_tc(const int *rec)
     int64_t ab, bb, ob;
     mm_batch(R_, blockIdx.z, ab, bb, ob);
     int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
-    int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, wm = warp / 2, wn = warp % 2;
+    int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, wm = warp / WN, wn = warp % WN;
     const uint8_t *ap = D_PTR(0), *bp = D_PTR(1);
     int rowb = P(5);
     bool a4 = P(7) != 0;
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[2][4];
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[2][FN];
 #pragma unroll
     for (int i = 0; i < 2; i++)
 #pragma unroll
-        for (int j = 0; j < 4; j++)
+        for (int j = 0; j < FN; j++)
             wmma::fill_fragment(acc[i][j], 0.0f);
-    // this thread's share of a step: a rows am and am + 64, 8 values from
+    // this thread's share of a step: a rows am + 64 i, 8 values from
     // column ak; b rows bn and bn + 64, 8 values from column bk
     int am = tid / 4, ak = (tid % 4) * 8;
     int bn = tid / 4, bk = (tid % 4) * 8;
-    float ra[2][8], rb[2][8];
+    float ra[AR][8], rb[2][8];
     auto load = [&](int k0) {
 #pragma unroll
-        for (int i = 0; i < 2; i++) {
+        for (int i = 0; i < AR; i++) {
             int m = m0 + am + 64 * i;
             if (m < Mr && k0 + ak < K) {
                 if (a4) {
@@ -322,7 +326,7 @@ extern "C" __global__ void __launch_bounds__(256) rlx_mm_tc(const int *rec)
     };
     auto store = [&]() {
 #pragma unroll
-        for (int i = 0; i < 2; i++) {
+        for (int i = 0; i < AR; i++) {
             __half2 *d = (__half2 *)(As + (am + 64 * i) * CL + ak);
 #pragma unroll
             for (int j = 0; j < 4; j++)
@@ -345,17 +349,17 @@ extern "C" __global__ void __launch_bounds__(256) rlx_mm_tc(const int *rec)
 #pragma unroll
         for (int kk = 0; kk < CK; kk += 16) {
             wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> fa[2];
-            wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::col_major> fb[4];
+            wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::col_major> fb[FN];
 #pragma unroll
             for (int i = 0; i < 2; i++)
                 wmma::load_matrix_sync(fa[i], As + (wm * 32 + i * 16) * CL + kk, CL);
 #pragma unroll
-            for (int j = 0; j < 4; j++)
-                wmma::load_matrix_sync(fb[j], Bs + (wn * 64 + j * 16) * CL + kk, CL);
+            for (int j = 0; j < FN; j++)
+                wmma::load_matrix_sync(fb[j], Bs + (wn * WNT + j * 16) * CL + kk, CL);
 #pragma unroll
             for (int i = 0; i < 2; i++)
 #pragma unroll
-                for (int j = 0; j < 4; j++)
+                for (int j = 0; j < FN; j++)
                     wmma::mma_sync(acc[i][j], fa[i], fb[j], acc[i][j]);
         }
         __syncthreads();
@@ -365,17 +369,27 @@ extern "C" __global__ void __launch_bounds__(256) rlx_mm_tc(const int *rec)
 #pragma unroll
     for (int i = 0; i < 2; i++)
 #pragma unroll
-        for (int j = 0; j < 4; j++) {
+        for (int j = 0; j < FN; j++) {
             wmma::store_matrix_sync(Cw[warp], acc[i][j], 16, wmma::mem_row_major);
             __syncwarp();
             for (int e = lane; e < 256; e += 32) {
-                int m = m0 + wm * 32 + i * 16 + e / 16, n = n0 + wn * 64 + j * 16 + e % 16;
+                int m = m0 + wm * 32 + i * 16 + e / 16, n = n0 + wn * WNT + j * 16 + e % 16;
                 if (m < Mr && n < N)
                     mm_store(R_, ob + m * osm + n * osn, n, Cw[warp][e]);
             }
             __syncwarp();
         }
 #endif
+}
+
+extern "C" __global__ void __launch_bounds__(256) rlx_mm_tc(const int *rec)
+{
+    mm_tc_body<128>(rec);
+}
+
+extern "C" __global__ void __launch_bounds__(256) rlx_mm_tc64(const int *rec)
+{
+    mm_tc_body<64>(rec);
 }
 
 // ---- matrix-vector products on integer dot products ---------------------
