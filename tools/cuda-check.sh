@@ -2,7 +2,8 @@
 # The CUDA backend's checks and benchmarks on a machine with an NVIDIA GPU
 # (CI has none: there the GPU tests skip). Run from a release build:
 #   tools/cuda-check.sh [BUILD_DIR] [OUT_DIR] [quick|full|bench|segment] [MODELS]
-# quick: the CUDA device tests, the op conformance suite (every backend,
+# quick: the CUDA device tests, the Vulkan backend's tests (records in
+# device memory, as on every discrete GPU), the op conformance suite (every backend,
 # Vulkan through NVIDIA's driver included), stories260K, TAEF2 and Whisper
 # through the stack on every device, stories260K greedy on cuda:0 against
 # the CPU's tokens, and `rlx bench ops` on cuda:0 and vulkan:0.
@@ -99,6 +100,7 @@ fi
 if [ "$mode" != bench ]; then
     step cuda-host 30 "$build/tests/test-cuda-host"
     step cuda-device 90 "$build/tests/test-cuda-device"
+    step backend-vulkan 90 "$build/tests/test-backend-vulkan"
     step conformance 150 env CMOCKA_MESSAGE_OUTPUT=stdout "$build/tests/test-conformance"
     step llm-stories 90 "$build/tests/test-llm-stories"
     step llm-offload 90 "$build/tests/test-llm-offload"
@@ -120,6 +122,8 @@ if [ "$mode" != bench ]; then
 
     step bench-ops-cuda 120 "$rlx" bench ops --device cuda:0
     step bench-ops-vulkan 90 "$rlx" bench ops --device vulkan:0 --section gemm
+    step bench-ops-vulkan-matvec 90 "$rlx" bench ops --device vulkan:0 --section matvec
+    step bench-ops-vulkan-qgemm 120 "$rlx" bench ops --device vulkan:0 --section qgemm
 fi
 
 if [ "$mode" != quick ]; then
