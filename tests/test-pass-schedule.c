@@ -258,6 +258,62 @@ static void test_kv_unit_reshape_view(void **state)
     rlx_graph_free(g);
 }
 
+/* A decode step's attention output: [H, SEQ, D] permuted to [SEQ, H, D] and
+ * reshaped to [SEQ, H * D]. Where SEQ is at most 1 the permuted layout is
+ * the contiguous one (a single row, or none), so the reshape is a view and
+ * nothing is copied; where SEQ may be 2 it is a copy. Both compute the
+ * same values on the CPU. */
+static void permuted_row(int64_t seq_max, bool want_view)
+{
+    rlx_graph *g = rlx_graph_create();
+    int seq = rlx_graph_add_symbol(g, "SEQ", seq_max);
+    rlx_dim S = rlx_dim_sym(seq), H = rlx_dim_const(3), D = rlx_dim_const(4);
+    rlx_node x =
+        rlx_graph_input(g, "x", RLX_DTYPE_F32, rlx_shape_make_dims(3, (rlx_dim[]){H, S, D}));
+    rlx_node e = rlx_graph_scale(g, "e", x, 2.0f, 1.0f); /* a computed [H, SEQ, D] */
+    rlx_node p = rlx_graph_permute(g, "p", e, (const int[]){1, 0, 2});
+    rlx_node r =
+        rlx_graph_reshape(g, "r", p, rlx_shape_make_dims(2, (rlx_dim[]){S, rlx_dim_const(12)}));
+    rlx_graph_output(g, "y", rlx_graph_scale(g, "y", r, 1.0f, 0.5f));
+    rlx_compile_opts o = rlx_compile_default_opts();
+    rlx_lir *lir = NULL;
+    rlx_error *err = NULL;
+    assert_int_equal(rlx_compile(g, &o, &lir, &err), RLX_OK);
+    bool saw = false;
+    for (int32_t i = 0; i < lir->n_instrs; i++) {
+        const rlx_lir_instr *ins = &lir->instrs[i];
+        if (ins->op != RLX_OP_RESHAPE)
+            continue;
+        saw = true;
+        assert_int_equal(lir->values[ins->out].view_of >= 0, want_view);
+    }
+    assert_true(saw);
+    rlx_lir_free(lir);
+    if (rlx_test_have_cpu()) {
+        float xs[12];
+        for (int i = 0; i < 12; i++)
+            xs[i] = (float)i;
+        rlx_test_tensor in = {"x", xs};
+        rlx_test_run run = {.inputs = &in, .n_inputs = 1};
+        run.syms.v[0] = 1;
+        void *out[1] = {0};
+        int64_t ne[1];
+        assert_int_equal(rlx_test_compile_run(g, o, &run, out, ne, 1, NULL, &err), RLX_OK);
+        assert_int_equal(ne[0], 12);
+        for (int i = 0; i < 12; i++) /* one row: head h, dim d at h * 4 + d */
+            assert_true(fabsf(((float *)out[0])[i] - (2.0f * (float)i + 1.5f)) < 1e-6f);
+        free(out[0]);
+    }
+    rlx_graph_free(g);
+}
+
+static void test_decode_row_permute_view(void **state)
+{
+    (void)state;
+    permuted_row(1, true);
+    permuted_row(2, false);
+}
+
 static void test_segments(void **state)
 {
     (void)state;
@@ -520,10 +576,15 @@ static void test_final_check(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_mlp_lir),       cmocka_unit_test(test_inplace_chain),
-        cmocka_unit_test(test_kv_state),      cmocka_unit_test(test_kv_unit_reshape_view),
-        cmocka_unit_test(test_segments),      cmocka_unit_test(test_hash_and_dump),
-        cmocka_unit_test(test_quantized_run), cmocka_unit_test(test_final_check),
+        cmocka_unit_test(test_mlp_lir),
+        cmocka_unit_test(test_inplace_chain),
+        cmocka_unit_test(test_kv_state),
+        cmocka_unit_test(test_kv_unit_reshape_view),
+        cmocka_unit_test(test_decode_row_permute_view),
+        cmocka_unit_test(test_segments),
+        cmocka_unit_test(test_hash_and_dump),
+        cmocka_unit_test(test_quantized_run),
+        cmocka_unit_test(test_final_check),
         cmocka_unit_test(test_materialize),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

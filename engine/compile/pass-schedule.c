@@ -97,7 +97,43 @@ static uint64_t value_bytes(const rlx_graph *g, rlx_dtype dt, const rlx_shape *s
     return ext * ti->type_size;
 }
 
-/* Are these strides the row-major defaults of the shape? */
+/* The symbols that a value of shape s pins to 1 whenever it has any
+ * element: a dim that is a lone symbol bounded by 1 (a decode step's SEQ)
+ * is 0 or 1, and at 0 there is nothing to address. A bit per symbol. */
+static uint32_t pinned_ones(const rlx_graph *g, const rlx_shape *s)
+{
+    uint32_t m = 0;
+    for (int d = 0; d < s->rank; d++) {
+        rlx_dim x = s->d[d];
+        int sym = x.sym[0];
+        if (x.k == 0 && sym >= 0 && sym < RLX_MAX_SYMBOLS && x.mul[0] == 1 && x.sym[1] < 0 &&
+            g->sym_max[sym] == 1)
+            m |= 1u << sym;
+    }
+    return m;
+}
+
+/* d with the symbols of `ones` at 1 (canonical again) */
+static rlx_dim pin_ones(rlx_dim d, uint32_t ones)
+{
+    rlx_dim r = rlx_dim_const(d.k);
+    for (int t = 0; t < RLX_DIM_TERMS; t++) {
+        int sym = d.sym[t];
+        if (sym < 0 || d.mul[t] == 0)
+            continue;
+        if (sym < RLX_MAX_SYMBOLS && (ones >> sym & 1u))
+            r.k += d.mul[t];
+        else if (!rlx_dim_add(r, rlx_dim_scale(rlx_dim_sym(sym), d.mul[t]), &r))
+            return d;
+    }
+    return r;
+}
+
+/* Are these strides the row-major defaults of the shape? Dims of one
+ * element take any stride; so do dims of a symbol that must be 1 for the
+ * value to have elements, and strides are compared with it at 1 (the
+ * attention output of a decode step, [SEQ, H, D] permuted from [H, SEQ,
+ * D], is then contiguous and its reshape a view, not a copy). */
 static bool strides_contiguous(const rlx_graph *g, const rlx_shape *s, const rlx_dim *stride)
 {
     rlx_dim def[RLX_MAX_DIMS];
@@ -105,9 +141,13 @@ static bool strides_contiguous(const rlx_graph *g, const rlx_shape *s, const rlx
     rlx_contiguous_strides(s, g->sym_max, def, &exact);
     if (!exact)
         return false;
+    uint32_t ones = pinned_ones(g, s);
     for (int d = 0; d < s->rank; d++) {
-        bool one = rlx_dim_is_const(s->d[d]) && s->d[d].k == 1;
-        if (!one && !rlx_dim_equal(def[d], stride[d]))
+        rlx_dim x = s->d[d];
+        bool one = (rlx_dim_is_const(x) && x.k == 1) ||
+                   (ones && x.k == 0 && x.sym[0] >= 0 && x.sym[1] < 0 && x.mul[0] == 1 &&
+                    (ones >> x.sym[0] & 1u));
+        if (!one && !rlx_dim_equal(pin_ones(def[d], ones), pin_ones(stride[d], ones)))
             return false;
     }
     return true;
