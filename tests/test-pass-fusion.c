@@ -185,6 +185,83 @@ static void test_limits(void **state)
  * a 64 x 70 map (Winograd, ReLU as it writes), one of stride 2 (implicit
  * GEMM), a pointwise one without a bias (ReLU after the GEMM) and a 3x3
  * conv with SiLU (a pass after the kernel). */
+/* scatter(state, cast(x)) into an f16 state => scatter(state, x): the
+ * CAST is gone (one of a KV cache's keys, permuted, and its values), a cast
+ * also read elsewhere or to another dtype than the state's stays, and the
+ * cache holds the same halves either way. */
+static void test_cast_scatter(void **state)
+{
+    (void)state;
+    rlx_graph *g = rlx_graph_create();
+    int seq = rlx_graph_add_symbol(g, "SEQ", 2);
+    int past = rlx_graph_add_symbol(g, "PAST", 6);
+    rlx_dim S = rlx_dim_sym(seq), P = rlx_dim_sym(past), H = rlx_dim_const(2), D = rlx_dim_const(4);
+    rlx_node k =
+        rlx_graph_input(g, "k", RLX_DTYPE_F32, rlx_shape_make_dims(3, (rlx_dim[]){S, H, D}));
+    rlx_node ks = rlx_graph_scale(g, "ks", k, 1.0f / 3.0f, 0.1f); /* not f16-exact */
+    rlx_node kp = rlx_graph_permute(g, "kp", ks, (const int[]){1, 0, 2});
+    rlx_node kc = rlx_graph_state(g, "kc", RLX_DTYPE_F16, rlx_shape_make(3, (int64_t[]){2, 8, 4}));
+    rlx_node vc = rlx_graph_state(g, "vc", RLX_DTYPE_F16, rlx_shape_make(3, (int64_t[]){2, 8, 4}));
+    rlx_node wc = rlx_graph_state(g, "wc", RLX_DTYPE_F16, rlx_shape_make(3, (int64_t[]){2, 8, 4}));
+    rlx_node k16 = rlx_graph_cast(g, "k16", kp, RLX_DTYPE_F16);
+    rlx_node ku = rlx_graph_scatter(g, "ku", kc, k16, 1, P);
+    /* read twice: stays */
+    rlx_node v16 = rlx_graph_cast(g, "v16", kp, RLX_DTYPE_F16);
+    rlx_node vu = rlx_graph_scatter(g, "vu", vc, v16, 1, P);
+    /* to bf16, then into an f16 state: two roundings, stays */
+    rlx_node w16 = rlx_graph_cast(g, "w16", kp, RLX_DTYPE_BF16);
+    rlx_node wu = rlx_graph_scatter(g, "wu", wc, w16, 1, P);
+    rlx_graph_output(g, "k", rlx_graph_cast(g, "ko", ku, RLX_DTYPE_F32));
+    rlx_graph_output(g, "v", rlx_graph_cast(g, "vo", vu, RLX_DTYPE_F32));
+    rlx_graph_output(g, "w", rlx_graph_cast(g, "wo", wu, RLX_DTYPE_F32));
+    rlx_graph_output(g, "v16", v16);
+    rlx_compile_opts o = rlx_compile_default_opts();
+    rlx_graph *h = rlx_graph_clone(g);
+    pt_run(rlx_pass_fusion, h, &o);
+    int casts_in = 0;
+    for (int32_t i = 0; i < h->n_nodes; i++)
+        if (h->nodes[i].op == RLX_OP_SCATTER && h->nodes[h->nodes[i].in[1]].op == RLX_OP_CAST)
+            casts_in++;
+    assert_int_equal(casts_in, 2); /* vu's and wu's */
+    assert_int_equal(rlx_test_count_op(h, RLX_OP_CAST), 2 + 3);
+    rlx_graph_free(h);
+    if (rlx_test_have_cpu()) {
+        float kv[2 * 2 * 4];
+        for (int i = 0; i < 16; i++)
+            kv[i] = (float)i * 0.37f - 2.0f;
+        rlx_test_tensor in = {"k", kv};
+        rlx_test_run run = {.inputs = &in, .n_inputs = 1};
+        run.syms.v[0] = 2; /* SEQ */
+        run.syms.v[1] = 3; /* PAST */
+        void *r1[4], *r2[4];
+        int64_t n1[4], n2[4];
+        assert_int_equal(rlx_test_compile_run(g, o, &run, r1, n1, 4, NULL, NULL), RLX_OK);
+        o.passes = RLX_PASS_REQUIRED;
+        assert_int_equal(rlx_test_compile_run(g, o, &run, r2, n2, 4, NULL, NULL), RLX_OK);
+        for (int j = 0; j < 3; j++) {
+            assert_int_equal(n1[j], 64);
+            assert_memory_equal(r1[j], r2[j], 64 * sizeof(float)); /* the same halves */
+            const float *y = r1[j];
+            /* head h, row PAST + s holds k[s, h, :] rounded */
+            for (int hh = 0; hh < 2; hh++)
+                for (int s = 0; s < 2; s++)
+                    for (int d = 0; d < 4; d++) {
+                        float want = kv[(s * 2 + hh) * 4 + d] / 3.0f + 0.1f;
+                        float got = y[(hh * 8 + 3 + s) * 4 + d];
+                        /* f16: 2^-11 of the value; bf16 first: 2^-8 */
+                        float tol = (j == 2 ? 4e-3f : 5e-4f) * fabsf(want) + 1e-6f;
+                        if (!(fabsf(got - want) <= tol))
+                            fail_msg("%d: h %d s %d d %d: %g, want %g", j, hh, s, d, got, want);
+                    }
+        }
+        for (int j = 0; j < 4; j++) {
+            free(r1[j]);
+            free(r2[j]);
+        }
+    }
+    rlx_graph_free(g);
+}
+
 static void test_conv_act(void **state)
 {
     (void)state;
@@ -256,6 +333,7 @@ int main(void)
         cmocka_unit_test(test_matmul_epilogue),  cmocka_unit_test(test_norms),
         cmocka_unit_test(test_add_rms_keep_sum), cmocka_unit_test(test_elementwise_tree),
         cmocka_unit_test(test_limits),           cmocka_unit_test(test_conv_act),
+        cmocka_unit_test(test_cast_scatter),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

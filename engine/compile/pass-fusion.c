@@ -8,6 +8,7 @@
  *   rms_norm(a + b, w), the sum read again (the residual stream of a pre-norm
  *       transformer)                                 => ADD_RMS_NORM(a, b, w) with
  *       keep_sum, [..., 2, D], its sum and norm halves as views
+ *   scatter(state, cast(x)) into a float state       => scatter(state, x)
  *   trees of elementwise ops (same shape, single use) => FUSED_ELEMENTWISE,
  *       e.g. SwiGLU silu(g) * u, GeGLU, residual + scale chains
  */
@@ -152,6 +153,32 @@ static void fuse_conv(fz *f, int32_t i)
         in[k] = n->in[k];
     if (try_update(f, i, &p, n->n_in, in))
         absorb(f, i, u);
+}
+
+static bool float_dt(rlx_dtype dt)
+{
+    return dt == RLX_DTYPE_F32 || dt == RLX_DTYPE_F16 || dt == RLX_DTYPE_BF16;
+}
+
+/* scatter(state, cast(x)) with the cast to the state's dtype used only
+ * there => scatter(state, x): the store into a float state rounds as the
+ * cast did (a KV cache's f32 keys and values into an f16 cache, once per
+ * layer and token, without the halves written and read back between) */
+static void fuse_cast_scatter(fz *f, int32_t i)
+{
+    const rlx_gnode *n = &f->g->nodes[i];
+    int32_t c = n->in[1];
+    const rlx_gnode *cn = &f->g->nodes[c];
+    if (cn->op != RLX_OP_CAST || single_user(f, c) != i || cn->segment != n->segment ||
+        cn->dtype != n->dtype || !float_dt(n->dtype) || !float_dt(f->g->nodes[cn->in[0]].dtype))
+        return;
+    rlx_node in[2] = {n->in[0], cn->in[0]};
+    rlx_op_params p = n->p;
+    if (!try_update(f, i, &p, 2, in))
+        return;
+    f->uses[c] = 0;
+    f->g->nodes[c].op = RLX_OP_NONE;
+    f->changed = true;
 }
 
 static void fuse_norm(fz *f, int32_t i)
@@ -456,6 +483,8 @@ rlx_status rlx_pass_fusion(rlx_graph *g, const rlx_compile_opts *opts, rlx_error
             fuse_conv(&f, i);
         else if (op == RLX_OP_RMS_NORM || op == RLX_OP_LAYER_NORM)
             fuse_norm(&f, i);
+        else if (op == RLX_OP_SCATTER)
+            fuse_cast_scatter(&f, i);
     }
     for (int32_t i = 0; i < g->n_nodes; i++)
         if (g->nodes[i].op == RLX_OP_RMS_NORM)
