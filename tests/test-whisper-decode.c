@@ -250,6 +250,35 @@ static void fallback(void **state)
     assert_true(n >= 10);
 }
 
+/* A window that runs to the end of the text context: tokens go in one at a
+ * time up to its last position (openai feeds them until the sequence
+ * outgrows it), past the step program's bound (n_text_ctx - 8); beyond the
+ * context, or several at once near its end, is refused with a sentence. */
+static void context_end(void **state)
+{
+    fixture *f = *state;
+    rlx_whisper *w = f->w;
+    const int ctx = w->hp->n_text_ctx;
+    rlx_error *err = NULL;
+    int32_t tok = w->sp->sot;
+    for (int past = ctx - 12; past < ctx; past++) {
+        if (rlx_whisper_run_decoder(w, 1, &tok, 1, past, w->logits, &err) != RLX_OK)
+            fail_msg("one token after %d: %s", past, rlx_error_message(err));
+        for (int i = 0; i < w->hp->n_vocab; i += 97)
+            assert_true(isfinite(w->logits[i]));
+        tok = TS_BEGIN + past % 50;
+    }
+    assert_int_equal(rlx_whisper_run_decoder(w, 1, &tok, 1, ctx, w->logits, &err),
+                     RLX_ERR_INVALID_ARG);
+    rlx_error_clear(&err);
+    int32_t three[3] = {tok, tok, tok};
+    assert_int_equal(rlx_whisper_run_decoder(w, 1, three, 3, ctx - 6, w->logits, &err),
+                     RLX_ERR_INVALID_ARG);
+    printf("[ context ] %s\n", rlx_error_message(err));
+    assert_non_null(strstr(rlx_error_message(err), "one at a time"));
+    rlx_error_clear(&err);
+}
+
 /* ---- beam search ---- */
 
 static void beam(void **state)
@@ -606,6 +635,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(rules),
         cmocka_unit_test(fallback),
         cmocka_unit_test(beam),
+        cmocka_unit_test(context_end),
         cmocka_unit_test(transcribe_jfk),
         cmocka_unit_test(transcribe_jfk3),
         cmocka_unit_test(transcribe_jfk100),

@@ -1361,6 +1361,8 @@ static char *recordings_dir(void)
 
 /* Stops the microphone and saves what it heard as a WAV; transcribes it when
  * asked. */
+static gboolean focus_idle(gpointer data);
+
 static void finish_recording(RlxTranscribePane *self, gboolean transcribe)
 {
     if (!self->capture)
@@ -1369,6 +1371,11 @@ static void finish_recording(RlxTranscribePane *self, gboolean transcribe)
     self->capture = NULL;
     g_clear_handle_id(&self->rec_tick, g_source_remove);
     gtk_widget_set_visible(self->record_box, FALSE);
+    /* the focus may have been in the box just hidden: the page's keys
+     * (Escape to stop the transcription that follows, Ctrl+E) need it
+     * back inside the page */
+    if (transcribe)
+        g_idle_add_full(G_PRIORITY_DEFAULT_IDLE, focus_idle, g_object_ref(self), g_object_unref);
     gtk_widget_remove_css_class(self->record_button, "destructive-action");
     RecBuf *b = self->rec;
     g_debug("recording stopped: %" G_GINT64_FORMAT " samples", b->n); /* for the UI tests */
@@ -1588,16 +1595,6 @@ static void rlx_transcribe_pane_class_init(RlxTranscribePaneClass *klass)
     gtk_widget_class_install_action(widget_class, "transcribe.model-file", NULL, model_file_action);
     gtk_widget_class_install_action(widget_class, "transcribe.model-folder", NULL,
                                     model_folder_action);
-
-    gtk_widget_class_add_binding_action(widget_class, GDK_KEY_Escape, 0, "transcribe.escape", NULL);
-    gtk_widget_class_add_binding_action(widget_class, GDK_KEY_r, GDK_CONTROL_MASK,
-                                        "transcribe.record", NULL);
-    gtk_widget_class_add_binding_action(widget_class, GDK_KEY_o, GDK_CONTROL_MASK,
-                                        "transcribe.open", NULL);
-    gtk_widget_class_add_binding_action(widget_class, GDK_KEY_C, GDK_CONTROL_MASK | GDK_SHIFT_MASK,
-                                        "transcribe.copy", NULL);
-    gtk_widget_class_add_binding_action(widget_class, GDK_KEY_e, GDK_CONTROL_MASK,
-                                        "transcribe.export-menu", NULL);
 }
 
 static void scroller_upper_changed(GtkAdjustment *adj, GParamSpec *ps, RlxTranscribePane *self)
@@ -1615,6 +1612,30 @@ static void scroller_value_changed(GtkAdjustment *adj, RlxTranscribePane *self)
 static void rlx_transcribe_pane_init(RlxTranscribePane *self)
 {
     gtk_widget_init_template(GTK_WIDGET(self));
+    /* The page's keys work wherever the focus is in the window, as the Chat
+     * page's do: a transcript shown anew (a recording's, when it stops)
+     * drops the focus with the rows it had, and the keys must still stop
+     * what runs. The root runs global shortcuts after the focused widget
+     * and its parents declined the key, and only a mapped page's. */
+    GtkEventController *global = gtk_shortcut_controller_new();
+    gtk_shortcut_controller_set_scope(GTK_SHORTCUT_CONTROLLER(global), GTK_SHORTCUT_SCOPE_GLOBAL);
+    const struct {
+        guint key;
+        GdkModifierType mods;
+        const char *action;
+    } keys[] = {
+        {GDK_KEY_Escape, 0, "transcribe.escape"},
+        {GDK_KEY_r, GDK_CONTROL_MASK, "transcribe.record"},
+        {GDK_KEY_o, GDK_CONTROL_MASK, "transcribe.open"},
+        {GDK_KEY_C, GDK_CONTROL_MASK | GDK_SHIFT_MASK, "transcribe.copy"},
+        {GDK_KEY_e, GDK_CONTROL_MASK, "transcribe.export-menu"},
+    };
+    for (guint i = 0; i < G_N_ELEMENTS(keys); i++)
+        gtk_shortcut_controller_add_shortcut(
+            GTK_SHORTCUT_CONTROLLER(global),
+            gtk_shortcut_new(gtk_keyval_trigger_new(keys[i].key, keys[i].mods),
+                             gtk_named_action_new(keys[i].action)));
+    gtk_widget_add_controller(GTK_WIDGET(self), global);
     rlx_toasts_init(&self->toasts, self->toast_overlay, GTK_WIDGET(self));
     self->rec = g_new0(RecBuf, 1);
     g_mutex_init(&self->rec->lock);

@@ -917,20 +917,23 @@ static rlx_status check_range(const rlx_buffer *buf, uint64_t offset, uint64_t s
     return RLX_OK;
 }
 
-/* One staged copy between the staging buffer and b (to_device: upload). */
-static rlx_status staged_copy(vk_device *d, vk_buffer *b, uint64_t offset, uint64_t n,
-                              bool to_device, rlx_error **err)
+/* Copy n bytes from src at so to dst at dt now, and wait for it (after
+ * whatever ran before; visible to the host and to shaders after). */
+rlx_status vk_copy_now(vk_device *d, VkBuffer src, uint64_t so, VkBuffer dst, uint64_t dt,
+                       uint64_t n, rlx_error **err)
 {
     VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
                                    .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
     vkResetCommandBuffer(d->xfer_cb, 0);
     vkBeginCommandBuffer(d->xfer_cb, &bi);
-    VkBufferCopy c = {
-        .srcOffset = to_device ? 0 : offset, .dstOffset = to_device ? offset : 0, .size = n};
-    if (to_device)
-        vkCmdCopyBuffer(d->xfer_cb, d->staging, b->buf, 1, &c);
-    else
-        vkCmdCopyBuffer(d->xfer_cb, b->buf, d->staging, 1, &c);
+    VkMemoryBarrier mb0 = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                           .srcAccessMask = VK_ACCESS_MEMORY_WRITE_BIT,
+                           .dstAccessMask =
+                               VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT};
+    vkCmdPipelineBarrier(d->xfer_cb, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT,
+                         VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &mb0, 0, NULL, 0, NULL);
+    VkBufferCopy c = {.srcOffset = so, .dstOffset = dt, .size = n};
+    vkCmdCopyBuffer(d->xfer_cb, src, dst, 1, &c);
     VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
                           .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
                           .dstAccessMask = VK_ACCESS_HOST_READ_BIT | VK_ACCESS_SHADER_READ_BIT};
@@ -942,41 +945,18 @@ static rlx_status staged_copy(vk_device *d, vk_buffer *b, uint64_t offset, uint6
                        .commandBufferCount = 1,
                        .pCommandBuffers = &d->xfer_cb};
     vkResetFences(d->dev, 1, &d->xfer_fence);
-    rlx_status s = vk_check_result(d, vk_submit(d, &si, d->xfer_fence), "a transfer", err);
+    rlx_status s = vk_check_result(d, vk_submit(d, &si, d->xfer_fence), "a copy", err);
     if (s == RLX_OK)
         s = vk_wait_fence(d, d->xfer_fence, NULL, err);
     return s;
 }
 
-/* Copy n bytes from src at so to dst at dt now, and wait for it. */
-rlx_status vk_copy_now(vk_device *d, VkBuffer src, uint64_t so, VkBuffer dst, uint64_t dt,
-                       uint64_t n, rlx_error **err)
+/* One staged copy between the staging buffer and b (to_device: upload). */
+static rlx_status staged_copy(vk_device *d, vk_buffer *b, uint64_t offset, uint64_t n,
+                              bool to_device, rlx_error **err)
 {
-    VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
-                                   .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
-    vkResetCommandBuffer(d->xfer_cb, 0);
-    vkBeginCommandBuffer(d->xfer_cb, &bi);
-    VkMemoryBarrier mb0 = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
-                           .srcAccessMask = VK_ACCESS_MEMORY_WRITE_BIT,
-                           .dstAccessMask = VK_ACCESS_TRANSFER_READ_BIT};
-    vkCmdPipelineBarrier(d->xfer_cb, VK_PIPELINE_STAGE_ALL_COMMANDS_BIT,
-                         VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &mb0, 0, NULL, 0, NULL);
-    VkBufferCopy c = {.srcOffset = so, .dstOffset = dt, .size = n};
-    vkCmdCopyBuffer(d->xfer_cb, src, dst, 1, &c);
-    VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
-                          .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
-                          .dstAccessMask = VK_ACCESS_HOST_READ_BIT};
-    vkCmdPipelineBarrier(d->xfer_cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0,
-                         1, &mb, 0, NULL, 0, NULL);
-    vkEndCommandBuffer(d->xfer_cb);
-    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
-                       .commandBufferCount = 1,
-                       .pCommandBuffers = &d->xfer_cb};
-    vkResetFences(d->dev, 1, &d->xfer_fence);
-    rlx_status s = vk_check_result(d, vk_submit(d, &si, d->xfer_fence), "a copy", err);
-    if (s == RLX_OK)
-        s = vk_wait_fence(d, d->xfer_fence, NULL, err);
-    return s;
+    return to_device ? vk_copy_now(d, d->staging, 0, b->buf, offset, n, err)
+                     : vk_copy_now(d, b->buf, offset, d->staging, 0, n, err);
 }
 
 static rlx_status vk_buffer_write(rlx_buffer *buf, uint64_t offset, const void *src, uint64_t size,

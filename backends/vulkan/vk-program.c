@@ -630,6 +630,21 @@ static bool fill_ew(fill_ctx *c, const rlx_lir_instr *ins)
     return true;
 }
 
+/* A matmul's bias [N] (broadcast where it has one element) at slot 2 of
+ * record w, P(3) set; nothing without one. */
+static void put_bias(fill_ctx *c, int32_t *w, const rlx_lir_instr *ins, int64_t N)
+{
+    if (!ins->p.matmul.has_bias)
+        return;
+    vt bias = vt_of(c->P, ins->in[2], c->sv);
+    vt bb = bias;
+    bb.rank = 1;
+    bb.ne[0] = N;
+    bb.st[0] = bias.ne[bias.rank - 1] == 1 ? 0 : bias.st[bias.rank - 1];
+    put_desc(c, w, 2, &bb);
+    w[PRM(3)] = 1;
+}
+
 static bool fill_matmul(fill_ctx *c, const rlx_lir_instr *ins)
 {
     vk_program *P = c->P;
@@ -675,7 +690,7 @@ static bool fill_matmul(fill_ctx *c, const rlx_lir_instr *ins)
     bool rowm = c->fixed ? c->fixed[c->n].per_group
                          : (K >= 256 && rows_b <= 16 && (!soft || numel(&o) <= 4096));
     /* up to MV_ROWS rows of an f32 `a` along K against weights along K:
-     * matvec.comp, 32 threads a column taking 32 values at a time */
+     * matvec.comp, 32 threads a column, 8 consecutive weights a thread */
     const rlx_dtype_info *bi_ = rlx_dtype_get(b.dt);
     bool mv = c->fixed ? c->fixed[c->n].k == VK_K_MATVEC
                        : rowm && rows_b <= MV_ROWS && rows_b == M && M > 0 && K % 32 == 0 &&
@@ -698,15 +713,7 @@ static bool fill_matmul(fill_ctx *c, const rlx_lir_instr *ins)
             (int32_t)(bi_->quantized ? b.st[0] / bi_->block_size * bi_->type_size : B.st[r - 1]);
         w[PRM(6)] = (int32_t)M;
         w[PRM(7)] = (int32_t)A.st[r - 2];
-        if (ins->p.matmul.has_bias) {
-            vt bias = vt_of(P, ins->in[2], c->sv);
-            vt bb = bias;
-            bb.rank = 1;
-            bb.ne[0] = N;
-            bb.st[0] = bias.ne[bias.rank - 1] == 1 ? 0 : bias.st[bias.rank - 1];
-            put_desc(c, w, 2, &bb);
-            w[PRM(3)] = 1;
-        }
+        put_bias(c, w, ins, N);
         return true;
     }
     /* the rest of 16 rows and more in shared-memory tiles (gemm.comp); on
@@ -733,15 +740,7 @@ static bool fill_matmul(fill_ctx *c, const rlx_lir_instr *ins)
         w[PRM(6)] = bk8;
         w[PRM(7)] = (int32_t)tn;
         w[PRM(8)] = (int32_t)tm;
-        if (ins->p.matmul.has_bias) {
-            vt bias = vt_of(P, ins->in[2], c->sv);
-            vt bb = bias;
-            bb.rank = 1;
-            bb.ne[0] = N;
-            bb.st[0] = bias.ne[bias.rank - 1] == 1 ? 0 : bias.st[bias.rank - 1];
-            put_desc(c, w, 2, &bb);
-            w[PRM(3)] = 1;
-        }
+        put_bias(c, w, ins, N);
         return true;
     }
     int32_t *w = new_disp(c, VK_K_MATMUL, rowm, numel(&o));
@@ -752,15 +751,7 @@ static bool fill_matmul(fill_ctx *c, const rlx_lir_instr *ins)
     w[PRM(0)] = (int32_t)K;
     w[PRM(1)] = (int32_t)ins->p.matmul.act;
     w[PRM(2)] = fbits(ins->p.matmul.alpha);
-    if (ins->p.matmul.has_bias) {
-        vt bias = vt_of(P, ins->in[2], c->sv);
-        vt bb = bias;
-        bb.rank = 1;
-        bb.ne[0] = N;
-        bb.st[0] = bias.ne[bias.rank - 1] == 1 ? 0 : bias.st[bias.rank - 1];
-        put_desc(c, w, 2, &bb);
-        w[PRM(3)] = 1;
-    }
+    put_bias(c, w, ins, N);
     if (rlx_dtype_get(b.dt)->quantized) {
         const rlx_dtype_info *ti = rlx_dtype_get(b.dt);
         if (K % ti->block_size)

@@ -42,6 +42,9 @@ struct rlx_whisper {
     /* decoder and beam-reorder programs by beam count, compiled on first use */
     rlx_session_program *dec[RLX_WHISPER_MAX_BEAMS + 1], *pre[RLX_WHISPER_MAX_BEAMS + 1],
         *reorder[RLX_WHISPER_MAX_BEAMS + 1];
+    /* one token at a time at the context's last RLX_WHISPER_STEP_SEQ - 1
+     * positions, which dec's bound (n_text_ctx - STEP_SEQ) leaves out */
+    rlx_session_program *tail[RLX_WHISPER_MAX_BEAMS + 1];
     int max_beams;
     rlx_mel *mel;
     volatile int cancel;

@@ -219,15 +219,23 @@ rlx_status rlx_whisper_run_decoder(rlx_whisper *w, int nb, const int32_t *tokens
         return rlx_error_set(err, RLX_ERR_INVALID_ARG,
                              "whisper decoder: %d beams asked for; 1 to %d are possible", nb,
                              RLX_WHISPER_MAX_BEAMS);
-    bool step = seq <= RLX_WHISPER_STEP_SEQ && past <= w->hp->n_text_ctx - RLX_WHISPER_STEP_SEQ;
-    if (!step &&
-        (seq > RLX_WHISPER_PREFILL_SEQ || past > w->hp->n_text_ctx - RLX_WHISPER_PREFILL_SEQ))
+    int ctx = w->hp->n_text_ctx;
+    bool step = seq <= RLX_WHISPER_STEP_SEQ && past <= ctx - RLX_WHISPER_STEP_SEQ;
+    /* a window that runs to the end of the text context (openai stops at
+     * its last position) feeds its last tokens one at a time */
+    bool tail = !step && seq == 1 && past >= 0 && past < ctx;
+    if (!step && !tail && (seq > RLX_WHISPER_PREFILL_SEQ || past > ctx - RLX_WHISPER_PREFILL_SEQ))
         return rlx_error_set(err, RLX_ERR_INVALID_ARG,
-                             "whisper decoder: %d tokens after %d: at most %d at once from the "
-                             "start, or %d anywhere",
-                             seq, past, RLX_WHISPER_PREFILL_SEQ, RLX_WHISPER_STEP_SEQ);
-    rlx_session_program **prog = step ? &w->dec[nb] : &w->pre[nb];
-    rlx_status st = load_decoder(w, nb, step ? RLX_WHISPER_STEP_SEQ : RLX_WHISPER_PREFILL_SEQ,
+                             "whisper decoder: %d tokens after %d: at most %d at once starting "
+                             "by position %d, %d starting by position %d, or one at a time up "
+                             "to position %d",
+                             seq, past, RLX_WHISPER_PREFILL_SEQ, ctx - RLX_WHISPER_PREFILL_SEQ,
+                             RLX_WHISPER_STEP_SEQ, ctx - RLX_WHISPER_STEP_SEQ, ctx - 1);
+    rlx_session_program **prog = step ? &w->dec[nb] : tail ? &w->tail[nb] : &w->pre[nb];
+    rlx_status st = load_decoder(w, nb,
+                                 step   ? RLX_WHISPER_STEP_SEQ
+                                 : tail ? 1
+                                        : RLX_WHISPER_PREFILL_SEQ,
                                  false, prog, err);
     return st ? st : run_dec(w, *prog, tokens, seq, past, logits, err);
 }
