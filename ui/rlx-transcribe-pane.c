@@ -109,6 +109,7 @@ struct _RlxTranscribePane {
     rlx_audio_capture *capture;
     struct RecBuf *rec; /* filled on the capture's thread */
     guint rec_tick;
+    gint64 rec_start_us; /* monotonic, when the recording began */
 
     /* playback of the shown transcript's recording */
     rlx_audio_playback *playback;
@@ -1339,10 +1340,40 @@ static gint64 rec_length(RecBuf *b)
     return n;
 }
 
+/* An input that gives sound much faster than time passes is no microphone
+ * (ALSA's null device, the default of a machine without a sound card, gives
+ * hours of full-scale samples a minute): the recording is dropped with a
+ * sentence before it fills the memory. */
+static gboolean not_a_microphone(RlxTranscribePane *self)
+{
+    double elapsed = (double)(g_get_monotonic_time() - self->rec_start_us) / 1e6;
+    double got = (double)rec_length(self->rec) / RLX_WHISPER_SAMPLE_RATE;
+    if (got <= 4.0 * elapsed + 2.0)
+        return FALSE;
+    rlx_audio_capture_stop(self->capture);
+    self->capture = NULL;
+    RecBuf *b = self->rec;
+    g_mutex_lock(&b->lock);
+    g_clear_pointer(&b->x, g_free);
+    b->n = b->cap = 0;
+    g_mutex_unlock(&b->lock);
+    gtk_widget_set_visible(self->record_box, FALSE);
+    gtk_widget_remove_css_class(self->record_button, "destructive-action");
+    g_autofree char *got_s = fmt_duration(got);
+    g_autofree char *msg = g_strdup_printf(
+        _("Cannot record: the input device gave %s of sound in %.1f s, so it is not a "
+          "microphone. Connect or choose one in the system's sound settings."),
+        got_s, elapsed);
+    toast_error(self, msg);
+    g_message("%s", msg); /* for the log */
+    update_state(self);
+    return TRUE;
+}
+
 static gboolean rec_tick_cb(gpointer data)
 {
     RlxTranscribePane *self = data;
-    if (!self->capture) {
+    if (!self->capture || not_a_microphone(self)) {
         self->rec_tick = 0;
         return G_SOURCE_REMOVE;
     }
@@ -1442,6 +1473,7 @@ static void record_action(GtkWidget *w, const char *name, GVariant *param)
     gtk_level_bar_set_value(self->level_bar, 0);
     gtk_widget_set_visible(self->record_box, TRUE);
     gtk_widget_add_css_class(self->record_button, "destructive-action");
+    self->rec_start_us = g_get_monotonic_time();
     self->rec_tick = g_timeout_add(100, rec_tick_cb, self);
     update_state(self);
 }
