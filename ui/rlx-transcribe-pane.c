@@ -1392,8 +1392,6 @@ static char *recordings_dir(void)
 
 /* Stops the microphone and saves what it heard as a WAV; transcribes it when
  * asked. */
-static gboolean focus_idle(gpointer data);
-
 static void finish_recording(RlxTranscribePane *self, gboolean transcribe)
 {
     if (!self->capture)
@@ -1402,11 +1400,6 @@ static void finish_recording(RlxTranscribePane *self, gboolean transcribe)
     self->capture = NULL;
     g_clear_handle_id(&self->rec_tick, g_source_remove);
     gtk_widget_set_visible(self->record_box, FALSE);
-    /* the focus may have been in the box just hidden: the page's keys
-     * (Escape to stop the transcription that follows, Ctrl+E) need it
-     * back inside the page */
-    if (transcribe)
-        g_idle_add_full(G_PRIORITY_DEFAULT_IDLE, focus_idle, g_object_ref(self), g_object_unref);
     gtk_widget_remove_css_class(self->record_button, "destructive-action");
     RecBuf *b = self->rec;
     g_debug("recording stopped: %" G_GINT64_FORMAT " samples", b->n); /* for the UI tests */
