@@ -1,4 +1,5 @@
 #include "rlx-chat-pane.h"
+#include "rlx-keys.h"
 #include "rlx-toasts.h"
 
 #include "rlx-failure.h"
@@ -1948,28 +1949,14 @@ static void rlx_chat_pane_init(RlxChatPane *self)
     g_signal_connect(adj, "notify::upper", G_CALLBACK(scroller_upper_changed), self);
     g_signal_connect(adj, "notify::page-size", G_CALLBACK(scroller_upper_changed), self);
     g_signal_connect(adj, "value-changed", G_CALLBACK(scroller_value_changed), self);
-    /* The page's keys work wherever the focus is in the window (the header
-     * bar's device menu after a click, a popover's button): the root runs
-     * global shortcuts after the focused widget and its parents declined the
-     * key, so an entry or a popover still gets its own Escape first. */
-    GtkEventController *global = gtk_shortcut_controller_new();
-    gtk_shortcut_controller_set_scope(GTK_SHORTCUT_CONTROLLER(global), GTK_SHORTCUT_SCOPE_GLOBAL);
-    const struct {
-        guint key;
-        GdkModifierType mods;
-        const char *action;
-    } keys_global[] = {
+    /* the page's keys, wherever the focus is in the window (rlx-keys.h) */
+    static const RlxKey keys_global[] = {
         {GDK_KEY_Escape, 0, "chat.stop"},
         {GDK_KEY_n, GDK_CONTROL_MASK, "chat.new"},
         {GDK_KEY_o, GDK_CONTROL_MASK, "chat.open"},
         {GDK_KEY_r, GDK_CONTROL_MASK, "chat.regenerate"},
         {GDK_KEY_f, GDK_CONTROL_MASK, "chat.search"},
     };
-    for (guint i = 0; i < G_N_ELEMENTS(keys_global); i++)
-        gtk_shortcut_controller_add_shortcut(
-            GTK_SHORTCUT_CONTROLLER(global),
-            gtk_shortcut_new(gtk_keyval_trigger_new(keys_global[i].key, keys_global[i].mods),
-                             gtk_named_action_new(keys_global[i].action)));
-    gtk_widget_add_controller(GTK_WIDGET(self), global);
+    rlx_keys_global(GTK_WIDGET(self), keys_global, G_N_ELEMENTS(keys_global));
     g_signal_connect(self->system_popover, "closed", G_CALLBACK(system_popover_closed), self);
 }

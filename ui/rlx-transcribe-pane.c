@@ -1,4 +1,5 @@
 #include "rlx-transcribe-pane.h"
+#include "rlx-keys.h"
 #include "rlx-toasts.h"
 #include "rlx-transcript.h"
 
@@ -1637,30 +1638,17 @@ static void scroller_value_changed(GtkAdjustment *adj, RlxTranscribePane *self)
 static void rlx_transcribe_pane_init(RlxTranscribePane *self)
 {
     gtk_widget_init_template(GTK_WIDGET(self));
-    /* The page's keys work wherever the focus is in the window, as the Chat
-     * page's do: a transcript shown anew (a recording's, when it stops)
-     * drops the focus with the rows it had, and the keys must still stop
-     * what runs. The root runs global shortcuts after the focused widget
-     * and its parents declined the key, and only a mapped page's. */
-    GtkEventController *global = gtk_shortcut_controller_new();
-    gtk_shortcut_controller_set_scope(GTK_SHORTCUT_CONTROLLER(global), GTK_SHORTCUT_SCOPE_GLOBAL);
-    const struct {
-        guint key;
-        GdkModifierType mods;
-        const char *action;
-    } keys[] = {
+    /* The page's keys, wherever the focus is in the window (rlx-keys.h): a
+     * transcript shown anew (a recording's, when it stops) drops the focus
+     * with the rows it had, and Escape must still stop what runs. */
+    static const RlxKey keys[] = {
         {GDK_KEY_Escape, 0, "transcribe.escape"},
         {GDK_KEY_r, GDK_CONTROL_MASK, "transcribe.record"},
         {GDK_KEY_o, GDK_CONTROL_MASK, "transcribe.open"},
         {GDK_KEY_C, GDK_CONTROL_MASK | GDK_SHIFT_MASK, "transcribe.copy"},
         {GDK_KEY_e, GDK_CONTROL_MASK, "transcribe.export-menu"},
     };
-    for (guint i = 0; i < G_N_ELEMENTS(keys); i++)
-        gtk_shortcut_controller_add_shortcut(
-            GTK_SHORTCUT_CONTROLLER(global),
-            gtk_shortcut_new(gtk_keyval_trigger_new(keys[i].key, keys[i].mods),
-                             gtk_named_action_new(keys[i].action)));
-    gtk_widget_add_controller(GTK_WIDGET(self), global);
+    rlx_keys_global(GTK_WIDGET(self), keys, G_N_ELEMENTS(keys));
     rlx_toasts_init(&self->toasts, self->toast_overlay, GTK_WIDGET(self));
     self->rec = g_new0(RecBuf, 1);
     g_mutex_init(&self->rec->lock);

@@ -645,6 +645,22 @@ static void put_bias(fill_ctx *c, int32_t *w, const rlx_lir_instr *ins, int64_t 
     w[PRM(3)] = 1;
 }
 
+/* A matmul's dispatch of kernel k: out, a, b, K, act, alpha and the bias. */
+static int32_t *mm_disp(fill_ctx *c, vk_kernel k, bool per_group, int64_t items,
+                        const rlx_lir_instr *ins, const vt *o, const vt *A, const vt *B, int64_t K,
+                        int64_t N)
+{
+    int32_t *w = new_disp(c, k, per_group, items);
+    put_desc(c, w, VK_OUT_SLOT, o);
+    put_desc(c, w, 0, A);
+    put_desc(c, w, 1, B);
+    w[PRM(0)] = (int32_t)K;
+    w[PRM(1)] = (int32_t)ins->p.matmul.act;
+    w[PRM(2)] = fbits(ins->p.matmul.alpha);
+    put_bias(c, w, ins, N);
+    return w;
+}
+
 static bool fill_matmul(fill_ctx *c, const rlx_lir_instr *ins)
 {
     vk_program *P = c->P;
@@ -702,18 +718,12 @@ static bool fill_matmul(fill_ctx *c, const rlx_lir_instr *ins)
         for (int d = 0; d < r - 2; d++)
             if (o.ne[d] != 1)
                 return fail(c, "a matrix-vector product with batch dims");
-        int32_t *w = new_disp(c, VK_K_MATVEC, true, (N + MV_COLS - 1) / MV_COLS);
-        put_desc(c, w, VK_OUT_SLOT, &o);
-        put_desc(c, w, 0, &A);
-        put_desc(c, w, 1, &B);
-        w[PRM(0)] = (int32_t)K;
-        w[PRM(1)] = (int32_t)ins->p.matmul.act;
-        w[PRM(2)] = fbits(ins->p.matmul.alpha);
+        int32_t *w =
+            mm_disp(c, VK_K_MATVEC, true, (N + MV_COLS - 1) / MV_COLS, ins, &o, &A, &B, K, N);
         w[PRM(5)] =
             (int32_t)(bi_->quantized ? b.st[0] / bi_->block_size * bi_->type_size : B.st[r - 1]);
         w[PRM(6)] = (int32_t)M;
         w[PRM(7)] = (int32_t)A.st[r - 2];
-        put_bias(c, w, ins, N);
         return true;
     }
     /* the rest of 16 rows and more in shared-memory tiles (gemm.comp); on
@@ -728,30 +738,17 @@ static bool fill_matmul(fill_ctx *c, const rlx_lir_instr *ins)
                          : !rowm && M >= 16 && N >= 16 && K >= 16 && (!bi_->quantized || bk8);
     if (gemm) {
         int64_t tn = (N + GEMM_T - 1) / GEMM_T, tm = (M + GEMM_T - 1) / GEMM_T;
-        int32_t *w = new_disp(c, VK_K_GEMM, true, tn * tm * (numel(&o) / (M * N > 0 ? M * N : 1)));
-        put_desc(c, w, VK_OUT_SLOT, &o);
-        put_desc(c, w, 0, &A);
-        put_desc(c, w, 1, &B);
-        w[PRM(0)] = (int32_t)K;
-        w[PRM(1)] = (int32_t)ins->p.matmul.act;
-        w[PRM(2)] = fbits(ins->p.matmul.alpha);
+        int32_t *w = mm_disp(c, VK_K_GEMM, true, tn * tm * (numel(&o) / (M * N > 0 ? M * N : 1)),
+                             ins, &o, &A, &B, K, N);
         w[PRM(5)] =
             (int32_t)(bi_->quantized ? b.st[0] / bi_->block_size * bi_->type_size : B.st[r - 1]);
         w[PRM(6)] = bk8;
         w[PRM(7)] = (int32_t)tn;
         w[PRM(8)] = (int32_t)tm;
-        put_bias(c, w, ins, N);
         return true;
     }
-    int32_t *w = new_disp(c, VK_K_MATMUL, rowm, numel(&o));
+    int32_t *w = mm_disp(c, VK_K_MATMUL, rowm, numel(&o), ins, &o, &A, &B, K, N);
     w[PRM(6)] = rowm;
-    put_desc(c, w, VK_OUT_SLOT, &o);
-    put_desc(c, w, 0, &A);
-    put_desc(c, w, 1, &B);
-    w[PRM(0)] = (int32_t)K;
-    w[PRM(1)] = (int32_t)ins->p.matmul.act;
-    w[PRM(2)] = fbits(ins->p.matmul.alpha);
-    put_bias(c, w, ins, N);
     if (rlx_dtype_get(b.dt)->quantized) {
         const rlx_dtype_info *ti = rlx_dtype_get(b.dt);
         if (K % ti->block_size)
