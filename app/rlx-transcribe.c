@@ -264,8 +264,19 @@ static struct {
     pthread_cond_t cv;
     float *x;
     size_t n, cap;
-    bool lost; /* out of memory: samples were dropped */
+    bool lost;      /* out of memory: samples were dropped */
+    uint64_t total; /* samples delivered since t0 */
+    struct timespec t0;
+    bool runaway; /* more sound than time passed: not a microphone */
+    bool paced;   /* a real input, whose pace is checked (not --mic-file) */
 } mic = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+
+static double mic_elapsed(void)
+{
+    struct timespec t1;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    return (double)(t1.tv_sec - mic.t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - mic.t0.tv_nsec);
+}
 
 static void on_chunk(const float *x, size_t n, void *user)
 {
@@ -280,6 +291,17 @@ static void on_chunk(const float *x, size_t n, void *user)
             mic.x = nx;
             mic.cap = cap;
         }
+    }
+    mic.total += n;
+    /* an input that gives sound much faster than time passes is no
+     * microphone (ALSA's null device, the default of a machine without a
+     * sound card): its samples are dropped, and the loop stops */
+    if (mic.paced && (double)mic.total > (4.0 * mic_elapsed() + 2.0) * RLX_WHISPER_SAMPLE_RATE)
+        mic.runaway = true;
+    if (mic.runaway) {
+        pthread_cond_signal(&mic.cv);
+        pthread_mutex_unlock(&mic.mu);
+        return;
     }
     if (mic.n + n <= mic.cap) {
         memcpy(mic.x + mic.n, x, sizeof(float) * n);
@@ -363,6 +385,12 @@ static rlx_status run_mic(rlx_whisper *w, int device, const char *fake_file,
     float *fake = NULL;
     pthread_t feed_tid;
     bool feeding = false;
+    pthread_mutex_lock(&mic.mu);
+    clock_gettime(CLOCK_MONOTONIC, &mic.t0);
+    mic.total = 0;
+    mic.runaway = false;
+    mic.paced = !fake_file;
+    pthread_mutex_unlock(&mic.mu);
     mute_libs();
     if (fake_file) {
         st = rlx_audio_load(fake_file, RLX_WHISPER_SAMPLE_RATE, &fake, &fd.n, err);
@@ -392,6 +420,17 @@ static rlx_status run_mic(rlx_whisper *w, int device, const char *fake_file,
     size_t tmp_cap = 0;
     while (!stop_requested) {
         bool fed_all = fake_file && __atomic_load_n(&fd.done, __ATOMIC_ACQUIRE);
+        pthread_mutex_lock(&mic.mu);
+        bool runaway = mic.runaway;
+        double got = (double)mic.total / RLX_WHISPER_SAMPLE_RATE, el = mic_elapsed();
+        pthread_mutex_unlock(&mic.mu);
+        if (runaway) {
+            st = rlx_error_set(err, RLX_ERR_DEVICE,
+                               "the input device gave %.0f s of sound in %.1f s, so it is not a "
+                               "microphone; choose one with --device-index (see --list-devices)",
+                               got, el);
+            break;
+        }
         st = drain_mic(l, &tmp, &tmp_cap, true, err);
         if (st == RLX_ERR_CANCELLED && stop_requested) {
             /* Ctrl+C stopped a decode: the flush below decodes that audio again */

@@ -289,4 +289,17 @@ if grep -q '^no audio input devices' "$tmp/out"; then
         ok "--mic without an input device: $(cat "$tmp/err")" ||
         bad "--mic without an input device: exit $rc, $(cat "$tmp/err")"
 fi
+# ALSA's null device as the default, as on a machine without a sound card:
+# where PortAudio offers it as an input, it gives sound far faster than
+# real time, and --mic stops with a sentence (exit 1) within seconds instead
+# of filling the memory; where it does not, --mic finds no input device.
+if [ -f /usr/share/alsa/alsa.conf ]; then
+    printf '</usr/share/alsa/alsa.conf>\npcm.!default {\n    type null\n}\n' >"$tmp/asound.conf"
+    ALSA_CONFIG_PATH=$tmp/asound.conf timeout 60 "$rlx" transcribe -t 2 -m "$model" --mic \
+        >"$tmp/out" 2>"$tmp/err" </dev/null
+    rc=$?
+    { [ $rc -eq 1 ] && grep -q -e 'so it is not a microphone' -e 'no audio input device' "$tmp/err"; } &&
+        ok "--mic on ALSA's null device: $(grep -e 'not a microphone' -e 'no audio input' "$tmp/err")" ||
+        bad "--mic on ALSA's null device: exit $rc, $(tail -n 3 "$tmp/err")"
+fi
 exit $fail
