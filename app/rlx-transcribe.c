@@ -451,7 +451,7 @@ static rlx_status run_mic(rlx_whisper *w, int device, const char *fake_file,
     rlx_audio_capture_stop(cap); /* delivers the last, shorter chunk */
     unmute_libs();
     free(fake);
-    if (dropped > 0 && dev_rate > 0)
+    if (dropped > 0 && dev_rate > 0 && !mic.runaway)
         fprintf(stderr, "rlx: %.1f s of audio were lost (the system was too busy)\n",
                 (double)dropped / dev_rate);
     if (st == RLX_OK) {
