@@ -100,14 +100,21 @@ static uint64_t value_bytes(const rlx_graph *g, rlx_dtype dt, const rlx_shape *s
 /* The symbols that a value of shape s pins to 1 whenever it has any
  * element: a dim that is a lone symbol bounded by 1 (a decode step's SEQ)
  * is 0 or 1, and at 0 there is nothing to address. A bit per symbol. */
+/* The symbol a dim is alone (k = 0, one term of factor 1), else -1. */
+static int lone_sym(rlx_dim x)
+{
+    int sym = x.sym[0];
+    if (x.k != 0 || sym < 0 || sym >= RLX_MAX_SYMBOLS || x.mul[0] != 1 || x.sym[1] >= 0)
+        return -1;
+    return sym;
+}
+
 static uint32_t pinned_ones(const rlx_graph *g, const rlx_shape *s)
 {
     uint32_t m = 0;
     for (int d = 0; d < s->rank; d++) {
-        rlx_dim x = s->d[d];
-        int sym = x.sym[0];
-        if (x.k == 0 && sym >= 0 && sym < RLX_MAX_SYMBOLS && x.mul[0] == 1 && x.sym[1] < 0 &&
-            g->sym_max[sym] == 1)
+        int sym = lone_sym(s->d[d]);
+        if (sym >= 0 && g->sym_max[sym] == 1)
             m |= 1u << sym;
     }
     return m;
@@ -144,9 +151,8 @@ static bool strides_contiguous(const rlx_graph *g, const rlx_shape *s, const rlx
     uint32_t ones = pinned_ones(g, s);
     for (int d = 0; d < s->rank; d++) {
         rlx_dim x = s->d[d];
-        bool one = (rlx_dim_is_const(x) && x.k == 1) ||
-                   (ones && x.k == 0 && x.sym[0] >= 0 && x.sym[1] < 0 && x.mul[0] == 1 &&
-                    (ones >> x.sym[0] & 1u));
+        int sym = lone_sym(x);
+        bool one = (rlx_dim_is_const(x) && x.k == 1) || (sym >= 0 && (ones >> sym & 1u));
         if (!one && !rlx_dim_equal(pin_ones(def[d], ones), pin_ones(stride[d], ones)))
             return false;
     }
