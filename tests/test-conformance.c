@@ -165,9 +165,28 @@ static int64_t phys_off(const tt *t, int64_t lin)
     return off;
 }
 
+/* an FP8 code's value, written here from the OCP FP8 formats (E4M3: bias
+ * 7, no infinities; E5M2: bias 15) rather than taken from the library */
+static double f8_value(rlx_dtype dt, uint8_t c)
+{
+    bool e4 = dt == RLX_DTYPE_F8_E4M3;
+    int mb = e4 ? 3 : 2, bias = e4 ? 7 : 15;
+    int e = (c & 0x7F) >> mb, m = c & ((1 << mb) - 1);
+    double v = e ? ldexp(1.0 + m / (double)(1 << mb), e - bias) : ldexp(m, 1 - bias - mb);
+    return (c & 0x80) ? -v : v;
+}
+
+static uint8_t f8_code(rlx_dtype dt, double x)
+{
+    return dt == RLX_DTYPE_F8_E4M3 ? rlx_f32_to_f8_e4m3((float)x) : rlx_f32_to_f8_e5m2((float)x);
+}
+
 static double round_to(rlx_dtype dt, double x)
 {
     switch (dt) {
+    case RLX_DTYPE_F8_E4M3:
+    case RLX_DTYPE_F8_E5M2:
+        return f8_value(dt, f8_code(dt, x));
     case RLX_DTYPE_F32:
         return (float)x;
     case RLX_DTYPE_F16:
@@ -226,6 +245,10 @@ static void put(uint8_t *p, rlx_dtype dt, double x)
     case RLX_DTYPE_BOOL:
         *p = (uint8_t)x;
         break;
+    case RLX_DTYPE_F8_E4M3:
+    case RLX_DTYPE_F8_E5M2:
+        *p = f8_code(dt, x);
+        break;
     default:
         fail_msg("put: dtype %s", rlx_dtype_name(dt));
     }
@@ -272,6 +295,9 @@ static double get(const uint8_t *p, rlx_dtype dt)
     case RLX_DTYPE_U8:
     case RLX_DTYPE_BOOL:
         return *p;
+    case RLX_DTYPE_F8_E4M3:
+    case RLX_DTYPE_F8_E5M2:
+        return f8_value(dt, *p);
     default:
         fail_msg("get: dtype %s", rlx_dtype_name(dt));
         return 0;
@@ -1236,6 +1262,28 @@ static void test_matmul_float(void **state)
     /* and f16 activations with f16 weights (cuBLAS takes both as they are) */
     matmul_case(1, 33, 64, 40, RLX_DTYPE_F16, RLX_DTYPE_F16, false, true, L_PADDED, false,
                 RLX_ACT_NONE, 0);
+}
+
+/* FP8 weights ([N, K] rows, as FLUX.2's FP8 checkpoints store them): one
+ * row (the matrix-vector kernels), a few, and a product of many rows with
+ * K not a multiple of 16 (the CPU widens panels of 16 into its GEMM); the
+ * files' per-tensor scale as alpha, a bias and an activation. The values
+ * are exact in f32, so the f32 tolerance holds. */
+static void test_matmul_fp8(void **state)
+{
+    (void)state;
+    rng_seed(8);
+    static const rlx_dtype f8[] = {RLX_DTYPE_F8_E4M3, RLX_DTYPE_F8_E5M2};
+    for (int q = 0; q < 2; q++) {
+        matmul_case(1, 1, 64, 7, RLX_DTYPE_F32, f8[q], false, true, L_CONTIG, false, RLX_ACT_NONE,
+                    0);
+        matmul_case(1, 3, 40, 9, RLX_DTYPE_F32, f8[q], false, true, L_PADDED, false, RLX_ACT_NONE,
+                    0.0625f);
+        matmul_case(1, 67, 300, 129, RLX_DTYPE_F32, f8[q], false, true, L_CONTIG, true,
+                    RLX_ACT_SILU, 0.5f);
+        matmul_case(2, 20, 48, 33, RLX_DTYPE_F32, f8[q], false, true, L_CONTIG, false,
+                    RLX_ACT_NONE, 0);
+    }
 }
 
 static void test_matmul_quant(void **state)
@@ -2764,6 +2812,7 @@ static void test_symbolic_offsets(void **state)
     cmocka_unit_test(test_fused), \
     cmocka_unit_test(test_matmul_float), \
     cmocka_unit_test(test_matmul_quant), \
+    cmocka_unit_test(test_matmul_fp8), \
     cmocka_unit_test(test_reduce), \
     cmocka_unit_test(test_softmax), \
     cmocka_unit_test(test_norms), \

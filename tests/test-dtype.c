@@ -89,6 +89,58 @@ static void bfloat16(void **state)
     assert_true(isnan(rlx_bf16_to_f32(rlx_f32_to_bf16(NAN))));
 }
 
+/* Values from the OCP 8-bit floating point specification (v1.0, tables 1
+ * and 2): the largest and smallest normal and subnormal magnitudes, 1.0,
+ * the NaN and infinity encodings. */
+static void fp8(void **state)
+{
+    assert_true(rlx_f8_e4m3_to_f32(0x38) == 1.0f);
+    assert_true(rlx_f8_e4m3_to_f32(0x7E) == 448.0f);
+    assert_true(rlx_f8_e4m3_to_f32(0xFE) == -448.0f);
+    assert_true(rlx_f8_e4m3_to_f32(0x08) == ldexpf(1.0f, -6));
+    assert_true(rlx_f8_e4m3_to_f32(0x07) == 0.875f * ldexpf(1.0f, -6));
+    assert_true(rlx_f8_e4m3_to_f32(0x01) == ldexpf(1.0f, -9));
+    assert_true(rlx_f8_e4m3_to_f32(0x00) == 0.0f && !signbit(rlx_f8_e4m3_to_f32(0x00)));
+    assert_true(signbit(rlx_f8_e4m3_to_f32(0x80)));
+    assert_true(isnan(rlx_f8_e4m3_to_f32(0x7F)) && isnan(rlx_f8_e4m3_to_f32(0xFF)));
+    assert_true(rlx_f8_e4m3_to_f32(0x77) == 240.0f); /* 2^7 * 1.875 */
+    assert_true(rlx_f8_e5m2_to_f32(0x3C) == 1.0f);
+    assert_true(rlx_f8_e5m2_to_f32(0x7B) == 57344.0f);
+    assert_true(rlx_f8_e5m2_to_f32(0x04) == ldexpf(1.0f, -14));
+    assert_true(rlx_f8_e5m2_to_f32(0x03) == 0.75f * ldexpf(1.0f, -14));
+    assert_true(rlx_f8_e5m2_to_f32(0x01) == ldexpf(1.0f, -16));
+    assert_true(isinf(rlx_f8_e5m2_to_f32(0x7C)) && rlx_f8_e5m2_to_f32(0xFC) < 0);
+    assert_true(isnan(rlx_f8_e5m2_to_f32(0x7D)) && isnan(rlx_f8_e5m2_to_f32(0x7F)));
+
+    /* every finite code round-trips; between two neighbours the midpoint
+     * goes to the even code, a little more to the upper one */
+    for (int c = 0; c < 256; c++) {
+        float a = rlx_f8_e4m3_to_f32((uint8_t)c), b = rlx_f8_e5m2_to_f32((uint8_t)c);
+        if (!isnan(a))
+            assert_int_equal(rlx_f32_to_f8_e4m3(a), c);
+        if (!isnan(b) && !isinf(b))
+            assert_int_equal(rlx_f32_to_f8_e5m2(b), c);
+        if (c < 0x7E) {
+            float n = rlx_f8_e4m3_to_f32((uint8_t)(c + 1)), mid = (a + n) / 2;
+            assert_int_equal(rlx_f32_to_f8_e4m3(mid), c % 2 ? c + 1 : c);
+            assert_int_equal(rlx_f32_to_f8_e4m3(nextafterf(mid, 1e9f)), c + 1);
+            assert_int_equal(rlx_f32_to_f8_e4m3(nextafterf(mid, -1e9f)), c);
+        }
+        if (c < 0x7B) {
+            float n = rlx_f8_e5m2_to_f32((uint8_t)(c + 1)), mid = (b + n) / 2;
+            assert_int_equal(rlx_f32_to_f8_e5m2(mid), c % 2 ? c + 1 : c);
+        }
+    }
+    /* past the largest: E4M3 saturates, E5M2 goes to infinity */
+    assert_int_equal(rlx_f32_to_f8_e4m3(1000.0f), 0x7E);
+    assert_int_equal(rlx_f32_to_f8_e4m3(-1e30f), 0xFE);
+    assert_int_equal(rlx_f32_to_f8_e4m3(NAN) & 0x7F, 0x7F);
+    assert_int_equal(rlx_f32_to_f8_e5m2(61440.0f), 0x7C); /* halfway to 2^16: even is inf */
+    assert_int_equal(rlx_f32_to_f8_e5m2(61439.0f), 0x7B);
+    assert_int_equal(rlx_f32_to_f8_e4m3(ldexpf(1.0f, -11)), 0x00); /* a quarter step: 0 */
+    assert_int_equal(rlx_f32_to_f8_e4m3(-ldexpf(3.0f, -11)), 0x81);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -96,6 +148,7 @@ int main(void)
         cmocka_unit_test(row_bytes),
         cmocka_unit_test(half_conversions),
         cmocka_unit_test(bfloat16),
+        cmocka_unit_test(fp8),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

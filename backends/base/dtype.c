@@ -1,5 +1,6 @@
 #include "backends/base/dtype.h"
 
+#include <math.h>
 #include <string.h>
 
 /* Sizes follow ggml's block layouts (ggml-common.h): e.g. Q4_K is 256
@@ -188,4 +189,62 @@ uint16_t rlx_f32_to_bf16(float f)
         return (uint16_t)((x >> 16) | 0x40);
     x += 0x7fff + ((x >> 16) & 1);
     return (uint16_t)(x >> 16);
+}
+
+float rlx_f8_e4m3_to_f32(uint8_t b)
+{
+    uint32_t e = (b >> 3) & 15u, m = b & 7u;
+    float v;
+    if (e == 15 && m == 7)
+        v = NAN;
+    else if (e == 0)
+        v = ldexpf((float)m, -9); /* subnormal: m / 8 * 2^-6 */
+    else
+        v = ldexpf((float)(8 + m), (int)e - 10); /* (1 + m / 8) * 2^(e - 7) */
+    return (b & 0x80) ? -v : v;
+}
+
+float rlx_f8_e5m2_to_f32(uint8_t b)
+{
+    return rlx_f16_to_f32((uint16_t)((uint16_t)b << 8));
+}
+
+/* |f| rounded to nearest even in a format of `mb` mantissa bits and
+ * exponent bias `bias`: the code without its sign (it may pass the largest
+ * finite code; the callers clamp) */
+static uint32_t f8_round(double a, int mb, int bias)
+{
+    int e2;
+    (void)frexp(a, &e2); /* a = m 2^e2, m in [0.5, 1) */
+    int E = e2 - 1;      /* a in [2^E, 2^(E+1)) */
+    if (a == 0.0)
+        return 0;
+    if (E < 1 - bias) /* subnormal: steps of 2^(1 - bias - mb) */
+        return (uint32_t)nearbyint(ldexp(a, bias - 1 + mb));
+    double q = nearbyint(ldexp(a, mb - E)); /* in [2^mb, 2^(mb+1)] */
+    if (q >= ldexp(1.0, mb + 1)) {
+        q /= 2;
+        E++;
+    }
+    return (uint32_t)(E + bias) << mb | ((uint32_t)q - (1u << mb));
+}
+
+uint8_t rlx_f32_to_f8_e4m3(float f)
+{
+    uint8_t sign = signbit(f) ? 0x80 : 0;
+    if (isnan(f))
+        return (uint8_t)(sign | 0x7F);
+    double a = fabs((double)f);
+    uint32_t c = a >= 448.0 ? 0x7E : f8_round(a, 3, 7);
+    return (uint8_t)(sign | (c > 0x7E ? 0x7E : c));
+}
+
+uint8_t rlx_f32_to_f8_e5m2(float f)
+{
+    uint8_t sign = signbit(f) ? 0x80 : 0;
+    if (isnan(f))
+        return (uint8_t)(sign | 0x7E);
+    double a = fabs((double)f);
+    uint32_t c = isinf(f) ? 0x7C : f8_round(a, 2, 15);
+    return (uint8_t)(sign | (c > 0x7C ? 0x7C : c));
 }

@@ -94,6 +94,18 @@ RLX_API uint16_t rlx_f32_to_f16(float f);
 RLX_API float rlx_bf16_to_f32(uint16_t h);
 RLX_API uint16_t rlx_f32_to_bf16(float f);
 
+/* The two FP8 formats of the OCP 8-bit floating point specification (the
+ * F8_E4M3 / F8_E5M2 of safetensors, PyTorch's float8_e4m3fn / float8_e5m2).
+ * E4M3 (bias 7) has no infinities: 0x7F / 0xFF are its NaNs and 448 its
+ * largest value; E5M2 (bias 15) is the top byte of an IEEE half. The
+ * conversions from f32 round to nearest even; E4M3 saturates at +-448 (as
+ * the quantizers that write these files clamp), E5M2 overflows to
+ * infinity; a NaN stays a NaN. */
+RLX_API float rlx_f8_e4m3_to_f32(uint8_t b);
+RLX_API float rlx_f8_e5m2_to_f32(uint8_t b);
+RLX_API uint8_t rlx_f32_to_f8_e4m3(float f);
+RLX_API uint8_t rlx_f32_to_f8_e5m2(float f);
+
 #ifdef __cplusplus
 }
 #endif

@@ -17,6 +17,8 @@ static inline bool ld_ok(rlx_dtype dt)
     case RLX_DTYPE_F32:
     case RLX_DTYPE_F16:
     case RLX_DTYPE_BF16:
+    case RLX_DTYPE_F8_E4M3:
+    case RLX_DTYPE_F8_E5M2:
     case RLX_DTYPE_I32:
     case RLX_DTYPE_I16:
     case RLX_DTYPE_I8:
@@ -28,9 +30,11 @@ static inline bool ld_ok(rlx_dtype dt)
     }
 }
 
+/* FP8 is read (FLUX.2's FP8 weights), never written */
 static inline bool st_ok(rlx_dtype dt)
 {
-    return ld_ok(dt) || dt == RLX_DTYPE_I64;
+    return (ld_ok(dt) && dt != RLX_DTYPE_F8_E4M3 && dt != RLX_DTYPE_F8_E5M2) ||
+           dt == RLX_DTYPE_I64;
 }
 
 static inline bool is_int(rlx_dtype dt)

@@ -21,6 +21,8 @@ bool cpu_dtype_plain(rlx_dtype dt)
     case RLX_DTYPE_F32:
     case RLX_DTYPE_F16:
     case RLX_DTYPE_BF16:
+    case RLX_DTYPE_F8_E4M3:
+    case RLX_DTYPE_F8_E5M2:
     case RLX_DTYPE_I64:
     case RLX_DTYPE_I32:
     case RLX_DTYPE_I16:
@@ -93,6 +95,9 @@ float cpu_load_f32(const uint8_t *base, rlx_dtype dt, int64_t i)
         memcpy(&h, base + i * 2, 2);
         return rlx_bf16_to_f32(h);
     }
+    case RLX_DTYPE_F8_E4M3:
+    case RLX_DTYPE_F8_E5M2:
+        return rlx_cpu_f8_lut(dt)[base[i]];
     case RLX_DTYPE_F64:
         return (float)((const double *)base)[i];
     case RLX_DTYPE_I64:
@@ -158,6 +163,12 @@ void cpu_store_f32(uint8_t *base, rlx_dtype dt, int64_t i, float v)
         memcpy(base + i * 2, &h, 2);
         break;
     }
+    case RLX_DTYPE_F8_E4M3:
+        base[i] = rlx_f32_to_f8_e4m3(v);
+        break;
+    case RLX_DTYPE_F8_E5M2:
+        base[i] = rlx_f32_to_f8_e5m2(v);
+        break;
     case RLX_DTYPE_F64:
         ((double *)base)[i] = v;
         break;

@@ -6,6 +6,35 @@
 
 static rlx_cpu_table g_table;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+/* the 256 values of each FP8 format's codes, built with the table */
+static float g_f8[2][256];
+
+/* weight rows of FP8 against f32 activations: a table lookup a value
+ * (FP8 files are read by products of many rows, rlx_cpu_sgemm_half_b; this
+ * serves the matrix-vector ones) */
+static inline float dot_lut(const float *lut, int64_t n, const uint8_t *w, const float *x)
+{
+    float s[8] = {0};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++)
+            s[j] += lut[w[i + j]] * x[i + j];
+    float sum = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+    for (; i < n; i++)
+        sum += lut[w[i]] * x[i];
+    return sum;
+}
+
+static void dot_f8_e4m3w(int64_t n, float *s, const void *w, const void *a)
+{
+    *s = dot_lut(g_f8[0], n, w, a);
+}
+
+static void dot_f8_e5m2w(int64_t n, float *s, const void *w, const void *a)
+{
+    *s = dot_lut(g_f8[1], n, w, a);
+}
+
 
 rlx_cpu_isa rlx_cpu_isa_best(void)
 {
@@ -37,10 +66,16 @@ static void build_table(rlx_cpu_isa isa, rlx_cpu_table *t)
     t->dot[RLX_DTYPE_F32] = t->vec.dot_f32w;
     t->dot[RLX_DTYPE_F16] = t->vec.dot_f16w;
     t->dot[RLX_DTYPE_BF16] = t->vec.dot_bf16w;
+    t->dot[RLX_DTYPE_F8_E4M3] = dot_f8_e4m3w;
+    t->dot[RLX_DTYPE_F8_E5M2] = dot_f8_e5m2w;
 }
 
 static void init_once(void)
 {
+    for (int c = 0; c < 256; c++) {
+        g_f8[0][c] = rlx_f8_e4m3_to_f32((uint8_t)c);
+        g_f8[1][c] = rlx_f8_e5m2_to_f32((uint8_t)c);
+    }
     build_table(rlx_cpu_isa_best(), &g_table);
 }
 
@@ -102,4 +137,19 @@ void rlx_cpu_bf16_to_f32_row(const uint16_t *src, float *dst, int64_t n)
 void rlx_cpu_f32_to_bf16_row(const float *src, uint16_t *dst, int64_t n)
 {
     rlx_cpu_table_get()->vec.f32_to_bf16(src, dst, n);
+}
+
+const float *rlx_cpu_f8_lut(rlx_dtype t)
+{
+    pthread_once(&g_once, init_once);
+    return t == RLX_DTYPE_F8_E4M3 ? g_f8[0] : t == RLX_DTYPE_F8_E5M2 ? g_f8[1] : NULL;
+}
+
+void rlx_cpu_f8_to_f32_row(rlx_dtype t, const uint8_t *src, float *dst, int64_t n)
+{
+    const float *lut = rlx_cpu_f8_lut(t);
+    if (!lut)
+        return;
+    for (int64_t i = 0; i < n; i++)
+        dst[i] = lut[src[i]];
 }

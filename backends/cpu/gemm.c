@@ -9,6 +9,7 @@
 #else
 #define RLX_GEMM_X86 0
 #endif
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -119,8 +120,9 @@ typedef struct {
     int64_t M, N, K;
     float alpha, beta;
     const float *A, *B;
-    const uint16_t *Bh; /* F16/BF16 rows of B (tb), widened while packing */
+    const uint8_t *Bh; /* F16/BF16/FP8 rows of B (tb), widened while packing */
     rlx_dtype bt;
+    int64_t bes; /* bytes of an element of Bh */
     bool avx512; /* panels packed by pack_half_avx512 / pack_a_avx512 */
     int64_t lda, ldb;
     float *C;
@@ -219,35 +221,57 @@ static void pack_a_task(void *vc, int64_t panel, int thread)
  * these short stretches of rows far apart leave the hardware prefetchers
  * to memory latency. */
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,f16c,fma"))) static void
-pack_half_avx512(const uint16_t *B, int64_t ldb, int64_t rows, int64_t kc, bool bf16,
+pack_half_avx512(const uint8_t *B, int64_t ldb, int64_t rows, int64_t kc, rlx_dtype bt,
                  bool prefetch_next, float *dst)
 {
     _Static_assert(NR % 16 == 0, "a B panel is 16-column halves");
+    const int64_t es = bt == RLX_DTYPE_F16 || bt == RLX_DTYPE_BF16 ? 2 : 1;
     for (int h = 0; h < NR / 16; h++) {
         __m512 r[16];
-        const uint16_t *src[16];
+        const uint8_t *src[16];
         for (int j = 0; j < 16; j++) /* rows past `rows` are not read */
-            src[j] = B + (h * 16 + j < rows ? h * 16 + j : 0) * ldb;
+            src[j] = B + (h * 16 + j < rows ? h * 16 + j : 0) * ldb * es;
         if (prefetch_next)
             for (int j = 0; j < 16; j++) {
-                const char *nx = (const char *)(src[j] + NR * ldb);
-                for (int64_t o = 0; o < kc * 2; o += 64)
+                const char *nx = (const char *)(src[j] + NR * ldb * es);
+                for (int64_t o = 0; o < kc * es; o += 64)
                     _mm_prefetch(nx + o, _MM_HINT_T0);
             }
         for (int64_t k0 = 0; k0 < kc; k0 += 16) {
             int64_t rem = kc - k0 < 16 ? kc - k0 : 16;
             __mmask16 km = (__mmask16)(rem >= 16 ? 0xFFFFu : (1u << rem) - 1u);
             for (int j = 0; j < 16; j++) {
-                if (h * 16 + j < rows) {
-                    /* plain loads but for the last columns (see pack_a_avx512) */
-                    __m256i v =
-                        rem == 16 ? _mm256_loadu_si256((const __m256i *)(const void *)(src[j] + k0))
-                                  : _mm256_maskz_loadu_epi16(km, src[j] + k0);
-                    r[j] =
-                        bf16 ? _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(v), 16))
-                             : _mm512_cvtph_ps(v);
-                } else {
+                if (h * 16 + j >= rows) {
                     r[j] = _mm512_setzero_ps();
+                    continue;
+                }
+                if (es == 2) {
+                    /* plain loads but for the last columns (see pack_a_avx512) */
+                    const uint16_t *p = (const uint16_t *)(const void *)src[j] + k0;
+                    __m256i v = rem == 16 ? _mm256_loadu_si256((const __m256i *)(const void *)p)
+                                          : _mm256_maskz_loadu_epi16(km, p);
+                    r[j] = bt == RLX_DTYPE_BF16
+                               ? _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(v), 16))
+                               : _mm512_cvtph_ps(v);
+                    continue;
+                }
+                /* FP8 through the half with the same bits: E5M2 is a half's
+                 * top byte; E4M3's exponent and mantissa, 7 bits up, are a
+                 * half 2^-8 the value (subnormals too), its NaN codes
+                 * (x111 1111) set apart */
+                const uint8_t *p = src[j] + k0;
+                __m128i b = rem == 16 ? _mm_loadu_si128((const __m128i *)(const void *)p)
+                                      : _mm_maskz_loadu_epi8(km, p);
+                __m256i w = _mm256_cvtepu8_epi16(b);
+                if (bt == RLX_DTYPE_F8_E5M2) {
+                    r[j] = _mm512_cvtph_ps(_mm256_slli_epi16(w, 8));
+                } else {
+                    __m256i mag = _mm256_and_si256(w, _mm256_set1_epi16(0x7F));
+                    __m256i hb = _mm256_or_si256(_mm256_slli_epi16(mag, 7),
+                                                 _mm256_slli_epi16(_mm256_srli_epi16(w, 7), 15));
+                    __m512 f = _mm512_mul_ps(_mm512_cvtph_ps(hb), _mm512_set1_ps(256.0f));
+                    __mmask16 nan = _mm256_cmpeq_epi16_mask(mag, _mm256_set1_epi16(0x7F));
+                    r[j] = _mm512_mask_mov_ps(f, nan, _mm512_set1_ps(NAN));
                 }
             }
             transpose16(r);
@@ -266,20 +290,22 @@ static void pack_b_task(void *vc, int64_t panel, int thread)
     int64_t cols = g->jc + g->nc - j0 < NR ? g->jc + g->nc - j0 : NR;
 #if RLX_GEMM_X86
     if (g->Bh && g->avx512) {
-        pack_half_avx512(g->Bh + j0 * g->ldb + g->pc, g->ldb, cols, g->kc, g->bt != RLX_DTYPE_F16,
+        pack_half_avx512(g->Bh + (j0 * g->ldb + g->pc) * g->bes, g->ldb, cols, g->kc, g->bt,
                          j0 + 2 * NR <= g->jc + g->nc, dst);
         return;
     }
 #endif
-    if (g->Bh) { /* half rows: widen kc elements of a row, then scatter */
+    if (g->Bh) { /* half / FP8 rows: widen kc elements of a row, then scatter */
         float row[KC];
         for (int64_t j = 0; j < NR; j++) {
             if (j < cols) {
-                const uint16_t *src = g->Bh + (j0 + j) * g->ldb + g->pc;
+                const uint8_t *src = g->Bh + ((j0 + j) * g->ldb + g->pc) * g->bes;
                 if (g->bt == RLX_DTYPE_F16)
-                    g->t->vec.f16_to_f32(src, row, g->kc);
+                    g->t->vec.f16_to_f32((const uint16_t *)(const void *)src, row, g->kc);
+                else if (g->bt == RLX_DTYPE_BF16)
+                    g->t->vec.bf16_to_f32((const uint16_t *)(const void *)src, row, g->kc);
                 else
-                    g->t->vec.bf16_to_f32(src, row, g->kc);
+                    rlx_cpu_f8_to_f32_row(g->bt, src, row, g->kc);
             } else {
                 memset(row, 0, sizeof(float) * (size_t)g->kc);
             }
@@ -389,12 +415,13 @@ static void *pack_scratch(size_t bytes)
 
 static bool own_sgemm_b(rlx_threadpool *pool, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
                         float alpha, const float *A, int64_t lda, const float *B,
-                        const uint16_t *Bh, rlx_dtype bt, int64_t ldb, float beta, float *C,
+                        const uint8_t *Bh, rlx_dtype bt, int64_t ldb, float beta, float *C,
                         int64_t ldc)
 {
     gemm_ctx g = {
         .Bh = Bh,
         .bt = bt,
+        .bes = Bh ? (int64_t)rlx_dtype_get(bt)->type_size : 0,
         .avx512 = rlx_cpu_kernels_isa() == RLX_CPU_ISA_AVX512,
         .t = rlx_cpu_table_get(),
         .ta = ta,
@@ -451,7 +478,7 @@ typedef struct {
     int64_t M, N, K, lda, ldb, ldc, chunk;
     float alpha, beta;
     const float *A, *B;
-    const uint16_t *Bh;
+    const uint8_t *Bh;
     rlx_dtype bt;
     float *C;
     atomic_bool failed;
@@ -464,7 +491,7 @@ static void slice_task(void *vc, int64_t task, int thread)
     int64_t lo = task * c->chunk, len = c->by_rows ? c->M : c->N;
     int64_t n = len - lo < c->chunk ? len - lo : c->chunk;
     const float *A = c->A, *B = c->B;
-    const uint16_t *Bh = c->Bh;
+    const uint8_t *Bh = c->Bh;
     float *C = c->C;
     int64_t M = c->M, N = c->N;
     if (c->by_rows) {
@@ -472,8 +499,8 @@ static void slice_task(void *vc, int64_t task, int thread)
         C += lo * c->ldc;
         M = n;
     } else {
-        if (Bh)
-            Bh += lo * c->ldb; /* half B is always N rows (trans_b) */
+        if (Bh) /* half B is always N rows (trans_b) */
+            Bh += lo * c->ldb * (int64_t)rlx_dtype_get(c->bt)->type_size;
         else
             B += c->tb ? lo * c->ldb : lo;
         C += lo;
@@ -495,7 +522,7 @@ static void slice_task(void *vc, int64_t task, int thread)
 }
 
 static bool own_sliced(rlx_threadpool *pool, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
-                       float alpha, const float *A, int64_t lda, const float *B, const uint16_t *Bh,
+                       float alpha, const float *A, int64_t lda, const float *B, const uint8_t *Bh,
                        rlx_dtype bt, int64_t ldb, float beta, float *C, int64_t ldc)
 {
     int nth = rlx_threadpool_size(pool);
@@ -538,11 +565,14 @@ static bool own_sgemm(rlx_threadpool *pool, bool ta, bool tb, int64_t M, int64_t
 }
 
 bool rlx_cpu_sgemm_half_b(rlx_threadpool *pool, rlx_dtype bt, int64_t M, int64_t N, int64_t K,
-                          const float *A, int64_t lda, const uint16_t *B, int64_t ldb, float *C,
+                          const float *A, int64_t lda, const void *B, int64_t ldb, float *C,
                           int64_t ldc)
 {
     if (M <= 0 || N <= 0)
         return true;
+    if (bt != RLX_DTYPE_F16 && bt != RLX_DTYPE_BF16 && bt != RLX_DTYPE_F8_E4M3 &&
+        bt != RLX_DTYPE_F8_E5M2)
+        return false;
     return own_sliced(pool, false, true, M, N, K, 1.0f, A, lda, NULL, B, bt, ldb, 0.0f, C, ldc);
 }
 

@@ -242,11 +242,12 @@ static inline size_t rlx_qg_panel_bytes(rlx_dtype t, int64_t K)
     return (size_t)(K / 32) * per32 + 64;
 }
 
-/* gemm.c: C (M x N, ldc) = A (M x K, lda) . B^T with B N rows of F16 or BF16
- * (ldb halves apart), widened to f32 as B is packed, through our own kernel;
- * false on allocation failure (nothing written). */
+/* gemm.c: C (M x N, ldc) = A (M x K, lda) . B^T with B N rows of F16, BF16,
+ * F8_E4M3 or F8_E5M2 (ldb elements apart), widened to f32 as B is packed,
+ * through our own kernel; false on allocation failure or another dtype
+ * (nothing written). */
 bool rlx_cpu_sgemm_half_b(rlx_threadpool *pool, rlx_dtype bt, int64_t M, int64_t N, int64_t K,
-                          const float *A, int64_t lda, const uint16_t *B, int64_t ldb, float *C,
+                          const float *A, int64_t lda, const void *B, int64_t ldb, float *C,
                           int64_t ldc);
 
 /* qgemm.c: M > 1 products through t->qgemm (true when it ran; false: the

@@ -74,11 +74,16 @@ void rlx_cpu_f16_to_f32_row(const uint16_t *src, float *dst, int64_t n);
 void rlx_cpu_f32_to_f16_row(const float *src, uint16_t *dst, int64_t n);
 void rlx_cpu_bf16_to_f32_row(const uint16_t *src, float *dst, int64_t n);
 void rlx_cpu_f32_to_bf16_row(const float *src, uint16_t *dst, int64_t n);
+/* FP8 (F8_E4M3 / F8_E5M2) rows, exactly (NaN codes give NaN); the table of
+ * the 256 values of t's codes (NULL for another dtype). */
+void rlx_cpu_f8_to_f32_row(rlx_dtype t, const uint8_t *src, float *dst, int64_t n);
+const float *rlx_cpu_f8_lut(rlx_dtype t);
 
-/* True when rlx_cpu_dequantize_row() handles t: F32, F16, BF16, Q4_0, Q4_1,
+/* True when rlx_cpu_dequantize_row() handles t: F32, F16, BF16, F8, Q4_0, Q4_1,
  * Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K. */
 bool rlx_cpu_can_dequantize(rlx_dtype t);
-/* True when rlx_cpu_quantize_row() produces t: the list above minus Q2_K/Q3_K. */
+/* True when rlx_cpu_quantize_row() produces t: the list above minus Q2_K/Q3_K
+ * and F8. */
 bool rlx_cpu_can_quantize(rlx_dtype t);
 /* n elements (a multiple of the block size) of src into dst (f32). */
 rlx_status rlx_cpu_dequantize_row(rlx_dtype t, const void *src, float *dst, int64_t n);

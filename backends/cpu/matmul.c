@@ -1,7 +1,7 @@
 /* y = x . W^T over packed weight rows: quantize x once, then each task runs
  * integer dot products over a contiguous range of W's rows. For M > 1:
- * Q8_0/Q4_0/Q4_K/Q5_K/Q6_K go to the quantized GEMM (qgemm.c) and F16/BF16
- * to our f32 GEMM (widened while packing) where the ISA has them; otherwise a
+ * Q8_0/Q4_0/Q4_K/Q5_K/Q6_K go to the quantized GEMM (qgemm.c) and F16/BF16/
+ * FP8 to our f32 GEMM (widened while packing) where the ISA has them; otherwise a
  * task walks its rows in small tiles and sweeps every row of x over a tile
  * while the tile is hot in L1/L2, so weights stream from memory once per
  * call. */
@@ -42,6 +42,8 @@ bool rlx_cpu_matmul_supports(rlx_dtype t)
     case RLX_DTYPE_F32:
     case RLX_DTYPE_F16:
     case RLX_DTYPE_BF16:
+    case RLX_DTYPE_F8_E4M3:
+    case RLX_DTYPE_F8_E5M2:
     case RLX_DTYPE_Q4_0:
     case RLX_DTYPE_Q4_1:
     case RLX_DTYPE_Q5_0:
@@ -54,6 +56,14 @@ bool rlx_cpu_matmul_supports(rlx_dtype t)
     default:
         return false;
     }
+}
+
+/* plain weights widened to f32 tiles for several rows of x (or packed into
+ * our GEMM's panels) */
+static bool widened(rlx_dtype t)
+{
+    return t == RLX_DTYPE_F16 || t == RLX_DTYPE_BF16 || t == RLX_DTYPE_F8_E4M3 ||
+           t == RLX_DTYPE_F8_E5M2;
 }
 
 static size_t align64(size_t v)
@@ -81,7 +91,7 @@ size_t rlx_cpu_matmul_scratch_bytes(rlx_dtype wtype, int64_t M, int64_t K, int n
     size_t bytes = align64(act_row_bytes(k, K) * (size_t)M);
     if (M == 1 && k != ACT_F32) /* or the matrix-vector kernel's own layout */
         bytes = align64(bytes > RLX_GEMV_ACT_BYTES_MAX(K) ? bytes : RLX_GEMV_ACT_BYTES_MAX(K));
-    if ((wtype == RLX_DTYPE_F16 || wtype == RLX_DTYPE_BF16) && M > 1)
+    if (widened(wtype) && M > 1)
         bytes += (size_t)n_threads * align64((size_t)TILE_ROWS * (size_t)K * sizeof(float));
     bytes += 64;
     if (M > 1) { /* the quantized GEMM (qgemm.c), whichever ISA runs */
@@ -153,7 +163,7 @@ typedef struct {
     float *y;
     int64_t ldy;
     int64_t rows_per_task;
-    float *conv; /* per-thread f32 tiles (F16/BF16 with M > 1) */
+    float *conv; /* per-thread f32 tiles (F16/BF16/FP8 with M > 1) */
     size_t conv_stride;
     /* M == 1: MV_TASKS tasks per thread's share of the rows (see
      * rlx_cpu_matmul); 0 for M > 1 */
@@ -241,16 +251,17 @@ static void mm_task(void *vc, int64_t task, int thread)
     for (int64_t nt = n0; nt < n1; nt += TILE_ROWS) {
         int64_t ne = nt + TILE_ROWS < n1 ? nt + TILE_ROWS : n1;
         if (c->conv) {
-            /* half weights: widen the tile once, reuse it for every row of x */
+            /* half / FP8 weights: widen the tile once, reuse it for every row of x */
             float *tile = (float *)(void *)((char *)c->conv + (size_t)thread * c->conv_stride);
             for (int64_t n = nt; n < ne; n++) {
-                const uint16_t *src =
-                    (const uint16_t *)(const void *)(c->w + (size_t)n * c->w_row_bytes);
+                const void *src = c->w + (size_t)n * c->w_row_bytes;
                 float *dst = tile + (n - nt) * c->K;
                 if (c->wtype == RLX_DTYPE_F16)
                     c->t->vec.f16_to_f32(src, dst, c->K);
-                else
+                else if (c->wtype == RLX_DTYPE_BF16)
                     c->t->vec.bf16_to_f32(src, dst, c->K);
+                else
+                    rlx_cpu_f8_to_f32_row(c->wtype, src, dst, c->K);
             }
             for (int64_t m = 0; m < c->M; m++) {
                 const float *a = (const float *)(const void *)(c->act + (size_t)m * c->act_stride);
@@ -382,10 +393,11 @@ rlx_status rlx_cpu_matmul(rlx_threadpool *pool, rlx_dtype wtype, const void *w, 
         return RLX_OK;
     }
 
-    /* half weights, several rows: widened panel by panel into our f32 GEMM */
-    if (M > 1 && (wtype == RLX_DTYPE_F16 || wtype == RLX_DTYPE_BF16) &&
-        t->isa == RLX_CPU_ISA_AVX512 && w_row_bytes % 2 == 0 &&
-        rlx_cpu_sgemm_half_b(pool, wtype, M, N, K, x, ldx, w, (int64_t)(w_row_bytes / 2), y, ldy))
+    /* half or FP8 weights, several rows: widened panel by panel into our f32 GEMM */
+    size_t wes = rlx_dtype_get(wtype)->type_size;
+    if (M > 1 && widened(wtype) && t->isa == RLX_CPU_ISA_AVX512 && w_row_bytes % wes == 0 &&
+        rlx_cpu_sgemm_half_b(pool, wtype, M, N, K, x, ldx, w, (int64_t)(w_row_bytes / wes), y,
+                             ldy))
         return RLX_OK;
 
     size_t need = rlx_cpu_matmul_scratch_bytes(wtype, M, K, nth);
@@ -443,7 +455,7 @@ rlx_status rlx_cpu_matmul(rlx_threadpool *pool, rlx_dtype wtype, const void *w, 
         c.act_stride = q.dst_stride;
         sp += align64(q.dst_stride * (size_t)M);
     }
-    if ((wtype == RLX_DTYPE_F16 || wtype == RLX_DTYPE_BF16) && M > 1) {
+    if (widened(wtype) && M > 1) {
         c.conv = (float *)(void *)sp;
         c.conv_stride = align64((size_t)TILE_ROWS * (size_t)K * sizeof(float));
     }

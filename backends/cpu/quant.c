@@ -249,6 +249,8 @@ bool rlx_cpu_can_dequantize(rlx_dtype t)
     case RLX_DTYPE_F32:
     case RLX_DTYPE_F16:
     case RLX_DTYPE_BF16:
+    case RLX_DTYPE_F8_E4M3:
+    case RLX_DTYPE_F8_E5M2:
     case RLX_DTYPE_Q4_0:
     case RLX_DTYPE_Q4_1:
     case RLX_DTYPE_Q5_0:
@@ -268,7 +270,8 @@ bool rlx_cpu_can_dequantize(rlx_dtype t)
 
 bool rlx_cpu_can_quantize(rlx_dtype t)
 {
-    return rlx_cpu_can_dequantize(t) && t != RLX_DTYPE_Q2_K && t != RLX_DTYPE_Q3_K;
+    return rlx_cpu_can_dequantize(t) && t != RLX_DTYPE_Q2_K && t != RLX_DTYPE_Q3_K &&
+           t != RLX_DTYPE_F8_E4M3 && t != RLX_DTYPE_F8_E5M2;
 }
 
 static rlx_status check_n(rlx_dtype t, int64_t n)
@@ -298,6 +301,10 @@ rlx_status rlx_cpu_dequantize_row(rlx_dtype t, const void *src, float *dst, int6
         break;
     case RLX_DTYPE_BF16:
         rlx_cpu_bf16_to_f32_row(src, dst, n);
+        break;
+    case RLX_DTYPE_F8_E4M3:
+    case RLX_DTYPE_F8_E5M2:
+        rlx_cpu_f8_to_f32_row(t, src, dst, n);
         break;
     case RLX_DTYPE_Q4_0:
         deq_q4_0(src, dst, nb);

@@ -26,9 +26,10 @@
 #include "backends/cuda/cuda-internal.h"
 #include "backends/base/gpu-operand.h"
 
-_Static_assert(RLX_DTYPE_F32 == 2 && RLX_DTYPE_BF16 == 4 && RLX_DTYPE_I64 == 7 &&
-                   RLX_DTYPE_BOOL == 12 && RLX_DTYPE_Q4_0 == 13 && RLX_DTYPE_Q8_0 == 17 &&
-                   RLX_DTYPE_Q4_K == 21 && RLX_DTYPE_Q6_K == 23,
+_Static_assert(RLX_DTYPE_F32 == 2 && RLX_DTYPE_BF16 == 4 && RLX_DTYPE_F8_E4M3 == 5 &&
+                   RLX_DTYPE_F8_E5M2 == 6 && RLX_DTYPE_I64 == 7 && RLX_DTYPE_BOOL == 12 &&
+                   RLX_DTYPE_Q4_0 == 13 && RLX_DTYPE_Q8_0 == 17 && RLX_DTYPE_Q4_K == 21 &&
+                   RLX_DTYPE_Q6_K == 23,
                "kernels/common.cuh's dtype codes");
 _Static_assert(RLX_OP_NEG == 5 && RLX_OP_CAST == 19 && RLX_OP_SCALE == 21 && RLX_OP_ADD == 22 &&
                    RLX_OP_WHERE == 30,
@@ -845,7 +846,8 @@ static bool fill_matmul(fill_ctx *c, const rlx_lir_instr *ins)
         /* whole 16-byte loads along b's rows */
         uint64_t base = c->P->addr ? c->P->addr[b.val] : 0;
         int64_t es = esize(b.dt);
-        vec_ok = (b.dt == RLX_DTYPE_F32 || b.dt == RLX_DTYPE_F16 || b.dt == RLX_DTYPE_BF16) &&
+        vec_ok = (b.dt == RLX_DTYPE_F32 || b.dt == RLX_DTYPE_F16 || b.dt == RLX_DTYPE_BF16 ||
+                  b.dt == RLX_DTYPE_F8_E4M3 || b.dt == RLX_DTYPE_F8_E5M2) &&
                  base % 16 == 0 && (B.st[r - 1] * es) % 16 == 0;
         for (int d = 0; d < r - 2 && vec_ok; d++)
             vec_ok = (B.st[d] * es) % 16 == 0;

@@ -16,6 +16,8 @@
 #define DT_F32  2
 #define DT_F16  3
 #define DT_BF16 4
+#define DT_F8_E4M3 5
+#define DT_F8_E5M2 6
 #define DT_I64  7
 #define DT_I32  8
 #define DT_I16  9
@@ -99,6 +101,27 @@ __device__ __forceinline__ float bf2f(uint16_t b)
     return __uint_as_float((uint32_t)b << 16);
 }
 
+// an FP8 code as float (OCP E4M3: bias 7, x111 1111 NaN, no infinities;
+// E5M2: bias 15, IEEE-like), its bits built directly
+__device__ __forceinline__ float f8f(int dt, uint32_t b)
+{
+    uint32_t s = (b & 0x80u) << 24;
+    if (dt == DT_F8_E4M3) {
+        uint32_t e = (b >> 3) & 15u, m = b & 7u;
+        if (e == 0u)
+            return __uint_as_float(s | __float_as_uint((float)m * 0.001953125f));
+        if (e == 15u && m == 7u)
+            return __uint_as_float(s | 0x7FC00000u);
+        return __uint_as_float(s | ((e + 120u) << 23) | (m << 20));
+    }
+    uint32_t e = (b >> 2) & 31u, m = b & 3u;
+    if (e == 0u)
+        return __uint_as_float(s | __float_as_uint((float)m * 0.0000152587890625f));
+    if (e == 31u)
+        return __uint_as_float(s | 0x7F800000u | (m << 21));
+    return __uint_as_float(s | ((e + 112u) << 23) | (m << 21));
+}
+
 // element e (from the operand's element 0) as float
 __device__ __forceinline__ float ldf(const uint8_t *p, int dt, int64_t e)
 {
@@ -117,6 +140,9 @@ __device__ __forceinline__ float ldf(const uint8_t *p, int dt, int64_t e)
         return (float)((const int16_t *)p)[e];
     case DT_I8:
         return (float)((const int8_t *)p)[e];
+    case DT_F8_E4M3:
+    case DT_F8_E5M2:
+        return f8f(dt, p[e]);
     default:
         return (float)p[e];
     }
@@ -139,6 +165,9 @@ __device__ __forceinline__ int ldi(const uint8_t *p, int dt, int64_t e)
         return ((const int16_t *)p)[e];
     case DT_I8:
         return ((const int8_t *)p)[e];
+    case DT_F8_E4M3:
+    case DT_F8_E5M2:
+        return (int)f8f(dt, p[e]);
     default:
         return p[e];
     }
@@ -344,7 +373,7 @@ __device__ __forceinline__ float deq(const uint8_t *b, int dt, int i)
 }
 
 // Eight consecutive values k0..k0+7 (k0 a multiple of 8) of a row of blocks
-// (or of plain F32/F16/BF16 values) starting at `row`.
+// (or of plain F32/F16/BF16/FP8 values) starting at `row`.
 __device__ __forceinline__ void deq8(const uint8_t *row, int dt, int k0, float *v)
 {
     switch (dt) {
@@ -372,6 +401,13 @@ __device__ __forceinline__ void deq8(const uint8_t *row, int dt, int k0, float *
             v[2 * j] = __uint_as_float(w[j] << 16);
             v[2 * j + 1] = __uint_as_float(w[j] & 0xFFFF0000u);
         }
+        return;
+    }
+    case DT_F8_E4M3:
+    case DT_F8_E5M2: {
+        uint2 u = *(const uint2 *)(row + (size_t)k0);
+        for (int j = 0; j < 8; j++)
+            v[j] = f8f(dt, ((j < 4 ? u.x : u.y) >> (8 * (j % 4))) & 0xFFu);
         return;
     }
     default:

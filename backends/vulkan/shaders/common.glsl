@@ -61,6 +61,8 @@ layout(push_constant) uniform PC { uint rec; } pc;
 #define DT_F32 2
 #define DT_F16 3
 #define DT_BF16 4
+#define DT_F8_E4M3 5
+#define DT_F8_E5M2 6
 #define DT_I64 7
 #define DT_I32 8
 #define DT_I16 9
@@ -122,6 +124,24 @@ float ldh(int s, uint a) { return float(rhv(s, a)); }
 float ldh(int s, uint a) { return h2f(rhalf(s, a)); }
 #endif
 
+// an FP8 code (OCP E4M3: bias 7, x111 1111 NaN, no infinities; E5M2: bias
+// 15, IEEE-like) as float, its bits built directly (subnormals scaled
+// exactly, whatever the device does with half denormals)
+float f8f(int dt, uint b)
+{
+    uint s = (b & 0x80u) << 24;
+    if (dt == DT_F8_E4M3) {
+        uint e = (b >> 3) & 15u, m = b & 7u;
+        if (e == 0u) return uintBitsToFloat(s | floatBitsToUint(float(m) * 0.001953125));
+        if (e == 15u && m == 7u) return uintBitsToFloat(s | 0x7FC00000u);
+        return uintBitsToFloat(s | ((e + 120u) << 23) | (m << 20));
+    }
+    uint e = (b >> 2) & 31u, m = b & 3u;
+    if (e == 0u) return uintBitsToFloat(s | floatBitsToUint(float(m) * 0.0000152587890625));
+    if (e == 31u) return uintBitsToFloat(s | 0x7F800000u | (m << 21));
+    return uintBitsToFloat(s | ((e + 112u) << 23) | (m << 21));
+}
+
 int esize(int dt)
 {
     if (dt == DT_I64) return 8;
@@ -142,6 +162,8 @@ float ldf(int s, int dt, uint off, int e)
     case DT_I64: return float(int(rw(s, a >> 2)));
     case DT_I16: return float(bitfieldExtract(int(rhalf(s, a)), 0, 16));
     case DT_I8: return float(bitfieldExtract(int(rbyte(s, a)), 0, 8));
+    case DT_F8_E4M3:
+    case DT_F8_E5M2: return f8f(dt, rbyte(s, a));
     default: return float(rbyte(s, a));
     }
 }
@@ -157,6 +179,8 @@ int ldi(int s, int dt, uint off, int e)
     case DT_I64: return int(rw(s, a >> 2));
     case DT_I16: return bitfieldExtract(int(rhalf(s, a)), 0, 16);
     case DT_I8: return bitfieldExtract(int(rbyte(s, a)), 0, 8);
+    case DT_F8_E4M3:
+    case DT_F8_E5M2: return int(f8f(dt, rbyte(s, a)));
     default: return int(rbyte(s, a));
     }
 }

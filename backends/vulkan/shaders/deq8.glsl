@@ -1,6 +1,6 @@
 // Eight consecutive weights of row n of a [N, K] operand in binding 1 that
 // is contiguous along K: quantized blocks (rows `rs` bytes apart) decoded in
-// place with their scales decoded once, or f32/f16/bf16 (rows `rs`
+// place with their scales decoded once, or f32/f16/bf16/fp8 (rows `rs`
 // elements apart). k is a multiple of 8. Used by matvec.comp and gemm.comp.
 
 // 32 bits of binding 1 at byte address x (any alignment)
@@ -70,6 +70,11 @@ void deq8(int bdt, uint boff, int n, int rs, int k, out float w[8])
                 w[2 * i + 1] = uintBitsToFloat(h & 0xFFFF0000u);
             }
         }
+    } else if (bdt == DT_F8_E4M3 || bdt == DT_F8_E5M2) {
+        uint e0 = boff + uint(n * rs + k);
+        uint lo = w1(e0), hi = w1(e0 + 4u);
+        [[unroll]] for (int i = 0; i < 8; i++)
+            w[i] = f8f(bdt, ((i < 4 ? lo : hi) >> (uint(i % 4) * 8u)) & 0xFFu);
     } else if (bdt == DT_F32) {
         uint e0 = (boff >> 2) + uint(n * rs + k);
         [[unroll]] for (int i = 0; i < 8; i++) w[i] = uintBitsToFloat(B1.d[e0 + uint(i)]);
