@@ -348,6 +348,152 @@ static rlx_status write_st(const char *path, const model *m, int a, int b, const
     return RLX_OK;
 }
 
+/* ---- FP8 (BFL names, as BFL's and ComfyUI's FP8 checkpoints) ------------ */
+
+/* an FP8 code's value, from the OCP formats (not the library's decoder) */
+static double f8_value(rlx_dtype dt, uint8_t c)
+{
+    bool e4 = dt == RLX_DTYPE_F8_E4M3;
+    int mb = e4 ? 3 : 2, bias = e4 ? 7 : 15;
+    int e = (c & 0x7F) >> mb, m = c & ((1 << mb) - 1);
+    double v = e ? ldexp(1.0 + m / (double)(1 << mb), e - bias) : ldexp(m, 1 - bias - mb);
+    return (c & 0x80) ? -v : v;
+}
+
+static uint8_t f8_code(rlx_dtype dt, float x)
+{
+    return dt == RLX_DTYPE_F8_E4M3 ? rlx_f32_to_f8_e4m3(x) : rlx_f32_to_f8_e5m2(x);
+}
+
+static bool fp8_quantized(const otensor *t)
+{
+    return t->rows && !t->norm &&
+           (!strncmp(t->name, "double_blocks.", 14) || !strncmp(t->name, "single_blocks.", 14));
+}
+
+#define COMFY_E4M3 "{\"format\": \"float8_e4m3fn\"}"
+
+/* The block matrices in FP8 with a per-tensor scale (largest |value| over
+ * the format's largest), everything else BF16 (norms F32). E4M3: BFL's and
+ * ComfyUI's names ("<name>_scale", an "input_scale" our runner does not
+ * use, "comfy_quant"); E5M2: ComfyUI's older "scale_weight". With
+ * `dequantized`, the same matrices as F32 holding code value x scale. */
+static rlx_status write_st_fp8(const char *path, const model *m, const char *prefix, rlx_dtype f8,
+                               bool dequantized, rlx_error **err)
+{
+    const int64_t chunk = 1 << 22;
+    float *x = malloc(sizeof(float) * chunk);
+    uint8_t *enc = malloc((size_t)chunk * 4);
+    float *scale = calloc((size_t)m->n, sizeof *scale);
+    size_t cap = 256 * 1024, len = 0;
+    char *hdr = malloc(cap);
+    if (!x || !enc || !scale || !hdr) {
+        free(x), free(enc), free(scale), free(hdr);
+        return rlx_error_set(err, RLX_ERR_NO_MEMORY, "flux2-writer: out of memory");
+    }
+    double f8_max = f8 == RLX_DTYPE_F8_E4M3 ? 448.0 : 57344.0;
+    uint64_t off = 0;
+    len += (size_t)snprintf(hdr + len, cap - len, "{");
+#define ENTRY(nm, dts, shp, nb)                                                        \
+    do {                                                                               \
+        len += (size_t)snprintf(                                                       \
+            hdr + len, cap - len,                                                      \
+            "%s\"%s%s\":{\"dtype\":\"%s\",\"shape\":%s,\"data_offsets\":[%llu,%llu]}", \
+            off ? "," : "", prefix, nm, dts, shp, (unsigned long long)off,             \
+            (unsigned long long)(off + (nb)));                                         \
+        off += (nb);                                                                   \
+    } while (0)
+    for (int i = 0; i < m->n; i++) {
+        const otensor *t = &m->t[i];
+        int64_t n = numel(t);
+        char shp[64], nm[200];
+        if (t->rows)
+            snprintf(shp, sizeof shp, "[%lld,%lld]", (long long)t->rows, (long long)t->cols);
+        else
+            snprintf(shp, sizeof shp, "[%lld]", (long long)t->cols);
+        if (!fp8_quantized(t)) {
+            rlx_dtype dt = t->norm ? RLX_DTYPE_F32 : RLX_DTYPE_BF16;
+            ENTRY(t->name, st_dtype(dt), shp, nbytes(t, dt));
+            continue;
+        }
+        double amax = 0;
+        for (int64_t e = 0; e < n; e += chunk) {
+            int64_t k = n - e < chunk ? n - e : chunk;
+            values(t, e, k, x);
+            for (int64_t j = 0; j < k; j++)
+                amax = fmax(amax, fabs((double)x[j]));
+        }
+        scale[i] = (float)(amax / f8_max);
+        if (dequantized) {
+            ENTRY(t->name, "F32", shp, (uint64_t)n * 4);
+            continue;
+        }
+        ENTRY(t->name, f8 == RLX_DTYPE_F8_E4M3 ? "F8_E4M3" : "F8_E5M2", shp, (uint64_t)n);
+        size_t bl = strlen(t->name) - 7; /* without ".weight" */
+        if (f8 == RLX_DTYPE_F8_E4M3) {
+            snprintf(nm, sizeof nm, "%s_scale", t->name);
+            ENTRY(nm, "F32", "[]", 4);
+            snprintf(nm, sizeof nm, "%.*s.input_scale", (int)bl, t->name);
+            ENTRY(nm, "F32", "[]", 4);
+            snprintf(nm, sizeof nm, "%.*s.comfy_quant", (int)bl, t->name);
+            snprintf(shp, sizeof shp, "[%zu]", strlen(COMFY_E4M3));
+            ENTRY(nm, "U8", shp, strlen(COMFY_E4M3));
+        } else {
+            snprintf(nm, sizeof nm, "%.*s.scale_weight", (int)bl, t->name);
+            ENTRY(nm, "F32", "[1]", 4);
+        }
+    }
+#undef ENTRY
+    len += (size_t)snprintf(hdr + len, cap - len, "}");
+    while (len % 8)
+        hdr[len++] = ' ';
+    FILE *f = fopen(path, "wb");
+    bool ok = f != NULL;
+    uint64_t hl = len;
+    if (ok)
+        ok = fwrite(&hl, 8, 1, f) == 1 && fwrite(hdr, 1, len, f) == len;
+    for (int i = 0; i < m->n && ok; i++) {
+        const otensor *t = &m->t[i];
+        int64_t n = numel(t);
+        bool q = fp8_quantized(t);
+        rlx_dtype dt = t->norm ? RLX_DTYPE_F32 : RLX_DTYPE_BF16;
+        for (int64_t e = 0; e < n && ok; e += chunk) {
+            int64_t k = n - e < chunk ? n - e : chunk;
+            values(t, e, k, x);
+            size_t nb;
+            if (!q) {
+                encode(x, k, dt, enc);
+                nb = (size_t)k * (dt == RLX_DTYPE_F32 ? 4 : 2);
+            } else if (dequantized) {
+                float *d = (float *)(void *)enc;
+                for (int64_t j = 0; j < k; j++)
+                    d[j] = (float)(f8_value(f8, f8_code(f8, x[j] / scale[i])) * scale[i]);
+                nb = (size_t)k * 4;
+            } else {
+                for (int64_t j = 0; j < k; j++)
+                    enc[j] = f8_code(f8, x[j] / scale[i]);
+                nb = (size_t)k;
+            }
+            ok = fwrite(enc, 1, nb, f) == nb;
+        }
+        if (q && !dequantized && ok) {
+            float one = 1.0f;
+            ok = fwrite(&scale[i], 4, 1, f) == 1;
+            if (ok && f8 == RLX_DTYPE_F8_E4M3)
+                ok = fwrite(&one, 4, 1, f) == 1 &&
+                     fwrite(COMFY_E4M3, 1, strlen(COMFY_E4M3), f) == strlen(COMFY_E4M3);
+        }
+    }
+    free(x);
+    free(enc);
+    free(scale);
+    free(hdr);
+    if (!f || fclose(f) != 0 || !ok)
+        return rlx_error_set(err, RLX_ERR_IO, "flux2-writer: writing %s failed: %s", path,
+                             strerror(errno));
+    return RLX_OK;
+}
+
 static rlx_status write_text(const char *path, const char *text, rlx_error **err)
 {
     FILE *f = fopen(path, "wb");
@@ -491,6 +637,13 @@ rlx_status rlx_flux2_writer_write(const char *path, const rlx_flux2_writer_opts 
         st = write_folder(path, m, dt ? dt : RLX_DTYPE_BF16, o, err);
         break;
     default:
+        if (dt == RLX_DTYPE_F8_E4M3 || dt == RLX_DTYPE_F8_E5M2) {
+            st = o->format == RLX_F2W_BFL
+                     ? write_st_fp8(path, m, prefix, dt, o->fp8_dequantized, err)
+                     : rlx_error_set(err, RLX_ERR_INVALID_ARG,
+                                     "flux2-writer: FP8 files have BFL names");
+            break;
+        }
         st = write_st(path, m, 0, m->n, prefix, dt ? dt : RLX_DTYPE_BF16, o->skip, o->no_data, err);
         break;
     }

@@ -8,7 +8,11 @@
  *     diffusers transformer/ folder (config.json, two shards and the index);
  *   - safetensors with BFL names (fused qkv, [shift; scale] final modulation),
  *     optionally under a "model.diffusion_model." prefix;
- *   - GGUF with BFL names: matrices Q8_0 (or F16), norm scales F32.
+ *   - GGUF with BFL names: matrices Q8_0 (or F16), norm scales F32;
+ *   - safetensors with BFL names and the blocks' matrices in FP8 (F8_E4M3
+ *     with BFL's / ComfyUI's "_scale", "input_scale" and "comfy_quant"
+ *     tensors, or F8_E5M2 with ComfyUI's older "scale_weight"), or those
+ *     matrices as F32 holding exactly the FP8 values times their scale.
  *
  * Usage:
  *     rlx_flux2_writer_opts o = {.dtype = RLX_DTYPE_BF16};
@@ -39,14 +43,16 @@ typedef enum rlx_f2w_format {
 
 typedef struct rlx_flux2_writer_opts {
     rlx_f2w_format format;
-    rlx_dtype dtype;    /* matrices: BF16 (INVALID), F16, F32; GGUF: Q8_0 (INVALID) or F16 */
-    const char *prefix; /* before every name (BFL / GGUF), or NULL */
-    const char *skip;   /* a diffusers name to leave out (its BFL piece for BFL files) */
-    int in_channels;    /* 0 = 128; another value makes an unknown variant */
-    bool guidance;      /* add the guidance embedder (FLUX.2 dev's layout) */
-    bool no_data;       /* safetensors: the header only, the data a sparse run of zeros
-                         * (for tests that only open the file) */
-    const char *config; /* DIFFUSERS_FOLDER: config.json text, NULL = the right one */
+    rlx_dtype dtype;      /* matrices: BF16 (INVALID), F16, F32, F8_E4M3, F8_E5M2 (BFL only); GGUF:
+                           * Q8_0 (INVALID) or F16 */
+    bool fp8_dequantized; /* FP8: the blocks' matrices as F32 of the FP8 values x scale */
+    const char *prefix;   /* before every name (BFL / GGUF), or NULL */
+    const char *skip;     /* a diffusers name to leave out (its BFL piece for BFL files) */
+    int in_channels;      /* 0 = 128; another value makes an unknown variant */
+    bool guidance;        /* add the guidance embedder (FLUX.2 dev's layout) */
+    bool no_data;         /* safetensors: the header only, the data a sparse run of zeros
+                           * (for tests that only open the file) */
+    const char *config;   /* DIFFUSERS_FOLDER: config.json text, NULL = the right one */
     /* the widths (0 = the defaults above: klein 4B's hidden and joint_dim, one
      * block of each kind; the MLP is always 3 x hidden). Klein 4B in full:
      * hidden 3072, 5 double, 20 single, joint_dim 7680. */

@@ -18,9 +18,13 @@ typedef struct fb {
     char miss[160];
 } fb;
 
-static rlx_node weight(fb *b, f2_role role, int blk)
+/* The weight of `role` as a PARAM in its file dtype; a 1-D one cast to F32
+ * and multiplied by its file's scale, a matrix's scale left in *scale (1
+ * when the file has none) for the product to apply. */
+static rlx_node weight_scaled(fb *b, f2_role role, int blk, float *scale)
 {
     f2_tensor t;
+    *scale = 1.0f;
     char nm[160], full[200];
     f2_role_name(b->d->cfg.names, role, blk, nm, sizeof nm);
     if (!f2_find(b->d, role, blk, &t)) {
@@ -33,7 +37,17 @@ static rlx_node weight(fb *b, f2_role role, int blk)
     rlx_node p = rlx_graph_param(b->g, full, t.dtype, rlx_shape_make(t.rank, t.dims));
     if (t.rank == 1 && t.dtype != RLX_DTYPE_F32)
         p = rlx_graph_cast(b->g, NULL, p, RLX_DTYPE_F32);
+    if (t.rank == 1 && t.scale != 1.0f)
+        p = rlx_graph_scale(b->g, NULL, p, t.scale, 0.0f);
+    else
+        *scale = t.scale;
     return p;
+}
+
+static rlx_node weight(fb *b, f2_role role, int blk)
+{
+    float unused;
+    return weight_scaled(b, role, blk, &unused);
 }
 
 /* One LoRA module's change of x's product: scale * (x A^T) B^T, [S, out]
@@ -56,7 +70,11 @@ static rlx_node cols(fb *b, rlx_node x, int64_t start, int64_t len);
  * fused and separate q/k/v, which differ in shape, are joined in qkv().) */
 static rlx_node lin(fb *b, rlx_node x, f2_role role, int blk)
 {
-    rlx_node y = rlx_graph_matmul(b->g, NULL, x, weight(b, role, blk), false, true);
+    float s;
+    rlx_node w = weight_scaled(b, role, blk, &s);
+    rlx_node y = rlx_graph_matmul(b->g, NULL, x, w, false, true);
+    if (s != 1.0f) /* an FP8 matrix's scale: the fusion pass makes it the product's alpha */
+        y = rlx_graph_scale(b->g, NULL, y, s, 0.0f);
     for (int i = 0; i < b->d->n_lora; i++) {
         const f2_lora *e = &b->d->lora[i];
         if (e->role != role || e->blk != blk)

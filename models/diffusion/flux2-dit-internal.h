@@ -73,6 +73,12 @@ typedef struct f2_tensor {
     int rank;
     int64_t dims[2]; /* row-major */
     uint64_t bytes;
+    /* what the stored values are multiplied by: the per-tensor scale an FP8
+     * checkpoint keeps beside the matrix ("<name>_scale", ComfyUI's and
+     * BFL's; "<base>.scale_weight", ComfyUI's older scaled FP8), else 1 */
+    float scale;
+    /* the scale tensor is there but not one float: why, for the error */
+    char scale_bad[96];
 } f2_tensor;
 
 struct rlx_flux2_dit {

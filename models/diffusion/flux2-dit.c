@@ -96,13 +96,60 @@ void f2_role_name(rlx_flux2_names names, f2_role role, int blk, char *buf, size_
         snprintf(buf, cap, "%s", f);
 }
 
+/* The per-tensor scale beside an FP8 matrix `full` ("….weight"): one
+ * float (F32, F16 or BF16, of any shape holding one value). */
+static void find_scale(const rlx_flux2_dit *d, const char *full, f2_tensor *out)
+{
+    out->scale = 1.0f;
+    size_t n = strlen(full);
+    if (!d->st || n < 7 || strcmp(full + n - 7, ".weight"))
+        return;
+    char nm[240];
+    const rlx_st_tensor *s = NULL;
+    snprintf(nm, sizeof nm, "%s_scale", full);
+    s = rlx_safetensors_find(d->st, nm);
+    if (!s) {
+        snprintf(nm, sizeof nm, "%.*s.scale_weight", (int)(n - 7), full);
+        s = rlx_safetensors_find(d->st, nm);
+    }
+    if (!s)
+        return;
+    uint64_t count = 1;
+    for (uint32_t i = 0; i < s->n_dims; i++)
+        count *= s->shape[i];
+    const uint8_t *p = rlx_safetensors_data(d->st, s);
+    float v = NAN;
+    if (count == 1 && p && s->dtype == RLX_DTYPE_F32)
+        memcpy(&v, p, sizeof v);
+    else if (count == 1 && p && (s->dtype == RLX_DTYPE_F16 || s->dtype == RLX_DTYPE_BF16)) {
+        uint16_t h;
+        memcpy(&h, p, sizeof h);
+        v = s->dtype == RLX_DTYPE_F16 ? rlx_f16_to_f32(h) : rlx_bf16_to_f32(h);
+    }
+    bool is_f =
+        s->dtype == RLX_DTYPE_F32 || s->dtype == RLX_DTYPE_F16 || s->dtype == RLX_DTYPE_BF16;
+    if (count != 1)
+        snprintf(out->scale_bad, sizeof out->scale_bad,
+                 "'%s' holds %llu values (one scale per tensor is read)", nm,
+                 (unsigned long long)count);
+    else if (!is_f)
+        snprintf(out->scale_bad, sizeof out->scale_bad, "'%s' is %s, not a float", nm,
+                 rlx_dtype_name(s->dtype));
+    else if (!isfinite(v) || v == 0.0f)
+        snprintf(out->scale_bad, sizeof out->scale_bad, "'%s' is not a finite, nonzero number", nm);
+    else
+        out->scale = v;
+}
+
 static bool find_full(const rlx_flux2_dit *d, const char *full, f2_tensor *out)
 {
     memset(out, 0, sizeof *out);
+    out->scale = 1.0f;
     if (d->st) {
         const rlx_st_tensor *t = rlx_safetensors_find(d->st, full);
         if (!t)
             return false;
+        find_scale(d, full, out);
         if (t->n_dims < 1 || t->n_dims > 2) {
             out->rank = -1; /* found, but of a rank no role has */
             return true;
@@ -199,6 +246,37 @@ static bool has_name(const rlx_flux2_dit *d, const char *nm)
     return find_full(d, full, &t);
 }
 
+/* ComfyUI's quantized checkpoints name each quantized matrix's format in a
+ * "<base>.comfy_quant" tensor (U8, a JSON object with "format"): true with
+ * the format when there is one. `nm` is the matrix's name ("….weight"). */
+static bool comfy_format(const rlx_flux2_dit *d, const char *nm, char *fmt, size_t cap)
+{
+    size_t n = strlen(nm);
+    if (!d->st || n < 7 || strcmp(nm + n - 7, ".weight"))
+        return false;
+    char q[240];
+    snprintf(q, sizeof q, "%s%.*s.comfy_quant", d->prefix, (int)(n - 7), nm);
+    const rlx_st_tensor *t = rlx_safetensors_find(d->st, q);
+    if (!t)
+        return false;
+    snprintf(fmt, cap, "unknown");
+    const char *p = rlx_safetensors_data(d->st, t);
+    if (!p || t->n_bytes == 0 || t->n_bytes > 4096)
+        return true;
+    char *txt = malloc(t->n_bytes + 1);
+    if (!txt)
+        return true;
+    memcpy(txt, p, t->n_bytes);
+    txt[t->n_bytes] = 0;
+    json_object *o = json_tokener_parse(txt);
+    json_object *f = NULL;
+    if (o && json_object_object_get_ex(o, "format", &f) && json_object_is_type(f, json_type_string))
+        snprintf(fmt, cap, "%s", json_object_get_string(f));
+    json_object_put(o);
+    free(txt);
+    return true;
+}
+
 static rlx_status check_tensor(rlx_flux2_dit *d, f2_role role, int blk, int64_t rows, int64_t cols,
                                rlx_error **err)
 {
@@ -219,14 +297,27 @@ static rlx_status check_tensor(rlx_flux2_dit *d, f2_role role, int blk, int64_t 
             "transformer of hidden size %d",
             d->path, d->prefix, nm, (long long)t.dims[0], (long long)(t.rank > 1 ? t.dims[1] : 0),
             (long long)(rank == 2 ? rows : cols), (long long)(rank == 2 ? cols : 0), d->cfg.hidden);
+    char fmt[64];
+    if (comfy_format(d, nm, fmt, sizeof fmt) && strcmp(fmt, "float8_e4m3fn") &&
+        strcmp(fmt, "float8_e5m2"))
+        return rlx_error_set(err, RLX_ERR_UNSUPPORTED,
+                             "%s: the tensor '%s%s' is stored in ComfyUI's '%s' format, which the "
+                             "FLUX.2 runner cannot read (it reads ComfyUI's FP8 formats, "
+                             "float8_e4m3fn and float8_e5m2)",
+                             d->path, d->prefix, nm, fmt);
     const rlx_dtype_info *di = rlx_dtype_get(t.dtype);
     bool ok = t.dtype == RLX_DTYPE_F32 || t.dtype == RLX_DTYPE_F16 || t.dtype == RLX_DTYPE_BF16 ||
+              t.dtype == RLX_DTYPE_F8_E4M3 || t.dtype == RLX_DTYPE_F8_E5M2 ||
               (rank == 2 && di->quantized && cols % (int64_t)di->block_size == 0);
     if (!ok)
         return rlx_error_set(err, RLX_ERR_UNSUPPORTED,
                              "%s: the tensor '%s%s' is stored as %s, which the FLUX.2 runner "
-                             "cannot read (F32, F16, BF16 or a GGUF block format)",
+                             "cannot read (F32, F16, BF16, FP8 or a GGUF block format)",
                              d->path, d->prefix, nm, rlx_dtype_name(t.dtype));
+    if (t.scale_bad[0])
+        return rlx_error_set(err, RLX_ERR_UNSUPPORTED,
+                             "%s: the scale of the tensor '%s%s' cannot be read: %s", d->path,
+                             d->prefix, nm, t.scale_bad);
     d->cfg.weight_bytes += t.bytes;
     return RLX_OK;
 }
@@ -380,7 +471,10 @@ static rlx_status detect_config(rlx_flux2_dit *d, rlx_error **err)
     rlx_status st = check_all(d, err);
     if (st != RLX_OK)
         return st;
-    c->weight_dtype = xe.dtype;
+    /* the big matrices' dtype: the first single block's (an FP8 file keeps
+     * its embedders in BF16) */
+    f2_tensor s0;
+    c->weight_dtype = f2_find(d, F2_S_IN, 0, &s0) ? s0.dtype : xe.dtype;
     return RLX_OK;
 }
 
