@@ -24,9 +24,12 @@
  *     BFL model: TOL against the reference's merged weights (W + 0.8 B A in
  *     float64); we see 4e-7. The LoRA moves the output by 0.47 of its
  *     largest value, so the test would see a module left out.
+ *   - FP8 matrices with a per-tensor scale (BFL's and ComfyUI's names):
+ *     see cpu_fp8.
  *   - Other devices (the devices variant) may keep activations in F16 in
  *     places (2^-11 relative a step, compounding over the blocks): 2e-3;
- *     lavapipe gives 7.8e-7 (about 3 minutes for the velocity).
+ *     lavapipe gives 7.8e-7 (about 3 minutes for the velocity). The FP8
+ *     file there is held to the CPU's velocity of it, with the same bound.
  *
  * argv[1]: "cpu" (the CPU tests) or "devices" (the other devices: exits 77,
  * skipped, where there is none); none runs all.
@@ -768,11 +771,29 @@ static void devices_other_than_cpu(void **state)
 {
     fixture *f = *state;
     int n = 0;
-    float *v = malloc(sizeof(float) * N_OUT);
+    float *v = malloc(sizeof(float) * N_OUT), *fp8_cpu = malloc(sizeof(float) * N_OUT);
     assert_non_null(v);
+    assert_non_null(fp8_cpu);
+    /* the E4M3 file (FP8 matrices decoded in the device's products, the
+     * scale as their alpha) against the CPU's velocity of it */
+    char fp8[600];
+    snprintf(fp8, sizeof fp8, "%s", rlx_test_tmp("flux2-fp8-dev.safetensors"));
+    rlx_flux2_writer_opts o8 = {.format = RLX_F2W_BFL, .dtype = RLX_DTYPE_F8_E4M3};
+    write_model(fp8, &o8);
+    rlx_flux2_dit *d8 = open_dit(fp8, "cpu");
+    velocity(f, d8, false, fp8_cpu);
+    rlx_flux2_dit_free(d8);
     for (int i = 0; i < f->n_dev; i++) {
         if (!strcmp(f->dev[i], "cpu"))
             continue;
+        d8 = open_dit(fp8, f->dev[i]);
+        velocity(f, d8, false, v);
+        double e8 = max_rel(v, fp8_cpu);
+        printf("[ flux2-dit ] F8_E4M3 on %s: max error %.2e of the largest value (against the "
+               "CPU)\n",
+               f->dev[i], e8);
+        assert_true(e8 < TOL_DEVICES);
+        rlx_flux2_dit_free(d8);
         rlx_flux2_dit *d = open_dit(f->path, f->dev[i]);
         velocity(f, d, true, v);
         double e = max_rel(v, f->want_edit);
@@ -794,7 +815,9 @@ static void devices_other_than_cpu(void **state)
         rlx_flux2_dit_free(d);
         n++;
     }
+    remove(fp8);
     free(v);
+    free(fp8_cpu);
     if (!n) {
         printf("[ flux2-dit ] no device but the CPU here\n");
         skip();
