@@ -13,11 +13,13 @@
  *       the real 32 latent channels so that TAEF2 previews work;
  *       tests/flux2-vae-writer.h) and scheduler/. About 40 MB; the weights are
  *       those of tests/reference/flux2_pipeline_reference.py.
- *   write-flux2-model --klein4b OUT.safetensors|OUT.gguf [--f16|--q8]
+ *   write-flux2-model --klein4b OUT.safetensors|OUT.gguf [--f16|--q8|--fp8]
  *       klein 4B's transformer at its published shape (hidden 3072, 5 double,
  *       20 single blocks, joint_dim 7680) with BFL names: BF16 safetensors
- *       (F16 with --f16), or GGUF Q8_0 (F16 with --f16), for benchmarks.
- *   write-flux2-model --transformer OUT.safetensors|OUT.gguf [--f16|--q8]
+ *       (F16 with --f16; the blocks' matrices F8_E4M3 with per-tensor scales,
+ *       as BFL's FP8 file, with --fp8), or GGUF Q8_0 (F16 with --f16), for
+ *       benchmarks.
+ *   write-flux2-model --transformer OUT.safetensors|OUT.gguf [--f16|--q8|--fp8]
  *       the tiny folder's transformer alone, the same weights, as a single
  *       file with BFL names (as --klein4b writes it), for the single-file
  *       path (with the folder's text_encoder/ and vae/).
@@ -43,7 +45,7 @@ int main(int argc, char **argv)
     const char *tok = RLX_TEST_DATA_DIR "/tokenizers/hf-qwen3";
     const char *out = NULL, *klein = NULL, *vae = NULL;
     bool tiny_transformer = false, tok_optional = false;
-    bool base = false, f16 = false, q8 = false, ok = argc >= 2;
+    bool base = false, f16 = false, q8 = false, fp8 = false, ok = argc >= 2;
     for (int i = 1; ok && i < argc; i++) {
         if (!strcmp(argv[i], "--base"))
             base = true;
@@ -51,6 +53,8 @@ int main(int argc, char **argv)
             f16 = true;
         else if (!strcmp(argv[i], "--q8"))
             q8 = true;
+        else if (!strcmp(argv[i], "--fp8"))
+            fp8 = true;
         else if (!strcmp(argv[i], "--tokenizer-optional"))
             tok_optional = true;
         else if (!strcmp(argv[i], "--tokenizer") && i + 1 < argc)
@@ -66,13 +70,14 @@ int main(int argc, char **argv)
         else
             ok = false;
     }
-    ok = ok && !!out + !!klein + !!vae == 1 && !(f16 && q8);
+    ok = ok && !!out + !!klein + !!vae == 1 && f16 + q8 + fp8 <= 1;
     if (!ok) {
         fprintf(stderr, "usage: write-flux2-model DIR [--base] [--tokenizer DIR] "
                         "[--tokenizer-optional]\n"
-                        "       write-flux2-model --klein4b OUT.safetensors|OUT.gguf [--f16|--q8]\n"
+                        "       write-flux2-model --klein4b OUT.safetensors|OUT.gguf "
+                        "[--f16|--q8|--fp8]\n"
                         "       write-flux2-model --transformer OUT.safetensors|OUT.gguf "
-                        "[--f16|--q8]\n"
+                        "[--f16|--q8|--fp8]\n"
                         "       write-flux2-model --vae OUT.safetensors\n");
         return 1;
     }
@@ -97,9 +102,14 @@ int main(int argc, char **argv)
             fprintf(stderr, "write-flux2-model: Q8_0 is for .gguf files only\n");
             return 1;
         }
+        if (fp8 && gguf) {
+            fprintf(stderr, "write-flux2-model: FP8 is for .safetensors files only\n");
+            return 1;
+        }
         rlx_flux2_writer_opts o = {
             .format = gguf ? RLX_F2W_GGUF : RLX_F2W_BFL,
             .dtype = f16    ? RLX_DTYPE_F16
+                     : fp8  ? RLX_DTYPE_F8_E4M3
                      : gguf ? RLX_DTYPE_Q8_0
                             : RLX_DTYPE_BF16,
             .hidden = tiny_transformer ? 256 : 3072,

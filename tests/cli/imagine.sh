@@ -87,8 +87,9 @@ run -m "$tmp/tiny" -p "a red cat" --seed 8 -o "$tmp/cat3.png" 2>/dev/null &&
     bad "another seed gives the same PNG"
 
 # the same transformer as a single file with BFL names (BF16 safetensors: the
-# same pixels; GGUF Q8_0: within the quantization's error, measured 50 dB),
-# with the folder's text encoder and VAE
+# same pixels; GGUF Q8_0 and FP8 (E4M3 with per-tensor scales, as BFL's FP8
+# file): within the quantization's error, measured 50 and 52 dB), with the
+# folder's text encoder and VAE
 pixels_psnr() { # pixels_psnr A.png B.png: the PSNR of two 8-bit RGB PNGs (99 when equal)
     python3 - "$1" "$2" <<'PY'
 import math, struct, sys, zlib
@@ -122,12 +123,16 @@ se = sum((x - y) ** 2 for x, y in zip(a, b))
 print(99 if se == 0 else round(10 * math.log10(255 ** 2 * len(a) / se), 1))
 PY
 }
-"$writer" --transformer "$tmp/t.safetensors" && "$writer" --transformer "$tmp/t.gguf" || exit 1
-for f in t.safetensors t.gguf; do
+"$writer" --transformer "$tmp/t.safetensors" && "$writer" --transformer "$tmp/t.gguf" &&
+    "$writer" --transformer "$tmp/t-fp8.safetensors" --fp8 || exit 1
+for f in t.safetensors t.gguf t-fp8.safetensors; do
     if run -m "$tmp/$f" --text-encoder "$tmp/tiny/text_encoder" --vae "$tmp/tiny/vae" \
         -p "a red cat" --seed 7 -o "$tmp/$f.png" 2>"$tmp/err"; then
         db=$(pixels_psnr "$tmp/cat.png" "$tmp/$f.png")
         case $f in
+        t-fp8.safetensors) python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) >= 35 else 1)" "$db" &&
+            ok "a single FP8 $f: $db dB from the folder's picture (>= 35)" ||
+            bad "a single FP8 $f: $db dB from the folder's picture" ;;
         *.safetensors) [ "$db" = 99 ] && ok "a single BFL-named $f: the same pixels" ||
             bad "a single BFL-named $f: $db dB from the folder's picture" ;;
         *) python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) >= 35 else 1)" "$db" &&
