@@ -1281,8 +1281,8 @@ static void test_matmul_fp8(void **state)
                     0.0625f);
         matmul_case(1, 67, 300, 129, RLX_DTYPE_F32, f8[q], false, true, L_CONTIG, true,
                     RLX_ACT_SILU, 0.5f);
-        matmul_case(2, 20, 48, 33, RLX_DTYPE_F32, f8[q], false, true, L_CONTIG, false,
-                    RLX_ACT_NONE, 0);
+        matmul_case(2, 20, 48, 33, RLX_DTYPE_F32, f8[q], false, true, L_CONTIG, false, RLX_ACT_NONE,
+                    0);
     }
 }
 

@@ -33,8 +33,7 @@ static inline bool ld_ok(rlx_dtype dt)
 /* FP8 is read (FLUX.2's FP8 weights), never written */
 static inline bool st_ok(rlx_dtype dt)
 {
-    return (ld_ok(dt) && dt != RLX_DTYPE_F8_E4M3 && dt != RLX_DTYPE_F8_E5M2) ||
-           dt == RLX_DTYPE_I64;
+    return (ld_ok(dt) && dt != RLX_DTYPE_F8_E4M3 && dt != RLX_DTYPE_F8_E5M2) || dt == RLX_DTYPE_I64;
 }
 
 static inline bool is_int(rlx_dtype dt)

@@ -35,7 +35,6 @@ static void dot_f8_e5m2w(int64_t n, float *s, const void *w, const void *a)
     *s = dot_lut(g_f8[1], n, w, a);
 }
 
-
 rlx_cpu_isa rlx_cpu_isa_best(void)
 {
     const rlx_cpu_features *f = rlx_cpu_features_get();

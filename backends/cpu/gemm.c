@@ -250,9 +250,10 @@ pack_half_avx512(const uint8_t *B, int64_t ldb, int64_t rows, int64_t kc, rlx_dt
                     const uint16_t *p = (const uint16_t *)(const void *)src[j] + k0;
                     __m256i v = rem == 16 ? _mm256_loadu_si256((const __m256i *)(const void *)p)
                                           : _mm256_maskz_loadu_epi16(km, p);
-                    r[j] = bt == RLX_DTYPE_BF16
-                               ? _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(v), 16))
-                               : _mm512_cvtph_ps(v);
+                    r[j] =
+                        bt == RLX_DTYPE_BF16
+                            ? _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(v), 16))
+                            : _mm512_cvtph_ps(v);
                     continue;
                 }
                 /* FP8 through the half with the same bits: E5M2 is a half's
@@ -414,9 +415,8 @@ static void *pack_scratch(size_t bytes)
 }
 
 static bool own_sgemm_b(rlx_threadpool *pool, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
-                        float alpha, const float *A, int64_t lda, const float *B,
-                        const uint8_t *Bh, rlx_dtype bt, int64_t ldb, float beta, float *C,
-                        int64_t ldc)
+                        float alpha, const float *A, int64_t lda, const float *B, const uint8_t *Bh,
+                        rlx_dtype bt, int64_t ldb, float beta, float *C, int64_t ldc)
 {
     gemm_ctx g = {
         .Bh = Bh,

@@ -396,8 +396,7 @@ rlx_status rlx_cpu_matmul(rlx_threadpool *pool, rlx_dtype wtype, const void *w, 
     /* half or FP8 weights, several rows: widened panel by panel into our f32 GEMM */
     size_t wes = rlx_dtype_get(wtype)->type_size;
     if (M > 1 && widened(wtype) && t->isa == RLX_CPU_ISA_AVX512 && w_row_bytes % wes == 0 &&
-        rlx_cpu_sgemm_half_b(pool, wtype, M, N, K, x, ldx, w, (int64_t)(w_row_bytes / wes), y,
-                             ldy))
+        rlx_cpu_sgemm_half_b(pool, wtype, M, N, K, x, ldx, w, (int64_t)(w_row_bytes / wes), y, ldy))
         return RLX_OK;
 
     size_t need = rlx_cpu_matmul_scratch_bytes(wtype, M, K, nth);

@@ -21,9 +21,9 @@
 
 /* The shaders use rlx_dtype and rlx_op values as numbers. */
 _Static_assert(RLX_DTYPE_F32 == 2 && RLX_DTYPE_BF16 == 4 && RLX_DTYPE_F8_E4M3 == 5 &&
-                   RLX_DTYPE_F8_E5M2 == 6 && RLX_DTYPE_I64 == 7 &&
-                   RLX_DTYPE_BOOL == 12 && RLX_DTYPE_Q4_0 == 13 && RLX_DTYPE_Q8_0 == 17 &&
-                   RLX_DTYPE_Q4_K == 21 && RLX_DTYPE_Q6_K == 23,
+                   RLX_DTYPE_F8_E5M2 == 6 && RLX_DTYPE_I64 == 7 && RLX_DTYPE_BOOL == 12 &&
+                   RLX_DTYPE_Q4_0 == 13 && RLX_DTYPE_Q8_0 == 17 && RLX_DTYPE_Q4_K == 21 &&
+                   RLX_DTYPE_Q6_K == 23,
                "shaders/common.glsl's dtype codes");
 _Static_assert(RLX_OP_NEG == 5 && RLX_OP_CAST == 19 && RLX_OP_SCALE == 21 && RLX_OP_ADD == 22 &&
                    RLX_OP_WHERE == 30,
@@ -733,8 +733,7 @@ static bool fill_matmul(fill_ctx *c, const rlx_lir_instr *ins)
      * thread per output */
     bool bk8 = B.st[r - 2] == 1 && (bi_->quantized || K % 8 == 0) &&
                (bi_->quantized || b.dt == RLX_DTYPE_F32 || b.dt == RLX_DTYPE_F16 ||
-                b.dt == RLX_DTYPE_BF16 || b.dt == RLX_DTYPE_F8_E4M3 ||
-                b.dt == RLX_DTYPE_F8_E5M2);
+                b.dt == RLX_DTYPE_BF16 || b.dt == RLX_DTYPE_F8_E4M3 || b.dt == RLX_DTYPE_F8_E5M2);
     for (int d = 0; d < r - 2; d++)
         bk8 = bk8 && B.st[d] == 0;
     bool gemm = c->fixed ? c->fixed[c->n].k == VK_K_GEMM

@@ -13,25 +13,25 @@
 #include <cuda_fp16.h>
 #include <stdint.h>
 
-#define DT_F32  2
-#define DT_F16  3
-#define DT_BF16 4
+#define DT_F32     2
+#define DT_F16     3
+#define DT_BF16    4
 #define DT_F8_E4M3 5
 #define DT_F8_E5M2 6
-#define DT_I64  7
-#define DT_I32  8
-#define DT_I16  9
-#define DT_I8   10
-#define DT_U8   11
-#define DT_BOOL 12
-#define DT_Q4_0 13
-#define DT_Q4_1 14
-#define DT_Q5_0 15
-#define DT_Q5_1 16
-#define DT_Q8_0 17
-#define DT_Q4_K 21
-#define DT_Q5_K 22
-#define DT_Q6_K 23
+#define DT_I64     7
+#define DT_I32     8
+#define DT_I16     9
+#define DT_I8      10
+#define DT_U8      11
+#define DT_BOOL    12
+#define DT_Q4_0    13
+#define DT_Q4_1    14
+#define DT_Q5_0    15
+#define DT_Q5_1    16
+#define DT_Q8_0    17
+#define DT_Q4_K    21
+#define DT_Q5_K    22
+#define DT_Q6_K    23
 
 #define OUT      6
 #define ERR_WORD 15
