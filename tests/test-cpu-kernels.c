@@ -685,12 +685,78 @@ static int teardown(void **state)
     return 0;
 }
 
+/* ---------------------------------------------------------------- FP8 */
+
+/* an FP8 code's value from the OCP formats (E4M3: bias 7, x111 1111 NaN;
+ * E5M2: bias 15), written here rather than taken from the library */
+static double f8_ref(rlx_dtype dt, uint8_t c)
+{
+    bool e4 = dt == RLX_DTYPE_F8_E4M3;
+    int mb = e4 ? 3 : 2, bias = e4 ? 7 : 15;
+    int e = (c & 0x7F) >> mb, m = c & ((1 << mb) - 1);
+    double v = e ? ldexp(1.0 + m / (double)(1 << mb), e - bias) : ldexp(m, 1 - bias - mb);
+    return (c & 0x80) ? -v : v;
+}
+
+/* FP8 weight rows against f32 activations on every ISA: one row (the dot
+ * products), a few and many (the GEMM's widened panels on AVX-512, f32
+ * tiles elsewhere), K with and without a tail of 16; every finite code
+ * appears (subnormals included). Bound: gamma_K * sum|terms|. */
+static void fp8_matmul_vs_naive(void **state)
+{
+    (void)state;
+    static const rlx_dtype types[2] = {RLX_DTYPE_F8_E4M3, RLX_DTYPE_F8_E5M2};
+    static const int64_t Ms[3] = {1, 5, 40}, Ks[2] = {48, 300};
+    const int64_t N = 37;
+    FOR_EACH_ISA(isa)
+    {
+        for (int q = 0; q < 2; q++)
+            for (int a = 0; a < 3; a++)
+                for (int b = 0; b < 2; b++) {
+                    int64_t M = Ms[a], K = Ks[b];
+                    uint8_t *w = malloc((size_t)(N * K));
+                    float *x = rnd_buf(M * K, 1.0f), *y = malloc(sizeof(float) * M * N);
+                    assert_non_null(w);
+                    assert_non_null(y);
+                    for (int64_t i = 0; i < N * K; i++) {
+                        uint8_t c = (uint8_t)(i * 37 + 11);
+                        bool bad =
+                            types[q] == RLX_DTYPE_F8_E4M3 ? (c & 0x7F) == 0x7F : (c & 0x7C) == 0x7C;
+                        w[i] = bad ? (uint8_t)(c & 0x83) : c; /* no NaN or infinity */
+                    }
+                    assert_int_equal(rlx_cpu_matmul(g_pool, types[q], w, (size_t)K, N, K, x, K, M,
+                                                    y, N, NULL, 0),
+                                     RLX_OK);
+                    for (int64_t m = 0; m < M; m++)
+                        for (int64_t n = 0; n < N; n++) {
+                            double s = 0, mag = 0;
+                            for (int64_t k = 0; k < K; k++) {
+                                double t = f8_ref(types[q], w[n * K + k]) * x[m * K + k];
+                                s += t;
+                                mag += fabs(t);
+                            }
+                            double got = y[m * N + n];
+                            if (fabs(got - s) > K * ldexp(1.0, -24) * mag + 1e-30)
+                                fail_msg("isa %d %s M %lld K %lld: y[%lld][%lld] = %.9g, want "
+                                         "%.9g",
+                                         isa, rlx_dtype_name(types[q]), (long long)M, (long long)K,
+                                         (long long)m, (long long)n, got, s);
+                        }
+                    free(w);
+                    free(x);
+                    free(y);
+                }
+    }
+    rlx_cpu_kernels_set_isa(rlx_cpu_isa_best());
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(pool_runs_every_task_once),
         cmocka_unit_test(pool_balances_and_survives_wraparound),
         cmocka_unit_test(gemm_vs_naive),
+        cmocka_unit_test(fp8_matmul_vs_naive),
         cmocka_unit_test(attention_vs_naive),
         cmocka_unit_test(norms_vs_naive),
         cmocka_unit_test(softmax_vs_naive),

@@ -94,8 +94,8 @@ rlx_status rlx_cpu_quantize_row(rlx_dtype t, const float *src, void *dst, int64_
 
 /* ---- matmul with packed weights ------------------------------------------- */
 
-/* Weight types rlx_cpu_matmul() consumes directly: F32, F16, BF16, Q4_0, Q4_1,
- * Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K. */
+/* Weight types rlx_cpu_matmul() consumes directly: F32, F16, BF16, F8_E4M3,
+ * F8_E5M2, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K. */
 bool rlx_cpu_matmul_supports(rlx_dtype wtype);
 
 /* Scratch bytes rlx_cpu_matmul() needs for these shapes (the quantized copy of
