@@ -288,6 +288,16 @@ static rlx_status check_tensor(rlx_flux2_dit *d, f2_role role, int blk, int64_t 
                              "%s: the tensor '%s%s' is missing, so this is not a complete FLUX.2 "
                              "transformer",
                              d->path, d->prefix, nm);
+    /* before the shape: a packed format (nvfp4: two values a byte) has
+     * another one */
+    char fmt[64];
+    if (comfy_format(d, nm, fmt, sizeof fmt) && strcmp(fmt, "float8_e4m3fn") &&
+        strcmp(fmt, "float8_e5m2"))
+        return rlx_error_set(err, RLX_ERR_UNSUPPORTED,
+                             "%s: the tensor '%s%s' is stored in ComfyUI's '%s' format, which the "
+                             "FLUX.2 runner cannot read (it reads ComfyUI's FP8 formats, "
+                             "float8_e4m3fn and float8_e5m2)",
+                             d->path, d->prefix, nm, fmt);
     int rank = rows > 0 ? 2 : 1;
     if (t.rank != rank || (rank == 2 && (t.dims[0] != rows || t.dims[1] != cols)) ||
         (rank == 1 && t.dims[0] != cols))
@@ -297,14 +307,6 @@ static rlx_status check_tensor(rlx_flux2_dit *d, f2_role role, int blk, int64_t 
             "transformer of hidden size %d",
             d->path, d->prefix, nm, (long long)t.dims[0], (long long)(t.rank > 1 ? t.dims[1] : 0),
             (long long)(rank == 2 ? rows : cols), (long long)(rank == 2 ? cols : 0), d->cfg.hidden);
-    char fmt[64];
-    if (comfy_format(d, nm, fmt, sizeof fmt) && strcmp(fmt, "float8_e4m3fn") &&
-        strcmp(fmt, "float8_e5m2"))
-        return rlx_error_set(err, RLX_ERR_UNSUPPORTED,
-                             "%s: the tensor '%s%s' is stored in ComfyUI's '%s' format, which the "
-                             "FLUX.2 runner cannot read (it reads ComfyUI's FP8 formats, "
-                             "float8_e4m3fn and float8_e5m2)",
-                             d->path, d->prefix, nm, fmt);
     const rlx_dtype_info *di = rlx_dtype_get(t.dtype);
     bool ok = t.dtype == RLX_DTYPE_F32 || t.dtype == RLX_DTYPE_F16 || t.dtype == RLX_DTYPE_BF16 ||
               t.dtype == RLX_DTYPE_F8_E4M3 || t.dtype == RLX_DTYPE_F8_E5M2 ||
