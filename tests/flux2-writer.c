@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "engine/formats/gguf.h"
+#include "f8-ref.h"
 
 #define D_ 128
 
@@ -350,16 +351,6 @@ static rlx_status write_st(const char *path, const model *m, int a, int b, const
 
 /* ---- FP8 (BFL names, as BFL's and ComfyUI's FP8 checkpoints) ------------ */
 
-/* an FP8 code's value, from the OCP formats (not the library's decoder) */
-static double f8_value(rlx_dtype dt, uint8_t c)
-{
-    bool e4 = dt == RLX_DTYPE_F8_E4M3;
-    int mb = e4 ? 3 : 2, bias = e4 ? 7 : 15;
-    int e = (c & 0x7F) >> mb, m = c & ((1 << mb) - 1);
-    double v = e ? ldexp(1.0 + m / (double)(1 << mb), e - bias) : ldexp(m, 1 - bias - mb);
-    return (c & 0x80) ? -v : v;
-}
-
 static uint8_t f8_code(rlx_dtype dt, float x)
 {
     return dt == RLX_DTYPE_F8_E4M3 ? rlx_f32_to_f8_e4m3(x) : rlx_f32_to_f8_e5m2(x);
@@ -467,7 +458,7 @@ static rlx_status write_st_fp8(const char *path, const model *m, const char *pre
             } else if (dequantized) {
                 float *d = (float *)(void *)enc;
                 for (int64_t j = 0; j < k; j++)
-                    d[j] = (float)(f8_value(f8, f8_code(f8, x[j] / scale[i])) * scale[i]);
+                    d[j] = (float)(rlx_test_f8_value(f8, f8_code(f8, x[j] / scale[i])) * scale[i]);
                 nb = (size_t)k * 4;
             } else {
                 for (int64_t j = 0; j < k; j++)

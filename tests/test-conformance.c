@@ -28,6 +28,7 @@
 
 #include <cmocka.h>
 
+#include "f8-ref.h"
 #include "backends/backend.h"
 #include "backends/base/dtype.h"
 #include "backends/base/lir.h"
@@ -165,17 +166,6 @@ static int64_t phys_off(const tt *t, int64_t lin)
     return off;
 }
 
-/* an FP8 code's value, written here from the OCP FP8 formats (E4M3: bias
- * 7, no infinities; E5M2: bias 15) rather than taken from the library */
-static double f8_value(rlx_dtype dt, uint8_t c)
-{
-    bool e4 = dt == RLX_DTYPE_F8_E4M3;
-    int mb = e4 ? 3 : 2, bias = e4 ? 7 : 15;
-    int e = (c & 0x7F) >> mb, m = c & ((1 << mb) - 1);
-    double v = e ? ldexp(1.0 + m / (double)(1 << mb), e - bias) : ldexp(m, 1 - bias - mb);
-    return (c & 0x80) ? -v : v;
-}
-
 static uint8_t f8_code(rlx_dtype dt, double x)
 {
     return dt == RLX_DTYPE_F8_E4M3 ? rlx_f32_to_f8_e4m3((float)x) : rlx_f32_to_f8_e5m2((float)x);
@@ -186,7 +176,7 @@ static double round_to(rlx_dtype dt, double x)
     switch (dt) {
     case RLX_DTYPE_F8_E4M3:
     case RLX_DTYPE_F8_E5M2:
-        return f8_value(dt, f8_code(dt, x));
+        return rlx_test_f8_value(dt, f8_code(dt, x));
     case RLX_DTYPE_F32:
         return (float)x;
     case RLX_DTYPE_F16:
@@ -297,7 +287,7 @@ static double get(const uint8_t *p, rlx_dtype dt)
         return *p;
     case RLX_DTYPE_F8_E4M3:
     case RLX_DTYPE_F8_E5M2:
-        return f8_value(dt, *p);
+        return rlx_test_f8_value(dt, *p);
     default:
         fail_msg("get: dtype %s", rlx_dtype_name(dt));
         return 0;

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "f8-ref.h"
 #include "backends/cpu/cpu-features.h"
 #include "backends/cpu/kernels.h"
 
@@ -687,17 +688,6 @@ static int teardown(void **state)
 
 /* ---------------------------------------------------------------- FP8 */
 
-/* an FP8 code's value from the OCP formats (E4M3: bias 7, x111 1111 NaN;
- * E5M2: bias 15), written here rather than taken from the library */
-static double f8_ref(rlx_dtype dt, uint8_t c)
-{
-    bool e4 = dt == RLX_DTYPE_F8_E4M3;
-    int mb = e4 ? 3 : 2, bias = e4 ? 7 : 15;
-    int e = (c & 0x7F) >> mb, m = c & ((1 << mb) - 1);
-    double v = e ? ldexp(1.0 + m / (double)(1 << mb), e - bias) : ldexp(m, 1 - bias - mb);
-    return (c & 0x80) ? -v : v;
-}
-
 /* FP8 weight rows against f32 activations on every ISA: one row (the dot
  * products), a few and many (the GEMM's widened panels on AVX-512, f32
  * tiles elsewhere), K with and without a tail of 16; every finite code
@@ -731,7 +721,7 @@ static void fp8_matmul_vs_naive(void **state)
                         for (int64_t n = 0; n < N; n++) {
                             double s = 0, mag = 0;
                             for (int64_t k = 0; k < K; k++) {
-                                double t = f8_ref(types[q], w[n * K + k]) * x[m * K + k];
+                                double t = rlx_test_f8_value(types[q], w[n * K + k]) * x[m * K + k];
                                 s += t;
                                 mag += fabs(t);
                             }
