@@ -104,13 +104,7 @@ int main(void)
     cu_driver_use(RLX_TEST_CUDA_EMU);
     cu_blas_use(RLX_TEST_CUDA_EMU);
 #endif
-    int other = 0;
-    for (int b = 0; b < rlx_backend_count(); b++) {
-        const rlx_backend_i *be = rlx_backend_at(b);
-        if (be && strcmp(be->name, "cpu") && be->device_count && be->device_count() >= 1)
-            other++;
-    }
-    if (!other) {
+    if (!rlx_test_other_devices()) {
         printf("[ flux2-dit-tiny ] no device but the CPU here: skipped\n");
         return 77;
     }

@@ -827,13 +827,7 @@ static void devices_other_than_cpu(void **state)
 int main(int argc, char **argv)
 {
     if (argc > 1 && !strcmp(argv[1], "devices")) {
-        int other = 0;
-        for (int b = 0; b < rlx_backend_count(); b++) {
-            const rlx_backend_i *be = rlx_backend_at(b);
-            if (be && strcmp(be->name, "cpu") && be->device_count && be->device_count() >= 1)
-                other++;
-        }
-        if (!other) {
+        if (!rlx_test_other_devices()) {
             printf("[ flux2-dit ] no device but the CPU here: skipped\n");
             return 77;
         }

@@ -548,13 +548,7 @@ int main(int argc, char **argv)
     if (argc > 1 && !strcmp(argv[1], "memory"))
         return print_memory(argc, argv);
     if (argc > 1 && !strcmp(argv[1], "devices")) {
-        int other = 0;
-        for (int b = 0; b < rlx_backend_count(); b++) {
-            const rlx_backend_i *be = rlx_backend_at(b);
-            if (be && strcmp(be->name, "cpu") && be->device_count && be->device_count() >= 1)
-                other++;
-        }
-        if (!other) {
+        if (!rlx_test_other_devices()) {
             printf("[ flux2-vae ] no device but the CPU here: skipped\n");
             return 77;
         }

@@ -526,13 +526,7 @@ int main(int argc, char **argv)
 {
     rlx_test_need_data("tokenizers/hf-qwen3/tokenizer.json", NULL);
     if (argc > 1 && !strcmp(argv[1], "devices")) {
-        int other = 0;
-        for (int b = 0; b < rlx_backend_count(); b++) {
-            const rlx_backend_i *be = rlx_backend_at(b);
-            if (be && strcmp(be->name, "cpu") && be->device_count && be->device_count() >= 1)
-                other++;
-        }
-        if (!other) {
+        if (!rlx_test_other_devices()) {
             printf("[ flux2 ] no device but the CPU here: skipped\n");
             return 77;
         }

@@ -950,13 +950,7 @@ int main(int argc, char **argv)
         argv[1] = "sam2-devices";
     }
     if (argc > 1 && (!strcmp(argv[1], "devices") || !strcmp(argv[1], "sam2-devices"))) {
-        int other = 0;
-        for (int b = 0; b < rlx_backend_count(); b++) {
-            const rlx_backend_i *be = rlx_backend_at(b);
-            if (be && strcmp(be->name, "cpu") && be->device_count && be->device_count() >= 1)
-                other++;
-        }
-        if (!other) {
+        if (!rlx_test_other_devices()) {
             printf("[ sam ] no device but the CPU here: skipped\n");
             return 77;
         }

@@ -9,6 +9,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "backends/backend.h"
+
 const char *rlx_test_data(const char *rel)
 {
     static char buf[4096];
@@ -212,4 +214,15 @@ int rlx_test_write_safetensors(const char *path, const rlx_test_st_tensor *t, in
     }
     free(hdr);
     return fclose(f) == 0 && ok ? 0 : -1;
+}
+
+int rlx_test_other_devices(void)
+{
+    int other = 0;
+    for (int b = 0; b < rlx_backend_count(); b++) {
+        const rlx_backend_i *be = rlx_backend_at(b);
+        if (be && strcmp(be->name, "cpu") && be->device_count && be->device_count() >= 1)
+            other++;
+    }
+    return other;
 }

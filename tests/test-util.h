@@ -19,6 +19,9 @@ const char *rlx_test_data(const char *rel);
  * files or folders (paths under ../shared/data, NULL-terminated) is absent,
  * prints a sentence naming it and exits 77, meson's "skipped". */
 void rlx_test_need_data(const char *rel, ...) __attribute__((sentinel));
+/* How many backends other than the CPU have a device here (the "devices"
+ * variants of the model tests skip, exit 77, without one). */
+int rlx_test_other_devices(void);
 /* A fresh path in the build tree's scratch folder for this test program. */
 const char *rlx_test_tmp(const char *name);
 /* Read a whole file into a malloc'd buffer; NULL on failure. */
