@@ -1,7 +1,7 @@
 #!/bin/sh
 # The CUDA backend's checks and benchmarks on a machine with an NVIDIA GPU
 # (CI has none: there the GPU tests skip). Run from a release build:
-#   tools/cuda-check.sh [BUILD_DIR] [OUT_DIR] [quick|full|bench|segment] [MODELS]
+#   tools/cuda-check.sh [BUILD_DIR] [OUT_DIR] [quick|full|bench|segment|imagine] [MODELS]
 # quick: the CUDA device tests, the Vulkan backend's tests (records in
 # device memory, as on every discrete GPU), the op conformance suite (every backend,
 # Vulkan through NVIDIA's driver included), stories260K, TAEF2 and Whisper
@@ -15,6 +15,10 @@
 # random-weight Qwen3-0.6B and Llama-3.2-1B files on vulkan:0 against the
 # CPU's perplexity), `rlx bench sam` at ViT-B on cuda:0 and vulkan:0, and
 # `rlx segment` with a SAM 2.1 file on cuda:0.
+# imagine: FLUX.2's transformer (BF16 and FP8) on every device against the
+# CPU (test-flux2-dit-tiny), then random-weight klein 4B files (an FP8
+# transformer, a Qwen3-4B Q4_K_M text encoder, the VAE) through
+# `rlx bench flux2` at 512 and 1024 on cuda:0 and vulkan:0.
 # bench: the full run's benchmarks alone. MODELS (full, bench): which of
 # the random-weight files to bench on cuda:0, e.g. "llama-3.2-1b-q4_k_m
 # qwen3-0.6b-f16" (default: all six; Vulkan benches only with the default).
@@ -70,6 +74,27 @@ print("d2d copy GB/s (read+write): %.0f" % (2 * n * 20 / (a.elapsed_time(b) / 1e
 EOF
 cat "$logs/d2d.txt"
 pack
+
+if [ "$mode" = imagine ]; then
+    step flux2-dit-tiny 120 env CMOCKA_MESSAGE_OUTPUT=stdout "$build/tests/test-flux2-dit-tiny"
+    f=/tmp/rlx-flux2
+    mkdir -p "$f"
+    "$build/tests/write-flux2-model" --klein4b "$f/k4-fp8.safetensors" --fp8 >"$logs/write-k4.log" 2>&1
+    "$build/tests/write-flux2-model" --vae "$f/ae.safetensors" >"$logs/write-vae.log" 2>&1
+    "$rlx" make-model --shape qwen3-4b --vocab "$data/tokenizers/ggml-vocab-qwen2.gguf" \
+        --out "$f/te-f16.gguf" --dtype f16 >"$logs/write-te.log" 2>&1 &&
+        "$rlx" quantize "$f/te-f16.gguf" "$f/te-q4km.gguf" Q4_K_M -q >>"$logs/write-te.log" 2>&1
+    rm -f "$f/te-f16.gguf"
+    for d in cuda:0 vulkan:0; do
+        step "bench-flux2-$d" 240 "$rlx" bench flux2 -m "$f/k4-fp8.safetensors" \
+            --text-encoder "$f/te-q4km.gguf" --vae "$f/ae.safetensors" -s 512,1024 --steps 2 \
+            --device "$d"
+    done
+    pack
+    echo
+    echo "$summary"
+    exit 0
+fi
 
 if [ "$mode" = segment ]; then
     # the most telling first: a run cut short by its limit still reports these

@@ -16,7 +16,8 @@ trap 'rm -rf "$stage"' EXIT
 
 bins="app/rlx tests/test-cuda-device tests/test-cuda-host tests/test-conformance
       tests/test-llm-stories tests/test-taef2 tests/test-whisper tests/test-llm-offload
-      tests/test-session tests/test-sam tests/write-sam-model tests/test-backend-vulkan"
+      tests/test-session tests/test-sam tests/write-sam-model tests/test-backend-vulkan
+      tests/test-flux2-dit-tiny tests/write-flux2-model"
 mkdir -p "$stage/build-release/app" "$stage/build-release/tests" "$stage/lib" "$stage/data"
 cp -P "$build"/librlx.so "$build"/librlx.so.0 "$build"/librlx.so.0.*[0-9] "$stage/build-release/"
 for b in $bins; do cp "$build/$b" "$stage/build-release/$b"; done
