@@ -11,6 +11,28 @@
 #include "backends/base/dtype.h"
 #include "backends/base/op.h"
 
+/* An operand as a kernel sees it: dims and element strides (already
+ * broadcast / permuted / sliced for this op), plus bytes past the value's
+ * own start. */
+typedef struct vt {
+    int32_t val;
+    rlx_dtype dt;
+    int rank;
+    int64_t ne[RLX_MAX_DIMS], st[RLX_MAX_DIMS];
+    int64_t extra;
+} vt;
+
+/* A matmul's bias as the kernels read it: [N], broadcast (stride 0) where
+ * it has one element along its last dim. */
+static inline vt bias_view(vt bias, int64_t N)
+{
+    vt b = bias;
+    b.rank = 1;
+    b.ne[0] = N;
+    b.st[0] = bias.ne[bias.rank - 1] == 1 ? 0 : bias.st[bias.rank - 1];
+    return b;
+}
+
 static inline bool ld_ok(rlx_dtype dt)
 {
     switch (dt) {

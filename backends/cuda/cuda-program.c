@@ -50,17 +50,6 @@ _Static_assert(RLX_ACT_RELU == 1 && RLX_ACT_TANH == 6, "kernels/common.cuh's act
 #define ATTN_SPLIT_ROWS(d) (2 * ((d)->n_sm > 0 ? (d)->n_sm : 64))
 #define GRID_CAP           (1u << 20) /* grid-stride kernels: enough blocks to fill any GPU */
 
-/* An operand as a kernel sees it: dims and element strides (already
- * broadcast / permuted / sliced for this op), plus bytes past the value's
- * own start. */
-typedef struct vt {
-    int32_t val;
-    rlx_dtype dt;
-    int rank;
-    int64_t ne[RLX_MAX_DIMS], st[RLX_MAX_DIMS];
-    int64_t extra;
-} vt;
-
 typedef struct cu_disp {
     cu_kernel k;
     int32_t instr;
@@ -947,11 +936,7 @@ static bool fill_matmul(fill_ctx *c, const rlx_lir_instr *ins)
     w[PRM(1)] = (int32_t)ins->p.matmul.act;
     w[PRM(2)] = fbits(ins->p.matmul.alpha);
     if (ins->p.matmul.has_bias) {
-        vt bias = vt_of(P, ins->in[2], c->sv);
-        vt bb = bias;
-        bb.rank = 1;
-        bb.ne[0] = N;
-        bb.st[0] = bias.ne[bias.rank - 1] == 1 ? 0 : bias.st[bias.rank - 1];
+        vt bb = bias_view(vt_of(P, ins->in[2], c->sv), N);
         put_desc(c, w, 2, &bb);
         w[PRM(3)] = 1;
     }

@@ -52,17 +52,6 @@ _Static_assert(RLX_ACT_RELU == 1 && RLX_ACT_TANH == 6, "shaders/common.glsl's ac
 #define SOFT_SEG_DISP   4     /* on a software device (lavapipe) */
 #define SEG_RUN_S       1.0   /* a run at least this long is submitted in parts */
 
-/* An operand as a shader sees it: dims and element strides (already
- * broadcast / permuted / sliced for this op), plus bytes past the value's
- * own start. */
-typedef struct vt {
-    int32_t val;
-    rlx_dtype dt;
-    int rank;
-    int64_t ne[RLX_MAX_DIMS], st[RLX_MAX_DIMS];
-    int64_t extra;
-} vt;
-
 typedef struct vk_disp {
     vk_kernel k;
     int32_t instr;
@@ -637,11 +626,7 @@ static void put_bias(fill_ctx *c, int32_t *w, const rlx_lir_instr *ins, int64_t 
 {
     if (!ins->p.matmul.has_bias)
         return;
-    vt bias = vt_of(c->P, ins->in[2], c->sv);
-    vt bb = bias;
-    bb.rank = 1;
-    bb.ne[0] = N;
-    bb.st[0] = bias.ne[bias.rank - 1] == 1 ? 0 : bias.st[bias.rank - 1];
+    vt bb = bias_view(vt_of(c->P, ins->in[2], c->sv), N);
     put_desc(c, w, 2, &bb);
     w[PRM(3)] = 1;
 }
