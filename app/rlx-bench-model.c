@@ -332,11 +332,11 @@ int rlx_bench_model_main(int argc, char **argv)
     snprintf(tests[0].name, sizeof tests[0].name, "pp%ld", o.p);
     snprintf(tests[1].name, sizeof tests[1].name, "tg%ld", o.n);
 
-    uint64_t dec0[3] = {0, 0, 0}, dec1[3] = {0, 0, 0}; /* runs, prep ns, device ns */
+    rlx_llm_decode_info dec0 = {0}, dec1 = {0};
     for (int t = 0; t < 2; t++)
         for (long r = -1; r < o.r; r++) { /* r = -1: the warm-up */
             if (t == 1 && r == 0)
-                rlx_llm_decode_stats(m, &dec0[0], &dec0[1], &dec0[2]);
+                rlx_llm_decode_stats(m, &dec0);
             double secs = 0;
             rlx_status st = t == 0 ? run_pp(m, prompt, (int)o.p, logits, &secs, &err)
                                    : run_tg(m, gen, (int)o.n, logits, &secs, &err);
@@ -348,7 +348,7 @@ int rlx_bench_model_main(int argc, char **argv)
             if (r >= 0)
                 tests[t].samples[r] = secs > 0 ? tests[t].n_tokens / secs : 0;
         }
-    rlx_llm_decode_stats(m, &dec1[0], &dec1[1], &dec1[2]);
+    rlx_llm_decode_stats(m, &dec1);
     summarize(&tests[0], (int)o.r);
     summarize(&tests[1], (int)o.r);
     /* what the runs took: one thread where a step's work is below the cost
@@ -550,12 +550,13 @@ int rlx_bench_model_main(int argc, char **argv)
         printf("placement: %d of %d decoder layers on %s%s\n", n_gpu, n_layers, di.id,
                n_gpu < n_layers ? ", the others on the CPU" : "");
     }
-    if (!on_cpu && dec1[0] > dec0[0] && dec1[2] > dec0[2] && tests[1].mean > 0) {
-        double n = (double)(dec1[0] - dec0[0]);
+    if (!on_cpu && dec1.runs > dec0.runs && dec1.device_ns > dec0.device_ns && tests[1].mean > 0) {
+        double n = (double)(dec1.runs - dec0.runs);
         printf("%s per token: %.1f us, of which the device ran %.1f us (first to last command) "
-               "and the host prepared the run for %.1f us\n",
-               tests[1].name, 1e6 / tests[1].mean, (double)(dec1[2] - dec0[2]) / n / 1e3,
-               (double)(dec1[1] - dec0[1]) / n / 1e3);
+               "and the host prepared the run for %.1f us; %llu kernel launches\n",
+               tests[1].name, 1e6 / tests[1].mean,
+               (double)(dec1.device_ns - dec0.device_ns) / n / 1e3,
+               (double)(dec1.prep_ns - dec0.prep_ns) / n / 1e3, (unsigned long long)dec1.launches);
     }
     if (bw > 0)
         printf("%s is %.0f%% of the bandwidth floor (%.3f GB/token, %.2f GB/s read beside "

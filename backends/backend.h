@@ -133,10 +133,19 @@ typedef struct rlx_program_stats {
      * launches or the replay), and device time between a run's first and
      * last command (timestamps around it); 0 where not measured */
     uint64_t prep_ns, device_ns;
+    /* GPU backends: kernel launches (and library calls such as cuBLAS's)
+     * the last run made; 0 where not counted */
+    uint64_t launches;
 } rlx_program_stats;
 
 typedef struct rlx_backend_i {
     const char *name;
+    /* Memory planning for this backend: an arena buffer whose last reader
+     * is instruction i is not given to instruction i + 1's output, so that
+     * two neighbouring instructions never write what the other reads and
+     * the backend may run them as one launch (CUDA's grouped launches).
+     * Costs a few arena bytes. */
+    bool spaced_reuse;
 
     /* devices */
     int (*device_count)(void);

@@ -1329,6 +1329,19 @@ static void test_matmul_quant(void **state)
      * (the emulator has 4 SMs: 8 tiles and more), the 64x128 one below */
     matmul_case(1, 256, 32, 520, RLX_DTYPE_F32, RLX_DTYPE_Q8_0, false, true, L_CONTIG, true,
                 RLX_ACT_NONE, 0);
+    /* prompt shapes of every weight type (CUDA: rlx_mm_tq's per-type
+     * dequantization, K in steps of 64 with a tail of 32, partial tiles;
+     * 64-row tiles for the small ones, 128-row ones where the tiles are
+     * many), a transposed `a`, a bias and an activation */
+    static const rlx_dtype all[] = {RLX_DTYPE_Q4_K, RLX_DTYPE_Q6_K, RLX_DTYPE_Q8_0,
+                                    RLX_DTYPE_Q4_0, RLX_DTYPE_Q5_K, RLX_DTYPE_Q4_1};
+    for (size_t q = 0; q < sizeof all / sizeof all[0]; q++) {
+        int64_t K = rlx_dtype_get(all[q])->block_size == 256 ? 512 : 96;
+        matmul_case(1, 70, K, 150, RLX_DTYPE_F32, all[q], false, true, L_CONTIG, true, RLX_ACT_SILU,
+                    0.5f);
+        matmul_case(1, 200, K, 600, RLX_DTYPE_F32, all[q], false, true, L_TRANSPOSED, false,
+                    RLX_ACT_NONE, 0);
+    }
 }
 
 /* ---- reductions ----------------------------------------------------------- */

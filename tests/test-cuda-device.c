@@ -382,6 +382,109 @@ static void test_q8_append(void **state)
     q8_append_case(true);
 }
 
+/* Launches of one kernel in a row that touch disjoint memory run as one
+ * (cuda-program.c's group_launches; q, k and v of a decode step), and only
+ * those: here two independent sums of different sizes and a product join
+ * one launch; the next reads that product (a dependency) and the one after
+ * writes where it read (the arena slot reused), so both stay alone. Timed
+ * runs launch every instruction alone. The emulator runs a grid's blocks
+ * last to first, so a wrongly merged pair gives wrong numbers there. */
+static void test_grouped_launches(void **state)
+{
+    (void)state;
+    enum { N = 3000, S = 300 };
+    const int64_t n[1] = {N}, sn[1] = {S};
+    rlx_lir_value v[9];
+    v[0] = rlx_test_val(RLX_DTYPE_F32, 1, n, RLX_HOME_INPUT, 0, 0);   /* a */
+    v[1] = rlx_test_val(RLX_DTYPE_F32, 1, n, RLX_HOME_INPUT, 1, 0);   /* b */
+    v[2] = rlx_test_val(RLX_DTYPE_F32, 1, sn, RLX_HOME_INPUT, 2, 0);  /* c */
+    v[3] = rlx_test_val(RLX_DTYPE_F32, 1, n, RLX_HOME_OUTPUT, 0, 0);  /* a + b */
+    v[4] = rlx_test_val(RLX_DTYPE_F32, 1, sn, RLX_HOME_OUTPUT, 1, 0); /* c * c */
+    v[5] = rlx_test_val(RLX_DTYPE_F32, 1, n, RLX_HOME_ARENA, 0, 0);   /* r = a * b */
+    v[6] = rlx_test_val(RLX_DTYPE_F32, 1, n, RLX_HOME_OUTPUT, 2, 0);  /* r + a */
+    v[7] = rlx_test_val(RLX_DTYPE_F32, 1, n, RLX_HOME_ARENA, 0, 0);   /* r2 = a - b, r's bytes */
+    v[8] = rlx_test_val(RLX_DTYPE_F32, 1, n, RLX_HOME_OUTPUT, 3, 0);  /* r2 * b */
+    const struct {
+        rlx_op op;
+        int32_t x, y, out;
+    } def[6] = {{RLX_OP_ADD, 0, 1, 3}, {RLX_OP_MUL, 2, 2, 4}, {RLX_OP_MUL, 0, 1, 5},
+                {RLX_OP_ADD, 5, 0, 6}, {RLX_OP_SUB, 0, 1, 7}, {RLX_OP_MUL, 7, 1, 8}};
+    rlx_lir_instr ins[6];
+    memset(ins, 0, sizeof ins);
+    for (int i = 0; i < 6; i++) {
+        ins[i].op = def[i].op;
+        ins[i].n_in = 2;
+        ins[i].in[0] = def[i].x;
+        ins[i].in[1] = def[i].y;
+        ins[i].out = def[i].out;
+        ins[i].node = i;
+    }
+    rlx_lir_binding ib[3], ob[4];
+    memset(ib, 0, sizeof ib);
+    memset(ob, 0, sizeof ob);
+    rlx_lir lir = {.n_values = 9,
+                   .values = v,
+                   .n_instrs = 6,
+                   .instrs = ins,
+                   .n_inputs = 3,
+                   .inputs = ib,
+                   .n_outputs = 4,
+                   .outputs = ob,
+                   .arena_bytes = N * 4};
+    static float a[N], b[N], c[S], got[4][N];
+    for (int i = 0; i < N; i++) {
+        a[i] = (float)(i % 97) - 40.0f;
+        b[i] = (float)(i % 13) * 0.5f + 1.0f;
+    }
+    for (int i = 0; i < S; i++)
+        c[i] = (float)(i % 17) - 8.0f;
+    rlx_device *d = open_dev();
+    rlx_program *p = NULL;
+    rlx_error *err = NULL;
+    if (cu->program_create(d, &lir, &p, &err) != RLX_OK)
+        fail_msg("program_create: %s", rlx_error_message(err));
+    rlx_buffer *bi[3] = {NULL}, *bo[4] = {NULL}, *arena = NULL;
+    assert_int_equal(cu->buffer_alloc(d, N * 4, &arena, NULL), RLX_OK);
+    assert_int_equal(cu->buffer_from_host(d, a, sizeof a, &bi[0], NULL), RLX_OK);
+    assert_int_equal(cu->buffer_from_host(d, b, sizeof b, &bi[1], NULL), RLX_OK);
+    assert_int_equal(cu->buffer_from_host(d, c, sizeof c, &bi[2], NULL), RLX_OK);
+    for (int k = 0; k < 4; k++)
+        assert_int_equal(cu->buffer_alloc(d, sizeof got[k], &bo[k], NULL), RLX_OK);
+    rlx_buffer_ref in[3] = {{bi[0], 0}, {bi[1], 0}, {bi[2], 0}};
+    rlx_buffer_ref out[4] = {{bo[0], 0}, {bo[1], 0}, {bo[2], 0}, {bo[3], 0}};
+    rlx_program_bindings bind = {.arena = {arena, 0}, .inputs = in, .outputs = out};
+    /* two runs (the second replays the captured graph), then a timed one */
+    for (int run = 0; run < 3; run++) {
+        cu->program_set_timing(p, run == 2);
+        for (int k = 0; k < 4; k++) {
+            memset(got[k], 0xff, sizeof got[k]); /* NaNs */
+            assert_int_equal(cu->buffer_write(bo[k], 0, got[k], sizeof got[k], NULL), RLX_OK);
+        }
+        if (cu->program_run(p, &bind, NULL, &err) != RLX_OK)
+            fail_msg("run %d: %s", run, rlx_error_message(err));
+        for (int k = 0; k < 4; k++)
+            assert_int_equal(cu->buffer_read(bo[k], 0, got[k], sizeof got[k], NULL), RLX_OK);
+        for (int i = 0; i < N; i++) {
+            /* small integers and halves: every result is exact in f32 */
+            assert_true(got[0][i] == a[i] + b[i]);
+            assert_true(got[2][i] == a[i] * b[i] + a[i]);
+            assert_true(got[3][i] == (a[i] - b[i]) * b[i]);
+            if (i < S)
+                assert_true(got[1][i] == c[i] * c[i]);
+        }
+        rlx_program_stats st;
+        cu->program_stats(p, &st);
+        assert_int_equal(st.launches, run == 2 ? 6 : 4);
+    }
+    for (int k = 0; k < 3; k++)
+        cu->buffer_free(bi[k]);
+    for (int k = 0; k < 4; k++)
+        cu->buffer_free(bo[k]);
+    cu->buffer_free(arena);
+    cu->program_free(p);
+    cu->device_close(d);
+}
+
 /* Decoding attention over a long cache: few query rows, so the keys are
  * split over several blocks and merged (the causal mask puts the last
  * query at the last key). Reference in double; f32 sums over 700 keys of
@@ -547,6 +650,7 @@ int main(void)
         cmocka_unit_test(test_enumeration),        cmocka_unit_test(test_buffers),
         cmocka_unit_test(test_replay_and_timing),  cmocka_unit_test(test_refusals_and_gather_range),
         cmocka_unit_test(test_q8_append),          cmocka_unit_test(test_attention_split),
+        cmocka_unit_test(test_grouped_launches),
 #ifdef RLX_TEST_CUDA_EMU
         cmocka_unit_test(test_fault_and_recovery),
 #endif

@@ -261,6 +261,25 @@ static void quant_vs_cpu(const char *src, rlx_quantize_type type)
             fail_msg("%s %s step %d: logits differ by %g, range %g", src,
                      rlx_quantize_type_name(type), step, (double)worst, (double)(hi - lo));
     }
+    if (!strncmp(DEVICE, "cuda", 4)) {
+        /* a decode step's launches: the same step timed op by op launches
+         * each alone; untimed, q, k and v are one launch, the two ropes
+         * one, the two cache appends one, gate and up one (4 fewer a
+         * layer at the least) */
+        rlx_llm_decode_info grouped, alone;
+        rlx_llm_decode_stats(ms[1], &grouped);
+        rlx_session_set_profiling(rlx_llm_session(ms[1]), true);
+        if (rlx_llm_eval(ms[1], toks + 13, 1, lg[1], &err) != RLX_OK)
+            fail_msg("timed eval: %s", rlx_error_message(err));
+        rlx_session_set_profiling(rlx_llm_session(ms[1]), false);
+        rlx_llm_decode_stats(ms[1], &alone);
+        int32_t nl = rlx_llm_get_config(ms[1])->n_layer;
+        printf("%s %s: a decode step in %llu launches, %llu timed op by op (%d layers)\n", src,
+               rlx_quantize_type_name(type), (unsigned long long)grouped.launches,
+               (unsigned long long)alone.launches, (int)nl);
+        assert_true(grouped.launches > 0);
+        assert_true(grouped.launches + 4 * (uint64_t)nl <= alone.launches);
+    }
     free(lg[0]);
     free(lg[1]);
     rlx_llm_free(ms[0]);

@@ -21,8 +21,12 @@ static int32_t cls(const rlx_lir *lir, int32_t v)
     }
 }
 
-static void check_plan(const rlx_lir *lir)
+/* Checks the plan; returns how many pairs of values of different classes
+ * share bytes with one's last reader right before the other's first
+ * writer. With gap 1 such neighbours count as alive together. */
+static int check_plan_gap(const rlx_lir *lir, int gap)
 {
+    int neighbours = 0;
     int32_t n = lir->n_values;
     int32_t *c = malloc(sizeof *c * (size_t)n), *first = malloc(sizeof *c * (size_t)n),
             *last = malloc(sizeof *c * (size_t)n);
@@ -51,9 +55,11 @@ static void check_plan(const rlx_lir *lir)
             if (vb->home != RLX_HOME_ARENA || c[a] == c[b])
                 continue;
             int32_t ra = c[a], rb = c[b];
-            bool live_together = first[ra] <= last[rb] && first[rb] <= last[ra];
+            bool live_together = first[ra] <= last[rb] + gap && first[rb] <= last[ra] + gap;
             bool bytes_overlap =
                 va->offset < vb->offset + vb->max_bytes && vb->offset < va->offset + va->max_bytes;
+            if (bytes_overlap && (last[ra] + 1 == first[rb] || last[rb] + 1 == first[ra]))
+                neighbours++;
             if (live_together && bytes_overlap)
                 fprintf(stderr, "v%d and v%d overlap while both alive\n", a, b);
             assert_false(live_together && bytes_overlap);
@@ -62,6 +68,12 @@ static void check_plan(const rlx_lir *lir)
     free(c);
     free(first);
     free(last);
+    return neighbours;
+}
+
+static void check_plan(const rlx_lir *lir)
+{
+    (void)check_plan_gap(lir, 0);
 }
 
 static rlx_graph *tower(int layers)
@@ -112,6 +124,33 @@ static void test_invariant(void **state)
         assert_true(lir->arena_bytes <= 4 * 32 * 64 * 4);
         rlx_lir_free(lir);
     }
+    rlx_graph_free(g);
+}
+
+/* A backend that asks for spaced reuse (CUDA, which runs neighbouring
+ * instructions that touch disjoint bytes as one launch) gets a plan where a
+ * buffer's last reader and its next writer are never neighbours; the same
+ * graph planned for others has such pairs (so the check can fail). */
+static void test_spaced_reuse(void **state)
+{
+    (void)state;
+    rlx_graph *g = tower(6);
+    rlx_backend_i spaced = {.name = "spaced", .spaced_reuse = true};
+    int pairs[2];
+    uint64_t bytes[2];
+    for (int k = 0; k < 2; k++) {
+        rlx_compile_opts o = rlx_compile_default_opts();
+        o.backend = k ? &spaced : NULL;
+        rlx_lir *lir = NULL;
+        assert_int_equal(rlx_compile(g, &o, &lir, NULL), RLX_OK);
+        pairs[k] = check_plan_gap(lir, k);
+        bytes[k] = lir->arena_bytes;
+        rlx_lir_free(lir);
+    }
+    assert_true(pairs[0] > 0);
+    assert_int_equal(pairs[1], 0);
+    /* it costs buffers, not a buffer a layer */
+    assert_true(bytes[1] <= 2 * bytes[0]);
     rlx_graph_free(g);
 }
 
@@ -256,9 +295,8 @@ static void test_concat_joined(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_invariant),
-        cmocka_unit_test(test_views_share),
-        cmocka_unit_test(test_run_tower),
+        cmocka_unit_test(test_invariant),     cmocka_unit_test(test_views_share),
+        cmocka_unit_test(test_spaced_reuse),  cmocka_unit_test(test_run_tower),
         cmocka_unit_test(test_concat_joined),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

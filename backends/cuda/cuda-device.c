@@ -25,6 +25,8 @@ static const char *const kernel_names[CU_K_COUNT] = {
     [CU_K_MM_TILE] = "rlx_mm_tile",
     [CU_K_MM_TC] = "rlx_mm_tc",
     [CU_K_MM_TC64] = "rlx_mm_tc64",
+    [CU_K_MM_TQ] = "rlx_mm_tq",
+    [CU_K_MM_TQ64] = "rlx_mm_tq64",
     [CU_K_ROWOP] = "rlx_rowop",
     [CU_K_ROPE] = "rlx_rope",
     [CU_K_ATTN] = "rlx_attention",
@@ -519,6 +521,7 @@ static rlx_status cu_synchronize(rlx_device *dev, rlx_error **err)
 
 const rlx_backend_i rlx_cuda_backend = {
     .name = "cuda",
+    .spaced_reuse = true,
     .device_count = cu_device_count,
     .device_info = cu_device_info,
     .device_open = cu_device_open,

@@ -91,6 +91,8 @@ typedef enum cu_kernel {
     CU_K_MM_TILE, /* matmul: 64x64 tiles, f32 FMA (any layout and dtype) */
     CU_K_MM_TC,   /* matmul: 128x128 tiles of a quantized b on the tensor cores */
     CU_K_MM_TC64, /* the same in 64x128 tiles (where 128x128 ones leave SMs idle) */
+    CU_K_MM_TQ,   /* the same from an f16 copy of a, dequantizing per weight type */
+    CU_K_MM_TQ64,
     CU_K_ROWOP,
     CU_K_ROPE,
     CU_K_ATTN,

@@ -56,6 +56,7 @@ typedef struct cu_disp {
     bool per_group; /* unused by this backend's launches (kept for the shared fill code) */
     int32_t vals[CU_OUT_SLOT + 1];
     uint32_t grid[3], block;
+    uint32_t lgrid[3]; /* the launch's grid this run: grid, or a group's (group_launches) */
 } cu_disp;
 
 typedef struct cu_program {
@@ -79,6 +80,8 @@ typedef struct cu_program {
     bool blas;              /* cuBLAS runs this program's large F16/F32 matmuls */
     CUdeviceptr mm_scratch; /* an f32 activation's two f16 halves for cuBLAS */
     uint64_t mm_scratch_bytes;
+    CUdeviceptr tq_scratch; /* a quantized prompt matmul's `a` as f16, for rlx_mm_tq */
+    uint64_t tq_scratch_bytes;
     CUdeviceptr
         q8_scratch; /* activation rows as 8-bit blocks: [8, K] int8, then [8, K/32] float2 */
     int64_t q8_k_max;
@@ -94,6 +97,7 @@ typedef struct cu_program {
     CUevent *ev; /* 2 per instruction when timing */
     uint64_t n_runs, n_recordings;
     uint64_t prep_ns, device_ns;
+    uint64_t launches; /* kernel launches and cuBLAS calls of the last run */
     CUevent run_ev[2]; /* around each untimed run: its device time */
     /* the activation rows last rounded into q8_scratch this run (a matmul
      * of the same rows right after it reuses them) */
@@ -723,6 +727,21 @@ static int blas_kind(const cu_program *P, const rlx_lir_instr *ins)
     return 0;
 }
 
+/* A scratch operand: f16, dense [M, K] (its address set apart). */
+static vt dense_f16(int64_t M, int64_t K)
+{
+    vt x;
+    memset(&x, 0, sizeof x);
+    x.val = -1;
+    x.dt = RLX_DTYPE_F16;
+    x.rank = 2;
+    x.ne[0] = M;
+    x.ne[1] = K;
+    x.st[0] = K;
+    x.st[1] = 1;
+    return x;
+}
+
 static bool fill_matmul(fill_ctx *c, const rlx_lir_instr *ins)
 {
     cu_program *P = c->P;
@@ -779,14 +798,7 @@ static bool fill_matmul(fill_ctx *c, const rlx_lir_instr *ins)
                    (cast ? (uint64_t)(M * K * 4) <= P->mm_scratch_bytes : a_sk == 1 && a_sm >= K) &&
                    M <= INT32_MAX && N <= INT32_MAX && K <= INT32_MAX;
         uint64_t xs = P->mm_scratch, xlo = xs + (uint64_t)(use ? M * K * 2 : 0);
-        vt x = A; /* hi and lo: f16, contiguous [M, K] */
-        x.val = -1;
-        x.dt = RLX_DTYPE_F16;
-        x.rank = 2;
-        x.ne[0] = M;
-        x.ne[1] = K;
-        x.st[0] = K;
-        x.st[1] = 1;
+        vt x = dense_f16(M, K); /* hi and lo */
         if (cast) {
             int32_t *w = new_disp(c, CU_K_EW, false, use ? M * K : 0); /* hi = f16(a) */
             put_desc_at(c, w, CU_OUT_SLOT, &x, xs);
@@ -900,12 +912,33 @@ static bool fill_matmul(fill_ctx *c, const rlx_lir_instr *ins)
     else if (rows_b <= 8)
         kk = vec_ok ? CU_K_MM_VEC : CU_K_MM_WARP;
     else if (quant && !c->P->dev->force_f32 && c->P->dev->cc_major >= 7) {
-        /* 128x128 tiles, or 64x128 where those would not give every SM two */
+        /* 128x128 tiles, or 64x128 where those would not give every SM
+         * two; from an f16 copy of `a` (one batch, while the scratch holds
+         * it), else converting `a` as it is staged */
         int64_t tiles = (N + 127) / 128 * ((M + 127) / 128) * (rows_b / (M ? M : 1));
-        kk = tiles < 2 * (int64_t)c->P->dev->n_sm ? CU_K_MM_TC64 : CU_K_MM_TC;
+        bool small = tiles < 2 * (int64_t)c->P->dev->n_sm;
+        bool tq = rows_b == M && P->tq_scratch && (uint64_t)(M * K * 2) <= P->tq_scratch_bytes &&
+                  K % 32 == 0;
+        kk = tq ? (small ? CU_K_MM_TQ64 : CU_K_MM_TQ) : small ? CU_K_MM_TC64 : CU_K_MM_TC;
     } else
         kk = CU_K_MM_TILE;
+    /* a quantized matmul's f16 copy of `a` for rlx_mm_tq (empty for the
+     * other kernels): always this launch, so the count stays */
+    vt ah = dense_f16(M, K);
+    if (quant) {
+        bool tq = kk == CU_K_MM_TQ || kk == CU_K_MM_TQ64;
+        int32_t *w = new_disp(c, CU_K_EW, false, tq ? M * K : 0);
+        put_desc_at(c, w, CU_OUT_SLOT, &ah, P->tq_scratch);
+        put_desc(c, w, 0, &A);
+        w[PRM(3)] = 1;
+    }
     int32_t *w = new_disp(c, kk, false, numel(&o));
+    if (kk == CU_K_MM_TQ || kk == CU_K_MM_TQ64) {
+        put_desc_at(c, w, 3, &ah, P->tq_scratch);
+        uint64_t bbase = vt_addr(P, &b);
+        int64_t rowb = b.st[0] / bi_->block_size * bi_->type_size;
+        w[PRM(9)] = bbase % 16 == 0 && rowb % 16 == 0;
+    }
     if (kk == CU_K_MM_VEC || kk == CU_K_MM_TC || kk == CU_K_MM_TC64) {
         /* a's rows as float4s: contiguous f32 at 16-byte aligned starts */
         uint64_t abase = c->P->addr ? c->P->addr[a.val] : 0;
@@ -923,8 +956,9 @@ static bool fill_matmul(fill_ctx *c, const rlx_lir_instr *ins)
         cu_disp *dd = &c->d[c->n - 1];
         int64_t nb = rows_b / (M ? M : 1);
         /* the kernels' output tiles (columns, rows) */
-        int64_t tn = kk == CU_K_MM_TC || kk == CU_K_MM_TC64 ? 128 : 64;
-        int64_t tm = kk == CU_K_MM_TC ? 128 : 64;
+        bool tc = kk == CU_K_MM_TC || kk == CU_K_MM_TC64 || kk == CU_K_MM_TQ || kk == CU_K_MM_TQ64;
+        int64_t tn = tc ? 128 : 64;
+        int64_t tm = kk == CU_K_MM_TC || kk == CU_K_MM_TQ ? 128 : 64;
         dd->grid[0] = (uint32_t)((N + tn - 1) / tn);
         dd->grid[1] = (uint32_t)((M + tm - 1) / tm);
         dd->grid[2] = (uint32_t)(nb ? nb : 1);
@@ -1537,6 +1571,8 @@ static void shape(cu_disp *d, const int32_t *w)
         break;
     case CU_K_MM_TC:
     case CU_K_MM_TC64:
+    case CU_K_MM_TQ:
+    case CU_K_MM_TQ64:
         d->block = 256;
         if (!items)
             d->grid[0] = 0;
@@ -1596,6 +1632,8 @@ void cu_program_free(rlx_program *prog)
             cu->cuMemFree(P->attn_scratch);
         if (P->mm_scratch)
             cu->cuMemFree(P->mm_scratch);
+        if (P->tq_scratch)
+            cu->cuMemFree(P->tq_scratch);
         if (P->q8_scratch)
             cu->cuMemFree(P->q8_scratch);
         for (int e = 0; e < 2; e++)
@@ -1819,12 +1857,15 @@ rlx_status cu_program_create(rlx_device *dev, const rlx_lir *lir, rlx_program **
     }
 
     /* the 8-bit activation rows of the integer matrix-vector kernels, for
-     * the widest K of a quantized matmul */
+     * the widest K of a quantized matmul; rlx_mm_tq's f16 copy of the
+     * largest `a` of one (up to 256 MiB: larger ones are converted as
+     * rlx_mm_tc stages them) */
     {
         int64_t bnd[RLX_MAX_SYMBOLS] = {0};
         for (int k = 0; k < lir->n_symbols; k++)
             bnd[k] = lir->symbols[k].max;
         int64_t kmax = 0;
+        uint64_t tqb = 0;
         for (int32_t i = 0; i < P->n_instrs; i++) {
             const rlx_lir_instr *ins = &lir->instrs[i];
             if (ins->op != RLX_OP_MATMUL ||
@@ -1835,7 +1876,19 @@ rlx_status cu_program_create(rlx_device *dev, const rlx_lir *lir, rlx_program **
             int64_t k = ax >= 0 ? rlx_dim_upper(a->shape.d[ax], bnd) : 0;
             if (k > kmax)
                 kmax = k;
+            uint64_t n = 2;
+            for (int x = 0; x < a->shape.rank; x++)
+                n *= (uint64_t)rlx_dim_upper(a->shape.d[x], bnd);
+            if (n > tqb)
+                tqb = n;
         }
+        if (tqb > (256ull << 20))
+            tqb = 256ull << 20;
+        if (d->cc_major >= 7 && !d->force_f32 && tqb > 0 &&
+            cu->cuMemAlloc(&P->tq_scratch, (size_t)tqb) == CUDA_SUCCESS)
+            P->tq_scratch_bytes = tqb;
+        else
+            P->tq_scratch = 0;
         if (kmax > 0 && kmax <= (1 << 24)) {
             uint64_t bytes = (uint64_t)kmax * 8 + (uint64_t)kmax / 32 * 8 * 8;
             if (cu->cuMemAlloc(&P->q8_scratch, (size_t)bytes) == CUDA_SUCCESS)
@@ -1974,6 +2027,126 @@ static uint64_t reach(const int32_t *q)
     return (uint64_t)(last + 1) * (uint64_t)esize(dt);
 }
 
+/* The kernels whose launches group_launches may merge (they return where
+ * kernels/common.cuh's ld_rec says and stride by grid_x). */
+static bool groupable(const cu_disp *D, const int32_t *w)
+{
+    switch (D->k) {
+    case CU_K_MMV_Q4_K:
+    case CU_K_MMV_Q6_K:
+    case CU_K_MMV_Q8_0:
+    case CU_K_MMV_Q4_0:
+    case CU_K_MM_VEC:
+    case CU_K_ROPE:
+        break;
+    case CU_K_EW: /* not one that also writes 8-bit rows into the scratch */
+        if (w[PRM(6)])
+            return false;
+        break;
+    default:
+        return false;
+    }
+    return D->grid[0] && D->grid[1] == 1 && D->grid[2] == 1;
+}
+
+/* The bytes launch j reads or writes through operand slot s: [lo, hi);
+ * lo == hi when it touches none there. */
+static void slot_span(const cu_program *P, int32_t j, int s, uint64_t *lo, uint64_t *hi)
+{
+    const int32_t *q = P->host + (size_t)j * REC_WORDS + DESC(s);
+    uint64_t a = (uint64_t)(uint32_t)q[2] | (uint64_t)(uint32_t)q[3] << 32;
+    uint64_t need = a ? reach(q) : 0;
+    *lo = a;
+    *hi = !a || !need ? a : need == UINT64_MAX ? UINT64_MAX : a + need;
+}
+
+/* Whether launch b writes nothing launch a touches (and the reverse): the
+ * two may then run as one. Writes are the output slot (groupable's
+ * kernels write nothing else). */
+static bool disjoint(const cu_program *P, int32_t a, int32_t b)
+{
+    for (int pass = 0; pass < 2; pass++) {
+        int32_t x = pass ? b : a, y = pass ? a : b;
+        uint64_t wlo, whi;
+        slot_span(P, x, CU_OUT_SLOT, &wlo, &whi);
+        if (wlo == whi)
+            continue;
+        for (int s = 0; s <= CU_OUT_SLOT; s++) {
+            uint64_t lo, hi;
+            slot_span(P, y, s, &lo, &hi);
+            if (lo < hi && lo < whi && wlo < hi)
+                return false;
+        }
+    }
+    return true;
+}
+
+#define GROUP_MAX 4
+
+/* This run's launch grids. Launches of one groupable kernel that follow
+ * each other (nothing but empty launches between them, at a fixed
+ * distance) and touch disjoint memory become one launch: member m at
+ * blockIdx.y = m reads the record GRP_STRIDE words past the leader's (q, k
+ * and v of a decode step, its two ropes, the two KV appends, the gate and
+ * up products; kernels/common.cuh). Timed runs launch each alone, so that
+ * each instruction's time is its own. */
+static void group_launches(cu_program *P)
+{
+    P->launches = 0;
+    for (int32_t j = 0; j < P->n_disp; j++) {
+        cu_disp *D = &P->disp[j];
+        memcpy(D->lgrid, D->grid, sizeof D->lgrid);
+        int32_t *w = P->host + (size_t)j * REC_WORDS;
+        w[1] = w[2] = 0; /* kernels/common.cuh's GRP_STRIDE, GRP_GRIDX */
+    }
+    for (int32_t j = 0; j < P->n_disp; j++) {
+        cu_disp *D = &P->disp[j];
+        int32_t *w = P->host + (size_t)j * REC_WORDS;
+        if (!D->lgrid[0] || !D->lgrid[1] || !D->lgrid[2])
+            continue;
+        P->launches++;
+        if (P->timing || !groupable(D, w))
+            continue;
+        int32_t members[GROUP_MAX] = {j}, n = 1, stride = 0;
+        for (int32_t k = j + 1; k < P->n_disp && n < GROUP_MAX; k++) {
+            const cu_disp *E = &P->disp[k];
+            if (!E->grid[0] || !E->grid[1] || !E->grid[2])
+                continue; /* empty: launches nothing */
+            if (E->k != D->k || E->block != D->block ||
+                !groupable(E, P->host + (size_t)k * REC_WORDS) ||
+                (stride && k - members[n - 1] != stride))
+                break;
+            bool ok = true;
+            for (int32_t i = 0; i < n && ok; i++)
+                ok = disjoint(P, members[i], k);
+            if (!ok)
+                break;
+            stride = k - members[n - 1];
+            members[n++] = k;
+        }
+        if (n < 2)
+            continue;
+        uint32_t gx = 0;
+        for (int32_t i = 0; i < n; i++) {
+            cu_disp *E = &P->disp[members[i]];
+            if (E->grid[0] > gx)
+                gx = E->grid[0];
+            P->host[(size_t)members[i] * REC_WORDS + 2] = (int32_t)E->grid[0];
+            if (i)
+                E->lgrid[0] = 0;
+        }
+        w[1] = stride * REC_WORDS;
+        D->lgrid[0] = gx;
+        D->lgrid[1] = (uint32_t)n;
+        j = members[n - 1];
+    }
+    for (int32_t j = 0; j < P->n_disp; j++) {
+        uint32_t *g = P->sig + (size_t)j * 4;
+        g[0] = (uint32_t)P->disp[j].k;
+        memcpy(g + 1, P->disp[j].lgrid, 3 * sizeof *g);
+    }
+}
+
 static rlx_status launch_fail(cu_program *P, CUresult r, const char *what, rlx_error **err)
 {
     cu_mark_lost(P->dev);
@@ -2031,7 +2204,7 @@ static CUresult enqueue(cu_program *P, bool timing, volatile const int *cancel, 
             r = cu->cuEventRecord(P->ev[2 * i], st);
         for (int32_t j = P->first[i]; j < P->first[i + 1] && r == CUDA_SUCCESS; j++) {
             cu_disp *D = &P->disp[j];
-            if (!D->grid[0] || !D->grid[1] || !D->grid[2])
+            if (!D->lgrid[0] || !D->lgrid[1] || !D->lgrid[2])
                 continue;
             if (D->k == CU_K_CUBLAS) {
                 r = blas_launch(P, P->host + (size_t)j * REC_WORDS);
@@ -2045,9 +2218,9 @@ static CUresult enqueue(cu_program *P, bool timing, volatile const int *cancel, 
                 CUlaunchAttribute at = {.id =
                                             CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION};
                 at.value.programmaticStreamSerializationAllowed = 1;
-                CUlaunchConfig cfg = {.gridDimX = D->grid[0],
-                                      .gridDimY = D->grid[1],
-                                      .gridDimZ = D->grid[2],
+                CUlaunchConfig cfg = {.gridDimX = D->lgrid[0],
+                                      .gridDimY = D->lgrid[1],
+                                      .gridDimZ = D->lgrid[2],
                                       .blockDimX = D->block,
                                       .blockDimY = 1,
                                       .blockDimZ = 1,
@@ -2056,7 +2229,7 @@ static CUresult enqueue(cu_program *P, bool timing, volatile const int *cancel, 
                                       .numAttrs = 1};
                 r = cu->cuLaunchKernelEx(&cfg, P->dev->fn[D->k], args, NULL);
             } else {
-                r = cu->cuLaunchKernel(P->dev->fn[D->k], D->grid[0], D->grid[1], D->grid[2],
+                r = cu->cuLaunchKernel(P->dev->fn[D->k], D->lgrid[0], D->lgrid[1], D->lgrid[2],
                                        D->block, 1, 1, 0, st, args, NULL);
             }
         }
@@ -2171,11 +2344,6 @@ rlx_status cu_program_run(rlx_program *prog, const rlx_program_bindings *b,
             }
             if (D->k == CU_K_EW)
                 w[PRM(5)] = ew_flat(w);
-            uint32_t *g = P->sig + (size_t)j * 4;
-            g[0] = (uint32_t)D->k;
-            g[1] = D->grid[0];
-            g[2] = D->grid[1];
-            g[3] = D->grid[2];
         }
         P->q8_out[i].valid = P->q8_valid;
         memcpy(P->q8_out[i].key, P->q8_key, sizeof P->q8_key);
@@ -2186,6 +2354,7 @@ rlx_status cu_program_run(rlx_program *prog, const rlx_program_bindings *b,
     memcpy(P->last_addr, P->addr, (size_t)P->n_values * sizeof *P->addr);
     memcpy(P->last_sv, sv, sizeof P->last_sv);
     P->records_ok = true;
+    group_launches(P);
     P->host[P->meta_bytes / 4 - 4] = 0; /* the failure word */
 
     const cu_api *cu = cu_driver(NULL);
@@ -2300,6 +2469,7 @@ void cu_program_stats(const rlx_program *prog, rlx_program_stats *out)
         out->recordings = P->n_recordings;
         out->prep_ns = P->prep_ns;
         out->device_ns = P->device_ns;
+        out->launches = P->launches;
     }
 }
 

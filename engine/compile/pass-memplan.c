@@ -134,7 +134,7 @@ static void join_concats(rlx_lir *lir, int32_t *root, int32_t *first, int32_t *l
     }
 }
 
-rlx_status rlx_memplan(rlx_lir *lir, bool allow_inplace, rlx_error **err)
+rlx_status rlx_memplan(rlx_lir *lir, bool allow_inplace, bool spaced, rlx_error **err)
 {
     int32_t n = lir->n_values;
     rlx_status st = RLX_OK;
@@ -251,7 +251,7 @@ rlx_status rlx_memplan(rlx_lir *lir, bool allow_inplace, rlx_error **err)
         int32_t n_act = 0;
         for (int32_t j = 0; j < a; j++) {
             int32_t u = order[j];
-            if (first[u] <= last[v] && first[v] <= last[u])
+            if (first[u] <= last[v] + spaced && first[v] <= last[u] + spaced)
                 act[n_act++] = (slot){base[u], (extent[u] + ALIGN - 1) / ALIGN * ALIGN, last[u]};
         }
         qsort(act, (size_t)n_act, sizeof *act, cmp_slot);

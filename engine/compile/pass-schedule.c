@@ -710,7 +710,10 @@ rlx_status rlx_pass_schedule(const rlx_graph *g, const rlx_compile_opts *opts, i
     s.cdata = NULL;
     {
         bool inplace = !opts || (opts->passes & RLX_PASS_INPLACE);
-        rlx_status st = rlx_memplan(lir, inplace, err);
+        const rlx_backend_i *be;
+        rlx_device *dev;
+        rlx_compile_target(opts, segment, &be, &dev);
+        rlx_status st = rlx_memplan(lir, inplace, be && be->spaced_reuse, err);
         if (st != RLX_OK) {
             s.st = st;
             goto fail;

@@ -40,8 +40,10 @@ rlx_status rlx_pass_schedule(const rlx_graph *g, const rlx_compile_opts *opts, i
 /* Arena offsets for every ARENA value: liveness over the instruction order,
  * views and in-place outputs share their source's storage, largest first.
  * Sets lir->arena_bytes (the peak). With allow_inplace, elementwise
- * instructions whose in[0] dies there write over it. */
-rlx_status rlx_memplan(rlx_lir *lir, bool allow_inplace, rlx_error **err);
+ * instructions whose in[0] dies there write over it. With spaced, a
+ * buffer's last reader and the first writer of the next class placed
+ * there are never neighbours (rlx_backend_i.spaced_reuse). */
+rlx_status rlx_memplan(rlx_lir *lir, bool allow_inplace, bool spaced, rlx_error **err);
 
 /* The backend and device that segment `segment` is compiled for (the
  * per-segment targets of rlx_compile_opts, else opts->backend/device). */

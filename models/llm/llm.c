@@ -708,25 +708,20 @@ void rlx_llm_threads(const rlx_llm *m, int *decode, int *batch)
         *batch = m ? program_threads(m->prefill.alias ? &m->decode : &m->prefill) : 0;
 }
 
-void rlx_llm_decode_stats(const rlx_llm *m, uint64_t *runs, uint64_t *prep_ns, uint64_t *device_ns)
+void rlx_llm_decode_stats(const rlx_llm *m, rlx_llm_decode_info *out)
 {
-    uint64_t n = 0, prep = 0, dev = 0;
+    *out = (rlx_llm_decode_info){0};
     for (int i = 0; m && i < m->decode.n_parts; i++) {
         rlx_program_stats st;
         if (!m->decode.parts[i].prog ||
             rlx_session_program_stats(m->decode.parts[i].prog, &st, NULL) != RLX_OK)
             continue;
-        if (st.runs > n)
-            n = st.runs;
-        prep += st.prep_ns;
-        dev += st.device_ns;
+        if (st.runs > out->runs)
+            out->runs = st.runs;
+        out->prep_ns += st.prep_ns;
+        out->device_ns += st.device_ns;
+        out->launches += st.launches;
     }
-    if (runs)
-        *runs = n;
-    if (prep_ns)
-        *prep_ns = prep;
-    if (device_ns)
-        *device_ns = dev;
 }
 
 void rlx_llm_placement(const rlx_llm *m, int32_t *n_gpu, int32_t *n_total)

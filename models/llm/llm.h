@@ -131,11 +131,14 @@ RLX_API struct rlx_session *rlx_llm_cpu_session(rlx_llm *m);
  * per step was below what waking the thread pool costs. 0: not run yet, or
  * no part on the CPU. Either pointer may be NULL. */
 RLX_API void rlx_llm_threads(const rlx_llm *m, int *decode, int *batch);
-/* One-token runs so far and, summed over the GPU parts of the model, the
- * host time spent preparing them and the device time they took
- * (rlx_program_stats' prep_ns and device_ns; 0 on the CPU). */
-RLX_API void rlx_llm_decode_stats(const rlx_llm *m, uint64_t *runs, uint64_t *prep_ns,
-                                  uint64_t *device_ns);
+/* What the one-token runs so far took, summed over the GPU parts of the
+ * model (rlx_program_stats; 0 on the CPU). */
+typedef struct rlx_llm_decode_info {
+    uint64_t runs;               /* one-token runs (the most of any part) */
+    uint64_t prep_ns, device_ns; /* host time preparing them, device time running them */
+    uint64_t launches;           /* kernel launches of the last one */
+} rlx_llm_decode_info;
+RLX_API void rlx_llm_decode_stats(const rlx_llm *m, rlx_llm_decode_info *out);
 
 /* Encode text (control tokens written in the text are parsed when
  * parse_special); *out is malloc'd, the caller frees it. BOS as the model

@@ -33,6 +33,8 @@ K(rlx_mmv_q4_0)
 K(rlx_mm_tile)
 K(rlx_mm_tc)
 K(rlx_mm_tc64)
+K(rlx_mm_tq)
+K(rlx_mm_tq64)
 K(rlx_rowop)
 K(rlx_rope)
 K(rlx_attention)
@@ -59,6 +61,8 @@ static const struct {
     {"rlx_mm_tile", rlx_mm_tile},
     {"rlx_mm_tc", rlx_mm_tc},
     {"rlx_mm_tc64", rlx_mm_tc64},
+    {"rlx_mm_tq", rlx_mm_tq},
+    {"rlx_mm_tq64", rlx_mm_tq64},
     {"rlx_rowop", rlx_rowop},
     {"rlx_rope", rlx_rope},
     {"rlx_attention", rlx_attention},
@@ -196,9 +200,12 @@ static void launch(emu_kernel k, const int *rec, unsigned gx, unsigned gy, unsig
     cur_rec = rec;
     emu_blockDim = {bx, 1, 1};
     emu_gridDim = {gx, gy, gz};
-    for (unsigned z = 0; z < gz; z++)
-        for (unsigned y = 0; y < gy; y++)
-            for (unsigned x = 0; x < gx; x++) {
+    /* a GPU promises no order among a grid's blocks: they run last to
+     * first here, so that a kernel (or a group of launches made one) that
+     * counts on block 0 going first fails here too */
+    for (unsigned z = gz; z-- > 0;)
+        for (unsigned y = gy; y-- > 0;)
+            for (unsigned x = gx; x-- > 0;) {
                 emu_blockIdx = {x, y, z};
                 run_block(bx);
             }

@@ -41,6 +41,16 @@
 // any of them reads it (ld_rec must be reached by all threads).
 #define REC_DECL __shared__ int R_[REC]
 //
+// Launches of one kernel that follow each other and touch disjoint memory
+// (q, k and v of a decode step; its two ropes; the two KV appends) may be
+// made one launch by the host (cuda-program.c's group_launches): member m
+// of the group is blockIdx.y = m and its record is GRP_STRIDE words (the
+// leader's word) past the leader's; the grid's x is the widest member's,
+// and a member's own x extent is its word GRP_GRIDX. Only the kernels that
+// return when ld_rec says so and stride by grid_x() are grouped.
+#define GRP_STRIDE 1
+#define GRP_GRIDX  2
+//
 // On Hopper and later the host launches every kernel with programmatic
 // stream serialization: a kernel may start while the one before it is
 // still running. Its record is the host's (nothing before it writes
@@ -48,8 +58,11 @@
 // too, and waits until everything before it has finished and its
 // writes are visible before it touches any operand. What a launch
 // overlaps is thus its start-up: the launch and the read of its record.
-__device__ __forceinline__ void ld_rec(int *R, const int *rec)
+// Returns false for a block past its group member's own grid (it has
+// nothing to do); rec becomes this block's record.
+__device__ __forceinline__ bool ld_rec(int *R, const int *&rec)
 {
+    rec += (int64_t)blockIdx.y * rec[GRP_STRIDE];
     for (int i = threadIdx.x; i < REC; i += blockDim.x)
         R[i] = rec[i];
     __syncthreads();
@@ -57,6 +70,13 @@ __device__ __forceinline__ void ld_rec(int *R, const int *rec)
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
     asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
+    return R[GRP_GRIDX] == 0 || (int)blockIdx.x < R[GRP_GRIDX];
+}
+
+// The blocks along x that a grid-stride loop of this record spans.
+__device__ __forceinline__ int64_t grid_x(const int *R)
+{
+    return R[GRP_GRIDX] ? (int64_t)R[GRP_GRIDX] : (int64_t)gridDim.x;
 }
 
 #define M_(i)      (R_[(i)])

@@ -161,13 +161,14 @@ __device__ int step_i(int op, int aux, int a, int b, int c)
 extern "C" __global__ void __launch_bounds__(256) rlx_ew(const int *rec)
 {
     REC_DECL;
-    ld_rec(R_, rec);
+    if (!ld_rec(R_, rec))
+        return;
     int64_t n = (uint32_t)M_(0);
     int steps = P(0), imode = P(1), padm = P(2), nin = P(3), flat = P(5);
     int odt = D_DT(OUT);
     uint8_t *op_ = (uint8_t *)D_PTR(OUT);
     for (int64_t lin = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; lin < n;
-         lin += (int64_t)gridDim.x * blockDim.x) {
+         lin += grid_x(R_) * blockDim.x) {
         int64_t oo = flat ? lin : lin_off(R_, OUT, lin);
         if (padm) {
             // out coordinate c reads input coordinate c - before

@@ -63,7 +63,8 @@ __device__ __forceinline__ void mm_store(const int *R_, int64_t oo, int n, float
 extern "C" __global__ void __launch_bounds__(VT) rlx_mm_vec(const int *rec)
 {
     REC_DECL;
-    ld_rec(R_, rec);
+    if (!ld_rec(R_, rec))
+        return;
     int r = D_RANK(OUT);
     int N = D_NE(OUT, r - 1), Mr = D_NE(OUT, r - 2);
     int lane = threadIdx.x & 31;
@@ -248,6 +249,70 @@ extern "C" __global__ void __launch_bounds__(256) rlx_mm_tile(const int *rec)
         }
 }
 
+#if __CUDA_ARCH__ >= 700
+// The tensor-core tiles' shared parts: a warp owns 32 rows x FN * 16
+// columns of the output tile, in 16x16 f32 fragments.
+typedef nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float> tc_acc;
+
+template <int FN> __device__ __forceinline__ void tc_zero(tc_acc (&acc)[2][FN])
+{
+#pragma unroll
+    for (int i = 0; i < 2; i++)
+#pragma unroll
+        for (int j = 0; j < FN; j++)
+            nvcuda::wmma::fill_fragment(acc[i][j], 0.0f);
+}
+
+// One staged step's products: a's rows (the warp's 32, from as) and b's
+// (its FN * 16, from bs) as f16 rows of pitch LD, BK values of K.
+template <int FN, int LD, int BK>
+__device__ __forceinline__ void tc_mma(tc_acc (&acc)[2][FN], const __half *as, const __half *bs)
+{
+    using namespace nvcuda;
+#pragma unroll
+    for (int kk = 0; kk < BK; kk += 16) {
+        wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> fa[2];
+        wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::col_major> fb[FN];
+#pragma unroll
+        for (int i = 0; i < 2; i++)
+            wmma::load_matrix_sync(fa[i], as + i * 16 * LD + kk, LD);
+#pragma unroll
+        for (int j = 0; j < FN; j++)
+            wmma::load_matrix_sync(fb[j], bs + j * 16 * LD + kk, LD);
+#pragma unroll
+        for (int i = 0; i < 2; i++)
+#pragma unroll
+            for (int j = 0; j < FN; j++)
+                wmma::mma_sync(acc[i][j], fa[i], fb[j], acc[i][j]);
+    }
+}
+
+// The warp's fragments out through its own 256 floats of shared memory
+// (cw): rows from m0, columns from n0, at batch offset ob.
+template <int FN>
+__device__ __forceinline__ void tc_store(const int *R_, tc_acc (&acc)[2][FN], float *cw, int m0,
+                                         int n0, int64_t ob)
+{
+    using namespace nvcuda;
+    int r = D_RANK(OUT), lane = threadIdx.x % 32;
+    int N = D_NE(OUT, r - 1), Mr = D_NE(OUT, r - 2);
+    int64_t osm = D_ST(OUT, r - 2), osn = D_ST(OUT, r - 1);
+#pragma unroll
+    for (int i = 0; i < 2; i++)
+#pragma unroll
+        for (int j = 0; j < FN; j++) {
+            wmma::store_matrix_sync(cw, acc[i][j], 16, wmma::mem_row_major);
+            __syncwarp();
+            for (int e = lane; e < 256; e += 32) {
+                int m = m0 + i * 16 + e / 16, n = n0 + j * 16 + e % 16;
+                if (m < Mr && n < N)
+                    mm_store(R_, ob + m * osm + n * osn, n, cw[e]);
+            }
+            __syncwarp();
+        }
+}
+#endif
+
 #define BN 128
 #define CK 32
 #define CL (CK + 8) /* smem row pitch in halves: a multiple of 8 */
@@ -277,16 +342,12 @@ template <int BM> __device__ __forceinline__ void mm_tc_body(const int *rec)
     int64_t ab, bb, ob;
     mm_batch(R_, blockIdx.z, ab, bb, ob);
     int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
-    int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, wm = warp / WN, wn = warp % WN;
+    int tid = threadIdx.x, warp = tid / 32, wm = warp / WN, wn = warp % WN;
     const uint8_t *ap = D_PTR(0), *bp = D_PTR(1);
     int rowb = P(5);
     bool a4 = P(7) != 0;
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[2][FN];
-#pragma unroll
-    for (int i = 0; i < 2; i++)
-#pragma unroll
-        for (int j = 0; j < FN; j++)
-            wmma::fill_fragment(acc[i][j], 0.0f);
+    tc_acc acc[2][FN];
+    tc_zero<FN>(acc);
     // this thread's share of a step: a rows am + 64 i, 8 values from
     // column ak; b rows bn and bn + 64, 8 values from column bk
     int am = tid / 4, ak = (tid % 4) * 8;
@@ -346,39 +407,10 @@ template <int BM> __device__ __forceinline__ void mm_tc_body(const int *rec)
         __syncthreads();
         if (k0 + CK < K)
             load(k0 + CK);
-#pragma unroll
-        for (int kk = 0; kk < CK; kk += 16) {
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> fa[2];
-            wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::col_major> fb[FN];
-#pragma unroll
-            for (int i = 0; i < 2; i++)
-                wmma::load_matrix_sync(fa[i], As + (wm * 32 + i * 16) * CL + kk, CL);
-#pragma unroll
-            for (int j = 0; j < FN; j++)
-                wmma::load_matrix_sync(fb[j], Bs + (wn * WNT + j * 16) * CL + kk, CL);
-#pragma unroll
-            for (int i = 0; i < 2; i++)
-#pragma unroll
-                for (int j = 0; j < FN; j++)
-                    wmma::mma_sync(acc[i][j], fa[i], fb[j], acc[i][j]);
-        }
+        tc_mma<FN, CL, CK>(acc, As + wm * 32 * CL, Bs + wn * WNT * CL);
         __syncthreads();
     }
-    // each fragment through the warp's own staging square
-    int64_t osm = D_ST(OUT, r - 2), osn = D_ST(OUT, r - 1);
-#pragma unroll
-    for (int i = 0; i < 2; i++)
-#pragma unroll
-        for (int j = 0; j < FN; j++) {
-            wmma::store_matrix_sync(Cw[warp], acc[i][j], 16, wmma::mem_row_major);
-            __syncwarp();
-            for (int e = lane; e < 256; e += 32) {
-                int m = m0 + wm * 32 + i * 16 + e / 16, n = n0 + wn * WNT + j * 16 + e % 16;
-                if (m < Mr && n < N)
-                    mm_store(R_, ob + m * osm + n * osn, n, Cw[warp][e]);
-            }
-            __syncwarp();
-        }
+    tc_store<FN>(R_, acc, Cw[warp], m0 + wm * 32, n0 + wn * WNT, ob);
 #endif
 }
 
@@ -666,7 +698,8 @@ template <class Q> __device__ __forceinline__ void mmv_body(const int *rec)
 {
     REC_DECL;
     __shared__ float red[4][8];
-    ld_rec(R_, rec);
+    if (!ld_rec(R_, rec))
+        return;
     int tpc = P(8), cpb = 128 / tpc;
     int t = threadIdx.x % tpc;
     int64_t n = (int64_t)blockIdx.x * cpb + threadIdx.x / tpc;
@@ -746,4 +779,224 @@ extern "C" __global__ void __launch_bounds__(128) rlx_mmv_q8_0(const int *rec)
 extern "C" __global__ void __launch_bounds__(128) rlx_mmv_q4_0(const int *rec)
 {
     mmv_body<mmv_q4_0>(rec);
+}
+
+// ---- prompt products of quantized weights, second form --------------------
+// rlx_mm_tq (BM 128) / rlx_mm_tq64 (BM 64): BM x 128 output tiles on the
+// tensor cores as rlx_mm_tc, with the work around the products cut down:
+// a is read as the f16 copy the launch before wrote (slot 3: [M, K]
+// dense, 16-byte rows), so staging it is a copy; b is dequantized 16
+// consecutive values a thread, with a block's scales decoded once for
+// them, by a path per weight type (Q4_K, Q6_K, Q8_0, Q4_0; the others
+// through deq8); K advances 64 a step (one barrier pair per 64). P(9) = 1
+// when b's rows start 16-byte aligned (else Q4_K goes through deq8). One
+// batch.
+#define TQ_BK 64
+#define TQ_LD (TQ_BK + 8) /* smem row pitch in halves: 144 bytes */
+
+// float q for 0 <= q < 2^23 from its bits, without an integer conversion
+__device__ __forceinline__ float tq_u2f(uint32_t q)
+{
+    return __uint_as_float(0x4B000000u | q) - 8388608.0f;
+}
+
+__device__ __forceinline__ void tq_pack(const float *v, uint4 &lo, uint4 &hi)
+{
+    __half2 h[8];
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+        h[j] = __floats2half2_rn(v[2 * j], v[2 * j + 1]);
+    lo = *(const uint4 *)&h[0];
+    hi = *(const uint4 *)&h[4];
+}
+
+struct tq_q4_k { // 144-byte blocks of 256: 16 values of one 32-value sub-block
+    __device__ static __forceinline__ void deq16(const uint8_t *row, int k, float *v)
+    {
+        const uint8_t *b = row + (int64_t)(k >> 8) * 144;
+        int i0 = k & 255, sub = i0 >> 5, l0 = i0 & 31, sh = (sub & 1) * 4;
+        int sc, mn;
+        kq_scale(b + 4, sub, sc, mn);
+        float d = ldh(b) * (float)sc, m = ldh(b + 2) * (float)mn;
+        uint4 q = *(const uint4 *)(b + 16 + (sub >> 1) * 32 + l0);
+        const uint32_t w[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+                v[4 * i + j] = fmaf(tq_u2f((w[i] >> (8 * j + sh)) & 15u), d, -m);
+    }
+};
+
+struct tq_q6_k { // 210-byte blocks of 256: 16 values share one scale
+    __device__ static __forceinline__ void deq16(const uint8_t *row, int k, float *v)
+    {
+        const uint8_t *b = row + (int64_t)(k >> 8) * 210;
+        int i0 = k & 255, hf = i0 >> 7, r = (i0 & 127) >> 5, l0 = i0 & 31;
+        const uint8_t *ql = b + hf * 64 + l0 + ((r & 1) ? 32 : 0), *qh = b + 128 + hf * 32 + l0;
+        int sh = (r & 2) ? 4 : 0;
+        float d = ldh(b + 208) * (float)(int8_t)b[192 + hf * 8 + l0 / 16 + 2 * r];
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            uint32_t L = (uint32_t)ld_h2(ql + 4 * i), H = (uint32_t)ld_h2(qh + 4 * i);
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                uint32_t q = ((L >> (8 * j + sh)) & 15u) | ((H >> (8 * j + 2 * r)) & 3u) << 4;
+                v[4 * i + j] = (tq_u2f(q) - 32.0f) * d;
+            }
+        }
+    }
+};
+
+struct tq_q8_0 { // 34-byte blocks of 32
+    __device__ static __forceinline__ void deq16(const uint8_t *row, int k, float *v)
+    {
+        const uint8_t *b = row + (int64_t)(k >> 5) * 34;
+        float d = ldh(b);
+        const uint8_t *qs = b + 2 + (k & 31);
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            uint32_t q = (uint32_t)ld_h2(qs + 4 * i) ^ 0x80808080u; /* int8 + 128 */
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+                v[4 * i + j] = (tq_u2f((q >> (8 * j)) & 255u) - 128.0f) * d;
+        }
+    }
+};
+
+struct tq_q4_0 { // 18-byte blocks of 32: values i and 16 + i share byte i
+    __device__ static __forceinline__ void deq16(const uint8_t *row, int k, float *v)
+    {
+        const uint8_t *b = row + (int64_t)(k >> 5) * 18;
+        float d = ldh(b), m = -8.0f * d;
+        int sh = (k & 16) ? 4 : 0;
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            uint32_t q = (uint32_t)ld_h2(b + 2 + 4 * i);
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+                v[4 * i + j] = fmaf(tq_u2f((q >> (8 * j + sh)) & 15u), d, m);
+        }
+    }
+};
+
+struct tq_any { // every other block type, 8 values at a time
+    int dt;
+    __device__ __forceinline__ void deq16(const uint8_t *row, int k, float *v) const
+    {
+        deq8(row, dt, k, v);
+        deq8(row, dt, k + 8, v + 8);
+    }
+};
+
+template <int BM, class Q>
+__device__ __forceinline__ void mm_tq_body(const int *R_, const Q &q, __half *As, __half *Bs)
+{
+#if __CUDA_ARCH__ >= 700
+    using namespace nvcuda;
+    constexpr int WM = BM / 32, WN = 8 / WM, WNT = BN / WN, FN = WNT / 16, AR = BM / 64;
+    int r = D_RANK(OUT);
+    int N = D_NE(OUT, r - 1), Mr = D_NE(OUT, r - 2), K = P(0);
+    int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
+    int tid = threadIdx.x, warp = tid / 32, wm = warp / WN, wn = warp % WN;
+    const __half *ah = (const __half *)D_PTR(3);
+    const uint8_t *bp = D_PTR(1);
+    int rowb = P(5);
+    tc_acc acc[2][FN];
+    tc_zero<FN>(acc);
+    // this thread's share of a step: a rows am + 64 i and b rows bn + 64 i,
+    // 16 values from column kq of the step
+    int am = tid / 4, kq = (tid % 4) * 16;
+    uint4 ra[AR][2], rb[2][2];
+    auto load = [&](int k0) {
+        bool in_k = k0 + kq < K; /* K is a multiple of 32: 16 at a time fit */
+#pragma unroll
+        for (int i = 0; i < AR; i++) {
+            int m = m0 + am + 64 * i;
+            if (m < Mr && in_k) {
+                const uint4 *p = (const uint4 *)(ah + (int64_t)m * K + k0 + kq);
+                ra[i][0] = p[0];
+                ra[i][1] = p[1];
+            } else {
+                ra[i][0] = ra[i][1] = make_uint4(0, 0, 0, 0);
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            int n = n0 + am + 64 * i;
+            if (n < N && in_k) {
+                float v[16];
+                q.deq16(bp + (int64_t)n * rowb, k0 + kq, v);
+                tq_pack(v, rb[i][0], rb[i][1]);
+            } else {
+                rb[i][0] = rb[i][1] = make_uint4(0, 0, 0, 0);
+            }
+        }
+    };
+    auto store = [&]() {
+#pragma unroll
+        for (int i = 0; i < AR; i++) {
+            uint4 *d = (uint4 *)(As + (am + 64 * i) * TQ_LD + kq);
+            d[0] = ra[i][0];
+            d[1] = ra[i][1];
+        }
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            uint4 *d = (uint4 *)(Bs + (am + 64 * i) * TQ_LD + kq);
+            d[0] = rb[i][0];
+            d[1] = rb[i][1];
+        }
+    };
+    load(0);
+    for (int k0 = 0; k0 < K; k0 += TQ_BK) {
+        store();
+        __syncthreads();
+        if (k0 + TQ_BK < K)
+            load(k0 + TQ_BK);
+        tc_mma<FN, TQ_LD, TQ_BK>(acc, As + wm * 32 * TQ_LD, Bs + wn * WNT * TQ_LD);
+        __syncthreads();
+    }
+    // each fragment through the warp's own 1 KB of a's staging, free now
+    tc_store<FN>(R_, acc, (float *)As + warp * 256, m0 + wm * 32, n0 + wn * WNT, 0);
+#endif
+}
+
+template <int BM> __device__ __forceinline__ void mm_tq(const int *rec)
+{
+    REC_DECL;
+    // a's staging is also the epilogue's (8 warps x 1 KB): at least 16 KB
+    __shared__ __align__(32) __half As[(BM > 64 ? BM : 64) * TQ_LD];
+    __shared__ __align__(32) __half Bs[BN * TQ_LD];
+    ld_rec(R_, rec);
+    int dt = D_DT(1);
+    switch (dt == DT_Q4_K && !P(9) ? -1 : dt) {
+    case DT_Q4_K:
+        mm_tq_body<BM>(R_, tq_q4_k(), As, Bs);
+        break;
+    case DT_Q6_K:
+        mm_tq_body<BM>(R_, tq_q6_k(), As, Bs);
+        break;
+    case DT_Q8_0:
+        mm_tq_body<BM>(R_, tq_q8_0(), As, Bs);
+        break;
+    case DT_Q4_0:
+        mm_tq_body<BM>(R_, tq_q4_0(), As, Bs);
+        break;
+    default: {
+        tq_any q;
+        q.dt = D_DT(1);
+        mm_tq_body<BM>(R_, q, As, Bs);
+        break;
+    }
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(256) rlx_mm_tq(const int *rec)
+{
+    mm_tq<128>(rec);
+}
+
+extern "C" __global__ void __launch_bounds__(256) rlx_mm_tq64(const int *rec)
+{
+    mm_tq<64>(rec);
 }

@@ -6,12 +6,13 @@
 extern "C" __global__ void __launch_bounds__(256) rlx_rope(const int *rec)
 {
     REC_DECL;
-    ld_rec(R_, rec);
+    if (!ld_rec(R_, rec))
+        return;
     int D = P(1), half_ = P(2);
     int per = D - half_;
     int64_t n = (int64_t)P(0) * per;
     for (int64_t it = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; it < n;
-         it += (int64_t)gridDim.x * blockDim.x) {
+         it += grid_x(R_) * blockDim.x) {
         int64_t row = it / per;
         int j = (int)(it % per);
         int r = D_RANK(0), sa = P(8);

@@ -92,6 +92,10 @@ struct alignas(8) uint2 {
 struct alignas(16) uint4 {
     uint32_t x, y, z, w;
 };
+static inline uint4 make_uint4(uint32_t x, uint32_t y, uint32_t z, uint32_t w)
+{
+    return {x, y, z, w};
+}
 static inline float2 __half22float2(__half2 h)
 {
     return {__half2float(h.x), __half2float(h.y)};
