@@ -143,8 +143,9 @@ typedef struct rlx_backend_i {
     /* Memory planning for this backend: an arena buffer whose last reader
      * is instruction i is not given to instruction i + 1's output, so that
      * two neighbouring instructions never write what the other reads and
-     * the backend may run them as one launch (CUDA's grouped launches).
-     * Costs a few arena bytes. */
+     * the backend may run them as one launch (CUDA's grouped launches)
+     * or without a barrier between them (Vulkan). Costs a few arena
+     * bytes. */
     bool spaced_reuse;
 
     /* devices */

@@ -1065,6 +1065,9 @@ static rlx_status vk_synchronize(rlx_device *dev, rlx_error **err)
 
 const rlx_backend_i rlx_vulkan_backend = {
     .name = "vulkan",
+    /* a dispatch that writes where the one before it read needs a barrier
+     * (vk-program.c records one only at such hazards) */
+    .spaced_reuse = true,
     .device_count = vk_device_count,
     .device_info = vk_device_info,
     .device_open = vk_device_open,
