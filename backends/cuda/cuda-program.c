@@ -937,7 +937,10 @@ static bool fill_matmul(fill_ctx *c, const rlx_lir_instr *ins)
         put_desc_at(c, w, 3, &ah, P->tq_scratch);
         uint64_t bbase = vt_addr(P, &b);
         int64_t rowb = b.st[0] / bi_->block_size * bi_->type_size;
-        w[PRM(9)] = bbase % 16 == 0 && rowb % 16 == 0;
+        /* the per-type paths' loads: 16 bytes (Q4_K), 2 bytes (the others) */
+        w[PRM(9)] = (bbase | (uint64_t)rowb) % 16 == 0  ? 16
+                    : (bbase | (uint64_t)rowb) % 2 == 0 ? 2
+                                                        : 0;
     }
     if (kk == CU_K_MM_VEC || kk == CU_K_MM_TC || kk == CU_K_MM_TC64) {
         /* a's rows as float4s: contiguous f32 at 16-byte aligned starts */

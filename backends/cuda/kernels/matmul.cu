@@ -788,9 +788,9 @@ extern "C" __global__ void __launch_bounds__(128) rlx_mmv_q4_0(const int *rec)
 // dense, 16-byte rows), so staging it is a copy; b is dequantized 16
 // consecutive values a thread, with a block's scales decoded once for
 // them, by a path per weight type (Q4_K, Q6_K, Q8_0, Q4_0; the others
-// through deq8); K advances 64 a step (one barrier pair per 64). P(9) = 1
-// when b's rows start 16-byte aligned (else Q4_K goes through deq8). One
-// batch.
+// through deq8); K advances 64 a step (one barrier pair per 64). P(9): 16
+// or 2 when b's rows start at addresses of that alignment (Q4_K's path
+// wants 16, the others 2; below that, deq8). One batch.
 #define TQ_BK 64
 #define TQ_LD (TQ_BK + 8) /* smem row pitch in halves: 144 bytes */
 
@@ -968,8 +968,8 @@ template <int BM> __device__ __forceinline__ void mm_tq(const int *rec)
     __shared__ __align__(32) __half As[(BM > 64 ? BM : 64) * TQ_LD];
     __shared__ __align__(32) __half Bs[BN * TQ_LD];
     ld_rec(R_, rec);
-    int dt = D_DT(1);
-    switch (dt == DT_Q4_K && !P(9) ? -1 : dt) {
+    int dt = D_DT(1), align = P(9);
+    switch (align >= 16 || (align >= 2 && dt != DT_Q4_K) ? dt : -1) {
     case DT_Q4_K:
         mm_tq_body<BM>(R_, tq_q4_k(), As, Bs);
         break;
