@@ -930,23 +930,41 @@ static int bench_gpu(const char *spec, bool force_f32, const char *section, int 
         static const int64_t shapes[][2] = {
             {3072, 1024}, {1024, 3072}, {2048, 2048}, {8192, 2048}, {2048, 8192}};
         const int64_t M = 512;
+        /* CUDA: the quantized products also through the first tensor-core
+         * kernel ("(tc)", the activations converted in the tiles) */
+        rlx_device *tiles = NULL;
+        if (!strcmp(be->name, "cuda")) {
+            rlx_device_opts to = opts;
+            to.cuda_convert_a_in_tiles = true;
+            if (be->device_open(index, &to, &tiles, &err) != RLX_OK) {
+                rlx_error_clear(&err);
+                tiles = NULL;
+            }
+        }
         for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
             int64_t N = shapes[i][0], K = shapes[i][1];
             if (!big && N * K > 2048 * 2048)
                 continue;
-            for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
-                memset(&p, 0, sizeof p);
-                p.matmul.trans_b = true;
-                gpu_value(&o, 0, 2, RLX_DTYPE_F32, 2, (int64_t[]){M, K});
-                gpu_value(&o, 1, 2, types[ti], 2, (int64_t[]){N, K});
-                gpu_value(&o, 2, 2, RLX_DTYPE_F32, 2, (int64_t[]){M, N});
-                double dm = 0, wm = 0;
-                const char *ran = gpu_time(&o, RLX_OP_MATMUL, &p, 2, repeats, &dm, &wm);
-                char what[64];
-                snprintf(what, sizeof what, "%-5s %4lld x %4lld x %-4lld",
-                         rlx_dtype_name(types[ti]), (long long)M, (long long)N, (long long)K);
-                gpu_print(what, ran, dm, wm, 2.0 * (double)M * (double)N * (double)K, "GFLOP/s");
-            }
+            for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++)
+                for (int alt = 0; alt < (tiles && types[ti] != RLX_DTYPE_F16 ? 2 : 1); alt++) {
+                    memset(&p, 0, sizeof p);
+                    p.matmul.trans_b = true;
+                    gpu_value(&o, 0, 2, RLX_DTYPE_F32, 2, (int64_t[]){M, K});
+                    gpu_value(&o, 1, 2, types[ti], 2, (int64_t[]){N, K});
+                    gpu_value(&o, 2, 2, RLX_DTYPE_F32, 2, (int64_t[]){M, N});
+                    double dm = 0, wm = 0;
+                    rlx_device *keep = o.dev;
+                    if (alt)
+                        o.dev = tiles;
+                    const char *ran = gpu_time(&o, RLX_OP_MATMUL, &p, 2, repeats, &dm, &wm);
+                    o.dev = keep;
+                    char what[64];
+                    snprintf(what, sizeof what, "%-5s %4lld x %4lld x %-4lld%s",
+                             rlx_dtype_name(types[ti]), (long long)M, (long long)N, (long long)K,
+                             alt ? " (tc)" : "");
+                    gpu_print(what, ran, dm, wm, 2.0 * (double)M * (double)N * (double)K,
+                              "GFLOP/s");
+                }
 #if RLX_HAVE_CUDA
             if (!strcmp(be->name, "cuda")) {
                 double ms = 0;
@@ -963,6 +981,8 @@ static int bench_gpu(const char *spec, bool force_f32, const char *section, int 
             }
 #endif
         }
+        if (tiles)
+            be->device_close(tiles);
     }
 
     if (all || !strcmp(section, "attn")) {

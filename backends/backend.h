@@ -82,6 +82,12 @@ typedef struct rlx_device_opts {
      * where device memory is host-visible (lavapipe), so that path runs
      * everywhere. */
     bool staged_records;
+    /* CUDA, for benchmarks and tests: quantized prompt products convert
+     * their activations to f16 inside the tile kernel as they stage them
+     * (the first tensor-core kernel, rlx_mm_tc) instead of reading an f16
+     * copy made before it (rlx_mm_tq), so both kernels are timed and
+     * checked. */
+    bool cuda_convert_a_in_tiles;
 } rlx_device_opts;
 
 /* Opaque per-backend objects. Each backend's struct starts with this header

@@ -531,6 +531,9 @@ static void make_lir(one_lir *L, rlx_op op, const rlx_op_params *p, tt **in, int
 /* The second pass: GPU backends forced to their f32 kernels, the CPU
  * (which has one kind) skipped. */
 static bool pass_f32 = false;
+/* CUDA's first tensor-core kernel for quantized prompt products
+ * (rlx_device_opts.cuda_convert_a_in_tiles): test_matmul_quant_tc */
+static bool pass_tc = false;
 /* The third and fourth passes: GPU backends with their binding limit
  * lowered to this many bytes (rlx_device_opts.max_binding_bytes), so the
  * larger cases run split into chunks over windows. A split changes no
@@ -555,7 +558,10 @@ static bool run_on(const rlx_backend_i *be, rlx_op op, const rlx_op_params *p, t
     make_lir(&L, op, p, in, n_in, out);
     rlx_error *err = NULL;
     rlx_device *dev = NULL;
-    rlx_device_opts opts = {.n_threads = 2, .force_f32 = pass_f32, .max_binding_bytes = pass_bind};
+    rlx_device_opts opts = {.n_threads = 2,
+                            .force_f32 = pass_f32,
+                            .max_binding_bytes = pass_bind,
+                            .cuda_convert_a_in_tiles = pass_tc};
     if (be->device_open(0, &opts, &dev, &err) != RLX_OK) {
         print_message("  %s: no device (%s), skipped\n", be->name, rlx_error_message(err));
         rlx_error_free(err);
@@ -2860,6 +2866,14 @@ int main(void)
     pass_f32 = true;
     const struct CMUnitTest gpu_tests[] = {OP_TESTS};
     rc |= cmocka_run_group_tests_name("GPU f32 kernels", gpu_tests, NULL, NULL);
+    pass_f32 = false;
+    /* CUDA's other tensor-core kernel for quantized prompt products (the
+     * activations converted in the tiles); the others run them as before */
+    pass_tc = true;
+    const struct CMUnitTest tc_tests[] = {cmocka_unit_test(test_matmul_quant)};
+    rc |= cmocka_run_group_tests_name("quantized products, a converted in the tiles", tc_tests,
+                                      NULL, NULL);
+    pass_tc = false;
 #ifndef RLX_TEST_CUDA_EMU /* CUDA has no binding limit: nothing splits */
     /* both kernel variants again with bindings of 16 KiB: the large cases
      * split (and must give the unsplit bits) */

@@ -918,7 +918,7 @@ static bool fill_matmul(fill_ctx *c, const rlx_lir_instr *ins)
         int64_t tiles = (N + 127) / 128 * ((M + 127) / 128) * (rows_b / (M ? M : 1));
         bool small = tiles < 2 * (int64_t)c->P->dev->n_sm;
         bool tq = rows_b == M && P->tq_scratch && (uint64_t)(M * K * 2) <= P->tq_scratch_bytes &&
-                  K % 32 == 0;
+                  K % 32 == 0 && !P->dev->no_tq;
         kk = tq ? (small ? CU_K_MM_TQ64 : CU_K_MM_TQ) : small ? CU_K_MM_TC64 : CU_K_MM_TC;
     } else
         kk = CU_K_MM_TILE;
