@@ -465,6 +465,17 @@ int rlx_bench_model_main(int argc, char **argv)
             json_object_object_add(j, "bandwidth_gbs", json_object_new_double(bw));
             json_object_object_add(j, "tg_floor_fraction", json_object_new_double(floor_frac));
         }
+        if (!on_cpu && dec1.runs > dec0.runs) {
+            /* a decode step on the GPU: device and host microseconds, launches */
+            double n = (double)(dec1.runs - dec0.runs);
+            json_object_object_add(
+                j, "tg_device_us",
+                json_object_new_double((double)(dec1.device_ns - dec0.device_ns) / n / 1e3));
+            json_object_object_add(
+                j, "tg_host_us",
+                json_object_new_double((double)(dec1.prep_ns - dec0.prep_ns) / n / 1e3));
+            json_object_object_add(j, "tg_launches", json_object_new_int64((int64_t)dec1.launches));
+        }
         json_object_object_add(j, "peak_rss_bytes", json_object_new_int64((int64_t)peak_rss));
         json_object_object_add(j, "kv_bytes", json_object_new_int64((int64_t)mem.state_bytes));
         json_object_object_add(j, "arena_bytes", json_object_new_int64((int64_t)mem.arena_bytes));
