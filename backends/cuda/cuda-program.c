@@ -859,6 +859,9 @@ static bool fill_matmul(fill_ctx *c, const rlx_lir_instr *ins)
      * first empty when another kernel runs). */
     cu_kernel mmv = CU_K_COUNT;
     int32_t tpc = 32;
+    /* a quantized b: where its rows start and their bytes */
+    uint64_t bbase = vt_addr(P, &b);
+    int64_t rowb = quant ? b.st[0] / bi_->block_size * bi_->type_size : 0;
     if (quant) {
         int upb = 8; /* the kernels' units per weight block */
         switch (b.dt) {
@@ -879,8 +882,6 @@ static bool fill_matmul(fill_ctx *c, const rlx_lir_instr *ins)
         default:
             break;
         }
-        uint64_t bbase = vt_addr(P, &b);
-        int64_t rowb = b.st[0] / bi_->block_size * bi_->type_size;
         uint64_t align = mmv == CU_K_MMV_Q4_K ? 16 : 2;
         if (mmv != CU_K_COUNT &&
             !(rows_b <= 8 && rows_b == M && P->q8_scratch && K <= P->q8_k_max &&
@@ -907,6 +908,7 @@ static bool fill_matmul(fill_ctx *c, const rlx_lir_instr *ins)
         w[PRM(0)] = (int32_t)K;
     }
     cu_kernel kk;
+    bool tq = false; /* rlx_mm_tq, from an f16 copy of `a` */
     if (mmv != CU_K_COUNT)
         kk = mmv;
     else if (rows_b <= 8)
@@ -917,8 +919,8 @@ static bool fill_matmul(fill_ctx *c, const rlx_lir_instr *ins)
          * it), else converting `a` as it is staged */
         int64_t tiles = (N + 127) / 128 * ((M + 127) / 128) * (rows_b / (M ? M : 1));
         bool small = tiles < 2 * (int64_t)c->P->dev->n_sm;
-        bool tq = rows_b == M && P->tq_scratch && (uint64_t)(M * K * 2) <= P->tq_scratch_bytes &&
-                  K % 32 == 0 && !P->dev->no_tq;
+        tq = rows_b == M && P->tq_scratch && (uint64_t)(M * K * 2) <= P->tq_scratch_bytes &&
+             K % 32 == 0 && !P->dev->no_tq;
         kk = tq ? (small ? CU_K_MM_TQ64 : CU_K_MM_TQ) : small ? CU_K_MM_TC64 : CU_K_MM_TC;
     } else
         kk = CU_K_MM_TILE;
@@ -926,17 +928,14 @@ static bool fill_matmul(fill_ctx *c, const rlx_lir_instr *ins)
      * other kernels): always this launch, so the count stays */
     vt ah = dense_f16(M, K);
     if (quant) {
-        bool tq = kk == CU_K_MM_TQ || kk == CU_K_MM_TQ64;
         int32_t *w = new_disp(c, CU_K_EW, false, tq ? M * K : 0);
         put_desc_at(c, w, CU_OUT_SLOT, &ah, P->tq_scratch);
         put_desc(c, w, 0, &A);
         w[PRM(3)] = 1;
     }
     int32_t *w = new_disp(c, kk, false, numel(&o));
-    if (kk == CU_K_MM_TQ || kk == CU_K_MM_TQ64) {
+    if (tq) {
         put_desc_at(c, w, 3, &ah, P->tq_scratch);
-        uint64_t bbase = vt_addr(P, &b);
-        int64_t rowb = b.st[0] / bi_->block_size * bi_->type_size;
         /* the per-type paths' loads: 16 bytes (Q4_K), 2 bytes (the others) */
         w[PRM(9)] = (bbase | (uint64_t)rowb) % 16 == 0  ? 16
                     : (bbase | (uint64_t)rowb) % 2 == 0 ? 2
@@ -977,12 +976,11 @@ static bool fill_matmul(fill_ctx *c, const rlx_lir_instr *ins)
         put_desc(c, w, 2, &bb);
         w[PRM(3)] = 1;
     }
-    if (rlx_dtype_get(b.dt)->quantized) {
-        const rlx_dtype_info *ti = rlx_dtype_get(b.dt);
-        if (K % ti->block_size)
+    if (quant) {
+        if (K % bi_->block_size)
             return fail(c, "K is not a whole number of blocks");
         w[PRM(4)] = 1;
-        w[PRM(5)] = (int32_t)(b.st[0] / ti->block_size * ti->type_size);
+        w[PRM(5)] = (int32_t)rowb;
     }
     return true;
 }
@@ -2030,6 +2028,12 @@ static uint64_t reach(const int32_t *q)
     return (uint64_t)(last + 1) * (uint64_t)esize(dt);
 }
 
+/* Whether a grid launches anything. */
+static bool live(const uint32_t g[3])
+{
+    return g[0] && g[1] && g[2];
+}
+
 /* The kernels whose launches group_launches may merge (they return where
  * kernels/common.cuh's ld_rec says and stride by grid_x). */
 static bool groupable(const cu_disp *D, const int32_t *w)
@@ -2105,7 +2109,7 @@ static void group_launches(cu_program *P)
     for (int32_t j = 0; j < P->n_disp; j++) {
         cu_disp *D = &P->disp[j];
         int32_t *w = P->host + (size_t)j * REC_WORDS;
-        if (!D->lgrid[0] || !D->lgrid[1] || !D->lgrid[2])
+        if (!live(D->lgrid))
             continue;
         P->launches++;
         if (P->timing || !groupable(D, w))
@@ -2113,8 +2117,8 @@ static void group_launches(cu_program *P)
         int32_t members[GROUP_MAX] = {j}, n = 1, stride = 0;
         for (int32_t k = j + 1; k < P->n_disp && n < GROUP_MAX; k++) {
             const cu_disp *E = &P->disp[k];
-            if (!E->grid[0] || !E->grid[1] || !E->grid[2])
-                continue; /* empty: launches nothing */
+            if (!live(E->grid))
+                continue;
             if (E->k != D->k || E->block != D->block ||
                 !groupable(E, P->host + (size_t)k * REC_WORDS) ||
                 (stride && k - members[n - 1] != stride))
@@ -2207,7 +2211,7 @@ static CUresult enqueue(cu_program *P, bool timing, volatile const int *cancel, 
             r = cu->cuEventRecord(P->ev[2 * i], st);
         for (int32_t j = P->first[i]; j < P->first[i + 1] && r == CUDA_SUCCESS; j++) {
             cu_disp *D = &P->disp[j];
-            if (!D->lgrid[0] || !D->lgrid[1] || !D->lgrid[2])
+            if (!live(D->lgrid))
                 continue;
             if (D->k == CU_K_CUBLAS) {
                 r = blas_launch(P, P->host + (size_t)j * REC_WORDS);
