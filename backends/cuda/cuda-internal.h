@@ -97,7 +97,6 @@ typedef enum cu_kernel {
     CU_K_ROPE,
     CU_K_ATTN,
     CU_K_ATTN_WIDE,    /* value head dims above 256 */
-    CU_K_ATTN_COMBINE, /* merges the key-split partial results of CU_K_ATTN */
     CU_K_CONV,
     CU_K_SPATIAL,
     CU_K_GATHER,

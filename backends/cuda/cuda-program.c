@@ -77,6 +77,7 @@ typedef struct cu_program {
     CUdeviceptr cbuf;         /* the constants */
     CUdeviceptr attn_scratch; /* attention's key-split partial results */
     uint64_t attn_scratch_bytes;
+    CUdeviceptr attn_count; /* per row, its key-split blocks done (0 between runs) */
     bool blas;              /* cuBLAS runs this program's large F16/F32 matmuls */
     CUdeviceptr mm_scratch; /* an f32 activation's two f16 halves for cuBLAS */
     uint64_t mm_scratch_bytes;
@@ -395,6 +396,30 @@ static int64_t numel(const vt *t)
     for (int d = 0; d < t->rank; d++)
         n *= t->ne[d];
     return n;
+}
+
+/* Whether t's elements are exactly the offsets 0 .. numel - 1 in some
+ * order of its dims (a permuted dense tensor; dims of one element aside). */
+static bool dense_set(const vt *t)
+{
+    int64_t ne[RLX_MAX_DIMS], st[RLX_MAX_DIMS];
+    int n = 0;
+    for (int d = 0; d < t->rank; d++)
+        if (t->ne[d] != 1) {
+            int at = n++; /* insertion by stride, largest first */
+            while (at > 0 && st[at - 1] < t->st[d]) {
+                ne[at] = ne[at - 1], st[at] = st[at - 1];
+                at--;
+            }
+            ne[at] = t->ne[d], st[at] = t->st[d];
+        }
+    int64_t want = 1;
+    for (int i = n - 1; i >= 0; i--) {
+        if (st[i] != want)
+            return false;
+        want *= ne[i];
+    }
+    return true;
 }
 
 typedef struct fill_ctx {
@@ -1296,7 +1321,7 @@ static bool fill_attention(fill_ctx *c, const rlx_lir_instr *ins)
             w[PRM(20 + 3 * j + d)] = (int32_t)ts[j]->st[rr - 3 + d];
     }
     /* few query rows over many keys (decoding): the keys split over
-     * several blocks, merged by a second launch (grid 0 when unsplit) */
+     * several blocks, merged by each row's last one */
     int64_t rows = B * Hq * S, cap = (int64_t)ATTN_SPLIT_ROWS(P->dev);
     int32_t nsplit = 1;
     if (T >= 128 && rows <= cap && P->attn_scratch) { /* about 64 keys a block */
@@ -1309,12 +1334,18 @@ static bool fill_attention(fill_ctx *c, const rlx_lir_instr *ins)
     w[9] = nsplit;
     w[10] = (int32_t)(uint32_t)P->attn_scratch;
     w[11] = (int32_t)(uint32_t)(P->attn_scratch >> 32);
-    cu_disp *main_d = &c->d[c->n - 1];
-    int32_t *w2 = new_disp(c, CU_K_ATTN_COMBINE, true, nsplit > 1 ? rows : 0);
-    int64_t items = w2[0];
-    memcpy(w2, w, REC_WORDS * sizeof *w);
-    w2[0] = (int32_t)items;
-    memcpy(c->d[c->n - 1].vals, main_d->vals, sizeof main_d->vals);
+    w[PRM(32)] = (int32_t)(uint32_t)P->attn_count;
+    w[PRM(33)] = (int32_t)(uint32_t)(P->attn_count >> 32);
+    /* a dense f32 output read next by an integer matrix-vector product
+     * (the output projection of a decode step) is rounded to 8 bits here */
+    uint64_t oa = vt_addr(P, &o);
+    if (o.dt == RLX_DTYPE_F32 && Dv % 32 == 0 && o.st[ro - 1] == 1 && oa && P->q8_scratch &&
+        dense_set(&o) && numel(&o) <= 8 * P->q8_k_max) {
+        w[PRM(34)] = 1;
+        put_q8_scratch(P, w, 120);
+        q8_key_make(P->q8_key, oa, 1, numel(&o), numel(&o), 1, RLX_DTYPE_F32);
+        P->q8_valid = true;
+    }
     return true;
 }
 
@@ -1595,7 +1626,6 @@ static void shape(cu_disp *d, const int32_t *w)
         d->block = 1;
         d->grid[0] = d->grid[1] = d->grid[2] = items ? 1 : 0;
         break;
-    case CU_K_ATTN_COMBINE:
     case CU_K_CONV:
         d->block = 128;
         d->grid[0] = (uint32_t)items;
@@ -1629,8 +1659,8 @@ void cu_program_free(rlx_program *prog)
             cu->cuMemFree(P->meta);
         if (P->cbuf)
             cu->cuMemFree(P->cbuf);
-        if (P->attn_scratch)
-            cu->cuMemFree(P->attn_scratch);
+        if (P->attn_count)
+            cu->cuMemFree(P->attn_count);
         if (P->mm_scratch)
             cu->cuMemFree(P->mm_scratch);
         if (P->tq_scratch)
@@ -1813,13 +1843,23 @@ rlx_status cu_program_create(rlx_device *dev, const rlx_lir *lir, rlx_program **
             dv_max = dv;
     }
     if (dv_max > 0) {
+        /* the rows' counters (zeroed once; the last block of a row sets
+         * its counter back to 0), then the partial results */
+        uint64_t cnt = ((uint64_t)ATTN_SPLIT_ROWS(d) * 4 + 255) / 256 * 256;
         uint64_t bytes = (uint64_t)ATTN_SPLIT_ROWS(d) * ATTN_MAX_SPLIT * (uint64_t)(dv_max + 2) * 4;
         if (bytes > (64ull << 20))
             bytes = 64ull << 20;
-        if (cu->cuMemAlloc(&P->attn_scratch, (size_t)bytes) == CUDA_SUCCESS)
-            P->attn_scratch_bytes = bytes;
-        else
-            P->attn_scratch = 0; /* no split: slower decoding, same results */
+        CUdeviceptr buf = 0;
+        if (cu->cuMemAlloc(&buf, (size_t)(cnt + bytes)) == CUDA_SUCCESS) {
+            if (cu->cuMemsetD8Async(buf, 0, (size_t)cnt, d->stream) == CUDA_SUCCESS &&
+                cu->cuStreamSynchronize(d->stream) == CUDA_SUCCESS) {
+                P->attn_count = buf;
+                P->attn_scratch = buf + cnt;
+                P->attn_scratch_bytes = bytes;
+            } else
+                cu->cuMemFree(buf);
+        }
+        /* else no split: slower decoding, same results */
     }
 
     /* cuBLAS for the F16/F32 matmuls, and the scratch an f32 `a` is split

@@ -39,7 +39,6 @@ K(rlx_rowop)
 K(rlx_rope)
 K(rlx_attention)
 K(rlx_attention_wide)
-K(rlx_attn_combine)
 K(rlx_conv)
 K(rlx_spatial)
 K(rlx_gather)
@@ -67,7 +66,6 @@ static const struct {
     {"rlx_rope", rlx_rope},
     {"rlx_attention", rlx_attention},
     {"rlx_attention_wide", rlx_attention_wide},
-    {"rlx_attn_combine", rlx_attn_combine},
     {"rlx_conv", rlx_conv},
     {"rlx_spatial", rlx_spatial},
     {"rlx_gather", rlx_gather},

@@ -58,6 +58,17 @@ static inline int atomicOr(int *p, int v)
     *p = old | v;
     return old;
 }
+static inline int atomicAdd(int *p, int v)
+{
+    int old = *p;
+    *p = old + v;
+    return old;
+}
+static inline void __threadfence(void) {}
+static inline float __ldcg(const float *p)
+{
+    return *p;
+}
 static inline float __int_as_float(int i)
 {
     float f;

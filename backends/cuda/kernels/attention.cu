@@ -13,8 +13,14 @@
 //
 // Few query rows over many keys (decoding) split the keys over gridDim.y
 // blocks (word 9 of the record); each writes its running max, sum and
-// unnormalized output to the scratch at words 10-11, and rlx_attn_combine
-// (one block per row) merges them.
+// unnormalized output to the scratch at words 10-11 and counts itself
+// done in the row's counter (P(32..33)); the row's last block to finish
+// merges them (a launch fewer than a separate merge kernel) and sets the
+// counter back to 0 for the next run.
+// With P(34) the output (f32, dense, Dv a multiple of 32) is also rounded
+// to the 8-bit blocks of 32 the integer matrix-vector kernels read, into
+// the scratch at P(120..123), so the output projection after it skips its
+// own rounding launch.
 #include "common.cuh"
 
 #define LS   128 /* threads per block */
@@ -134,6 +140,47 @@ __device__ __forceinline__ void attn_warp(const int *R_, const attn_args &a, con
     }
 }
 
+// Output d of the row at oo (threads d = threadIdx.x + LS i, the whole
+// block taking part): stored, and with P(34) rounded to 8 bits (a warp's
+// 32 lanes are one block of 32 when Dv is a multiple of 32, as the host
+// makes sure).
+__device__ __forceinline__ void attn_store(const int *R_, int64_t oo, int d, int Dv, float v)
+{
+    if (d < Dv)
+        stf((uint8_t *)D_PTR(OUT), D_DT(OUT), oo + (int64_t)d * P(31), v);
+    if (P(34) && (d & ~31) < Dv)
+        q8_warp_store(v, (int8_t *)P_ADDR(120), (float2 *)P_ADDR(122), oo + d);
+}
+
+// The row's nsplit partial results (max, sum, unnormalized output) merged
+// into its output; they were written by other blocks, so they are read
+// past the (incoherent) L1.
+__device__ __forceinline__ void attn_merge(const int *R_, int64_t row, int nsplit, int Dv,
+                                           int64_t oo)
+{
+    const float *part = scratch_of(R_) + row * nsplit * (int64_t)(Dv + 2);
+    float m = -INFINITY;
+    for (int i = 0; i < nsplit; i++)
+        m = fmaxf(m, __ldcg(part + i * (Dv + 2)));
+    float l = 0.0f;
+    for (int i = 0; i < nsplit; i++) {
+        float mi = __ldcg(part + i * (Dv + 2));
+        if (mi != -INFINITY)
+            l += __ldcg(part + i * (Dv + 2) + 1) * expf(mi - m);
+    }
+    float inv = l > 0.0f ? 1.0f / l : 0.0f;
+    for (int d0 = 0; d0 < Dv; d0 += LS) {
+        int d = d0 + threadIdx.x;
+        float acc = 0.0f;
+        for (int i = 0; d < Dv && i < nsplit; i++) {
+            float mi = __ldcg(part + i * (Dv + 2));
+            if (mi != -INFINITY)
+                acc += __ldcg(part + i * (Dv + 2) + 2 + d) * expf(mi - m);
+        }
+        attn_store(R_, oo, d, Dv, acc * inv);
+    }
+}
+
 template <int U, int AK>
 __device__ __forceinline__ void attn_row(const int *R_, const attn_args &a, const float *qv,
                                          int tbeg, int tend, int64_t row, int64_t oo,
@@ -177,14 +224,30 @@ __device__ __forceinline__ void attn_row(const int *R_, const attn_args &a, cons
                 v += wacc[i * a.Dv + d] * sc[i];
             part[2 + d] = v;
         }
+        /* the partial results visible device-wide before the count */
+        __threadfence();
+        __syncthreads();
+        __shared__ int last;
+        if (threadIdx.x == 0) {
+            int *cnt = (int *)P_ADDR(32) + row;
+            last = atomicAdd(cnt, 1) == nsplit - 1;
+            if (last)
+                *cnt = 0; /* every block of the row has counted */
+        }
+        __syncthreads();
+        if (last) {
+            __threadfence();
+            attn_merge(R_, row, nsplit, a.Dv, oo);
+        }
         return;
     }
     float inv = L > 0.0f ? 1.0f / L : 0.0f;
-    for (int d = threadIdx.x; d < a.Dv; d += LS) {
+    for (int d0 = 0; d0 < a.Dv; d0 += LS) {
+        int d = d0 + threadIdx.x;
         float v = 0.0f;
-        for (int i = 0; i < AW; i++)
+        for (int i = 0; d < a.Dv && i < AW; i++)
             v += wacc[i * a.Dv + d] * sc[i];
-        stf((uint8_t *)D_PTR(OUT), D_DT(OUT), oo + (int64_t)d * P(31), v * inv);
+        attn_store(R_, oo, d, a.Dv, v * inv);
     }
 }
 
@@ -256,37 +319,4 @@ extern "C" __global__ void __launch_bounds__(LS) rlx_attention(const int *rec)
 extern "C" __global__ void __launch_bounds__(LS) rlx_attention_wide(const int *rec)
 {
     attention_body<true>(rec);
-}
-
-extern "C" __global__ void __launch_bounds__(LS) rlx_attn_combine(const int *rec)
-{
-    REC_DECL;
-    ld_rec(R_, rec);
-    int64_t row = blockIdx.x;
-    int B = P(0), Hq = P(1), S = P(2), Dv = P(6);
-    if (row >= (int64_t)B * Hq * S)
-        return;
-    int s = (int)(row % S), h = (int)((row / S) % Hq), b = (int)(row / S / Hq);
-    int64_t oo = (int64_t)b * P(15) + (int64_t)h * P(29) + (int64_t)s * P(30);
-    int nsplit = M_(9);
-    const float *part = scratch_of(R_) + row * nsplit * (int64_t)(Dv + 2);
-    float m = -INFINITY;
-    for (int i = 0; i < nsplit; i++)
-        m = fmaxf(m, part[i * (Dv + 2)]);
-    float l = 0.0f;
-    for (int i = 0; i < nsplit; i++) {
-        float mi = part[i * (Dv + 2)];
-        if (mi != -INFINITY)
-            l += part[i * (Dv + 2) + 1] * expf(mi - m);
-    }
-    float inv = l > 0.0f ? 1.0f / l : 0.0f;
-    for (int d = threadIdx.x; d < Dv; d += LS) {
-        float a = 0.0f;
-        for (int i = 0; i < nsplit; i++) {
-            float mi = part[i * (Dv + 2)];
-            if (mi != -INFINITY)
-                a += part[i * (Dv + 2) + 2 + d] * expf(mi - m);
-        }
-        stf((uint8_t *)D_PTR(OUT), D_DT(OUT), oo + (int64_t)d * P(31), a * inv);
-    }
 }

@@ -581,3 +581,29 @@ __device__ __forceinline__ float warp_sum(float v)
         v += __shfl_xor_sync(0xFFFFFFFFu, v, o);
     return v;
 }
+
+// Rounds a block of 32 consecutive activation values, one a lane of a
+// whole warp (lane i holding value i of the block), to the 8-bit form the
+// integer matrix-vector kernels read (matmul.cu's rlx_q8_act): int8 q at
+// qs[e] (e this lane's flat index), and from lane 0 the block's scale d
+// and d * sum(q) at ds[e / 32]. Every lane of the warp must call it.
+__device__ __forceinline__ void q8_warp_store(float v, int8_t *qs, float2 *ds, int64_t e)
+{
+    float mx = fabsf(v);
+    for (int o = 16; o > 0; o >>= 1)
+        mx = fmaxf(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, o));
+    float d = mx / 127.0f;
+    int q = d > 0.0f ? __float2int_rn(v / d) : 0;
+    float sq = warp_sum((float)q);
+    qs[e] = (int8_t)q;
+    if ((threadIdx.x & 31) == 0) {
+        float2 t;
+        t.x = d;
+        t.y = d * sq;
+        ds[e / 32] = t;
+    }
+}
+
+// a 64-bit device address kept in two parameter words from P(i)
+#define P_ADDR(i) \
+    ((uint8_t *)(uintptr_t)((uint64_t)(uint32_t)P(i) | (uint64_t)(uint32_t)P((i) + 1) << 32))

@@ -216,23 +216,8 @@ extern "C" __global__ void __launch_bounds__(256) rlx_ew(const int *rec)
                 last = dst;
             }
             stf(op_, odt, oo, Rg[last]);
-            if (P(6)) { /* f32 out, dense, n a multiple of 32: also 8-bit blocks */
-                float v = Rg[last], mx = fabsf(v);
-                for (int o = 16; o > 0; o >>= 1)
-                    mx = fmaxf(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, o));
-                float d = mx / 127.0f;
-                int q = d > 0.0f ? __float2int_rn(v / d) : 0;
-                float sq = warp_sum((float)q);
-                uint64_t lo = (uint32_t)P(120), hi = (uint32_t)P(121);
-                ((int8_t *)(uintptr_t)(lo | hi << 32))[lin] = (int8_t)q;
-                if ((threadIdx.x & 31) == 0) {
-                    float2 ds;
-                    ds.x = d;
-                    ds.y = d * sq;
-                    lo = (uint32_t)P(122), hi = (uint32_t)P(123);
-                    ((float2 *)(uintptr_t)(lo | hi << 32))[lin / 32] = ds;
-                }
-            }
+            if (P(6)) /* f32 out, dense, n a multiple of 32: also 8-bit blocks */
+                q8_warp_store(Rg[last], (int8_t *)P_ADDR(120), (float2 *)P_ADDR(122), lin);
         }
     }
 }

@@ -450,19 +450,7 @@ extern "C" __global__ void __launch_bounds__(128) rlx_q8_act(const int *rec)
     int m = (int)(blk / nb), kb = (int)(blk % nb);
     int64_t e = (int64_t)m * D_ST(0, r - 2) + (int64_t)(kb * 32 + lane) * D_ST(0, r - 1);
     float v = ldf(D_PTR(0), D_DT(0), e);
-    float amax = fabsf(v);
-    for (int o = 16; o > 0; o >>= 1)
-        amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, o));
-    float d = amax / 127.0f;
-    int q = d > 0.0f ? __float2int_rn(v / d) : 0;
-    float s = warp_sum((float)q);
-    ((int8_t *)D_PTR(3))[(int64_t)m * K + kb * 32 + lane] = (int8_t)q;
-    if (lane == 0) {
-        float2 ds;
-        ds.x = d;
-        ds.y = d * s;
-        ((float2 *)D_PTR(4))[(int64_t)m * nb + kb] = ds;
-    }
+    q8_warp_store(v, (int8_t *)D_PTR(3), (float2 *)D_PTR(4), (int64_t)m * K + kb * 32 + lane);
 }
 
 __device__ __forceinline__ float h2f_bits(uint32_t b)
