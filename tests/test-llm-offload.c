@@ -264,8 +264,9 @@ static void quant_vs_cpu(const char *src, rlx_quantize_type type)
     if (!strncmp(DEVICE, "cuda", 4)) {
         /* a decode step's launches: the same step timed op by op launches
          * each alone; untimed, q, k and v are one launch, the two ropes
-         * one, the two cache appends one, gate and up one (4 fewer a
-         * layer at the least) */
+         * one, gate and up one (4 fewer a layer at the least: the cache
+         * appends launch nothing either way, the key rope and the value
+         * product writing the cache themselves) */
         rlx_llm_decode_info grouped, alone;
         rlx_llm_decode_stats(ms[1], &grouped);
         rlx_session_set_profiling(rlx_llm_session(ms[1]), true);

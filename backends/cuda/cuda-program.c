@@ -72,6 +72,8 @@ typedef struct cu_program {
     int32_t n_disp;
     cu_disp *disp;
     int8_t *kern;             /* per instruction: its kernel family, CU_K_COUNT for a no-op */
+    int32_t *append_of;       /* per instruction: the append it may write its rows into, or -1 */
+    bool *absorbed;           /* per append: its producer wrote its rows this run (no launch) */
     int32_t *first;           /* per instruction: first launch; first[n_instrs] = n_disp */
     CUdeviceptr *addr;        /* per value: its device address this run (0: none) */
     CUdeviceptr cbuf;         /* the constants */
@@ -429,6 +431,7 @@ typedef struct fill_ctx {
     cu_disp *d;           /* MAX_DISP of them */
     int32_t *rec;         /* MAX_DISP records of REC_WORDS */
     const cu_disp *fixed; /* at run time: the dispatches made at program_create */
+    int32_t at;           /* the instruction being filled */
     char *why;            /* a run-time failure */
     size_t why_cap;
 } fill_ctx;
@@ -541,6 +544,116 @@ static void ew_round_q8(fill_ctx *c, int32_t *w, const vt *o)
     P->q8_valid = true;
 }
 
+/* ---- appends written by their producer -----------------------------------
+ * A KV-cache append (an in-place scatter of rows into a state) whose rows
+ * are the output of a rope or of an integer matrix-vector product, read by
+ * nothing else, is written by that producer straight into the state, and
+ * the append launches nothing: the key and value appends of a decode step.
+ * find_appends pairs them at program_create; each run the producer's fill
+ * decides (its output's layout must map onto the state's rows) and marks
+ * the append absorbed. */
+
+/* The value a chain of views ends at. */
+static int32_t root_of(const cu_program *P, int32_t v)
+{
+    while (v >= 0 && P->values[v].view_of >= 0)
+        v = P->values[v].view_of;
+    return v;
+}
+
+static void find_appends(cu_program *P)
+{
+    for (int32_t j = 0; j < P->n_instrs; j++) {
+        const rlx_lir_instr *sc = &P->instrs[j];
+        P->append_of[j] = -1;
+        if (sc->op != RLX_OP_SCATTER || P->kern[j] != CU_K_EW ||
+            !(sc->in_place || sc->in[0] == sc->out))
+            continue;
+        int32_t x = root_of(P, sc->in[1]), s0 = root_of(P, sc->in[0]), i = j - 1;
+        if (x < 0 || P->values[x].home != RLX_HOME_ARENA)
+            continue;
+        while (i >= 0 && P->instrs[i].out != x)
+            i--;
+        if (i < 0 || !((P->instrs[i].op == RLX_OP_ROPE && P->kern[i] == CU_K_ROPE) ||
+                       (P->instrs[i].op == RLX_OP_MATMUL && P->kern[i] == CU_K_MM_WARP)))
+            continue;
+        /* the rows read by the append alone; the state untouched between
+         * (views launch nothing and are seen through) */
+        bool ok = true;
+        for (int32_t t = 0; t < P->n_instrs && ok; t++) {
+            const rlx_lir_instr *u = &P->instrs[t];
+            if (P->kern[t] == CU_K_COUNT)
+                continue;
+            for (int k = 0; k < u->n_in && ok; k++)
+                ok = t == j || root_of(P, u->in[k]) != x;
+            if (t > i && t < j)
+                for (int k = -1; k < u->n_in && ok; k++)
+                    ok = root_of(P, k < 0 ? u->out : u->in[k]) != s0;
+        }
+        if (!ok)
+            continue;
+        for (int32_t t = 0; t < P->n_instrs; t++)
+            if (P->append_of[t] == j)
+                ok = false;
+        if (!ok)
+            continue;
+        P->append_of[i] = j;
+        /* the producer's record now moves with the append's offset */
+        for (int t = 0; t < RLX_DIM_TERMS; t++)
+            if (sc->p.scatter.offset.sym[t] >= 0 && sc->p.scatter.offset.mul[t])
+                P->syms[i] |= (uint8_t)(1u << sc->p.scatter.offset.sym[t]);
+        P->syms[i] |= P->syms[j];
+    }
+}
+
+/* Append j's rows this run: src, and where they go in the state (dst,
+ * src's dims at the state's strides). False when the offset is out of
+ * range. */
+static bool append_rows(fill_ctx *c, int32_t j, vt *src, vt *dst)
+{
+    const rlx_lir_instr *ins = &c->P->instrs[j];
+    vt o = vt_of(c->P, ins->out, c->sv);
+    *src = vt_of(c->P, ins->in[1], c->sv);
+    int ax = norm_axis(ins->p.scatter.axis, o.rank);
+    int64_t off = dim_eval(ins->p.scatter.offset, c->sv);
+    bool ok =
+        src->rank == o.rank && ax >= 0 && ax < o.rank && off >= 0 && off + src->ne[ax] <= o.ne[ax];
+    *dst = o;
+    for (int d = 0; d < o.rank; d++)
+        dst->ne[d] = src->ne[d];
+    dst->extra = ok ? off * o.st[ax] * esize(o.dt) : 0;
+    return ok;
+}
+
+/* Where the producer being filled writes its output x: into append j's
+ * rows when x's elements are the append's src (a dense view of x at its
+ * start), as dims of the state's strides; dims[] says which dims of src
+ * the producer's dims walk (nd of them, outermost first, each a stride of
+ * x). Returns the append, or -1 (the output stays x). */
+static int32_t into_append(fill_ctx *c, const vt *x, vt *src, vt *dst)
+{
+    cu_program *P = c->P;
+    int32_t j = P->append_of[c->at];
+    if (j < 0 || !append_rows(c, j, src, dst))
+        return -1;
+    const rlx_lir_value *xv = &P->values[x->val], *sv = &P->values[src->val];
+    if (xv->offset != sv->offset || numel(src) != numel(x) || !dense_set(src) || !dense_set(x))
+        return -1;
+    return j;
+}
+
+/* The state's stride for the dim of src that has x's extent ne and stride
+ * st (0 for a dim of one element); -1 when no dim of src matches. */
+static int64_t append_stride(const vt *src, const vt *dst, int64_t ne, int64_t st)
+{
+    if (ne == 1)
+        return 0;
+    for (int k = 0; k < src->rank; k++)
+        if (src->ne[k] == ne && src->st[k] == st)
+            return dst->st[k];
+    return -1;
+}
+
 static bool fill_ew(fill_ctx *c, const rlx_lir_instr *ins)
 {
     cu_program *P = c->P;
@@ -583,13 +696,8 @@ static bool fill_ew(fill_ctx *c, const rlx_lir_instr *ins)
         return bad ? fail(c, "concat inputs overrun the output") : true;
     }
     if (op == RLX_OP_SCATTER) {
-        int ax = norm_axis(ins->p.scatter.axis, o.rank);
-        int64_t off = dim_eval(ins->p.scatter.offset, c->sv);
-        vt src = in[1];
-        bool bad =
-            src.rank != o.rank || ax < 0 || ax >= o.rank || off < 0 || off + src.ne[ax] > o.ne[ax];
-        if (ax < 0 || ax >= o.rank)
-            ax = 0;
+        vt src, part;
+        bool bad = !append_rows(c, c->at, &src, &part);
         if (!ins->in_place && ins->in[0] != ins->out) {
             int32_t *w = new_disp(c, CU_K_EW, false, numel(&o));
             put_desc(c, w, CU_OUT_SLOT, &o);
@@ -597,11 +705,9 @@ static bool fill_ew(fill_ctx *c, const rlx_lir_instr *ins)
             w[PRM(1)] = is_int(o.dt) && is_int(in[0].dt);
             w[PRM(3)] = 1;
         }
-        vt part = o;
-        for (int d = 0; d < o.rank; d++)
-            part.ne[d] = src.ne[d];
-        part.extra = off * o.st[ax] * esize(o.dt);
-        int32_t *w = new_disp(c, CU_K_EW, false, bad ? 0 : numel(&part));
+        /* nothing to launch when the producer of src wrote it in place */
+        bool done = P->absorbed[c->at];
+        int32_t *w = new_disp(c, CU_K_EW, false, bad || done ? 0 : numel(&part));
         put_desc(c, w, CU_OUT_SLOT, &part);
         put_desc(c, w, 0, &src);
         w[PRM(1)] = is_int(o.dt) && is_int(src.dt);
@@ -765,6 +871,50 @@ static vt dense_f16(int64_t M, int64_t K)
     x.st[0] = K;
     x.st[1] = 1;
     return x;
+}
+
+/* A matrix-vector product's [M, N] output into an append's rows: the
+ * state's rows as [M, H, W] (n = h W + w; the value rows of a decode step
+ * are H heads of W), P(10) = 1. */
+static bool mmv_into_append(fill_ctx *c, int32_t *w, const vt *o, int64_t M, int64_t N)
+{
+    vt src, dst;
+    if (into_append(c, o, &src, &dst) < 0)
+        return false;
+    /* src's dims by stride, largest first: at most one of m (stride N),
+     * then at most two that split n */
+    int64_t ne[RLX_MAX_DIMS], st[RLX_MAX_DIMS], ds[RLX_MAX_DIMS];
+    int n = 0;
+    for (int d = 0; d < src.rank; d++)
+        if (src.ne[d] != 1) {
+            int at = n++;
+            while (at > 0 && st[at - 1] < src.st[d]) {
+                ne[at] = ne[at - 1], st[at] = st[at - 1], ds[at] = ds[at - 1];
+                at--;
+            }
+            ne[at] = src.ne[d], st[at] = src.st[d], ds[at] = dst.st[d];
+        }
+    int k = 0;
+    int64_t sm = 0, sh = 0, sw = 0, H = 1, W = N;
+    if (k < n && st[k] >= N) {
+        if (st[k] != N || ne[k] != M)
+            return false;
+        sm = ds[k++];
+    }
+    if (n - k == 2 && ne[k] * ne[k + 1] == N && st[k + 1] == 1 && st[k] == ne[k + 1]) {
+        H = ne[k], W = ne[k + 1], sh = ds[k], sw = ds[k + 1];
+    } else if (n - k == 1 && ne[k] == N && st[k] == 1) {
+        sw = ds[k];
+    } else if (!(n == k && N == 1)) {
+        return false;
+    }
+    vt O = dst;
+    O.rank = 3;
+    O.ne[0] = M, O.ne[1] = H, O.ne[2] = W;
+    O.st[0] = sm, O.st[1] = sh, O.st[2] = sw;
+    put_desc(c, w, CU_OUT_SLOT, &O);
+    w[PRM(10)] = 1;
+    return true;
 }
 
 static bool fill_matmul(fill_ctx *c, const rlx_lir_instr *ins)
@@ -991,6 +1141,10 @@ static bool fill_matmul(fill_ctx *c, const rlx_lir_instr *ins)
         dd->grid[2] = (uint32_t)(nb ? nb : 1);
     }
     put_desc(c, w, CU_OUT_SLOT, &o);
+    if (P->append_of[c->at] >= 0) {
+        bool done = mmv != CU_K_COUNT && mmv_into_append(c, w, &o, M, N);
+        P->absorbed[P->append_of[c->at]] = done;
+    }
     put_desc(c, w, 0, &A);
     put_desc(c, w, 1, &B);
     w[PRM(0)] = (int32_t)K;
@@ -1249,10 +1403,27 @@ static bool fill_rope(fill_ctx *c, const rlx_lir_instr *ins)
     int64_t half = n_rot / 2;
     int64_t rows = numel(&x) / (D ? D : 1);
     int sa = norm_axis(ins->p.rope.seq_axis, r);
+    /* the rows straight into a KV cache (a dim of o may map to none of
+     * the append's: then o stays) */
+    vt src, dst, O = o;
+    int32_t j = into_append(c, &o, &src, &dst);
+    for (int d = 0; d < o.rank && j >= 0; d++) {
+        O.st[d] = append_stride(&src, &dst, o.ne[d], o.st[d]);
+        if (O.st[d] < 0)
+            j = -1;
+    }
+    if (j >= 0) {
+        O.val = dst.val, O.dt = dst.dt, O.extra = dst.extra;
+        P->absorbed[j] = true;
+    } else {
+        O = o;
+        if (P->append_of[c->at] >= 0)
+            P->absorbed[P->append_of[c->at]] = false;
+    }
     int32_t *w = new_disp(c, CU_K_ROPE, false, D ? rows * (D - half) : 0);
     put_desc(c, w, 0, &x);
     put_desc(c, w, 1, &pos);
-    put_desc(c, w, CU_OUT_SLOT, &o);
+    put_desc(c, w, CU_OUT_SLOT, &O);
     w[PRM(0)] = (int32_t)rows;
     w[PRM(1)] = (int32_t)D;
     w[PRM(2)] = (int32_t)half;
@@ -1503,6 +1674,7 @@ static bool fill_instr(fill_ctx *c, int32_t i)
     const rlx_lir_instr *ins = &c->P->instrs[i];
     int k = c->P->kern[i];
     c->n = 0;
+    c->at = i;
     if (k != CU_K_MM_WARP && k != CU_K_COUNT)
         c->P->q8_valid = false;
     switch (k) {
@@ -1581,6 +1753,8 @@ static void shape(cu_disp *d, const int32_t *w)
     case CU_K_MMV_Q4_0: { /* P(8) threads per output column, 128 a block */
         const int32_t *q = w + DESC(CU_OUT_SLOT);
         int64_t n = q[1] >= 1 ? q[4 + q[1] - 1] : 1;
+        if (w[PRM(10)] && q[1] >= 2) /* [M, H, W] */
+            n *= q[4 + q[1] - 2];
         int32_t tpc = w[PRM(8)] > 0 ? w[PRM(8)] : 128;
         d->block = 128;
         d->grid[0] = items ? (uint32_t)((n + 128 / tpc - 1) / (128 / tpc)) : 0;
@@ -1683,6 +1857,8 @@ void cu_program_free(rlx_program *prog)
     free(P->syms);
     free(P->q8_in);
     free(P->q8_out);
+    free(P->append_of);
+    free(P->absorbed);
     free(P->last_addr);
     free(P->addr);
     free(P->sig);
@@ -1797,7 +1973,10 @@ rlx_status cu_program_create(rlx_device *dev, const rlx_lir *lir, rlx_program **
     P->syms = calloc(ni, sizeof *P->syms);
     P->q8_out = calloc(ni, sizeof *P->q8_out);
     P->last_addr = calloc(nv, sizeof *P->last_addr);
-    if (!P->fixed || !P->syms || !P->q8_in || !P->q8_out || !P->last_addr) {
+    P->append_of = calloc(ni, sizeof *P->append_of);
+    P->absorbed = calloc(ni, sizeof *P->absorbed);
+    if (!P->fixed || !P->syms || !P->q8_in || !P->q8_out || !P->last_addr || !P->append_of ||
+        !P->absorbed) {
         cu_program_free(&P->base);
         return rlx_error_set(err, RLX_ERR_NO_MEMORY, "out of memory creating a program");
     }
@@ -1827,6 +2006,7 @@ rlx_status cu_program_create(rlx_device *dev, const rlx_lir *lir, rlx_program **
         P->fixed[i] = ok;
         P->syms[i] = m;
     }
+    find_appends(P);
 
     /* attention's split scratch, sized for the largest value head dim */
     int64_t dv_max = 0;

@@ -436,7 +436,8 @@ extern "C" __global__ void __launch_bounds__(256) rlx_mm_tc64(const int *rec)
 // Record: slot 0 a (rlx_q8_act reads it), slot 1 b, slot 2 bias, slot 3
 // the int8 rows [M, K] (row stride K, 16-byte aligned), slot 4 their block
 // scales as float2 [M, K / 32]; P(0) K, P(1) act, PF(2) alpha, P(3) has
-// bias, P(5) b's row bytes, P(8) threads per column.
+// bias, P(5) b's row bytes, P(8) threads per column, P(10) the output split
+// as [M, H, W] (see mmv_body).
 
 extern "C" __global__ void __launch_bounds__(128) rlx_q8_act(const int *rec)
 {
@@ -691,8 +692,10 @@ template <class Q> __device__ __forceinline__ void mmv_body(const int *rec)
     int tpc = P(8), cpb = 128 / tpc;
     int t = threadIdx.x % tpc;
     int64_t n = (int64_t)blockIdx.x * cpb + threadIdx.x / tpc;
-    int r = D_RANK(OUT);
-    int N = D_NE(OUT, r - 1), Mr = D_NE(OUT, r - 2), K = P(0);
+    /* P(10): the output is [M, H, W] with n = h W + w (rows appended
+     * straight into a KV cache's heads), else [.., M, N] */
+    int r = D_RANK(OUT), sp = P(10) ? 1 : 0, W = D_NE(OUT, r - 1);
+    int N = sp ? D_NE(OUT, r - 2) * W : W, Mr = D_NE(OUT, r - 2 - sp), K = P(0);
     int nm = Mr < 8 ? Mr : 8;
     float acc[8];
 #pragma unroll
@@ -743,13 +746,16 @@ template <class Q> __device__ __forceinline__ void mmv_body(const int *rec)
                 acc[m] = s;
             }
     }
-    if (t == 0 && n < N)
+    if (t == 0 && n < N) {
+        int64_t on =
+            sp ? n / W * D_ST(OUT, r - 2) + n % W * D_ST(OUT, r - 1) : n * D_ST(OUT, r - 1);
 #pragma unroll
         for (int m = 0; m < 8; m++) {
             if (m >= nm)
                 break;
-            mm_store(R_, (int64_t)m * D_ST(OUT, r - 2) + n * D_ST(OUT, r - 1), (int)n, acc[m]);
+            mm_store(R_, (int64_t)m * D_ST(OUT, r - 2 - sp) + on, (int)n, acc[m]);
         }
+    }
 }
 
 extern "C" __global__ void __launch_bounds__(128) rlx_mmv_q4_k(const int *rec)
