@@ -1348,6 +1348,13 @@ static void test_matmul_quant(void **state)
         matmul_case(1, 200, K, 600, RLX_DTYPE_F32, all[q], false, true, L_TRANSPOSED, false,
                     RLX_ACT_NONE, 0);
     }
+    /* one output tile over a long K (CUDA: rlx_mm_tq splits K where the
+     * tiles leave SMs idle; on the emulator's 4 SMs, 4 parts of 320, the
+     * last 96 = 64 + a tail of 32), with a bias and an activation applied
+     * once the parts are summed (the 200 x 600 products above with K = 512
+     * are 10 tiles of 128 rows there, in 2 parts) */
+    matmul_case(1, 40, 1056, 100, RLX_DTYPE_F32, RLX_DTYPE_Q8_0, false, true, L_CONTIG, true,
+                RLX_ACT_GELU_TANH, 0.5f);
 }
 
 /* ---- reductions ----------------------------------------------------------- */

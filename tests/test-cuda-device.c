@@ -586,6 +586,100 @@ static void test_attention_split(void **state)
     cu->device_close(d);
 }
 
+/* A prompt-sized product of Q8_0 weights with one output tile and a long
+ * K: the tensor-core kernel splits K over several blocks (the emulator's 4
+ * SMs: 4 parts), and a tile's last part to finish sums them. Three runs
+ * (the later ones replay the graph) with new activations and an output
+ * poisoned with NaN before each: a tile counter not set back to 0 leaves a
+ * later run unsummed. The reference takes a and the weights rounded to f16
+ * as the kernel does, in double; f32 sums of 1056 products stay within
+ * 1e-4 of the largest output. */
+static void test_split_k(void **state)
+{
+    (void)state;
+    enum { M = 40, K = 1056, N = 100, NB = K / 32 };
+    float *a = malloc(sizeof(float) * M * K), *o = malloc(sizeof(float) * M * N);
+    uint8_t *w = malloc((size_t)N * NB * 34);
+    double *wd = malloc(sizeof(double) * N * K);
+    uint32_t seed = 11;
+#define RND() ((seed = seed * 1664525u + 1013904223u), (float)(seed >> 8) / 8388608.0f - 1.0f)
+    for (int n = 0; n < N; n++)
+        for (int b = 0; b < NB; b++) {
+            uint8_t *blk = w + ((size_t)n * NB + b) * 34;
+            uint16_t d = rlx_f32_to_f16(0.01f + 0.02f * (RND() + 1.0f));
+            memcpy(blk, &d, 2);
+            for (int i = 0; i < 32; i++) {
+                int8_t q = (int8_t)(RND() * 127.0f);
+                blk[2 + i] = (uint8_t)q;
+                wd[(size_t)n * K + b * 32 + i] =
+                    rlx_f16_to_f32(rlx_f32_to_f16(rlx_f16_to_f32(d) * (float)q));
+            }
+        }
+    rlx_lir_value vals[3];
+    vals[0] = rlx_test_val(RLX_DTYPE_F32, 2, (int64_t[]){M, K}, RLX_HOME_INPUT, 0, 0);
+    vals[1] = rlx_test_val(RLX_DTYPE_Q8_0, 2, (int64_t[]){N, K}, RLX_HOME_INPUT, 1, 0);
+    vals[1].max_bytes = (uint64_t)N * NB * 34;
+    vals[2] = rlx_test_val(RLX_DTYPE_F32, 2, (int64_t[]){M, N}, RLX_HOME_OUTPUT, 0, 0);
+    rlx_lir_instr ins = {.op = RLX_OP_MATMUL, .n_in = 2, .in = {0, 1}, .out = 2};
+    ins.p.matmul.trans_b = true;
+    rlx_lir_binding ib[2], ob[1];
+    memset(ib, 0, sizeof ib);
+    memset(ob, 0, sizeof ob);
+    rlx_lir lir = {.n_values = 3,
+                   .values = vals,
+                   .n_instrs = 1,
+                   .instrs = &ins,
+                   .n_inputs = 2,
+                   .inputs = ib,
+                   .n_outputs = 1,
+                   .outputs = ob};
+    rlx_device *d = open_dev();
+    rlx_program *p = NULL;
+    rlx_error *err = NULL;
+    if (cu->program_create(d, &lir, &p, &err) != RLX_OK)
+        fail_msg("program_create: %s", rlx_error_message(err));
+    rlx_buffer *ba = NULL, *bw = NULL, *bo = NULL;
+    assert_int_equal(cu->buffer_alloc(d, sizeof(float) * M * K, &ba, NULL), RLX_OK);
+    assert_int_equal(cu->buffer_from_host(d, w, (uint64_t)N * NB * 34, &bw, NULL), RLX_OK);
+    assert_int_equal(cu->buffer_alloc(d, sizeof(float) * M * N, &bo, NULL), RLX_OK);
+    rlx_buffer_ref in[2] = {{ba, 0}, {bw, 0}}, out = {bo, 0};
+    rlx_program_bindings bind = {.inputs = in, .outputs = &out};
+    for (int run = 0; run < 3; run++) {
+        for (int i = 0; i < M * K; i++)
+            a[i] = RND();
+        for (int i = 0; i < M * N; i++)
+            o[i] = NAN;
+        assert_int_equal(cu->buffer_write(ba, 0, a, sizeof(float) * M * K, NULL), RLX_OK);
+        assert_int_equal(cu->buffer_write(bo, 0, o, sizeof(float) * M * N, NULL), RLX_OK);
+        if (cu->program_run(p, &bind, NULL, &err) != RLX_OK)
+            fail_msg("program_run: %s", rlx_error_message(err));
+        assert_int_equal(cu->buffer_read(bo, 0, o, sizeof(float) * M * N, NULL), RLX_OK);
+        double worst = 0, big = 0;
+        for (int m = 0; m < M; m++)
+            for (int n = 0; n < N; n++) {
+                double ref = 0;
+                for (int k = 0; k < K; k++)
+                    ref += (double)rlx_f16_to_f32(rlx_f32_to_f16(a[m * K + k])) *
+                           wd[(size_t)n * K + k];
+                double diff = fabs(o[m * N + n] - ref);
+                worst = diff > worst || isnan(diff) ? diff : worst;
+                big = fabs(ref) > big ? fabs(ref) : big;
+            }
+        print_message("  run %d: worst difference %.3g of %.3g\n", run, worst, big);
+        assert_true(worst <= 1e-4 * big);
+    }
+#undef RND
+    free(a);
+    free(o);
+    free(w);
+    free(wd);
+    cu->buffer_free(ba);
+    cu->buffer_free(bw);
+    cu->buffer_free(bo);
+    cu->program_free(p);
+    cu->device_close(d);
+}
+
 #ifdef RLX_TEST_CUDA_EMU
 #include <dlfcn.h>
 
@@ -655,9 +749,13 @@ int main(void)
         return 77;
     }
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_enumeration),        cmocka_unit_test(test_buffers),
-        cmocka_unit_test(test_replay_and_timing),  cmocka_unit_test(test_refusals_and_gather_range),
-        cmocka_unit_test(test_q8_append),          cmocka_unit_test(test_attention_split),
+        cmocka_unit_test(test_enumeration),
+        cmocka_unit_test(test_buffers),
+        cmocka_unit_test(test_replay_and_timing),
+        cmocka_unit_test(test_refusals_and_gather_range),
+        cmocka_unit_test(test_q8_append),
+        cmocka_unit_test(test_attention_split),
+        cmocka_unit_test(test_split_k),
         cmocka_unit_test(test_grouped_launches),
 #ifdef RLX_TEST_CUDA_EMU
         cmocka_unit_test(test_fault_and_recovery),

@@ -47,6 +47,8 @@ _Static_assert(RLX_ACT_RELU == 1 && RLX_ACT_TANH == 6, "kernels/common.cuh's act
 /* attention's key split: at most this many blocks per query row, for at
  * most two rows per multiprocessor */
 #define ATTN_MAX_SPLIT     32
+#define SK_TILES           1024 /* rlx_mm_tq's split K: tiles of one product at most */
+#define SK_COUNT_BYTES     (SK_TILES * 4)
 #define ATTN_SPLIT_ROWS(d) (2 * ((d)->n_sm > 0 ? (d)->n_sm : 64))
 #define GRID_CAP           (1u << 20) /* grid-stride kernels: enough blocks to fill any GPU */
 
@@ -85,6 +87,8 @@ typedef struct cu_program {
     uint64_t mm_scratch_bytes;
     CUdeviceptr tq_scratch; /* a quantized prompt matmul's `a` as f16, for rlx_mm_tq */
     uint64_t tq_scratch_bytes;
+    CUdeviceptr sk_scratch; /* rlx_mm_tq's split K: tile counters, then the parts' sums */
+    uint64_t sk_bytes;      /* for the sums */
     CUdeviceptr
         q8_scratch; /* activation rows as 8-bit blocks: [8, K] int8, then [8, K/32] float2 */
     int64_t q8_k_max;
@@ -873,6 +877,43 @@ static vt dense_f16(int64_t M, int64_t K)
     return x;
 }
 
+/* A 64-bit device address into parameter words at, at + 1. */
+static void put_addr(int32_t *w, int at, uint64_t a)
+{
+    w[PRM(at)] = (int32_t)(uint32_t)a;
+    w[PRM(at + 1)] = (int32_t)(uint32_t)(a >> 32);
+}
+
+/* How many parts rlx_mm_tq splits K into for T output tiles of BM rows
+ * (*ks: values a part, 0 for one part). Its blocks use so many registers
+ * that an SM runs one at a time, so T tiles on n_sm SMs keep T / (waves x
+ * n_sm) of them busy: 64 tiles on an H200's 132 SMs, 48%. K is split into
+ * up to 4 parts of at least 256 values (multiples of 64) when that lifts
+ * the share: the fewest parts that reach 85%, else the best share. */
+static int32_t tq_parts(const cu_program *P, int64_t T, int64_t K, int64_t BM, int32_t *ks)
+{
+    int64_t sm = P->dev->n_sm > 0 ? P->dev->n_sm : 1;
+    int32_t best = 1;
+    double best_share = 0.0;
+    *ks = 0;
+    for (int32_t S = 1; S <= 4 && T > 0; S++) {
+        int64_t part = ((K + S - 1) / S + 63) / 64 * 64;
+        if (S > 1 && (!P->sk_scratch || part < 256 || (K + part - 1) / part != S || T > SK_TILES ||
+                      (uint64_t)(T * S * BM * 128 * 4) > P->sk_bytes))
+            continue;
+        int64_t n = T * S, waves = (n + sm - 1) / sm;
+        double share = (double)n / (double)(waves * sm);
+        if (share > best_share + 1e-9) {
+            best_share = share;
+            best = S;
+            *ks = S > 1 ? (int32_t)part : 0;
+        }
+        if (share >= 0.85)
+            break;
+    }
+    return best;
+}
+
 /* A matrix-vector product's [M, N] output into an append's rows: the
  * state's rows as [M, H, W] (n = h W + w; the value rows of a decode step
  * are H heads of W), P(10) = 1. */
@@ -1139,6 +1180,15 @@ static bool fill_matmul(fill_ctx *c, const rlx_lir_instr *ins)
         dd->grid[0] = (uint32_t)((N + tn - 1) / tn);
         dd->grid[1] = (uint32_t)((M + tm - 1) / tm);
         dd->grid[2] = (uint32_t)(nb ? nb : 1);
+        if (tq) { /* one batch: z splits K where the tiles are few */
+            int32_t ks = 0;
+            dd->grid[2] = (uint32_t)tq_parts(P, (int64_t)dd->grid[0] * dd->grid[1], K, tm, &ks);
+            if (ks) {
+                w[PRM(11)] = ks;
+                put_addr(w, 12, P->sk_scratch + SK_COUNT_BYTES);
+                put_addr(w, 14, P->sk_scratch);
+            }
+        }
     }
     put_desc(c, w, CU_OUT_SLOT, &o);
     if (P->append_of[c->at] >= 0) {
@@ -1839,6 +1889,8 @@ void cu_program_free(rlx_program *prog)
             cu->cuMemFree(P->mm_scratch);
         if (P->tq_scratch)
             cu->cuMemFree(P->tq_scratch);
+        if (P->sk_scratch)
+            cu->cuMemFree(P->sk_scratch);
         if (P->q8_scratch)
             cu->cuMemFree(P->q8_scratch);
         for (int e = 0; e < 2; e++)
@@ -2086,7 +2138,7 @@ rlx_status cu_program_create(rlx_device *dev, const rlx_lir *lir, rlx_program **
         for (int k = 0; k < lir->n_symbols; k++)
             bnd[k] = lir->symbols[k].max;
         int64_t kmax = 0;
-        uint64_t tqb = 0;
+        uint64_t tqb = 0, skb = 0;
         for (int32_t i = 0; i < P->n_instrs; i++) {
             const rlx_lir_instr *ins = &lir->instrs[i];
             if (ins->op != RLX_OP_MATMUL ||
@@ -2102,6 +2154,14 @@ rlx_status cu_program_create(rlx_device *dev, const rlx_lir *lir, rlx_program **
                 n *= (uint64_t)rlx_dim_upper(a->shape.d[x], bnd);
             if (n > tqb)
                 tqb = n;
+            const rlx_lir_value *o = &lir->values[ins->out];
+            if (o->shape.rank >= 2) {
+                uint64_t m = (uint64_t)rlx_dim_upper(o->shape.d[o->shape.rank - 2], bnd),
+                         nn = (uint64_t)rlx_dim_upper(o->shape.d[o->shape.rank - 1], bnd);
+                uint64_t pad = (m + 127) / 128 * 128 * ((nn + 127) / 128 * 128) * 4 * 4;
+                if (pad > skb)
+                    skb = pad;
+            }
         }
         if (tqb > (256ull << 20))
             tqb = 256ull << 20;
@@ -2110,6 +2170,20 @@ rlx_status cu_program_create(rlx_device *dev, const rlx_lir *lir, rlx_program **
             P->tq_scratch_bytes = tqb;
         else
             P->tq_scratch = 0;
+        /* split K's sums: up to 4 parts of the largest padded output, at
+         * most 16 MiB (else fewer parts); the tile counters zeroed once */
+        if (skb > (16ull << 20))
+            skb = 16ull << 20;
+        CUdeviceptr sk = 0;
+        if (P->tq_scratch && skb > 0 &&
+            cu->cuMemAlloc(&sk, (size_t)(SK_COUNT_BYTES + skb)) == CUDA_SUCCESS) {
+            if (cu->cuMemsetD8Async(sk, 0, SK_COUNT_BYTES, d->stream) == CUDA_SUCCESS &&
+                cu->cuStreamSynchronize(d->stream) == CUDA_SUCCESS) {
+                P->sk_scratch = sk;
+                P->sk_bytes = skb;
+            } else
+                cu->cuMemFree(sk);
+        }
         if (kmax > 0 && kmax <= (1 << 24)) {
             uint64_t bytes = (uint64_t)kmax * 8 + (uint64_t)kmax / 32 * 8 * 8;
             if (cu->cuMemAlloc(&P->q8_scratch, (size_t)bytes) == CUDA_SUCCESS)

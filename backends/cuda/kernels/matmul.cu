@@ -784,7 +784,9 @@ extern "C" __global__ void __launch_bounds__(128) rlx_mmv_q4_0(const int *rec)
 // them, by a path per weight type (Q4_K, Q6_K, Q8_0, Q4_0; the others
 // through deq8); K advances 64 a step (one barrier pair per 64). P(9): 16
 // or 2 when b's rows start at addresses of that alignment (Q4_K's path
-// wants 16, the others 2; below that, deq8). One batch.
+// wants 16, the others 2; below that, deq8). One batch. Where the tiles
+// are too few to fill the SMs, K is split over gridDim.z blocks a tile
+// (P(11) values each; tq_split_end).
 #define TQ_BK 64
 #define TQ_LD (TQ_BK + 8) /* smem row pitch in halves: 144 bytes */
 
@@ -883,6 +885,55 @@ struct tq_any { // every other block type, 8 values at a time
     }
 };
 
+#if __CUDA_ARCH__ >= 700
+// The end of one part of a split K: the block's raw sums go to its slot of
+// the scratch at P(12..13) (BM x BN floats a part, the parts of a tile
+// together), and it counts itself done in the tile's counter at P(14..15).
+// The tile's last part to finish adds the parts up in their order (the
+// same sums whichever finishes last), stores the tile through mm_store
+// (alpha, bias, activation) and sets the counter back to 0 for the next run.
+template <int BM, int FN>
+__device__ __forceinline__ void tq_split_end(const int *R_, tc_acc (&acc)[2][FN], int m0, int n0,
+                                             int wr, int wc)
+{
+    using namespace nvcuda;
+    __shared__ int last;
+    int64_t tile = (int64_t)blockIdx.y * gridDim.x + blockIdx.x, S = gridDim.z;
+    float *part = (float *)P_ADDR(12) + (tile * S) * (BM * BN);
+    float *mine = part + (int64_t)blockIdx.z * (BM * BN);
+#pragma unroll
+    for (int i = 0; i < 2; i++)
+#pragma unroll
+        for (int j = 0; j < FN; j++)
+            wmma::store_matrix_sync(mine + (wr + i * 16) * BN + wc + j * 16, acc[i][j], BN,
+                                    wmma::mem_row_major);
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        int *cnt = (int *)P_ADDR(14) + tile;
+        last = atomicAdd(cnt, 1) == S - 1;
+        if (last)
+            *cnt = 0;
+    }
+    __syncthreads();
+    if (!last)
+        return;
+    __threadfence();
+    int r = D_RANK(OUT);
+    int N = D_NE(OUT, r - 1), Mr = D_NE(OUT, r - 2);
+    int64_t osm = D_ST(OUT, r - 2), osn = D_ST(OUT, r - 1);
+    for (int e = threadIdx.x; e < BM * BN; e += blockDim.x) {
+        int m = m0 + e / BN, n = n0 + e % BN;
+        if (m >= Mr || n >= N)
+            continue;
+        float v = 0.0f;
+        for (int z = 0; z < S; z++)
+            v += __ldcg(part + (int64_t)z * (BM * BN) + e);
+        mm_store(R_, m * osm + n * osn, n, v);
+    }
+}
+#endif
+
 template <int BM, class Q>
 __device__ __forceinline__ void mm_tq_body(const int *R_, const Q &q, __half *As, __half *Bs)
 {
@@ -893,6 +944,9 @@ __device__ __forceinline__ void mm_tq_body(const int *R_, const Q &q, __half *As
     int N = D_NE(OUT, r - 1), Mr = D_NE(OUT, r - 2), K = P(0);
     int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
     int tid = threadIdx.x, warp = tid / 32, wm = warp / WN, wn = warp % WN;
+    /* split K: this block's part [kb, ke) (P(11) values a part, a multiple
+     * of TQ_BK; gridDim.z parts) */
+    int kb = P(11) ? (int)blockIdx.z * P(11) : 0, ke = P(11) ? min(K, kb + P(11)) : K;
     const __half *ah = (const __half *)D_PTR(3);
     const uint8_t *bp = D_PTR(1);
     int rowb = P(5);
@@ -903,7 +957,7 @@ __device__ __forceinline__ void mm_tq_body(const int *R_, const Q &q, __half *As
     int am = tid / 4, kq = (tid % 4) * 16;
     uint4 ra[AR][2], rb[2][2];
     auto load = [&](int k0) {
-        bool in_k = k0 + kq < K; /* K is a multiple of 32: 16 at a time fit */
+        bool in_k = k0 + kq < ke; /* ke is a multiple of 32: 16 at a time fit */
 #pragma unroll
         for (int i = 0; i < AR; i++) {
             int m = m0 + am + 64 * i;
@@ -941,14 +995,18 @@ __device__ __forceinline__ void mm_tq_body(const int *R_, const Q &q, __half *As
             d[1] = rb[i][1];
         }
     };
-    load(0);
-    for (int k0 = 0; k0 < K; k0 += TQ_BK) {
+    load(kb);
+    for (int k0 = kb; k0 < ke; k0 += TQ_BK) {
         store();
         __syncthreads();
-        if (k0 + TQ_BK < K)
+        if (k0 + TQ_BK < ke)
             load(k0 + TQ_BK);
         tc_mma<FN, TQ_LD, TQ_BK>(acc, As + wm * 32 * TQ_LD, Bs + wn * WNT * TQ_LD);
         __syncthreads();
+    }
+    if (P(11)) {
+        tq_split_end<BM, FN>(R_, acc, m0, n0, wm * 32, wn * WNT);
+        return;
     }
     // each fragment through the warp's own 1 KB of a's staging, free now
     tc_store<FN>(R_, acc, (float *)As + warp * 256, m0 + wm * 32, n0 + wn * WNT, 0);
@@ -985,12 +1043,12 @@ template <int BM> __device__ __forceinline__ void mm_tq(const int *rec)
     }
 }
 
-extern "C" __global__ void __launch_bounds__(256) rlx_mm_tq(const int *rec)
+extern "C" __global__ void __launch_bounds__(256, 1) rlx_mm_tq(const int *rec)
 {
     mm_tq<128>(rec);
 }
 
-extern "C" __global__ void __launch_bounds__(256) rlx_mm_tq64(const int *rec)
+extern "C" __global__ void __launch_bounds__(256, 1) rlx_mm_tq64(const int *rec)
 {
     mm_tq<64>(rec);
 }
