@@ -31,6 +31,7 @@ static const char *const kernel_names[CU_K_COUNT] = {
     [CU_K_ROPE] = "rlx_rope",
     [CU_K_ATTN] = "rlx_attention",
     [CU_K_ATTN_WIDE] = "rlx_attention_wide",
+    [CU_K_ATTN_ROWS] = "rlx_attention_rows",
     [CU_K_CONV] = "rlx_conv",
     [CU_K_SPATIAL] = "rlx_spatial",
     [CU_K_GATHER] = "rlx_gather",

@@ -96,7 +96,8 @@ typedef enum cu_kernel {
     CU_K_ROWOP,
     CU_K_ROPE,
     CU_K_ATTN,
-    CU_K_ATTN_WIDE,    /* value head dims above 256 */
+    CU_K_ATTN_WIDE, /* value head dims above 256 */
+    CU_K_ATTN_ROWS, /* prompts: several query rows a block */
     CU_K_CONV,
     CU_K_SPATIAL,
     CU_K_GATHER,

@@ -47,6 +47,7 @@ _Static_assert(RLX_ACT_RELU == 1 && RLX_ACT_TANH == 6, "kernels/common.cuh's act
 /* attention's key split: at most this many blocks per query row, for at
  * most two rows per multiprocessor */
 #define ATTN_MAX_SPLIT     32
+#define ATTN_ROWS          4    /* rlx_attention_rows: query rows a block (its QR) */
 #define SK_TILES           1024 /* rlx_mm_tq's split K: tiles of one product at most */
 #define SK_COUNT_BYTES     (SK_TILES * 4)
 #define ATTN_SPLIT_ROWS(d) (2 * ((d)->n_sm > 0 ? (d)->n_sm : 64))
@@ -629,11 +630,11 @@ static bool append_rows(fill_ctx *c, int32_t j, vt *src, vt *dst)
     return ok;
 }
 
-/* Where the producer being filled writes its output x: into append j's
- * rows when x's elements are the append's src (a dense view of x at its
- * start), as dims of the state's strides; dims[] says which dims of src
- * the producer's dims walk (nd of them, outermost first, each a stride of
- * x). Returns the append, or -1 (the output stays x). */
+/* Whether the producer being filled may write its output x into the rows
+ * of its append this run: x's elements are exactly the append's src (a
+ * dense view of x from its start). Fills src and dst (append_rows); the
+ * caller maps x's dims onto them. Returns the append, or -1 (the output
+ * stays x). */
 static int32_t into_append(fill_ctx *c, const vt *x, vt *src, vt *dst)
 {
     cu_program *P = c->P;
@@ -1553,6 +1554,12 @@ static bool fill_attention(fill_ctx *c, const rlx_lir_instr *ins)
             nsplit = 1;
     }
     w[9] = nsplit;
+    /* a prompt's rows ATTN_ROWS a block where the value rows fit it
+     * (kernels/attention.cu's QR; Dv up to 128) */
+    if (nsplit == 1 && S >= ATTN_ROWS && Dv <= 128 && c->d[c->n - 1].k == CU_K_ATTN) {
+        c->d[c->n - 1].k = CU_K_ATTN_ROWS;
+        w[0] = (int32_t)(B * Hq * ((S + ATTN_ROWS - 1) / ATTN_ROWS));
+    }
     w[10] = (int32_t)(uint32_t)P->attn_scratch;
     w[11] = (int32_t)(uint32_t)(P->attn_scratch >> 32);
     w[PRM(32)] = (int32_t)(uint32_t)P->attn_count;
@@ -1841,6 +1848,7 @@ static void shape(cu_disp *d, const int32_t *w)
         break;
     case CU_K_ATTN:
     case CU_K_ATTN_WIDE:
+    case CU_K_ATTN_ROWS:
         d->block = 128;
         d->grid[0] = (uint32_t)items;
         d->grid[1] = w[9] > 1 ? (uint32_t)w[9] : 1;

@@ -39,6 +39,7 @@ K(rlx_rowop)
 K(rlx_rope)
 K(rlx_attention)
 K(rlx_attention_wide)
+K(rlx_attention_rows)
 K(rlx_conv)
 K(rlx_spatial)
 K(rlx_gather)
@@ -66,6 +67,7 @@ static const struct {
     {"rlx_rope", rlx_rope},
     {"rlx_attention", rlx_attention},
     {"rlx_attention_wide", rlx_attention_wide},
+    {"rlx_attention_rows", rlx_attention_rows},
     {"rlx_conv", rlx_conv},
     {"rlx_spatial", rlx_spatial},
     {"rlx_gather", rlx_gather},

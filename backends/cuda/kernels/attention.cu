@@ -17,6 +17,9 @@
 // done in the row's counter (P(32..33)); the row's last block to finish
 // merges them (a launch fewer than a separate merge kernel) and sets the
 // counter back to 0 for the next run.
+// rlx_attention_rows takes QR consecutive query rows of one head a block
+// (prompts: the rows share every key and value they load, where one block
+// a row loads each key once a row); value head dims up to 128, no split.
 // With P(34) the output (f32, dense, Dv a multiple of 32) is also rounded
 // to the 8-bit blocks of 32 the integer matrix-vector kernels read, into
 // the scratch at P(120..123), so the output projection after it skips its
@@ -319,4 +322,228 @@ extern "C" __global__ void __launch_bounds__(LS) rlx_attention(const int *rec)
 extern "C" __global__ void __launch_bounds__(LS) rlx_attention_wide(const int *rec)
 {
     attention_body<true>(rec);
+}
+
+// ---- several query rows a block ----------------------------------------
+#define QR 4 /* query rows a block of rlx_attention_rows */
+
+// one warp's keys kbeg + w, + AW, ... below kend, AK at a time, for the
+// block's nr rows (row r sees the keys in [tb[r], te[r])): each key's K
+// row and V values are loaded once for all of them
+template <int U, int AK>
+__device__ __forceinline__ void attn_warp_rows(const int *R_, const attn_args &a,
+                                               const float (*qv)[MAXD], int nr, const int *tb,
+                                               const int *te, const int64_t *bo, int kbeg, int kend,
+                                               float *m, float *l, float (*acc)[U])
+{
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    for (int k0 = kbeg + w; k0 < kend; k0 += AW * AK) {
+        float x[QR][AK];
+        __half2 kk[AK][4];
+        if (a.k2) {
+#pragma unroll
+            for (int e = 0; e < AK; e++) {
+                int key = k0 + e * AW;
+                const __half2 *kr =
+                    (const __half2 *)((const __half *)a.kp + a.ko + (int64_t)key * a.kst);
+#pragma unroll
+                for (int i = 0; i < 4; i++)
+                    if (key < kend && lane + 32 * i < a.D / 2)
+                        kk[e][i] = kr[lane + 32 * i];
+            }
+        }
+#pragma unroll
+        for (int e = 0; e < AK; e++) {
+            int key = k0 + e * AW;
+            float dot[QR];
+#pragma unroll
+            for (int r = 0; r < QR; r++)
+                dot[r] = 0.0f;
+            if (key < kend) {
+                if (a.k2) {
+#pragma unroll
+                    for (int i = 0; i < 4; i++) {
+                        int d2 = lane + 32 * i;
+                        if (d2 < a.D / 2) {
+                            float2 f = __half22float2(kk[e][i]);
+#pragma unroll
+                            for (int r = 0; r < QR; r++)
+                                dot[r] += qv[r][2 * d2] * f.x + qv[r][2 * d2 + 1] * f.y;
+                        }
+                    }
+                } else {
+                    int64_t kb = a.ko + (int64_t)key * a.kst;
+                    for (int d = lane; d < a.D; d += 32) {
+                        float kvv = ldkv(a.kp, a.kdt, kb + (int64_t)d * a.kds);
+#pragma unroll
+                        for (int r = 0; r < QR; r++)
+                            dot[r] += qv[r][d] * kvv;
+                    }
+                }
+            }
+#pragma unroll
+            for (int r = 0; r < QR; r++) {
+                float xv = warp_sum(dot[r]) * a.scale;
+                if (a.cap != 0.0f)
+                    xv = a.cap * tanh_s(xv / a.cap);
+                bool in = r < nr && key >= tb[r] && key < te[r];
+                if (a.bias && in)
+                    xv += ldf(D_PTR(3), D_DT(3), bo[r] + (int64_t)key * a.bst);
+                x[r][e] = in ? xv : -INFINITY;
+            }
+        }
+        /* the AK keys' values, loaded once for every row */
+        float vv[AK][U];
+#pragma unroll
+        for (int e = 0; e < AK; e++) {
+            int key = k0 + e * AW;
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                int d = lane + 32 * u;
+                vv[e][u] = key < kend && d < a.Dv
+                               ? ldkv(a.vp, a.vdt, a.vo + (int64_t)key * a.vst + (int64_t)d * a.vds)
+                               : 0.0f;
+            }
+        }
+#pragma unroll
+        for (int r = 0; r < QR; r++) {
+            float nm = m[r];
+#pragma unroll
+            for (int e = 0; e < AK; e++)
+                nm = fmaxf(nm, x[r][e]);
+            if (nm == -INFINITY)
+                continue;
+            float f = m[r] == -INFINITY ? 0.0f : expf(m[r] - nm);
+            float p[AK];
+#pragma unroll
+            for (int e = 0; e < AK; e++)
+                p[e] = x[r][e] == -INFINITY ? 0.0f : expf(x[r][e] - nm);
+            l[r] *= f;
+#pragma unroll
+            for (int e = 0; e < AK; e++)
+                l[r] += p[e];
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                float sacc = acc[r][u] * f;
+                /* a masked key's value may be anything: added only where
+                 * its weight is not 0 */
+#pragma unroll
+                for (int e = 0; e < AK; e++)
+                    if (p[e] != 0.0f)
+                        sacc += p[e] * vv[e][u];
+                acc[r][u] = sacc;
+            }
+            m[r] = nm;
+        }
+    }
+}
+
+template <int U>
+__device__ __forceinline__ void
+attn_rows(const int *R_, const attn_args &a, const float (*qv)[MAXD], int nr, const int *tb,
+          const int *te, const int64_t *bo, const int64_t *oo, float (*wml)[QR][2], float *wacc)
+{
+    int kbeg = tb[0], kend = te[0];
+    for (int r = 1; r < nr; r++) {
+        kbeg = min(kbeg, tb[r]);
+        kend = max(kend, te[r]);
+    }
+    float m[QR], l[QR], acc[QR][U];
+#pragma unroll
+    for (int r = 0; r < QR; r++) {
+        m[r] = -INFINITY;
+        l[r] = 0.0f;
+#pragma unroll
+        for (int u = 0; u < U; u++)
+            acc[r][u] = 0.0f;
+    }
+    attn_warp_rows<U, 4>(R_, a, qv, nr, tb, te, bo, kbeg, kend, m, l, acc);
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+#pragma unroll
+    for (int r = 0; r < QR; r++) {
+        if (lane == 0) {
+            wml[w][r][0] = m[r];
+            wml[w][r][1] = l[r];
+        }
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            int d = lane + 32 * u;
+            if (d < a.Dv)
+                wacc[(w * QR + r) * a.Dv + d] = acc[r][u];
+        }
+    }
+    __syncthreads();
+    for (int r = 0; r < nr; r++) {
+        float M = -INFINITY;
+        for (int i = 0; i < AW; i++)
+            M = fmaxf(M, wml[i][r][0]);
+        float L = 0.0f, sc[AW];
+        for (int i = 0; i < AW; i++) {
+            sc[i] = wml[i][r][0] == -INFINITY ? 0.0f : expf(wml[i][r][0] - M);
+            L += wml[i][r][1] * sc[i];
+        }
+        float inv = L > 0.0f ? 1.0f / L : 0.0f;
+        for (int d0 = 0; d0 < a.Dv; d0 += LS) {
+            int d = d0 + threadIdx.x;
+            float v = 0.0f;
+            for (int i = 0; d < a.Dv && i < AW; i++)
+                v += wacc[(i * QR + r) * a.Dv + d] * sc[i];
+            attn_store(R_, oo[r], d, a.Dv, v * inv);
+        }
+    }
+}
+
+// QR consecutive query rows of one (batch, head) a block: block x is
+// (b, h, s / QR), the rows past S idle
+extern "C" __global__ void __launch_bounds__(LS) rlx_attention_rows(const int *rec)
+{
+    REC_DECL;
+    __shared__ float qv[QR][MAXD];
+    __shared__ float wml[AW][QR][2];
+    __shared__ float wacc[AW * QR * 128];
+    ld_rec(R_, rec);
+    int B = P(0), Hq = P(1), S = P(2), D = P(3), Hkv = P(4), T = P(5), Dv = P(6);
+    int nsb = (S + QR - 1) / QR;
+    int64_t blk = blockIdx.x;
+    if (blk >= (int64_t)B * Hq * nsb)
+        return;
+    int s0 = (int)(blk % nsb) * QR, h = (int)((blk / nsb) % Hq), b = (int)(blk / nsb / Hq);
+    int hk = h / (Hq / Hkv), nr = min(QR, S - s0);
+    int mk = P(9), win = P(10);
+    int tb[QR], te[QR];
+    int64_t bo[QR], oo[QR];
+    for (int r = 0; r < QR; r++) {
+        int s = s0 + min(r, nr - 1), pos = T - S + s;
+        te[r] = mk != 0 ? min(T, pos + 1) : T;
+        tb[r] = mk == 2 ? max(0, pos - win + 1) : 0;
+        bo[r] = (int64_t)b * P(16) + (int64_t)h * P(17) + (int64_t)s * P(18);
+        oo[r] = (int64_t)b * P(15) + (int64_t)h * P(29) + (int64_t)s * P(30);
+        int64_t qo = (int64_t)b * P(12) + (int64_t)h * P(20) + (int64_t)s * P(21);
+        for (int d = threadIdx.x; d < D; d += LS)
+            qv[r][d] = ldf(D_PTR(0), D_DT(0), qo + (int64_t)d * P(22));
+    }
+    __syncthreads();
+    attn_args a;
+    a.kp = D_PTR(1);
+    a.vp = D_PTR(2);
+    a.kdt = D_DT(1);
+    a.vdt = D_DT(2);
+    a.D = D;
+    a.Dv = Dv;
+    a.ko = (int64_t)b * P(13) + (int64_t)hk * P(23);
+    a.vo = (int64_t)b * P(14) + (int64_t)hk * P(26);
+    a.kst = P(24);
+    a.kds = P(25);
+    a.vst = P(27);
+    a.vds = P(28);
+    a.scale = PF(7);
+    a.cap = PF(8);
+    a.bias = P(11) != 0;
+    a.bst = P(19);
+    a.k2 = a.kdt == DT_F16 && a.kds == 1 && (D & 63) == 0 && ((a.ko | a.kst) & 1) == 0 &&
+           ((uintptr_t)a.kp & 3) == 0;
+    if (Dv <= 64)
+        attn_rows<2>(R_, a, qv, nr, tb, te, bo, oo, wml, wacc);
+    else
+        attn_rows<4>(R_, a, qv, nr, tb, te, bo, oo, wml, wacc);
 }
