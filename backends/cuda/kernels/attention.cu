@@ -52,6 +52,51 @@ struct attn_args {
     bool bias, k2; /* k2: K rows of f16 pairs at 4-byte aligned starts */
 };
 
+// K and V of batch b, key/value head hk, from the record (bo, the bias
+// row's offset, is the caller's)
+__device__ __forceinline__ attn_args attn_args_of(const int *R_, int b, int hk)
+{
+    attn_args a;
+    a.kp = D_PTR(1);
+    a.vp = D_PTR(2);
+    a.kdt = D_DT(1);
+    a.vdt = D_DT(2);
+    a.D = P(3);
+    a.Dv = P(6);
+    a.ko = (int64_t)b * P(13) + (int64_t)hk * P(23);
+    a.vo = (int64_t)b * P(14) + (int64_t)hk * P(26);
+    a.kst = P(24);
+    a.kds = P(25);
+    a.vst = P(27);
+    a.vds = P(28);
+    a.scale = PF(7);
+    a.cap = PF(8);
+    a.bias = P(11) != 0;
+    a.bo = 0;
+    a.bst = P(19);
+    a.k2 = a.kdt == DT_F16 && a.kds == 1 && (a.D & 63) == 0 && ((a.ko | a.kst) & 1) == 0 &&
+           ((uintptr_t)a.kp & 3) == 0;
+    return a;
+}
+
+// f16 keys (a.k2): every one of the AK keys' pairs loaded before any is
+// used, so the loads are in flight together (D <= 256: 4 pairs a lane)
+template <int AK>
+__device__ __forceinline__ void attn_load_keys(const attn_args &a, int k0, int tend,
+                                               __half2 (&kk)[AK][4])
+{
+    int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int e = 0; e < AK; e++) {
+        int key = k0 + e * AW;
+        const __half2 *kr = (const __half2 *)((const __half *)a.kp + a.ko + (int64_t)key * a.kst);
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            if (key < tend && lane + 32 * i < a.D / 2)
+                kk[e][i] = kr[lane + 32 * i];
+    }
+}
+
 // one warp's keys tbeg + w, + AW, ... below tend, AK at a time: its max m,
 // sum l and unnormalized output acc[u] (dim lane + 32u)
 template <int U, int AK>
@@ -61,21 +106,9 @@ __device__ __forceinline__ void attn_warp(const int *R_, const attn_args &a, con
     int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     for (int k0 = tbeg + w; k0 < tend; k0 += AW * AK) {
         float x[AK];
-        /* f16 keys: every key's pairs loaded before any is used, so the
-         * AK keys' loads are in flight together (D <= 256: 4 pairs a lane) */
         __half2 kk[AK][4];
-        if (a.k2) {
-#pragma unroll
-            for (int e = 0; e < AK; e++) {
-                int key = k0 + e * AW;
-                const __half2 *kr =
-                    (const __half2 *)((const __half *)a.kp + a.ko + (int64_t)key * a.kst);
-#pragma unroll
-                for (int i = 0; i < 4; i++)
-                    if (key < tend && lane + 32 * i < a.D / 2)
-                        kk[e][i] = kr[lane + 32 * i];
-            }
-        }
+        if (a.k2)
+            attn_load_keys<AK>(a, k0, tend, kk);
 #pragma unroll
         for (int e = 0; e < AK; e++) {
             int key = k0 + e * AW;
@@ -272,26 +305,8 @@ template <bool WIDE> __device__ __forceinline__ void attention_body(const int *r
     for (int d = threadIdx.x; d < D; d += LS)
         qv[d] = ldf(D_PTR(0), D_DT(0), qo + (int64_t)d * P(22));
     __syncthreads();
-    attn_args a;
-    a.kp = D_PTR(1);
-    a.vp = D_PTR(2);
-    a.kdt = D_DT(1);
-    a.vdt = D_DT(2);
-    a.D = D;
-    a.Dv = Dv;
-    a.ko = (int64_t)b * P(13) + (int64_t)hk * P(23);
-    a.vo = (int64_t)b * P(14) + (int64_t)hk * P(26);
-    a.kst = P(24);
-    a.kds = P(25);
-    a.vst = P(27);
-    a.vds = P(28);
-    a.scale = PF(7);
-    a.cap = PF(8);
-    a.bias = P(11) != 0;
+    attn_args a = attn_args_of(R_, b, hk);
     a.bo = (int64_t)b * P(16) + (int64_t)h * P(17) + (int64_t)s * P(18);
-    a.bst = P(19);
-    a.k2 = a.kdt == DT_F16 && a.kds == 1 && (D & 63) == 0 && ((a.ko | a.kst) & 1) == 0 &&
-           ((uintptr_t)a.kp & 3) == 0;
     int mk = P(9), win = P(10), pos = T - S + s;
     int tend = mk != 0 ? min(T, pos + 1) : T;
     int tbeg = mk == 2 ? max(0, pos - win + 1) : 0;
@@ -340,18 +355,8 @@ __device__ __forceinline__ void attn_warp_rows(const int *R_, const attn_args &a
     for (int k0 = kbeg + w; k0 < kend; k0 += AW * AK) {
         float x[QR][AK];
         __half2 kk[AK][4];
-        if (a.k2) {
-#pragma unroll
-            for (int e = 0; e < AK; e++) {
-                int key = k0 + e * AW;
-                const __half2 *kr =
-                    (const __half2 *)((const __half *)a.kp + a.ko + (int64_t)key * a.kst);
-#pragma unroll
-                for (int i = 0; i < 4; i++)
-                    if (key < kend && lane + 32 * i < a.D / 2)
-                        kk[e][i] = kr[lane + 32 * i];
-            }
-        }
+        if (a.k2)
+            attn_load_keys<AK>(a, k0, kend, kk);
 #pragma unroll
         for (int e = 0; e < AK; e++) {
             int key = k0 + e * AW;
@@ -523,25 +528,7 @@ extern "C" __global__ void __launch_bounds__(LS) rlx_attention_rows(const int *r
             qv[r][d] = ldf(D_PTR(0), D_DT(0), qo + (int64_t)d * P(22));
     }
     __syncthreads();
-    attn_args a;
-    a.kp = D_PTR(1);
-    a.vp = D_PTR(2);
-    a.kdt = D_DT(1);
-    a.vdt = D_DT(2);
-    a.D = D;
-    a.Dv = Dv;
-    a.ko = (int64_t)b * P(13) + (int64_t)hk * P(23);
-    a.vo = (int64_t)b * P(14) + (int64_t)hk * P(26);
-    a.kst = P(24);
-    a.kds = P(25);
-    a.vst = P(27);
-    a.vds = P(28);
-    a.scale = PF(7);
-    a.cap = PF(8);
-    a.bias = P(11) != 0;
-    a.bst = P(19);
-    a.k2 = a.kdt == DT_F16 && a.kds == 1 && (D & 63) == 0 && ((a.ko | a.kst) & 1) == 0 &&
-           ((uintptr_t)a.kp & 3) == 0;
+    attn_args a = attn_args_of(R_, b, hk);
     if (Dv <= 64)
         attn_rows<2>(R_, a, qv, nr, tb, te, bo, oo, wml, wacc);
     else
