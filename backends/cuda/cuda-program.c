@@ -568,9 +568,10 @@ static int32_t root_of(const cu_program *P, int32_t v)
 
 static void find_appends(cu_program *P)
 {
+    for (int32_t j = 0; j < P->n_instrs; j++)
+        P->append_of[j] = -1;
     for (int32_t j = 0; j < P->n_instrs; j++) {
         const rlx_lir_instr *sc = &P->instrs[j];
-        P->append_of[j] = -1;
         if (sc->op != RLX_OP_SCATTER || P->kern[j] != CU_K_EW ||
             !(sc->in_place || sc->in[0] == sc->out))
             continue;
