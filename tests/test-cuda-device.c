@@ -485,6 +485,28 @@ static void test_grouped_launches(void **state)
     cu->device_close(d);
 }
 
+/* A program of the one instruction ins over vals: its inputs first (as
+ * ins->in lists them, 0 .. n_in - 1), then its output (n_in). */
+static rlx_program *one_instr_program(rlx_device *d, rlx_lir_value *vals, rlx_lir_instr *ins)
+{
+    rlx_lir_binding ib[RLX_MAX_INPUTS], ob[1];
+    memset(ib, 0, sizeof ib);
+    memset(ob, 0, sizeof ob);
+    rlx_lir lir = {.n_values = ins->n_in + 1,
+                   .values = vals,
+                   .n_instrs = 1,
+                   .instrs = ins,
+                   .n_inputs = ins->n_in,
+                   .inputs = ib,
+                   .n_outputs = 1,
+                   .outputs = ob};
+    rlx_program *p = NULL;
+    rlx_error *err = NULL;
+    if (cu->program_create(d, &lir, &p, &err) != RLX_OK)
+        fail_msg("program_create: %s", rlx_error_message(err));
+    return p;
+}
+
 /* Decoding attention over a long cache: few query rows, so the keys are
  * split over several blocks and the last block of a row to finish merges
  * them (the causal mask puts the last query at the last key). Three runs
@@ -510,22 +532,9 @@ static void test_attention_split(void **state)
     vals[3] = rlx_test_val(RLX_DTYPE_F32, 4, (int64_t[]){1, HQ, S, D}, RLX_HOME_OUTPUT, 0, 0);
     rlx_lir_instr ins = {.op = RLX_OP_ATTENTION, .n_in = 3, .in = {0, 1, 2}, .out = 3};
     ins.p.attn.mask = RLX_MASK_CAUSAL;
-    rlx_lir_binding ib[3], ob[1];
-    memset(ib, 0, sizeof ib);
-    memset(ob, 0, sizeof ob);
-    rlx_lir lir = {.n_values = 4,
-                   .values = vals,
-                   .n_instrs = 1,
-                   .instrs = &ins,
-                   .n_inputs = 3,
-                   .inputs = ib,
-                   .n_outputs = 1,
-                   .outputs = ob};
     rlx_device *d = open_dev();
-    rlx_program *p = NULL;
+    rlx_program *p = one_instr_program(d, vals, &ins);
     rlx_error *err = NULL;
-    if (cu->program_create(d, &lir, &p, &err) != RLX_OK)
-        fail_msg("program_create: %s", rlx_error_message(err));
     rlx_buffer *bq = NULL, *bk = NULL, *bv = NULL, *bo = NULL;
     assert_int_equal(cu->buffer_alloc(d, sizeof(float) * NQ, &bq, NULL), RLX_OK);
     assert_int_equal(cu->buffer_from_host(d, k, 2 * HKV * T * D, &bk, NULL), RLX_OK);
@@ -622,22 +631,9 @@ static void test_split_k(void **state)
     vals[2] = rlx_test_val(RLX_DTYPE_F32, 2, (int64_t[]){M, N}, RLX_HOME_OUTPUT, 0, 0);
     rlx_lir_instr ins = {.op = RLX_OP_MATMUL, .n_in = 2, .in = {0, 1}, .out = 2};
     ins.p.matmul.trans_b = true;
-    rlx_lir_binding ib[2], ob[1];
-    memset(ib, 0, sizeof ib);
-    memset(ob, 0, sizeof ob);
-    rlx_lir lir = {.n_values = 3,
-                   .values = vals,
-                   .n_instrs = 1,
-                   .instrs = &ins,
-                   .n_inputs = 2,
-                   .inputs = ib,
-                   .n_outputs = 1,
-                   .outputs = ob};
     rlx_device *d = open_dev();
-    rlx_program *p = NULL;
+    rlx_program *p = one_instr_program(d, vals, &ins);
     rlx_error *err = NULL;
-    if (cu->program_create(d, &lir, &p, &err) != RLX_OK)
-        fail_msg("program_create: %s", rlx_error_message(err));
     rlx_buffer *ba = NULL, *bw = NULL, *bo = NULL;
     assert_int_equal(cu->buffer_alloc(d, sizeof(float) * M * K, &ba, NULL), RLX_OK);
     assert_int_equal(cu->buffer_from_host(d, w, (uint64_t)N * NB * 34, &bw, NULL), RLX_OK);

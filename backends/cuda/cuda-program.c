@@ -405,21 +405,34 @@ static int64_t numel(const vt *t)
     return n;
 }
 
+/* t's dims of more than one element by stride, largest first: their
+ * extents ne and strides st, and us the stride of the same dim of u (a
+ * tensor of t's rank; NULL: none). Returns how many. */
+static int by_stride(const vt *t, const vt *u, int64_t *ne, int64_t *st, int64_t *us)
+{
+    int n = 0;
+    for (int d = 0; d < t->rank; d++)
+        if (t->ne[d] != 1) {
+            int at = n++;
+            while (at > 0 && st[at - 1] < t->st[d]) {
+                ne[at] = ne[at - 1], st[at] = st[at - 1];
+                if (us)
+                    us[at] = us[at - 1];
+                at--;
+            }
+            ne[at] = t->ne[d], st[at] = t->st[d];
+            if (us)
+                us[at] = u->st[d];
+        }
+    return n;
+}
+
 /* Whether t's elements are exactly the offsets 0 .. numel - 1 in some
  * order of its dims (a permuted dense tensor; dims of one element aside). */
 static bool dense_set(const vt *t)
 {
     int64_t ne[RLX_MAX_DIMS], st[RLX_MAX_DIMS];
-    int n = 0;
-    for (int d = 0; d < t->rank; d++)
-        if (t->ne[d] != 1) {
-            int at = n++; /* insertion by stride, largest first */
-            while (at > 0 && st[at - 1] < t->st[d]) {
-                ne[at] = ne[at - 1], st[at] = st[at - 1];
-                at--;
-            }
-            ne[at] = t->ne[d], st[at] = t->st[d];
-        }
+    int n = by_stride(t, NULL, ne, st, NULL);
     int64_t want = 1;
     for (int i = n - 1; i >= 0; i--) {
         if (st[i] != want)
@@ -927,17 +940,7 @@ static bool mmv_into_append(fill_ctx *c, int32_t *w, const vt *o, int64_t M, int
     /* src's dims by stride, largest first: at most one of m (stride N),
      * then at most two that split n */
     int64_t ne[RLX_MAX_DIMS], st[RLX_MAX_DIMS], ds[RLX_MAX_DIMS];
-    int n = 0;
-    for (int d = 0; d < src.rank; d++)
-        if (src.ne[d] != 1) {
-            int at = n++;
-            while (at > 0 && st[at - 1] < src.st[d]) {
-                ne[at] = ne[at - 1], st[at] = st[at - 1], ds[at] = ds[at - 1];
-                at--;
-            }
-            ne[at] = src.ne[d], st[at] = src.st[d], ds[at] = dst.st[d];
-        }
-    int k = 0;
+    int n = by_stride(&src, &dst, ne, st, ds), k = 0;
     int64_t sm = 0, sh = 0, sw = 0, H = 1, W = N;
     if (k < n && st[k] >= N) {
         if (st[k] != N || ne[k] != M)

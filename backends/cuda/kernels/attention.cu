@@ -97,82 +97,107 @@ __device__ __forceinline__ void attn_load_keys(const attn_args &a, int k0, int t
     }
 }
 
-// one warp's keys tbeg + w, + AW, ... below tend, AK at a time: its max m,
-// sum l and unnormalized output acc[u] (dim lane + 32u)
-template <int U, int AK>
-__device__ __forceinline__ void attn_warp(const int *R_, const attn_args &a, const float *qv,
-                                          int tbeg, int tend, float &m, float &l, float *acc)
+// One warp's keys kbeg + w, + AW, ... below kend, AK at a time, for NR
+// query rows (the first nr of them real; row r sees the keys in
+// [tb[r], te[r])): each row's max m[r], sum l[r] and unnormalized output
+// acc[r][u] (dim lane + 32u), as an online softmax. Each key's K row and
+// V values are loaded once for all the rows.
+template <int NR, int U, int AK>
+__device__ __forceinline__ void
+attn_warp(const int *R_, const attn_args &a, const float (*qv)[MAXD], int nr, const int *tb,
+          const int *te, const int64_t *bo, int kbeg, int kend, float *m, float *l, float (*acc)[U])
 {
     int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-    for (int k0 = tbeg + w; k0 < tend; k0 += AW * AK) {
-        float x[AK];
+    for (int k0 = kbeg + w; k0 < kend; k0 += AW * AK) {
+        float x[NR][AK];
         __half2 kk[AK][4];
         if (a.k2)
-            attn_load_keys<AK>(a, k0, tend, kk);
+            attn_load_keys<AK>(a, k0, kend, kk);
 #pragma unroll
         for (int e = 0; e < AK; e++) {
             int key = k0 + e * AW;
-            float dot = 0.0f;
-            if (key < tend) {
-                int64_t kb = a.ko + (int64_t)key * a.kst;
+            float dot[NR];
+#pragma unroll
+            for (int r = 0; r < NR; r++)
+                dot[r] = 0.0f;
+            if (key < kend) {
                 if (a.k2) {
 #pragma unroll
                     for (int i = 0; i < 4; i++) {
                         int d2 = lane + 32 * i;
                         if (d2 < a.D / 2) {
                             float2 f = __half22float2(kk[e][i]);
-                            dot += qv[2 * d2] * f.x + qv[2 * d2 + 1] * f.y;
+#pragma unroll
+                            for (int r = 0; r < NR; r++)
+                                dot[r] += qv[r][2 * d2] * f.x + qv[r][2 * d2 + 1] * f.y;
                         }
                     }
                 } else {
-                    for (int d = lane; d < a.D; d += 32)
-                        dot += qv[d] * ldkv(a.kp, a.kdt, kb + (int64_t)d * a.kds);
+                    int64_t kb = a.ko + (int64_t)key * a.kst;
+                    for (int d = lane; d < a.D; d += 32) {
+                        float kvv = ldkv(a.kp, a.kdt, kb + (int64_t)d * a.kds);
+#pragma unroll
+                        for (int r = 0; r < NR; r++)
+                            dot[r] += qv[r][d] * kvv;
+                    }
                 }
             }
-            dot = warp_sum(dot);
-            float xv = dot * a.scale;
-            if (a.cap != 0.0f)
-                xv = a.cap * tanh_s(xv / a.cap);
-            if (a.bias && key < tend)
-                xv += ldf(D_PTR(3), D_DT(3), a.bo + (int64_t)key * a.bst);
-            x[e] = key < tend ? xv : -INFINITY;
+#pragma unroll
+            for (int r = 0; r < NR; r++) {
+                float xv = warp_sum(dot[r]) * a.scale;
+                if (a.cap != 0.0f)
+                    xv = a.cap * tanh_s(xv / a.cap);
+                bool in = r < nr && key >= tb[r] && key < te[r];
+                if (a.bias && in)
+                    xv += ldf(D_PTR(3), D_DT(3), bo[r] + (int64_t)key * a.bst);
+                x[r][e] = in ? xv : -INFINITY;
+            }
         }
-        float nm = m;
+        /* each row's rescaling f and key weights p (1 and 0 for a row that
+         * has seen no key yet) */
+        float f[NR], p[NR][AK];
 #pragma unroll
-        for (int e = 0; e < AK; e++)
-            nm = fmaxf(nm, x[e]);
-        if (nm == -INFINITY)
-            continue;
-        float f = m == -INFINITY ? 0.0f : expf(m - nm);
-        float p[AK];
+        for (int r = 0; r < NR; r++) {
+            float nm = m[r];
 #pragma unroll
-        for (int e = 0; e < AK; e++)
-            p[e] = x[e] == -INFINITY ? 0.0f : expf(x[e] - nm);
-        l *= f;
+            for (int e = 0; e < AK; e++)
+                nm = fmaxf(nm, x[r][e]);
+            f[r] = nm == -INFINITY ? 1.0f : m[r] == -INFINITY ? 0.0f : expf(m[r] - nm);
+            l[r] *= f[r];
 #pragma unroll
-        for (int e = 0; e < AK; e++)
-            l += p[e];
+            for (int e = 0; e < AK; e++) {
+                p[r][e] = x[r][e] == -INFINITY ? 0.0f : expf(x[r][e] - nm);
+                l[r] += p[r][e];
+            }
+            m[r] = nm;
+        }
 #pragma unroll
         for (int u = 0; u < U; u++) {
             int d = lane + 32 * u;
-            float s = acc[u] * f;
+            float sacc[NR];
+#pragma unroll
+            for (int r = 0; r < NR; r++)
+                sacc[r] = acc[r][u] * f[r];
             if (d < a.Dv) {
-                /* loaded whatever the weight (so the loads need not wait
-                 * for it), added only where it is not 0 (a masked key's
-                 * value may be anything) */
+                /* a value is loaded whatever its weights (so the loads
+                 * need not wait for them) and added only where a weight is
+                 * not 0 (a masked key's value may be anything) */
 #pragma unroll
                 for (int e = 0; e < AK; e++) {
                     int key = k0 + e * AW;
-                    float v = key < tend ? ldkv(a.vp, a.vdt,
+                    float v = key < kend ? ldkv(a.vp, a.vdt,
                                                 a.vo + (int64_t)key * a.vst + (int64_t)d * a.vds)
                                          : 0.0f;
-                    if (p[e] != 0.0f)
-                        s += p[e] * v;
+#pragma unroll
+                    for (int r = 0; r < NR; r++)
+                        if (p[r][e] != 0.0f)
+                            sacc[r] += p[r][e] * v;
                 }
             }
-            acc[u] = s;
+#pragma unroll
+            for (int r = 0; r < NR; r++)
+                acc[r][u] = sacc[r];
         }
-        m = nm;
     }
 }
 
@@ -222,11 +247,13 @@ __device__ __forceinline__ void attn_row(const int *R_, const attn_args &a, cons
                                          int tbeg, int tend, int64_t row, int64_t oo,
                                          float (*wml)[2], float *wacc)
 {
-    float m = -INFINITY, l = 0.0f, acc[U];
+    float m1[1] = {-INFINITY}, l1[1] = {0.0f}, acc1[1][U];
 #pragma unroll
     for (int u = 0; u < U; u++)
-        acc[u] = 0.0f;
-    attn_warp<U, AK>(R_, a, qv, tbeg, tend, m, l, acc);
+        acc1[0][u] = 0.0f;
+    attn_warp<1, U, AK>(R_, a, (const float(*)[MAXD])qv, 1, &tbeg, &tend, &a.bo, tbeg, tend, m1, l1,
+                        acc1);
+    float m = m1[0], l = l1[0], *acc = acc1[0];
     int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     if (lane == 0) {
         wml[w][0] = m;
@@ -342,107 +369,6 @@ extern "C" __global__ void __launch_bounds__(LS) rlx_attention_wide(const int *r
 // ---- several query rows a block ----------------------------------------
 #define QR 4 /* query rows a block of rlx_attention_rows */
 
-// one warp's keys kbeg + w, + AW, ... below kend, AK at a time, for the
-// block's nr rows (row r sees the keys in [tb[r], te[r])): each key's K
-// row and V values are loaded once for all of them
-template <int U, int AK>
-__device__ __forceinline__ void attn_warp_rows(const int *R_, const attn_args &a,
-                                               const float (*qv)[MAXD], int nr, const int *tb,
-                                               const int *te, const int64_t *bo, int kbeg, int kend,
-                                               float *m, float *l, float (*acc)[U])
-{
-    int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-    for (int k0 = kbeg + w; k0 < kend; k0 += AW * AK) {
-        float x[QR][AK];
-        __half2 kk[AK][4];
-        if (a.k2)
-            attn_load_keys<AK>(a, k0, kend, kk);
-#pragma unroll
-        for (int e = 0; e < AK; e++) {
-            int key = k0 + e * AW;
-            float dot[QR];
-#pragma unroll
-            for (int r = 0; r < QR; r++)
-                dot[r] = 0.0f;
-            if (key < kend) {
-                if (a.k2) {
-#pragma unroll
-                    for (int i = 0; i < 4; i++) {
-                        int d2 = lane + 32 * i;
-                        if (d2 < a.D / 2) {
-                            float2 f = __half22float2(kk[e][i]);
-#pragma unroll
-                            for (int r = 0; r < QR; r++)
-                                dot[r] += qv[r][2 * d2] * f.x + qv[r][2 * d2 + 1] * f.y;
-                        }
-                    }
-                } else {
-                    int64_t kb = a.ko + (int64_t)key * a.kst;
-                    for (int d = lane; d < a.D; d += 32) {
-                        float kvv = ldkv(a.kp, a.kdt, kb + (int64_t)d * a.kds);
-#pragma unroll
-                        for (int r = 0; r < QR; r++)
-                            dot[r] += qv[r][d] * kvv;
-                    }
-                }
-            }
-#pragma unroll
-            for (int r = 0; r < QR; r++) {
-                float xv = warp_sum(dot[r]) * a.scale;
-                if (a.cap != 0.0f)
-                    xv = a.cap * tanh_s(xv / a.cap);
-                bool in = r < nr && key >= tb[r] && key < te[r];
-                if (a.bias && in)
-                    xv += ldf(D_PTR(3), D_DT(3), bo[r] + (int64_t)key * a.bst);
-                x[r][e] = in ? xv : -INFINITY;
-            }
-        }
-        /* the AK keys' values, loaded once for every row */
-        float vv[AK][U];
-#pragma unroll
-        for (int e = 0; e < AK; e++) {
-            int key = k0 + e * AW;
-#pragma unroll
-            for (int u = 0; u < U; u++) {
-                int d = lane + 32 * u;
-                vv[e][u] = key < kend && d < a.Dv
-                               ? ldkv(a.vp, a.vdt, a.vo + (int64_t)key * a.vst + (int64_t)d * a.vds)
-                               : 0.0f;
-            }
-        }
-#pragma unroll
-        for (int r = 0; r < QR; r++) {
-            float nm = m[r];
-#pragma unroll
-            for (int e = 0; e < AK; e++)
-                nm = fmaxf(nm, x[r][e]);
-            if (nm == -INFINITY)
-                continue;
-            float f = m[r] == -INFINITY ? 0.0f : expf(m[r] - nm);
-            float p[AK];
-#pragma unroll
-            for (int e = 0; e < AK; e++)
-                p[e] = x[r][e] == -INFINITY ? 0.0f : expf(x[r][e] - nm);
-            l[r] *= f;
-#pragma unroll
-            for (int e = 0; e < AK; e++)
-                l[r] += p[e];
-#pragma unroll
-            for (int u = 0; u < U; u++) {
-                float sacc = acc[r][u] * f;
-                /* a masked key's value may be anything: added only where
-                 * its weight is not 0 */
-#pragma unroll
-                for (int e = 0; e < AK; e++)
-                    if (p[e] != 0.0f)
-                        sacc += p[e] * vv[e][u];
-                acc[r][u] = sacc;
-            }
-            m[r] = nm;
-        }
-    }
-}
-
 template <int U>
 __device__ __forceinline__ void
 attn_rows(const int *R_, const attn_args &a, const float (*qv)[MAXD], int nr, const int *tb,
@@ -462,7 +388,7 @@ attn_rows(const int *R_, const attn_args &a, const float (*qv)[MAXD], int nr, co
         for (int u = 0; u < U; u++)
             acc[r][u] = 0.0f;
     }
-    attn_warp_rows<U, 4>(R_, a, qv, nr, tb, te, bo, kbeg, kend, m, l, acc);
+    attn_warp<QR, U, 4>(R_, a, qv, nr, tb, te, bo, kbeg, kend, m, l, acc);
     int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
 #pragma unroll
     for (int r = 0; r < QR; r++) {
