@@ -676,6 +676,138 @@ static void test_split_k(void **state)
     cu->device_close(d);
 }
 
+/* A decode-sized product of Q8_0 weights and the add + RMS norm after it
+ * (keeping the sum, as a decoder layer's): the product's last block runs
+ * the norm, so the program launches twice (the activations' rounding, the
+ * product), not three times. Three runs (the later ones replay the graph)
+ * with new activations and the output poisoned with NaN before each: a
+ * block counter not set back to 0 leaves a later run without its norm.
+ * Each 32-block of the activations holds +-127 and integers, so their
+ * 8-bit rounding is exact, as are the products (integers times a power of
+ * two, below 2^24): the reference in double differs only by the f32
+ * rounding of the norm's sum of squares (1e-5 of the largest output). A
+ * row of 1536 takes all of a block's 128 threads, one row a pass. */
+static void test_norm_tail(void **state)
+{
+    (void)state;
+    enum { M = 3, K = 256, N = 1536, NB = K / 32 };
+    float *a = malloc(sizeof(float) * M * K), *x = malloc(sizeof(float) * M * N);
+    float *nw = malloc(sizeof(float) * N), *o = malloc(sizeof(float) * M * 2 * N);
+    uint8_t *w = malloc((size_t)N * NB * 34);
+    int8_t *wq = malloc((size_t)N * K);
+    uint32_t seed = 5;
+#define RND() ((seed = seed * 1664525u + 1013904223u), (float)(seed >> 8) / 8388608.0f - 1.0f)
+    const float dw = 1.0f / 64.0f;
+    for (int n = 0; n < N; n++)
+        for (int b = 0; b < NB; b++) {
+            uint8_t *blk = w + ((size_t)n * NB + b) * 34;
+            uint16_t d = rlx_f32_to_f16(dw);
+            memcpy(blk, &d, 2);
+            for (int i = 0; i < 32; i++) {
+                wq[(size_t)n * K + b * 32 + i] = (int8_t)(RND() * 127.0f);
+                blk[2 + i] = (uint8_t)wq[(size_t)n * K + b * 32 + i];
+            }
+        }
+    for (int n = 0; n < N; n++)
+        nw[n] = 0.5f + 0.5f * (RND() + 1.0f);
+    rlx_lir_value vals[6];
+    vals[0] = rlx_test_val(RLX_DTYPE_F32, 2, (int64_t[]){M, K}, RLX_HOME_INPUT, 0, 0);
+    vals[1] = rlx_test_val(RLX_DTYPE_Q8_0, 2, (int64_t[]){N, K}, RLX_HOME_INPUT, 1, 0);
+    vals[1].max_bytes = (uint64_t)N * NB * 34;
+    vals[2] = rlx_test_val(RLX_DTYPE_F32, 2, (int64_t[]){M, N}, RLX_HOME_INPUT, 2, 0);
+    vals[3] = rlx_test_val(RLX_DTYPE_F32, 1, (int64_t[]){N}, RLX_HOME_INPUT, 3, 0);
+    vals[4] = rlx_test_val(RLX_DTYPE_F32, 2, (int64_t[]){M, N}, RLX_HOME_ARENA, 0, 0);
+    vals[5] = rlx_test_val(RLX_DTYPE_F32, 3, (int64_t[]){M, 2, N}, RLX_HOME_OUTPUT, 0, 0);
+    rlx_lir_instr ins[2] = {{.op = RLX_OP_MATMUL, .n_in = 2, .in = {0, 1}, .out = 4},
+                            {.op = RLX_OP_ADD_RMS_NORM, .n_in = 3, .in = {2, 4, 3}, .out = 5}};
+    ins[0].p.matmul.trans_b = true;
+    ins[1].node = 1;
+    ins[1].p.norm.eps = 1e-5f;
+    ins[1].p.norm.keep_sum = true;
+    rlx_lir_binding ib[4], ob[1];
+    memset(ib, 0, sizeof ib);
+    memset(ob, 0, sizeof ob);
+    rlx_lir lir = {.n_values = 6,
+                   .values = vals,
+                   .n_instrs = 2,
+                   .instrs = ins,
+                   .n_inputs = 4,
+                   .inputs = ib,
+                   .n_outputs = 1,
+                   .outputs = ob,
+                   .arena_bytes = sizeof(float) * M * N};
+    rlx_device *d = open_dev();
+    rlx_program *p = NULL;
+    rlx_error *err = NULL;
+    if (cu->program_create(d, &lir, &p, &err) != RLX_OK)
+        fail_msg("program_create: %s", rlx_error_message(err));
+    rlx_buffer *ba = NULL, *bw = NULL, *bx = NULL, *bn = NULL, *bo = NULL, *arena = NULL;
+    assert_int_equal(cu->buffer_alloc(d, sizeof(float) * M * K, &ba, NULL), RLX_OK);
+    assert_int_equal(cu->buffer_from_host(d, w, (uint64_t)N * NB * 34, &bw, NULL), RLX_OK);
+    assert_int_equal(cu->buffer_alloc(d, sizeof(float) * M * N, &bx, NULL), RLX_OK);
+    assert_int_equal(cu->buffer_from_host(d, nw, sizeof(float) * N, &bn, NULL), RLX_OK);
+    assert_int_equal(cu->buffer_alloc(d, sizeof(float) * M * 2 * N, &bo, NULL), RLX_OK);
+    assert_int_equal(cu->buffer_alloc(d, sizeof(float) * M * N, &arena, NULL), RLX_OK);
+    rlx_buffer_ref in[4] = {{ba, 0}, {bw, 0}, {bx, 0}, {bn, 0}}, out = {bo, 0};
+    rlx_program_bindings bind = {.arena = {arena, 0}, .inputs = in, .outputs = &out};
+    for (int run = 0; run < 3; run++) {
+        for (int i = 0; i < M * K; i++)
+            a[i] = i % 32 == run ? 127.0f : (float)(int)(RND() * 126.0f);
+        for (int i = 0; i < M * N; i++)
+            x[i] = (float)(int)(RND() * 2000.0f);
+        for (int i = 0; i < M * 2 * N; i++)
+            o[i] = NAN;
+        assert_int_equal(cu->buffer_write(ba, 0, a, sizeof(float) * M * K, NULL), RLX_OK);
+        assert_int_equal(cu->buffer_write(bx, 0, x, sizeof(float) * M * N, NULL), RLX_OK);
+        assert_int_equal(cu->buffer_write(bo, 0, o, sizeof(float) * M * 2 * N, NULL), RLX_OK);
+        if (cu->program_run(p, &bind, NULL, &err) != RLX_OK)
+            fail_msg("program_run: %s", rlx_error_message(err));
+        assert_int_equal(cu->buffer_read(bo, 0, o, sizeof(float) * M * 2 * N, NULL), RLX_OK);
+        double worst = 0, big = 0;
+        for (int m = 0; m < M; m++) {
+            double sum[N], ss = 0;
+            for (int n = 0; n < N; n++) {
+                double dot = 0;
+                for (int k = 0; k < K; k++)
+                    dot += (double)a[m * K + k] * wq[(size_t)n * K + k];
+                sum[n] = x[m * N + n] + dot * dw;
+                ss += sum[n] * sum[n];
+                /* the sum half is exact */
+                if (!(o[(m * 2) * N + n] == (float)sum[n]))
+                    fail_msg("run %d: sum[%d][%d] %g, want %g", run, m, n,
+                             (double)o[(m * 2) * N + n], sum[n]);
+            }
+            double inv = 1.0 / sqrt(ss / N + 1e-5);
+            for (int n = 0; n < N; n++) {
+                double ref = sum[n] * inv * nw[n];
+                double diff = fabs(o[(m * 2 + 1) * N + n] - ref);
+                worst = diff > worst || isnan(diff) ? diff : worst;
+                big = fabs(ref) > big ? fabs(ref) : big;
+            }
+        }
+        print_message("  run %d: worst difference %.3g of %.3g\n", run, worst, big);
+        assert_true(worst <= 1e-5 * big);
+        rlx_program_stats st;
+        cu->program_stats(p, &st);
+        assert_int_equal(st.launches, 2);
+    }
+#undef RND
+    free(a);
+    free(x);
+    free(nw);
+    free(o);
+    free(w);
+    free(wq);
+    cu->buffer_free(ba);
+    cu->buffer_free(bw);
+    cu->buffer_free(bx);
+    cu->buffer_free(bn);
+    cu->buffer_free(bo);
+    cu->buffer_free(arena);
+    cu->program_free(p);
+    cu->device_close(d);
+}
+
 #ifdef RLX_TEST_CUDA_EMU
 #include <dlfcn.h>
 
@@ -752,6 +884,7 @@ int main(void)
         cmocka_unit_test(test_q8_append),
         cmocka_unit_test(test_attention_split),
         cmocka_unit_test(test_split_k),
+        cmocka_unit_test(test_norm_tail),
         cmocka_unit_test(test_grouped_launches),
 #ifdef RLX_TEST_CUDA_EMU
         cmocka_unit_test(test_fault_and_recovery),

@@ -77,6 +77,9 @@ typedef struct cu_program {
     int8_t *kern;             /* per instruction: its kernel family, CU_K_COUNT for a no-op */
     int32_t *append_of;       /* per instruction: the append it may write its rows into, or -1 */
     bool *absorbed;           /* per append: its producer wrote its rows this run (no launch) */
+    int32_t *tail_from;       /* per RMS norm: the product whose last block may run it, or -1 */
+    bool *tail_on;            /* per product: its last block runs the norm after it this run */
+    CUdeviceptr tail_count;   /* per product: its blocks done (0 between runs) */
     int32_t *first;           /* per instruction: first launch; first[n_instrs] = n_disp */
     CUdeviceptr *addr;        /* per value: its device address this run (0: none) */
     CUdeviceptr cbuf;         /* the constants */
@@ -129,6 +132,12 @@ typedef struct cu_program {
     int32_t *scratch_rec;
     cu_disp *scratch_disp;
 } cu_program;
+
+/* Whether a grid launches anything. */
+static bool live(const uint32_t g[3])
+{
+    return g[0] && g[1] && g[2];
+}
 
 static const char *const home_names[] = {"arena", "param", "state", "input", "output", "const"};
 
@@ -673,6 +682,89 @@ static int64_t append_stride(const vt *src, const vt *dst, int64_t ne, int64_t s
     return -1;
 }
 
+/* ---- norms run by the product before them -------------------------------
+ * An RMS norm (or add + RMS norm) right after a matrix-vector product of
+ * quantized weights that it reads (only views between them) is run by
+ * that product's last block (kernels/matmul.cu's mmv_tail): the o and down
+ * products of a decode step and the norm after each. find_tails pairs
+ * them at program_create; each run the norm's fill decides (its float4
+ * kernel, the product's integer kernel) and writes the product's record
+ * words; the norm's own launch is then empty. Returns whether any pair. */
+static bool find_tails(cu_program *P)
+{
+    bool any = false;
+    for (int32_t j = 0; j < P->n_instrs; j++) {
+        P->tail_from[j] = -1;
+        P->tail_on[j] = false;
+    }
+    for (int32_t j = 0; j < P->n_instrs; j++) {
+        const rlx_lir_instr *nm = &P->instrs[j];
+        if (P->kern[j] != CU_K_ROWOP ||
+            (nm->op != RLX_OP_RMS_NORM && nm->op != RLX_OP_ADD_RMS_NORM))
+            continue;
+        int32_t i = j - 1;
+        while (i >= 0 && P->kern[i] == CU_K_COUNT)
+            i--;
+        if (i < 0 || P->instrs[i].op != RLX_OP_MATMUL || P->kern[i] != CU_K_MM_WARP ||
+            P->append_of[i] >= 0 || !rlx_dtype_get(P->values[P->instrs[i].in[1]].dtype)->quantized)
+            continue;
+        int32_t x = root_of(P, P->instrs[i].out);
+        bool reads = false;
+        for (int k = 0; k < (nm->op == RLX_OP_ADD_RMS_NORM ? 2 : 1) && k < nm->n_in; k++)
+            reads = reads || root_of(P, nm->in[k]) == x;
+        if (!reads)
+            continue;
+        P->tail_from[j] = i;
+        /* the two records are written in the same runs */
+        P->syms[i] |= P->syms[j];
+        P->syms[j] |= P->syms[i];
+        any = true;
+    }
+    return any;
+}
+
+/* Product i's words for the norm its last block runs (P(100..103) of its
+ * integer kernel's record w; none when tail_on[i] is not set). */
+static void put_tail(const cu_program *P, int32_t *w, int32_t i)
+{
+    for (int k = 100; k < 104; k++)
+        w[PRM(k)] = 0;
+    if (!P->tail_on[i])
+        return;
+    for (int32_t j = i + 1; j < P->n_instrs; j++)
+        if (P->tail_from[j] == i) {
+            uint64_t rec = P->meta + (uint64_t)P->first[j] * REC_WORDS * 4;
+            uint64_t cnt = P->tail_count + (uint64_t)i * 4;
+            w[PRM(100)] = (int32_t)(uint32_t)rec;
+            w[PRM(101)] = (int32_t)(uint32_t)(rec >> 32);
+            w[PRM(102)] = (int32_t)(uint32_t)cnt;
+            w[PRM(103)] = (int32_t)(uint32_t)(cnt >> 32);
+            return;
+        }
+}
+
+static bool is_mmv(cu_kernel k)
+{
+    return k == CU_K_MMV_Q4_K || k == CU_K_MMV_Q6_K || k == CU_K_MMV_Q8_0 || k == CU_K_MMV_Q4_0;
+}
+
+/* The norm being filled (its float4 kernel's record w): whether the
+ * product before it runs it this run; sets the product's record words
+ * (records stand between runs, so both are always written). */
+static bool tail_take(fill_ctx *c, int32_t *w)
+{
+    cu_program *P = c->P;
+    int32_t i = P->tail_from[c->at];
+    if (i < 0 || !P->host || !P->tail_count)
+        return false;
+    int32_t mi = P->first[i + 1] - 1; /* the product's last launch: its kernel */
+    const cu_disp *D = &P->disp[mi];
+    int32_t *wi = P->host + (size_t)mi * REC_WORDS;
+    P->tail_on[i] = is_mmv(D->k) && live(D->grid) && !wi[PRM(10)] && w[PRM(7)] > 0;
+    put_tail(P, wi, i);
+    return P->tail_on[i];
+}
+
 static bool fill_ew(fill_ctx *c, const rlx_lir_instr *ins)
 {
     cu_program *P = c->P;
@@ -1174,6 +1266,7 @@ static bool fill_matmul(fill_ctx *c, const rlx_lir_instr *ins)
     if (mmv != CU_K_COUNT) {
         put_q8_descs(c, w, &A);
         w[PRM(8)] = tpc;
+        put_tail(P, w, c->at);
     }
     {
         cu_disp *dd = &c->d[c->n - 1];
@@ -1439,6 +1532,9 @@ static bool fill_rowop(fill_ctx *c, const rlx_lir_instr *ins)
                 P->q8_valid = true;
             }
         }
+        /* the float4 kernel's work run by the product before it: no
+         * launch of its own */
+        w[PRM(14)] = tail_take(c, w);
         break;
     }
     }
@@ -1844,10 +1940,12 @@ static void shape(cu_disp *d, const int32_t *w)
         if (!items)
             d->grid[0] = 0;
         break;
-    case CU_K_ROWOP: /* a block a row, or P(7) threads a row (RMS norms) */
-        d->grid[0] = w[PRM(7)] > 0 ? (uint32_t)((items + (uint64_t)(256 / w[PRM(7)]) - 1) /
-                                                (uint64_t)(256 / w[PRM(7)]))
-                                   : (uint32_t)items;
+    case CU_K_ROWOP: /* a block a row, or P(7) threads a row (RMS norms); P(14): none,
+                        the product before it runs it (tail_take) */
+        d->grid[0] = w[PRM(14)]      ? 0
+                     : w[PRM(7)] > 0 ? (uint32_t)((items + (uint64_t)(256 / w[PRM(7)]) - 1) /
+                                                  (uint64_t)(256 / w[PRM(7)]))
+                                     : (uint32_t)items;
         d->grid[1] = d->grid[2] = 1;
         break;
     case CU_K_ATTN:
@@ -1903,6 +2001,8 @@ void cu_program_free(rlx_program *prog)
             cu->cuMemFree(P->tq_scratch);
         if (P->sk_scratch)
             cu->cuMemFree(P->sk_scratch);
+        if (P->tail_count)
+            cu->cuMemFree(P->tail_count);
         if (P->q8_scratch)
             cu->cuMemFree(P->q8_scratch);
         for (int e = 0; e < 2; e++)
@@ -1923,6 +2023,8 @@ void cu_program_free(rlx_program *prog)
     free(P->q8_out);
     free(P->append_of);
     free(P->absorbed);
+    free(P->tail_from);
+    free(P->tail_on);
     free(P->last_addr);
     free(P->addr);
     free(P->sig);
@@ -2039,8 +2141,10 @@ rlx_status cu_program_create(rlx_device *dev, const rlx_lir *lir, rlx_program **
     P->last_addr = calloc(nv, sizeof *P->last_addr);
     P->append_of = calloc(ni, sizeof *P->append_of);
     P->absorbed = calloc(ni, sizeof *P->absorbed);
+    P->tail_from = calloc(ni, sizeof *P->tail_from);
+    P->tail_on = calloc(ni, sizeof *P->tail_on);
     if (!P->fixed || !P->syms || !P->q8_in || !P->q8_out || !P->last_addr || !P->append_of ||
-        !P->absorbed) {
+        !P->absorbed || !P->tail_from || !P->tail_on) {
         cu_program_free(&P->base);
         return rlx_error_set(err, RLX_ERR_NO_MEMORY, "out of memory creating a program");
     }
@@ -2071,6 +2175,18 @@ rlx_status cu_program_create(rlx_device *dev, const rlx_lir *lir, rlx_program **
         P->syms[i] = m;
     }
     find_appends(P);
+    if (find_tails(P)) {
+        /* the products' counters, zeroed once */
+        CUdeviceptr buf = 0;
+        if (cu->cuMemAlloc(&buf, (size_t)ni * 4) == CUDA_SUCCESS) {
+            if (cu->cuMemsetD8Async(buf, 0, (size_t)ni * 4, d->stream) == CUDA_SUCCESS &&
+                cu->cuStreamSynchronize(d->stream) == CUDA_SUCCESS)
+                P->tail_count = buf;
+            else
+                cu->cuMemFree(buf);
+        }
+        /* else each norm launches as before */
+    }
 
     /* attention's split scratch, sized for the largest value head dim */
     int64_t dv_max = 0;
@@ -2334,12 +2450,6 @@ static uint64_t reach(const int32_t *q)
     return (uint64_t)(last + 1) * (uint64_t)esize(dt);
 }
 
-/* Whether a grid launches anything. */
-static bool live(const uint32_t g[3])
-{
-    return g[0] && g[1] && g[2];
-}
-
 /* The kernels whose launches group_launches may merge (they return where
  * kernels/common.cuh's ld_rec says and stride by grid_x). */
 static bool groupable(const cu_disp *D, const int32_t *w)
@@ -2349,6 +2459,9 @@ static bool groupable(const cu_disp *D, const int32_t *w)
     case CU_K_MMV_Q6_K:
     case CU_K_MMV_Q8_0:
     case CU_K_MMV_Q4_0:
+        if (w[PRM(100)] | w[PRM(101)]) /* its last block runs a norm (all its blocks count) */
+            return false;
+        break;
     case CU_K_MM_VEC:
     case CU_K_ROPE:
         break;

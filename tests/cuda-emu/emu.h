@@ -65,7 +65,7 @@ static inline int atomicAdd(int *p, int v)
     return old;
 }
 static inline void __threadfence(void) {}
-static inline float __ldcg(const float *p)
+template <class T> static inline T __ldcg(const T *p)
 {
     return *p;
 }

@@ -16,6 +16,7 @@
 #include <mma.h>
 
 #include "common.cuh"
+#include "rms.cuh"
 
 struct mm_at {
     int64_t ao, bo, oo;
@@ -679,6 +680,39 @@ struct mmv_q4_0 {
     }
 };
 
+// P(100..101): the record of the RMS norm (rlx_rowop's) that reads this
+// product's output right after it, its own launch empty: the product's
+// block that finishes last runs it over the (at most 8) rows, a launch
+// fewer (the o and down products of a decode step and the norm after
+// each). Each block counts itself done in the counter at P(102..103) (0
+// between runs: the last block sets it back) after its stores are visible
+// device-wide; the last reads the outputs past L1.
+__device__ __forceinline__ void mmv_tail(int *R_)
+{
+    __shared__ int last;
+    __shared__ float sv[4];
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        int *cnt = (int *)P_ADDR(102);
+        last = atomicAdd(cnt, 1) == (int)(gridDim.x * gridDim.y * gridDim.z) - 1;
+        if (last)
+            *cnt = 0;
+    }
+    __syncthreads();
+    if (!last)
+        return;
+    __threadfence();
+    const int *tr = (const int *)P_ADDR(100);
+    __syncthreads(); /* every thread has its address before R_ changes */
+    for (int i = threadIdx.x; i < REC; i += blockDim.x)
+        R_[i] = tr[i];
+    __syncthreads();
+    int nt = (int)blockDim.x, tpr = P(7) < nt ? P(7) : nt;
+    for (int64_t r0 = 0; r0 < (int64_t)(uint32_t)M_(0); r0 += nt / tpr)
+        rms_rows<true>(R_, sv, nt, r0);
+}
+
 // tpc threads per output column (4 to 128, a power of two; the host picks
 // about four units a thread), 128 a block; each round a thread loads up to
 // MMV_U units, then uses them
@@ -756,6 +790,8 @@ template <class Q> __device__ __forceinline__ void mmv_body(const int *rec)
             mm_store(R_, (int64_t)m * D_ST(OUT, r - 2 - sp) + on, (int)n, acc[m]);
         }
     }
+    if (P(100) | P(101))
+        mmv_tail(R_);
 }
 
 extern "C" __global__ void __launch_bounds__(128) rlx_mmv_q4_k(const int *rec)

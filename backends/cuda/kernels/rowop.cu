@@ -4,23 +4,12 @@
 // softcap PF(3), mask P(4); norms eps PF(2), weight P(3), bias P(4),
 // add_rms_norm keep_sum P(5) (non-zero: the output operand takes the sum
 // and the norm goes P(5) bytes further on); group norm Cg P(5), S P(6).
-#include "common.cuh"
+#include "rms.cuh"
 
 #define LS 256
 
 enum { M_SUM, M_MEAN, M_MAX, M_ARGMAX, M_SOFTMAX, M_LN, M_RMS, M_ADDRMS, M_GN, M_TOPK };
-
-__device__ __forceinline__ int64_t row_off(const int *R_, int k, int64_t row)
-{
-    int r = D_RANK(0);
-    int64_t o = 0;
-    for (int d = r - 2; d >= 0; d--) {
-        int n = D_NE(0, d);
-        o += (row % n) * (int64_t)D_ST(k, d);
-        row /= n;
-    }
-    return o;
-}
+static_assert(M_RMS == RMS_MODE_RMS && M_ADDRMS == RMS_MODE_ADDRMS, "rms.cuh's modes");
 
 __device__ float red_sum(float v, float *sv)
 {
@@ -81,110 +70,14 @@ __device__ void red_best(bool largest, float &v, int &i, float *sv, int *si)
     __syncthreads();
 }
 
-// the activation scratch of the integer matrix-vector kernels: the int8
-// rows (k = 0) and their block scales (k = 1), at words 136-139
-__device__ __forceinline__ uint8_t *q8_ptr(const int *R_, int k)
-{
-    uint64_t lo = (uint32_t)P(9 + 2 * k), hi = (uint32_t)P(10 + 2 * k);
-    return (uint8_t *)(uintptr_t)(lo | hi << 32);
-}
-
-// a row's four values i: x, or x + b for add + RMS norm
-__device__ __forceinline__ float4 rms_in(const float4 *x, const float4 *b, bool add, int i)
-{
-    float4 v = x[i];
-    if (add) {
-        float4 c = b[i];
-        v.x += c.x, v.y += c.y, v.z += c.z, v.w += c.w;
-    }
-    return v;
-}
-
-// RMS norm and add + RMS norm over f32 rows read and written as float4s
-// (the host checked dtypes, unit strides and 16-byte alignment): P(7)
-// threads a row (32: a warp a row, no block barrier; 256: a block a row).
-// With P(8) (at most 8 rows, L a multiple of 128) the normalized rows are
-// also rounded to 8-bit blocks of 32 into the scratch that rlx_q8_act
-// fills, the way it does: the matmul of quantized weights right after
-// the norm finds its input there (cuda-program.c's q8_valid).
-__device__ void rms_rows(const int *R_, float *sv)
-{
-    int tpr = P(7), rpb = LS / tpr;
-    int64_t row = (int64_t)blockIdx.x * rpb + threadIdx.x / tpr;
-    int t = threadIdx.x % tpr;
-    bool live = row < (int64_t)(uint32_t)M_(0);
-    if (!live)
-        row = 0;
-    int L = P(0);
-    bool add = P(1) == M_ADDRMS, hw = P(3) != 0;
-    int ws = add ? 2 : 1;
-    int64_t keep = add ? (int64_t)(uint32_t)P(5) : 0;
-    const float4 *x = (const float4 *)((const float *)D_PTR(0) + row_off(R_, 0, row));
-    const float4 *b = add ? (const float4 *)((const float *)D_PTR(1) + row_off(R_, 1, row)) : x;
-    const float4 *wt = hw ? (const float4 *)((const float *)D_PTR(ws) + row_off(R_, ws, row)) : x;
-    float *o = (float *)D_PTR(OUT) + row_off(R_, OUT, row);
-    float4 *os = (float4 *)o, *on = (float4 *)((uint8_t *)o + keep);
-    float q = 0.0f;
-    if (live)
-        for (int i = t; i < L / 4; i += tpr) {
-            float4 v = rms_in(x, b, add, i);
-            if (add && keep)
-                os[i] = v;
-            q += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
-        }
-    q = warp_sum(q);
-    if (tpr > 32) {
-        int w = threadIdx.x >> 5;
-        if ((threadIdx.x & 31) == 0)
-            sv[w] = q;
-        __syncthreads();
-        q = 0.0f;
-        for (int i = 0; i < LS / 32; i++)
-            q += sv[i];
-    }
-    float inv = 1.0f / sqrtf(q / (float)L + PF(2));
-    if (live)
-        for (int i = t; i < L / 4; i += tpr) {
-            float4 v = rms_in(x, b, add, i);
-            v.x *= inv, v.y *= inv, v.z *= inv, v.w *= inv;
-            if (hw) {
-                float4 c = wt[i];
-                v.x *= c.x, v.y *= c.y, v.z *= c.z, v.w *= c.w;
-            }
-            on[i] = v;
-            if (P(8)) { /* the row as 8-bit blocks of 32 too (see below) */
-                float mx = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
-                for (int o = 4; o > 0; o >>= 1)
-                    mx = fmaxf(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, o));
-                float d = mx / 127.0f;
-                int q0 = d > 0.0f ? __float2int_rn(v.x / d) : 0,
-                    q1 = d > 0.0f ? __float2int_rn(v.y / d) : 0,
-                    q2 = d > 0.0f ? __float2int_rn(v.z / d) : 0,
-                    q3 = d > 0.0f ? __float2int_rn(v.w / d) : 0;
-                float sq = (float)(q0 + q1 + q2 + q3);
-                for (int o = 4; o > 0; o >>= 1)
-                    sq += __shfl_xor_sync(0xFFFFFFFFu, sq, o);
-                int64_t m = row;
-                ((int *)q8_ptr(R_, 0))[(m * L) / 4 + i] =
-                    (q0 & 0xFF) | (q1 & 0xFF) << 8 | (q2 & 0xFF) << 16 | (int)((uint32_t)q3 << 24);
-                if ((t & 7) == 0) {
-                    float2 ds;
-                    ds.x = d;
-                    ds.y = d * sq;
-                    ((float2 *)q8_ptr(R_, 1))[m * (L / 32) + i / 8] = ds;
-                }
-            }
-        }
-}
-
 extern "C" __global__ void __launch_bounds__(LS) rlx_rowop(const int *rec)
 {
     REC_DECL;
     __shared__ float sv[LS];
     __shared__ int si[LS];
     ld_rec(R_, rec);
-    if (P(7)) {
-        rms_rows(R_, sv);
+    if (P(7)) { /* RMS norms in float4s (rms.cuh) */
+        rms_rows<false>(R_, sv, LS, (int64_t)blockIdx.x * (LS / P(7)));
         return;
     }
     int64_t row = blockIdx.x;
