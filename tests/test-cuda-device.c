@@ -808,6 +808,166 @@ static void test_norm_tail(void **state)
     cu->device_close(d);
 }
 
+/* Random Q8_0 weights [n, k] with the scale 1/64 (products of integers
+ * and a power of two: exact in f32 below 2^24), their int8 values in q. */
+static uint8_t *q8_weights(int n, int k, int8_t *q, uint32_t *seed)
+{
+    uint8_t *w = malloc((size_t)n * (k / 32) * 34);
+    uint16_t d = rlx_f32_to_f16(1.0f / 64.0f);
+    for (int r = 0; r < n; r++)
+        for (int b = 0; b < k / 32; b++) {
+            uint8_t *blk = w + ((size_t)r * (k / 32) + b) * 34;
+            memcpy(blk, &d, 2);
+            for (int i = 0; i < 32; i++) {
+                *seed = *seed * 1664525u + 1013904223u;
+                q[(size_t)r * k + b * 32 + i] = (int8_t)((int)(*seed >> 24) - 128 + (i == 0));
+                blk[2 + i] = (uint8_t)q[(size_t)r * k + b * 32 + i];
+            }
+        }
+    return w;
+}
+
+/* A decode step's gate (SiLU), up and their product, then the down
+ * product: gate, up and the mul run as one launch (the gated kernel),
+ * which also rounds h to 8-bit blocks for the down product; the program
+ * launches 3 times (a's rounding, gate/up/mul, down), not 5. Three runs
+ * with new activations and outputs poisoned with NaN. a is exact in 8
+ * bits (each 32-block holds 127), so g and u are exact: h within 1e-5 of
+ * its largest value (f32 expf); the down product reads h rounded to 8
+ * bits, so it is held to the rounding's own bound: each h moves at most
+ * half its block's step (max |h| / 127 / 2), times |w| summed. */
+static void test_gated_products(void **state)
+{
+    (void)state;
+    enum { M = 3, K = 1024, N = 512, N2 = 96 };
+    uint32_t seed = 9;
+    int8_t *qg = malloc((size_t)N * K), *qu = malloc((size_t)N * K), *qd = malloc((size_t)N2 * N);
+    uint8_t *wg = q8_weights(N, K, qg, &seed), *wu = q8_weights(N, K, qu, &seed),
+            *wd = q8_weights(N2, N, qd, &seed);
+    float *a = malloc(sizeof(float) * M * K), *h = malloc(sizeof(float) * M * N),
+          *y = malloc(sizeof(float) * M * N2);
+    rlx_lir_value v[8];
+    v[0] = rlx_test_val(RLX_DTYPE_F32, 2, (int64_t[]){M, K}, RLX_HOME_INPUT, 0, 0);
+    v[1] = rlx_test_val(RLX_DTYPE_Q8_0, 2, (int64_t[]){N, K}, RLX_HOME_INPUT, 1, 0);
+    v[2] = rlx_test_val(RLX_DTYPE_Q8_0, 2, (int64_t[]){N, K}, RLX_HOME_INPUT, 2, 0);
+    v[3] = rlx_test_val(RLX_DTYPE_Q8_0, 2, (int64_t[]){N2, N}, RLX_HOME_INPUT, 3, 0);
+    v[1].max_bytes = v[2].max_bytes = (uint64_t)N * (K / 32) * 34;
+    v[3].max_bytes = (uint64_t)N2 * (N / 32) * 34;
+    v[4] = rlx_test_val(RLX_DTYPE_F32, 2, (int64_t[]){M, N}, RLX_HOME_ARENA, 0, 0);
+    v[5] = rlx_test_val(RLX_DTYPE_F32, 2, (int64_t[]){M, N}, RLX_HOME_ARENA, 0, 4 * M * N);
+    v[6] = rlx_test_val(RLX_DTYPE_F32, 2, (int64_t[]){M, N}, RLX_HOME_OUTPUT, 0, 0);
+    v[7] = rlx_test_val(RLX_DTYPE_F32, 2, (int64_t[]){M, N2}, RLX_HOME_OUTPUT, 1, 0);
+    rlx_lir_instr ins[4] = {{.op = RLX_OP_MATMUL, .n_in = 2, .in = {0, 1}, .out = 4},
+                            {.op = RLX_OP_MATMUL, .n_in = 2, .in = {0, 2}, .out = 5},
+                            {.op = RLX_OP_MUL, .n_in = 2, .in = {4, 5}, .out = 6},
+                            {.op = RLX_OP_MATMUL, .n_in = 2, .in = {6, 3}, .out = 7}};
+    for (int i = 0; i < 4; i++) {
+        ins[i].node = i;
+        ins[i].p.matmul.trans_b = ins[i].op == RLX_OP_MATMUL;
+    }
+    ins[0].p.matmul.act = RLX_ACT_SILU;
+    rlx_lir_binding ib[4], ob[2];
+    memset(ib, 0, sizeof ib);
+    memset(ob, 0, sizeof ob);
+    rlx_lir lir = {.n_values = 8,
+                   .values = v,
+                   .n_instrs = 4,
+                   .instrs = ins,
+                   .n_inputs = 4,
+                   .inputs = ib,
+                   .n_outputs = 2,
+                   .outputs = ob,
+                   .arena_bytes = 8 * M * N};
+    rlx_device *d = open_dev();
+    rlx_program *p = NULL;
+    rlx_error *err = NULL;
+    if (cu->program_create(d, &lir, &p, &err) != RLX_OK)
+        fail_msg("program_create: %s", rlx_error_message(err));
+    rlx_buffer *b[4] = {NULL}, *bh = NULL, *by = NULL, *arena = NULL;
+    assert_int_equal(cu->buffer_alloc(d, sizeof(float) * M * K, &b[0], NULL), RLX_OK);
+    assert_int_equal(cu->buffer_from_host(d, wg, v[1].max_bytes, &b[1], NULL), RLX_OK);
+    assert_int_equal(cu->buffer_from_host(d, wu, v[2].max_bytes, &b[2], NULL), RLX_OK);
+    assert_int_equal(cu->buffer_from_host(d, wd, v[3].max_bytes, &b[3], NULL), RLX_OK);
+    assert_int_equal(cu->buffer_alloc(d, sizeof(float) * M * N, &bh, NULL), RLX_OK);
+    assert_int_equal(cu->buffer_alloc(d, sizeof(float) * M * N2, &by, NULL), RLX_OK);
+    assert_int_equal(cu->buffer_alloc(d, 8 * M * N, &arena, NULL), RLX_OK);
+    rlx_buffer_ref in[4] = {{b[0], 0}, {b[1], 0}, {b[2], 0}, {b[3], 0}};
+    rlx_buffer_ref out[2] = {{bh, 0}, {by, 0}};
+    rlx_program_bindings bind = {.arena = {arena, 0}, .inputs = in, .outputs = out};
+    double *hr = malloc(sizeof(double) * M * N);
+    for (int run = 0; run < 3; run++) {
+        for (int i = 0; i < M * K; i++) {
+            seed = seed * 1664525u + 1013904223u;
+            a[i] = i % 32 == run ? -127.0f : (float)((int)((seed >> 24) % 255) - 127);
+        }
+        for (int i = 0; i < M * N; i++)
+            h[i] = NAN;
+        for (int i = 0; i < M * N2; i++)
+            y[i] = NAN;
+        assert_int_equal(cu->buffer_write(b[0], 0, a, sizeof(float) * M * K, NULL), RLX_OK);
+        assert_int_equal(cu->buffer_write(bh, 0, h, sizeof(float) * M * N, NULL), RLX_OK);
+        assert_int_equal(cu->buffer_write(by, 0, y, sizeof(float) * M * N2, NULL), RLX_OK);
+        if (cu->program_run(p, &bind, NULL, &err) != RLX_OK)
+            fail_msg("program_run: %s", rlx_error_message(err));
+        assert_int_equal(cu->buffer_read(bh, 0, h, sizeof(float) * M * N, NULL), RLX_OK);
+        assert_int_equal(cu->buffer_read(by, 0, y, sizeof(float) * M * N2, NULL), RLX_OK);
+        double worst = 0, big = 0;
+        for (int m = 0; m < M; m++)
+            for (int n = 0; n < N; n++) {
+                double g = 0, u = 0;
+                for (int k = 0; k < K; k++) {
+                    g += (double)a[m * K + k] * qg[(size_t)n * K + k];
+                    u += (double)a[m * K + k] * qu[(size_t)n * K + k];
+                }
+                g /= 64.0, u /= 64.0;
+                hr[m * N + n] = g / (1.0 + exp(-g)) * u;
+                double diff = fabs(h[m * N + n] - hr[m * N + n]);
+                worst = diff > worst || isnan(diff) ? diff : worst;
+                big = fabs(hr[m * N + n]) > big ? fabs(hr[m * N + n]) : big;
+            }
+        print_message("  run %d: h within %.3g of %.3g\n", run, worst, big);
+        assert_true(worst <= 1e-5 * big);
+        for (int m = 0; m < M; m++)
+            for (int n = 0; n < N2; n++) {
+                double ref = 0, bound = 0;
+                for (int bk = 0; bk < N / 32; bk++) {
+                    double mx = 0;
+                    for (int i = 0; i < 32; i++)
+                        mx = fmax(mx, fabs(hr[m * N + bk * 32 + i]));
+                    for (int i = 0; i < 32; i++) {
+                        double wv = qd[(size_t)n * N + bk * 32 + i] / 64.0;
+                        ref += hr[m * N + bk * 32 + i] * wv;
+                        bound += fabs(wv) * (mx / 127.0 / 2.0 + 1e-5 * big);
+                    }
+                }
+                double diff = fabs(y[m * N2 + n] - ref);
+                if (!(diff <= bound * 1.01 + 1e-6))
+                    fail_msg("run %d: y[%d][%d] = %g, want %g within %g", run, m, n,
+                             (double)y[m * N2 + n], ref, bound);
+            }
+        rlx_program_stats st;
+        cu->program_stats(p, &st);
+        assert_int_equal(st.launches, 3);
+    }
+    free(hr);
+    free(qg);
+    free(qu);
+    free(qd);
+    free(wg);
+    free(wu);
+    free(wd);
+    free(a);
+    free(h);
+    free(y);
+    for (int k = 0; k < 4; k++)
+        cu->buffer_free(b[k]);
+    cu->buffer_free(bh);
+    cu->buffer_free(by);
+    cu->buffer_free(arena);
+    cu->program_free(p);
+    cu->device_close(d);
+}
+
 #ifdef RLX_TEST_CUDA_EMU
 #include <dlfcn.h>
 
@@ -885,6 +1045,7 @@ int main(void)
         cmocka_unit_test(test_attention_split),
         cmocka_unit_test(test_split_k),
         cmocka_unit_test(test_norm_tail),
+        cmocka_unit_test(test_gated_products),
         cmocka_unit_test(test_grouped_launches),
 #ifdef RLX_TEST_CUDA_EMU
         cmocka_unit_test(test_fault_and_recovery),

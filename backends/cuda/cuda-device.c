@@ -41,6 +41,10 @@ static const char *const kernel_names[CU_K_COUNT] = {
     [CU_K_MMV_Q6_K] = "rlx_mmv_q6_k",
     [CU_K_MMV_Q8_0] = "rlx_mmv_q8_0",
     [CU_K_MMV_Q4_0] = "rlx_mmv_q4_0",
+    [CU_K_MMV_GLU_Q4_K] = "rlx_mmv_glu_q4_k",
+    [CU_K_MMV_GLU_Q6_K] = "rlx_mmv_glu_q6_k",
+    [CU_K_MMV_GLU_Q8_0] = "rlx_mmv_glu_q8_0",
+    [CU_K_MMV_GLU_Q4_0] = "rlx_mmv_glu_q4_0",
 };
 
 /* per physical device, shared by its opens */

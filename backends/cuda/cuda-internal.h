@@ -107,6 +107,10 @@ typedef enum cu_kernel {
     CU_K_MMV_Q6_K,
     CU_K_MMV_Q8_0,
     CU_K_MMV_Q4_0,
+    CU_K_MMV_GLU_Q4_K, /* the same for two weights at once, their gated product out */
+    CU_K_MMV_GLU_Q6_K,
+    CU_K_MMV_GLU_Q8_0,
+    CU_K_MMV_GLU_Q4_0,
     CU_K_COUNT,
     CU_K_CUBLAS /* a launch that is a cuBLAS GEMM (cuda-cublas.c), not a kernel */
 } cu_kernel;

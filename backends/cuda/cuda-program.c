@@ -36,10 +36,18 @@ _Static_assert(RLX_OP_NEG == 5 && RLX_OP_CAST == 19 && RLX_OP_SCALE == 21 && RLX
                "kernels/ew.cu's op codes");
 _Static_assert(RLX_ACT_RELU == 1 && RLX_ACT_TANH == 6, "kernels/common.cuh's act codes");
 
-#define REC_WORDS   CU_REC_WORDS
-#define MAX_DISP    8 /* launches one instruction may need (concat inputs, scatter copy) */
-#define DESC(k)     (16 + (k)*16)
-#define PRM(i)      (128 + (i))
+#define REC_WORDS CU_REC_WORDS
+#define MAX_DISP  8 /* launches one instruction may need (concat inputs, scatter copy) */
+#define DESC(k)   (16 + (k)*16)
+#define PRM(i)    (128 + (i))
+/* record word 3 (host only): another launch's blocks do this one's work
+ * (a norm run by the product before it, tail_take; the gated product
+ * run with the two before it, glu_take), so it launches nothing */
+#define REC_BY_OTHER 3
+/* what identifies rows rounded into the 8-bit scratch (q8_key_make); word
+ * 6 is the scratch's half that holds them */
+#define Q8_KEY      7
+#define Q8_ID       6 /* the words that identify the rows */
 #define MAX_REGS    24
 #define ATTN_MAX_D  256
 #define ATTN_MAX_DV (8 * 128)
@@ -74,12 +82,19 @@ typedef struct cu_program {
     uint64_t arena_bytes;
     int32_t n_disp;
     cu_disp *disp;
-    int8_t *kern;             /* per instruction: its kernel family, CU_K_COUNT for a no-op */
-    int32_t *append_of;       /* per instruction: the append it may write its rows into, or -1 */
-    bool *absorbed;           /* per append: its producer wrote its rows this run (no launch) */
-    int32_t *tail_from;       /* per RMS norm: the product whose last block may run it, or -1 */
-    bool *tail_on;            /* per product: its last block runs the norm after it this run */
-    CUdeviceptr tail_count;   /* per product: its blocks done (0 between runs) */
+    int8_t *kern;           /* per instruction: its kernel family, CU_K_COUNT for a no-op */
+    int32_t *append_of;     /* per instruction: the append it may write its rows into, or -1 */
+    bool *absorbed;         /* per append: its producer wrote its rows this run (no launch) */
+    int32_t *tail_from;     /* per RMS norm: the product whose last block may run it, or -1 */
+    bool *tail_on;          /* per product: its last block runs the norm after it this run */
+    CUdeviceptr tail_count; /* per product: its blocks done (0 between runs) */
+    struct cu_glu {         /* per instruction: a gated pair (find_glus) */
+        int32_t lead;       /* the pair's first product (for it, the second and the mul too) */
+        int32_t up, mul;
+        bool on; /* the first product: its launch does all three this run */
+    } * glu;
+    CUdeviceptr glu_count; /* per 32 columns of the gated product: blocks done (0 between) */
+    int64_t glu_groups;
     int32_t *first;           /* per instruction: first launch; first[n_instrs] = n_disp */
     CUdeviceptr *addr;        /* per value: its device address this run (0: none) */
     CUdeviceptr cbuf;         /* the constants */
@@ -93,9 +108,10 @@ typedef struct cu_program {
     uint64_t tq_scratch_bytes;
     CUdeviceptr sk_scratch; /* rlx_mm_tq's split K: tile counters, then the parts' sums */
     uint64_t sk_bytes;      /* for the sums */
-    CUdeviceptr
-        q8_scratch; /* activation rows as 8-bit blocks: [8, K] int8, then [8, K/32] float2 */
+    CUdeviceptr q8_scratch; /* activation rows as 8-bit blocks: [8, K] int8, then [8, K/32] float2;
+                               twice: a gated product's go to the second half (glu_take) */
     int64_t q8_k_max;
+    uint64_t q8_half; /* the bytes of one half */
     uint64_t const_bytes;
     CUdeviceptr meta; /* the records, then the failure word */
     int32_t *host;    /* pinned: this run's records, then the failure word */
@@ -113,7 +129,7 @@ typedef struct cu_program {
     /* the activation rows last rounded into q8_scratch this run (a matmul
      * of the same rows right after it reuses them) */
     bool q8_valid;
-    uint64_t q8_key[6];
+    uint64_t q8_key[Q8_KEY];
     /* records that need not be written again: an instruction of an op whose
      * records follow from its operands alone (fixed), run again with the
      * same addresses, the same values of the symbols its operands' dims use
@@ -124,7 +140,7 @@ typedef struct cu_program {
     int64_t last_sv[RLX_MAX_SYMBOLS]; /* the symbols of the last run whose records all stand */
     struct q8_state {
         bool valid;
-        uint64_t key[6];
+        uint64_t key[Q8_KEY];
     } * q8_in, *q8_out;
     CUdeviceptr *last_addr; /* the addresses of the last run whose records all stand */
     bool records_ok;
@@ -486,16 +502,16 @@ static uint64_t vt_addr(const cu_program *P, const vt *t)
 
 /* Where the 8-bit activation scratch keeps its block scales (after the
  * int8 rows, 8 of the widest K). */
-static uint64_t q8_scales(const cu_program *P)
+static uint64_t q8_scales(const cu_program *P, int half)
 {
-    return P->q8_scratch + (uint64_t)P->q8_k_max * 8;
+    return P->q8_scratch + (uint64_t)half * P->q8_half + (uint64_t)P->q8_k_max * 8;
 }
 
 /* The 8-bit activation scratch's two parts (the int8 rows, then their block
  * scales) as two 64-bit addresses at parameter words at..at+3. */
-static void put_q8_scratch(const cu_program *P, int32_t *w, int at)
+static void put_q8_scratch(const cu_program *P, int32_t *w, int at, int half)
 {
-    uint64_t qs = P->q8_scratch, qds = q8_scales(P);
+    uint64_t qs = P->q8_scratch + (uint64_t)half * P->q8_half, qds = q8_scales(P, half);
     w[PRM(at)] = (int32_t)(uint32_t)qs;
     w[PRM(at + 1)] = (int32_t)(uint32_t)(qs >> 32);
     w[PRM(at + 2)] = (int32_t)(uint32_t)qds;
@@ -536,7 +552,7 @@ static bool fail(fill_ctx *c, const char *msg)
  * in q8_scratch, in the dense (row, k) order rlx_q8_act writes. Dense rows
  * are keyed by their flat extent, so a producer that wrote them as rows of
  * another width (a multiple of 32 either way) is found too. */
-static void q8_key_make(uint64_t key[6], uint64_t addr, int64_t rows, int64_t K, int64_t rs,
+static void q8_key_make(uint64_t key[Q8_KEY], uint64_t addr, int64_t rows, int64_t K, int64_t rs,
                         int64_t es, rlx_dtype dt)
 {
     if (es == 1 && (rows == 1 || rs == K)) {
@@ -546,6 +562,7 @@ static void q8_key_make(uint64_t key[6], uint64_t addr, int64_t rows, int64_t K,
         key[3] = (uint64_t)rs, key[4] = (uint64_t)es;
     }
     key[5] = (uint64_t)dt;
+    key[6] = 0;
 }
 
 /* An elementwise launch whose f32 output is dense and small (at most 8
@@ -553,20 +570,26 @@ static void q8_key_make(uint64_t key[6], uint64_t addr, int64_t rows, int64_t K,
  * blocks of 32 as it writes (kernels/ew.cu), for a quantized matmul right
  * after it: the attention's output and the gated activation of a decode
  * step. */
-static void ew_round_q8(fill_ctx *c, int32_t *w, const vt *o)
+static bool q8_roundable(const cu_program *P, const vt *o)
 {
-    cu_program *P = c->P;
     int64_t n = numel(o), want = 1;
     bool dense = o->dt == RLX_DTYPE_F32 && n > 0;
     for (int d = o->rank - 1; d >= 0 && dense; d--) {
         dense = o->ne[d] == 1 || o->st[d] == want;
         want *= o->ne[d];
     }
+    return dense && vt_addr(P, o) && P->q8_scratch && n % 32 == 0 && n <= 8 * P->q8_k_max;
+}
+
+static void ew_round_q8(fill_ctx *c, int32_t *w, const vt *o)
+{
+    cu_program *P = c->P;
+    int64_t n = numel(o);
     uint64_t oa = vt_addr(P, o);
-    if (!dense || !oa || !P->q8_scratch || n % 32 || n > 8 * P->q8_k_max || w[PRM(1)] || w[PRM(2)])
+    if (!q8_roundable(P, o) || w[PRM(1)] || w[PRM(2)])
         return;
     w[PRM(6)] = 1;
-    put_q8_scratch(P, w, 120);
+    put_q8_scratch(P, w, 120, 0);
     q8_key_make(P->q8_key, oa, 1, n, n, 1, RLX_DTYPE_F32);
     P->q8_valid = true;
 }
@@ -765,6 +788,83 @@ static bool tail_take(fill_ctx *c, int32_t *w)
     return P->tail_on[i];
 }
 
+/* ---- gated products in one launch ----------------------------------------
+ * Two matrix-vector products of quantized weights of one type and shape
+ * over the same rows, whose outputs only their elementwise product reads
+ * (gate, up and SwiGLU of a decode step: the gate's activation is its
+ * matmul's), run as one launch of rlx_mmv_glu_<type> that writes the
+ * product (and its 8-bit rounding) itself; the second product and the mul
+ * launch nothing. find_glus pairs them at program_create; each run the
+ * first product's fill decides (both take the integer kernel, the mul's
+ * output is dense f32 the down product can read rounded) for all three.
+ * Returns the counters the widest pair needs (0: none). */
+static int64_t find_glus(cu_program *P, const rlx_lir *lir)
+{
+    int64_t groups = 0;
+    int64_t bnd[RLX_MAX_SYMBOLS] = {0};
+    for (int k = 0; k < lir->n_symbols; k++)
+        bnd[k] = lir->symbols[k].max;
+    for (int32_t j = 0; j < P->n_instrs; j++)
+        P->glu[j] = (struct cu_glu){.lead = -1, .up = -1, .mul = -1};
+    for (int32_t e = 0; e < P->n_instrs; e++) {
+        const rlx_lir_instr *mu = &P->instrs[e];
+        if (P->kern[e] != CU_K_EW || mu->op != RLX_OP_MUL || mu->n_in != 2)
+            continue;
+        /* the two products: the launches right before the mul */
+        int32_t pr[2] = {-1, -1}, i = e - 1;
+        for (int k = 1; k >= 0; k--) {
+            while (i >= 0 && P->kern[i] == CU_K_COUNT)
+                i--;
+            pr[k] = i--;
+        }
+        if (pr[0] < 0)
+            continue;
+        const rlx_lir_instr *g = &P->instrs[pr[0]], *u = &P->instrs[pr[1]];
+        int32_t xg = root_of(P, g->out), xu = root_of(P, u->out);
+        int32_t a0 = root_of(P, mu->in[0]), a1 = root_of(P, mu->in[1]);
+        const rlx_lir_value *wg = &P->values[g->in[1]], *wu = &P->values[u->in[1]];
+        bool ok = g->op == RLX_OP_MATMUL && u->op == RLX_OP_MATMUL &&
+                  P->kern[pr[0]] == CU_K_MM_WARP && P->kern[pr[1]] == CU_K_MM_WARP &&
+                  ((a0 == xg && a1 == xu) || (a0 == xu && a1 == xg)) && xg != xu &&
+                  g->in[0] == u->in[0] && !g->p.matmul.has_bias && !u->p.matmul.has_bias &&
+                  g->p.matmul.trans_a == u->p.matmul.trans_a &&
+                  g->p.matmul.trans_b == u->p.matmul.trans_b &&
+                  g->p.matmul.alpha == u->p.matmul.alpha && wg->dtype == wu->dtype &&
+                  rlx_dtype_get(wg->dtype)->quantized && wg->shape.rank == wu->shape.rank &&
+                  P->append_of[pr[0]] < 0 && P->append_of[pr[1]] < 0 &&
+                  P->values[xg].home == RLX_HOME_ARENA && P->values[xu].home == RLX_HOME_ARENA;
+        for (int d = 0; d < wg->shape.rank && ok; d++)
+            ok = rlx_dim_equal(wg->shape.d[d], wu->shape.d[d]);
+        /* the products' outputs read by the mul alone */
+        for (int32_t t = 0; t < P->n_instrs && ok; t++) {
+            const rlx_lir_instr *x = &P->instrs[t];
+            if (t == e || P->kern[t] == CU_K_COUNT)
+                continue;
+            for (int k = 0; k < x->n_in && ok; k++)
+                ok = root_of(P, x->in[k]) != xg && root_of(P, x->in[k]) != xu;
+        }
+        if (!ok)
+            continue;
+        const rlx_lir_value *o = &P->values[g->out];
+        int64_t n = o->shape.rank ? rlx_dim_upper(o->shape.d[o->shape.rank - 1], bnd) : 0;
+        if (n / 32 > groups)
+            groups = n / 32;
+        P->glu[pr[0]] = (struct cu_glu){.lead = pr[0], .up = pr[1], .mul = e};
+        P->glu[pr[1]].lead = P->glu[e].lead = pr[0];
+        uint8_t m = P->syms[pr[0]] | P->syms[pr[1]] | P->syms[e];
+        P->syms[pr[0]] = P->syms[pr[1]] = P->syms[e] = m;
+    }
+    return groups;
+}
+
+/* Whether launch k of another instruction does this one's work this run:
+ * the second product or the mul of a gated pair that is on. */
+static bool glu_absorbed(const cu_program *P, int32_t i)
+{
+    int32_t l = P->glu[i].lead;
+    return l >= 0 && l != i && P->glu[l].on;
+}
+
 static bool fill_ew(fill_ctx *c, const rlx_lir_instr *ins)
 {
     cu_program *P = c->P;
@@ -926,6 +1026,9 @@ static bool fill_ew(fill_ctx *c, const rlx_lir_instr *ins)
         w[PRM(11 + 4 * s)] = fbits(st->p1);
     }
     ew_round_q8(c, w, &o);
+    w[REC_BY_OTHER] = glu_absorbed(P, c->at);
+    if (w[REC_BY_OTHER] && P->q8_valid) /* rounded by the gated product, into half 1 */
+        P->q8_key[Q8_ID] = 1;
     return true;
 }
 
@@ -945,13 +1048,13 @@ static void put_desc_at(fill_ctx *c, int32_t *w, int slot, const vt *t, uint64_t
 
 /* The 8-bit rows of `a` (slot 3, int8) and their block scales (slot 4) in
  * the scratch, for rlx_q8_act and the rlx_mmv_* kernels. */
-static void put_q8_descs(fill_ctx *c, int32_t *w, const vt *a)
+static void put_q8_descs(fill_ctx *c, int32_t *w, const vt *a, int half)
 {
     vt x = *a;
     x.val = -1;
     x.dt = RLX_DTYPE_I8;
-    put_desc_at(c, w, 3, &x, c->P->q8_scratch);
-    put_desc_at(c, w, 4, &x, q8_scales(c->P));
+    put_desc_at(c, w, 3, &x, c->P->q8_scratch + (uint64_t)half * c->P->q8_half);
+    put_desc_at(c, w, 4, &x, q8_scales(c->P, half));
 }
 
 /* Whether cuBLAS may run a matmul (from its dtypes alone): 0 no, 1 with `a`
@@ -1053,6 +1156,43 @@ static bool mmv_into_append(fill_ctx *c, int32_t *w, const vt *o, int64_t M, int
     put_desc(c, w, CU_OUT_SLOT, &O);
     w[PRM(10)] = 1;
     return true;
+}
+
+/* The first product of a gated pair being filled (its integer kernel's
+ * record w, output o [.., M, N]): whether its launch does the second
+ * product and the mul too this run (the mul's output dense f32, rounded
+ * for the down product; the second weight as aligned, its rows as long);
+ * then its kernel is the GLU form and its output the mul's. */
+static void glu_take(fill_ctx *c, int32_t *w, const vt *o, int64_t M, int64_t N, int64_t rowb,
+                     uint64_t align)
+{
+    cu_program *P = c->P;
+    struct cu_glu *g = &P->glu[c->at];
+    g->on = false;
+    const rlx_lir_instr *u = &P->instrs[g->up], *e = &P->instrs[g->mul];
+    vt bu = vt_of(P, u->in[1], c->sv), h = vt_of(P, e->out, c->sv);
+    const rlx_dtype_info *bi = rlx_dtype_get(bu.dt);
+    uint64_t ub = vt_addr(P, &bu);
+    int64_t urowb = bu.st[0] / bi->block_size * bi->type_size;
+    if (!P->glu_count || N % 32 || N / 32 > P->glu_groups || !ub || ub % align || urowb != rowb ||
+        numel(&h) != M * N || !q8_roundable(P, &h))
+        return;
+    vt H = *o; /* the mul's output in o's dims (both dense) */
+    H.val = h.val;
+    H.extra = h.extra;
+    H.dt = h.dt;
+    for (int64_t k = H.rank - 1, st = 1; k >= 0; k--) {
+        H.st[k] = st;
+        st *= H.ne[k];
+    }
+    put_desc(c, w, CU_OUT_SLOT, &H);
+    put_desc(c, w, 5, &bu);
+    w[PRM(104)] = (int32_t)u->p.matmul.act;
+    put_addr(w, 106, P->glu_count);
+    put_q8_scratch(P, w, 120, 1); /* not over the rows it reads */
+    cu_disp *d = &c->d[c->n - 1];
+    d->k = (cu_kernel)(d->k - CU_K_MMV_Q4_K + CU_K_MMV_GLU_Q4_K);
+    g->on = true;
 }
 
 static bool fill_matmul(fill_ctx *c, const rlx_lir_instr *ins)
@@ -1172,6 +1312,7 @@ static bool fill_matmul(fill_ctx *c, const rlx_lir_instr *ins)
      * first empty when another kernel runs). */
     cu_kernel mmv = CU_K_COUNT;
     int32_t tpc = 32;
+    int half = 0; /* the 8-bit scratch's half the rows are read from */
     /* a quantized b: where its rows start and their bytes */
     uint64_t bbase = vt_addr(P, &b);
     int64_t rowb = quant ? b.st[0] / bi_->block_size * bi_->type_size : 0;
@@ -1209,15 +1350,17 @@ static bool fill_matmul(fill_ctx *c, const rlx_lir_instr *ins)
         /* rows the previous launch rounded (q, k and v of one input) are
          * not rounded again */
         uint64_t abase = vt_addr(P, &a);
-        uint64_t key[6];
+        uint64_t key[Q8_KEY];
         q8_key_make(key, abase, M, K, A.st[r - 2], A.st[r - 1], A.dt);
-        bool again =
-            mmv != CU_K_COUNT && abase && P->q8_valid && memcmp(key, P->q8_key, sizeof key) == 0;
+        bool again = mmv != CU_K_COUNT && abase && P->q8_valid &&
+                     memcmp(key, P->q8_key, Q8_ID * sizeof *key) == 0;
+        half = again ? (int)P->q8_key[Q8_ID] : 0;
+        key[Q8_ID] = (uint64_t)half;
         P->q8_valid = mmv != CU_K_COUNT && abase;
         memcpy(P->q8_key, key, sizeof key);
         int32_t *w = new_disp(c, CU_K_Q8_ACT, false, mmv != CU_K_COUNT && !again ? M * K / 32 : 0);
         put_desc(c, w, 0, &A);
-        put_q8_descs(c, w, &A);
+        put_q8_descs(c, w, &A, 0);
         w[PRM(0)] = (int32_t)K;
     }
     cu_kernel kk;
@@ -1264,7 +1407,7 @@ static bool fill_matmul(fill_ctx *c, const rlx_lir_instr *ins)
         w[PRM(7)] = a4;
     }
     if (mmv != CU_K_COUNT) {
-        put_q8_descs(c, w, &A);
+        put_q8_descs(c, w, &A, half);
         w[PRM(8)] = tpc;
         put_tail(P, w, c->at);
     }
@@ -1309,6 +1452,12 @@ static bool fill_matmul(fill_ctx *c, const rlx_lir_instr *ins)
         w[PRM(4)] = 1;
         w[PRM(5)] = (int32_t)rowb;
     }
+    if (P->glu[c->at].lead == c->at) {
+        P->glu[c->at].on = false;
+        if (mmv != CU_K_COUNT)
+            glu_take(c, w, &o, M, N, rowb, mmv == CU_K_MMV_Q4_K ? 16 : 2);
+    }
+    w[REC_BY_OTHER] = glu_absorbed(P, c->at);
     return true;
 }
 
@@ -1524,8 +1673,8 @@ static bool fill_rowop(fill_ctx *c, const rlx_lir_instr *ins)
             if (ok && even && oa && P->q8_scratch && rows <= 8 && L % 128 == 0 &&
                 L <= P->q8_k_max) {
                 w[PRM(8)] = 1;
-                put_q8_scratch(P, w, 9);
-                uint64_t key[6];
+                put_q8_scratch(P, w, 9, 0);
+                uint64_t key[Q8_KEY];
                 q8_key_make(key, oa + (uint64_t)(add ? norm_delta : 0), rows, L,
                             r >= 2 ? O.st[r - 2] : L, 1, RLX_DTYPE_F32);
                 memcpy(P->q8_key, key, sizeof key);
@@ -1534,7 +1683,7 @@ static bool fill_rowop(fill_ctx *c, const rlx_lir_instr *ins)
         }
         /* the float4 kernel's work run by the product before it: no
          * launch of its own */
-        w[PRM(14)] = tail_take(c, w);
+        w[REC_BY_OTHER] = tail_take(c, w);
         break;
     }
     }
@@ -1670,7 +1819,7 @@ static bool fill_attention(fill_ctx *c, const rlx_lir_instr *ins)
     if (o.dt == RLX_DTYPE_F32 && Dv % 32 == 0 && o.st[ro - 1] == 1 && oa && P->q8_scratch &&
         dense_set(&o) && numel(&o) <= 8 * P->q8_k_max) {
         w[PRM(34)] = 1;
-        put_q8_scratch(P, w, 120);
+        put_q8_scratch(P, w, 120, 0);
         q8_key_make(P->q8_key, oa, 1, numel(&o), numel(&o), 1, RLX_DTYPE_F32);
         P->q8_valid = true;
     }
@@ -1889,9 +2038,15 @@ static int32_t ew_flat(const int32_t *w)
 }
 
 /* The grid and block of launch d, from its record (matmul tiles set their
- * grids while filling). */
+ * grids while filling; none where another launch does its work). */
 static void shape(cu_disp *d, const int32_t *w)
 {
+    if (w[REC_BY_OTHER]) {
+        d->block = 128;
+        d->grid[0] = 0;
+        d->grid[1] = d->grid[2] = 1;
+        return;
+    }
     uint64_t items = (uint32_t)w[0];
     d->block = 256;
     switch (d->k) {
@@ -1907,7 +2062,11 @@ static void shape(cu_disp *d, const int32_t *w)
     case CU_K_MMV_Q4_K:
     case CU_K_MMV_Q6_K:
     case CU_K_MMV_Q8_0:
-    case CU_K_MMV_Q4_0: { /* P(8) threads per output column, 128 a block */
+    case CU_K_MMV_Q4_0:
+    case CU_K_MMV_GLU_Q4_K:
+    case CU_K_MMV_GLU_Q6_K:
+    case CU_K_MMV_GLU_Q8_0:
+    case CU_K_MMV_GLU_Q4_0: { /* P(8) threads per output column, 128 a block */
         const int32_t *q = w + DESC(CU_OUT_SLOT);
         int64_t n = q[1] >= 1 ? q[4 + q[1] - 1] : 1;
         if (w[PRM(10)] && q[1] >= 2) /* [M, H, W] */
@@ -1940,12 +2099,10 @@ static void shape(cu_disp *d, const int32_t *w)
         if (!items)
             d->grid[0] = 0;
         break;
-    case CU_K_ROWOP: /* a block a row, or P(7) threads a row (RMS norms); P(14): none,
-                        the product before it runs it (tail_take) */
-        d->grid[0] = w[PRM(14)]      ? 0
-                     : w[PRM(7)] > 0 ? (uint32_t)((items + (uint64_t)(256 / w[PRM(7)]) - 1) /
-                                                  (uint64_t)(256 / w[PRM(7)]))
-                                     : (uint32_t)items;
+    case CU_K_ROWOP: /* a block a row, or P(7) threads a row (RMS norms) */
+        d->grid[0] = w[PRM(7)] > 0 ? (uint32_t)((items + (uint64_t)(256 / w[PRM(7)]) - 1) /
+                                                (uint64_t)(256 / w[PRM(7)]))
+                                   : (uint32_t)items;
         d->grid[1] = d->grid[2] = 1;
         break;
     case CU_K_ATTN:
@@ -2003,6 +2160,8 @@ void cu_program_free(rlx_program *prog)
             cu->cuMemFree(P->sk_scratch);
         if (P->tail_count)
             cu->cuMemFree(P->tail_count);
+        if (P->glu_count)
+            cu->cuMemFree(P->glu_count);
         if (P->q8_scratch)
             cu->cuMemFree(P->q8_scratch);
         for (int e = 0; e < 2; e++)
@@ -2025,6 +2184,7 @@ void cu_program_free(rlx_program *prog)
     free(P->absorbed);
     free(P->tail_from);
     free(P->tail_on);
+    free(P->glu);
     free(P->last_addr);
     free(P->addr);
     free(P->sig);
@@ -2143,8 +2303,9 @@ rlx_status cu_program_create(rlx_device *dev, const rlx_lir *lir, rlx_program **
     P->absorbed = calloc(ni, sizeof *P->absorbed);
     P->tail_from = calloc(ni, sizeof *P->tail_from);
     P->tail_on = calloc(ni, sizeof *P->tail_on);
+    P->glu = calloc(ni, sizeof *P->glu);
     if (!P->fixed || !P->syms || !P->q8_in || !P->q8_out || !P->last_addr || !P->append_of ||
-        !P->absorbed || !P->tail_from || !P->tail_on) {
+        !P->absorbed || !P->tail_from || !P->tail_on || !P->glu) {
         cu_program_free(&P->base);
         return rlx_error_set(err, RLX_ERR_NO_MEMORY, "out of memory creating a program");
     }
@@ -2186,6 +2347,19 @@ rlx_status cu_program_create(rlx_device *dev, const rlx_lir *lir, rlx_program **
                 cu->cuMemFree(buf);
         }
         /* else each norm launches as before */
+    }
+    int64_t groups = find_glus(P, lir);
+    if (groups > 0) {
+        CUdeviceptr buf = 0;
+        if (cu->cuMemAlloc(&buf, (size_t)groups * 4) == CUDA_SUCCESS) {
+            if (cu->cuMemsetD8Async(buf, 0, (size_t)groups * 4, d->stream) == CUDA_SUCCESS &&
+                cu->cuStreamSynchronize(d->stream) == CUDA_SUCCESS) {
+                P->glu_count = buf;
+                P->glu_groups = groups;
+            } else
+                cu->cuMemFree(buf);
+        }
+        /* else the three launch as before */
     }
 
     /* attention's split scratch, sized for the largest value head dim */
@@ -2314,10 +2488,13 @@ rlx_status cu_program_create(rlx_device *dev, const rlx_lir *lir, rlx_program **
         }
         if (kmax > 0 && kmax <= (1 << 24)) {
             uint64_t bytes = (uint64_t)kmax * 8 + (uint64_t)kmax / 32 * 8 * 8;
-            if (cu->cuMemAlloc(&P->q8_scratch, (size_t)bytes) == CUDA_SUCCESS)
+            bytes = (bytes + 255) / 256 * 256;
+            if (cu->cuMemAlloc(&P->q8_scratch, (size_t)(2 * bytes)) == CUDA_SUCCESS) {
                 P->q8_k_max = kmax;
-            else
+                P->q8_half = bytes;
+            } else {
                 P->q8_scratch = 0; /* the f32 matrix-vector kernels then */
+            }
         }
     }
 

@@ -30,6 +30,10 @@ K(rlx_mmv_q4_k)
 K(rlx_mmv_q6_k)
 K(rlx_mmv_q8_0)
 K(rlx_mmv_q4_0)
+K(rlx_mmv_glu_q4_k)
+K(rlx_mmv_glu_q6_k)
+K(rlx_mmv_glu_q8_0)
+K(rlx_mmv_glu_q4_0)
 K(rlx_mm_tile)
 K(rlx_mm_tc)
 K(rlx_mm_tc64)
@@ -58,6 +62,10 @@ static const struct {
     {"rlx_mmv_q6_k", rlx_mmv_q6_k},
     {"rlx_mmv_q8_0", rlx_mmv_q8_0},
     {"rlx_mmv_q4_0", rlx_mmv_q4_0},
+    {"rlx_mmv_glu_q4_k", rlx_mmv_glu_q4_k},
+    {"rlx_mmv_glu_q6_k", rlx_mmv_glu_q6_k},
+    {"rlx_mmv_glu_q8_0", rlx_mmv_glu_q8_0},
+    {"rlx_mmv_glu_q4_0", rlx_mmv_glu_q4_0},
     {"rlx_mm_tile", rlx_mm_tile},
     {"rlx_mm_tc", rlx_mm_tc},
     {"rlx_mm_tc64", rlx_mm_tc64},

@@ -713,49 +713,45 @@ __device__ __forceinline__ void mmv_tail(int *R_)
         rms_rows<true>(R_, sv, nt, r0);
 }
 
-// tpc threads per output column (4 to 128, a power of two; the host picks
-// about four units a thread), 128 a block; each round a thread loads up to
-// MMV_U units, then uses them
-#define MMV_U 4
-template <class Q> __device__ __forceinline__ void mmv_body(const int *rec)
+// GLU (rlx_mmv_glu_<type>): two products of the same rows, b (slot 1)
+// and a second weight of b's type and shape (slot 5), output column n of
+// both by the same threads, stored as their gated product h = act(alpha
+// g) * act2(alpha u) (P(1) act, P(104) act2) into the output (slot 6):
+// a decode step's gate, up and their product, one launch for three. h is
+// also rounded to 8-bit blocks of 32 into the scratch at P(120..123) for
+// the down product after it: each block counts itself done in its block
+// of 32 columns' counter (P(106..107), 0 between runs), and the last of
+// those 32 / cpb blocks rounds the 32 columns (N a multiple of 32).
+template <bool GLU> __device__ __forceinline__ void mmv_glu_round(const int *R_, int cpb, int nm)
 {
-    REC_DECL;
-    __shared__ float red[4][8];
-    if (!ld_rec(R_, rec))
+    if (!GLU)
         return;
-    int tpc = P(8), cpb = 128 / tpc;
-    int t = threadIdx.x % tpc;
-    int64_t n = (int64_t)blockIdx.x * cpb + threadIdx.x / tpc;
-    /* P(10): the output is [M, H, W] with n = h W + w (rows appended
-     * straight into a KV cache's heads), else [.., M, N] */
-    int r = D_RANK(OUT), sp = P(10) ? 1 : 0, W = D_NE(OUT, r - 1);
-    int N = sp ? D_NE(OUT, r - 2) * W : W, Mr = D_NE(OUT, r - 2 - sp), K = P(0);
-    int nm = Mr < 8 ? Mr : 8;
-    float acc[8];
-#pragma unroll
-    for (int m = 0; m < 8; m++)
-        acc[m] = 0.0f;
-    if (n < N) {
-        const uint8_t *w = D_PTR(1) + n * P(5);
-        const int8_t *qa = (const int8_t *)D_PTR(3);
-        const float2 *da = (const float2 *)D_PTR(4);
-        int units = K / Q::BK * Q::UNITS;
-        for (int u0 = t; u0 < units; u0 += MMV_U * tpc) {
-            typename Q::W wv[MMV_U];
-#pragma unroll
-            for (int i = 0; i < MMV_U; i++) {
-                int u = u0 + i * tpc;
-                if (u < units)
-                    wv[i] = Q::load(w + (int64_t)(u / Q::UNITS) * Q::BYTES, u % Q::UNITS);
-            }
-#pragma unroll
-            for (int i = 0; i < MMV_U; i++) {
-                int u = u0 + i * tpc;
-                if (u < units)
-                    Q::dot(wv[i], u / Q::UNITS, u % Q::UNITS, qa, da, K, nm, acc);
-            }
-        }
+    __shared__ int last;
+    __threadfence();
+    __syncthreads();
+    int g = (int)blockIdx.x * cpb / 32; /* cpb divides 32 */
+    if (threadIdx.x == 0) {
+        int *cnt = (int *)P_ADDR(106) + g;
+        last = atomicAdd(cnt, 1) == 32 / cpb - 1;
+        if (last)
+            *cnt = 0;
     }
+    __syncthreads();
+    if (!last || threadIdx.x >= 32)
+        return;
+    __threadfence();
+    int r = D_RANK(OUT), N = D_NE(OUT, r - 1), c = g * 32 + (int)threadIdx.x;
+    const float *h = (const float *)D_PTR(OUT);
+    for (int m = 0; m < nm; m++) {
+        float v = __ldcg(h + (int64_t)m * D_ST(OUT, r - 2) + (int64_t)c * D_ST(OUT, r - 1));
+        q8_warp_store(v, (int8_t *)P_ADDR(120), (float2 *)P_ADDR(122), (int64_t)m * N + c);
+    }
+}
+
+// warp sums of the (up to 8) rows' partial sums, then across the warps of
+// a column (tpc > 32) through red; the totals end in the column's thread 0
+__device__ __forceinline__ void mmv_reduce(float *acc, float (*red)[8], int tpc, int t, int nm)
+{
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     int width = tpc < 32 ? tpc : 32;
 #pragma unroll
@@ -779,7 +775,66 @@ template <class Q> __device__ __forceinline__ void mmv_body(const int *rec)
                     s += red[warp + i][m];
                 acc[m] = s;
             }
+        __syncthreads(); /* red free again */
     }
+}
+
+// tpc threads per output column (4 to 128, a power of two; the host picks
+// about four units a thread), 128 a block; each round a thread loads up to
+// MMV_U units (GLU: half of them from each weight), then uses them
+#define MMV_U 4
+template <class Q, bool GLU> __device__ __forceinline__ void mmv_body(const int *rec)
+{
+    REC_DECL;
+    __shared__ float red[4][8];
+    if (!ld_rec(R_, rec))
+        return;
+    constexpr int NW = GLU ? 2 : 1, UR = MMV_U / NW; /* weights; units of each a round */
+    int tpc = P(8), cpb = 128 / tpc;
+    int t = threadIdx.x % tpc;
+    int64_t n = (int64_t)blockIdx.x * cpb + threadIdx.x / tpc;
+    /* P(10): the output is [M, H, W] with n = h W + w (rows appended
+     * straight into a KV cache's heads), else [.., M, N] */
+    int r = D_RANK(OUT), sp = P(10) ? 1 : 0, W = D_NE(OUT, r - 1);
+    int N = sp ? D_NE(OUT, r - 2) * W : W, Mr = D_NE(OUT, r - 2 - sp), K = P(0);
+    int nm = Mr < 8 ? Mr : 8;
+    float acc[NW][8];
+#pragma unroll
+    for (int k = 0; k < NW; k++)
+#pragma unroll
+        for (int m = 0; m < 8; m++)
+            acc[k][m] = 0.0f;
+    if (n < N) {
+        const uint8_t *w[NW];
+        w[0] = D_PTR(1) + n * P(5);
+        if (GLU)
+            w[NW - 1] = D_PTR(5) + n * P(5);
+        const int8_t *qa = (const int8_t *)D_PTR(3);
+        const float2 *da = (const float2 *)D_PTR(4);
+        int units = K / Q::BK * Q::UNITS;
+        for (int u0 = t; u0 < units; u0 += UR * tpc) {
+            typename Q::W wv[NW][UR];
+#pragma unroll
+            for (int k = 0; k < NW; k++)
+#pragma unroll
+                for (int i = 0; i < UR; i++) {
+                    int u = u0 + i * tpc;
+                    if (u < units)
+                        wv[k][i] = Q::load(w[k] + (int64_t)(u / Q::UNITS) * Q::BYTES, u % Q::UNITS);
+                }
+#pragma unroll
+            for (int k = 0; k < NW; k++)
+#pragma unroll
+                for (int i = 0; i < UR; i++) {
+                    int u = u0 + i * tpc;
+                    if (u < units)
+                        Q::dot(wv[k][i], u / Q::UNITS, u % Q::UNITS, qa, da, K, nm, acc[k]);
+                }
+        }
+    }
+#pragma unroll
+    for (int k = 0; k < NW; k++)
+        mmv_reduce(acc[k], red, tpc, t, nm);
     if (t == 0 && n < N) {
         int64_t on =
             sp ? n / W * D_ST(OUT, r - 2) + n % W * D_ST(OUT, r - 1) : n * D_ST(OUT, r - 1);
@@ -787,29 +842,34 @@ template <class Q> __device__ __forceinline__ void mmv_body(const int *rec)
         for (int m = 0; m < 8; m++) {
             if (m >= nm)
                 break;
-            mm_store(R_, (int64_t)m * D_ST(OUT, r - 2 - sp) + on, (int)n, acc[m]);
+            int64_t oo = (int64_t)m * D_ST(OUT, r - 2 - sp) + on;
+            if (GLU) {
+                float al = PF(2) == 0.0f ? 1.0f : PF(2);
+                float h = act(P(1), acc[0][m] * al) * act(P(104), acc[NW - 1][m] * al);
+                stf((uint8_t *)D_PTR(OUT), D_DT(OUT), oo, h);
+            } else {
+                mm_store(R_, oo, (int)n, acc[0][m]);
+            }
         }
     }
-    if (P(100) | P(101))
+    mmv_glu_round<GLU>(R_, cpb, nm);
+    if (!GLU && (P(100) | P(101)))
         mmv_tail(R_);
 }
 
-extern "C" __global__ void __launch_bounds__(128) rlx_mmv_q4_k(const int *rec)
-{
-    mmv_body<mmv_q4_k>(rec);
-}
-extern "C" __global__ void __launch_bounds__(128) rlx_mmv_q6_k(const int *rec)
-{
-    mmv_body<mmv_q6_k>(rec);
-}
-extern "C" __global__ void __launch_bounds__(128) rlx_mmv_q8_0(const int *rec)
-{
-    mmv_body<mmv_q8_0>(rec);
-}
-extern "C" __global__ void __launch_bounds__(128) rlx_mmv_q4_0(const int *rec)
-{
-    mmv_body<mmv_q4_0>(rec);
-}
+#define MMV_KERNELS(T)                                                                \
+    extern "C" __global__ void __launch_bounds__(128) rlx_mmv_##T(const int *rec)     \
+    {                                                                                 \
+        mmv_body<mmv_##T, false>(rec);                                                \
+    }                                                                                 \
+    extern "C" __global__ void __launch_bounds__(128) rlx_mmv_glu_##T(const int *rec) \
+    {                                                                                 \
+        mmv_body<mmv_##T, true>(rec);                                                 \
+    }
+MMV_KERNELS(q4_k)
+MMV_KERNELS(q6_k)
+MMV_KERNELS(q8_0)
+MMV_KERNELS(q4_0)
 
 // ---- prompt products of quantized weights, second form --------------------
 // rlx_mm_tq (BM 128) / rlx_mm_tq64 (BM 64): BM x 128 output tiles on the
