@@ -382,6 +382,38 @@ static void test_q8_append(void **state)
     q8_append_case(true);
 }
 
+/* A program of the ni instructions ins over the nv values vals (n_in
+ * inputs, n_out outputs, an arena of the given bytes). */
+static rlx_program *lir_program(rlx_device *d, rlx_lir_value *vals, int32_t nv, rlx_lir_instr *ins,
+                                int32_t ni, int32_t n_in, int32_t n_out, uint64_t arena)
+{
+    rlx_lir_binding ib[8], ob[8];
+    assert_true(n_in <= 8 && n_out <= 8);
+    memset(ib, 0, sizeof ib);
+    memset(ob, 0, sizeof ob);
+    rlx_lir lir = {.n_values = nv,
+                   .values = vals,
+                   .n_instrs = ni,
+                   .instrs = ins,
+                   .n_inputs = n_in,
+                   .inputs = ib,
+                   .n_outputs = n_out,
+                   .outputs = ob,
+                   .arena_bytes = arena};
+    rlx_program *p = NULL;
+    rlx_error *err = NULL;
+    if (cu->program_create(d, &lir, &p, &err) != RLX_OK)
+        fail_msg("program_create: %s", rlx_error_message(err));
+    return p;
+}
+
+/* A program of the one instruction ins over vals: its inputs first (as
+ * ins->in lists them, 0 .. n_in - 1), then its output (n_in). */
+static rlx_program *one_instr_program(rlx_device *d, rlx_lir_value *vals, rlx_lir_instr *ins)
+{
+    return lir_program(d, vals, ins->n_in + 1, ins, 1, ins->n_in, 1, 0);
+}
+
 /* Launches of one kernel in a row that touch disjoint memory run as one
  * (cuda-program.c's group_launches; q, k and v of a decode step), and only
  * those: here two independent sums of different sizes and a product join
@@ -419,18 +451,6 @@ static void test_grouped_launches(void **state)
         ins[i].out = def[i].out;
         ins[i].node = i;
     }
-    rlx_lir_binding ib[3], ob[4];
-    memset(ib, 0, sizeof ib);
-    memset(ob, 0, sizeof ob);
-    rlx_lir lir = {.n_values = 9,
-                   .values = v,
-                   .n_instrs = 6,
-                   .instrs = ins,
-                   .n_inputs = 3,
-                   .inputs = ib,
-                   .n_outputs = 4,
-                   .outputs = ob,
-                   .arena_bytes = N * 4};
     static float a[N], b[N], c[S], got[4][N];
     for (int i = 0; i < N; i++) {
         a[i] = (float)(i % 97) - 40.0f;
@@ -439,10 +459,8 @@ static void test_grouped_launches(void **state)
     for (int i = 0; i < S; i++)
         c[i] = (float)(i % 17) - 8.0f;
     rlx_device *d = open_dev();
-    rlx_program *p = NULL;
+    rlx_program *p = lir_program(d, v, 9, ins, 6, 3, 4, N * 4);
     rlx_error *err = NULL;
-    if (cu->program_create(d, &lir, &p, &err) != RLX_OK)
-        fail_msg("program_create: %s", rlx_error_message(err));
     rlx_buffer *bi[3] = {NULL}, *bo[4] = {NULL}, *arena = NULL;
     assert_int_equal(cu->buffer_alloc(d, N * 4, &arena, NULL), RLX_OK);
     assert_int_equal(cu->buffer_from_host(d, a, sizeof a, &bi[0], NULL), RLX_OK);
@@ -483,28 +501,6 @@ static void test_grouped_launches(void **state)
     cu->buffer_free(arena);
     cu->program_free(p);
     cu->device_close(d);
-}
-
-/* A program of the one instruction ins over vals: its inputs first (as
- * ins->in lists them, 0 .. n_in - 1), then its output (n_in). */
-static rlx_program *one_instr_program(rlx_device *d, rlx_lir_value *vals, rlx_lir_instr *ins)
-{
-    rlx_lir_binding ib[RLX_MAX_INPUTS], ob[1];
-    memset(ib, 0, sizeof ib);
-    memset(ob, 0, sizeof ob);
-    rlx_lir lir = {.n_values = ins->n_in + 1,
-                   .values = vals,
-                   .n_instrs = 1,
-                   .instrs = ins,
-                   .n_inputs = ins->n_in,
-                   .inputs = ib,
-                   .n_outputs = 1,
-                   .outputs = ob};
-    rlx_program *p = NULL;
-    rlx_error *err = NULL;
-    if (cu->program_create(d, &lir, &p, &err) != RLX_OK)
-        fail_msg("program_create: %s", rlx_error_message(err));
-    return p;
 }
 
 /* Decoding attention over a long cache: few query rows, so the keys are
@@ -676,6 +672,26 @@ static void test_split_k(void **state)
     cu->device_close(d);
 }
 
+/* Random Q8_0 weights [n, k] with the scale 1/64 (their products with
+ * integers are exact in f32 while the sums stay below 2^24), their int8
+ * values (-127 to 127) in q. */
+static uint8_t *q8_weights(int n, int k, int8_t *q, uint32_t *seed)
+{
+    uint8_t *w = malloc((size_t)n * (k / 32) * 34);
+    uint16_t d = rlx_f32_to_f16(1.0f / 64.0f);
+    for (int r = 0; r < n; r++)
+        for (int b = 0; b < k / 32; b++) {
+            uint8_t *blk = w + ((size_t)r * (k / 32) + b) * 34;
+            memcpy(blk, &d, 2);
+            for (int i = 0; i < 32; i++) {
+                *seed = *seed * 1664525u + 1013904223u;
+                q[(size_t)r * k + b * 32 + i] = (int8_t)((int)((*seed >> 24) % 255) - 127);
+                blk[2 + i] = (uint8_t)q[(size_t)r * k + b * 32 + i];
+            }
+        }
+    return w;
+}
+
 /* A decode-sized product of Q8_0 weights and the add + RMS norm after it
  * (keeping the sum, as a decoder layer's): the product's last block runs
  * the norm, so the program launches twice (the activations' rounding, the
@@ -693,21 +709,11 @@ static void test_norm_tail(void **state)
     enum { M = 3, K = 256, N = 1536, NB = K / 32 };
     float *a = malloc(sizeof(float) * M * K), *x = malloc(sizeof(float) * M * N);
     float *nw = malloc(sizeof(float) * N), *o = malloc(sizeof(float) * M * 2 * N);
-    uint8_t *w = malloc((size_t)N * NB * 34);
     int8_t *wq = malloc((size_t)N * K);
     uint32_t seed = 5;
-#define RND() ((seed = seed * 1664525u + 1013904223u), (float)(seed >> 8) / 8388608.0f - 1.0f)
+    uint8_t *w = q8_weights(N, K, wq, &seed);
     const float dw = 1.0f / 64.0f;
-    for (int n = 0; n < N; n++)
-        for (int b = 0; b < NB; b++) {
-            uint8_t *blk = w + ((size_t)n * NB + b) * 34;
-            uint16_t d = rlx_f32_to_f16(dw);
-            memcpy(blk, &d, 2);
-            for (int i = 0; i < 32; i++) {
-                wq[(size_t)n * K + b * 32 + i] = (int8_t)(RND() * 127.0f);
-                blk[2 + i] = (uint8_t)wq[(size_t)n * K + b * 32 + i];
-            }
-        }
+#define RND() ((seed = seed * 1664525u + 1013904223u), (float)(seed >> 8) / 8388608.0f - 1.0f)
     for (int n = 0; n < N; n++)
         nw[n] = 0.5f + 0.5f * (RND() + 1.0f);
     rlx_lir_value vals[6];
@@ -724,23 +730,9 @@ static void test_norm_tail(void **state)
     ins[1].node = 1;
     ins[1].p.norm.eps = 1e-5f;
     ins[1].p.norm.keep_sum = true;
-    rlx_lir_binding ib[4], ob[1];
-    memset(ib, 0, sizeof ib);
-    memset(ob, 0, sizeof ob);
-    rlx_lir lir = {.n_values = 6,
-                   .values = vals,
-                   .n_instrs = 2,
-                   .instrs = ins,
-                   .n_inputs = 4,
-                   .inputs = ib,
-                   .n_outputs = 1,
-                   .outputs = ob,
-                   .arena_bytes = sizeof(float) * M * N};
     rlx_device *d = open_dev();
-    rlx_program *p = NULL;
+    rlx_program *p = lir_program(d, vals, 6, ins, 2, 4, 1, sizeof(float) * M * N);
     rlx_error *err = NULL;
-    if (cu->program_create(d, &lir, &p, &err) != RLX_OK)
-        fail_msg("program_create: %s", rlx_error_message(err));
     rlx_buffer *ba = NULL, *bw = NULL, *bx = NULL, *bn = NULL, *bo = NULL, *arena = NULL;
     assert_int_equal(cu->buffer_alloc(d, sizeof(float) * M * K, &ba, NULL), RLX_OK);
     assert_int_equal(cu->buffer_from_host(d, w, (uint64_t)N * NB * 34, &bw, NULL), RLX_OK);
@@ -808,25 +800,6 @@ static void test_norm_tail(void **state)
     cu->device_close(d);
 }
 
-/* Random Q8_0 weights [n, k] with the scale 1/64 (products of integers
- * and a power of two: exact in f32 below 2^24), their int8 values in q. */
-static uint8_t *q8_weights(int n, int k, int8_t *q, uint32_t *seed)
-{
-    uint8_t *w = malloc((size_t)n * (k / 32) * 34);
-    uint16_t d = rlx_f32_to_f16(1.0f / 64.0f);
-    for (int r = 0; r < n; r++)
-        for (int b = 0; b < k / 32; b++) {
-            uint8_t *blk = w + ((size_t)r * (k / 32) + b) * 34;
-            memcpy(blk, &d, 2);
-            for (int i = 0; i < 32; i++) {
-                *seed = *seed * 1664525u + 1013904223u;
-                q[(size_t)r * k + b * 32 + i] = (int8_t)((int)(*seed >> 24) - 128 + (i == 0));
-                blk[2 + i] = (uint8_t)q[(size_t)r * k + b * 32 + i];
-            }
-        }
-    return w;
-}
-
 /* A decode step's gate (SiLU), up and their product, then the down
  * product: gate, up and the mul run as one launch (the gated kernel),
  * which also rounds h to 8-bit blocks for the down product; the program
@@ -866,23 +839,9 @@ static void test_gated_products(void **state)
         ins[i].p.matmul.trans_b = ins[i].op == RLX_OP_MATMUL;
     }
     ins[0].p.matmul.act = RLX_ACT_SILU;
-    rlx_lir_binding ib[4], ob[2];
-    memset(ib, 0, sizeof ib);
-    memset(ob, 0, sizeof ob);
-    rlx_lir lir = {.n_values = 8,
-                   .values = v,
-                   .n_instrs = 4,
-                   .instrs = ins,
-                   .n_inputs = 4,
-                   .inputs = ib,
-                   .n_outputs = 2,
-                   .outputs = ob,
-                   .arena_bytes = 8 * M * N};
     rlx_device *d = open_dev();
-    rlx_program *p = NULL;
+    rlx_program *p = lir_program(d, v, 8, ins, 4, 4, 2, 8 * M * N);
     rlx_error *err = NULL;
-    if (cu->program_create(d, &lir, &p, &err) != RLX_OK)
-        fail_msg("program_create: %s", rlx_error_message(err));
     rlx_buffer *b[4] = {NULL}, *bh = NULL, *by = NULL, *arena = NULL;
     assert_int_equal(cu->buffer_alloc(d, sizeof(float) * M * K, &b[0], NULL), RLX_OK);
     assert_int_equal(cu->buffer_from_host(d, wg, v[1].max_bytes, &b[1], NULL), RLX_OK);

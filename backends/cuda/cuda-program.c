@@ -857,8 +857,8 @@ static int64_t find_glus(cu_program *P, const rlx_lir *lir)
     return groups;
 }
 
-/* Whether launch k of another instruction does this one's work this run:
- * the second product or the mul of a gated pair that is on. */
+/* Whether another instruction's launch does instruction i's work this
+ * run: i is the second product or the mul of a gated pair that is on. */
 static bool glu_absorbed(const cu_program *P, int32_t i)
 {
     int32_t l = P->glu[i].lead;
@@ -1027,8 +1027,8 @@ static bool fill_ew(fill_ctx *c, const rlx_lir_instr *ins)
     }
     ew_round_q8(c, w, &o);
     w[REC_BY_OTHER] = glu_absorbed(P, c->at);
-    if (w[REC_BY_OTHER] && P->q8_valid) /* rounded by the gated product, into half 1 */
-        P->q8_key[Q8_ID] = 1;
+    if (w[REC_BY_OTHER] && w[PRM(6)]) /* the rows ew_round_q8 keyed: the gated product */
+        P->q8_key[Q8_ID] = 1;         /* rounds them, into the scratch's second half */
     return true;
 }
 
