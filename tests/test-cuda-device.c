@@ -805,10 +805,11 @@ static void test_norm_tail(void **state)
  * which also rounds h to 8-bit blocks for the down product; the program
  * launches 3 times (a's rounding, gate/up/mul, down), not 5. Three runs
  * with new activations and outputs poisoned with NaN. a is exact in 8
- * bits (each 32-block holds 127), so g and u are exact: h within 1e-5 of
- * its largest value (f32 expf); the down product reads h rounded to 8
- * bits, so it is held to the rounding's own bound: each h moves at most
- * half its block's step (max |h| / 127 / 2), times |w| summed. */
+ * bits (integers, -127 in each 32-block) and the sums stay below 2^24, so
+ * g and u are exact: h within 1e-5 of its largest value (f32 expf); the
+ * down product reads h rounded to 8 bits, so it is held to the rounding's
+ * own bound: each h moves at most half its block's step (max |h| / 127 /
+ * 2), times |w| summed. */
 static void test_gated_products(void **state)
 {
     (void)state;
