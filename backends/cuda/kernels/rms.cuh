@@ -90,8 +90,8 @@ template <bool CG> __device__ void rms_rows(const int *R_, float *sv, int nt, in
     float inv = 1.0f / sqrtf(q / (float)L + PF(2));
     if (live)
         for (int i = t; i < L / 4; i += tpr) {
-            /* the sum just written (keep_sum) is read back by its own
-             * thread: no other reads it */
+            /* x and b again (the same thread's values), not the sum the
+             * first pass may have written */
             float4 v = rms_in<CG>(x, b, add, i);
             v.x *= inv, v.y *= inv, v.z *= inv, v.w *= inv;
             if (hw) {
