@@ -559,6 +559,9 @@ rlx_status rlx_llm_build_graph_w(const rlx_llm_config *c, const rlx_llm_weights 
         return rlx_error_set(err, RLX_ERR_INVALID_ARG, "llm graph: split at layer %d of %d",
                              p->split_layer, c->n_layer);
     }
+    /* the last row alone from the last layer's attention on (logits of
+     * the last token) */
+    bool last_only = !p->all_logits && p->n_hidden == 0 && n_build == c->n_layer && c->n_layer > 0;
     for (int il = 0; il < n_build && b->st == RLX_OK; il++) {
         if (p->split && il == p->split_layer)
             rlx_graph_set_segment(g, 1);
@@ -641,6 +644,17 @@ rlx_status rlx_llm_build_graph_w(const rlx_llm_config *c, const rlx_llm_weights 
         att = reshape(b, att, 3, (rlx_dim[]){rlx_dim_const(H), S, rlx_dim_const(DV)});
         att = rlx_graph_permute(g, NULL, att, perm);
         att = reshape(b, att, 2, (rlx_dim[]){S, rlx_dim_const(H * DV)});
+        if (last_only && il == c->n_layer - 1) {
+            /* only the last row's logits are wanted: past the attention
+             * (which wrote every row's keys and values) the last layer
+             * carries that row alone, so its output projection and FFN
+             * run for one row and its residual add meets the output norm
+             * (one add + norm) */
+            rlx_dim last;
+            rlx_dim_sub(S, one, &last);
+            att = rlx_graph_slice(g, "last.att", att, 0, last, one);
+            x = rlx_graph_slice(g, "last", x, 0, last, one);
+        }
         rlx_node o = rlx_graph_linear(
             g, NULL, att, lw(b, il, "attn_output.weight", D, H * DV, false), RLX_NODE_INVALID);
         if (c->post_norms)
@@ -688,7 +702,7 @@ rlx_status rlx_llm_build_graph_w(const rlx_llm_config *c, const rlx_llm_weights 
                                       : rlx_graph_concat(g, "hidden.join", p->n_hidden, hidden, 1);
         rlx_graph_output(g, "hidden", h);
     } else {
-        if (!p->all_logits) {
+        if (!last_only && !p->all_logits) { /* no layers: the embedding's last row */
             rlx_dim last;
             rlx_dim_sub(S, one, &last);
             x = rlx_graph_slice(g, "last", x, 0, last, one);
