@@ -581,6 +581,16 @@ static bool q8_roundable(const cu_program *P, const vt *o)
     return dense && vt_addr(P, o) && P->q8_scratch && n % 32 == 0 && n <= 8 * P->q8_k_max;
 }
 
+/* Whether another instruction's launch does instruction i's work this
+ * run: i is the second product or the mul of a gated pair that is on. */
+static bool glu_absorbed(const cu_program *P, int32_t i)
+{
+    int32_t l = P->glu[i].lead;
+    return l >= 0 && l != i && P->glu[l].on;
+}
+
+/* (The mul of a gated pair that is on launches nothing: its rows are
+ * rounded by the gated product, into the scratch's second half.) */
 static void ew_round_q8(fill_ctx *c, int32_t *w, const vt *o)
 {
     cu_program *P = c->P;
@@ -588,9 +598,11 @@ static void ew_round_q8(fill_ctx *c, int32_t *w, const vt *o)
     uint64_t oa = vt_addr(P, o);
     if (!q8_roundable(P, o) || w[PRM(1)] || w[PRM(2)])
         return;
+    int half = glu_absorbed(P, c->at);
     w[PRM(6)] = 1;
-    put_q8_scratch(P, w, 120, 0);
+    put_q8_scratch(P, w, 120, half);
     q8_key_make(P->q8_key, oa, 1, n, n, 1, RLX_DTYPE_F32);
+    P->q8_key[Q8_ID] = (uint64_t)half;
     P->q8_valid = true;
 }
 
@@ -857,14 +869,6 @@ static int64_t find_glus(cu_program *P, const rlx_lir *lir)
     return groups;
 }
 
-/* Whether another instruction's launch does instruction i's work this
- * run: i is the second product or the mul of a gated pair that is on. */
-static bool glu_absorbed(const cu_program *P, int32_t i)
-{
-    int32_t l = P->glu[i].lead;
-    return l >= 0 && l != i && P->glu[l].on;
-}
-
 static bool fill_ew(fill_ctx *c, const rlx_lir_instr *ins)
 {
     cu_program *P = c->P;
@@ -1027,8 +1031,6 @@ static bool fill_ew(fill_ctx *c, const rlx_lir_instr *ins)
     }
     ew_round_q8(c, w, &o);
     w[REC_BY_OTHER] = glu_absorbed(P, c->at);
-    if (w[REC_BY_OTHER] && w[PRM(6)]) /* the rows ew_round_q8 keyed: the gated product */
-        P->q8_key[Q8_ID] = 1;         /* rounds them, into the scratch's second half */
     return true;
 }
 
@@ -1072,13 +1074,14 @@ static int blas_kind(const cu_program *P, const rlx_lir_instr *ins)
     return 0;
 }
 
-/* A scratch operand: f16, dense [M, K] (its address set apart). */
-static vt dense_f16(int64_t M, int64_t K)
+/* A dense [M, K] operand of dtype dt (a scratch's: its address set
+ * apart, no value). */
+static vt dense_2d(rlx_dtype dt, int64_t M, int64_t K)
 {
     vt x;
     memset(&x, 0, sizeof x);
     x.val = -1;
-    x.dt = RLX_DTYPE_F16;
+    x.dt = dt;
     x.rank = 2;
     x.ne[0] = M;
     x.ne[1] = K;
@@ -1159,12 +1162,11 @@ static bool mmv_into_append(fill_ctx *c, int32_t *w, const vt *o, int64_t M, int
 }
 
 /* The first product of a gated pair being filled (its integer kernel's
- * record w, output o [.., M, N]): whether its launch does the second
+ * record w, its output [M, N]): whether its launch does the second
  * product and the mul too this run (the mul's output dense f32, rounded
  * for the down product; the second weight as aligned, its rows as long);
  * then its kernel is the GLU form and its output the mul's. */
-static void glu_take(fill_ctx *c, int32_t *w, const vt *o, int64_t M, int64_t N, int64_t rowb,
-                     uint64_t align)
+static void glu_take(fill_ctx *c, int32_t *w, int64_t M, int64_t N, int64_t rowb, uint64_t align)
 {
     cu_program *P = c->P;
     struct cu_glu *g = &P->glu[c->at];
@@ -1177,14 +1179,9 @@ static void glu_take(fill_ctx *c, int32_t *w, const vt *o, int64_t M, int64_t N,
     if (!P->glu_count || N % 32 || N / 32 > P->glu_groups || !ub || ub % align || urowb != rowb ||
         numel(&h) != M * N || !q8_roundable(P, &h))
         return;
-    vt H = *o; /* the mul's output in o's dims (both dense) */
+    vt H = dense_2d(h.dt, M, N); /* the mul's output (dense) as [M, N] */
     H.val = h.val;
     H.extra = h.extra;
-    H.dt = h.dt;
-    for (int64_t k = H.rank - 1, st = 1; k >= 0; k--) {
-        H.st[k] = st;
-        st *= H.ne[k];
-    }
     put_desc(c, w, CU_OUT_SLOT, &H);
     put_desc(c, w, 5, &bu);
     w[PRM(104)] = (int32_t)u->p.matmul.act;
@@ -1251,7 +1248,7 @@ static bool fill_matmul(fill_ctx *c, const rlx_lir_instr *ins)
                    (cast ? (uint64_t)(M * K * 4) <= P->mm_scratch_bytes : a_sk == 1 && a_sm >= K) &&
                    M <= INT32_MAX && N <= INT32_MAX && K <= INT32_MAX;
         uint64_t xs = P->mm_scratch, xlo = xs + (uint64_t)(use ? M * K * 2 : 0);
-        vt x = dense_f16(M, K); /* hi and lo */
+        vt x = dense_2d(RLX_DTYPE_F16, M, K); /* hi and lo */
         if (cast) {
             int32_t *w = new_disp(c, CU_K_EW, false, use ? M * K : 0); /* hi = f16(a) */
             put_desc_at(c, w, CU_OUT_SLOT, &x, xs);
@@ -1382,7 +1379,7 @@ static bool fill_matmul(fill_ctx *c, const rlx_lir_instr *ins)
         kk = CU_K_MM_TILE;
     /* a quantized matmul's f16 copy of `a` for rlx_mm_tq (empty for the
      * other kernels): always this launch, so the count stays */
-    vt ah = dense_f16(M, K);
+    vt ah = dense_2d(RLX_DTYPE_F16, M, K);
     if (quant) {
         int32_t *w = new_disp(c, CU_K_EW, false, tq ? M * K : 0);
         put_desc_at(c, w, CU_OUT_SLOT, &ah, P->tq_scratch);
@@ -1455,7 +1452,7 @@ static bool fill_matmul(fill_ctx *c, const rlx_lir_instr *ins)
     if (P->glu[c->at].lead == c->at) {
         P->glu[c->at].on = false;
         if (mmv != CU_K_COUNT)
-            glu_take(c, w, &o, M, N, rowb, mmv == CU_K_MMV_Q4_K ? 16 : 2);
+            glu_take(c, w, M, N, rowb, mmv == CU_K_MMV_Q4_K ? 16 : 2);
     }
     w[REC_BY_OTHER] = glu_absorbed(P, c->at);
     return true;

@@ -287,21 +287,8 @@ __device__ __forceinline__ void attn_row(const int *R_, const attn_args &a, cons
                 v += wacc[i * a.Dv + d] * sc[i];
             part[2 + d] = v;
         }
-        /* the partial results visible device-wide before the count */
-        __threadfence();
-        __syncthreads();
-        __shared__ int last;
-        if (threadIdx.x == 0) {
-            int *cnt = (int *)P_ADDR(32) + row;
-            last = atomicAdd(cnt, 1) == nsplit - 1;
-            if (last)
-                *cnt = 0; /* every block of the row has counted */
-        }
-        __syncthreads();
-        if (last) {
-            __threadfence();
+        if (last_block((int *)P_ADDR(32) + row, nsplit))
             attn_merge(R_, row, nsplit, a.Dv, oo);
-        }
         return;
     }
     float inv = L > 0.0f ? 1.0f / L : 0.0f;

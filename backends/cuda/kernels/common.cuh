@@ -605,5 +605,28 @@ __device__ __forceinline__ void q8_warp_store(float v, int8_t *qs, float2 *ds, i
 }
 
 // a 64-bit device address kept in two parameter words from P(i)
+// Kernels whose last block to finish completes the work (attention's key
+// splits, split K, the norm after a product, a gated product's rounding):
+// every thread of every block calls this once its writes are done; each
+// block counts itself in *cnt once they are visible device-wide, and the
+// call returns true, in all its threads, in the block that counts n: it
+// sets *cnt back to 0 for the next run and may read the others' writes
+// (past L1: __ldcg).
+__device__ __forceinline__ bool last_block(int *cnt, int n)
+{
+    __shared__ int last;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        last = atomicAdd(cnt, 1) == n - 1;
+        if (last)
+            *cnt = 0;
+    }
+    __syncthreads();
+    if (last)
+        __threadfence();
+    return last;
+}
+
 #define P_ADDR(i) \
     ((uint8_t *)(uintptr_t)((uint64_t)(uint32_t)P(i) | (uint64_t)(uint32_t)P((i) + 1) << 32))

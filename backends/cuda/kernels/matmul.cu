@@ -689,20 +689,9 @@ struct mmv_q4_0 {
 // device-wide; the last reads the outputs past L1.
 __device__ __forceinline__ void mmv_tail(int *R_)
 {
-    __shared__ int last;
-    __shared__ float sv[4];
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        int *cnt = (int *)P_ADDR(102);
-        last = atomicAdd(cnt, 1) == (int)(gridDim.x * gridDim.y * gridDim.z) - 1;
-        if (last)
-            *cnt = 0;
-    }
-    __syncthreads();
-    if (!last)
+    __shared__ float sv[4]; /* a float a warp: 128 threads */
+    if (!last_block((int *)P_ADDR(102), (int)(gridDim.x * gridDim.y * gridDim.z)))
         return;
-    __threadfence();
     const int *tr = (const int *)P_ADDR(100);
     __syncthreads(); /* every thread has its address before R_ changes */
     for (int i = threadIdx.x; i < REC; i += blockDim.x)
@@ -726,20 +715,9 @@ template <bool GLU> __device__ __forceinline__ void mmv_glu_round(const int *R_,
 {
     if (!GLU)
         return;
-    __shared__ int last;
-    __threadfence();
-    __syncthreads();
     int g = (int)blockIdx.x * cpb / 32; /* cpb divides 32 */
-    if (threadIdx.x == 0) {
-        int *cnt = (int *)P_ADDR(106) + g;
-        last = atomicAdd(cnt, 1) == 32 / cpb - 1;
-        if (last)
-            *cnt = 0;
-    }
-    __syncthreads();
-    if (!last || threadIdx.x >= 32)
+    if (!last_block((int *)P_ADDR(106) + g, 32 / cpb) || threadIdx.x >= 32)
         return;
-    __threadfence();
     int r = D_RANK(OUT), N = D_NE(OUT, r - 1), c = g * 32 + (int)threadIdx.x;
     const float *h = (const float *)D_PTR(OUT);
     for (int m = 0; m < nm; m++) {
@@ -993,7 +971,6 @@ __device__ __forceinline__ void tq_split_end(const int *R_, tc_acc (&acc)[2][FN]
                                              int wr, int wc)
 {
     using namespace nvcuda;
-    __shared__ int last;
     int64_t tile = (int64_t)blockIdx.y * gridDim.x + blockIdx.x, S = gridDim.z;
     float *part = (float *)P_ADDR(12) + (tile * S) * (BM * BN);
     float *mine = part + (int64_t)blockIdx.z * (BM * BN);
@@ -1003,18 +980,8 @@ __device__ __forceinline__ void tq_split_end(const int *R_, tc_acc (&acc)[2][FN]
         for (int j = 0; j < FN; j++)
             wmma::store_matrix_sync(mine + (wr + i * 16) * BN + wc + j * 16, acc[i][j], BN,
                                     wmma::mem_row_major);
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        int *cnt = (int *)P_ADDR(14) + tile;
-        last = atomicAdd(cnt, 1) == S - 1;
-        if (last)
-            *cnt = 0;
-    }
-    __syncthreads();
-    if (!last)
+    if (!last_block((int *)P_ADDR(14) + tile, (int)S))
         return;
-    __threadfence();
     int r = D_RANK(OUT);
     int N = D_NE(OUT, r - 1), Mr = D_NE(OUT, r - 2);
     int64_t osm = D_ST(OUT, r - 2), osn = D_ST(OUT, r - 1);
