@@ -88,6 +88,13 @@ typedef struct rlx_device_opts {
      * copy made before it (rlx_mm_tq), so both kernels are timed and
      * checked. */
     bool cuda_convert_a_in_tiles;
+    /* CUDA, for benchmarks and tests: one launch per instruction, as
+     * before the launch fusions (launches of one kernel grouped, a norm in
+     * the product's launch before it, gate, up and their product in one,
+     * a rope or product writing the KV cache, attention rounding its
+     * output to 8 bits), so a run with and without them times what they
+     * gain and a test checks both paths. */
+    bool cuda_unfused;
 } rlx_device_opts;
 
 /* Opaque per-backend objects. Each backend's struct starts with this header

@@ -83,6 +83,7 @@ static void sizes_of(const char *path, int32_t n_ctx, file_sizes *fs)
 
 static bool force_f32 = false;
 static uint64_t bind_limit = 0; /* rlx_llm_params.max_binding_bytes */
+static bool unfused = false;    /* rlx_llm_params.cuda_unfused */
 
 static rlx_llm *load(const char *path, const char *device, uint64_t budget, int32_t gpu_layers,
                      int32_t n_ctx, rlx_dtype kv, int32_t n_batch)
@@ -90,6 +91,7 @@ static rlx_llm *load(const char *path, const char *device, uint64_t budget, int3
     rlx_llm_params p = rlx_llm_default_params();
     p.force_f32 = force_f32;
     p.max_binding_bytes = bind_limit;
+    p.cuda_unfused = unfused;
     p.device = device;
     p.memory_budget = budget;
     p.gpu_layers = gpu_layers;
@@ -228,8 +230,11 @@ static const char *write_llama(const char *file, int n_layer, int d, int f, int 
  * it writes), against the CPU. Both round the activations to 8-bit blocks
  * for these products, in their own order, and the device's prompt runs on
  * f16 tensor cores: the logits agree to 3% of their range, far inside what
- * a wrong block (a whole 32-value term) moves. */
-static void quant_vs_cpu(const char *src, rlx_quantize_type type, int per_layer)
+ * a wrong block (a whole 32-value term) moves. On CUDA, with
+ * both_fusings, a third model runs the same steps without the launch
+ * fusions (rlx_llm_params.cuda_unfused: every instruction its own
+ * launch, the paths a fusion does not take). */
+static void quant_vs_cpu(const char *src, rlx_quantize_type type, int per_layer, bool both_fusings)
 {
     char path[256];
     snprintf(path, sizeof path, "%s/rlx-offload-q-%d-%s.gguf",
@@ -241,25 +246,37 @@ static void quant_vs_cpu(const char *src, rlx_quantize_type type, int per_layer)
     rlx_error *err = NULL;
     if (rlx_quantize_file(src, path, type, qp, NULL, &err) != RLX_OK)
         fail_msg("quantize: %s", rlx_error_message(err));
-    rlx_llm *ms[2] = {load(path, "cpu", 0, 0, 64, RLX_DTYPE_F16, 0),
-                      load(path, DEVICE, 0, 0, 64, RLX_DTYPE_F16, 0)};
+    int nm = both_fusings && !strncmp(DEVICE, "cuda", 4) ? 3 : 2;
+    rlx_llm *ms[3] = {load(path, "cpu", 0, 0, 64, RLX_DTYPE_F16, 0),
+                      load(path, DEVICE, 0, 0, 64, RLX_DTYPE_F16, 0), NULL};
+    if (nm == 3) {
+        unfused = true;
+        ms[2] = load(path, DEVICE, 0, 0, 64, RLX_DTYPE_F16, 0);
+        unfused = false;
+    }
     int32_t nv = rlx_llm_get_config(ms[0])->n_vocab;
-    float *lg[2] = {malloc(sizeof(float) * (size_t)nv), malloc(sizeof(float) * (size_t)nv)};
+    float *lg[3];
+    for (int k = 0; k < 3; k++)
+        lg[k] = malloc(sizeof(float) * (size_t)nv);
     rlx_token toks[14] = {1, 40, 47, 21, 37, 30, 29, 28, 27, 26, 35, 33, 31, 29};
     for (int step = 0; step < 9; step++) {
         size_t off = step == 0 ? 0 : (size_t)step + 5, n = step == 0 ? 6 : 1;
-        for (int k = 0; k < 2; k++)
+        for (int k = 0; k < nm; k++)
             if (rlx_llm_eval(ms[k], toks + off, n, lg[k], &err) != RLX_OK)
-                fail_msg("eval on %s: %s", k ? DEVICE : "cpu", rlx_error_message(err));
-        float lo = lg[0][0], hi = lg[0][0], worst = 0;
-        for (int32_t i = 0; i < nv; i++) {
-            lo = fminf(lo, lg[0][i]);
-            hi = fmaxf(hi, lg[0][i]);
-            worst = fmaxf(worst, fabsf(lg[0][i] - lg[1][i]));
+                fail_msg("eval on %s%s: %s", k ? DEVICE : "cpu", k == 2 ? " (unfused)" : "",
+                         rlx_error_message(err));
+        for (int k = 1; k < nm; k++) {
+            float lo = lg[0][0], hi = lg[0][0], worst = 0;
+            for (int32_t i = 0; i < nv; i++) {
+                lo = fminf(lo, lg[0][i]);
+                hi = fmaxf(hi, lg[0][i]);
+                worst = fmaxf(worst, fabsf(lg[0][i] - lg[k][i]));
+            }
+            if (!(worst <= 0.03f * (hi - lo)))
+                fail_msg("%s %s%s step %d: logits differ by %g, range %g", src,
+                         rlx_quantize_type_name(type), k == 2 ? " (unfused)" : "", step,
+                         (double)worst, (double)(hi - lo));
         }
-        if (!(worst <= 0.03f * (hi - lo)))
-            fail_msg("%s %s step %d: logits differ by %g, range %g", src,
-                     rlx_quantize_type_name(type), step, (double)worst, (double)(hi - lo));
     }
     if (!strncmp(DEVICE, "cuda", 4)) {
         /* a decode step's launches: the same step timed op by op launches
@@ -288,11 +305,23 @@ static void quant_vs_cpu(const char *src, rlx_quantize_type type, int per_layer)
         assert_true(grouped.launches + 3 * (uint64_t)nl <= alone.launches);
         if (per_layer > 0)
             assert_int_equal(grouped.launches, (uint64_t)(per_layer * nl + 5));
+        if (nm == 3) {
+            /* without the fusions: q, k and v, the two ropes, the two
+             * appends, gate and up and their product, the o and down
+             * products and their norms, and attention and its output's
+             * rounding each launch alone: 9 launches more a layer at the
+             * least */
+            rlx_llm_decode_info plain;
+            rlx_llm_decode_stats(ms[2], &plain);
+            printf("%s %s: a decode step in %llu launches unfused\n", src,
+                   rlx_quantize_type_name(type), (unsigned long long)plain.launches);
+            assert_true(plain.launches >= grouped.launches + 9 * (uint64_t)nl);
+        }
     }
-    free(lg[0]);
-    free(lg[1]);
-    rlx_llm_free(ms[0]);
-    rlx_llm_free(ms[1]);
+    for (int k = 0; k < 3; k++) {
+        free(lg[k]);
+        rlx_llm_free(ms[k]);
+    }
     remove(path);
 }
 
@@ -302,12 +331,12 @@ static void test_quantized(void **state)
     /* stories260K: rows of 64 */
     /* (its down product's K, 172, is no whole number of blocks: it stays
      * f32, so its norm launches alone) */
-    quant_vs_cpu(rlx_test_data("llm/stories260K.gguf"), RLX_QUANTIZE_Q8_0, 0);
-    quant_vs_cpu(rlx_test_data("llm/stories260K.gguf"), RLX_QUANTIZE_Q4_0, 0);
+    quant_vs_cpu(rlx_test_data("llm/stories260K.gguf"), RLX_QUANTIZE_Q8_0, 0, false);
+    quant_vs_cpu(rlx_test_data("llm/stories260K.gguf"), RLX_QUANTIZE_Q4_0, 0, false);
     /* a random llama with rows of 256 (Q4_K blocks, norms that round) */
     const char *wide = write_llama("llm-offload-wide.gguf", 2, 256, 512, 4, 2, 64, 64);
-    quant_vs_cpu(wide, RLX_QUANTIZE_Q8_0, 6);
-    quant_vs_cpu(wide, RLX_QUANTIZE_Q4_K_M, 6);
+    quant_vs_cpu(wide, RLX_QUANTIZE_Q8_0, 6, false);
+    quant_vs_cpu(wide, RLX_QUANTIZE_Q4_K_M, 6, true);
 }
 
 /* ---- a tiny random llama, split everywhere -------------------------------- */

@@ -21,7 +21,8 @@
 # `rlx bench flux2` at 512 and 1024 on cuda:0 and vulkan:0.
 # bench: the full run's benchmarks alone. MODELS (full, bench): which of
 # the random-weight files to bench on cuda:0, e.g. "llama-3.2-1b-q4_k_m
-# qwen3-0.6b-f16" (default: all six; Vulkan benches only with the default).
+# qwen3-0.6b-f16" (default: all six; Vulkan benches only with the default);
+# the first of them is benched again with --unfused (the launch fusions off).
 # Each step has its own time limit, so one hang costs one step. Logs go to
 # OUT_DIR/logs.tar.gz (refreshed after every step, so a run cut short still
 # returns what it did); a summary is printed last.
@@ -174,6 +175,11 @@ if [ "$mode" != quick ]; then
         step "bench-cuda-$b" 60 "$rlx" bench -m "$models/$b.gguf" -p 512 -n 64 -r 3 \
             --device cuda:0
     done
+    # what the launch fusions gain: the first file again, one launch per
+    # instruction (rlx bench --unfused), in the same session
+    first=$(echo ${only:-$all} | cut -d' ' -f1)
+    step "bench-cuda-$first-unfused" 60 "$rlx" bench -m "$models/$first.gguf" -p 512 -n 64 \
+        -r 3 --device cuda:0 --unfused
     [ -z "$only" ] || { pack; echo; cat "$logs/d2d.txt"; echo "$summary"; exit 0; }
     for b in llama-3.2-1b-q4_k_m qwen3-0.6b-q4_k_m; do
         step "bench-vulkan-$b" 60 "$rlx" bench -m "$models/$b.gguf" -p 512 -n 64 -r 3 \

@@ -286,6 +286,7 @@ static rlx_status cu_device_open(int index, const rlx_device_opts *opts, rlx_dev
     memcpy(d->fn, shared[index].fn, sizeof d->fn);
     d->force_f32 = opts && opts->force_f32;
     d->no_tq = opts && opts->cuda_convert_a_in_tiles;
+    d->unfused = opts && opts->cuda_unfused;
     cu->cuDeviceGetName(d->name, sizeof d->name, d->dev);
     cu->cuDeviceGetAttribute(&d->cc_major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, d->dev);
     cu->cuDeviceGetAttribute(&d->cc_minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, d->dev);

@@ -130,6 +130,7 @@ typedef struct cu_device {
     int cc_major, cc_minor, n_sm;
     bool force_f32;     /* no tensor-core (f16) matmul kernel */
     bool no_tq;         /* rlx_mm_tc, not rlx_mm_tq (rlx_device_opts.cuda_convert_a_in_tiles) */
+    bool unfused;       /* no launch fusions (rlx_device_opts.cuda_unfused) */
     uint64_t allocated; /* bytes of our live buffers */
     bool lost;
     /* pinned staging for uploads and reads */

@@ -627,7 +627,7 @@ static void find_appends(cu_program *P)
 {
     for (int32_t j = 0; j < P->n_instrs; j++)
         P->append_of[j] = -1;
-    for (int32_t j = 0; j < P->n_instrs; j++) {
+    for (int32_t j = 0; j < P->n_instrs && !P->dev->unfused; j++) {
         const rlx_lir_instr *sc = &P->instrs[j];
         if (sc->op != RLX_OP_SCATTER || P->kern[j] != CU_K_EW ||
             !(sc->in_place || sc->in[0] == sc->out))
@@ -732,7 +732,7 @@ static bool find_tails(cu_program *P)
         P->tail_from[j] = -1;
         P->tail_on[j] = false;
     }
-    for (int32_t j = 0; j < P->n_instrs; j++) {
+    for (int32_t j = 0; j < P->n_instrs && !P->dev->unfused; j++) {
         const rlx_lir_instr *nm = &P->instrs[j];
         if (P->kern[j] != CU_K_ROWOP ||
             (nm->op != RLX_OP_RMS_NORM && nm->op != RLX_OP_ADD_RMS_NORM))
@@ -818,7 +818,7 @@ static int64_t find_glus(cu_program *P, const rlx_lir *lir)
         bnd[k] = lir->symbols[k].max;
     for (int32_t j = 0; j < P->n_instrs; j++)
         P->glu[j] = (struct cu_glu){.lead = -1, .up = -1, .mul = -1};
-    for (int32_t e = 0; e < P->n_instrs; e++) {
+    for (int32_t e = 0; e < P->n_instrs && !P->dev->unfused; e++) {
         const rlx_lir_instr *mu = &P->instrs[e];
         if (P->kern[e] != CU_K_EW || mu->op != RLX_OP_MUL || mu->n_in != 2)
             continue;
@@ -1813,8 +1813,8 @@ static bool fill_attention(fill_ctx *c, const rlx_lir_instr *ins)
     /* a dense f32 output read next by an integer matrix-vector product
      * (the output projection of a decode step) is rounded to 8 bits here */
     uint64_t oa = vt_addr(P, &o);
-    if (o.dt == RLX_DTYPE_F32 && Dv % 32 == 0 && o.st[ro - 1] == 1 && oa && P->q8_scratch &&
-        dense_set(&o) && numel(&o) <= 8 * P->q8_k_max) {
+    if (!P->dev->unfused && o.dt == RLX_DTYPE_F32 && Dv % 32 == 0 && o.st[ro - 1] == 1 && oa &&
+        P->q8_scratch && dense_set(&o) && numel(&o) <= 8 * P->q8_k_max) {
         w[PRM(34)] = 1;
         put_q8_scratch(P, w, 120, 0);
         q8_key_make(P->q8_key, oa, 1, numel(&o), numel(&o), 1, RLX_DTYPE_F32);
@@ -2705,7 +2705,7 @@ static void group_launches(cu_program *P)
         if (!live(D->lgrid))
             continue;
         P->launches++;
-        if (P->timing || !groupable(D, w))
+        if (P->timing || P->dev->unfused || !groupable(D, w))
             continue;
         int32_t members[GROUP_MAX] = {j}, n = 1, stride = 0;
         for (int32_t k = j + 1; k < P->n_disp && n < GROUP_MAX; k++) {

@@ -132,7 +132,8 @@ rlx_status rlx_session_create(const rlx_session_params *p, rlx_session **out, rl
     s->zero_copy = strcmp(be->name, "cpu") == 0;
     rlx_device_opts dopts = {.n_threads = p->n_threads,
                              .force_f32 = p->force_f32,
-                             .max_binding_bytes = p->max_binding_bytes};
+                             .max_binding_bytes = p->max_binding_bytes,
+                             .cuda_unfused = p->cuda_unfused};
     st = be->device_open(index, &dopts, &s->dev, err);
     if (st != RLX_OK) {
         rlx_session_free(s);

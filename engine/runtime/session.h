@@ -87,6 +87,9 @@ typedef struct rlx_session_params {
     /* GPU, for tests: bytes one binding may reach, below the device's own
      * limit (rlx_device_opts.max_binding_bytes); 0 = the device's */
     uint64_t max_binding_bytes;
+    /* CUDA, for benchmarks and tests: no launch fusions
+     * (rlx_device_opts.cuda_unfused) */
+    bool cuda_unfused;
 } rlx_session_params;
 
 RLX_API rlx_session_params rlx_session_default_params(void);

@@ -587,6 +587,7 @@ rlx_status rlx_llm_load(const char *path, const rlx_llm_params *p, rlx_llm **out
     sp.memory_budget = p->memory_budget;
     sp.force_f32 = p->force_f32;
     sp.max_binding_bytes = p->max_binding_bytes;
+    sp.cuda_unfused = p->cuda_unfused;
     if ((st = rlx_session_create(&sp, &m->s, err)) != RLX_OK)
         goto fail;
     rlx_session_set_cancel_flag(m->s, &m->cancel);

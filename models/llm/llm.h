@@ -77,6 +77,9 @@ typedef struct rlx_llm_params {
     /* GPU, for tests: lower its binding limit (rlx_session_params) so a
      * small model runs the paths that split large tensors; 0 = the device's */
     uint64_t max_binding_bytes;
+    /* CUDA, for benchmarks and tests: one launch per instruction
+     * (rlx_device_opts.cuda_unfused), to time the launch fusions */
+    bool cuda_unfused;
     rlx_llm_progress_fn progress;
     void *progress_user;
 } rlx_llm_params;
