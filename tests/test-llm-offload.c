@@ -223,6 +223,8 @@ static void test_stories_split(void **state)
 
 static const char *write_llama(const char *file, int n_layer, int d, int f, int h, int hkv, int dh,
                                int vocab);
+static const char *write_arch(const char *file, const char *arch, int n_layer, int d, int f, int h,
+                              int hkv, int dh, int vocab);
 
 /* `src` quantized to `type`: a prompt, then one-token steps (the device's
  * integer matrix-vector kernels, the q, k and v products sharing one
@@ -234,7 +236,7 @@ static const char *write_llama(const char *file, int n_layer, int d, int f, int 
  * both_fusings, a third model runs the same steps without the launch
  * fusions (rlx_llm_params.cuda_unfused: every instruction its own
  * launch, the paths a fusion does not take). */
-static void quant_vs_cpu(const char *src, rlx_quantize_type type, int per_layer, bool both_fusings)
+static void quant_vs_cpu(const char *src, rlx_quantize_type type, int want, bool both_fusings)
 {
     char path[256];
     snprintf(path, sizeof path, "%s/rlx-offload-q-%d-%s.gguf",
@@ -286,10 +288,12 @@ static void quant_vs_cpu(const char *src, rlx_quantize_type type, int per_layer,
          * cache), and where the weights are quantized gate, up and their
          * product are one launch and the norms after the o and down
          * products run in those products' launches (the last layer's
-         * down product runs the output norm): a Llama layer (per_layer >
-         * 0) is then 6 launches, plus 5: the embedding, the first norm,
-         * the last layer's copies of its one row (the attention's and
-         * the residual's) and the head's product */
+         * down product runs the output norm): a Llama layer is then 6
+         * launches (a Qwen3's 7: its q and k norms, one launch), plus
+         * the embedding, the first norm, the last layer's copies of its
+         * one row (the attention's, which rounds it for the output
+         * projection, and the residual's: one launch) and the head's
+         * product. want: that total (0: not checked) */
         rlx_llm_decode_info grouped, alone;
         rlx_llm_decode_stats(ms[1], &grouped);
         rlx_session_set_profiling(rlx_llm_session(ms[1]), true);
@@ -303,8 +307,8 @@ static void quant_vs_cpu(const char *src, rlx_quantize_type type, int per_layer,
                (unsigned long long)alone.launches, (int)nl);
         assert_true(grouped.launches > 0);
         assert_true(grouped.launches + 3 * (uint64_t)nl <= alone.launches);
-        if (per_layer > 0)
-            assert_int_equal(grouped.launches, (uint64_t)(per_layer * nl + 5));
+        if (want > 0)
+            assert_int_equal(grouped.launches, (uint64_t)want);
         if (nm == 3) {
             /* without the fusions: q, k and v, the two ropes, the two
              * appends, gate and up and their product, the o and down
@@ -333,10 +337,15 @@ static void test_quantized(void **state)
      * f32, so its norm launches alone) */
     quant_vs_cpu(rlx_test_data("llm/stories260K.gguf"), RLX_QUANTIZE_Q8_0, 0, false);
     quant_vs_cpu(rlx_test_data("llm/stories260K.gguf"), RLX_QUANTIZE_Q4_0, 0, false);
-    /* a random llama with rows of 256 (Q4_K blocks, norms that round) */
+    /* a random llama with rows of 256 (Q4_K blocks, norms that round):
+     * 2 layers of 6 launches, and 4 */
     const char *wide = write_llama("llm-offload-wide.gguf", 2, 256, 512, 4, 2, 64, 64);
-    quant_vs_cpu(wide, RLX_QUANTIZE_Q8_0, 6, false);
-    quant_vs_cpu(wide, RLX_QUANTIZE_Q4_K_M, 6, true);
+    quant_vs_cpu(wide, RLX_QUANTIZE_Q8_0, 16, false);
+    quant_vs_cpu(wide, RLX_QUANTIZE_Q4_K_M, 16, true);
+    /* a random Qwen3 (per-head q and k norms, NeoX rope) with Qwen3's head
+     * dim, 128: its q and k norms are one launch, 7 a layer, and 4 */
+    const char *qw = write_arch("llm-offload-qwen3.gguf", "qwen3", 2, 256, 512, 4, 2, 128, 64);
+    quant_vs_cpu(qw, RLX_QUANTIZE_Q4_K_M, 18, true);
 }
 
 /* ---- a tiny random llama, split everywhere -------------------------------- */
@@ -371,15 +380,31 @@ static void add_rand(rlx_gguf_writer *w, const char *name, int64_t rows, int64_t
 static const char *write_llama(const char *file, int n_layer, int d, int f, int h, int hkv, int dh,
                                int vocab)
 {
+    return write_arch(file, "llama", n_layer, d, f, h, hkv, dh, vocab);
+}
+
+/* A random model of architecture "llama" or "qwen3" (a Qwen3 adds the
+ * per-head q and k norms and rotates halves, NeoX style) */
+static const char *write_arch(const char *file, const char *arch, int n_layer, int d, int f, int h,
+                              int hkv, int dh, int vocab)
+{
     rlx_gguf_writer *w = rlx_gguf_writer_create();
-    rlx_gguf_writer_set_str(w, "general.architecture", "llama");
-    rlx_gguf_writer_set_u32(w, "llama.block_count", n_layer);
-    rlx_gguf_writer_set_u32(w, "llama.embedding_length", d);
-    rlx_gguf_writer_set_u32(w, "llama.feed_forward_length", f);
-    rlx_gguf_writer_set_u32(w, "llama.attention.head_count", h);
-    rlx_gguf_writer_set_u32(w, "llama.attention.head_count_kv", hkv);
-    rlx_gguf_writer_set_u32(w, "llama.context_length", 64);
-    rlx_gguf_writer_set_f32(w, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
+    bool qwen3 = !strcmp(arch, "qwen3");
+    char key[96];
+#define KEY(k) (snprintf(key, sizeof key, "%s.%s", arch, k), key)
+    rlx_gguf_writer_set_str(w, "general.architecture", arch);
+    rlx_gguf_writer_set_u32(w, KEY("block_count"), n_layer);
+    rlx_gguf_writer_set_u32(w, KEY("embedding_length"), d);
+    rlx_gguf_writer_set_u32(w, KEY("feed_forward_length"), f);
+    rlx_gguf_writer_set_u32(w, KEY("attention.head_count"), h);
+    rlx_gguf_writer_set_u32(w, KEY("attention.head_count_kv"), hkv);
+    rlx_gguf_writer_set_u32(w, KEY("context_length"), 64);
+    rlx_gguf_writer_set_f32(w, KEY("attention.layer_norm_rms_epsilon"), 1e-5f);
+    if (qwen3) {
+        rlx_gguf_writer_set_u32(w, KEY("attention.key_length"), dh);
+        rlx_gguf_writer_set_u32(w, KEY("attention.value_length"), dh);
+    }
+#undef KEY
     uint64_t seed = 1;
     float mat = (float)(1.5 / sqrt((double)d));
     add_rand(w, "token_embd.weight", vocab, d, 1.f, 0.f, seed++ * 7919);
@@ -394,6 +419,10 @@ static const char *write_llama(const char *file, int n_layer, int d, int f, int 
         L("attn_q.weight", h * dh, d, mat, 0.f);
         L("attn_k.weight", hkv * dh, d, mat, 0.f);
         L("attn_v.weight", hkv * dh, d, mat, 0.f);
+        if (qwen3) {
+            L("attn_q_norm.weight", 0, dh, 0.2f, 1.f);
+            L("attn_k_norm.weight", 0, dh, 0.2f, 1.f);
+        }
         L("attn_output.weight", d, h * dh, mat, 0.f);
         L("ffn_norm.weight", 0, d, 0.2f, 1.f);
         L("ffn_gate.weight", f, d, mat, 0.f);

@@ -565,6 +565,30 @@ static void q8_key_make(uint64_t key[Q8_KEY], uint64_t addr, int64_t rows, int64
     key[6] = 0;
 }
 
+/* The value a chain of views ends at. */
+static int32_t root_of(const cu_program *P, int32_t v)
+{
+    while (v >= 0 && P->values[v].view_of >= 0)
+        v = P->values[v].view_of;
+    return v;
+}
+
+/* Whether a matrix-vector product of quantized weights reads instruction
+ * i's output as its rows (through views): the rows are then worth rounding
+ * to 8 bits as they are written (a Qwen3's per-head k norm feeds a rope,
+ * and its rows stay f32). */
+static bool feeds_qproduct(const cu_program *P, int32_t i)
+{
+    int32_t x = root_of(P, P->instrs[i].out);
+    for (int32_t t = i + 1; t < P->n_instrs; t++) {
+        const rlx_lir_instr *u = &P->instrs[t];
+        if (u->op == RLX_OP_MATMUL && P->kern[t] == CU_K_MM_WARP && u->n_in > 1 &&
+            root_of(P, u->in[0]) == x && rlx_dtype_get(P->values[u->in[1]].dtype)->quantized)
+            return true;
+    }
+    return false;
+}
+
 /* An elementwise launch whose f32 output is dense and small (at most 8
  * rows of the widest quantized matmul input) also rounds it to 8-bit
  * blocks of 32 as it writes (kernels/ew.cu), for a quantized matmul right
@@ -596,7 +620,7 @@ static void ew_round_q8(fill_ctx *c, int32_t *w, const vt *o)
     cu_program *P = c->P;
     int64_t n = numel(o);
     uint64_t oa = vt_addr(P, o);
-    if (!q8_roundable(P, o) || w[PRM(1)] || w[PRM(2)])
+    if (!q8_roundable(P, o) || w[PRM(1)] || w[PRM(2)] || !feeds_qproduct(P, c->at))
         return;
     int half = glu_absorbed(P, c->at);
     w[PRM(6)] = 1;
@@ -614,14 +638,6 @@ static void ew_round_q8(fill_ctx *c, int32_t *w, const vt *o)
  * find_appends pairs them at program_create; each run the producer's fill
  * decides (its output's layout must map onto the state's rows) and marks
  * the append absorbed. */
-
-/* The value a chain of views ends at. */
-static int32_t root_of(const cu_program *P, int32_t v)
-{
-    while (v >= 0 && P->values[v].view_of >= 0)
-        v = P->values[v].view_of;
-    return v;
-}
 
 static void find_appends(cu_program *P)
 {
@@ -981,7 +997,10 @@ static bool fill_ew(fill_ctx *c, const rlx_lir_instr *ins)
         v.st[ax] *= step;
         put_desc(c, w, 0, &v);
         w[PRM(3)] = 1;
-        return bad ? fail(c, "the slice is out of range for this run") : true;
+        if (bad)
+            return fail(c, "the slice is out of range for this run");
+        ew_round_q8(c, w, &o); /* the last layer's one row of attention */
+        return true;
     }
     /* elementwise family: broadcast inputs, a register program */
     for (int k = 0; k < ins->n_in; k++) {
@@ -1668,7 +1687,7 @@ static bool fill_rowop(fill_ctx *c, const rlx_lir_instr *ins)
             for (int d = 0; d < r - 2 && even; d++)
                 even = O.ne[d] == 1 || O.st[d] == O.st[d + 1] * O.ne[d + 1];
             if (ok && even && oa && P->q8_scratch && rows <= 8 && L % 128 == 0 &&
-                L <= P->q8_k_max) {
+                L <= P->q8_k_max && feeds_qproduct(P, c->at)) {
                 w[PRM(8)] = 1;
                 put_q8_scratch(P, w, 9, 0);
                 uint64_t key[Q8_KEY];
@@ -2639,9 +2658,13 @@ static bool groupable(const cu_disp *D, const int32_t *w)
     case CU_K_MM_VEC:
     case CU_K_ROPE:
         break;
-    case CU_K_EW: /* not one that also writes 8-bit rows into the scratch */
-        if (w[PRM(6)])
+    case CU_K_ROWOP: /* the float4 RMS norms that write their output alone
+                      * (a Qwen3 step's per-head q and k norms) */
+        if (!w[PRM(7)] || w[PRM(8)] || w[PRM(5)])
             return false;
+        break;
+    case CU_K_EW: /* (at most one of a group also writes 8-bit rows into the
+                   * scratch: group_launches) */
         break;
     default:
         return false;
@@ -2683,12 +2706,36 @@ static bool disjoint(const cu_program *P, int32_t a, int32_t b)
 
 #define GROUP_MAX 4
 
+/* Whether the rows of q8 key `key` stay rounded across instruction i's
+ * launches: elementwise ones that round nothing and write none of those
+ * rows (the last layer's slice of its residual, between the slice of its
+ * attention output that rounds and the output projection). */
+static bool q8_kept(const cu_program *P, int32_t i, const uint64_t key[Q8_KEY])
+{
+    if (P->kern[i] != CU_K_EW)
+        return false;
+    uint64_t es = (uint64_t)esize((rlx_dtype)key[5]);
+    uint64_t lo = key[0], hi = key[2] == 0
+                                   ? lo + key[1] * es
+                                   : lo + ((key[1] - 1) * key[3] + (key[2] - 1) * key[4] + 1) * es;
+    for (int32_t j = P->first[i]; j < P->first[i + 1]; j++) {
+        const int32_t *w = P->host + (size_t)j * REC_WORDS;
+        uint64_t wlo, whi;
+        if (P->disp[j].k != CU_K_EW || w[PRM(6)])
+            return false;
+        slot_span(P, j, CU_OUT_SLOT, &wlo, &whi);
+        if (wlo < whi && wlo < hi && lo < whi)
+            return false;
+    }
+    return true;
+}
+
 /* This run's launch grids. Launches of one groupable kernel that follow
  * each other (nothing but empty launches between them, at a fixed
  * distance) and touch disjoint memory become one launch: member m at
  * blockIdx.y = m reads the record GRP_STRIDE words past the leader's (q, k
  * and v of a decode step, its two ropes, the two KV appends, the gate and
- * up products; kernels/common.cuh). Timed runs launch each alone, so that
+ * up products, a Qwen3's q and k norms; kernels/common.cuh). Timed runs launch each alone, so that
  * each instruction's time is its own. */
 static void group_launches(cu_program *P)
 {
@@ -2708,13 +2755,15 @@ static void group_launches(cu_program *P)
         if (P->timing || P->dev->unfused || !groupable(D, w))
             continue;
         int32_t members[GROUP_MAX] = {j}, n = 1, stride = 0;
+        int rounds = D->k == CU_K_EW && w[PRM(6)]; /* members writing the 8-bit scratch */
         for (int32_t k = j + 1; k < P->n_disp && n < GROUP_MAX; k++) {
             const cu_disp *E = &P->disp[k];
+            const int32_t *wk = P->host + (size_t)k * REC_WORDS;
             if (!live(E->grid))
                 continue;
-            if (E->k != D->k || E->block != D->block ||
-                !groupable(E, P->host + (size_t)k * REC_WORDS) ||
-                (stride && k - members[n - 1] != stride))
+            if (E->k != D->k || E->block != D->block || !groupable(E, wk) ||
+                (stride && k - members[n - 1] != stride) ||
+                (E->k == CU_K_EW && wk[PRM(6)] && rounds++))
                 break;
             bool ok = true;
             for (int32_t i = 0; i < n && ok; i++)
@@ -2944,6 +2993,10 @@ rlx_status cu_program_run(rlx_program *prog, const rlx_program_bindings *b,
             }
             if (D->k == CU_K_EW)
                 w[PRM(5)] = ew_flat(w);
+        }
+        if (st == RLX_OK && now.valid && !P->q8_valid && q8_kept(P, i, now.key)) {
+            P->q8_valid = true;
+            memcpy(P->q8_key, now.key, sizeof P->q8_key);
         }
         P->q8_out[i].valid = P->q8_valid;
         memcpy(P->q8_out[i].key, P->q8_key, sizeof P->q8_key);

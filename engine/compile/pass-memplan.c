@@ -244,6 +244,18 @@ rlx_status rlx_memplan(rlx_lir *lir, bool allow_inplace, bool spaced, rlx_error 
         }
         order[b + 1] = t;
     }
+    /* spaced: a class stays taken up to the next instruction that is not
+     * a view (views launch nothing, so a view between the last reader and
+     * the next writer does not keep them apart) */
+    if (spaced)
+        for (int32_t v = 0; v < n; v++) {
+            if (last[v] < 0)
+                continue;
+            int32_t j = last[v] + 1;
+            while (j < lir->n_instrs && lir->values[lir->instrs[j].out].view_of >= 0)
+                j++;
+            last[v] = j;
+        }
     uint64_t peak = 0;
     for (int32_t a = 0; a < n_order; a++) {
         int32_t v = order[a];
@@ -251,7 +263,7 @@ rlx_status rlx_memplan(rlx_lir *lir, bool allow_inplace, bool spaced, rlx_error 
         int32_t n_act = 0;
         for (int32_t j = 0; j < a; j++) {
             int32_t u = order[j];
-            if (first[u] <= last[v] + spaced && first[v] <= last[u] + spaced)
+            if (first[u] <= last[v] && first[v] <= last[u])
                 act[n_act++] = (slot){base[u], (extent[u] + ALIGN - 1) / ALIGN * ALIGN, last[u]};
         }
         qsort(act, (size_t)n_act, sizeof *act, cmp_slot);

@@ -75,7 +75,8 @@ extern "C" __global__ void __launch_bounds__(LS) rlx_rowop(const int *rec)
     REC_DECL;
     __shared__ float sv[LS];
     __shared__ int si[LS];
-    ld_rec(R_, rec);
+    if (!ld_rec(R_, rec)) /* past its group member's grid (the float4 RMS norms) */
+        return;
     if (P(7)) { /* RMS norms in float4s (rms.cuh) */
         rms_rows<false>(R_, sv, LS, (int64_t)blockIdx.x * (LS / P(7)));
         return;
