@@ -95,6 +95,12 @@ typedef struct cu_program {
     } * glu;
     CUdeviceptr glu_count; /* per 32 columns of the gated product: blocks done (0 between) */
     int64_t glu_groups;
+    int32_t *head_rope;       /* per product: the rope its blocks may run per head, or -1 */
+    int32_t *head_norm;       /* per product: the per-head RMS norm before that rope, or -1 */
+    int32_t *head_prod;       /* per norm or rope: the product that may run it, or -1 */
+    int64_t *head_cnt;        /* per product: its first counter in head_count */
+    bool *head_on;            /* per product: its blocks norm and rope the heads this run */
+    CUdeviceptr head_count;   /* per head of those products: blocks done (0 between runs) */
     int32_t *first;           /* per instruction: first launch; first[n_instrs] = n_disp */
     CUdeviceptr *addr;        /* per value: its device address this run (0: none) */
     CUdeviceptr cbuf;         /* the constants */
@@ -885,6 +891,242 @@ static int64_t find_glus(cu_program *P, const rlx_lir *lir)
     return groups;
 }
 
+enum { RM_SUM, RM_MEAN, RM_MAX, RM_ARGMAX, RM_SOFTMAX, RM_LN, RM_RMS, RM_ADDRMS, RM_GN, RM_TOPK };
+
+static void shape(cu_disp *d, const int32_t *w);
+static void put_addr(int32_t *w, int at, uint64_t a);
+static void slot_span(const cu_program *P, int32_t j, int s, uint64_t *lo, uint64_t *hi);
+static bool groupable(const cu_disp *D, const int32_t *w);
+
+static bool is_glu(cu_kernel k)
+{
+    return k == CU_K_MMV_GLU_Q4_K || k == CU_K_MMV_GLU_Q6_K || k == CU_K_MMV_GLU_Q8_0 ||
+           k == CU_K_MMV_GLU_Q4_0;
+}
+
+/* ---- heads normed and roped by their product ------------------------------
+ * A decode step's q (and k) product, the per-head RMS norm a Qwen3 puts
+ * after it, and the rope: the product's block that finishes a head last
+ * norms and ropes that head (kernels/matmul.cu's mmv_heads), and the norm
+ * and rope launch nothing. find_heads pairs them at program_create; each
+ * run the rope's fill decides (one row, heads of the rope's width laid
+ * densely in the product's output, the norm's float4 kernel over the same
+ * rows, and, since the norm and rope now run in the product's launch,
+ * before the launches between it and the rope, no memory one writes that
+ * another touches: heads_apart) and writes the product's record words. */
+
+/* The launching instruction before j that writes value v's root, or -1. */
+static int32_t producer(const cu_program *P, int32_t j, int32_t v)
+{
+    int32_t x = root_of(P, v);
+    for (int32_t i = j - 1; i >= 0; i--)
+        if (P->kern[i] != CU_K_COUNT && root_of(P, P->instrs[i].out) == x)
+            return i;
+    return -1;
+}
+
+/* Returns the counters the pairs need (0: none). */
+static int64_t find_heads(cu_program *P)
+{
+    int64_t total = 0;
+    for (int32_t j = 0; j < P->n_instrs; j++) {
+        P->head_rope[j] = P->head_norm[j] = P->head_prod[j] = -1;
+        P->head_on[j] = false;
+    }
+    for (int32_t j = 0; j < P->n_instrs && !P->dev->unfused; j++) {
+        const rlx_lir_instr *ro = &P->instrs[j];
+        if (ro->op != RLX_OP_ROPE || P->kern[j] != CU_K_ROPE)
+            continue;
+        int32_t nm = -1, p = producer(P, j, ro->in[0]);
+        if (p >= 0 && P->kern[p] == CU_K_ROWOP && P->instrs[p].op == RLX_OP_RMS_NORM &&
+            P->tail_from[p] < 0) {
+            nm = p;
+            p = producer(P, nm, P->instrs[nm].in[0]);
+        }
+        if (p < 0 || P->instrs[p].op != RLX_OP_MATMUL || P->kern[p] != CU_K_MM_WARP ||
+            P->instrs[p].n_in < 2 ||
+            !rlx_dtype_get(P->values[P->instrs[p].in[1]].dtype)->quantized || P->glu[p].lead >= 0 ||
+            P->append_of[p] >= 0 || P->head_rope[p] >= 0)
+            continue;
+        bool ok = true;
+        for (int32_t t = p + 1; t < P->n_instrs && ok; t++)
+            ok = P->tail_from[t] != p;
+        if (!ok)
+            continue;
+        const rlx_lir_value *po = &P->values[P->instrs[p].out];
+        int64_t N = po->shape.rank ? po->shape.d[po->shape.rank - 1].k : 0;
+        bool sym = false;
+        for (int t = 0; t < RLX_DIM_TERMS && po->shape.rank; t++)
+            sym = sym || (po->shape.d[po->shape.rank - 1].sym[t] >= 0 &&
+                          po->shape.d[po->shape.rank - 1].mul[t]);
+        if (N <= 0 || sym)
+            continue;
+        P->head_rope[p] = j;
+        P->head_norm[p] = nm;
+        P->head_prod[j] = p;
+        if (nm >= 0)
+            P->head_prod[nm] = p;
+        P->head_cnt[p] = total;
+        total += N; /* at most a head a column */
+        /* the rope's fill decides from the records of everything from the
+         * product to it: they are written in the same runs */
+        uint8_t m = 0;
+        for (int32_t t = p; t <= j; t++)
+            m |= P->syms[t];
+        for (int32_t t = p; t <= j; t++)
+            P->syms[t] = m;
+    }
+    return total;
+}
+
+/* Product i's words for the heads its blocks norm and rope (P(108..115)
+ * of its integer kernel's record w; none when head_on[i] is not set). */
+static void put_heads(const cu_program *P, int32_t *w, int32_t i, int64_t D)
+{
+    for (int k = 108; k < 116; k++)
+        w[PRM(k)] = 0;
+    if (!P->head_on[i])
+        return;
+    uint64_t rr = P->meta + (uint64_t)P->first[P->head_rope[i]] * REC_WORDS * 4;
+    uint64_t nr =
+        P->head_norm[i] >= 0 ? P->meta + (uint64_t)P->first[P->head_norm[i]] * REC_WORDS * 4 : 0;
+    uint64_t cnt = P->head_count + (uint64_t)P->head_cnt[i] * 4;
+    put_addr(w, 108, rr);
+    put_addr(w, 110, nr);
+    put_addr(w, 112, cnt);
+    w[PRM(114)] = (int32_t)D;
+}
+
+/* Whether t's elements (i, j) of its last two dims are at i * W + j from
+ * its start, the dims before all 1. */
+static bool rows_of(const vt *t, int64_t W)
+{
+    int r = t->rank;
+    if (r < 1 || t->st[r - 1] != 1 || t->ne[r - 1] != W)
+        return false;
+    int64_t want = W;
+    for (int d = r - 2; d >= 0; d--) {
+        if (t->ne[d] == 1)
+            continue;
+        if (t->st[d] != want)
+            return false;
+        want *= t->ne[d];
+    }
+    return true;
+}
+
+/* [lo, hi) spans that share bytes; the same span */
+static bool meets(const uint64_t a[2], const uint64_t b[2])
+{
+    return a[0] < a[1] && b[0] < b[1] && a[0] < b[1] && b[0] < a[1];
+}
+
+static bool same_span(const uint64_t a[2], const uint64_t b[2])
+{
+    return a[0] < a[1] && a[0] == b[0] && a[1] == b[1];
+}
+
+/* Whether product i's blocks may norm and rope its heads this run: what
+ * the norm and rope write (the rope perhaps into the KV cache) lands on
+ * another head's input nowhere (apart, or the same rows in place), and on
+ * nothing the launches between the product and the rope (rope j) touch,
+ * which now run after or beside them, nor on what the products just
+ * before it touch (they may share its launch); nor do those write what
+ * the norm and rope read. From this run's records of all of them
+ * (find_heads links the symbols from the product to the rope, so they are
+ * written in the same runs; group_launches keeps later launches out of
+ * the product's). */
+static bool heads_apart(const cu_program *P, int32_t i, int32_t j, int64_t Dh)
+{
+    int32_t nm = P->head_norm[i];
+    uint64_t rp[2], wn[2] = {0, 0}, wr[2];
+    slot_span(P, P->first[i + 1] - 1, CU_OUT_SLOT, &rp[0], &rp[1]);
+    if (nm >= 0)
+        slot_span(P, P->first[nm], CU_OUT_SLOT, &wn[0], &wn[1]);
+    slot_span(P, P->first[j], CU_OUT_SLOT, &wr[0], &wr[1]);
+    if ((meets(wn, rp) && !same_span(wn, rp)) || (meets(wr, rp) && !same_span(wr, rp)) ||
+        (meets(wr, wn) && !same_span(wr, wn)))
+        return false;
+    if (same_span(wr, rp) || same_span(wr, wn)) {
+        const int32_t *w = P->host + (size_t)P->first[j] * REC_WORDS;
+        const int32_t *q = w + DESC(CU_OUT_SLOT); /* the rope's rows in place: [H, Dh] too */
+        int r = q[1];
+        if (r < 1 || q[10 + r - 1] != 1 || (r >= 2 && q[4 + r - 2] > 1 && q[10 + r - 2] != Dh))
+            return false;
+    }
+    /* the launches between, and the integer products right before the
+     * product, which group_launches may run in its launch */
+    int32_t t0 = i;
+    cu_kernel k = P->disp[P->first[i + 1] - 1].k;
+    for (int32_t t = i - 1; t >= 0; t--) {
+        int32_t live_n = 0, last = P->first[t + 1] - 1;
+        for (int32_t d = P->first[t]; d <= last; d++)
+            live_n += live(P->disp[d].grid);
+        if (!live_n)
+            continue;
+        if (live_n != 1 || !live(P->disp[last].grid) || P->disp[last].k != k ||
+            !groupable(&P->disp[last], P->host + (size_t)last * REC_WORDS))
+            break;
+        t0 = t;
+    }
+    for (int32_t t = t0; t < j; t++) {
+        if (t == nm || t == i || (t < i && !live(P->disp[P->first[t + 1] - 1].grid)))
+            continue;
+        for (int32_t d = P->first[t]; d < P->first[t + 1]; d++) {
+            const int32_t *w = P->host + (size_t)d * REC_WORDS;
+            const cu_disp *E = &P->disp[d];
+            if (!live(E->grid) && !w[REC_BY_OTHER])
+                continue;
+            for (int s = 0; s <= CU_OUT_SLOT; s++) {
+                uint64_t sp[2];
+                if (s == 0 && (is_mmv(E->k) || is_glu(E->k)))
+                    continue; /* the integer kernels read their rows rounded, not slot 0 */
+                slot_span(P, d, s, &sp[0], &sp[1]);
+                if (meets(sp, wn) || meets(sp, wr) || (s == CU_OUT_SLOT && meets(sp, rp)))
+                    return false;
+            }
+        }
+    }
+    return true;
+}
+
+/* The rope being filled (its record w): whether the product before it
+ * norms and ropes the heads this run; writes the product's record words
+ * and the norm's and its own "another launch does my work". */
+static void head_take(fill_ctx *c, int32_t *w)
+{
+    cu_program *P = c->P;
+    int32_t i = P->head_prod[c->at];
+    if (i < 0 || P->head_rope[i] != c->at || !P->host)
+        return;
+    int32_t nm = P->head_norm[i];
+    int32_t mi = P->first[i + 1] - 1; /* the product's kernel launch */
+    const cu_disp *D = &P->disp[mi];
+    int32_t *wi = P->host + (size_t)mi * REC_WORDS;
+    int32_t *wn = nm >= 0 ? P->host + (size_t)P->first[nm] * REC_WORDS : NULL;
+    vt po = vt_of(P, P->instrs[i].out, c->sv), x = vt_of(P, P->instrs[c->at].in[0], c->sv);
+    int64_t Dh = w[PRM(1)], N = po.ne[po.rank - 1], cpb = wi[PRM(8)] ? 128 / wi[PRM(8)] : 0;
+    bool on = P->head_count && is_mmv(D->k) && live(D->grid) && !wi[PRM(10)] &&
+              !(wi[PRM(100)] | wi[PRM(101)]) && numel(&po) == N && Dh > 0 && N % Dh == 0 &&
+              cpb > 0 && Dh % cpb == 0 && w[PRM(0)] == N / Dh && rows_of(&po, N) && rows_of(&x, Dh);
+    if (on && nm >= 0) {
+        vt ni = vt_of(P, P->instrs[nm].in[0], c->sv), no = vt_of(P, P->instrs[nm].out, c->sv);
+        on = wn[PRM(7)] > 0 && !wn[PRM(8)] && wn[PRM(1)] == RM_RMS && wn[PRM(0)] == Dh &&
+             (uint32_t)wn[0] == (uint32_t)(N / Dh) && rows_of(&ni, Dh) && rows_of(&no, Dh) &&
+             vt_addr(P, &ni) == vt_addr(P, &po) && vt_addr(P, &no) == vt_addr(P, &x);
+    } else if (on)
+        on = vt_addr(P, &x) == vt_addr(P, &po);
+    if (on)
+        on = heads_apart(P, i, c->at, Dh);
+    P->head_on[i] = on;
+    put_heads(P, wi, i, Dh);
+    if (wn) {
+        wn[REC_BY_OTHER] = on;
+        shape(&P->disp[P->first[nm]], wn);
+    }
+    w[REC_BY_OTHER] = on;
+}
+
 static bool fill_ew(fill_ctx *c, const rlx_lir_instr *ins)
 {
     cu_program *P = c->P;
@@ -1426,6 +1668,10 @@ static bool fill_matmul(fill_ctx *c, const rlx_lir_instr *ins)
         put_q8_descs(c, w, &A, half);
         w[PRM(8)] = tpc;
         put_tail(P, w, c->at);
+        put_heads(P, w, c->at,
+                  P->head_rope[c->at] >= 0 && P->host
+                      ? P->host[(size_t)P->first[P->head_rope[c->at]] * REC_WORDS + PRM(1)]
+                      : 0);
     }
     {
         cu_disp *dd = &c->d[c->n - 1];
@@ -1476,8 +1722,6 @@ static bool fill_matmul(fill_ctx *c, const rlx_lir_instr *ins)
     w[REC_BY_OTHER] = glu_absorbed(P, c->at);
     return true;
 }
-
-enum { RM_SUM, RM_MEAN, RM_MAX, RM_ARGMAX, RM_SOFTMAX, RM_LN, RM_RMS, RM_ADDRMS, RM_GN, RM_TOPK };
 
 static bool fill_rowop(fill_ctx *c, const rlx_lir_instr *ins)
 {
@@ -1699,7 +1943,8 @@ static bool fill_rowop(fill_ctx *c, const rlx_lir_instr *ins)
         }
         /* the float4 kernel's work run by the product before it: no
          * launch of its own */
-        w[REC_BY_OTHER] = tail_take(c, w);
+        w[REC_BY_OTHER] =
+            tail_take(c, w) || (P->head_prod[c->at] >= 0 && P->head_on[P->head_prod[c->at]]);
         break;
     }
     }
@@ -1753,6 +1998,7 @@ static bool fill_rope(fill_ctx *c, const rlx_lir_instr *ins)
         w[PRM(7)] = 1;
     }
     w[PRM(8)] = sa;
+    head_take(c, w);
     return true;
 }
 
@@ -2178,6 +2424,8 @@ void cu_program_free(rlx_program *prog)
             cu->cuMemFree(P->tail_count);
         if (P->glu_count)
             cu->cuMemFree(P->glu_count);
+        if (P->head_count)
+            cu->cuMemFree(P->head_count);
         if (P->q8_scratch)
             cu->cuMemFree(P->q8_scratch);
         for (int e = 0; e < 2; e++)
@@ -2201,6 +2449,11 @@ void cu_program_free(rlx_program *prog)
     free(P->tail_from);
     free(P->tail_on);
     free(P->glu);
+    free(P->head_rope);
+    free(P->head_norm);
+    free(P->head_prod);
+    free(P->head_cnt);
+    free(P->head_on);
     free(P->last_addr);
     free(P->addr);
     free(P->sig);
@@ -2320,8 +2573,14 @@ rlx_status cu_program_create(rlx_device *dev, const rlx_lir *lir, rlx_program **
     P->tail_from = calloc(ni, sizeof *P->tail_from);
     P->tail_on = calloc(ni, sizeof *P->tail_on);
     P->glu = calloc(ni, sizeof *P->glu);
+    P->head_rope = calloc(ni, sizeof *P->head_rope);
+    P->head_norm = calloc(ni, sizeof *P->head_norm);
+    P->head_prod = calloc(ni, sizeof *P->head_prod);
+    P->head_cnt = calloc(ni, sizeof *P->head_cnt);
+    P->head_on = calloc(ni, sizeof *P->head_on);
     if (!P->fixed || !P->syms || !P->q8_in || !P->q8_out || !P->last_addr || !P->append_of ||
-        !P->absorbed || !P->tail_from || !P->tail_on || !P->glu) {
+        !P->absorbed || !P->tail_from || !P->tail_on || !P->glu || !P->head_rope || !P->head_norm ||
+        !P->head_prod || !P->head_cnt || !P->head_on) {
         cu_program_free(&P->base);
         return rlx_error_set(err, RLX_ERR_NO_MEMORY, "out of memory creating a program");
     }
@@ -2376,6 +2635,18 @@ rlx_status cu_program_create(rlx_device *dev, const rlx_lir *lir, rlx_program **
                 cu->cuMemFree(buf);
         }
         /* else the three launch as before */
+    }
+    int64_t heads = find_heads(P);
+    if (heads > 0) {
+        CUdeviceptr buf = 0;
+        if (cu->cuMemAlloc(&buf, (size_t)heads * 4) == CUDA_SUCCESS) {
+            if (cu->cuMemsetD8Async(buf, 0, (size_t)heads * 4, d->stream) == CUDA_SUCCESS &&
+                cu->cuStreamSynchronize(d->stream) == CUDA_SUCCESS)
+                P->head_count = buf;
+            else
+                cu->cuMemFree(buf);
+        }
+        /* else the norms and ropes launch as before */
     }
 
     /* attention's split scratch, sized for the largest value head dim */
@@ -2764,6 +3035,15 @@ static void group_launches(cu_program *P)
             if (E->k != D->k || E->block != D->block || !groupable(E, wk) ||
                 (stride && k - members[n - 1] != stride) ||
                 (E->k == CU_K_EW && wk[PRM(6)] && rounds++))
+                break;
+            /* nothing from a product's rope on joins the launch that ropes
+             * its heads (heads_apart checked only what comes before) */
+            bool late = false;
+            for (int32_t m = 0; m < n; m++) {
+                int32_t pi = P->disp[members[m]].instr;
+                late = late || (P->head_on[pi] && E->instr >= P->head_rope[pi]);
+            }
+            if (late)
                 break;
             bool ok = true;
             for (int32_t i = 0; i < n && ok; i++)

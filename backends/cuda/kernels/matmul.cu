@@ -17,6 +17,7 @@
 
 #include "common.cuh"
 #include "rms.cuh"
+#include "rope.cuh"
 
 struct mm_at {
     int64_t ao, bo, oo;
@@ -699,7 +700,39 @@ __device__ __forceinline__ void mmv_tail(int *R_)
     __syncthreads();
     int nt = (int)blockDim.x, tpr = P(7) < nt ? P(7) : nt;
     for (int64_t r0 = 0; r0 < (int64_t)(uint32_t)M_(0); r0 += nt / tpr)
-        rms_rows<true>(R_, sv, nt, r0);
+        rms_rows<true>(R_, sv, nt, r0, (int64_t)1 << 62);
+}
+
+// P(108..109): the record of the rope (rlx_rope's) of this product's
+// output as heads of P(114) columns, one row (a decode step's q or k), and
+// P(110..111), if not 0, that of the RMS norm of each head before it (a
+// Qwen3's q and k norms; rlx_rowop's float4 record, a warp a head): the
+// block that finishes a head last norms and ropes it, their launches
+// empty. Each block counts itself done in its head's counter (P(112..113)
+// + head; 0 between runs); the last reads the head past L1. cpb divides
+// P(114).
+__device__ __forceinline__ void mmv_heads(int *R_, int cpb)
+{
+    __shared__ float sv[4]; /* a float a warp: 128 threads */
+    int D = P(114);
+    int h = (int)blockIdx.x * cpb / D;
+    if (!last_block((int *)P_ADDR(112) + h, D / cpb))
+        return;
+    const int *nr = (const int *)P_ADDR(110), *rr = (const int *)P_ADDR(108);
+    __syncthreads(); /* every thread has its addresses before R_ changes */
+    if (nr) {
+        for (int i = threadIdx.x; i < REC; i += blockDim.x)
+            R_[i] = nr[i];
+        __syncthreads();
+        rms_rows<true>(R_, sv, (int)blockDim.x, h, h + 1);
+        __syncthreads(); /* the normed head, visible to the block */
+    }
+    for (int i = threadIdx.x; i < REC; i += blockDim.x)
+        R_[i] = rr[i];
+    __syncthreads();
+    int per = P(1) - P(2);
+    for (int j = threadIdx.x; j < per; j += blockDim.x)
+        rope_item<true>(R_, (int64_t)h * per + j);
 }
 
 // GLU (rlx_mmv_glu_<type>): two products of the same rows, b (slot 1)
@@ -833,6 +866,8 @@ template <class Q, bool GLU> __device__ __forceinline__ void mmv_body(const int 
     mmv_glu_round<GLU>(R_, cpb, nm);
     if (!GLU && (P(100) | P(101)))
         mmv_tail(R_);
+    if (!GLU && (P(108) | P(109)))
+        mmv_heads(R_, cpb);
 }
 
 #define MMV_KERNELS(T)                                                                \

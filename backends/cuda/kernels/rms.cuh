@@ -48,15 +48,16 @@ __device__ __forceinline__ int64_t row_off(const int *R_, int k, int64_t row)
     return o;
 }
 
-// Rows first_row + threadIdx.x / tpr of a block of nt threads, tpr =
-// min(P(7), nt) threads a row; every thread of the block takes part (sv:
-// nt / 32 floats of shared memory).
-template <bool CG> __device__ void rms_rows(const int *R_, float *sv, int nt, int64_t first_row)
+// Rows first_row + threadIdx.x / tpr (those below end_row) of a block of
+// nt threads, tpr = min(P(7), nt) threads a row; every thread of the
+// block takes part (sv: nt / 32 floats of shared memory).
+template <bool CG>
+__device__ void rms_rows(const int *R_, float *sv, int nt, int64_t first_row, int64_t end_row)
 {
     int tpr = P(7) < nt ? P(7) : nt;
     int64_t row = first_row + threadIdx.x / tpr;
     int t = threadIdx.x % tpr;
-    bool live = row < (int64_t)(uint32_t)M_(0);
+    bool live = row < (int64_t)(uint32_t)M_(0) && row < end_row;
     if (!live)
         row = 0;
     int L = P(0);

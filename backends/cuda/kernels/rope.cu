@@ -1,50 +1,14 @@
-// One thread per rotated pair (or passed-through dim) of one row.
-// P(0) rows, P(1) D, P(2) half, P(3) n_rot, P(4) neox, PF(5) base,
-// PF(6) freq scale, P(7) freq factors, P(8) seq axis.
-#include "common.cuh"
+// One thread per rotated pair (or passed-through dim) of one row
+// (rope.cuh has the record's words).
+#include "rope.cuh"
 
 extern "C" __global__ void __launch_bounds__(256) rlx_rope(const int *rec)
 {
     REC_DECL;
     if (!ld_rec(R_, rec))
         return;
-    int D = P(1), half_ = P(2);
-    int per = D - half_;
-    int64_t n = (int64_t)P(0) * per;
+    int64_t n = (int64_t)P(0) * (P(1) - P(2));
     for (int64_t it = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; it < n;
-         it += grid_x(R_) * blockDim.x) {
-        int64_t row = it / per;
-        int j = (int)(it % per);
-        int r = D_RANK(0), sa = P(8);
-        int64_t xo = 0, oo = 0, l = row;
-        int sidx = 0;
-        for (int d = r - 2; d >= 0; d--) {
-            int c = (int)(l % D_NE(0, d));
-            l /= D_NE(0, d);
-            xo += (int64_t)c * D_ST(0, d);
-            oo += (int64_t)c * D_ST(OUT, d);
-            if (d == sa)
-                sidx = c;
-        }
-        int64_t xs = D_ST(0, r - 1), os = D_ST(OUT, r - 1);
-        int xdt = D_DT(0), odt = D_DT(OUT);
-        const uint8_t *xp = D_PTR(0);
-        uint8_t *op = (uint8_t *)D_PTR(OUT);
-        if (j >= half_) {
-            int i = 2 * half_ + (j - half_);
-            stf(op, odt, oo + i * os, ldf(xp, xdt, xo + i * xs));
-            continue;
-        }
-        float pos = (float)ldi(D_PTR(1), D_DT(1), (int64_t)sidx * D_ST(1, D_RANK(1) - 1));
-        float f = PF(6) * powf(PF(5), -2.0f * (float)j / (float)P(3));
-        if (P(7))
-            f /= ldf(D_PTR(2), D_DT(2), (int64_t)j * D_ST(2, D_RANK(2) - 1));
-        float th = pos * f;
-        float cs, sn;
-        sincosf(th, &sn, &cs);
-        int i0 = P(4) ? j : 2 * j, i1 = P(4) ? j + half_ : 2 * j + 1;
-        float a = ldf(xp, xdt, xo + i0 * xs), b = ldf(xp, xdt, xo + i1 * xs);
-        stf(op, odt, oo + i0 * os, a * cs - b * sn);
-        stf(op, odt, oo + i1 * os, a * sn + b * cs);
-    }
+         it += grid_x(R_) * blockDim.x)
+        rope_item<false>(R_, it);
 }
