@@ -692,6 +692,121 @@ static uint8_t *q8_weights(int n, int k, int8_t *q, uint32_t *seed)
     return w;
 }
 
+/* A one-row product of Q8_0 weights roped as one head of N (the q of a
+ * decode step, as the graph gives it): the product's block that finishes
+ * the head last ropes it and the rope launches nothing, unless the rope's
+ * output lands where a launch between the product and the rope still
+ * reads (a copy of what an earlier copy put there; the memory plan may
+ * place it so, since in program order the rope writes after that read):
+ * then the rope must launch after it, or the copy would read roped values.
+ * Both placements, three runs each (the later replay the graph), against
+ * a double-precision rope of the exact product. */
+static void heads_case(bool clash)
+{
+    enum { K = 256, N = 512, NB = K / 32 };
+    const uint64_t R = clash ? 4096 : 8192; /* the rope's output in the arena */
+    float a[K], z[N], o0[N], o1[N];
+    int8_t *wq = malloc((size_t)N * K);
+    uint32_t seed = 11;
+    uint8_t *w = q8_weights(N, K, wq, &seed);
+    const float dw = 1.0f / 64.0f;
+    const int32_t pos = 7;
+#define RND() ((seed = seed * 1664525u + 1013904223u), (float)(seed >> 8) / 8388608.0f - 1.0f)
+    rlx_lir_value v[10];
+    v[0] = rlx_test_val(RLX_DTYPE_F32, 2, (int64_t[]){1, K}, RLX_HOME_INPUT, 0, 0);
+    v[1] = rlx_test_val(RLX_DTYPE_Q8_0, 2, (int64_t[]){N, K}, RLX_HOME_INPUT, 1, 0);
+    v[1].max_bytes = (uint64_t)N * NB * 34;
+    v[2] = rlx_test_val(RLX_DTYPE_I32, 1, (int64_t[]){1}, RLX_HOME_INPUT, 2, 0);
+    v[3] = rlx_test_val(RLX_DTYPE_F32, 2, (int64_t[]){1, N}, RLX_HOME_INPUT, 3, 0);
+    v[4] = rlx_test_val(RLX_DTYPE_F32, 2, (int64_t[]){1, N}, RLX_HOME_ARENA, 0, 0);    /* product */
+    v[5] = rlx_test_val(RLX_DTYPE_F32, 2, (int64_t[]){1, N}, RLX_HOME_ARENA, 0, 4096); /* z, kept */
+    v[6] = rlx_test_val(RLX_DTYPE_F32, 2, (int64_t[]){1, N}, RLX_HOME_OUTPUT, 0, 0);
+    v[7] = rlx_test_val(RLX_DTYPE_F32, 2, (int64_t[]){1, N}, RLX_HOME_ARENA, 0, R); /* roped */
+    v[8] = rlx_test_val(RLX_DTYPE_F32, 2, (int64_t[]){1, N}, RLX_HOME_OUTPUT, 1, 0);
+    rlx_lir_instr ins[5] = {{.op = RLX_OP_COPY, .n_in = 1, .in = {3}, .out = 5},
+                            {.op = RLX_OP_MATMUL, .n_in = 2, .in = {0, 1}, .out = 4},
+                            {.op = RLX_OP_COPY, .n_in = 1, .in = {5}, .out = 6},
+                            {.op = RLX_OP_ROPE, .n_in = 2, .in = {4, 2}, .out = 7},
+                            {.op = RLX_OP_COPY, .n_in = 1, .in = {7}, .out = 8}};
+    for (int i = 0; i < 5; i++)
+        ins[i].node = i;
+    ins[1].p.matmul.trans_b = true;
+    ins[3].p.rope.freq_base = 10000.0f;
+    ins[3].p.rope.seq_axis = 0;
+    rlx_device *d = open_dev();
+    rlx_program *p = lir_program(d, v, 9, ins, 5, 4, 2, 12288);
+    rlx_error *err = NULL;
+    rlx_buffer *ba = NULL, *bw = NULL, *bp = NULL, *bz = NULL, *b0 = NULL, *b1 = NULL, *ar = NULL;
+    assert_int_equal(cu->buffer_alloc(d, sizeof a, &ba, NULL), RLX_OK);
+    assert_int_equal(cu->buffer_from_host(d, w, (uint64_t)N * NB * 34, &bw, NULL), RLX_OK);
+    assert_int_equal(cu->buffer_from_host(d, &pos, 4, &bp, NULL), RLX_OK);
+    assert_int_equal(cu->buffer_alloc(d, sizeof z, &bz, NULL), RLX_OK);
+    assert_int_equal(cu->buffer_alloc(d, sizeof o0, &b0, NULL), RLX_OK);
+    assert_int_equal(cu->buffer_alloc(d, sizeof o1, &b1, NULL), RLX_OK);
+    assert_int_equal(cu->buffer_alloc(d, 12288, &ar, NULL), RLX_OK);
+    rlx_buffer_ref in[4] = {{ba, 0}, {bw, 0}, {bp, 0}, {bz, 0}}, out[2] = {{b0, 0}, {b1, 0}};
+    rlx_program_bindings bind = {.arena = {ar, 0}, .inputs = in, .outputs = out};
+    for (int run = 0; run < 3; run++) {
+        /* integers, each block's largest 127: the 8-bit rounding is exact */
+        for (int i = 0; i < K; i++)
+            a[i] = i % 32 == run ? 127.0f : (float)(int)(RND() * 126.0f);
+        for (int i = 0; i < N; i++)
+            z[i] = RND();
+        assert_int_equal(cu->buffer_write(ba, 0, a, sizeof a, NULL), RLX_OK);
+        assert_int_equal(cu->buffer_write(bz, 0, z, sizeof z, NULL), RLX_OK);
+        if (cu->program_run(p, &bind, NULL, &err) != RLX_OK)
+            fail_msg("program_run: %s", rlx_error_message(err));
+        assert_int_equal(cu->buffer_read(b0, 0, o0, sizeof o0, NULL), RLX_OK);
+        assert_int_equal(cu->buffer_read(b1, 0, o1, sizeof o1, NULL), RLX_OK);
+        assert_memory_equal(o0, z, sizeof z); /* the copy read z, not roped values */
+        double worst = 0, big = 0;
+        for (int j = 0; j < N / 2; j++) {
+            double x[2];
+            for (int e = 0; e < 2; e++) {
+                double dot = 0;
+                for (int k = 0; k < K; k++)
+                    dot += (double)a[k] * wq[(size_t)(2 * j + e) * K + k];
+                x[e] = dot * dw;
+            }
+            double th = pos * pow(10000.0, -2.0 * j / N);
+            double ref[2] = {x[0] * cos(th) - x[1] * sin(th), x[0] * sin(th) + x[1] * cos(th)};
+            for (int e = 0; e < 2; e++) {
+                double diff = fabs(o1[2 * j + e] - ref[e]);
+                worst = diff > worst || isnan(diff) ? diff : worst;
+                big = fabs(ref[e]) > big ? fabs(ref[e]) : big;
+            }
+        }
+        print_message("  %s run %d: worst difference %.3g of %.3g\n", clash ? "clash" : "apart",
+                      run, worst, big);
+        assert_true(worst <= 1e-5 * big);
+        /* the first copy, the rounding, the product, then the rope and
+         * the two copies after it, or (the rope run by the product) the
+         * two copies in one launch */
+        rlx_program_stats st;
+        cu->program_stats(p, &st);
+        assert_int_equal(st.launches, clash ? 6 : 4);
+    }
+#undef RND
+    cu->buffer_free(ba);
+    cu->buffer_free(bw);
+    cu->buffer_free(bp);
+    cu->buffer_free(bz);
+    cu->buffer_free(b0);
+    cu->buffer_free(b1);
+    cu->buffer_free(ar);
+    free(w);
+    free(wq);
+    cu->program_free(p);
+    cu->device_close(d);
+}
+
+static void test_roped_heads(void **state)
+{
+    (void)state;
+    heads_case(false);
+    heads_case(true);
+}
+
 /* A decode-sized product of Q8_0 weights and the add + RMS norm after it
  * (keeping the sum, as a decoder layer's): the product's last block runs
  * the norm, so the program launches twice (the activations' rounding, the
@@ -1006,6 +1121,7 @@ int main(void)
         cmocka_unit_test(test_split_k),
         cmocka_unit_test(test_norm_tail),
         cmocka_unit_test(test_gated_products),
+        cmocka_unit_test(test_roped_heads),
         cmocka_unit_test(test_grouped_launches),
 #ifdef RLX_TEST_CUDA_EMU
         cmocka_unit_test(test_fault_and_recovery),
