@@ -243,7 +243,7 @@ static void quant_vs_cpu(const char *src, rlx_quantize_type type, int want, bool
              getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid(),
              rlx_quantize_type_name(type));
     rlx_quantize_params qp = rlx_quantize_default_params();
-    qp.pure = true;
+    qp.pure = type != RLX_QUANTIZE_Q4_K_M; /* Q4_K_M: its mix (Q6_K v and down in some layers) */
     qp.n_threads = 2;
     rlx_error *err = NULL;
     if (rlx_quantize_file(src, path, type, qp, NULL, &err) != RLX_OK)
@@ -283,7 +283,8 @@ static void quant_vs_cpu(const char *src, rlx_quantize_type type, int want, bool
     if (!strncmp(DEVICE, "cuda", 4)) {
         /* a decode step's launches: the same step timed op by op launches
          * each alone; untimed, q, k and v are one launch (2 fewer a layer
-         * at the least). Either way the cache appends launch nothing (the
+         * at the least; one of mixed weight types in the layers where
+         * Q4_K_M's mix gives v Q6_K weights). Either way the cache appends launch nothing (the
          * key rope and the value product write the cache), and where the
          * weights are quantized the q and k products rope their heads
          * (a Qwen3's norm them first) in their own launch, gate, up and

@@ -45,6 +45,7 @@ static const char *const kernel_names[CU_K_COUNT] = {
     [CU_K_MMV_GLU_Q6_K] = "rlx_mmv_glu_q6_k",
     [CU_K_MMV_GLU_Q8_0] = "rlx_mmv_glu_q8_0",
     [CU_K_MMV_GLU_Q4_0] = "rlx_mmv_glu_q4_0",
+    [CU_K_MMV_MIXED] = "rlx_mmv_mixed",
 };
 
 /* per physical device, shared by its opens */

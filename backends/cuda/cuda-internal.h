@@ -111,6 +111,7 @@ typedef enum cu_kernel {
     CU_K_MMV_GLU_Q6_K,
     CU_K_MMV_GLU_Q8_0,
     CU_K_MMV_GLU_Q4_0,
+    CU_K_MMV_MIXED, /* CU_K_MMV_* of different types grouped into one launch */
     CU_K_COUNT,
     CU_K_CUBLAS /* a launch that is a cuBLAS GEMM (cuda-cublas.c), not a kernel */
 } cu_kernel;

@@ -68,6 +68,7 @@ typedef struct cu_disp {
     int32_t vals[CU_OUT_SLOT + 1];
     uint32_t grid[3], block;
     uint32_t lgrid[3]; /* the launch's grid this run: grid, or a group's (group_launches) */
+    cu_kernel lk;      /* the launch's kernel this run: k, or CU_K_MMV_MIXED for a group's */
 } cu_disp;
 
 typedef struct cu_program {
@@ -1064,7 +1065,8 @@ static bool heads_apart(const cu_program *P, int32_t i, int32_t j, int64_t Dh)
             live_n += live(P->disp[d].grid);
         if (!live_n)
             continue;
-        if (live_n != 1 || !live(P->disp[last].grid) || P->disp[last].k != k ||
+        if (live_n != 1 || !live(P->disp[last].grid) ||
+            !(P->disp[last].k == k || (is_mmv(P->disp[last].k) && is_mmv(k))) ||
             !groupable(&P->disp[last], P->host + (size_t)last * REC_WORDS))
             break;
         t0 = t;
@@ -1667,6 +1669,7 @@ static bool fill_matmul(fill_ctx *c, const rlx_lir_instr *ins)
     if (mmv != CU_K_COUNT) {
         put_q8_descs(c, w, &A, half);
         w[PRM(8)] = tpc;
+        w[PRM(116)] = (int32_t)(mmv - CU_K_MMV_Q4_K); /* for rlx_mmv_mixed */
         put_tail(P, w, c->at);
         put_heads(P, w, c->at,
                   P->head_rope[c->at] >= 0 && P->host
@@ -3014,6 +3017,7 @@ static void group_launches(cu_program *P)
     for (int32_t j = 0; j < P->n_disp; j++) {
         cu_disp *D = &P->disp[j];
         memcpy(D->lgrid, D->grid, sizeof D->lgrid);
+        D->lk = D->k;
         int32_t *w = P->host + (size_t)j * REC_WORDS;
         w[1] = w[2] = 0; /* kernels/common.cuh's GRP_STRIDE, GRP_GRIDX */
     }
@@ -3032,8 +3036,8 @@ static void group_launches(cu_program *P)
             const int32_t *wk = P->host + (size_t)k * REC_WORDS;
             if (!live(E->grid))
                 continue;
-            if (E->k != D->k || E->block != D->block || !groupable(E, wk) ||
-                (stride && k - members[n - 1] != stride) ||
+            if (!(E->k == D->k || (is_mmv(E->k) && is_mmv(D->k))) || E->block != D->block ||
+                !groupable(E, wk) || (stride && k - members[n - 1] != stride) ||
                 (E->k == CU_K_EW && wk[PRM(6)] && rounds++))
                 break;
             /* nothing from a product's rope on joins the launch that ropes
@@ -3058,6 +3062,8 @@ static void group_launches(cu_program *P)
         uint32_t gx = 0;
         for (int32_t i = 0; i < n; i++) {
             cu_disp *E = &P->disp[members[i]];
+            if (E->k != D->k)
+                D->lk = CU_K_MMV_MIXED; /* each member runs its type's body */
             if (E->grid[0] > gx)
                 gx = E->grid[0];
             P->host[(size_t)members[i] * REC_WORDS + 2] = (int32_t)E->grid[0];
@@ -3071,7 +3077,7 @@ static void group_launches(cu_program *P)
     }
     for (int32_t j = 0; j < P->n_disp; j++) {
         uint32_t *g = P->sig + (size_t)j * 4;
-        g[0] = (uint32_t)P->disp[j].k;
+        g[0] = (uint32_t)P->disp[j].lk;
         memcpy(g + 1, P->disp[j].lgrid, 3 * sizeof *g);
     }
 }
@@ -3156,9 +3162,9 @@ static CUresult enqueue(cu_program *P, bool timing, volatile const int *cancel, 
                                       .hStream = st,
                                       .attrs = &at,
                                       .numAttrs = 1};
-                r = cu->cuLaunchKernelEx(&cfg, P->dev->fn[D->k], args, NULL);
+                r = cu->cuLaunchKernelEx(&cfg, P->dev->fn[D->lk], args, NULL);
             } else {
-                r = cu->cuLaunchKernel(P->dev->fn[D->k], D->lgrid[0], D->lgrid[1], D->lgrid[2],
+                r = cu->cuLaunchKernel(P->dev->fn[D->lk], D->lgrid[0], D->lgrid[1], D->lgrid[2],
                                        D->block, 1, 1, 0, st, args, NULL);
             }
         }

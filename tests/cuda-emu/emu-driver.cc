@@ -34,6 +34,7 @@ K(rlx_mmv_glu_q4_k)
 K(rlx_mmv_glu_q6_k)
 K(rlx_mmv_glu_q8_0)
 K(rlx_mmv_glu_q4_0)
+K(rlx_mmv_mixed)
 K(rlx_mm_tile)
 K(rlx_mm_tc)
 K(rlx_mm_tc64)
@@ -66,6 +67,7 @@ static const struct {
     {"rlx_mmv_glu_q6_k", rlx_mmv_glu_q6_k},
     {"rlx_mmv_glu_q8_0", rlx_mmv_glu_q8_0},
     {"rlx_mmv_glu_q4_0", rlx_mmv_glu_q4_0},
+    {"rlx_mmv_mixed", rlx_mmv_mixed},
     {"rlx_mm_tile", rlx_mm_tile},
     {"rlx_mm_tc", rlx_mm_tc},
     {"rlx_mm_tc64", rlx_mm_tc64},

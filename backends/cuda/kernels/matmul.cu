@@ -884,6 +884,32 @@ MMV_KERNELS(q6_k)
 MMV_KERNELS(q8_0)
 MMV_KERNELS(q4_0)
 
+// Products of different weight types grouped into one launch (q, k and v
+// of a decode step where a Q4_K_M file gives v Q6_K weights): each group
+// member runs its own type's body, P(116) (0 Q4_K, 1 Q6_K, 2 Q8_0, 3
+// Q4_0). The member's record is the host's, written before the launch,
+// so it is read before ld_rec's wait. Bounds of 4 blocks an SM: ptxas then
+// takes 109 registers and spills nothing (held to 96 it spilled 72 bytes,
+// sm_90).
+extern "C" __global__ void __launch_bounds__(128, 4) rlx_mmv_mixed(const int *rec)
+{
+    const int *r = rec + (int64_t)blockIdx.y * rec[GRP_STRIDE];
+    switch (r[128 + 116]) {
+    case 0:
+        mmv_body<mmv_q4_k, false>(rec);
+        break;
+    case 1:
+        mmv_body<mmv_q6_k, false>(rec);
+        break;
+    case 2:
+        mmv_body<mmv_q8_0, false>(rec);
+        break;
+    default:
+        mmv_body<mmv_q4_0, false>(rec);
+        break;
+    }
+}
+
 // ---- prompt products of quantized weights, second form --------------------
 // rlx_mm_tq (BM 128) / rlx_mm_tq64 (BM 64): BM x 128 output tiles on the
 // tensor cores as rlx_mm_tc, with the work around the products cut down:
