@@ -970,12 +970,11 @@ static int64_t find_heads(cu_program *P)
         P->head_cnt[p] = total;
         total += N; /* at most a head a column */
         /* the rope's fill decides from the records of everything from the
-         * product to it: they are written in the same runs */
-        uint8_t m = 0;
-        for (int32_t t = p; t <= j; t++)
-            m |= P->syms[t];
-        for (int32_t t = p; t <= j; t++)
-            P->syms[t] = m;
+         * product to it: it is written whenever one of them is (the others
+         * keep their own symbols: the product's and the norm's fills only
+         * repeat the rope's last decision) */
+        for (int32_t t = p; t < j; t++)
+            P->syms[j] |= P->syms[t];
     }
     return total;
 }
@@ -1034,9 +1033,9 @@ static bool same_span(const uint64_t a[2], const uint64_t b[2])
  * which now run after or beside them, nor on what the products just
  * before it touch (they may share its launch); nor do those write what
  * the norm and rope read. From this run's records of all of them
- * (find_heads links the symbols from the product to the rope, so they are
- * written in the same runs; group_launches keeps later launches out of
- * the product's). */
+ * (find_heads gives the rope the symbols of everything from the product
+ * to it, so it is written whenever they are; group_launches keeps later
+ * launches out of the product's). */
 static bool heads_apart(const cu_program *P, int32_t i, int32_t j, int64_t Dh)
 {
     int32_t nm = P->head_norm[i];
