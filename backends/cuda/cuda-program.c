@@ -2466,6 +2466,20 @@ void cu_program_free(rlx_program *prog)
     free(P);
 }
 
+/* n zeroed 32-bit counters in device memory, or 0 */
+static CUdeviceptr zeroed_counters(cu_device *d, int64_t n)
+{
+    const cu_api *cu = cu_driver(NULL);
+    CUdeviceptr buf = 0;
+    if (cu->cuMemAlloc(&buf, (size_t)n * 4) != CUDA_SUCCESS)
+        return 0;
+    if (cu->cuMemsetD8Async(buf, 0, (size_t)n * 4, d->stream) == CUDA_SUCCESS &&
+        cu->cuStreamSynchronize(d->stream) == CUDA_SUCCESS)
+        return buf;
+    cu->cuMemFree(buf);
+    return 0;
+}
+
 static rlx_status validate(const rlx_lir *lir, rlx_error **err)
 {
     if (lir->n_values < 0 || lir->n_instrs < 0 || (lir->n_values && !lir->values) ||
@@ -2612,44 +2626,17 @@ rlx_status cu_program_create(rlx_device *dev, const rlx_lir *lir, rlx_program **
         P->fixed[i] = ok;
         P->syms[i] = m;
     }
+    /* the block counters of the fusions below, zeroed once (the last
+     * block sets its counter back); without one, those launch as before */
     find_appends(P);
-    if (find_tails(P)) {
-        /* the products' counters, zeroed once */
-        CUdeviceptr buf = 0;
-        if (cu->cuMemAlloc(&buf, (size_t)ni * 4) == CUDA_SUCCESS) {
-            if (cu->cuMemsetD8Async(buf, 0, (size_t)ni * 4, d->stream) == CUDA_SUCCESS &&
-                cu->cuStreamSynchronize(d->stream) == CUDA_SUCCESS)
-                P->tail_count = buf;
-            else
-                cu->cuMemFree(buf);
-        }
-        /* else each norm launches as before */
-    }
+    if (find_tails(P))
+        P->tail_count = zeroed_counters(d, ni); /* a product's, each */
     int64_t groups = find_glus(P, lir);
-    if (groups > 0) {
-        CUdeviceptr buf = 0;
-        if (cu->cuMemAlloc(&buf, (size_t)groups * 4) == CUDA_SUCCESS) {
-            if (cu->cuMemsetD8Async(buf, 0, (size_t)groups * 4, d->stream) == CUDA_SUCCESS &&
-                cu->cuStreamSynchronize(d->stream) == CUDA_SUCCESS) {
-                P->glu_count = buf;
-                P->glu_groups = groups;
-            } else
-                cu->cuMemFree(buf);
-        }
-        /* else the three launch as before */
-    }
+    if (groups > 0 && (P->glu_count = zeroed_counters(d, groups)))
+        P->glu_groups = groups; /* a block of 32 gated columns' */
     int64_t heads = find_heads(P);
-    if (heads > 0) {
-        CUdeviceptr buf = 0;
-        if (cu->cuMemAlloc(&buf, (size_t)heads * 4) == CUDA_SUCCESS) {
-            if (cu->cuMemsetD8Async(buf, 0, (size_t)heads * 4, d->stream) == CUDA_SUCCESS &&
-                cu->cuStreamSynchronize(d->stream) == CUDA_SUCCESS)
-                P->head_count = buf;
-            else
-                cu->cuMemFree(buf);
-        }
-        /* else the norms and ropes launch as before */
-    }
+    if (heads > 0)
+        P->head_count = zeroed_counters(d, heads); /* a head's */
 
     /* attention's split scratch, sized for the largest value head dim */
     int64_t dv_max = 0;
