@@ -102,6 +102,7 @@ typedef struct cu_program {
     int64_t *head_cnt;        /* per product: its first counter in head_count */
     bool *head_on;            /* per product: its blocks norm and rope the heads this run */
     CUdeviceptr head_count;   /* per head of those products: blocks done (0 between runs) */
+    bool *feeds_q8;           /* per instruction: a quantized product reads its output */
     int32_t *first;           /* per instruction: first launch; first[n_instrs] = n_disp */
     CUdeviceptr *addr;        /* per value: its device address this run (0: none) */
     CUdeviceptr cbuf;         /* the constants */
@@ -580,20 +581,26 @@ static int32_t root_of(const cu_program *P, int32_t v)
     return v;
 }
 
-/* Whether a matrix-vector product of quantized weights reads instruction
- * i's output as its rows (through views): the rows are then worth rounding
- * to 8 bits as they are written (a Qwen3's per-head k norm feeds a rope,
- * and its rows stay f32). */
-static bool feeds_qproduct(const cu_program *P, int32_t i)
+/* P->feeds_q8 (at program_create): whether a later matmul of quantized
+ * weights reads instruction i's output as its rows (through views): the
+ * rows are then worth rounding to 8 bits as they are written (a Qwen3's
+ * per-head k norm feeds a rope, and its rows stay f32). Returns false
+ * when out of memory. */
+static bool find_q8_readers(cu_program *P)
 {
-    int32_t x = root_of(P, P->instrs[i].out);
-    for (int32_t t = i + 1; t < P->n_instrs; t++) {
-        const rlx_lir_instr *u = &P->instrs[t];
-        if (u->op == RLX_OP_MATMUL && P->kern[t] == CU_K_MM_WARP && u->n_in > 1 &&
-            root_of(P, u->in[0]) == x && rlx_dtype_get(P->values[u->in[1]].dtype)->quantized)
-            return true;
+    bool *read = calloc((size_t)P->n_values + 1, sizeof *read);
+    if (!read)
+        return false;
+    for (int32_t i = P->n_instrs - 1; i >= 0; i--) {
+        const rlx_lir_instr *u = &P->instrs[i];
+        int32_t x = root_of(P, u->out);
+        P->feeds_q8[i] = x >= 0 && read[x];
+        if (u->op == RLX_OP_MATMUL && P->kern[i] == CU_K_MM_WARP && u->n_in > 1 &&
+            rlx_dtype_get(P->values[u->in[1]].dtype)->quantized && root_of(P, u->in[0]) >= 0)
+            read[root_of(P, u->in[0])] = true;
     }
-    return false;
+    free(read);
+    return true;
 }
 
 /* An elementwise launch whose f32 output is dense and small (at most 8
@@ -627,7 +634,7 @@ static void ew_round_q8(fill_ctx *c, int32_t *w, const vt *o)
     cu_program *P = c->P;
     int64_t n = numel(o);
     uint64_t oa = vt_addr(P, o);
-    if (!q8_roundable(P, o) || w[PRM(1)] || w[PRM(2)] || !feeds_qproduct(P, c->at))
+    if (!q8_roundable(P, o) || w[PRM(1)] || w[PRM(2)] || !P->feeds_q8[c->at])
         return;
     int half = glu_absorbed(P, c->at);
     w[PRM(6)] = 1;
@@ -899,6 +906,14 @@ static void put_addr(int32_t *w, int at, uint64_t a);
 static void slot_span(const cu_program *P, int32_t j, int s, uint64_t *lo, uint64_t *hi);
 static bool groupable(const cu_disp *D, const int32_t *w);
 
+/* Whether launches of kernels a and b may be one launch (the same
+ * kernel, or integer products of any types: rlx_mmv_mixed); group_launches
+ * and heads_apart share the rule. */
+static bool one_kernel(cu_kernel a, cu_kernel b)
+{
+    return a == b || (is_mmv(a) && is_mmv(b));
+}
+
 static bool is_glu(cu_kernel k)
 {
     return k == CU_K_MMV_GLU_Q4_K || k == CU_K_MMV_GLU_Q6_K || k == CU_K_MMV_GLU_Q8_0 ||
@@ -980,21 +995,23 @@ static int64_t find_heads(cu_program *P)
 }
 
 /* Product i's words for the heads its blocks norm and rope (P(108..115)
- * of its integer kernel's record w; none when head_on[i] is not set). */
-static void put_heads(const cu_program *P, int32_t *w, int32_t i, int64_t D)
+ * of its integer kernel's record w; none when head_on[i] is not set): the
+ * records' addresses, the counters, the head width (the rope's D). */
+static void put_heads(const cu_program *P, int32_t *w, int32_t i)
 {
     for (int k = 108; k < 116; k++)
         w[PRM(k)] = 0;
     if (!P->head_on[i])
         return;
-    uint64_t rr = P->meta + (uint64_t)P->first[P->head_rope[i]] * REC_WORDS * 4;
+    int32_t rj = P->first[P->head_rope[i]];
+    uint64_t rr = P->meta + (uint64_t)rj * REC_WORDS * 4;
     uint64_t nr =
         P->head_norm[i] >= 0 ? P->meta + (uint64_t)P->first[P->head_norm[i]] * REC_WORDS * 4 : 0;
     uint64_t cnt = P->head_count + (uint64_t)P->head_cnt[i] * 4;
     put_addr(w, 108, rr);
     put_addr(w, 110, nr);
     put_addr(w, 112, cnt);
-    w[PRM(114)] = (int32_t)D;
+    w[PRM(114)] = P->host[(size_t)rj * REC_WORDS + PRM(1)];
 }
 
 /* Whether t's elements (i, j) of its last two dims are at i * W + j from
@@ -1064,8 +1081,7 @@ static bool heads_apart(const cu_program *P, int32_t i, int32_t j, int64_t Dh)
             live_n += live(P->disp[d].grid);
         if (!live_n)
             continue;
-        if (live_n != 1 || !live(P->disp[last].grid) ||
-            !(P->disp[last].k == k || (is_mmv(P->disp[last].k) && is_mmv(k))) ||
+        if (live_n != 1 || !live(P->disp[last].grid) || !one_kernel(P->disp[last].k, k) ||
             !groupable(&P->disp[last], P->host + (size_t)last * REC_WORDS))
             break;
         t0 = t;
@@ -1120,7 +1136,7 @@ static void head_take(fill_ctx *c, int32_t *w)
     if (on)
         on = heads_apart(P, i, c->at, Dh);
     P->head_on[i] = on;
-    put_heads(P, wi, i, Dh);
+    put_heads(P, wi, i);
     if (wn) {
         wn[REC_BY_OTHER] = on;
         shape(&P->disp[P->first[nm]], wn);
@@ -1670,10 +1686,7 @@ static bool fill_matmul(fill_ctx *c, const rlx_lir_instr *ins)
         w[PRM(8)] = tpc;
         w[PRM(116)] = (int32_t)(mmv - CU_K_MMV_Q4_K); /* for rlx_mmv_mixed */
         put_tail(P, w, c->at);
-        put_heads(P, w, c->at,
-                  P->head_rope[c->at] >= 0 && P->host
-                      ? P->host[(size_t)P->first[P->head_rope[c->at]] * REC_WORDS + PRM(1)]
-                      : 0);
+        put_heads(P, w, c->at);
     }
     {
         cu_disp *dd = &c->d[c->n - 1];
@@ -1933,7 +1946,7 @@ static bool fill_rowop(fill_ctx *c, const rlx_lir_instr *ins)
             for (int d = 0; d < r - 2 && even; d++)
                 even = O.ne[d] == 1 || O.st[d] == O.st[d + 1] * O.ne[d + 1];
             if (ok && even && oa && P->q8_scratch && rows <= 8 && L % 128 == 0 &&
-                L <= P->q8_k_max && feeds_qproduct(P, c->at)) {
+                L <= P->q8_k_max && P->feeds_q8[c->at]) {
                 w[PRM(8)] = 1;
                 put_q8_scratch(P, w, 9, 0);
                 uint64_t key[Q8_KEY];
@@ -2456,6 +2469,7 @@ void cu_program_free(rlx_program *prog)
     free(P->head_prod);
     free(P->head_cnt);
     free(P->head_on);
+    free(P->feeds_q8);
     free(P->last_addr);
     free(P->addr);
     free(P->sig);
@@ -2594,9 +2608,10 @@ rlx_status cu_program_create(rlx_device *dev, const rlx_lir *lir, rlx_program **
     P->head_prod = calloc(ni, sizeof *P->head_prod);
     P->head_cnt = calloc(ni, sizeof *P->head_cnt);
     P->head_on = calloc(ni, sizeof *P->head_on);
+    P->feeds_q8 = calloc(ni, sizeof *P->feeds_q8);
     if (!P->fixed || !P->syms || !P->q8_in || !P->q8_out || !P->last_addr || !P->append_of ||
         !P->absorbed || !P->tail_from || !P->tail_on || !P->glu || !P->head_rope || !P->head_norm ||
-        !P->head_prod || !P->head_cnt || !P->head_on) {
+        !P->head_prod || !P->head_cnt || !P->head_on || !P->feeds_q8) {
         cu_program_free(&P->base);
         return rlx_error_set(err, RLX_ERR_NO_MEMORY, "out of memory creating a program");
     }
@@ -2628,6 +2643,10 @@ rlx_status cu_program_create(rlx_device *dev, const rlx_lir *lir, rlx_program **
     }
     /* the block counters of the fusions below, zeroed once (the last
      * block sets its counter back); without one, those launch as before */
+    if (!find_q8_readers(P)) {
+        cu_program_free(&P->base);
+        return rlx_error_set(err, RLX_ERR_NO_MEMORY, "out of memory creating a program");
+    }
     find_appends(P);
     if (find_tails(P))
         P->tail_count = zeroed_counters(d, ni); /* a product's, each */
@@ -3022,8 +3041,8 @@ static void group_launches(cu_program *P)
             const int32_t *wk = P->host + (size_t)k * REC_WORDS;
             if (!live(E->grid))
                 continue;
-            if (!(E->k == D->k || (is_mmv(E->k) && is_mmv(D->k))) || E->block != D->block ||
-                !groupable(E, wk) || (stride && k - members[n - 1] != stride) ||
+            if (!one_kernel(E->k, D->k) || E->block != D->block || !groupable(E, wk) ||
+                (stride && k - members[n - 1] != stride) ||
                 (E->k == CU_K_EW && wk[PRM(6)] && rounds++))
                 break;
             /* nothing from a product's rope on joins the launch that ropes
