@@ -1685,6 +1685,10 @@ static bool fill_matmul(fill_ctx *c, const rlx_lir_instr *ins)
         put_q8_descs(c, w, &A, half);
         w[PRM(8)] = tpc;
         w[PRM(116)] = (int32_t)(mmv - CU_K_MMV_Q4_K); /* for rlx_mmv_mixed */
+        /* weights no launch writes: the kernel loads its first ones before
+         * it waits for the launch before it */
+        rlx_home hb = P->values[b.val].home;
+        w[PRM(117)] = hb == RLX_HOME_PARAM || hb == RLX_HOME_CONST;
         put_tail(P, w, c->at);
         put_heads(P, w, c->at);
     }

@@ -57,10 +57,14 @@
 // one), so it is read first; then the kernel lets the next one start
 // too, and waits until everything before it has finished and its
 // writes are visible before it touches any operand. What a launch
-// overlaps is thus its start-up: the launch and the read of its record.
-// Returns false for a block past its group member's own grid (it has
-// nothing to do); rec becomes this block's record.
-__device__ __forceinline__ bool ld_rec(int *R, const int *&rec)
+// overlaps is its start-up: the launch and the read of its record, and
+// in the matrix-vector kernels the first loads of constant weights.
+// ld_rec_early is the first half: the record read and the next kernel let
+// start; it returns false for a block past its group member's own grid
+// (it has nothing to do, and may return without waiting); rec becomes
+// this block's record. dep_wait is the second half. Between them a kernel
+// may read only what no launch writes: weights, the host's records.
+__device__ __forceinline__ bool ld_rec_early(int *R, const int *&rec)
 {
     rec += (int64_t)blockIdx.y * rec[GRP_STRIDE];
     for (int i = threadIdx.x; i < REC; i += blockDim.x)
@@ -68,9 +72,23 @@ __device__ __forceinline__ bool ld_rec(int *R, const int *&rec)
     __syncthreads();
 #if defined(__CUDACC__) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-    asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
     return R[GRP_GRIDX] == 0 || (int)blockIdx.x < R[GRP_GRIDX];
+}
+
+__device__ __forceinline__ void dep_wait()
+{
+#if defined(__CUDACC__) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+// both halves
+__device__ __forceinline__ bool ld_rec(int *R, const int *&rec)
+{
+    bool mine = ld_rec_early(R, rec);
+    dep_wait();
+    return mine;
 }
 
 // The blocks along x that a grid-stride loop of this record spans.
@@ -604,7 +622,6 @@ __device__ __forceinline__ void q8_warp_store(float v, int8_t *qs, float2 *ds, i
     }
 }
 
-// a 64-bit device address kept in two parameter words from P(i)
 // Kernels whose last block to finish completes the work (attention's key
 // splits, split K, the norm after a product, a gated product's rounding):
 // every thread of every block calls this once its writes are done; each

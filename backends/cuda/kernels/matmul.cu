@@ -687,20 +687,22 @@ struct mmv_q4_0 {
 // fewer (the o and down products of a decode step and the norm after
 // each). Each block counts itself done in the counter at P(102..103) (0
 // between runs: the last block sets it back) after its stores are visible
-// device-wide; the last reads the outputs past L1.
-__device__ __forceinline__ void mmv_tail(int *R_)
+// device-wide; the last reads the outputs past L1. tr: the norm's record,
+// REC / 128 words a thread, read by every block before it waited (the
+// host's, so no launch writes it).
+__device__ __forceinline__ void mmv_tail(int *R_, const int *tr)
 {
     __shared__ float sv[4]; /* a float a warp: 128 threads */
     if (!last_block((int *)P_ADDR(102), (int)(gridDim.x * gridDim.y * gridDim.z)))
         return;
-    const int *tr = (const int *)P_ADDR(100);
-    __syncthreads(); /* every thread has its address before R_ changes */
-    for (int i = threadIdx.x; i < REC; i += blockDim.x)
-        R_[i] = tr[i];
+    __syncthreads(); /* every thread is done with the product's record */
+#pragma unroll
+    for (int i = 0; i < REC / 128; i++)
+        R_[threadIdx.x + 128 * i] = tr[i];
     __syncthreads();
-    int nt = (int)blockDim.x, tpr = P(7) < nt ? P(7) : nt;
-    for (int64_t r0 = 0; r0 < (int64_t)(uint32_t)M_(0); r0 += nt / tpr)
-        rms_rows<true>(R_, sv, nt, r0, (int64_t)1 << 62);
+    int nt = (int)blockDim.x; /* the whole block a row */
+    for (int64_t r0 = 0; r0 < (int64_t)(uint32_t)M_(0); r0++)
+        rms_rows<true>(R_, sv, nt, nt, r0, r0 + 1);
 }
 
 // P(108..109): the record of the rope (rlx_rope's) of this product's
@@ -724,7 +726,8 @@ __device__ __forceinline__ void mmv_heads(int *R_, int cpb)
         for (int i = threadIdx.x; i < REC; i += blockDim.x)
             R_[i] = nr[i];
         __syncthreads();
-        rms_rows<true>(R_, sv, (int)blockDim.x, h, h + 1);
+        int nt = (int)blockDim.x;
+        rms_rows<true>(R_, sv, nt, P(7) < nt ? P(7) : nt, h, h + 1);
         __syncthreads(); /* the normed head, visible to the block */
     }
     for (int i = threadIdx.x; i < REC; i += blockDim.x)
@@ -798,7 +801,7 @@ template <class Q, bool GLU> __device__ __forceinline__ void mmv_body(const int 
 {
     REC_DECL;
     __shared__ float red[4][8];
-    if (!ld_rec(R_, rec))
+    if (!ld_rec_early(R_, rec))
         return;
     constexpr int NW = GLU ? 2 : 1, UR = MMV_U / NW; /* weights; units of each a round */
     int tpc = P(8), cpb = 128 / tpc;
@@ -815,24 +818,41 @@ template <class Q, bool GLU> __device__ __forceinline__ void mmv_body(const int 
 #pragma unroll
         for (int m = 0; m < 8; m++)
             acc[k][m] = 0.0f;
+    /* the norm a last block runs (mmv_tail): its record, the host's, read
+     * now and held (REC words over the 128 threads) */
+    int tr[REC / 128] = {0};
+    if (!GLU && (P(100) | P(101)))
+#pragma unroll
+        for (int i = 0; i < REC / 128; i++)
+            tr[i] = ((const int *)P_ADDR(100))[threadIdx.x + 128 * i];
+    const uint8_t *w[NW];
+    w[0] = D_PTR(1) + n * P(5);
+    if (GLU)
+        w[NW - 1] = D_PTR(5) + n * P(5);
+    int units = K / Q::BK * Q::UNITS;
+    typename Q::W wv[NW][UR];
+    auto load_round = [&](int u0) {
+#pragma unroll
+        for (int k = 0; k < NW; k++)
+#pragma unroll
+            for (int i = 0; i < UR; i++) {
+                int u = u0 + i * tpc;
+                if (u < units)
+                    wv[k][i] = Q::load(w[k] + (int64_t)(u / Q::UNITS) * Q::BYTES, u % Q::UNITS);
+            }
+    };
+    /* P(117): the weights are constants (no launch writes them), so the
+     * first round's are loaded while the launch before this one runs */
+    bool early = P(117) != 0 && n < N;
+    if (early)
+        load_round(t);
+    dep_wait();
     if (n < N) {
-        const uint8_t *w[NW];
-        w[0] = D_PTR(1) + n * P(5);
-        if (GLU)
-            w[NW - 1] = D_PTR(5) + n * P(5);
         const int8_t *qa = (const int8_t *)D_PTR(3);
         const float2 *da = (const float2 *)D_PTR(4);
-        int units = K / Q::BK * Q::UNITS;
+        if (!early)
+            load_round(t);
         for (int u0 = t; u0 < units; u0 += UR * tpc) {
-            typename Q::W wv[NW][UR];
-#pragma unroll
-            for (int k = 0; k < NW; k++)
-#pragma unroll
-                for (int i = 0; i < UR; i++) {
-                    int u = u0 + i * tpc;
-                    if (u < units)
-                        wv[k][i] = Q::load(w[k] + (int64_t)(u / Q::UNITS) * Q::BYTES, u % Q::UNITS);
-                }
 #pragma unroll
             for (int k = 0; k < NW; k++)
 #pragma unroll
@@ -841,6 +861,8 @@ template <class Q, bool GLU> __device__ __forceinline__ void mmv_body(const int 
                     if (u < units)
                         Q::dot(wv[k][i], u / Q::UNITS, u % Q::UNITS, qa, da, K, nm, acc[k]);
                 }
+            if (u0 + UR * tpc < units)
+                load_round(u0 + UR * tpc);
         }
     }
 #pragma unroll
@@ -865,7 +887,7 @@ template <class Q, bool GLU> __device__ __forceinline__ void mmv_body(const int 
     }
     mmv_glu_round<GLU>(R_, cpb, nm);
     if (!GLU && (P(100) | P(101)))
-        mmv_tail(R_);
+        mmv_tail(R_, tr);
     if (!GLU && (P(108) | P(109)))
         mmv_heads(R_, cpb);
 }

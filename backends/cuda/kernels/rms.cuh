@@ -48,19 +48,46 @@ __device__ __forceinline__ int64_t row_off(const int *R_, int k, int64_t row)
     return o;
 }
 
-// Rows first_row + threadIdx.x / tpr (those below end_row) of a block of
-// nt threads, tpr = min(P(7), nt) threads a row; every thread of the
-// block takes part (sv: nt / 32 floats of shared memory).
-template <bool CG>
-__device__ void rms_rows(const int *R_, float *sv, int nt, int64_t first_row, int64_t end_row)
+// float4 i of row m (8 threads a block of 32, lanes t..t+7 of a warp)
+// rounded to 8 bits into the scratch, as rlx_q8_act rounds it
+__device__ __forceinline__ void rms_q8(const int *R_, float4 v, int64_t m, int L, int i, int t)
 {
-    int tpr = P(7) < nt ? P(7) : nt;
+    float mx = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
+    for (int o = 4; o > 0; o >>= 1)
+        mx = fmaxf(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, o));
+    float d = mx / 127.0f;
+    int q0 = d > 0.0f ? __float2int_rn(v.x / d) : 0, q1 = d > 0.0f ? __float2int_rn(v.y / d) : 0,
+        q2 = d > 0.0f ? __float2int_rn(v.z / d) : 0, q3 = d > 0.0f ? __float2int_rn(v.w / d) : 0;
+    float sq = (float)(q0 + q1 + q2 + q3);
+    for (int o = 4; o > 0; o >>= 1)
+        sq += __shfl_xor_sync(0xFFFFFFFFu, sq, o);
+    ((int *)q8_ptr(R_, 0))[(m * L) / 4 + i] =
+        (q0 & 0xFF) | (q1 & 0xFF) << 8 | (q2 & 0xFF) << 16 | (int)((uint32_t)q3 << 24);
+    if ((t & 7) == 0) {
+        float2 ds;
+        ds.x = d;
+        ds.y = d * sq;
+        ((float2 *)q8_ptr(R_, 1))[m * (L / 32) + i / 8] = ds;
+    }
+}
+
+// Rows first_row + threadIdx.x / tpr (those below end_row) of a block of
+// nt threads, tpr threads a row (a power of two, at most nt); every thread
+// of the block takes part (sv: nt / 32 floats of shared memory). A thread
+// loads RMS_RB of its float4s (x, b, the weight) before it uses any, so a
+// row of up to RMS_RB * tpr float4s costs one trip to memory, not one a
+// float4; such a row's values are kept from the first pass to the second.
+#define RMS_RB 4
+template <bool CG>
+__device__ void rms_rows(const int *R_, float *sv, int nt, int tpr, int64_t first_row,
+                         int64_t end_row)
+{
     int64_t row = first_row + threadIdx.x / tpr;
     int t = threadIdx.x % tpr;
     bool live = row < (int64_t)(uint32_t)M_(0) && row < end_row;
     if (!live)
         row = 0;
-    int L = P(0);
+    int L = P(0), n4 = L / 4;
     bool add = P(1) == RMS_MODE_ADDRMS, hw = P(3) != 0;
     int ws = add ? 2 : 1;
     int64_t keep = add ? (int64_t)(uint32_t)P(5) : 0;
@@ -69,13 +96,29 @@ __device__ void rms_rows(const int *R_, float *sv, int nt, int64_t first_row, in
     const float4 *wt = hw ? (const float4 *)((const float *)D_PTR(ws) + row_off(R_, ws, row)) : x;
     float *o = (float *)D_PTR(OUT) + row_off(R_, OUT, row);
     float4 *os = (float4 *)o, *on = (float4 *)((uint8_t *)o + keep);
+    bool one = n4 <= RMS_RB * tpr; /* the row's values held between the passes */
+    float4 v[RMS_RB], c[RMS_RB];
     float q = 0.0f;
     if (live)
-        for (int i = t; i < L / 4; i += tpr) {
-            float4 v = rms_in<CG>(x, b, add, i);
-            if (add && keep)
-                os[i] = v;
-            q += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+        for (int i0 = t; i0 < n4; i0 += RMS_RB * tpr) {
+#pragma unroll
+            for (int k = 0; k < RMS_RB; k++) {
+                int i = i0 + k * tpr;
+                if (i < n4) {
+                    v[k] = rms_in<CG>(x, b, add, i);
+                    if (one && hw)
+                        c[k] = wt[i];
+                }
+            }
+#pragma unroll
+            for (int k = 0; k < RMS_RB; k++) {
+                int i = i0 + k * tpr;
+                if (i < n4) {
+                    if (add && keep)
+                        os[i] = v[k];
+                    q += v[k].x * v[k].x + v[k].y * v[k].y + v[k].z * v[k].z + v[k].w * v[k].w;
+                }
+            }
         }
     q = warp_sum(q);
     if (tpr > 32) { /* the row's warps' sums */
@@ -90,37 +133,31 @@ __device__ void rms_rows(const int *R_, float *sv, int nt, int64_t first_row, in
     }
     float inv = 1.0f / sqrtf(q / (float)L + PF(2));
     if (live)
-        for (int i = t; i < L / 4; i += tpr) {
-            /* x and b again (the same thread's values), not the sum the
-             * first pass may have written */
-            float4 v = rms_in<CG>(x, b, add, i);
-            v.x *= inv, v.y *= inv, v.z *= inv, v.w *= inv;
-            if (hw) {
-                float4 c = wt[i];
-                v.x *= c.x, v.y *= c.y, v.z *= c.z, v.w *= c.w;
-            }
-            on[i] = v;
-            if (P(8)) { /* the row as 8-bit blocks of 32 too */
-                float mx = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
-                for (int o = 4; o > 0; o >>= 1)
-                    mx = fmaxf(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, o));
-                float d = mx / 127.0f;
-                int q0 = d > 0.0f ? __float2int_rn(v.x / d) : 0,
-                    q1 = d > 0.0f ? __float2int_rn(v.y / d) : 0,
-                    q2 = d > 0.0f ? __float2int_rn(v.z / d) : 0,
-                    q3 = d > 0.0f ? __float2int_rn(v.w / d) : 0;
-                float sq = (float)(q0 + q1 + q2 + q3);
-                for (int o = 4; o > 0; o >>= 1)
-                    sq += __shfl_xor_sync(0xFFFFFFFFu, sq, o);
-                int64_t m = row;
-                ((int *)q8_ptr(R_, 0))[(m * L) / 4 + i] =
-                    (q0 & 0xFF) | (q1 & 0xFF) << 8 | (q2 & 0xFF) << 16 | (int)((uint32_t)q3 << 24);
-                if ((t & 7) == 0) {
-                    float2 ds;
-                    ds.x = d;
-                    ds.y = d * sq;
-                    ((float2 *)q8_ptr(R_, 1))[m * (L / 32) + i / 8] = ds;
+        for (int i0 = t; i0 < n4; i0 += RMS_RB * tpr) {
+            if (!one)
+#pragma unroll
+                for (int k = 0; k < RMS_RB; k++) {
+                    int i = i0 + k * tpr;
+                    /* x and b again (the same thread's values), not the
+                     * sum the first pass may have written */
+                    if (i < n4) {
+                        v[k] = rms_in<CG>(x, b, add, i);
+                        if (hw)
+                            c[k] = wt[i];
+                    }
                 }
+#pragma unroll
+            for (int k = 0; k < RMS_RB; k++) {
+                int i = i0 + k * tpr;
+                if (i >= n4)
+                    break;
+                float4 u = v[k];
+                u.x *= inv, u.y *= inv, u.z *= inv, u.w *= inv;
+                if (hw)
+                    u.x *= c[k].x, u.y *= c[k].y, u.z *= c[k].z, u.w *= c[k].w;
+                on[i] = u;
+                if (P(8)) /* the row as 8-bit blocks of 32 too */
+                    rms_q8(R_, u, row, L, i, t);
             }
         }
 }

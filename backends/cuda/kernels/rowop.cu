@@ -78,7 +78,7 @@ extern "C" __global__ void __launch_bounds__(LS) rlx_rowop(const int *rec)
     if (!ld_rec(R_, rec)) /* past its group member's grid (the float4 RMS norms) */
         return;
     if (P(7)) { /* RMS norms in float4s (rms.cuh) */
-        rms_rows<false>(R_, sv, LS, (int64_t)blockIdx.x * (LS / P(7)), (int64_t)1 << 62);
+        rms_rows<false>(R_, sv, LS, P(7), (int64_t)blockIdx.x * (LS / P(7)), (int64_t)1 << 62);
         return;
     }
     int64_t row = blockIdx.x;
