@@ -625,25 +625,45 @@ __device__ __forceinline__ void q8_warp_store(float v, int8_t *qs, float2 *ds, i
 // Kernels whose last block to finish completes the work (attention's key
 // splits, split K, the norm after a product, a gated product's rounding):
 // every thread of every block calls this once its writes are done; each
-// block counts itself in *cnt once they are visible device-wide, and the
-// call returns true, in all its threads, in the block that counts n: it
-// sets *cnt back to 0 for the next run and may read the others' writes
-// (past L1: __ldcg).
+// block counts itself in *cnt, and the call returns true, in all its
+// threads, in the block that counts n: it sets *cnt back to 0 for the next
+// run and may read the others' writes (past L1: __ldcg). The block's
+// barrier, then one acquire-release add by its thread 0, orders them (the
+// barrier makes the other threads' writes thread 0's to release, and the
+// last block's barrier after thread 0's acquire hands the others' writes
+// to all of its threads): no sequentially consistent fence (an SC membar
+// and an L1 invalidation) in every warp of every block, which ncu showed
+// as the largest stall of the products with a norm tail on an H200.
+__device__ __forceinline__ int add_acq_rel(int *p, int v)
+{
+#if defined(__CUDACC__) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
+    int old;
+    asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], %2;"
+                 : "=r"(old)
+                 : "l"(p), "r"(v)
+                 : "memory");
+    return old;
+#else
+    __threadfence();
+    int old = atomicAdd(p, v);
+    __threadfence();
+    return old;
+#endif
+}
+
 __device__ __forceinline__ bool last_block(int *cnt, int n)
 {
     __shared__ int last;
-    __threadfence();
     __syncthreads();
     if (threadIdx.x == 0) {
-        last = atomicAdd(cnt, 1) == n - 1;
+        last = add_acq_rel(cnt, 1) == n - 1;
         if (last)
             *cnt = 0;
     }
     __syncthreads();
-    if (last)
-        __threadfence();
     return last;
 }
 
+// a 64-bit device address kept in two parameter words from P(i)
 #define P_ADDR(i) \
     ((uint8_t *)(uintptr_t)((uint64_t)(uint32_t)P(i) | (uint64_t)(uint32_t)P((i) + 1) << 32))
