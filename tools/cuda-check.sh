@@ -1,7 +1,7 @@
 #!/bin/sh
 # The CUDA backend's checks and benchmarks on a machine with an NVIDIA GPU
 # (CI has none: there the GPU tests skip). Run from a release build:
-#   tools/cuda-check.sh [BUILD_DIR] [OUT_DIR] [quick|full|bench|segment|imagine] [MODELS]
+#   tools/cuda-check.sh [BUILD_DIR] [OUT_DIR] [quick|full|bench|profile|segment|imagine] [MODELS]
 # quick: the CUDA device tests, the Vulkan backend's tests (records in
 # device memory, as on every discrete GPU), the op conformance suite (every backend,
 # Vulkan through NVIDIA's driver included), stories260K, TAEF2 and Whisper
@@ -19,6 +19,10 @@
 # CPU (test-flux2-dit-tiny), then random-weight klein 4B files (an FP8
 # transformer, a Qwen3-4B Q4_K_M text encoder, the VAE) through
 # `rlx bench flux2` at 512 and 1024 on cuda:0 and vulkan:0.
+# profile: Nsight Compute (ncu, where the machine has it) times every
+# kernel of a few decode steps of random-weight Llama-3.2-1B and
+# Qwen3-0.6B Q4_K_M files, with the launch fusions and without
+# (--unfused); tools/ncu-step.py prints one step kernel by kernel.
 # bench: the full run's benchmarks alone. MODELS (full, bench): which of
 # the random-weight files to bench on cuda:0, e.g. "llama-3.2-1b-q4_k_m
 # qwen3-0.6b-f16" (default: all six; Vulkan benches only with the default);
@@ -92,6 +96,37 @@ if [ "$mode" = imagine ]; then
             --device "$d"
     done
     pack
+    echo
+    echo "$summary"
+    exit 0
+fi
+
+if [ "$mode" = profile ]; then
+    ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null |
+        head -1)
+    [ -n "$ncu" ] || { echo "no ncu on this machine"; exit 1; }
+    models=/tmp/rlx-models
+    mkdir -p "$models"
+    for m in "llama-3.2-1b ggml-vocab-llama-bpe" "qwen3-0.6b ggml-vocab-qwen2"; do
+        set -- $m
+        f="$models/$1-q4_k_m.gguf"
+        [ -f "$f" ] || { "$rlx" make-model --shape "$1" --vocab "$data/tokenizers/$2.gguf" \
+            --out "$models/$1-f16.gguf" --dtype f16 -t "$(nproc)" >/dev/null 2>&1 &&
+            "$rlx" quantize "$models/$1-f16.gguf" "$f" Q4_K_M -t "$(nproc)" >/dev/null 2>&1; }
+        for how in fused unfused; do
+            flag=""
+            [ "$how" = unfused ] && flag=--unfused
+            csv="$logs/ncu-$1-$how.csv"
+            timeout 150 "$ncu" --clock-control none --cache-control none --csv --page raw \
+                --metrics gpu__time_duration.sum,dram__bytes_read.sum,launch__registers_per_thread \
+                --launch-count 1500 "$rlx" bench -m "$f" -p 8 -n 8 -r 1 --device cuda:0 $flag \
+                >"$csv" 2>"$logs/ncu-$1-$how.err"
+            python3 "$(dirname "$0")/ncu-step.py" "$csv" --launches >"$logs/step-$1-$how.txt" 2>&1
+            note "ncu $1 $how: $(head -1 "$logs/step-$1-$how.txt")"
+            head -12 "$logs/step-$1-$how.txt"
+            pack
+        done
+    done
     echo
     echo "$summary"
     exit 0
