@@ -113,6 +113,21 @@ attn_warp(const int *R_, const attn_args &a, const float (*qv)[MAXD], int nr, co
         __half2 kk[AK][4];
         if (a.k2)
             attn_load_keys<AK>(a, k0, kend, kk);
+        /* the keys' values too, before any score is known (they do not
+         * depend on one): the keys and values of a round are one trip to
+         * memory, not two */
+        float vv[AK][U];
+#pragma unroll
+        for (int e = 0; e < AK; e++) {
+            int key = k0 + e * AW;
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                int d = lane + 32 * u;
+                vv[e][u] = key < kend && d < a.Dv
+                               ? ldkv(a.vp, a.vdt, a.vo + (int64_t)key * a.vst + (int64_t)d * a.vds)
+                               : 0.0f;
+            }
+        }
 #pragma unroll
         for (int e = 0; e < AK; e++) {
             int key = k0 + e * AW;
@@ -179,20 +194,14 @@ attn_warp(const int *R_, const attn_args &a, const float (*qv)[MAXD], int nr, co
             for (int r = 0; r < NR; r++)
                 sacc[r] = acc[r][u] * f[r];
             if (d < a.Dv) {
-                /* a value is loaded whatever its weights (so the loads
-                 * need not wait for them) and added only where a weight is
-                 * not 0 (a masked key's value may be anything) */
+                /* a value is added only where its weight is not 0 (a
+                 * masked key's value may be anything) */
 #pragma unroll
-                for (int e = 0; e < AK; e++) {
-                    int key = k0 + e * AW;
-                    float v = key < kend ? ldkv(a.vp, a.vdt,
-                                                a.vo + (int64_t)key * a.vst + (int64_t)d * a.vds)
-                                         : 0.0f;
+                for (int e = 0; e < AK; e++)
 #pragma unroll
                     for (int r = 0; r < NR; r++)
                         if (p[r][e] != 0.0f)
-                            sacc[r] += p[r][e] * v;
-                }
+                            sacc[r] += p[r][e] * vv[e][u];
             }
 #pragma unroll
             for (int r = 0; r < NR; r++)
