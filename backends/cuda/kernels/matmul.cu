@@ -831,15 +831,21 @@ template <class Q, bool GLU> __device__ __forceinline__ void mmv_body(const int 
         w[NW - 1] = D_PTR(5) + n * P(5);
     int units = K / Q::BK * Q::UNITS;
     typename Q::W wv[NW][UR];
-    auto load_round = [&](int u0) {
+    /* f(k, i, u) for unit u = u0 + i tpc of weight k, the units of a round */
+    auto each_unit = [&](int u0, auto &&f) {
 #pragma unroll
         for (int k = 0; k < NW; k++)
 #pragma unroll
             for (int i = 0; i < UR; i++) {
                 int u = u0 + i * tpc;
                 if (u < units)
-                    wv[k][i] = Q::load(w[k] + (int64_t)(u / Q::UNITS) * Q::BYTES, u % Q::UNITS);
+                    f(k, i, u);
             }
+    };
+    auto load_round = [&](int u0) {
+        each_unit(u0, [&](int k, int i, int u) {
+            wv[k][i] = Q::load(w[k] + (int64_t)(u / Q::UNITS) * Q::BYTES, u % Q::UNITS);
+        });
     };
     /* P(117): the weights are constants (no launch writes them), so the
      * first round's are loaded while the launch before this one runs */
@@ -853,14 +859,9 @@ template <class Q, bool GLU> __device__ __forceinline__ void mmv_body(const int 
         if (!early)
             load_round(t);
         for (int u0 = t; u0 < units; u0 += UR * tpc) {
-#pragma unroll
-            for (int k = 0; k < NW; k++)
-#pragma unroll
-                for (int i = 0; i < UR; i++) {
-                    int u = u0 + i * tpc;
-                    if (u < units)
-                        Q::dot(wv[k][i], u / Q::UNITS, u % Q::UNITS, qa, da, K, nm, acc[k]);
-                }
+            each_unit(u0, [&](int k, int i, int u) {
+                Q::dot(wv[k][i], u / Q::UNITS, u % Q::UNITS, qa, da, K, nm, acc[k]);
+            });
             if (u0 + UR * tpc < units)
                 load_round(u0 + UR * tpc);
         }
