@@ -687,18 +687,16 @@ struct mmv_q4_0 {
 // fewer (the o and down products of a decode step and the norm after
 // each). Each block counts itself done in the counter at P(102..103) (0
 // between runs: the last block sets it back) after its stores are visible
-// device-wide; the last reads the outputs past L1. tr: the norm's record,
-// REC / 128 words a thread, read by every block before it waited (the
-// host's, so no launch writes it).
-__device__ __forceinline__ void mmv_tail(int *R_, const int *tr)
+// device-wide; the last reads the outputs past L1.
+__device__ __forceinline__ void mmv_tail(int *R_)
 {
     __shared__ float sv[4]; /* a float a warp: 128 threads */
     if (!last_block((int *)P_ADDR(102), (int)(gridDim.x * gridDim.y * gridDim.z)))
         return;
-    __syncthreads(); /* every thread is done with the product's record */
-#pragma unroll
-    for (int i = 0; i < REC / 128; i++)
-        R_[threadIdx.x + 128 * i] = tr[i];
+    const int *tr = (const int *)P_ADDR(100);
+    __syncthreads(); /* every thread has its address before R_ changes */
+    for (int i = threadIdx.x; i < REC; i += blockDim.x)
+        R_[i] = tr[i];
     __syncthreads();
     int nt = (int)blockDim.x; /* the whole block a row */
     for (int64_t r0 = 0; r0 < (int64_t)(uint32_t)M_(0); r0++)
@@ -818,13 +816,6 @@ template <class Q, bool GLU> __device__ __forceinline__ void mmv_body(const int 
 #pragma unroll
         for (int m = 0; m < 8; m++)
             acc[k][m] = 0.0f;
-    /* the norm a last block runs (mmv_tail): its record, the host's, read
-     * now and held (REC words over the 128 threads) */
-    int tr[REC / 128] = {0};
-    if (!GLU && (P(100) | P(101)))
-#pragma unroll
-        for (int i = 0; i < REC / 128; i++)
-            tr[i] = ((const int *)P_ADDR(100))[threadIdx.x + 128 * i];
     const uint8_t *w[NW];
     w[0] = D_PTR(1) + n * P(5);
     if (GLU)
@@ -888,7 +879,7 @@ template <class Q, bool GLU> __device__ __forceinline__ void mmv_body(const int 
     }
     mmv_glu_round<GLU>(R_, cpb, nm);
     if (!GLU && (P(100) | P(101)))
-        mmv_tail(R_, tr);
+        mmv_tail(R_);
     if (!GLU && (P(108) | P(109)))
         mmv_heads(R_, cpb);
 }

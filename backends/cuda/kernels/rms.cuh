@@ -98,18 +98,22 @@ __device__ void rms_rows(const int *R_, float *sv, int nt, int tpr, int64_t firs
     float4 *os = (float4 *)o, *on = (float4 *)((uint8_t *)o + keep);
     bool one = n4 <= RMS_RB * tpr; /* the row's values held between the passes */
     float4 v[RMS_RB], c[RMS_RB];
+    /* the thread's float4s i0 + k tpr: x (+ b), and with w the weight's */
+    auto load = [&](int i0, bool w) {
+#pragma unroll
+        for (int k = 0; k < RMS_RB; k++) {
+            int i = i0 + k * tpr;
+            if (i < n4) {
+                v[k] = rms_in<CG>(x, b, add, i);
+                if (w && hw)
+                    c[k] = wt[i];
+            }
+        }
+    };
     float q = 0.0f;
     if (live)
         for (int i0 = t; i0 < n4; i0 += RMS_RB * tpr) {
-#pragma unroll
-            for (int k = 0; k < RMS_RB; k++) {
-                int i = i0 + k * tpr;
-                if (i < n4) {
-                    v[k] = rms_in<CG>(x, b, add, i);
-                    if (one && hw)
-                        c[k] = wt[i];
-                }
-            }
+            load(i0, one);
 #pragma unroll
             for (int k = 0; k < RMS_RB; k++) {
                 int i = i0 + k * tpr;
@@ -134,18 +138,10 @@ __device__ void rms_rows(const int *R_, float *sv, int nt, int tpr, int64_t firs
     float inv = 1.0f / sqrtf(q / (float)L + PF(2));
     if (live)
         for (int i0 = t; i0 < n4; i0 += RMS_RB * tpr) {
+            /* x and b again (the same thread's values), not the sum the
+             * first pass may have written */
             if (!one)
-#pragma unroll
-                for (int k = 0; k < RMS_RB; k++) {
-                    int i = i0 + k * tpr;
-                    /* x and b again (the same thread's values), not the
-                     * sum the first pass may have written */
-                    if (i < n4) {
-                        v[k] = rms_in<CG>(x, b, add, i);
-                        if (hw)
-                            c[k] = wt[i];
-                    }
-                }
+                load(i0, true);
 #pragma unroll
             for (int k = 0; k < RMS_RB; k++) {
                 int i = i0 + k * tpr;
