@@ -46,13 +46,15 @@ static const char bench_usage[] =
     "  --ops            time every op kind (default on a GPU device)\n"
     "  --unfused        CUDA: one launch per instruction, without the launch fusions\n"
     "                   (to time what they gain)\n"
+    "  --plain-matvec   CUDA: every quantized matrix-vector product in its plain form,\n"
+    "                   not the streamed one large products take (to time it)\n"
     "  --json           one JSON object instead of the table\n";
 
 typedef struct {
     const char *model, *device;
     long p, n, r, threads, ctx;
     rlx_dtype kv;
-    bool json, ops, unfused;
+    bool json, ops, unfused, plain_matvec;
 } bench_opts;
 
 /* Returns 0, -1 for --help, or the exit code after printing the error. */
@@ -75,6 +77,10 @@ static int parse(int argc, char **argv, bench_opts *o)
         }
         if (!strcmp(a, "--unfused")) {
             o->unfused = true;
+            continue;
+        }
+        if (!strcmp(a, "--plain-matvec")) {
+            o->plain_matvec = true;
             continue;
         }
         static const char *const known[] = {
@@ -125,6 +131,8 @@ static int parse(int argc, char **argv, bench_opts *o)
         return rlx_cli_fail("bench: no model; use -m MODEL.gguf (see rlx bench --help)");
     if (o->unfused && (!o->device || strncmp(o->device, "cuda", 4)))
         return rlx_cli_fail("bench: --unfused is for a CUDA device (--device cuda:N)");
+    if (o->plain_matvec && (!o->device || strncmp(o->device, "cuda", 4)))
+        return rlx_cli_fail("bench: --plain-matvec is for a CUDA device (--device cuda:N)");
     /* the runner's batch must be shorter than its context */
     long need = o->p + 1 > o->n ? o->p + 1 : o->n;
     if (o->ctx && o->ctx < need)
@@ -305,6 +313,7 @@ int rlx_bench_model_main(int argc, char **argv)
     lp.n_ctx = (int32_t)(o.ctx ? o.ctx : (o.p + 1 > o.n ? o.p + 1 : o.n));
     lp.kv_dtype = o.kv;
     lp.cuda_unfused = o.unfused;
+    lp.cuda_plain_matvec = o.plain_matvec;
     rlx_llm *m = NULL;
     if (rlx_llm_load(o.model, &lp, &m, &err) != RLX_OK) {
         rc = rlx_cli_fail("bench: %s", rlx_error_message(err));
@@ -455,6 +464,8 @@ int rlx_bench_model_main(int argc, char **argv)
         json_object_object_add(j, "kv_type", json_object_new_string(rlx_dtype_name(o.kv)));
         if (o.unfused)
             json_object_object_add(j, "unfused", json_object_new_boolean(true));
+        if (o.plain_matvec)
+            json_object_object_add(j, "plain_matvec", json_object_new_boolean(true));
         json_object *arr = json_object_new_array();
         for (int t = 0; t < 2; t++) {
             json_object *e = json_object_new_object();
@@ -550,9 +561,10 @@ int rlx_bench_model_main(int argc, char **argv)
         printf("| %-*s | %10s | %10s | %-*s | %-*s | %7s | %8s | %21s |\n", wm, f.name, size,
                params, wt, f.types, wd, di.id, thr[t], tests[t].name, tps[t]);
     printf("\n");
-    printf("device: %s (%s), context %d, KV cache %s, runs: %ld after a warm-up%s\n", di.id,
+    printf("device: %s (%s), context %d, KV cache %s, runs: %ld after a warm-up%s%s\n", di.id,
            di.name, rlx_llm_n_ctx(m), rlx_dtype_name(o.kv), o.r,
-           o.unfused ? ", unfused (one launch per instruction)" : "");
+           o.unfused ? ", unfused (one launch per instruction)" : "",
+           o.plain_matvec ? ", plain matrix-vector products" : "");
     if (on_cpu) {
         rlx_cpu_budget b;
         rlx_cpu_budget_get(&b);

@@ -900,24 +900,46 @@ static int bench_gpu(const char *spec, bool force_f32, const char *section, int 
                "weight GB/s");
         static const rlx_dtype types[] = {RLX_DTYPE_Q4_0, RLX_DTYPE_Q8_0, RLX_DTYPE_Q4_K,
                                           RLX_DTYPE_Q6_K, RLX_DTYPE_F16};
-        static const int64_t shapes[][2] = {{1024, 3072}, {4096, 4096}, {151936, 1024}};
-        for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++)
-            for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
-                int64_t N = shapes[i][0], K = shapes[i][1];
-                if (!big && N * K > 4096 * 4096)
-                    continue;
-                memset(&p, 0, sizeof p);
-                p.matmul.trans_b = true;
-                gpu_value(&o, 0, 2, RLX_DTYPE_F32, 2, (int64_t[]){1, K});
-                gpu_value(&o, 1, 2, types[ti], 2, (int64_t[]){N, K});
-                gpu_value(&o, 2, 2, RLX_DTYPE_F32, 2, (int64_t[]){1, N});
-                double dm = 0, wm = 0;
-                const char *ran = gpu_time(&o, RLX_OP_MATMUL, &p, 2, repeats, &dm, &wm);
-                char what[64];
-                snprintf(what, sizeof what, "%-5s %6lld x %-5lld", rlx_dtype_name(types[ti]),
-                         (long long)N, (long long)K);
-                gpu_print(what, ran, dm, wm, (double)o.v[1].max_bytes, "GB/s");
+        /* Qwen3-0.6B's and Llama-3.2-1B's decode products (k/v, gate/up,
+         * down, the output head) and a 4096-square one */
+        static const int64_t shapes[][2] = {{1024, 3072}, {4096, 4096}, {151936, 1024},
+                                            {8192, 2048}, {2048, 8192}, {128256, 2048}};
+        /* CUDA: the quantized products also in their plain form ("(plain)":
+         * registers, a block a few columns), beside the streamed one that
+         * the large ones take */
+        rlx_device *plain = NULL;
+        if (!strcmp(be->name, "cuda")) {
+            rlx_device_opts po = opts;
+            po.cuda_plain_matvec = true;
+            if (be->device_open(index, &po, &plain, &err) != RLX_OK) {
+                rlx_error_clear(&err);
+                plain = NULL;
             }
+        }
+        for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++)
+            for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+                for (int alt = 0; alt < (plain && types[ti] != RLX_DTYPE_F16 ? 2 : 1); alt++) {
+                    int64_t N = shapes[i][0], K = shapes[i][1];
+                    if (!big && N * K > 4096 * 4096)
+                        continue;
+                    memset(&p, 0, sizeof p);
+                    p.matmul.trans_b = true;
+                    gpu_value(&o, 0, 2, RLX_DTYPE_F32, 2, (int64_t[]){1, K});
+                    gpu_value(&o, 1, 2, types[ti], 2, (int64_t[]){N, K});
+                    gpu_value(&o, 2, 2, RLX_DTYPE_F32, 2, (int64_t[]){1, N});
+                    double dm = 0, wm = 0;
+                    rlx_device *keep = o.dev;
+                    if (alt)
+                        o.dev = plain;
+                    const char *ran = gpu_time(&o, RLX_OP_MATMUL, &p, 2, repeats, &dm, &wm);
+                    o.dev = keep;
+                    char what[64];
+                    snprintf(what, sizeof what, "%-5s %6lld x %-5lld%s", rlx_dtype_name(types[ti]),
+                             (long long)N, (long long)K, alt ? " (plain)" : "");
+                    gpu_print(what, ran, dm, wm, (double)o.v[1].max_bytes, "GB/s");
+                }
+        if (plain)
+            be->device_close(plain);
     }
 
     if (all || !strcmp(section, "qgemm")) {

@@ -95,6 +95,12 @@ typedef struct rlx_device_opts {
      * output to 8 bits), so a run with and without them times what they
      * gain and a test checks both paths. */
     bool cuda_unfused;
+    /* CUDA: every quantized matrix-vector product in its plain form (a
+     * round of weights in registers, a block a few columns), not the
+     * streamed one that large products take (weights staged through
+     * shared memory by async copies, the blocks striding over the
+     * columns), so a benchmark times one against the other. */
+    bool cuda_plain_matvec;
 } rlx_device_opts;
 
 /* Opaque per-backend objects. Each backend's struct starts with this header

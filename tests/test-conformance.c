@@ -1318,6 +1318,26 @@ static void test_matmul_quant(void **state)
                 RLX_ACT_NONE, 0);
     matmul_case(1, 3, 1536, 12, RLX_DTYPE_F32, RLX_DTYPE_Q6_K, false, true, L_TRANSPOSED, false,
                 RLX_ACT_NONE, 0);
+    /* CUDA: products of more column tiles than the SMs hold blocks take the
+     * streamed form (weights staged through shared memory, each block
+     * striding over the tiles with 2 to 4 of them in flight): on the
+     * emulator (4 SMs of 2 blocks) these, with a partial last tile, and
+     * (K of 33 blocks) tiles that start inside a 16-byte word; on a real
+     * GPU the wide ones after them */
+    matmul_case(1, 1, 2048, 77, RLX_DTYPE_F32, RLX_DTYPE_Q4_K, false, true, L_CONTIG, true,
+                RLX_ACT_SILU, 0.5f);
+    matmul_case(1, 3, 256, 301, RLX_DTYPE_F32, RLX_DTYPE_Q6_K, false, true, L_CONTIG, false,
+                RLX_ACT_NONE, 0);
+    matmul_case(1, 2, 1056, 70, RLX_DTYPE_F32, RLX_DTYPE_Q8_0, false, true, L_PADDED, false,
+                RLX_ACT_NONE, 0);
+    matmul_case(1, 1, 1056, 45, RLX_DTYPE_F32, RLX_DTYPE_Q4_0, false, true, L_CONTIG, true,
+                RLX_ACT_NONE, 0);
+    matmul_case(1, 1, 8448, 11, RLX_DTYPE_F32, RLX_DTYPE_Q6_K, false, true, L_CONTIG, false,
+                RLX_ACT_NONE, 0);
+    matmul_case(1, 1, 256, 24001, RLX_DTYPE_F32, RLX_DTYPE_Q4_K, false, true, L_CONTIG, false,
+                RLX_ACT_NONE, 0);
+    matmul_case(1, 2, 1024, 20003, RLX_DTYPE_F32, RLX_DTYPE_Q6_K, false, true, L_CONTIG, false,
+                RLX_ACT_NONE, 0);
     /* Vulkan's matrix-vector kernel for the other weight types: its per-type
      * paths (Q4_1) and its value-at-a-time one (Q5_0, Q5_1, Q5_K), plain
      * weights (f32, f16, bf16) */

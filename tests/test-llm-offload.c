@@ -92,6 +92,7 @@ static rlx_llm *load(const char *path, const char *device, uint64_t budget, int3
     p.force_f32 = force_f32;
     p.max_binding_bytes = bind_limit;
     p.cuda_unfused = unfused;
+    p.cuda_plain_matvec = unfused; /* and no streamed products */
     p.device = device;
     p.memory_budget = budget;
     p.gpu_layers = gpu_layers;
@@ -235,7 +236,10 @@ static const char *write_arch(const char *file, const char *arch, int n_layer, i
  * a wrong block (a whole 32-value term) moves. On CUDA, with
  * both_fusings, a third model runs the same steps without the launch
  * fusions (rlx_llm_params.cuda_unfused: every instruction its own
- * launch, the paths a fusion does not take). */
+ * launch, the paths a fusion does not take) and with every matrix-vector
+ * product in its plain form (cuda_plain_matvec; the fused model's large
+ * ones stream their weights where they have more column tiles than the
+ * SMs hold blocks: the emulator's 8). */
 static void quant_vs_cpu(const char *src, rlx_quantize_type type, int want, bool both_fusings)
 {
     char path[256];

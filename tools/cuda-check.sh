@@ -1,7 +1,7 @@
 #!/bin/sh
 # The CUDA backend's checks and benchmarks on a machine with an NVIDIA GPU
 # (CI has none: there the GPU tests skip). Run from a release build:
-#   tools/cuda-check.sh [BUILD_DIR] [OUT_DIR] [quick|full|bench|profile|segment|imagine] [MODELS]
+#   tools/cuda-check.sh [BUILD_DIR] [OUT_DIR] [quick|full|bench|matvec|profile|segment|imagine] [MODELS]
 # quick: the CUDA device tests, the Vulkan backend's tests (records in
 # device memory, as on every discrete GPU), the op conformance suite (every backend,
 # Vulkan through NVIDIA's driver included), stories260K, TAEF2 and Whisper
@@ -23,10 +23,17 @@
 # kernel of a few decode steps of random-weight Llama-3.2-1B and
 # Qwen3-0.6B Q4_K_M files, with the launch fusions and without
 # (--unfused); tools/ncu-step.py prints one step kernel by kernel.
+# matvec: the streamed matrix-vector products against the plain ones:
+# test-cuda-device, the conformance suite and stories260K greedy (the
+# correctness of both forms), `rlx bench ops --section matvec` (each
+# quantized product streamed and "(plain)"), then random-weight
+# Llama-3.2-1B and Qwen3-0.6B Q4_K_M files through `rlx bench` with and
+# without --plain-matvec.
 # bench: the full run's benchmarks alone. MODELS (full, bench): which of
 # the random-weight files to bench on cuda:0, e.g. "llama-3.2-1b-q4_k_m
 # qwen3-0.6b-f16" (default: all six; Vulkan benches only with the default);
-# the first of them is benched again with --unfused (the launch fusions off).
+# the first of them is benched again with --unfused (the launch fusions off)
+# and with --plain-matvec (no streamed products).
 # Each step has its own time limit, so one hang costs one step. Logs go to
 # OUT_DIR/logs.tar.gz (refreshed after every step, so a run cut short still
 # returns what it did); a summary is printed last.
@@ -158,6 +165,39 @@ if [ "$mode" = segment ]; then
     exit 0
 fi
 
+if [ "$mode" = matvec ]; then
+    step cuda-device 90 "$build/tests/test-cuda-device"
+    step conformance 150 env CMOCKA_MESSAGE_OUTPUT=stdout "$build/tests/test-conformance"
+    p="Once upon a time"
+    "$rlx" generate -m "$data/llm/stories260K.gguf" -p "$p" -n 96 --temp 0 \
+        >"$logs/stories-cpu.txt" 2>/dev/null
+    timeout 60 "$rlx" generate -m "$data/llm/stories260K.gguf" -p "$p" -n 96 --temp 0 \
+        --device cuda:0 >"$logs/stories-cuda.txt" 2>"$logs/stories-cuda.err"
+    if cmp -s "$logs/stories-cpu.txt" "$logs/stories-cuda.txt"; then
+        note "stories260K greedy: cuda:0 = cpu"
+    else
+        note "stories260K greedy: cuda:0 DIFFERS from cpu"
+    fi
+    step bench-ops-matvec 120 "$rlx" bench ops --device cuda:0 --section matvec
+    models=/tmp/rlx-models
+    mkdir -p "$models"
+    for m in "llama-3.2-1b ggml-vocab-llama-bpe" "qwen3-0.6b ggml-vocab-qwen2"; do
+        set -- $m
+        f="$models/$1-q4_k_m.gguf"
+        [ -f "$f" ] || { "$rlx" make-model --shape "$1" --vocab "$data/tokenizers/$2.gguf" \
+            --out "$models/$1-f16.gguf" --dtype f16 -t "$(nproc)" >/dev/null 2>&1 &&
+            "$rlx" quantize "$models/$1-f16.gguf" "$f" Q4_K_M -t "$(nproc)" >/dev/null 2>&1; }
+        step "bench-$1" 60 "$rlx" bench -m "$f" -p 512 -n 64 -r 3 --device cuda:0
+        step "bench-$1-plain" 60 "$rlx" bench -m "$f" -p 512 -n 64 -r 3 --device cuda:0 \
+            --plain-matvec
+    done
+    pack
+    echo
+    cat "$logs/d2d.txt"
+    echo "$summary"
+    exit 0
+fi
+
 if [ "$mode" != bench ]; then
     step cuda-host 30 "$build/tests/test-cuda-host"
     step cuda-device 90 "$build/tests/test-cuda-device"
@@ -215,6 +255,8 @@ if [ "$mode" != quick ]; then
     first=$(echo ${only:-$all} | cut -d' ' -f1)
     step "bench-cuda-$first-unfused" 60 "$rlx" bench -m "$models/$first.gguf" -p 512 -n 64 \
         -r 3 --device cuda:0 --unfused
+    step "bench-cuda-$first-plain" 60 "$rlx" bench -m "$models/$first.gguf" -p 512 -n 64 \
+        -r 3 --device cuda:0 --plain-matvec
     [ -z "$only" ] || { pack; echo; cat "$logs/d2d.txt"; echo "$summary"; exit 0; }
     for b in llama-3.2-1b-q4_k_m qwen3-0.6b-q4_k_m; do
         step "bench-vulkan-$b" 60 "$rlx" bench -m "$models/$b.gguf" -p 512 -n 64 -r 3 \

@@ -46,6 +46,14 @@ static const char *const kernel_names[CU_K_COUNT] = {
     [CU_K_MMV_GLU_Q8_0] = "rlx_mmv_glu_q8_0",
     [CU_K_MMV_GLU_Q4_0] = "rlx_mmv_glu_q4_0",
     [CU_K_MMV_MIXED] = "rlx_mmv_mixed",
+    [CU_K_MMVS_Q4_K] = "rlx_mmvs_q4_k",
+    [CU_K_MMVS_Q6_K] = "rlx_mmvs_q6_k",
+    [CU_K_MMVS_Q8_0] = "rlx_mmvs_q8_0",
+    [CU_K_MMVS_Q4_0] = "rlx_mmvs_q4_0",
+    [CU_K_MMVS_GLU_Q4_K] = "rlx_mmvs_glu_q4_k",
+    [CU_K_MMVS_GLU_Q6_K] = "rlx_mmvs_glu_q6_k",
+    [CU_K_MMVS_GLU_Q8_0] = "rlx_mmvs_glu_q8_0",
+    [CU_K_MMVS_GLU_Q4_0] = "rlx_mmvs_glu_q4_0",
 };
 
 /* per physical device, shared by its opens */
@@ -57,6 +65,7 @@ typedef struct shared_dev {
     CUfunction fn[CU_K_COUNT];
     uint32_t gen; /* bumped when the context is found poisoned */
     bool poisoned;
+    int mmvs_blocks; /* the streamed products' blocks an SM holds (the fewest of them) */
     int opens;
 } shared_dev;
 
@@ -151,6 +160,16 @@ static rlx_status shared_init(int index, rlx_error **err)
             return rlx_error_set(err, RLX_ERR_INTERNAL, "the CUDA kernel %s is missing",
                                  kernel_names[k]);
         }
+    }
+    /* a grid of the streamed products is what the SMs hold at once: more
+     * blocks would wait for whole ones to finish (their shared memory
+     * decides it: 5 an SM on Hopper, 2 on an RTX 30 or 40) */
+    s->mmvs_blocks = 0;
+    for (int k = CU_K_MMVS_Q4_K; k <= CU_K_MMVS_GLU_Q4_0; k++) {
+        int nb = 0;
+        if (cu->cuOccupancyMaxActiveBlocksPerMultiprocessor(&nb, s->fn[k], 128, 0) != CUDA_SUCCESS)
+            nb = 0;
+        s->mmvs_blocks = k == CU_K_MMVS_Q4_K || nb < s->mmvs_blocks ? nb : s->mmvs_blocks;
     }
     s->ready = true;
     return RLX_OK;
@@ -288,6 +307,8 @@ static rlx_status cu_device_open(int index, const rlx_device_opts *opts, rlx_dev
     d->force_f32 = opts && opts->force_f32;
     d->no_tq = opts && opts->cuda_convert_a_in_tiles;
     d->unfused = opts && opts->cuda_unfused;
+    d->mmv_plain = opts && opts->cuda_plain_matvec;
+    d->mmvs_blocks = shared[index].mmvs_blocks;
     cu->cuDeviceGetName(d->name, sizeof d->name, d->dev);
     cu->cuDeviceGetAttribute(&d->cc_major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, d->dev);
     cu->cuDeviceGetAttribute(&d->cc_minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, d->dev);

@@ -19,48 +19,49 @@
 
 /* The driver entry points we use, resolved by name (the versioned symbol
  * cuda.h maps each call to, e.g. cuMemAlloc -> cuMemAlloc_v2). */
-#define RLX_CU_FUNCS(X)          \
-    X(cuInit)                    \
-    X(cuDriverGetVersion)        \
-    X(cuGetErrorString)          \
-    X(cuGetErrorName)            \
-    X(cuDeviceGetCount)          \
-    X(cuDeviceGet)               \
-    X(cuDeviceGetName)           \
-    X(cuDeviceTotalMem)          \
-    X(cuDeviceGetAttribute)      \
-    X(cuDevicePrimaryCtxRetain)  \
-    X(cuDevicePrimaryCtxRelease) \
-    X(cuCtxSetCurrent)           \
-    X(cuCtxSynchronize)          \
-    X(cuModuleLoadData)          \
-    X(cuModuleUnload)            \
-    X(cuModuleGetFunction)       \
-    X(cuFuncSetAttribute)        \
-    X(cuMemAlloc)                \
-    X(cuMemFree)                 \
-    X(cuMemAllocHost)            \
-    X(cuMemFreeHost)             \
-    X(cuMemGetInfo)              \
-    X(cuMemcpyHtoDAsync)         \
-    X(cuMemcpyDtoHAsync)         \
-    X(cuMemcpyDtoDAsync)         \
-    X(cuMemsetD8Async)           \
-    X(cuLaunchKernel)            \
-    X(cuLaunchKernelEx)          \
-    X(cuStreamCreate)            \
-    X(cuStreamDestroy)           \
-    X(cuStreamSynchronize)       \
-    X(cuStreamBeginCapture)      \
-    X(cuStreamEndCapture)        \
-    X(cuGraphInstantiate)        \
-    X(cuGraphLaunch)             \
-    X(cuGraphExecDestroy)        \
-    X(cuGraphDestroy)            \
-    X(cuEventCreate)             \
-    X(cuEventDestroy)            \
-    X(cuEventRecord)             \
-    X(cuEventSynchronize)        \
+#define RLX_CU_FUNCS(X)                            \
+    X(cuInit)                                      \
+    X(cuDriverGetVersion)                          \
+    X(cuGetErrorString)                            \
+    X(cuGetErrorName)                              \
+    X(cuDeviceGetCount)                            \
+    X(cuDeviceGet)                                 \
+    X(cuDeviceGetName)                             \
+    X(cuDeviceTotalMem)                            \
+    X(cuDeviceGetAttribute)                        \
+    X(cuDevicePrimaryCtxRetain)                    \
+    X(cuDevicePrimaryCtxRelease)                   \
+    X(cuCtxSetCurrent)                             \
+    X(cuCtxSynchronize)                            \
+    X(cuModuleLoadData)                            \
+    X(cuModuleUnload)                              \
+    X(cuModuleGetFunction)                         \
+    X(cuFuncSetAttribute)                          \
+    X(cuOccupancyMaxActiveBlocksPerMultiprocessor) \
+    X(cuMemAlloc)                                  \
+    X(cuMemFree)                                   \
+    X(cuMemAllocHost)                              \
+    X(cuMemFreeHost)                               \
+    X(cuMemGetInfo)                                \
+    X(cuMemcpyHtoDAsync)                           \
+    X(cuMemcpyDtoHAsync)                           \
+    X(cuMemcpyDtoDAsync)                           \
+    X(cuMemsetD8Async)                             \
+    X(cuLaunchKernel)                              \
+    X(cuLaunchKernelEx)                            \
+    X(cuStreamCreate)                              \
+    X(cuStreamDestroy)                             \
+    X(cuStreamSynchronize)                         \
+    X(cuStreamBeginCapture)                        \
+    X(cuStreamEndCapture)                          \
+    X(cuGraphInstantiate)                          \
+    X(cuGraphLaunch)                               \
+    X(cuGraphExecDestroy)                          \
+    X(cuGraphDestroy)                              \
+    X(cuEventCreate)                               \
+    X(cuEventDestroy)                              \
+    X(cuEventRecord)                               \
+    X(cuEventSynchronize)                          \
     X(cuEventElapsedTime)
 
 typedef struct cu_api {
@@ -112,6 +113,15 @@ typedef enum cu_kernel {
     CU_K_MMV_GLU_Q8_0,
     CU_K_MMV_GLU_Q4_0,
     CU_K_MMV_MIXED, /* CU_K_MMV_* of different types grouped into one launch */
+    CU_K_MMVS_Q4_K, /* the streamed form of CU_K_MMV_* (weights staged through shared
+                     * memory, blocks striding over the columns), launch-only */
+    CU_K_MMVS_Q6_K,
+    CU_K_MMVS_Q8_0,
+    CU_K_MMVS_Q4_0,
+    CU_K_MMVS_GLU_Q4_K,
+    CU_K_MMVS_GLU_Q6_K,
+    CU_K_MMVS_GLU_Q8_0,
+    CU_K_MMVS_GLU_Q4_0,
     CU_K_COUNT,
     CU_K_CUBLAS /* a launch that is a cuBLAS GEMM (cuda-cublas.c), not a kernel */
 } cu_kernel;
@@ -119,6 +129,9 @@ typedef enum cu_kernel {
 #define CU_SLOTS     7 /* operand descriptors: 0..5 inputs, 6 output */
 #define CU_OUT_SLOT  6
 #define CU_REC_WORDS 256
+/* the streamed products' shared memory for their weight stages
+ * (kernels/matmul.cu's MMVS_BYTES) */
+#define CU_MMVS_BYTES 40960
 
 typedef struct cu_device {
     rlx_device base;
@@ -132,6 +145,8 @@ typedef struct cu_device {
     bool force_f32;     /* no tensor-core (f16) matmul kernel */
     bool no_tq;         /* rlx_mm_tc, not rlx_mm_tq (rlx_device_opts.cuda_convert_a_in_tiles) */
     bool unfused;       /* no launch fusions (rlx_device_opts.cuda_unfused) */
+    bool mmv_plain;     /* no streamed products (rlx_device_opts.cuda_plain_matvec) */
+    int mmvs_blocks;    /* blocks of the streamed products an SM holds (0: none) */
     uint64_t allocated; /* bytes of our live buffers */
     bool lost;
     /* pinned staging for uploads and reads */

@@ -3013,6 +3013,41 @@ static bool q8_kept(const cu_program *P, int32_t i, const uint64_t key[Q8_KEY])
     return true;
 }
 
+/* Launch j of an integer matrix-vector kernel in its streamed form
+ * (kernels/matmul.cu's mmvs_body) where its column tiles are more than
+ * the SMs hold blocks at once: the grid becomes what they hold, each block
+ * striding over the tiles, with its stages in the record (P(118): 2 to 4
+ * tiles in flight, P(119) bytes of one weight's rows in a stage). Not for
+ * launch groups (the kernel strides by gridDim) nor for a product whose
+ * blocks norm and rope its heads (their last block changes its record). */
+static void stream_product(cu_program *P, int32_t j)
+{
+    cu_disp *D = &P->disp[j];
+    int32_t *w = P->host + (size_t)j * REC_WORDS;
+    w[PRM(118)] = w[PRM(119)] = 0;
+    bool glu = is_glu(D->k);
+    if ((!is_mmv(D->k) && !glu) || D->lk != D->k || !live(D->lgrid) || D->lgrid[1] != 1 ||
+        D->lgrid[2] != 1 || w[1] /* GRP_STRIDE: a group */ || (w[PRM(108)] | w[PRM(109)]) ||
+        P->dev->mmv_plain || P->dev->cc_major < 8 || P->dev->mmvs_blocks < 1)
+        return;
+    int64_t hold = (int64_t)P->dev->n_sm * P->dev->mmvs_blocks;
+    if ((int64_t)D->lgrid[0] <= hold || w[PRM(8)] <= 0)
+        return;
+    int64_t cpb = 128 / w[PRM(8)], rb = w[PRM(5)];
+    /* a stage holds the 16-byte words around cpb rows: at most 16 more */
+    int64_t sb = (cpb * rb + 15) / 16 * 16 + 16;
+    int64_t ns = CU_MMVS_BYTES / ((glu ? 2 : 1) * sb);
+    if (ns < 2)
+        return;
+    w[PRM(118)] = (int32_t)(ns > 4 ? 4 : ns);
+    w[PRM(119)] = (int32_t)sb;
+    static const cu_kernel streamed[] = {CU_K_MMVS_Q4_K,     CU_K_MMVS_Q6_K,     CU_K_MMVS_Q8_0,
+                                         CU_K_MMVS_Q4_0,     CU_K_MMVS_GLU_Q4_K, CU_K_MMVS_GLU_Q6_K,
+                                         CU_K_MMVS_GLU_Q8_0, CU_K_MMVS_GLU_Q4_0};
+    D->lk = streamed[glu ? D->k - CU_K_MMV_GLU_Q4_K + 4 : D->k - CU_K_MMV_Q4_K];
+    D->lgrid[0] = (uint32_t)hold;
+}
+
 /* This run's launch grids. Launches of one groupable kernel that follow
  * each other (nothing but empty launches between them, at a fixed
  * distance) and touch disjoint memory become one launch: member m at
@@ -3084,6 +3119,8 @@ static void group_launches(cu_program *P)
         D->lgrid[1] = (uint32_t)n;
         j = members[n - 1];
     }
+    for (int32_t j = 0; j < P->n_disp; j++)
+        stream_product(P, j);
     for (int32_t j = 0; j < P->n_disp; j++) {
         uint32_t *g = P->sig + (size_t)j * 4;
         g[0] = (uint32_t)P->disp[j].lk;

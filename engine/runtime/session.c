@@ -133,7 +133,8 @@ rlx_status rlx_session_create(const rlx_session_params *p, rlx_session **out, rl
     rlx_device_opts dopts = {.n_threads = p->n_threads,
                              .force_f32 = p->force_f32,
                              .max_binding_bytes = p->max_binding_bytes,
-                             .cuda_unfused = p->cuda_unfused};
+                             .cuda_unfused = p->cuda_unfused,
+                             .cuda_plain_matvec = p->cuda_plain_matvec};
     st = be->device_open(index, &dopts, &s->dev, err);
     if (st != RLX_OK) {
         rlx_session_free(s);

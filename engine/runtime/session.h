@@ -90,6 +90,9 @@ typedef struct rlx_session_params {
     /* CUDA, for benchmarks and tests: no launch fusions
      * (rlx_device_opts.cuda_unfused) */
     bool cuda_unfused;
+    /* CUDA: no streamed matrix-vector products
+     * (rlx_device_opts.cuda_plain_matvec) */
+    bool cuda_plain_matvec;
 } rlx_session_params;
 
 RLX_API rlx_session_params rlx_session_default_params(void);

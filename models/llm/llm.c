@@ -588,6 +588,7 @@ rlx_status rlx_llm_load(const char *path, const rlx_llm_params *p, rlx_llm **out
     sp.force_f32 = p->force_f32;
     sp.max_binding_bytes = p->max_binding_bytes;
     sp.cuda_unfused = p->cuda_unfused;
+    sp.cuda_plain_matvec = p->cuda_plain_matvec;
     if ((st = rlx_session_create(&sp, &m->s, err)) != RLX_OK)
         goto fail;
     rlx_session_set_cancel_flag(m->s, &m->cancel);

@@ -80,6 +80,9 @@ typedef struct rlx_llm_params {
     /* CUDA, for benchmarks and tests: one launch per instruction
      * (rlx_device_opts.cuda_unfused), to time the launch fusions */
     bool cuda_unfused;
+    /* CUDA: quantized matrix-vector products in their plain form only
+     * (rlx_device_opts.cuda_plain_matvec), to time the streamed one */
+    bool cuda_plain_matvec;
     rlx_llm_progress_fn progress;
     void *progress_user;
 } rlx_llm_params;

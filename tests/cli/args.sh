@@ -146,6 +146,7 @@ rlx: bench: no model; use -m MODEL.gguf (see rlx bench --help)|bench
 rlx: bench: -t 0 is out of range*|bench -m x -t 0
 rlx: bench: -p wants a number of prompt tokens >= 1, not '0'|bench -m x -p 0
 rlx: bench: --unfused is for a CUDA device (--device cuda:N)|bench -m x --unfused
+rlx: bench: --plain-matvec is for a CUDA device (--device cuda:N)|bench -m x --plain-matvec
 rlx: bench ops: unknown option '--bogus' (see rlx bench ops --help)|bench ops --bogus
 rlx: bench sam: -m MODEL is required (see rlx bench sam --help)|bench sam
 rlx: bench sam: unknown option '--bogus' (see rlx bench sam --help)|bench sam -m x --bogus

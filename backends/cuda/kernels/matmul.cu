@@ -745,11 +745,12 @@ __device__ __forceinline__ void mmv_heads(int *R_, int cpb)
 // the down product after it: each block counts itself done in its block
 // of 32 columns' counter (P(106..107), 0 between runs), and the last of
 // those 32 / cpb blocks rounds the 32 columns (N a multiple of 32).
-template <bool GLU> __device__ __forceinline__ void mmv_glu_round(const int *R_, int cpb, int nm)
+template <bool GLU>
+__device__ __forceinline__ void mmv_glu_round(const int *R_, int64_t tile, int cpb, int nm)
 {
     if (!GLU)
         return;
-    int g = (int)blockIdx.x * cpb / 32; /* cpb divides 32 */
+    int g = (int)(tile * cpb / 32); /* cpb divides 32; a tile is cpb columns */
     if (!last_block((int *)P_ADDR(106) + g, 32 / cpb) || threadIdx.x >= 32)
         return;
     int r = D_RANK(OUT), N = D_NE(OUT, r - 1), c = g * 32 + (int)threadIdx.x;
@@ -788,6 +789,39 @@ __device__ __forceinline__ void mmv_reduce(float *acc, float (*red)[8], int tpc,
                 acc[m] = s;
             }
         __syncthreads(); /* red free again */
+    }
+}
+
+// The (up to 8) rows' sums of output column n (NW of them: a gated
+// product's two) reduced over the column's tpc threads, then stored by its
+// thread 0: a gated product's act(alpha g) * act2(alpha u), else through
+// mm_store (bias, activation, alpha). P(10): the output is [M, H, W] with
+// n = h W + w (rows appended straight into a KV cache's heads), else
+// [.., M, N].
+template <bool GLU>
+__device__ __forceinline__ void mmv_finish(const int *R_, float (*acc)[8], float (*red)[8], int tpc,
+                                           int t, int64_t n, int N, int nm)
+{
+    constexpr int NW = GLU ? 2 : 1;
+#pragma unroll
+    for (int k = 0; k < NW; k++)
+        mmv_reduce(acc[k], red, tpc, t, nm);
+    if (t != 0 || n >= N)
+        return;
+    int r = D_RANK(OUT), sp = P(10) ? 1 : 0, W = D_NE(OUT, r - 1);
+    int64_t on = sp ? n / W * D_ST(OUT, r - 2) + n % W * D_ST(OUT, r - 1) : n * D_ST(OUT, r - 1);
+#pragma unroll
+    for (int m = 0; m < 8; m++) {
+        if (m >= nm)
+            break;
+        int64_t oo = (int64_t)m * D_ST(OUT, r - 2 - sp) + on;
+        if (GLU) {
+            float al = PF(2) == 0.0f ? 1.0f : PF(2);
+            float h = act(P(1), acc[0][m] * al) * act(P(104), acc[NW - 1][m] * al);
+            stf((uint8_t *)D_PTR(OUT), D_DT(OUT), oo, h);
+        } else {
+            mm_store(R_, oo, (int)n, acc[0][m]);
+        }
     }
 }
 
@@ -857,27 +891,8 @@ template <class Q, bool GLU> __device__ __forceinline__ void mmv_body(const int 
                 load_round(u0 + UR * tpc);
         }
     }
-#pragma unroll
-    for (int k = 0; k < NW; k++)
-        mmv_reduce(acc[k], red, tpc, t, nm);
-    if (t == 0 && n < N) {
-        int64_t on =
-            sp ? n / W * D_ST(OUT, r - 2) + n % W * D_ST(OUT, r - 1) : n * D_ST(OUT, r - 1);
-#pragma unroll
-        for (int m = 0; m < 8; m++) {
-            if (m >= nm)
-                break;
-            int64_t oo = (int64_t)m * D_ST(OUT, r - 2 - sp) + on;
-            if (GLU) {
-                float al = PF(2) == 0.0f ? 1.0f : PF(2);
-                float h = act(P(1), acc[0][m] * al) * act(P(104), acc[NW - 1][m] * al);
-                stf((uint8_t *)D_PTR(OUT), D_DT(OUT), oo, h);
-            } else {
-                mm_store(R_, oo, (int)n, acc[0][m]);
-            }
-        }
-    }
-    mmv_glu_round<GLU>(R_, cpb, nm);
+    mmv_finish<GLU>(R_, acc, red, tpc, t, n, N, nm);
+    mmv_glu_round<GLU>(R_, blockIdx.x, cpb, nm);
     if (!GLU && (P(100) | P(101)))
         mmv_tail(R_);
     if (!GLU && (P(108) | P(109)))
@@ -897,6 +912,115 @@ MMV_KERNELS(q4_k)
 MMV_KERNELS(q6_k)
 MMV_KERNELS(q8_0)
 MMV_KERNELS(q4_0)
+
+// Streamed form (rlx_mmvs_<type>, rlx_mmvs_glu_<type>), for products of
+// many more columns than the GPU holds blocks at once (a decode step's
+// gate/up and down products, the output head over the vocabulary): the
+// plain form above holds a round of weights in registers, about 40 KB an
+// SM in flight, and leaves the SM between blocks, which kept the large
+// products near 1.5 TB/s on an H200. Here each block strides over tiles
+// of cpb columns (tile j, j + gridDim.x, ...) and copies a tile's weight
+// rows (contiguous: cpb rows of P(5) bytes) into shared memory with async
+// copies, P(118) tiles ahead (2 to 4 stages of P(119) bytes a weight), so
+// the next tiles' bytes are in flight while this one's are used; the
+// threads then read their units from shared memory as the plain form
+// reads them from global. Same record, same reduction, stores and gated
+// rounding; the norm tail (P(100)) counts blocks as before; no heads
+// (P(108)) and no launch groups. The weights are constants (P(117)), so
+// the first stages are requested before the launch ahead of this one ends.
+#define MMVS_BYTES 40960 /* the stages' shared memory: cuda-internal.h's CU_MMVS_BYTES */
+template <class Q, bool GLU> __device__ __forceinline__ void mmvs_body(const int *rec)
+{
+    REC_DECL;
+    __shared__ float red[4][8];
+    __shared__ __align__(16) uint8_t stg[MMVS_BYTES];
+    if (!ld_rec_early(R_, rec))
+        return;
+    constexpr int NW = GLU ? 2 : 1;
+    int tpc = P(8), cpb = 128 / tpc;
+    int t = threadIdx.x % tpc, c = threadIdx.x / tpc;
+    int r = D_RANK(OUT), sp = P(10) ? 1 : 0, W = D_NE(OUT, r - 1);
+    int N = sp ? D_NE(OUT, r - 2) * W : W, Mr = D_NE(OUT, r - 2 - sp), K = P(0);
+    int nm = Mr < 8 ? Mr : 8;
+    int64_t rb = P(5), tiles = ((int64_t)N + cpb - 1) / cpb, gs = gridDim.x;
+    int ns = P(118), sb = P(119);
+    const uint8_t *wb[NW];
+    wb[0] = D_PTR(1);
+    if (GLU)
+        wb[NW - 1] = D_PTR(5);
+    /* tile j's rows into stage s (an empty group past the last tile, so
+     * that every thread's groups count one a tile) */
+    auto issue = [&](int64_t j, int s) {
+        if (j < tiles) {
+            int64_t n0 = j * cpb, cols = (int64_t)N - n0 < cpb ? (int64_t)N - n0 : cpb;
+#pragma unroll
+            for (int k = 0; k < NW; k++)
+                cp_span_async(stg + (s * NW + k) * sb, wb[k] + n0 * rb, cols * rb);
+        }
+        cp_commit();
+    };
+    bool early = P(117) != 0;
+    if (early)
+        for (int s = 0; s < ns; s++)
+            issue(blockIdx.x + s * gs, s);
+    dep_wait();
+    if (!early)
+        for (int s = 0; s < ns; s++)
+            issue(blockIdx.x + s * gs, s);
+    const int8_t *qa = (const int8_t *)D_PTR(3);
+    const float2 *da = (const float2 *)D_PTR(4);
+    int units = K / Q::BK * Q::UNITS;
+    int s = 0;
+    for (int64_t j = blockIdx.x; j < tiles; j += gs) {
+        /* this tile's group done: ns + i committed, at most ns - 1 newer */
+        if (ns >= 4)
+            cp_wait<3>();
+        else if (ns == 3)
+            cp_wait<2>();
+        else
+            cp_wait<1>();
+        __syncthreads(); /* every thread's copies visible */
+        int64_t n = j * cpb + c;
+        float acc[NW][8];
+#pragma unroll
+        for (int k = 0; k < NW; k++)
+#pragma unroll
+            for (int m = 0; m < 8; m++)
+                acc[k][m] = 0.0f;
+        if (n < N) {
+#pragma unroll
+            for (int k = 0; k < NW; k++) {
+                const uint8_t *row = stg + (s * NW + k) * sb +
+                                     ((uintptr_t)(wb[k] + j * cpb * rb) & 15) + (int64_t)c * rb;
+                for (int u = t; u < units; u += tpc)
+                    Q::dot(Q::load(row + (int64_t)(u / Q::UNITS) * Q::BYTES, u % Q::UNITS),
+                           u / Q::UNITS, u % Q::UNITS, qa, da, K, nm, acc[k]);
+            }
+        }
+        mmv_finish<GLU>(R_, acc, red, tpc, t, n, N, nm);
+        mmv_glu_round<GLU>(R_, j, cpb, nm);
+        __syncthreads(); /* stage s read by all: free for tile j + ns gs */
+        issue(j + ns * gs, s);
+        s = s + 1 == ns ? 0 : s + 1;
+    }
+    cp_wait<0>();
+    if (!GLU && (P(100) | P(101)))
+        mmv_tail(R_);
+}
+
+#define MMVS_KERNELS(T)                                                                \
+    extern "C" __global__ void __launch_bounds__(128) rlx_mmvs_##T(const int *rec)     \
+    {                                                                                  \
+        mmvs_body<mmv_##T, false>(rec);                                                \
+    }                                                                                  \
+    extern "C" __global__ void __launch_bounds__(128) rlx_mmvs_glu_##T(const int *rec) \
+    {                                                                                  \
+        mmvs_body<mmv_##T, true>(rec);                                                 \
+    }
+MMVS_KERNELS(q4_k)
+MMVS_KERNELS(q6_k)
+MMVS_KERNELS(q8_0)
+MMVS_KERNELS(q4_0)
 
 // Products of different weight types grouped into one launch (q, k and v
 // of a decode step where a Q4_K_M file gives v Q6_K weights): each group
