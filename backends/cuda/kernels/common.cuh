@@ -669,17 +669,32 @@ __device__ __forceinline__ bool last_block(int *cnt, int n)
     ((uint8_t *)(uintptr_t)((uint64_t)(uint32_t)P(i) | (uint64_t)(uint32_t)P((i) + 1) << 32))
 
 // Asynchronous copies from global to shared memory (sm_80 on: cp.async,
-// 16 bytes a thread, through L2 only, no registers held while the bytes
-// travel); elsewhere (Turing, the emulator) a plain 16-byte copy. A
-// thread's copies since its last commit form one group; wait<n> returns
-// once at most n of its groups are still in flight (a barrier after it
-// makes every thread's bytes visible to the block).
-__device__ __forceinline__ void cp16_async(void *dst, const void *src)
+// 16 bytes a thread, past L1, no registers held while the bytes travel);
+// elsewhere (Turing, the emulator) a plain 16-byte copy. A thread's
+// copies since its last commit form one group; wait<n> returns once at
+// most n of its groups are still in flight (a barrier after it makes
+// every thread's bytes visible to the block). The bytes are marked first
+// to leave L2 (a decode step reads each weight once and reads ten times
+// L2's size of them): what stays is what is read again soon, the
+// records, activations and KV cache.
+__device__ __forceinline__ uint64_t l2_evict_first()
+{
+    uint64_t pol = 0;
+#if defined(__CUDACC__) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
+#endif
+    return pol;
+}
+
+__device__ __forceinline__ void cp16_async(void *dst, const void *src, uint64_t pol)
 {
 #if defined(__CUDACC__) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     uint32_t s = (uint32_t)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(src) : "memory");
+    asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;" ::"r"(s), "l"(src),
+                 "l"(pol)
+                 : "memory");
 #else
+    (void)pol;
     *(uint4 *)dst = *(const uint4 *)src;
 #endif
 }
@@ -703,11 +718,12 @@ template <int N> __device__ __forceinline__ void cp_wait()
 // thread; src's byte lands at dst + (src & 15). Reading the word around
 // either end never leaves the allocation's pages (they are 16-byte
 // multiples).
-__device__ __forceinline__ void cp_span_async(uint8_t *dst, const uint8_t *src, int64_t len)
+__device__ __forceinline__ void cp_span_async(uint8_t *dst, const uint8_t *src, int64_t len,
+                                              uint64_t pol)
 {
     uintptr_t a = (uintptr_t)src & ~(uintptr_t)15;
     uintptr_t e = ((uintptr_t)src + (uintptr_t)len + 15) & ~(uintptr_t)15;
     int n = (int)((e - a) >> 4);
     for (int i = threadIdx.x; i < n; i += blockDim.x)
-        cp16_async(dst + 16 * i, (const uint8_t *)a + 16 * i);
+        cp16_async(dst + 16 * i, (const uint8_t *)a + 16 * i, pol);
 }

@@ -948,6 +948,7 @@ template <class Q, bool GLU> __device__ __forceinline__ void mmvs_body(const int
     wb[0] = D_PTR(1);
     if (GLU)
         wb[NW - 1] = D_PTR(5);
+    uint64_t pol = l2_evict_first();
     /* tile j's rows into stage s (an empty group past the last tile, so
      * that every thread's groups count one a tile) */
     auto issue = [&](int64_t j, int s) {
@@ -955,7 +956,7 @@ template <class Q, bool GLU> __device__ __forceinline__ void mmvs_body(const int
             int64_t n0 = j * cpb, cols = (int64_t)N - n0 < cpb ? (int64_t)N - n0 : cpb;
 #pragma unroll
             for (int k = 0; k < NW; k++)
-                cp_span_async(stg + (s * NW + k) * sb, wb[k] + n0 * rb, cols * rb);
+                cp_span_async(stg + (s * NW + k) * sb, wb[k] + n0 * rb, cols * rb, pol);
         }
         cp_commit();
     };
