@@ -3023,12 +3023,14 @@ static bool q8_kept(const cu_program *P, int32_t i, const uint64_t key[Q8_KEY])
 static void stream_product(cu_program *P, int32_t j)
 {
     cu_disp *D = &P->disp[j];
+    bool glu = is_glu(D->k);
+    if (!is_mmv(D->k) && !glu)
+        return;
     int32_t *w = P->host + (size_t)j * REC_WORDS;
     w[PRM(118)] = w[PRM(119)] = 0;
-    bool glu = is_glu(D->k);
-    if ((!is_mmv(D->k) && !glu) || D->lk != D->k || !live(D->lgrid) || D->lgrid[1] != 1 ||
-        D->lgrid[2] != 1 || w[1] /* GRP_STRIDE: a group */ || (w[PRM(108)] | w[PRM(109)]) ||
-        P->dev->mmv_plain || P->dev->cc_major < 8 || P->dev->mmvs_blocks < 1)
+    if (D->lk != D->k || !live(D->lgrid) || D->lgrid[1] != 1 || D->lgrid[2] != 1 ||
+        w[1] /* GRP_STRIDE: a group */ || (w[PRM(108)] | w[PRM(109)]) || P->dev->mmv_plain ||
+        P->dev->cc_major < 8 || P->dev->mmvs_blocks < 1)
         return;
     int64_t hold = (int64_t)P->dev->n_sm * P->dev->mmvs_blocks;
     if ((int64_t)D->lgrid[0] <= hold || w[PRM(8)] <= 0)
