@@ -1080,16 +1080,37 @@ __device__ __forceinline__ void tq_pack(const float *v, uint4 &lo, uint4 &hi)
     hi = *(const uint4 *)&h[4];
 }
 
+// Each type's 16 values at column k of a row in two halves: fetch loads
+// the bytes they come from into registers, deq decodes them, so that the
+// kernel issues the next step's loads, runs this step's products while
+// they travel and decodes them after (mm_tq_body).
 struct tq_q4_k { // 144-byte blocks of 256: 16 values of one 32-value sub-block
-    __device__ static __forceinline__ void deq16(const uint8_t *row, int k, float *v)
+    struct R {
+        uint4 h, q; // d, dmin and the 12 scale bytes; the 16 bytes of quants
+    };
+    __device__ static __forceinline__ void fetch(const uint8_t *row, int k, R &r)
     {
         const uint8_t *b = row + (int64_t)(k >> 8) * 144;
-        int i0 = k & 255, sub = i0 >> 5, l0 = i0 & 31, sh = (sub & 1) * 4;
+        int i0 = k & 255, sub = i0 >> 5, l0 = i0 & 31;
+        r.h = *(const uint4 *)b;
+        r.q = *(const uint4 *)(b + 16 + (sub >> 1) * 32 + l0);
+    }
+    __device__ static __forceinline__ void deq(const R &r, int k, float *v)
+    {
+        int sub = (k & 255) >> 5, sh = (sub & 1) * 4;
+        /* kq_scale on the scale bytes held in r.h.y, .z, .w */
+        uint32_t s0 = r.h.y, s1 = r.h.z, s2 = r.h.w;
         int sc, mn;
-        kq_scale(b + 4, sub, sc, mn);
-        float d = ldh(b) * (float)sc, m = ldh(b + 2) * (float)mn;
-        uint4 q = *(const uint4 *)(b + 16 + (sub >> 1) * 32 + l0);
-        const uint32_t w[4] = {q.x, q.y, q.z, q.w};
+        if (sub < 4) {
+            sc = (int)(byte_at(s0, s1, s2, sub) & 63);
+            mn = (int)(byte_at(s0, s1, s2, sub + 4) & 63);
+        } else {
+            uint32_t hi = byte_at(s0, s1, s2, sub + 4);
+            sc = (int)((hi & 15) | (byte_at(s0, s1, s2, sub - 4) >> 6) << 4);
+            mn = (int)((hi >> 4) | (byte_at(s0, s1, s2, sub) >> 6) << 4);
+        }
+        float d = h2f_bits(r.h.x) * (float)sc, m = h2f_bits(r.h.x >> 16) * (float)mn;
+        const uint32_t w[4] = {r.q.x, r.q.y, r.q.z, r.q.w};
 #pragma unroll
         for (int i = 0; i < 4; i++)
 #pragma unroll
@@ -1099,34 +1120,57 @@ struct tq_q4_k { // 144-byte blocks of 256: 16 values of one 32-value sub-block
 };
 
 struct tq_q6_k { // 210-byte blocks of 256: 16 values share one scale
-    __device__ static __forceinline__ void deq16(const uint8_t *row, int k, float *v)
+    struct R {
+        uint32_t L[4], H[4]; // low nibbles, high 2-bit pairs
+        uint32_t d;          // the block's f16 scale, and the values' int8 scale << 16
+    };
+    __device__ static __forceinline__ void fetch(const uint8_t *row, int k, R &r)
     {
         const uint8_t *b = row + (int64_t)(k >> 8) * 210;
-        int i0 = k & 255, hf = i0 >> 7, r = (i0 & 127) >> 5, l0 = i0 & 31;
-        const uint8_t *ql = b + hf * 64 + l0 + ((r & 1) ? 32 : 0), *qh = b + 128 + hf * 32 + l0;
-        int sh = (r & 2) ? 4 : 0;
-        float d = ldh(b + 208) * (float)(int8_t)b[192 + hf * 8 + l0 / 16 + 2 * r];
+        int i0 = k & 255, hf = i0 >> 7, q = (i0 & 127) >> 5, l0 = i0 & 31;
+        const uint8_t *ql = b + hf * 64 + l0 + ((q & 1) ? 32 : 0), *qh = b + 128 + hf * 32 + l0;
 #pragma unroll
         for (int i = 0; i < 4; i++) {
-            uint32_t L = (uint32_t)ld_h2(ql + 4 * i), H = (uint32_t)ld_h2(qh + 4 * i);
+            r.L[i] = (uint32_t)ld_h2(ql + 4 * i);
+            r.H[i] = (uint32_t)ld_h2(qh + 4 * i);
+        }
+        r.d = (uint32_t)(b[208] | b[209] << 8) | (uint32_t)b[192 + hf * 8 + l0 / 16 + 2 * q] << 16;
+    }
+    __device__ static __forceinline__ void deq(const R &r, int k, float *v)
+    {
+        int q = ((k & 255) & 127) >> 5, sh = (q & 2) ? 4 : 0;
+        float d = h2f_bits(r.d) * (float)(int8_t)(r.d >> 16);
+#pragma unroll
+        for (int i = 0; i < 4; i++)
 #pragma unroll
             for (int j = 0; j < 4; j++) {
-                uint32_t q = ((L >> (8 * j + sh)) & 15u) | ((H >> (8 * j + 2 * r)) & 3u) << 4;
-                v[4 * i + j] = (tq_u2f(q) - 32.0f) * d;
+                uint32_t u = ((r.L[i] >> (8 * j + sh)) & 15u) | ((r.H[i] >> (8 * j + 2 * q)) & 3u)
+                                                                    << 4;
+                v[4 * i + j] = (tq_u2f(u) - 32.0f) * d;
             }
-        }
     }
 };
 
 struct tq_q8_0 { // 34-byte blocks of 32
-    __device__ static __forceinline__ void deq16(const uint8_t *row, int k, float *v)
+    struct R {
+        uint32_t q[4], d;
+    };
+    __device__ static __forceinline__ void fetch(const uint8_t *row, int k, R &r)
     {
         const uint8_t *b = row + (int64_t)(k >> 5) * 34;
-        float d = ldh(b);
         const uint8_t *qs = b + 2 + (k & 31);
 #pragma unroll
+        for (int i = 0; i < 4; i++)
+            r.q[i] = (uint32_t)ld_h2(qs + 4 * i);
+        r.d = *(const uint16_t *)b;
+    }
+    __device__ static __forceinline__ void deq(const R &r, int k, float *v)
+    {
+        (void)k;
+        float d = h2f_bits(r.d);
+#pragma unroll
         for (int i = 0; i < 4; i++) {
-            uint32_t q = (uint32_t)ld_h2(qs + 4 * i) ^ 0x80808080u; /* int8 + 128 */
+            uint32_t q = r.q[i] ^ 0x80808080u; /* int8 + 128 */
 #pragma unroll
             for (int j = 0; j < 4; j++)
                 v[4 * i + j] = (tq_u2f((q >> (8 * j)) & 255u) - 128.0f) * d;
@@ -1135,27 +1179,45 @@ struct tq_q8_0 { // 34-byte blocks of 32
 };
 
 struct tq_q4_0 { // 18-byte blocks of 32: values i and 16 + i share byte i
-    __device__ static __forceinline__ void deq16(const uint8_t *row, int k, float *v)
+    struct R {
+        uint32_t q[4], d;
+    };
+    __device__ static __forceinline__ void fetch(const uint8_t *row, int k, R &r)
     {
         const uint8_t *b = row + (int64_t)(k >> 5) * 18;
-        float d = ldh(b), m = -8.0f * d;
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            r.q[i] = (uint32_t)ld_h2(b + 2 + 4 * i);
+        r.d = *(const uint16_t *)b;
+    }
+    __device__ static __forceinline__ void deq(const R &r, int k, float *v)
+    {
+        float d = h2f_bits(r.d), m = -8.0f * d;
         int sh = (k & 16) ? 4 : 0;
 #pragma unroll
-        for (int i = 0; i < 4; i++) {
-            uint32_t q = (uint32_t)ld_h2(b + 2 + 4 * i);
+        for (int i = 0; i < 4; i++)
 #pragma unroll
             for (int j = 0; j < 4; j++)
-                v[4 * i + j] = fmaf(tq_u2f((q >> (8 * j + sh)) & 15u), d, m);
-        }
+                v[4 * i + j] = fmaf(tq_u2f((r.q[i] >> (8 * j + sh)) & 15u), d, m);
     }
 };
 
-struct tq_any { // every other block type, 8 values at a time
+struct tq_any { // every other block type, 8 values at a time, decoded as fetched
     int dt;
-    __device__ __forceinline__ void deq16(const uint8_t *row, int k, float *v) const
+    struct R {
+        float v[16];
+    };
+    __device__ __forceinline__ void fetch(const uint8_t *row, int k, R &r) const
     {
-        deq8(row, dt, k, v);
-        deq8(row, dt, k + 8, v + 8);
+        deq8(row, dt, k, r.v);
+        deq8(row, dt, k + 8, r.v + 8);
+    }
+    __device__ static __forceinline__ void deq(const R &r, int k, float *v)
+    {
+        (void)k;
+#pragma unroll
+        for (int i = 0; i < 16; i++)
+            v[i] = r.v[i];
     }
 };
 
@@ -1219,6 +1281,8 @@ __device__ __forceinline__ void mm_tq_body(const int *R_, const Q &q, __half *As
     // 16 values from column kq of the step
     int am = tid / 4, kq = (tid % 4) * 16;
     uint4 ra[AR][2], rb[2][2];
+    typename Q::R br[2];
+    bool bv[2];
     auto load = [&](int k0) {
         bool in_k = k0 + kq < ke; /* ke is a multiple of 32: 16 at a time fit */
 #pragma unroll
@@ -1235,9 +1299,18 @@ __device__ __forceinline__ void mm_tq_body(const int *R_, const Q &q, __half *As
 #pragma unroll
         for (int i = 0; i < 2; i++) {
             int n = n0 + am + 64 * i;
-            if (n < N && in_k) {
+            bv[i] = n < N && in_k;
+            if (bv[i])
+                q.fetch(bp + (int64_t)n * rowb, k0 + kq, br[i]);
+        }
+    };
+    /* b's fetched bytes to f16, after the step's products */
+    auto decode = [&](int k0) {
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            if (bv[i]) {
                 float v[16];
-                q.deq16(bp + (int64_t)n * rowb, k0 + kq, v);
+                q.deq(br[i], k0 + kq, v);
                 tq_pack(v, rb[i][0], rb[i][1]);
             } else {
                 rb[i][0] = rb[i][1] = make_uint4(0, 0, 0, 0);
@@ -1259,12 +1332,16 @@ __device__ __forceinline__ void mm_tq_body(const int *R_, const Q &q, __half *As
         }
     };
     load(kb);
+    decode(kb);
     for (int k0 = kb; k0 < ke; k0 += TQ_BK) {
         store();
         __syncthreads();
-        if (k0 + TQ_BK < ke)
+        bool more = k0 + TQ_BK < ke;
+        if (more)
             load(k0 + TQ_BK);
         tc_mma<FN, TQ_LD, TQ_BK>(acc, As + wm * 32 * TQ_LD, Bs + wn * WNT * TQ_LD);
+        if (more)
+            decode(k0 + TQ_BK);
         __syncthreads();
     }
     if (P(11)) {
