@@ -26,7 +26,8 @@
 # matvec: the streamed matrix-vector products against the plain ones:
 # test-cuda-device, the conformance suite and stories260K greedy (the
 # correctness of both forms), `rlx bench ops --section matvec` (each
-# quantized product streamed and "(plain)"), then random-weight
+# quantized product streamed and "(plain)") and `--section qgemm` (the
+# prompt products beside cuBLAS), then random-weight
 # Llama-3.2-1B and Qwen3-0.6B Q4_K_M files through `rlx bench` with and
 # without --plain-matvec.
 # bench: the full run's benchmarks alone. MODELS (full, bench): which of
@@ -179,6 +180,7 @@ if [ "$mode" = matvec ]; then
         note "stories260K greedy: cuda:0 DIFFERS from cpu"
     fi
     step bench-ops-matvec 120 "$rlx" bench ops --device cuda:0 --section matvec
+    step bench-ops-qgemm 120 "$rlx" bench ops --device cuda:0 --section qgemm -r 3
     models=/tmp/rlx-models
     mkdir -p "$models"
     for m in "llama-3.2-1b ggml-vocab-llama-bpe" "qwen3-0.6b ggml-vocab-qwen2"; do
