@@ -163,10 +163,14 @@ static rlx_status shared_init(int index, rlx_error **err)
     }
     /* a grid of the streamed products is what the SMs hold at once: more
      * blocks would wait for whole ones to finish (their shared memory
-     * decides it: 5 an SM on Hopper, 2 on an RTX 30 or 40) */
+     * decides it: 5 an SM on Hopper, 2 on an RTX 30 or 40). They ask for
+     * the most shared memory an SM can give (their weights pass through
+     * it, not L1), so the figure is the one they run with. */
     s->mmvs_blocks = 0;
     for (int k = CU_K_MMVS_Q4_K; k <= CU_K_MMVS_GLU_Q4_0; k++) {
         int nb = 0;
+        cu->cuFuncSetAttribute(s->fn[k], CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
+                               CU_SHAREDMEM_CARVEOUT_MAX_SHARED);
         if (cu->cuOccupancyMaxActiveBlocksPerMultiprocessor(&nb, s->fn[k], 128, 0) != CUDA_SUCCESS)
             nb = 0;
         s->mmvs_blocks = k == CU_K_MMVS_Q4_K || nb < s->mmvs_blocks ? nb : s->mmvs_blocks;
