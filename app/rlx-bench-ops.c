@@ -707,6 +707,24 @@ done:
     return res;
 }
 
+/* gpu_time of an f32 [M, K] times weights of type wt [N, K] transposed,
+ * on device dev (the bench's own or a second open of it) */
+static const char *gpu_time_wt(gpu_op *o, rlx_device *dev, int64_t M, int64_t N, int64_t K,
+                               rlx_dtype wt, int repeats, double *dev_ms, double *wall_ms)
+{
+    rlx_op_params p;
+    memset(&p, 0, sizeof p);
+    p.matmul.trans_b = true;
+    gpu_value(o, 0, 2, RLX_DTYPE_F32, 2, (int64_t[]){M, K});
+    gpu_value(o, 1, 2, wt, 2, (int64_t[]){N, K});
+    gpu_value(o, 2, 2, RLX_DTYPE_F32, 2, (int64_t[]){M, N});
+    rlx_device *keep = o->dev;
+    o->dev = dev;
+    const char *ran = gpu_time(o, RLX_OP_MATMUL, &p, 2, repeats, dev_ms, wall_ms);
+    o->dev = keep;
+    return ran;
+}
+
 static void gpu_print(const char *what, const char *why, double dev_ms, double wall_ms, double work,
                       const char *unit)
 {
@@ -797,6 +815,19 @@ done:
     gpu_release(o, 3, prog);
     free(ins);
     return res;
+}
+
+/* On CUDA, a second open of the device with other options (a kernel
+ * choice to time beside the default); NULL elsewhere or if it fails. */
+static rlx_device *cuda_alt_device(const rlx_backend_i *be, int index, const rlx_device_opts *o)
+{
+    rlx_device *d = NULL;
+    rlx_error *err = NULL;
+    if (strcmp(be->name, "cuda") || be->device_open(index, o, &d, &err) != RLX_OK) {
+        rlx_error_free(err);
+        return NULL;
+    }
+    return d;
 }
 
 static int bench_gpu(const char *spec, bool force_f32, const char *section, int repeats)
@@ -907,32 +938,18 @@ static int bench_gpu(const char *spec, bool force_f32, const char *section, int 
         /* CUDA: the quantized products also in their plain form ("(plain)":
          * registers, a block a few columns), beside the streamed one that
          * the large ones take */
-        rlx_device *plain = NULL;
-        if (!strcmp(be->name, "cuda")) {
-            rlx_device_opts po = opts;
-            po.cuda_plain_matvec = true;
-            if (be->device_open(index, &po, &plain, &err) != RLX_OK) {
-                rlx_error_clear(&err);
-                plain = NULL;
-            }
-        }
+        rlx_device_opts po = opts;
+        po.cuda_plain_matvec = true;
+        rlx_device *plain = cuda_alt_device(be, index, &po);
         for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++)
             for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
                 for (int alt = 0; alt < (plain && types[ti] != RLX_DTYPE_F16 ? 2 : 1); alt++) {
                     int64_t N = shapes[i][0], K = shapes[i][1];
                     if (!big && N * K > 4096 * 4096)
                         continue;
-                    memset(&p, 0, sizeof p);
-                    p.matmul.trans_b = true;
-                    gpu_value(&o, 0, 2, RLX_DTYPE_F32, 2, (int64_t[]){1, K});
-                    gpu_value(&o, 1, 2, types[ti], 2, (int64_t[]){N, K});
-                    gpu_value(&o, 2, 2, RLX_DTYPE_F32, 2, (int64_t[]){1, N});
                     double dm = 0, wm = 0;
-                    rlx_device *keep = o.dev;
-                    if (alt)
-                        o.dev = plain;
-                    const char *ran = gpu_time(&o, RLX_OP_MATMUL, &p, 2, repeats, &dm, &wm);
-                    o.dev = keep;
+                    const char *ran =
+                        gpu_time_wt(&o, alt ? plain : o.dev, 1, N, K, types[ti], repeats, &dm, &wm);
                     char what[64];
                     snprintf(what, sizeof what, "%-5s %6lld x %-5lld%s", rlx_dtype_name(types[ti]),
                              (long long)N, (long long)K, alt ? " (plain)" : "");
@@ -954,32 +971,18 @@ static int bench_gpu(const char *spec, bool force_f32, const char *section, int 
         const int64_t M = 512;
         /* CUDA: the quantized products also through the first tensor-core
          * kernel ("(tc)", the activations converted in the tiles) */
-        rlx_device *tiles = NULL;
-        if (!strcmp(be->name, "cuda")) {
-            rlx_device_opts to = opts;
-            to.cuda_convert_a_in_tiles = true;
-            if (be->device_open(index, &to, &tiles, &err) != RLX_OK) {
-                rlx_error_clear(&err);
-                tiles = NULL;
-            }
-        }
+        rlx_device_opts to = opts;
+        to.cuda_convert_a_in_tiles = true;
+        rlx_device *tiles = cuda_alt_device(be, index, &to);
         for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
             int64_t N = shapes[i][0], K = shapes[i][1];
             if (!big && N * K > 2048 * 2048)
                 continue;
             for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++)
                 for (int alt = 0; alt < (tiles && types[ti] != RLX_DTYPE_F16 ? 2 : 1); alt++) {
-                    memset(&p, 0, sizeof p);
-                    p.matmul.trans_b = true;
-                    gpu_value(&o, 0, 2, RLX_DTYPE_F32, 2, (int64_t[]){M, K});
-                    gpu_value(&o, 1, 2, types[ti], 2, (int64_t[]){N, K});
-                    gpu_value(&o, 2, 2, RLX_DTYPE_F32, 2, (int64_t[]){M, N});
                     double dm = 0, wm = 0;
-                    rlx_device *keep = o.dev;
-                    if (alt)
-                        o.dev = tiles;
-                    const char *ran = gpu_time(&o, RLX_OP_MATMUL, &p, 2, repeats, &dm, &wm);
-                    o.dev = keep;
+                    const char *ran =
+                        gpu_time_wt(&o, alt ? tiles : o.dev, M, N, K, types[ti], repeats, &dm, &wm);
                     char what[64];
                     snprintf(what, sizeof what, "%-5s %4lld x %4lld x %-4lld%s",
                              rlx_dtype_name(types[ti]), (long long)M, (long long)N, (long long)K,

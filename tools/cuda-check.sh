@@ -66,6 +66,32 @@ step() { # name timeout command...
     pack
     return $rc
 }
+# stories260K greedy: cuda:0 must give the CPU's tokens
+stories_greedy() {
+    p="Once upon a time"
+    "$rlx" generate -m "$data/llm/stories260K.gguf" -p "$p" -n 96 --temp 0 \
+        >"$logs/stories-cpu.txt" 2>/dev/null
+    timeout 60 "$rlx" generate -m "$data/llm/stories260K.gguf" -p "$p" -n 96 --temp 0 \
+        --device cuda:0 >"$logs/stories-cuda.txt" 2>"$logs/stories-cuda.err"
+    if cmp -s "$logs/stories-cpu.txt" "$logs/stories-cuda.txt"; then
+        note "stories260K greedy: cuda:0 = cpu"
+    else
+        note "stories260K greedy: cuda:0 DIFFERS from cpu"
+    fi
+}
+# the two published shapes the decode figures are for, each with its vocabulary
+two_models="llama-3.2-1b:ggml-vocab-llama-bpe qwen3-0.6b:ggml-vocab-qwen2"
+# q4km SHAPE:VOCAB: a random-weight Q4_K_M file of that shape, made once,
+# its path in f and the shape in shape
+q4km() {
+    shape=${1%%:*}
+    f="/tmp/rlx-models/$shape-q4_k_m.gguf"
+    mkdir -p /tmp/rlx-models
+    [ -f "$f" ] || { "$rlx" make-model --shape "$shape" --vocab "$data/tokenizers/${1#*:}.gguf" \
+        --out "/tmp/rlx-models/$shape-f16.gguf" --dtype f16 -t "$(nproc)" >/dev/null 2>&1 &&
+        "$rlx" quantize "/tmp/rlx-models/$shape-f16.gguf" "$f" Q4_K_M -t "$(nproc)" \
+            >/dev/null 2>&1; }
+}
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm,clocks.max.mem \
     --format=csv >"$logs/gpu.txt" 2>&1
 cat "$logs/gpu.txt"
@@ -113,25 +139,19 @@ if [ "$mode" = profile ]; then
     ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null |
         head -1)
     [ -n "$ncu" ] || { echo "no ncu on this machine"; exit 1; }
-    models=/tmp/rlx-models
-    mkdir -p "$models"
-    for m in "llama-3.2-1b ggml-vocab-llama-bpe" "qwen3-0.6b ggml-vocab-qwen2"; do
-        set -- $m
-        f="$models/$1-q4_k_m.gguf"
-        [ -f "$f" ] || { "$rlx" make-model --shape "$1" --vocab "$data/tokenizers/$2.gguf" \
-            --out "$models/$1-f16.gguf" --dtype f16 -t "$(nproc)" >/dev/null 2>&1 &&
-            "$rlx" quantize "$models/$1-f16.gguf" "$f" Q4_K_M -t "$(nproc)" >/dev/null 2>&1; }
+    for m in $two_models; do
+        q4km "$m"
         for how in fused unfused; do
             flag=""
             [ "$how" = unfused ] && flag=--unfused
-            csv="$logs/ncu-$1-$how.csv"
+            csv="$logs/ncu-$shape-$how.csv"
             timeout 150 "$ncu" --clock-control none --cache-control none --csv --page raw \
                 --metrics gpu__time_duration.sum,dram__bytes_read.sum,launch__registers_per_thread \
                 --launch-count 1500 "$rlx" bench -m "$f" -p 8 -n 8 -r 1 --device cuda:0 $flag \
-                >"$csv" 2>"$logs/ncu-$1-$how.err"
-            python3 "$(dirname "$0")/ncu-step.py" "$csv" --launches >"$logs/step-$1-$how.txt" 2>&1
-            note "ncu $1 $how: $(head -1 "$logs/step-$1-$how.txt")"
-            head -12 "$logs/step-$1-$how.txt"
+                >"$csv" 2>"$logs/ncu-$shape-$how.err"
+            python3 "$(dirname "$0")/ncu-step.py" "$csv" --launches >"$logs/step-$shape-$how.txt" 2>&1
+            note "ncu $shape $how: $(head -1 "$logs/step-$shape-$how.txt")"
+            head -12 "$logs/step-$shape-$how.txt"
             pack
         done
     done
@@ -169,28 +189,13 @@ fi
 if [ "$mode" = matvec ]; then
     step cuda-device 90 "$build/tests/test-cuda-device"
     step conformance 150 env CMOCKA_MESSAGE_OUTPUT=stdout "$build/tests/test-conformance"
-    p="Once upon a time"
-    "$rlx" generate -m "$data/llm/stories260K.gguf" -p "$p" -n 96 --temp 0 \
-        >"$logs/stories-cpu.txt" 2>/dev/null
-    timeout 60 "$rlx" generate -m "$data/llm/stories260K.gguf" -p "$p" -n 96 --temp 0 \
-        --device cuda:0 >"$logs/stories-cuda.txt" 2>"$logs/stories-cuda.err"
-    if cmp -s "$logs/stories-cpu.txt" "$logs/stories-cuda.txt"; then
-        note "stories260K greedy: cuda:0 = cpu"
-    else
-        note "stories260K greedy: cuda:0 DIFFERS from cpu"
-    fi
+    stories_greedy
     step bench-ops-matvec 120 "$rlx" bench ops --device cuda:0 --section matvec
     step bench-ops-qgemm 120 "$rlx" bench ops --device cuda:0 --section qgemm -r 3
-    models=/tmp/rlx-models
-    mkdir -p "$models"
-    for m in "llama-3.2-1b ggml-vocab-llama-bpe" "qwen3-0.6b ggml-vocab-qwen2"; do
-        set -- $m
-        f="$models/$1-q4_k_m.gguf"
-        [ -f "$f" ] || { "$rlx" make-model --shape "$1" --vocab "$data/tokenizers/$2.gguf" \
-            --out "$models/$1-f16.gguf" --dtype f16 -t "$(nproc)" >/dev/null 2>&1 &&
-            "$rlx" quantize "$models/$1-f16.gguf" "$f" Q4_K_M -t "$(nproc)" >/dev/null 2>&1; }
-        step "bench-$1" 60 "$rlx" bench -m "$f" -p 512 -n 64 -r 3 --device cuda:0
-        step "bench-$1-plain" 60 "$rlx" bench -m "$f" -p 512 -n 64 -r 3 --device cuda:0 \
+    for m in $two_models; do
+        q4km "$m"
+        step "bench-$shape" 60 "$rlx" bench -m "$f" -p 512 -n 64 -r 3 --device cuda:0
+        step "bench-$shape-plain" 60 "$rlx" bench -m "$f" -p 512 -n 64 -r 3 --device cuda:0 \
             --plain-matvec
     done
     pack
@@ -211,17 +216,7 @@ if [ "$mode" != bench ]; then
     step taef2 90 "$build/tests/test-taef2"
     step whisper-devices 120 "$build/tests/test-whisper" devices
 
-    # stories260K greedy: cuda:0 must give the CPU's tokens
-    p="Once upon a time"
-    "$rlx" generate -m "$data/llm/stories260K.gguf" -p "$p" -n 96 --temp 0 \
-        >"$logs/stories-cpu.txt" 2>/dev/null
-    timeout 60 "$rlx" generate -m "$data/llm/stories260K.gguf" -p "$p" -n 96 --temp 0 \
-        --device cuda:0 >"$logs/stories-cuda.txt" 2>"$logs/stories-cuda.err"
-    if cmp -s "$logs/stories-cpu.txt" "$logs/stories-cuda.txt"; then
-        note "stories260K greedy: cuda:0 = cpu"
-    else
-        note "stories260K greedy: cuda:0 DIFFERS from cpu"
-    fi
+    stories_greedy
 
     step bench-ops-cuda 120 "$rlx" bench ops --device cuda:0
     step bench-ops-vulkan 90 "$rlx" bench ops --device vulkan:0 --section gemm

@@ -899,20 +899,6 @@ template <class Q, bool GLU> __device__ __forceinline__ void mmv_body(const int 
         mmv_heads(R_, cpb);
 }
 
-#define MMV_KERNELS(T)                                                                \
-    extern "C" __global__ void __launch_bounds__(128) rlx_mmv_##T(const int *rec)     \
-    {                                                                                 \
-        mmv_body<mmv_##T, false>(rec);                                                \
-    }                                                                                 \
-    extern "C" __global__ void __launch_bounds__(128) rlx_mmv_glu_##T(const int *rec) \
-    {                                                                                 \
-        mmv_body<mmv_##T, true>(rec);                                                 \
-    }
-MMV_KERNELS(q4_k)
-MMV_KERNELS(q6_k)
-MMV_KERNELS(q8_0)
-MMV_KERNELS(q4_0)
-
 // Streamed form (rlx_mmvs_<type>, rlx_mmvs_glu_<type>), for products of
 // many more columns than the GPU holds blocks at once (a decode step's
 // gate/up and down products, the output head over the vocabulary): the
@@ -1009,7 +995,16 @@ template <class Q, bool GLU> __device__ __forceinline__ void mmvs_body(const int
         mmv_tail(R_);
 }
 
-#define MMVS_KERNELS(T)                                                                \
+// each weight type's kernels: plain and streamed, one weight and gated
+#define MMV_KERNELS(T)                                                                 \
+    extern "C" __global__ void __launch_bounds__(128) rlx_mmv_##T(const int *rec)      \
+    {                                                                                  \
+        mmv_body<mmv_##T, false>(rec);                                                 \
+    }                                                                                  \
+    extern "C" __global__ void __launch_bounds__(128) rlx_mmv_glu_##T(const int *rec)  \
+    {                                                                                  \
+        mmv_body<mmv_##T, true>(rec);                                                  \
+    }                                                                                  \
     extern "C" __global__ void __launch_bounds__(128) rlx_mmvs_##T(const int *rec)     \
     {                                                                                  \
         mmvs_body<mmv_##T, false>(rec);                                                \
@@ -1018,10 +1013,10 @@ template <class Q, bool GLU> __device__ __forceinline__ void mmvs_body(const int
     {                                                                                  \
         mmvs_body<mmv_##T, true>(rec);                                                 \
     }
-MMVS_KERNELS(q4_k)
-MMVS_KERNELS(q6_k)
-MMVS_KERNELS(q8_0)
-MMVS_KERNELS(q4_0)
+MMV_KERNELS(q4_k)
+MMV_KERNELS(q6_k)
+MMV_KERNELS(q8_0)
+MMV_KERNELS(q4_0)
 
 // Products of different weight types grouped into one launch (q, k and v
 // of a decode step where a Q4_K_M file gives v Q6_K weights): each group
