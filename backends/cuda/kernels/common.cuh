@@ -727,3 +727,21 @@ __device__ __forceinline__ void cp_span_async(uint8_t *dst, const uint8_t *src, 
     for (int i = threadIdx.x; i < n; i += blockDim.x)
         cp16_async(dst + 16 * i, (const uint8_t *)a + 16 * i, pol);
 }
+
+// A hint that bytes [p, p + bytes) are read soon: the calling threads (t
+// of nt) ask L2 for a 128-byte line each in turn, kept there before
+// streamed data (evict_last, sm_80 on). Nothing waits for it.
+__device__ __forceinline__ void l2_prefetch(const void *p, int bytes, int t, int nt)
+{
+#if defined(__CUDACC__) && defined(__CUDA_ARCH__)
+    for (int o = t * 128; o < bytes; o += nt * 128) {
+#if __CUDA_ARCH__ >= 800
+        asm volatile("prefetch.global.L2::evict_last [%0];" ::"l"((const char *)p + o));
+#else
+        asm volatile("prefetch.global.L2 [%0];" ::"l"((const char *)p + o));
+#endif
+    }
+#else
+    (void)p, (void)bytes, (void)t, (void)nt;
+#endif
+}

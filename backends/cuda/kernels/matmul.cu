@@ -761,6 +761,21 @@ __device__ __forceinline__ void mmv_glu_round(const int *R_, int64_t tile, int c
     }
 }
 
+// The records that a product's last blocks read after all its blocks are
+// done (the norm of mmv_tail, the norm and rope of mmv_heads): block 0
+// asks L2 for them as the kernel starts, so that read is not a trip to
+// memory at the kernel's end (the weights stream past L2 meanwhile).
+// Gated products have neither.
+template <bool GLU> __device__ __forceinline__ void mmv_prefetch_late(const int *R_)
+{
+    if (GLU || blockIdx.x != 0 || threadIdx.x >= 32)
+        return;
+    int t = threadIdx.x % 8, k = threadIdx.x / 8; /* 8 lines a record */
+    const void *r = k == 0 ? P_ADDR(100) : k == 1 ? P_ADDR(110) : k == 2 ? P_ADDR(108) : NULL;
+    if (r)
+        l2_prefetch(r, REC * 4, t, 8);
+}
+
 // warp sums of the (up to 8) rows' partial sums, then across the warps of
 // a column (tpc > 32) through red; the totals end in the column's thread 0
 __device__ __forceinline__ void mmv_reduce(float *acc, float (*red)[8], int tpc, int t, int nm)
@@ -872,6 +887,7 @@ template <class Q, bool GLU> __device__ __forceinline__ void mmv_body(const int 
             wv[k][i] = Q::load(w[k] + (int64_t)(u / Q::UNITS) * Q::BYTES, u % Q::UNITS);
         });
     };
+    mmv_prefetch_late<GLU>(R_);
     /* P(117): the weights are constants (no launch writes them), so the
      * first round's are loaded while the launch before this one runs */
     bool early = P(117) != 0 && n < N;
@@ -946,6 +962,7 @@ template <class Q, bool GLU> __device__ __forceinline__ void mmvs_body(const int
         }
         cp_commit();
     };
+    mmv_prefetch_late<GLU>(R_);
     bool early = P(117) != 0;
     if (early)
         for (int s = 0; s < ns; s++)
