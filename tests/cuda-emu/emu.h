@@ -7,6 +7,10 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <deque>
+#include <vector>
+
+#define RLX_CUDA_EMU 1
 
 using std::isnan;
 
@@ -112,4 +116,48 @@ static inline int64_t min(int64_t a, int64_t b)
 static inline int64_t max(int64_t a, int64_t b)
 {
     return a > b ? a : b;
+}
+
+// cp.async as the hardware orders it, so that a kernel reading shared
+// memory before waiting for the copy that fills it reads stale bytes here
+// too: a thread's copies read their source when issued and land in shared
+// memory only when a wait retires their group (commit closes a group;
+// wait(n) retires all but the n newest, oldest first).
+struct emu_cp_copy {
+    uint8_t *dst;
+    uint8_t v[16];
+};
+struct emu_cp_state {
+    std::vector<emu_cp_copy> open;
+    std::deque<std::vector<emu_cp_copy>> groups;
+};
+static inline emu_cp_state &emu_cp_mine(void)
+{
+    static std::vector<emu_cp_state> st; /* by thread of the block */
+    unsigned t = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+    if (st.size() <= t)
+        st.resize(t + 1);
+    return st[t];
+}
+static inline void emu_cp_async(void *dst, const void *src)
+{
+    emu_cp_copy c;
+    c.dst = (uint8_t *)dst;
+    memcpy(c.v, src, 16);
+    emu_cp_mine().open.push_back(c);
+}
+static inline void emu_cp_commit(void)
+{
+    emu_cp_state &s = emu_cp_mine();
+    s.groups.push_back(std::move(s.open));
+    s.open.clear();
+}
+static inline void emu_cp_wait(int n)
+{
+    emu_cp_state &s = emu_cp_mine();
+    while ((int)s.groups.size() > n) {
+        for (const emu_cp_copy &c : s.groups.front())
+            memcpy(c.dst, c.v, 16);
+        s.groups.pop_front();
+    }
 }

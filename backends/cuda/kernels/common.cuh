@@ -670,7 +670,8 @@ __device__ __forceinline__ bool last_block(int *cnt, int n)
 
 // Asynchronous copies from global to shared memory (sm_80 on: cp.async,
 // 16 bytes a thread, past L1, no registers held while the bytes travel);
-// elsewhere (Turing, the emulator) a plain 16-byte copy. A thread's
+// on Turing a plain 16-byte copy; on CI's emulator copies that land when
+// a wait retires them, as on the GPU. A thread's
 // copies since its last commit form one group; wait<n> returns once at
 // most n of its groups are still in flight (a barrier after it makes
 // every thread's bytes visible to the block). The bytes are marked first
@@ -693,6 +694,9 @@ __device__ __forceinline__ void cp16_async(void *dst, const void *src, uint64_t 
     asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;" ::"r"(s), "l"(src),
                  "l"(pol)
                  : "memory");
+#elif defined(RLX_CUDA_EMU)
+    (void)pol;
+    emu_cp_async(dst, src); /* lands at the wait that retires it (tests/cuda-emu/emu.h) */
 #else
     (void)pol;
     *(uint4 *)dst = *(const uint4 *)src;
@@ -703,6 +707,8 @@ __device__ __forceinline__ void cp_commit()
 {
 #if defined(__CUDACC__) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     asm volatile("cp.async.commit_group;" ::: "memory");
+#elif defined(RLX_CUDA_EMU)
+    emu_cp_commit();
 #endif
 }
 
@@ -710,6 +716,8 @@ template <int N> __device__ __forceinline__ void cp_wait()
 {
 #if defined(__CUDACC__) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+#elif defined(RLX_CUDA_EMU)
+    emu_cp_wait(N);
 #endif
 }
 
