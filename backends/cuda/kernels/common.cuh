@@ -671,13 +671,13 @@ __device__ __forceinline__ bool last_block(int *cnt, int n)
 // Asynchronous copies from global to shared memory (sm_80 on: cp.async,
 // 16 bytes a thread, past L1, no registers held while the bytes travel);
 // on Turing a plain 16-byte copy; on CI's emulator copies that land when
-// a wait retires them, as on the GPU. A thread's
-// copies since its last commit form one group; wait<n> returns once at
-// most n of its groups are still in flight (a barrier after it makes
-// every thread's bytes visible to the block). The bytes are marked first
-// to leave L2 (a decode step reads each weight once and reads ten times
-// L2's size of them): what stays is what is read again soon, the
-// records, activations and KV cache.
+// a wait retires them, as on the GPU. A thread's copies since its last
+// commit form one group; wait<n> returns once at most n of its groups
+// are still in flight (a barrier after it makes every thread's bytes
+// visible to the block). The bytes are marked first to leave L2 (a
+// decode step reads each weight once and reads ten times L2's size of
+// them): what stays is what is read again soon, the records, activations
+// and KV cache.
 __device__ __forceinline__ uint64_t l2_evict_first()
 {
     uint64_t pol = 0;
