@@ -688,16 +688,22 @@ struct mmv_q4_0 {
 // each). Each block counts itself done in the counter at P(102..103) (0
 // between runs: the last block sets it back) after its stores are visible
 // device-wide; the last reads the outputs past L1.
+// R_ becomes the record at src: the whole block calls it, once every
+// thread has read what it needs of the old one
+__device__ __forceinline__ void swap_rec(int *R_, const int *src)
+{
+    __syncthreads();
+    for (int i = threadIdx.x; i < REC; i += blockDim.x)
+        R_[i] = src[i];
+    __syncthreads();
+}
+
 __device__ __forceinline__ void mmv_tail(int *R_)
 {
     __shared__ float sv[4]; /* a float a warp: 128 threads */
     if (!last_block((int *)P_ADDR(102), (int)(gridDim.x * gridDim.y * gridDim.z)))
         return;
-    const int *tr = (const int *)P_ADDR(100);
-    __syncthreads(); /* every thread has its address before R_ changes */
-    for (int i = threadIdx.x; i < REC; i += blockDim.x)
-        R_[i] = tr[i];
-    __syncthreads();
+    swap_rec(R_, (const int *)P_ADDR(100));
     int nt = (int)blockDim.x; /* the whole block a row */
     for (int64_t r0 = 0; r0 < (int64_t)(uint32_t)M_(0); r0++)
         rms_rows<true>(R_, sv, nt, nt, r0, r0 + 1);
@@ -719,18 +725,12 @@ __device__ __forceinline__ void mmv_heads(int *R_, int cpb)
     if (!last_block((int *)P_ADDR(112) + h, D / cpb))
         return;
     const int *nr = (const int *)P_ADDR(110), *rr = (const int *)P_ADDR(108);
-    __syncthreads(); /* every thread has its addresses before R_ changes */
     if (nr) {
-        for (int i = threadIdx.x; i < REC; i += blockDim.x)
-            R_[i] = nr[i];
-        __syncthreads();
+        swap_rec(R_, nr);
         int nt = (int)blockDim.x;
         rms_rows<true>(R_, sv, nt, P(7) < nt ? P(7) : nt, h, h + 1);
-        __syncthreads(); /* the normed head, visible to the block */
     }
-    for (int i = threadIdx.x; i < REC; i += blockDim.x)
-        R_[i] = rr[i];
-    __syncthreads();
+    swap_rec(R_, rr); /* (its barrier: the normed head visible to the block) */
     int per = P(1) - P(2);
     for (int j = threadIdx.x; j < per; j += blockDim.x)
         rope_item<true>(R_, (int64_t)h * per + j);
@@ -840,6 +840,17 @@ __device__ __forceinline__ void mmv_finish(const int *R_, float (*acc)[8], float
     }
 }
 
+// The product's output columns N and the rows it computes at once, nm (at
+// most 8); P(10): the output is [M, H, W], N = H W (rows appended straight
+// into a KV cache's heads), else [.., M, N]
+__device__ __forceinline__ int mmv_cols(const int *R_, int &nm)
+{
+    int r = D_RANK(OUT), sp = P(10) ? 1 : 0, W = D_NE(OUT, r - 1);
+    int Mr = D_NE(OUT, r - 2 - sp);
+    nm = Mr < 8 ? Mr : 8;
+    return sp ? D_NE(OUT, r - 2) * W : W;
+}
+
 // tpc threads per output column (4 to 128, a power of two; the host picks
 // about four units a thread), 128 a block; each round a thread loads up to
 // MMV_U units (GLU: half of them from each weight), then uses them
@@ -854,11 +865,7 @@ template <class Q, bool GLU> __device__ __forceinline__ void mmv_body(const int 
     int tpc = P(8), cpb = 128 / tpc;
     int t = threadIdx.x % tpc;
     int64_t n = (int64_t)blockIdx.x * cpb + threadIdx.x / tpc;
-    /* P(10): the output is [M, H, W] with n = h W + w (rows appended
-     * straight into a KV cache's heads), else [.., M, N] */
-    int r = D_RANK(OUT), sp = P(10) ? 1 : 0, W = D_NE(OUT, r - 1);
-    int N = sp ? D_NE(OUT, r - 2) * W : W, Mr = D_NE(OUT, r - 2 - sp), K = P(0);
-    int nm = Mr < 8 ? Mr : 8;
+    int nm, N = mmv_cols(R_, nm), K = P(0);
     float acc[NW][8];
 #pragma unroll
     for (int k = 0; k < NW; k++)
@@ -941,9 +948,7 @@ template <class Q, bool GLU> __device__ __forceinline__ void mmvs_body(const int
     constexpr int NW = GLU ? 2 : 1;
     int tpc = P(8), cpb = 128 / tpc;
     int t = threadIdx.x % tpc, c = threadIdx.x / tpc;
-    int r = D_RANK(OUT), sp = P(10) ? 1 : 0, W = D_NE(OUT, r - 1);
-    int N = sp ? D_NE(OUT, r - 2) * W : W, Mr = D_NE(OUT, r - 2 - sp), K = P(0);
-    int nm = Mr < 8 ? Mr : 8;
+    int nm, N = mmv_cols(R_, nm), K = P(0);
     int64_t rb = P(5), tiles = ((int64_t)N + cpb - 1) / cpb, gs = gridDim.x;
     int ns = P(118), sb = P(119);
     const uint8_t *wb[NW];
