@@ -18,6 +18,7 @@ using std::isnan;
 #define __device__
 #define __host__
 #define __forceinline__ inline
+#define __noinline__    __attribute__((noinline))
 #define __launch_bounds__(...)
 #define __shared__    static
 #define __align__(n)  __attribute__((aligned(n)))

@@ -39,7 +39,7 @@
 
 // The record, staged in shared memory by every thread of the block before
 // any of them reads it (ld_rec must be reached by all threads).
-#define REC_DECL __shared__ int R_[REC]
+#define REC_DECL __shared__ __align__(16) int R_[REC]
 //
 // Launches of one kernel that follow each other and touch disjoint memory
 // (q, k and v of a decode step; its two ropes; the two KV appends) may be
@@ -66,9 +66,16 @@
 // may read only what no launch writes: weights, the host's records.
 __device__ __forceinline__ bool ld_rec_early(int *R, const int *&rec)
 {
-    rec += (int64_t)blockIdx.y * rec[GRP_STRIDE];
-    for (int i = threadIdx.x; i < REC; i += blockDim.x)
-        R[i] = rec[i];
+    /* a group member's record is a word of the leader's away; the leader
+     * (every launch that is not a group: blockIdx.y 0) skips that read, a
+     * trip to memory ahead of the record's own */
+    if (blockIdx.y != 0)
+        rec += (int64_t)blockIdx.y * rec[GRP_STRIDE];
+    /* 16 bytes a thread, so a block of 64 threads or more reads the
+     * record in one trip (records are 1 KB apart from a 256-byte aligned
+     * base, R 16-byte aligned) */
+    for (int i = threadIdx.x; i < REC / 4; i += blockDim.x)
+        ((uint4 *)R)[i] = ((const uint4 *)rec)[i];
     __syncthreads();
 #if defined(__CUDACC__) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");

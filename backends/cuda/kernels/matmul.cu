@@ -693,8 +693,8 @@ struct mmv_q4_0 {
 __device__ __forceinline__ void swap_rec(int *R_, const int *src)
 {
     __syncthreads();
-    for (int i = threadIdx.x; i < REC; i += blockDim.x)
-        R_[i] = src[i];
+    for (int i = threadIdx.x; i < REC / 4; i += blockDim.x) /* one trip (ld_rec_early) */
+        ((uint4 *)R_)[i] = ((const uint4 *)src)[i];
     __syncthreads();
 }
 
@@ -1049,7 +1049,7 @@ MMV_KERNELS(q4_0)
 // sm_90).
 extern "C" __global__ void __launch_bounds__(128, 4) rlx_mmv_mixed(const int *rec)
 {
-    const int *r = rec + (int64_t)blockIdx.y * rec[GRP_STRIDE];
+    const int *r = blockIdx.y ? rec + (int64_t)blockIdx.y * rec[GRP_STRIDE] : rec;
     switch (r[128 + 116]) {
     case 0:
         mmv_body<mmv_q4_k, false>(rec);
