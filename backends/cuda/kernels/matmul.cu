@@ -503,23 +503,19 @@ struct mmv_q4_k {
         const uint4 &hd = w.hd, &qs = w.qs;
         int j = u >> 1, h = u & 1;
         float dw = h2f_bits(hd.x), dmin = h2f_bits(hd.x >> 16);
-        int s0 = 2 * j, s1 = 2 * j + 1;
-        int sc0, m0, sc1, m1;
-        if (j < 2) {
-            sc0 = byte_at(hd.y, hd.z, hd.w, s0) & 63;
-            m0 = byte_at(hd.y, hd.z, hd.w, s0 + 4) & 63;
-            sc1 = byte_at(hd.y, hd.z, hd.w, s1) & 63;
-            m1 = byte_at(hd.y, hd.z, hd.w, s1 + 4) & 63;
-        } else {
-            uint32_t a0 = byte_at(hd.y, hd.z, hd.w, s0 + 4), c0 = byte_at(hd.y, hd.z, hd.w, s0 - 4),
-                     e0 = byte_at(hd.y, hd.z, hd.w, s0);
-            uint32_t a1 = byte_at(hd.y, hd.z, hd.w, s1 + 4), c1 = byte_at(hd.y, hd.z, hd.w, s1 - 4),
-                     e1 = byte_at(hd.y, hd.z, hd.w, s1);
-            sc0 = (int)((a0 & 0xF) | (c0 >> 6) << 4);
-            m0 = (int)((a0 >> 4) | (e0 >> 6) << 4);
-            sc1 = (int)((a1 & 0xF) | (c1 >> 6) << 4);
-            m1 = (int)((a1 >> 4) | (e1 >> 6) << 4);
-        }
+        /* the 6-bit scales and mins of sub-blocks 2j and 2j + 1, four to a
+         * word without a branch: those of sub-blocks 0-3 are the low 6 bits
+         * of scale bytes 0-3 (hd.y) and 4-7 (hd.z); those of 4-7 take their
+         * low 4 bits from bytes 8-11 (hd.w) and their top 2 from the top 2
+         * of bytes 0-3 and 4-7. Pair j < 2 reads bytes 2j, 2j + 1 of the
+         * first words, j >= 2 bytes 2j - 4, 2j - 3 of the second. */
+        bool lo = j < 2;
+        uint32_t scw = lo ? hd.y & 0x3F3F3F3Fu : (hd.w & 0x0F0F0F0Fu) | ((hd.y >> 2) & 0x30303030u);
+        uint32_t mnw =
+            lo ? hd.z & 0x3F3F3F3Fu : ((hd.w >> 4) & 0x0F0F0F0Fu) | ((hd.z >> 2) & 0x30303030u);
+        int sh = 16 * (j & 1);
+        int sc0 = (int)((scw >> sh) & 0xFFu), sc1 = (int)((scw >> (sh + 8)) & 0xFFu);
+        int m0 = (int)((mnw >> sh) & 0xFFu), m1 = (int)((mnw >> (sh + 8)) & 0xFFu);
         int64_t k0 = (int64_t)b * 256 + 64 * j + 16 * h;
         int ab = b * 8 + 2 * j; // the activation's block of sub-block 2j
 #pragma unroll
