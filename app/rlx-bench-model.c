@@ -496,6 +496,9 @@ int rlx_bench_model_main(int argc, char **argv)
             json_object_object_add(
                 j, "tg_host_us",
                 json_object_new_double((double)(dec1.prep_ns - dec0.prep_ns) / n / 1e3));
+            json_object_object_add(
+                j, "tg_host_submit_us",
+                json_object_new_double((double)(dec1.submit_ns - dec0.submit_ns) / n / 1e3));
             json_object_object_add(j, "tg_launches", json_object_new_int64((int64_t)dec1.launches));
         }
         json_object_object_add(j, "peak_rss_bytes", json_object_new_int64((int64_t)peak_rss));
@@ -587,11 +590,17 @@ int rlx_bench_model_main(int argc, char **argv)
     }
     if (!on_cpu && dec1.runs > dec0.runs && dec1.device_ns > dec0.device_ns && tests[1].mean > 0) {
         double n = (double)(dec1.runs - dec0.runs);
+        double tok = 1e6 / tests[1].mean, dev = (double)(dec1.device_ns - dec0.device_ns) / n / 1e3,
+               prep = (double)(dec1.prep_ns - dec0.prep_ns) / n / 1e3,
+               sub = (double)(dec1.submit_ns - dec0.submit_ns) / n / 1e3;
         printf("%s per token: %.1f us, of which the device ran %.1f us (first to last command) "
-               "and the host prepared the run for %.1f us; %llu kernel launches\n",
-               tests[1].name, 1e6 / tests[1].mean,
-               (double)(dec1.device_ns - dec0.device_ns) / n / 1e3,
-               (double)(dec1.prep_ns - dec0.prep_ns) / n / 1e3, (unsigned long long)dec1.launches);
+               "and the host prepared the run for %.1f us (records %.1f, launch or replay call "
+               "%.1f); %llu kernel launches\n",
+               tests[1].name, tok, dev, prep, prep - sub, sub, (unsigned long long)dec1.launches);
+        if (tok > dev + prep)
+            printf("  the other %.1f us of a token: the wait past the device's last command, the "
+                   "logits read back, sampling\n",
+                   tok - dev - prep);
     }
     if (bw > 0)
         printf("%s is %.0f%% of the bandwidth floor (%.3f GB/token, %.2f GB/s read beside "

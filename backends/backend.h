@@ -152,6 +152,9 @@ typedef struct rlx_program_stats {
      * launches or the replay), and device time between a run's first and
      * last command (timestamps around it); 0 where not measured */
     uint64_t prep_ns, device_ns;
+    /* of prep_ns, the part in the launches or the replay call itself (the
+     * rest is the records and the checks before them) */
+    uint64_t submit_ns;
     /* GPU backends: kernel launches (and library calls such as cuBLAS's)
      * the last run made; 0 where not counted */
     uint64_t launches;

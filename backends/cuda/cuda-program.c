@@ -131,7 +131,7 @@ typedef struct cu_program {
     bool timing, have_times;
     CUevent *ev; /* 2 per instruction when timing */
     uint64_t n_runs, n_recordings;
-    uint64_t prep_ns, device_ns;
+    uint64_t prep_ns, device_ns, submit_ns;
     uint64_t launches; /* kernel launches and cuBLAS calls of the last run */
     CUevent run_ev[2]; /* around each untimed run: its device time */
     /* the activation rows last rounded into q8_scratch this run (a matmul
@@ -3360,6 +3360,8 @@ rlx_status cu_program_run(rlx_program *prog, const rlx_program_bindings *b,
          cu->cuEventCreate(&P->run_ev[1], CU_EVENT_DEFAULT) != CUDA_SUCCESS))
         P->run_ev[0] = P->run_ev[1] = NULL;
     bool run_timed = !P->timing && P->run_ev[1];
+    struct timespec t_launch;
+    clock_gettime(CLOCK_MONOTONIC, &t_launch);
     if (run_timed)
         r = cu->cuEventRecord(P->run_ev[0], d->stream);
     if (r == CUDA_SUCCESS && P->timing) {
@@ -3402,6 +3404,8 @@ rlx_status cu_program_run(rlx_program *prog, const rlx_program_bindings *b,
         return launch_fail(P, r, "running a program", err);
     P->prep_ns += (uint64_t)((t_sent.tv_sec - t_start.tv_sec) * 1000000000LL +
                              (t_sent.tv_nsec - t_start.tv_nsec));
+    P->submit_ns += (uint64_t)((t_sent.tv_sec - t_launch.tv_sec) * 1000000000LL +
+                               (t_sent.tv_nsec - t_launch.tv_nsec));
     float run_ms = 0.0f;
     if (run_timed && cu->cuEventElapsedTime(&run_ms, P->run_ev[0], P->run_ev[1]) == CUDA_SUCCESS)
         P->device_ns += (uint64_t)((double)run_ms * 1e6);
@@ -3455,6 +3459,7 @@ void cu_program_stats(const rlx_program *prog, rlx_program_stats *out)
         out->runs = P->n_runs;
         out->recordings = P->n_recordings;
         out->prep_ns = P->prep_ns;
+        out->submit_ns = P->submit_ns;
         out->device_ns = P->device_ns;
         out->launches = P->launches;
     }

@@ -721,6 +721,7 @@ void rlx_llm_decode_stats(const rlx_llm *m, rlx_llm_decode_info *out)
         if (st.runs > out->runs)
             out->runs = st.runs;
         out->prep_ns += st.prep_ns;
+        out->submit_ns += st.submit_ns;
         out->device_ns += st.device_ns;
         out->launches += st.launches;
     }

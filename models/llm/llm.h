@@ -142,6 +142,7 @@ RLX_API void rlx_llm_threads(const rlx_llm *m, int *decode, int *batch);
 typedef struct rlx_llm_decode_info {
     uint64_t runs;               /* one-token runs (the most of any part) */
     uint64_t prep_ns, device_ns; /* host time preparing them, device time running them */
+    uint64_t submit_ns;          /* of prep_ns, in the launch or replay calls themselves */
     uint64_t launches;           /* kernel launches of the last one */
 } rlx_llm_decode_info;
 RLX_API void rlx_llm_decode_stats(const rlx_llm *m, rlx_llm_decode_info *out);
