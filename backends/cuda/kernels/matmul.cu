@@ -470,18 +470,26 @@ __device__ __forceinline__ int ld_h2(const uint8_t *p)
     return (int)((uint32_t)h[0] | (uint32_t)h[1] << 16);
 }
 
-__device__ __forceinline__ uint32_t byte_at(uint32_t s0, uint32_t s1, uint32_t s2, int i)
-{
-    uint32_t w = i < 4 ? s0 : i < 8 ? s1 : s2;
-    return (w >> (8 * (i & 3))) & 0xFFu;
-}
-
 #define NIB_LO(x) ((int)((x)&0x0F0F0F0Fu))
 #define NIB_HI(x) ((int)(((x) >> 4) & 0x0F0F0F0Fu))
 
 // Each type loads a unit's weight bytes (load) apart from using them (dot),
 // so a thread issues the loads of all its units of a round before it waits
 // on any of them.
+
+// Q4_K's 6-bit scales and mins, four to a word without a branch, from the
+// 12 scale bytes as words y (bytes 0-3), z (4-7) and w (8-11): sub-blocks
+// 0-3 (lo) are the low 6 bits of bytes 0-3 (scales) and 4-7 (mins); 4-7
+// take their low 4 bits from bytes 8-11 (scale low nibble, min high) and
+// their top 2 from the top 2 of bytes 0-3 and 4-7. Sub-block s is byte
+// s % 4 of the lo or hi words. (The threads of a warp take different
+// sub-blocks, so a branch on s < 4 ran both ways in every warp.)
+__device__ __forceinline__ void q4k_scale_words(uint32_t y, uint32_t z, uint32_t w, bool lo,
+                                                uint32_t &scw, uint32_t &mnw)
+{
+    scw = lo ? y & 0x3F3F3F3Fu : (w & 0x0F0F0F0Fu) | ((y >> 2) & 0x30303030u);
+    mnw = lo ? z & 0x3F3F3F3Fu : ((w >> 4) & 0x0F0F0F0Fu) | ((z >> 2) & 0x30303030u);
+}
 
 // Q4_K: 8 units a block, each 16 bytes of quants (32 values: 16 of
 // sub-block 2j in the low nibbles, 16 of sub-block 2j+1 in the high)
@@ -503,16 +511,10 @@ struct mmv_q4_k {
         const uint4 &hd = w.hd, &qs = w.qs;
         int j = u >> 1, h = u & 1;
         float dw = h2f_bits(hd.x), dmin = h2f_bits(hd.x >> 16);
-        /* the 6-bit scales and mins of sub-blocks 2j and 2j + 1, four to a
-         * word without a branch: those of sub-blocks 0-3 are the low 6 bits
-         * of scale bytes 0-3 (hd.y) and 4-7 (hd.z); those of 4-7 take their
-         * low 4 bits from bytes 8-11 (hd.w) and their top 2 from the top 2
-         * of bytes 0-3 and 4-7. Pair j < 2 reads bytes 2j, 2j + 1 of the
-         * first words, j >= 2 bytes 2j - 4, 2j - 3 of the second. */
-        bool lo = j < 2;
-        uint32_t scw = lo ? hd.y & 0x3F3F3F3Fu : (hd.w & 0x0F0F0F0Fu) | ((hd.y >> 2) & 0x30303030u);
-        uint32_t mnw =
-            lo ? hd.z & 0x3F3F3F3Fu : ((hd.w >> 4) & 0x0F0F0F0Fu) | ((hd.z >> 2) & 0x30303030u);
+        /* sub-blocks 2j and 2j + 1: bytes 2j, 2j + 1 of the lo words for
+         * j < 2, bytes 2j - 4, 2j - 3 of the hi ones after */
+        uint32_t scw, mnw;
+        q4k_scale_words(hd.y, hd.z, hd.w, j < 2, scw, mnw);
         int sh = 16 * (j & 1);
         int sc0 = (int)((scw >> sh) & 0xFFu), sc1 = (int)((scw >> (sh + 8)) & 0xFFu);
         int m0 = (int)((mnw >> sh) & 0xFFu), m1 = (int)((mnw >> (sh + 8)) & 0xFFu);
@@ -1112,16 +1114,10 @@ struct tq_q4_k { // 144-byte blocks of 256: 16 values of one 32-value sub-block
     {
         int sub = (k & 255) >> 5, sh = (sub & 1) * 4;
         /* kq_scale on the scale bytes held in r.h.y, .z, .w */
-        uint32_t s0 = r.h.y, s1 = r.h.z, s2 = r.h.w;
-        int sc, mn;
-        if (sub < 4) {
-            sc = (int)(byte_at(s0, s1, s2, sub) & 63);
-            mn = (int)(byte_at(s0, s1, s2, sub + 4) & 63);
-        } else {
-            uint32_t hi = byte_at(s0, s1, s2, sub + 4);
-            sc = (int)((hi & 15) | (byte_at(s0, s1, s2, sub - 4) >> 6) << 4);
-            mn = (int)((hi >> 4) | (byte_at(s0, s1, s2, sub) >> 6) << 4);
-        }
+        uint32_t scw, mnw;
+        q4k_scale_words(r.h.y, r.h.z, r.h.w, sub < 4, scw, mnw);
+        int sc = (int)((scw >> (8 * (sub & 3))) & 0xFFu),
+            mn = (int)((mnw >> (8 * (sub & 3))) & 0xFFu);
         float d = h2f_bits(r.h.x) * (float)sc, m = h2f_bits(r.h.x >> 16) * (float)mn;
         const uint32_t w[4] = {r.q.x, r.q.y, r.q.z, r.q.w};
 #pragma unroll
