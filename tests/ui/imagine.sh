@@ -14,7 +14,7 @@
 #   1. The imagine-model setting names the model; Alt+4 shows the page, the
 #      prompt has the focus: a prompt typed, Ctrl+Enter generates. The width
 #      in the settings (500, or 250 on a real model) is rounded to 496 (256)
-#      with a note. A real model is set to 8 steps first.
+#      with a note. A real model is set to 24 steps first.
 #   2. Previews arrive after each step and differ from step to step; Escape
 #      stops mid-run: nothing is added to the gallery.
 #   3. Ctrl+Enter again runs to the end: the PNG (with its "parameters" text
@@ -131,14 +131,15 @@ keys alt+4
 sleep 0.8
 shot empty
 
-# a real model runs 8 steps, not the base model's 50, so that a run to the
-# end stays short (and one stopped after 4 still stops mid-run): the Steps
-# field typed into, then the prompt clicked
+# a real model runs 24 steps, not the base model's 50, so that a run to the
+# end stays short while one stopped after 4 still stops mid-run (with 8, the
+# screenshot between the fourth step and Escape let a loaded machine finish
+# the last four first): the Steps field typed into, then the prompt clicked
 if [ -z "$fake" ]; then
     xdotool mousemove --window "$wid" --sync 201 441 click --repeat 3 1
-    xdotool type --delay 15 "8"
+    xdotool type --delay 15 "24"
     keys Tab
-    steps=8
+    steps=24
     xdotool mousemove --window "$wid" --sync 150 185 click 1
     sleep 0.3
 fi
