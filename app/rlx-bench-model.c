@@ -582,8 +582,8 @@ int rlx_bench_model_main(int argc, char **argv)
                        tests[t].name, used[t]);
         printf("\n");
     }
+    int32_t n_gpu = 0, n_layers = 0;
     if (!on_cpu) {
-        int32_t n_gpu = 0, n_layers = 0;
         rlx_llm_placement(m, &n_gpu, &n_layers);
         printf("placement: %d of %d decoder layers on %s%s\n", n_gpu, n_layers, di.id,
                n_gpu < n_layers ? ", the others on the CPU" : "");
@@ -597,8 +597,6 @@ int rlx_bench_model_main(int argc, char **argv)
                "and the host prepared the run for %.1f us (records %.1f, launch or replay call "
                "%.1f); %llu kernel launches\n",
                tests[1].name, tok, dev, prep, prep - sub, sub, (unsigned long long)dec1.launches);
-        int32_t n_gpu = 0, n_layers = 0;
-        rlx_llm_placement(m, &n_gpu, &n_layers);
         /* (with layers on the CPU, their time is in the rest too) */
         if (tok > dev + prep && n_gpu == n_layers)
             printf("  the other %.1f us of a token: the wait past the device's last command, the "

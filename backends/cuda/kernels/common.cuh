@@ -64,6 +64,15 @@
 // (it has nothing to do, and may return without waiting); rec becomes
 // this block's record. dep_wait is the second half. Between them a kernel
 // may read only what no launch writes: weights, the host's records.
+// A record (REC words at src) into R, 16 bytes a thread, so a block of 64
+// threads or more reads it in one trip (records are 1 KB apart from a
+// 256-byte aligned base, R 16-byte aligned). No barrier.
+__device__ __forceinline__ void rec_copy(int *R, const int *src)
+{
+    for (int i = threadIdx.x; i < REC / 4; i += blockDim.x)
+        ((uint4 *)R)[i] = ((const uint4 *)src)[i];
+}
+
 __device__ __forceinline__ bool ld_rec_early(int *R, const int *&rec)
 {
     /* a group member's record is a word of the leader's away; the leader
@@ -71,11 +80,7 @@ __device__ __forceinline__ bool ld_rec_early(int *R, const int *&rec)
      * trip to memory ahead of the record's own */
     if (blockIdx.y != 0)
         rec += (int64_t)blockIdx.y * rec[GRP_STRIDE];
-    /* 16 bytes a thread, so a block of 64 threads or more reads the
-     * record in one trip (records are 1 KB apart from a 256-byte aligned
-     * base, R 16-byte aligned) */
-    for (int i = threadIdx.x; i < REC / 4; i += blockDim.x)
-        ((uint4 *)R)[i] = ((const uint4 *)rec)[i];
+    rec_copy(R, rec);
     __syncthreads();
 #if defined(__CUDACC__) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");

@@ -691,8 +691,7 @@ struct mmv_q4_0 {
 __device__ __forceinline__ void swap_rec(int *R_, const int *src)
 {
     __syncthreads();
-    for (int i = threadIdx.x; i < REC / 4; i += blockDim.x) /* one trip (ld_rec_early) */
-        ((uint4 *)R_)[i] = ((const uint4 *)src)[i];
+    rec_copy(R_, src);
     __syncthreads();
 }
 
