@@ -1592,7 +1592,10 @@ static bool fill_matmul(fill_ctx *c, const rlx_lir_instr *ins)
     uint64_t bbase = vt_addr(P, &b);
     int64_t rowb = quant ? b.st[0] / bi_->block_size * bi_->type_size : 0;
     if (quant) {
-        int upb = 8; /* the kernels' units per weight block */
+        /* values of K a thread takes: about a round of its kernel's units
+         * (kernels/matmul.cu's Q::ROUND), two of 64 for the K-quants (128),
+         * two of 32 for Q8_0 and Q4_0 (64) */
+        int64_t per = 128;
         switch (b.dt) {
         case RLX_DTYPE_Q4_K:
             mmv = CU_K_MMV_Q4_K;
@@ -1602,11 +1605,11 @@ static bool fill_matmul(fill_ctx *c, const rlx_lir_instr *ins)
             break;
         case RLX_DTYPE_Q8_0:
             mmv = CU_K_MMV_Q8_0;
-            upb = 2;
+            per = 64;
             break;
         case RLX_DTYPE_Q4_0:
             mmv = CU_K_MMV_Q4_0;
-            upb = 2;
+            per = 64;
             break;
         default:
             break;
@@ -1616,11 +1619,9 @@ static bool fill_matmul(fill_ctx *c, const rlx_lir_instr *ins)
             !(rows_b <= 8 && rows_b == M && P->q8_scratch && K <= P->q8_k_max &&
               bbase % align == 0 && rowb % (int64_t)align == 0 && !c->P->dev->force_f32))
             mmv = CU_K_COUNT;
-        /* threads per output column: about four units of a block each
-         * (kernels/matmul.cu's MMV_U), 4 to 128 */
-        int64_t units = K / bi_->block_size * upb;
+        /* threads per output column, 4 to 128 */
         tpc = 4;
-        while (tpc < 128 && (int64_t)tpc * 4 < units)
+        while (tpc < 128 && (int64_t)tpc * per < K)
             tpc *= 2;
         /* rows the previous launch rounded (q, k and v of one input) are
          * not rounded again */

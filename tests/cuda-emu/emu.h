@@ -98,6 +98,19 @@ static inline int __dp4a(int a, int b, int c)
         c += (int)(int8_t)(a >> (8 * i)) * (int)(int8_t)(b >> (8 * i));
     return c;
 }
+static inline uint32_t __funnelshift_r(uint32_t lo, uint32_t hi, uint32_t sh)
+{
+    uint64_t v = (uint64_t)hi << 32 | lo;
+    return (uint32_t)(v >> (sh & 31));
+}
+static inline uint32_t __byte_perm(uint32_t x, uint32_t y, uint32_t s)
+{
+    uint64_t v = (uint64_t)y << 32 | x;
+    uint32_t r = 0;
+    for (int i = 0; i < 4; i++)
+        r |= (uint32_t)(v >> (8 * ((s >> (4 * i)) & 7)) & 0xFF) << (8 * i);
+    return r;
+}
 static inline int __float2int_rn(float f)
 {
     return (int)std::nearbyint(f);

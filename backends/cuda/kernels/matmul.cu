@@ -491,97 +491,150 @@ __device__ __forceinline__ void q4k_scale_words(uint32_t y, uint32_t z, uint32_t
     mnw = lo ? z & 0x3F3F3F3Fu : ((w >> 4) & 0x0F0F0F0Fu) | ((z >> 2) & 0x30303030u);
 }
 
-// Q4_K: 8 units a block, each 16 bytes of quants (32 values: 16 of
-// sub-block 2j in the low nibbles, 16 of sub-block 2j+1 in the high)
+// 32-bit words at a 2-byte aligned address p (the runs of Q6_K, Q8_0 and
+// Q4_0 blocks): aligned words shifted down by p's offset in its word (0 or
+// 16 bits), the last half-word of the run read as one, so that nothing
+// past p + 4 N is read.
+template <int N> __device__ __forceinline__ void ld_words_a2(const uint8_t *p, uint32_t (&v)[N])
+{
+    uint32_t off = (uint32_t)(uintptr_t)p & 2u, sh = off * 8u, w[N + 1];
+    const uint32_t *q = (const uint32_t *)(p - off); /* (p's space kept: shared stays LDS) */
+#pragma unroll
+    for (int i = 0; i < N; i++)
+        w[i] = q[i];
+    const uint16_t *last = (const uint16_t *)(q + N);
+    w[N] = sh ? (uint32_t)last[0] : 0u;
+#pragma unroll
+    for (int i = 0; i < N; i++)
+        v[i] = __funnelshift_r(w[i], w[i + 1], sh);
+}
+
+// four products of unsigned bytes of a by signed bytes of b, summed into
+// c: Q4_K's high nibbles used in place (16 times their value), a shift
+// and a mask fewer a word than moving them down
+__device__ __forceinline__ int dp4a_us(uint32_t a, int b, int c)
+{
+#if defined(__CUDACC__) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 610
+    int d;
+    asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    return d;
+#else
+    for (int i = 0; i < 4; i++)
+        c += (int)(uint8_t)(a >> (8 * i)) * (int)(int8_t)(b >> (8 * i));
+    return c;
+#endif
+}
+
+#define NIB_HI_IN_PLACE(x) ((x)&0xF0F0F0F0u)
+
+// Q4_K: 4 units a block, each a pair of 32-value sub-blocks 2u and 2u + 1
+// and their 32 bytes of quants (2u in the low nibbles, 2u + 1 in the
+// high): one unit's scales and addresses serve 64 values
 struct mmv_q4_k {
-    static constexpr int BK = 256, BYTES = 144, UNITS = 8;
+    static constexpr int BK = 256, BYTES = 144, UNITS = 4, ROUND = 2;
     struct W {
-        uint4 hd, qs; // d, dmin and 12 bytes of scales; the unit's quants
+        uint4 hd, q0, q1; // d, dmin and 12 bytes of scales; the unit's quants
     };
     __device__ static __forceinline__ W load(const uint8_t *blk, int u)
     {
         W w;
         w.hd = *(const uint4 *)blk;
-        w.qs = *(const uint4 *)(blk + 16 + 16 * u);
+        w.q0 = *(const uint4 *)(blk + 16 + 32 * u);
+        w.q1 = *(const uint4 *)(blk + 32 + 32 * u);
         return w;
     }
     __device__ static __forceinline__ void dot(const W &w, int b, int u, const int8_t *qa,
                                                const float2 *da, int K, int nm, float *acc)
     {
-        const uint4 &hd = w.hd, &qs = w.qs;
-        int j = u >> 1, h = u & 1;
+        const uint4 &hd = w.hd, &q0 = w.q0, &q1 = w.q1;
         float dw = h2f_bits(hd.x), dmin = h2f_bits(hd.x >> 16);
-        /* sub-blocks 2j and 2j + 1: bytes 2j, 2j + 1 of the lo words for
-         * j < 2, bytes 2j - 4, 2j - 3 of the hi ones after */
+        /* sub-blocks 2u and 2u + 1: bytes 2u, 2u + 1 of the lo words for
+         * u < 2, bytes 2u - 4, 2u - 3 of the hi ones after */
         uint32_t scw, mnw;
-        q4k_scale_words(hd.y, hd.z, hd.w, j < 2, scw, mnw);
-        int sh = 16 * (j & 1);
-        int sc0 = (int)((scw >> sh) & 0xFFu), sc1 = (int)((scw >> (sh + 8)) & 0xFFu);
-        int m0 = (int)((mnw >> sh) & 0xFFu), m1 = (int)((mnw >> (sh + 8)) & 0xFFu);
-        int64_t k0 = (int64_t)b * 256 + 64 * j + 16 * h;
-        int ab = b * 8 + 2 * j; // the activation's block of sub-block 2j
+        q4k_scale_words(hd.y, hd.z, hd.w, u < 2, scw, mnw);
+        int sh = 16 * (u & 1);
+        /* the high nibbles' sums come 16 times too large (dp4a_us) */
+        float f0 = dw * (float)((scw >> sh) & 0xFFu);
+        float f1 = dw * ((float)((scw >> (sh + 8)) & 0xFFu) * 0.0625f);
+        float g0 = dmin * (float)((mnw >> sh) & 0xFFu);
+        float g1 = dmin * (float)((mnw >> (sh + 8)) & 0xFFu);
+        int64_t k0 = (int64_t)b * 256 + 64 * u;
+        int ab = b * 8 + 2 * u; // the activation's block of sub-block 2u
 #pragma unroll
         for (int m = 0; m < 8; m++) {
             if (m >= nm)
                 break;
-            const int8_t *ar = qa + (int64_t)m * K + k0;
-            uint4 alo = *(const uint4 *)ar, ahi = *(const uint4 *)(ar + 32);
+            const uint4 *ar = (const uint4 *)(qa + (int64_t)m * K + k0);
+            uint4 a0 = ar[0], a1 = ar[1], a2 = ar[2], a3 = ar[3];
             float4 ds = *(const float4 *)(da + (int64_t)m * (K / 32) + ab);
-            int slo = __dp4a(NIB_LO(qs.x), (int)alo.x, 0);
-            slo = __dp4a(NIB_LO(qs.y), (int)alo.y, slo);
-            slo = __dp4a(NIB_LO(qs.z), (int)alo.z, slo);
-            slo = __dp4a(NIB_LO(qs.w), (int)alo.w, slo);
-            int shi = __dp4a(NIB_HI(qs.x), (int)ahi.x, 0);
-            shi = __dp4a(NIB_HI(qs.y), (int)ahi.y, shi);
-            shi = __dp4a(NIB_HI(qs.z), (int)ahi.z, shi);
-            shi = __dp4a(NIB_HI(qs.w), (int)ahi.w, shi);
-            float v = dw * ((float)(sc0 * slo) * ds.x + (float)(sc1 * shi) * ds.z);
-            if (h == 0) // the mins, over both whole sub-blocks, once
-                v -= dmin * ((float)m0 * ds.y + (float)m1 * ds.w);
-            acc[m] += v;
+            int slo = __dp4a(NIB_LO(q0.x), (int)a0.x, 0);
+            slo = __dp4a(NIB_LO(q0.y), (int)a0.y, slo);
+            slo = __dp4a(NIB_LO(q0.z), (int)a0.z, slo);
+            slo = __dp4a(NIB_LO(q0.w), (int)a0.w, slo);
+            slo = __dp4a(NIB_LO(q1.x), (int)a1.x, slo);
+            slo = __dp4a(NIB_LO(q1.y), (int)a1.y, slo);
+            slo = __dp4a(NIB_LO(q1.z), (int)a1.z, slo);
+            slo = __dp4a(NIB_LO(q1.w), (int)a1.w, slo);
+            int shi = dp4a_us(NIB_HI_IN_PLACE(q0.x), (int)a2.x, 0);
+            shi = dp4a_us(NIB_HI_IN_PLACE(q0.y), (int)a2.y, shi);
+            shi = dp4a_us(NIB_HI_IN_PLACE(q0.z), (int)a2.z, shi);
+            shi = dp4a_us(NIB_HI_IN_PLACE(q0.w), (int)a2.w, shi);
+            shi = dp4a_us(NIB_HI_IN_PLACE(q1.x), (int)a3.x, shi);
+            shi = dp4a_us(NIB_HI_IN_PLACE(q1.y), (int)a3.y, shi);
+            shi = dp4a_us(NIB_HI_IN_PLACE(q1.z), (int)a3.z, shi);
+            shi = dp4a_us(NIB_HI_IN_PLACE(q1.w), (int)a3.w, shi);
+            acc[m] += f0 * (float)slo * ds.x + f1 * (float)shi * ds.z - (g0 * ds.y + g1 * ds.w);
         }
     }
 };
 
-// Q6_K: 8 units a block, each 8 consecutive l of one half (32 values, at
-// l, l + 32, l + 64 and l + 96); blocks are 210 bytes, so 2-byte loads
+// Q6_K: 4 units a block, each 16 consecutive l of one half n (64 values:
+// at l, l + 32, l + 64 and l + 96 of the half, a scale each); blocks are
+// 210 bytes, so the unit's runs of 16 bytes are read as aligned words
+// (ld_words_a2)
 struct mmv_q6_k {
-    static constexpr int BK = 256, BYTES = 210, UNITS = 8;
+    static constexpr int BK = 256, BYTES = 210, UNITS = 4, ROUND = 2;
     struct W {
-        int A[2], B[2], H[2]; // ql[l..], ql[l + 32..], qh[l..]
-        int sc;               // the four scales of the unit, one a byte
+        uint32_t A[4], B[4], H[4]; // ql[l..], ql[l + 32..], qh[l..]
+        uint32_t sc;               // the four scales of the unit, one a byte
         uint32_t d;
     };
     __device__ static __forceinline__ W load(const uint8_t *blk, int u)
     {
         W w;
-        int n = u >> 2, l0 = (u & 3) * 8, is = l0 / 16;
-        const uint8_t *ql = blk + 64 * n, *qh = blk + 128 + 32 * n, *sc = blk + 192 + 8 * n + is;
-#pragma unroll
-        for (int i = 0; i < 2; i++) {
-            w.A[i] = ld_h2(ql + l0 + 4 * i);
-            w.B[i] = ld_h2(ql + 32 + l0 + 4 * i);
-            w.H[i] = ld_h2(qh + l0 + 4 * i);
-        }
-        w.sc = (int)((uint32_t)sc[0] | (uint32_t)sc[2] << 8 | (uint32_t)sc[4] << 16 |
-                     (uint32_t)sc[6] << 24);
+        int n = u >> 1, l0 = (u & 1) * 16;
+        const uint8_t *ql = blk + 64 * n, *qh = blk + 128 + 32 * n;
+        ld_words_a2<4>(ql + l0, w.A);
+        ld_words_a2<4>(ql + 32 + l0, w.B);
+        ld_words_a2<4>(qh + l0, w.H);
+        /* scales 8n + is + 2t (is = l0 / 16), t = 0..3: bytes is, is + 2
+         * of the half's first scale word, is + 4, is + 6 of its second */
+        uint32_t s[2];
+        ld_words_a2<2>(blk + 192 + 8 * n, s);
+        w.sc = __byte_perm(s[0], s[1], (u & 1) ? 0x7531 : 0x6420);
         w.d = *(const uint16_t *)(blk + 208);
         return w;
     }
     __device__ static __forceinline__ void dot(const W &w, int b, int u, const int8_t *qa,
                                                const float2 *da, int K, int nm, float *acc)
     {
-        int n = u >> 2, l0 = (u & 3) * 8;
-        int q[4][2];
+        int n = u >> 1, l0 = (u & 1) * 16;
+        int q[4][4];
 #pragma unroll
-        for (int i = 0; i < 2; i++) {
-            uint32_t A = (uint32_t)w.A[i], B = (uint32_t)w.B[i], H = (uint32_t)w.H[i];
-            q[0][i] = (int)((A & 0x0F0F0F0Fu) | (H & 0x03030303u) << 4);
-            q[1][i] = (int)((B & 0x0F0F0F0Fu) | ((H >> 2) & 0x03030303u) << 4);
-            q[2][i] = (int)(((A >> 4) & 0x0F0F0F0Fu) | ((H >> 4) & 0x03030303u) << 4);
-            q[3][i] = (int)(((B >> 4) & 0x0F0F0F0Fu) | ((H >> 6) & 0x03030303u) << 4);
+        for (int i = 0; i < 4; i++) {
+            /* low 4 bits from ql, the top 2 from qh: the fields do not
+             * overlap, so an add joins them (a shift-and-add each) */
+            uint32_t A = w.A[i], B = w.B[i], H = w.H[i];
+            q[0][i] = (int)((A & 0x0F0F0F0Fu) + ((H & 0x03030303u) << 4));
+            q[1][i] = (int)((B & 0x0F0F0F0Fu) + ((H & 0x0C0C0C0Cu) << 2));
+            q[2][i] = (int)(((A >> 4) & 0x0F0F0F0Fu) + (H & 0x30303030u));
+            q[3][i] = (int)(((B >> 4) & 0x0F0F0F0Fu) + ((H >> 2) & 0x30303030u));
         }
         float dw = h2f_bits(w.d);
+        float sc[4];
+#pragma unroll
+        for (int t = 0; t < 4; t++)
+            sc[t] = dw * (float)(int8_t)(w.sc >> (8 * t));
         int64_t k0 = (int64_t)b * 256 + 128 * n + l0;
         int ab = b * 8 + 4 * n;
 #pragma unroll
@@ -593,88 +646,105 @@ struct mmv_q6_k {
             float v = 0.0f;
 #pragma unroll
             for (int t = 0; t < 4; t++) {
-                uint2 a = *(const uint2 *)(ar + 32 * t);
-                int s = __dp4a(q[t][0], (int)a.x, __dp4a(q[t][1], (int)a.y, 0));
-                int sa = __dp4a(0x01010101, (int)a.x, __dp4a(0x01010101, (int)a.y, 0));
-                v += (float)(int8_t)(w.sc >> (8 * t)) * dr[t].x * (float)(s - 32 * sa);
+                uint4 a = *(const uint4 *)(ar + 32 * t);
+                int s = __dp4a(q[t][0], (int)a.x, 0);
+                s = __dp4a(q[t][1], (int)a.y, s);
+                s = __dp4a(q[t][2], (int)a.z, s);
+                s = __dp4a(q[t][3], (int)a.w, s);
+                int sa = __dp4a(0x01010101, (int)a.x, 0);
+                sa = __dp4a(0x01010101, (int)a.y, sa);
+                sa = __dp4a(0x01010101, (int)a.z, sa);
+                sa = __dp4a(0x01010101, (int)a.w, sa);
+                v += sc[t] * dr[t].x * (float)(s - 32 * sa);
             }
-            acc[m] += dw * v;
+            acc[m] += v;
         }
     }
 };
 
-// Q8_0: 2 units a block of 34 bytes, 16 values each
+// Q8_0: a unit a block of 34 bytes, 32 values (ld_words_a2: the quants
+// start 2 bytes in)
 struct mmv_q8_0 {
-    static constexpr int BK = 32, BYTES = 34, UNITS = 2;
+    static constexpr int BK = 32, BYTES = 34, UNITS = 1, ROUND = 2;
     struct W {
-        int q[4];
+        uint32_t q[8];
         uint32_t d;
     };
     __device__ static __forceinline__ W load(const uint8_t *blk, int u)
     {
+        (void)u;
         W w;
-        const uint8_t *qs = blk + 2 + 16 * u;
-#pragma unroll
-        for (int i = 0; i < 4; i++)
-            w.q[i] = ld_h2(qs + 4 * i);
+        ld_words_a2<8>(blk + 2, w.q);
         w.d = *(const uint16_t *)blk;
         return w;
     }
     __device__ static __forceinline__ void dot(const W &w, int b, int u, const int8_t *qa,
                                                const float2 *da, int K, int nm, float *acc)
     {
+        (void)u;
         float dw = h2f_bits(w.d);
-        int64_t k0 = (int64_t)b * 32 + 16 * u;
+        int64_t k0 = (int64_t)b * 32;
 #pragma unroll
         for (int m = 0; m < 8; m++) {
             if (m >= nm)
                 break;
-            uint4 a = *(const uint4 *)(qa + (int64_t)m * K + k0);
-            int s = __dp4a(w.q[0], (int)a.x, 0);
-            s = __dp4a(w.q[1], (int)a.y, s);
-            s = __dp4a(w.q[2], (int)a.z, s);
-            s = __dp4a(w.q[3], (int)a.w, s);
+            const uint4 *ar = (const uint4 *)(qa + (int64_t)m * K + k0);
+            uint4 a0 = ar[0], a1 = ar[1];
+            int s = __dp4a((int)w.q[0], (int)a0.x, 0);
+            s = __dp4a((int)w.q[1], (int)a0.y, s);
+            s = __dp4a((int)w.q[2], (int)a0.z, s);
+            s = __dp4a((int)w.q[3], (int)a0.w, s);
+            s = __dp4a((int)w.q[4], (int)a1.x, s);
+            s = __dp4a((int)w.q[5], (int)a1.y, s);
+            s = __dp4a((int)w.q[6], (int)a1.z, s);
+            s = __dp4a((int)w.q[7], (int)a1.w, s);
             acc[m] += dw * da[(int64_t)m * (K / 32) + b].x * (float)s;
         }
     }
 };
 
-// Q4_0: 2 units a block of 18 bytes, each 8 bytes of quants (values i and
-// 16 + i); the -8 offset, over the whole block, in unit 0
+// Q4_0: a unit a block of 18 bytes, 32 values (value i in the low nibble
+// of byte i, 16 + i in its high one; the quants start 2 bytes in); the
+// high nibbles used in place (dp4a_us), the -8 offset through the
+// activation block's sum
 struct mmv_q4_0 {
-    static constexpr int BK = 32, BYTES = 18, UNITS = 2;
+    static constexpr int BK = 32, BYTES = 18, UNITS = 1, ROUND = 2;
     struct W {
-        uint32_t w0, w1, d;
+        uint32_t q[4];
+        uint32_t d;
     };
     __device__ static __forceinline__ W load(const uint8_t *blk, int u)
     {
+        (void)u;
         W w;
-        const uint8_t *qs = blk + 2 + 8 * u;
-        w.w0 = (uint32_t)ld_h2(qs);
-        w.w1 = (uint32_t)ld_h2(qs + 4);
+        ld_words_a2<4>(blk + 2, w.q);
         w.d = *(const uint16_t *)blk;
         return w;
     }
     __device__ static __forceinline__ void dot(const W &w, int b, int u, const int8_t *qa,
                                                const float2 *da, int K, int nm, float *acc)
     {
+        (void)u;
         float dw = h2f_bits(w.d);
-        int64_t k0 = (int64_t)b * 32 + 8 * u;
+        int64_t k0 = (int64_t)b * 32;
 #pragma unroll
         for (int m = 0; m < 8; m++) {
             if (m >= nm)
                 break;
-            const int8_t *ar = qa + (int64_t)m * K + k0;
-            uint2 lo = *(const uint2 *)ar, hi = *(const uint2 *)(ar + 16);
-            int s = __dp4a(NIB_LO(w.w0), (int)lo.x, 0);
-            s = __dp4a(NIB_LO(w.w1), (int)lo.y, s);
-            s = __dp4a(NIB_HI(w.w0), (int)hi.x, s);
-            s = __dp4a(NIB_HI(w.w1), (int)hi.y, s);
+            const uint4 *ar = (const uint4 *)(qa + (int64_t)m * K + k0);
+            uint4 a0 = ar[0], a1 = ar[1];
+            int s = __dp4a(NIB_LO(w.q[0]), (int)a0.x, 0);
+            s = __dp4a(NIB_LO(w.q[1]), (int)a0.y, s);
+            s = __dp4a(NIB_LO(w.q[2]), (int)a0.z, s);
+            s = __dp4a(NIB_LO(w.q[3]), (int)a0.w, s);
+            int sh = dp4a_us(NIB_HI_IN_PLACE(w.q[0]), (int)a1.x, 0);
+            sh = dp4a_us(NIB_HI_IN_PLACE(w.q[1]), (int)a1.y, sh);
+            sh = dp4a_us(NIB_HI_IN_PLACE(w.q[2]), (int)a1.z, sh);
+            sh = dp4a_us(NIB_HI_IN_PLACE(w.q[3]), (int)a1.w, sh);
             float2 ds = da[(int64_t)m * (K / 32) + b];
-            float v = ds.x * (float)s;
-            if (u == 0)
-                v -= 8.0f * ds.y;
-            acc[m] += dw * v;
+            /* the high nibbles' sum is 16 times too large: s * 16 + sh is
+             * 16 times the block's sum, exact in an int */
+            acc[m] += dw * (ds.x * ((float)(s * 16 + sh) * 0.0625f) - 8.0f * ds.y);
         }
     }
 };
@@ -849,16 +919,16 @@ __device__ __forceinline__ int mmv_cols(const int *R_, int &nm)
 }
 
 // tpc threads per output column (4 to 128, a power of two; the host picks
-// about four units a thread), 128 a block; each round a thread loads up to
-// MMV_U units (GLU: half of them from each weight), then uses them
-#define MMV_U 4
+// about a round of units a thread: two of 64 values for the K-quants, two
+// of 32 for Q8_0 and Q4_0), 128 a block; each round a thread loads up to
+// Q::ROUND units (GLU: half of them from each weight), then uses them
 template <class Q, bool GLU> __device__ __forceinline__ void mmv_body(const int *rec)
 {
     REC_DECL;
     __shared__ float red[4][8];
     if (!ld_rec_early(R_, rec))
         return;
-    constexpr int NW = GLU ? 2 : 1, UR = MMV_U / NW; /* weights; units of each a round */
+    constexpr int NW = GLU ? 2 : 1, UR = Q::ROUND / NW; /* weights; units of each a round */
     int tpc = P(8), cpb = 128 / tpc;
     int t = threadIdx.x % tpc;
     int64_t n = (int64_t)blockIdx.x * cpb + threadIdx.x / tpc;
@@ -888,7 +958,8 @@ template <class Q, bool GLU> __device__ __forceinline__ void mmv_body(const int 
     };
     auto load_round = [&](int u0) {
         each_unit(u0, [&](int k, int i, int u) {
-            wv[k][i] = Q::load(w[k] + (int64_t)(u / Q::UNITS) * Q::BYTES, u % Q::UNITS);
+            wv[k][i] = Q::load(w[k] + (int64_t)((unsigned)u / Q::UNITS) * Q::BYTES,
+                               (unsigned)u % Q::UNITS);
         });
     };
     mmv_prefetch_late<GLU>(R_);
@@ -905,7 +976,8 @@ template <class Q, bool GLU> __device__ __forceinline__ void mmv_body(const int 
             load_round(t);
         for (int u0 = t; u0 < units; u0 += UR * tpc) {
             each_unit(u0, [&](int k, int i, int u) {
-                Q::dot(wv[k][i], u / Q::UNITS, u % Q::UNITS, qa, da, K, nm, acc[k]);
+                Q::dot(wv[k][i], (unsigned)u / Q::UNITS, (unsigned)u % Q::UNITS, qa, da, K, nm,
+                       acc[k]);
             });
             if (u0 + UR * tpc < units)
                 load_round(u0 + UR * tpc);
@@ -998,9 +1070,11 @@ template <class Q, bool GLU> __device__ __forceinline__ void mmvs_body(const int
             for (int k = 0; k < NW; k++) {
                 const uint8_t *row = stg + (s * NW + k) * sb +
                                      ((uintptr_t)(wb[k] + j * cpb * rb) & 15) + (int64_t)c * rb;
-                for (int u = t; u < units; u += tpc)
-                    Q::dot(Q::load(row + (int64_t)(u / Q::UNITS) * Q::BYTES, u % Q::UNITS),
-                           u / Q::UNITS, u % Q::UNITS, qa, da, K, nm, acc[k]);
+                for (int u = t; u < units; u += tpc) {
+                    int ub = (int)((unsigned)u / Q::UNITS), uu = (int)((unsigned)u % Q::UNITS);
+                    Q::dot(Q::load(row + (int64_t)ub * Q::BYTES, uu), ub, uu, qa, da, K, nm,
+                           acc[k]);
+                }
             }
         }
         mmv_finish<GLU>(R_, acc, red, tpc, t, n, N, nm);
