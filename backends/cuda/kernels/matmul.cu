@@ -433,7 +433,8 @@ extern "C" __global__ void __launch_bounds__(256) rlx_mm_tc64(const int *rec)
 // and per block its scale d and d * sum(q)); then rlx_mmv_<type> runs tpc
 // threads per output column (32, 64 or 128, from K), each thread taking
 // whole units of a weight block in wide loads (16 bytes where the block
-// format keeps them aligned, 2-byte halves where it does not) and summing
+// format keeps them aligned, aligned words shifted into place where it
+// does not) and summing
 // four products per __dp4a, for every activation row at once.
 // Record: slot 0 a (rlx_q8_act reads it), slot 1 b, slot 2 bias, slot 3
 // the int8 rows [M, K] (row stride K, 16-byte aligned), slot 4 their block
@@ -494,7 +495,7 @@ __device__ __forceinline__ void q4k_scale_words(uint32_t y, uint32_t z, uint32_t
 // 32-bit words at a 2-byte aligned address p (the runs of Q6_K, Q8_0 and
 // Q4_0 blocks): aligned words shifted down by p's offset in its word (0 or
 // 16 bits), the last half-word of the run read as one, so that nothing
-// past p + 4 N is read.
+// past p + 4 N is read (and before p, only the 2 bytes of p's own word).
 template <int N> __device__ __forceinline__ void ld_words_a2(const uint8_t *p, uint32_t (&v)[N])
 {
     uint32_t off = (uint32_t)(uintptr_t)p & 2u, sh = off * 8u, w[N + 1];
