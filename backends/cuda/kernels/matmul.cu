@@ -528,6 +528,23 @@ __device__ __forceinline__ int dp4a_us(uint32_t a, int b, int c)
 
 #define NIB_HI_IN_PLACE(x) ((x)&0xF0F0F0F0u)
 
+// 16 bytes of quants q against 16 activation bytes a, summed into c: the
+// low nibbles, or the high ones in place (16 times their sum)
+__device__ __forceinline__ int dp16_lo(const uint4 &q, const uint4 &a, int c)
+{
+    c = __dp4a(NIB_LO(q.x), (int)a.x, c);
+    c = __dp4a(NIB_LO(q.y), (int)a.y, c);
+    c = __dp4a(NIB_LO(q.z), (int)a.z, c);
+    return __dp4a(NIB_LO(q.w), (int)a.w, c);
+}
+__device__ __forceinline__ int dp16_hi(const uint4 &q, const uint4 &a, int c)
+{
+    c = dp4a_us(NIB_HI_IN_PLACE(q.x), (int)a.x, c);
+    c = dp4a_us(NIB_HI_IN_PLACE(q.y), (int)a.y, c);
+    c = dp4a_us(NIB_HI_IN_PLACE(q.z), (int)a.z, c);
+    return dp4a_us(NIB_HI_IN_PLACE(q.w), (int)a.w, c);
+}
+
 // Q4_K: 4 units a block, each a pair of 32-value sub-blocks 2u and 2u + 1
 // and their 32 bytes of quants (2u in the low nibbles, 2u + 1 in the
 // high): one unit's scales and addresses serve 64 values
@@ -568,22 +585,8 @@ struct mmv_q4_k {
             const uint4 *ar = (const uint4 *)(qa + (int64_t)m * K + k0);
             uint4 a0 = ar[0], a1 = ar[1], a2 = ar[2], a3 = ar[3];
             float4 ds = *(const float4 *)(da + (int64_t)m * (K / 32) + ab);
-            int slo = __dp4a(NIB_LO(q0.x), (int)a0.x, 0);
-            slo = __dp4a(NIB_LO(q0.y), (int)a0.y, slo);
-            slo = __dp4a(NIB_LO(q0.z), (int)a0.z, slo);
-            slo = __dp4a(NIB_LO(q0.w), (int)a0.w, slo);
-            slo = __dp4a(NIB_LO(q1.x), (int)a1.x, slo);
-            slo = __dp4a(NIB_LO(q1.y), (int)a1.y, slo);
-            slo = __dp4a(NIB_LO(q1.z), (int)a1.z, slo);
-            slo = __dp4a(NIB_LO(q1.w), (int)a1.w, slo);
-            int shi = dp4a_us(NIB_HI_IN_PLACE(q0.x), (int)a2.x, 0);
-            shi = dp4a_us(NIB_HI_IN_PLACE(q0.y), (int)a2.y, shi);
-            shi = dp4a_us(NIB_HI_IN_PLACE(q0.z), (int)a2.z, shi);
-            shi = dp4a_us(NIB_HI_IN_PLACE(q0.w), (int)a2.w, shi);
-            shi = dp4a_us(NIB_HI_IN_PLACE(q1.x), (int)a3.x, shi);
-            shi = dp4a_us(NIB_HI_IN_PLACE(q1.y), (int)a3.y, shi);
-            shi = dp4a_us(NIB_HI_IN_PLACE(q1.z), (int)a3.z, shi);
-            shi = dp4a_us(NIB_HI_IN_PLACE(q1.w), (int)a3.w, shi);
+            int slo = dp16_lo(q1, a1, dp16_lo(q0, a0, 0));
+            int shi = dp16_hi(q1, a3, dp16_hi(q0, a2, 0));
             acc[m] += f0 * (float)slo * ds.x + f1 * (float)shi * ds.z - (g0 * ds.y + g1 * ds.w);
         }
     }
@@ -734,14 +737,8 @@ struct mmv_q4_0 {
                 break;
             const uint4 *ar = (const uint4 *)(qa + (int64_t)m * K + k0);
             uint4 a0 = ar[0], a1 = ar[1];
-            int s = __dp4a(NIB_LO(w.q[0]), (int)a0.x, 0);
-            s = __dp4a(NIB_LO(w.q[1]), (int)a0.y, s);
-            s = __dp4a(NIB_LO(w.q[2]), (int)a0.z, s);
-            s = __dp4a(NIB_LO(w.q[3]), (int)a0.w, s);
-            int sh = dp4a_us(NIB_HI_IN_PLACE(w.q[0]), (int)a1.x, 0);
-            sh = dp4a_us(NIB_HI_IN_PLACE(w.q[1]), (int)a1.y, sh);
-            sh = dp4a_us(NIB_HI_IN_PLACE(w.q[2]), (int)a1.z, sh);
-            sh = dp4a_us(NIB_HI_IN_PLACE(w.q[3]), (int)a1.w, sh);
+            uint4 q = make_uint4(w.q[0], w.q[1], w.q[2], w.q[3]);
+            int s = dp16_lo(q, a0, 0), sh = dp16_hi(q, a1, 0);
             float2 ds = da[(int64_t)m * (K / 32) + b];
             /* the high nibbles' sum is 16 times too large: s * 16 + sh is
              * 16 times the block's sum, exact in an int */
