@@ -472,7 +472,6 @@ __device__ __forceinline__ int ld_h2(const uint8_t *p)
 }
 
 #define NIB_LO(x) ((int)((x)&0x0F0F0F0Fu))
-#define NIB_HI(x) ((int)(((x) >> 4) & 0x0F0F0F0Fu))
 
 // Each type loads a unit's weight bytes (load) apart from using them (dot),
 // so a thread issues the loads of all its units of a round before it waits
@@ -626,8 +625,8 @@ struct mmv_q6_k {
         int q[4][4];
 #pragma unroll
         for (int i = 0; i < 4; i++) {
-            /* low 4 bits from ql, the top 2 from qh: the fields do not
-             * overlap, so an add joins them (a shift-and-add each) */
+            /* low 4 bits from ql, the top 2 from qh (the fields do not
+             * overlap, so an add joins them) */
             uint32_t A = w.A[i], B = w.B[i], H = w.H[i];
             q[0][i] = (int)((A & 0x0F0F0F0Fu) + ((H & 0x03030303u) << 4));
             q[1][i] = (int)((B & 0x0F0F0F0Fu) + ((H & 0x0C0C0C0Cu) << 2));
