@@ -464,13 +464,6 @@ __device__ __forceinline__ float h2f_bits(uint32_t b)
     return __half2float(__half(r));
 }
 
-// 32 bits at a 2-byte aligned address
-__device__ __forceinline__ int ld_h2(const uint8_t *p)
-{
-    const uint16_t *h = (const uint16_t *)p;
-    return (int)((uint32_t)h[0] | (uint32_t)h[1] << 16);
-}
-
 #define NIB_LO(x) ((int)((x)&0x0F0F0F0Fu))
 
 // Each type loads a unit's weight bytes (load) apart from using them (dot),
@@ -492,8 +485,8 @@ __device__ __forceinline__ void q4k_scale_words(uint32_t y, uint32_t z, uint32_t
 }
 
 // 32-bit words at a 2-byte aligned address p (the runs of Q6_K, Q8_0 and
-// Q4_0 blocks): aligned words shifted down by p's offset in its word (0 or
-// 16 bits), the last half-word of the run read as one, so that nothing
+// Q4_0 blocks, in the matrix-vector and the prompt products): aligned words shifted down by p's
+// offset in its word (0 or 16 bits), the last half-word of the run read as one, so that nothing
 // past p + 4 N is read (and before p, only the 2 bytes of p's own word).
 template <int N> __device__ __forceinline__ void ld_words_a2(const uint8_t *p, uint32_t (&v)[N])
 {
@@ -1208,11 +1201,8 @@ struct tq_q6_k { // 210-byte blocks of 256: 16 values share one scale
         const uint8_t *b = row + (int64_t)(k >> 8) * 210;
         int i0 = k & 255, hf = i0 >> 7, q = (i0 & 127) >> 5, l0 = i0 & 31;
         const uint8_t *ql = b + hf * 64 + l0 + ((q & 1) ? 32 : 0), *qh = b + 128 + hf * 32 + l0;
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            r.L[i] = (uint32_t)ld_h2(ql + 4 * i);
-            r.H[i] = (uint32_t)ld_h2(qh + 4 * i);
-        }
+        ld_words_a2<4>(ql, r.L);
+        ld_words_a2<4>(qh, r.H);
         r.d = (uint32_t)(b[208] | b[209] << 8) | (uint32_t)b[192 + hf * 8 + l0 / 16 + 2 * q] << 16;
     }
     __device__ static __forceinline__ void deq(const R &r, int k, float *v)
@@ -1238,9 +1228,7 @@ struct tq_q8_0 { // 34-byte blocks of 32
     {
         const uint8_t *b = row + (int64_t)(k >> 5) * 34;
         const uint8_t *qs = b + 2 + (k & 31);
-#pragma unroll
-        for (int i = 0; i < 4; i++)
-            r.q[i] = (uint32_t)ld_h2(qs + 4 * i);
+        ld_words_a2<4>(qs, r.q);
         r.d = *(const uint16_t *)b;
     }
     __device__ static __forceinline__ void deq(const R &r, int k, float *v)
@@ -1264,9 +1252,7 @@ struct tq_q4_0 { // 18-byte blocks of 32: values i and 16 + i share byte i
     __device__ static __forceinline__ void fetch(const uint8_t *row, int k, R &r)
     {
         const uint8_t *b = row + (int64_t)(k >> 5) * 18;
-#pragma unroll
-        for (int i = 0; i < 4; i++)
-            r.q[i] = (uint32_t)ld_h2(b + 2 + 4 * i);
+        ld_words_a2<4>(b + 2, r.q);
         r.d = *(const uint16_t *)b;
     }
     __device__ static __forceinline__ void deq(const R &r, int k, float *v)
