@@ -1356,7 +1356,7 @@ static void test_matmul_quant(void **state)
     matmul_case(1, 256, 32, 520, RLX_DTYPE_F32, RLX_DTYPE_Q8_0, false, true, L_CONTIG, true,
                 RLX_ACT_NONE, 0);
     /* prompt shapes of every weight type (CUDA: rlx_mm_tq's per-type
-     * dequantization, K in steps of 64 with a tail of 32, partial tiles;
+     * dequantization, K in steps of 32 through two stages, partial tiles;
      * 64-row tiles for the small ones, 128-row ones where the tiles are
      * many), a transposed `a`, a bias and an activation */
     static const rlx_dtype all[] = {RLX_DTYPE_Q4_K, RLX_DTYPE_Q6_K, RLX_DTYPE_Q8_0,
@@ -1369,8 +1369,8 @@ static void test_matmul_quant(void **state)
                     RLX_ACT_NONE, 0);
     }
     /* one output tile over a long K (CUDA: rlx_mm_tq splits K where the
-     * tiles leave SMs idle; on the emulator's 4 SMs, 4 parts of 320, the
-     * last 96 = 64 + a tail of 32), with a bias and an activation applied
+     * tiles leave SMs idle; on the emulator's 4 SMs of 2 blocks, 4 parts
+     * of 320, the last 96: 3 steps), with a bias and an activation applied
      * once the parts are summed (the 200 x 600 products above with K = 512
      * are 10 tiles of 128 rows there, in 2 parts) */
     matmul_case(1, 40, 1056, 100, RLX_DTYPE_F32, RLX_DTYPE_Q8_0, false, true, L_CONTIG, true,

@@ -66,6 +66,7 @@ typedef struct shared_dev {
     uint32_t gen; /* bumped when the context is found poisoned */
     bool poisoned;
     int mmvs_blocks; /* the streamed products' blocks an SM holds (the fewest of them) */
+    int tq_blocks;   /* rlx_mm_tq's blocks an SM holds (rlx_mm_tq64's as many or more) */
     int opens;
 } shared_dev;
 
@@ -175,6 +176,12 @@ static rlx_status shared_init(int index, rlx_error **err)
             nb = 0;
         s->mmvs_blocks = k == CU_K_MMVS_Q4_K || nb < s->mmvs_blocks ? nb : s->mmvs_blocks;
     }
+    /* two on most GPUs (128 registers a thread, 42 KB of shared memory),
+     * one on a Turing (64 KB of shared memory an SM) */
+    if (cu->cuOccupancyMaxActiveBlocksPerMultiprocessor(&s->tq_blocks, s->fn[CU_K_MM_TQ], 256, 0) !=
+            CUDA_SUCCESS ||
+        s->tq_blocks < 1)
+        s->tq_blocks = 1;
     s->ready = true;
     return RLX_OK;
 }
@@ -313,6 +320,7 @@ static rlx_status cu_device_open(int index, const rlx_device_opts *opts, rlx_dev
     d->unfused = opts && opts->cuda_unfused;
     d->mmv_plain = opts && opts->cuda_plain_matvec;
     d->mmvs_blocks = shared[index].mmvs_blocks;
+    d->tq_blocks = shared[index].tq_blocks;
     cu->cuDeviceGetName(d->name, sizeof d->name, d->dev);
     cu->cuDeviceGetAttribute(&d->cc_major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, d->dev);
     cu->cuDeviceGetAttribute(&d->cc_minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, d->dev);

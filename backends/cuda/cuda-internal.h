@@ -147,6 +147,7 @@ typedef struct cu_device {
     bool unfused;       /* no launch fusions (rlx_device_opts.cuda_unfused) */
     bool mmv_plain;     /* no streamed products (rlx_device_opts.cuda_plain_matvec) */
     int mmvs_blocks;    /* blocks of the streamed products an SM holds (0: none) */
+    int tq_blocks;      /* blocks of rlx_mm_tq an SM holds (at least 1) */
     uint64_t allocated; /* bytes of our live buffers */
     bool lost;
     /* pinned staging for uploads and reads */

@@ -1376,14 +1376,15 @@ static void put_addr(int32_t *w, int at, uint64_t a)
 }
 
 /* How many parts rlx_mm_tq splits K into for T output tiles of BM rows
- * (*ks: values a part, 0 for one part). Its blocks use so many registers
- * that an SM runs one at a time, so T tiles on n_sm SMs keep T / (waves x
- * n_sm) of them busy: 64 tiles on an H200's 132 SMs, 48%. K is split into
- * up to 4 parts of at least 256 values (multiples of 64) when that lifts
- * the share: the fewest parts that reach 85%, else the best share. */
+ * (*ks: values a part, 0 for one part). An SM runs tq_blocks of its
+ * blocks at a time (two on most GPUs), so T tiles on n_sm SMs keep T /
+ * (waves x slots) of the slots busy: 64 tiles on an H200's 132 SMs, 24%.
+ * K is split into up to 4 parts of at least 256 values (multiples of 64)
+ * when that lifts the share: the fewest parts that reach 85%, else the
+ * best share. */
 static int32_t tq_parts(const cu_program *P, int64_t T, int64_t K, int64_t BM, int32_t *ks)
 {
-    int64_t sm = P->dev->n_sm > 0 ? P->dev->n_sm : 1;
+    int64_t sm = (P->dev->n_sm > 0 ? P->dev->n_sm : 1) * (int64_t)P->dev->tq_blocks;
     int32_t best = 1;
     double best_share = 0.0;
     *ks = 0;

@@ -378,9 +378,9 @@ CUresult cuFuncSetAttribute(CUfunction, CUfunction_attribute, int)
 {
     return CUDA_SUCCESS;
 }
-/* blocks an SM holds (asked for the streamed products only): 2, as an RTX
- * 30 or 40 holds of them, so that with 4 SMs products of more than 8
- * column tiles take the streamed form in the tests */
+/* blocks an SM holds (asked for the streamed products and rlx_mm_tq): 2,
+ * as an RTX 30 or 40 holds of them, so that with 4 SMs products of more
+ * than 8 column tiles take the streamed form in the tests */
 CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int *n, CUfunction, int, size_t)
 {
     *n = 2;

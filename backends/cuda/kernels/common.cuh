@@ -699,6 +699,17 @@ __device__ __forceinline__ uint64_t l2_evict_first()
     return pol;
 }
 
+// The policy of bytes read again soon (a prompt product's activations,
+// read by every column tile): L2's usual order, no hint either way.
+__device__ __forceinline__ uint64_t l2_evict_normal()
+{
+    uint64_t pol = 0;
+#if defined(__CUDACC__) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;" : "=l"(pol));
+#endif
+    return pol;
+}
+
 __device__ __forceinline__ void cp16_async(void *dst, const void *src, uint64_t pol)
 {
 #if defined(__CUDACC__) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800

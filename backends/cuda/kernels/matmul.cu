@@ -1131,16 +1131,20 @@ extern "C" __global__ void __launch_bounds__(128, 4) rlx_mmv_mixed(const int *re
 // rlx_mm_tq (BM 128) / rlx_mm_tq64 (BM 64): BM x 128 output tiles on the
 // tensor cores as rlx_mm_tc, with the work around the products cut down:
 // a is read as the f16 copy the launch before wrote (slot 3: [M, K]
-// dense, 16-byte rows), so staging it is a copy; b is dequantized 16
-// consecutive values a thread, with a block's scales decoded once for
-// them, by a path per weight type (Q4_K, Q6_K, Q8_0, Q4_0; the others
-// through deq8); K advances 64 a step (one barrier pair per 64). P(9): 16
-// or 2 when b's rows start at addresses of that alignment (Q4_K's path
-// wants 16, the others 2; below that, deq8). One batch. Where the tiles
-// are too few to fill the SMs, K is split over gridDim.z blocks a tile
-// (P(11) values each; tq_split_end).
-#define TQ_BK 64
-#define TQ_LD (TQ_BK + 8) /* smem row pitch in halves: 144 bytes */
+// dense, 16-byte rows), so staging it is an asynchronous copy; b is
+// dequantized 16 consecutive values a thread, with a block's scales
+// decoded once for them, by a path per weight type (Q4_K, Q6_K, Q8_0,
+// Q4_0; the others through deq8). K advances TQ_BK a step through two
+// stages of shared memory, one barrier a step: while a step's products
+// run, the next step's a is copied into the other stage and its b bytes
+// travel to registers (mm_tq_body). Two blocks an SM (128 registers a
+// thread), so one's barrier is the other's turn. P(9): 16 or 2 when b's
+// rows start at addresses of that alignment (Q4_K's path wants 16, the
+// others 2; below that, deq8). One batch. Where the tiles are too few to
+// fill the SMs, K is split over gridDim.z blocks a tile (P(11) values
+// each, a multiple of TQ_BK; tq_split_end).
+#define TQ_BK 32
+#define TQ_LD (TQ_BK + 8) /* smem row pitch in halves: 80 bytes, 8 rows on distinct banks */
 
 // float q for 0 <= q < 2^23 from its bits, without an integer conversion
 __device__ __forceinline__ float tq_u2f(uint32_t q)
@@ -1329,91 +1333,78 @@ __device__ __forceinline__ void mm_tq_body(const int *R_, const Q &q, __half *As
 {
 #if __CUDA_ARCH__ >= 700
     using namespace nvcuda;
-    constexpr int WM = BM / 32, WN = 8 / WM, WNT = BN / WN, FN = WNT / 16, AR = BM / 64;
+    constexpr int WM = BM / 32, WN = 8 / WM, WNT = BN / WN, FN = WNT / 16, AC = BM / 64;
+    constexpr int AS = BM * TQ_LD, BS = BN * TQ_LD; /* a stage's halves of a and of b */
     int r = D_RANK(OUT);
     int N = D_NE(OUT, r - 1), Mr = D_NE(OUT, r - 2), K = P(0);
     int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
     int tid = threadIdx.x, warp = tid / 32, wm = warp / WN, wn = warp % WN;
     /* split K: this block's part [kb, ke) (P(11) values a part, a multiple
-     * of TQ_BK; gridDim.z parts) */
+     * of TQ_BK; gridDim.z parts); K and so ke are multiples of 32 */
     int kb = P(11) ? (int)blockIdx.z * P(11) : 0, ke = P(11) ? min(K, kb + P(11)) : K;
     const __half *ah = (const __half *)D_PTR(3);
-    const uint8_t *bp = D_PTR(1);
     int rowb = P(5);
     tc_acc acc[2][FN];
     tc_zero<FN>(acc);
-    // this thread's share of a step: a rows am + 64 i and b rows bn + 64 i,
-    // 16 values from column kq of the step
-    int am = tid / 4, kq = (tid % 4) * 16;
-    uint4 ra[AR][2], rb[2][2];
-    typename Q::R br[2];
-    bool bv[2];
-    auto load = [&](int k0) {
-        bool in_k = k0 + kq < ke; /* ke is a multiple of 32: 16 at a time fit */
+    /* this thread's share of a step: 16 values of b's row bn from column
+     * kq; a's 16-byte pieces tid + 256 i (row / 4, 8 values from (% 4) 8) */
+    int bn = tid / 2, kq = (tid % 2) * 16;
+    bool bv = n0 + bn < N;
+    const uint8_t *brow = D_PTR(1) + (int64_t)(bv ? n0 + bn : 0) * rowb;
+    uint64_t pol = l2_evict_normal();
+    typename Q::R br;
+    /* a's step from column k0 into stage s, as one async group */
+    auto fetch_a = [&](int k0, int s) {
 #pragma unroll
-        for (int i = 0; i < AR; i++) {
-            int m = m0 + am + 64 * i;
-            if (m < Mr && in_k) {
-                const uint4 *p = (const uint4 *)(ah + (int64_t)m * K + k0 + kq);
-                ra[i][0] = p[0];
-                ra[i][1] = p[1];
-            } else {
-                ra[i][0] = ra[i][1] = make_uint4(0, 0, 0, 0);
-            }
+        for (int i = 0; i < AC; i++) {
+            int c = tid + 256 * i, row = c / 4, col = (c % 4) * 8;
+            __half *d = As + s * AS + row * TQ_LD + col;
+            if (m0 + row < Mr)
+                cp16_async(d, ah + (int64_t)(m0 + row) * K + k0 + col, pol);
+            else
+                *(uint4 *)d = make_uint4(0, 0, 0, 0);
         }
-#pragma unroll
-        for (int i = 0; i < 2; i++) {
-            int n = n0 + am + 64 * i;
-            bv[i] = n < N && in_k;
-            if (bv[i])
-                q.fetch(bp + (int64_t)n * rowb, k0 + kq, br[i]);
-        }
+        cp_commit();
     };
-    /* b's fetched bytes to f16, after the step's products */
-    auto decode = [&](int k0) {
-#pragma unroll
-        for (int i = 0; i < 2; i++) {
-            if (bv[i]) {
-                float v[16];
-                q.deq(br[i], k0 + kq, v);
-                tq_pack(v, rb[i][0], rb[i][1]);
-            } else {
-                rb[i][0] = rb[i][1] = make_uint4(0, 0, 0, 0);
-            }
-        }
+    /* b's bytes of the step from k0 into registers; later decoded into
+     * stage s as f16 */
+    auto fetch_b = [&](int k0) {
+        if (bv)
+            q.fetch(brow, k0 + kq, br);
     };
-    auto store = [&]() {
-#pragma unroll
-        for (int i = 0; i < AR; i++) {
-            uint4 *d = (uint4 *)(As + (am + 64 * i) * TQ_LD + kq);
-            d[0] = ra[i][0];
-            d[1] = ra[i][1];
+    auto put_b = [&](int k0, int s) {
+        uint4 lo = make_uint4(0, 0, 0, 0), hi = lo;
+        if (bv) {
+            float v[16];
+            q.deq(br, k0 + kq, v);
+            tq_pack(v, lo, hi);
         }
-#pragma unroll
-        for (int i = 0; i < 2; i++) {
-            uint4 *d = (uint4 *)(Bs + (am + 64 * i) * TQ_LD + kq);
-            d[0] = rb[i][0];
-            d[1] = rb[i][1];
-        }
+        uint4 *d = (uint4 *)(Bs + s * BS + bn * TQ_LD + kq);
+        d[0] = lo;
+        d[1] = hi;
     };
-    load(kb);
-    decode(kb);
+    fetch_a(kb, 0);
+    fetch_b(kb);
+    int s = 0;
     for (int k0 = kb; k0 < ke; k0 += TQ_BK) {
-        store();
-        __syncthreads();
-        bool more = k0 + TQ_BK < ke;
-        if (more)
-            load(k0 + TQ_BK);
-        tc_mma<FN, TQ_LD, TQ_BK>(acc, As + wm * 32 * TQ_LD, Bs + wn * WNT * TQ_LD);
-        if (more)
-            decode(k0 + TQ_BK);
-        __syncthreads();
+        /* stage s: its b last read two steps ago, before the last barrier */
+        put_b(k0, s);
+        cp_wait<0>();
+        __syncthreads(); /* stage s whole for every warp; stage s ^ 1 read by all */
+        if (k0 + TQ_BK < ke) {
+            fetch_a(k0 + TQ_BK, s ^ 1);
+            fetch_b(k0 + TQ_BK);
+        }
+        tc_mma<FN, TQ_LD, TQ_BK>(acc, As + s * AS + wm * 32 * TQ_LD,
+                                 Bs + s * BS + wn * WNT * TQ_LD);
+        s ^= 1;
     }
     if (P(11)) {
         tq_split_end<BM, FN>(R_, acc, m0, n0, wm * 32, wn * WNT);
         return;
     }
-    // each fragment through the warp's own 1 KB of a's staging, free now
+    __syncthreads(); /* every warp's last products done: a's stages free */
+    // each fragment through the warp's own 1 KB of a's staging
     tc_store<FN>(R_, acc, (float *)As + warp * 256, m0 + wm * 32, n0 + wn * WNT, 0);
 #endif
 }
@@ -1421,9 +1412,10 @@ __device__ __forceinline__ void mm_tq_body(const int *R_, const Q &q, __half *As
 template <int BM> __device__ __forceinline__ void mm_tq(const int *rec)
 {
     REC_DECL;
-    // a's staging is also the epilogue's (8 warps x 1 KB): at least 16 KB
-    __shared__ __align__(32) __half As[(BM > 64 ? BM : 64) * TQ_LD];
-    __shared__ __align__(32) __half Bs[BN * TQ_LD];
+    // two stages of a and of b; a's are also the epilogue's (8 warps x 1
+    // KB), at least 8 KB for either BM
+    __shared__ __align__(32) __half As[2 * BM * TQ_LD];
+    __shared__ __align__(32) __half Bs[2 * BN * TQ_LD];
     ld_rec(R_, rec);
     int dt = D_DT(1), align = P(9);
     switch (align >= 16 || (align >= 2 && dt != DT_Q4_K) ? dt : -1) {
@@ -1448,12 +1440,12 @@ template <int BM> __device__ __forceinline__ void mm_tq(const int *rec)
     }
 }
 
-extern "C" __global__ void __launch_bounds__(256, 1) rlx_mm_tq(const int *rec)
+extern "C" __global__ void __launch_bounds__(256, 2) rlx_mm_tq(const int *rec)
 {
     mm_tq<128>(rec);
 }
 
-extern "C" __global__ void __launch_bounds__(256, 1) rlx_mm_tq64(const int *rec)
+extern "C" __global__ void __launch_bounds__(256, 2) rlx_mm_tq64(const int *rec)
 {
     mm_tq<64>(rec);
 }
