@@ -1146,26 +1146,47 @@ extern "C" __global__ void __launch_bounds__(128, 4) rlx_mmv_mixed(const int *re
 #define TQ_BK 32
 #define TQ_LD (TQ_BK + 8) /* smem row pitch in halves: 80 bytes, 8 rows on distinct banks */
 
-// float q for 0 <= q < 2^23 from its bits, without an integer conversion
-__device__ __forceinline__ float tq_u2f(uint32_t q)
+// Decoding to f16 two values at a time: a word of two f16 lanes (half2,
+// value k in the low lane, k + 1 in the high), built from two quant
+// bytes spread into the lanes' low bytes (tq_spread) and ORed into the
+// exponent of 1024, where an f16's last mantissa bit is 1: lane = 1024 +
+// q exactly for q < 1024; one half2 subtraction of 1024 plus the type's
+// offset leaves q - offset exactly, and a half2 product (or fused
+// product and sum) applies the scale, rounded once to f16. Q8_0's and
+// Q4_0's values come out as the f32 path rounded them (their scales are
+// f16); Q4_K's and Q6_K's scale products (a block's f16 scale times a 6-
+// or 8-bit one) are rounded to f16 first, within 2^-11 of theirs.
+__device__ __forceinline__ __half2 tq_h2(uint32_t u)
 {
-    return __uint_as_float(0x4B000000u | q) - 8388608.0f;
+    __half2 h;
+    memcpy(&h, &u, 4);
+    return h;
 }
 
-__device__ __forceinline__ void tq_pack(const float *v, uint4 &lo, uint4 &hi)
+__device__ __forceinline__ uint32_t tq_u32(__half2 h)
 {
-    __half2 h[8];
-#pragma unroll
-    for (int j = 0; j < 8; j++)
-        h[j] = __floats2half2_rn(v[2 * j], v[2 * j + 1]);
-    lo = *(const uint4 *)&h[0];
-    hi = *(const uint4 *)&h[4];
+    uint32_t u;
+    memcpy(&u, &h, 4);
+    return u;
+}
+
+// bytes 2j and 2j + 1 of x into the low bytes of the two lanes, zeros above
+template <int J> __device__ __forceinline__ uint32_t tq_spread(uint32_t x)
+{
+    return __byte_perm(x, 0u, J ? 0x4342u : 0x4140u);
+}
+
+// the 16 values' 8 words into a thread's two 16-byte pieces of the stage
+__device__ __forceinline__ void tq_put(const uint32_t (&h)[8], uint4 &lo, uint4 &hi)
+{
+    lo = make_uint4(h[0], h[1], h[2], h[3]);
+    hi = make_uint4(h[4], h[5], h[6], h[7]);
 }
 
 // Each type's 16 values at column k of a row in two halves: fetch loads
-// the bytes they come from into registers, deq decodes them, so that the
-// kernel issues the next step's loads, runs this step's products while
-// they travel and decodes them after (mm_tq_body).
+// the bytes they come from into registers, deq decodes them to f16, so
+// that the kernel issues the next step's loads, runs this step's
+// products while they travel and decodes them after (mm_tq_body).
 struct tq_q4_k { // 144-byte blocks of 256: 16 values of one 32-value sub-block
     struct R {
         uint4 h, q; // d, dmin and the 12 scale bytes; the 16 bytes of quants
@@ -1177,7 +1198,7 @@ struct tq_q4_k { // 144-byte blocks of 256: 16 values of one 32-value sub-block
         r.h = *(const uint4 *)b;
         r.q = *(const uint4 *)(b + 16 + (sub >> 1) * 32 + l0);
     }
-    __device__ static __forceinline__ void deq(const R &r, int k, float *v)
+    __device__ static __forceinline__ void deq(const R &r, int k, uint4 &lo, uint4 &hi)
     {
         int sub = (k & 255) >> 5, sh = (sub & 1) * 4;
         /* kq_scale on the scale bytes held in r.h.y, .z, .w */
@@ -1185,13 +1206,20 @@ struct tq_q4_k { // 144-byte blocks of 256: 16 values of one 32-value sub-block
         q4k_scale_words(r.h.y, r.h.z, r.h.w, sub < 4, scw, mnw);
         int sc = (int)((scw >> (8 * (sub & 3))) & 0xFFu),
             mn = (int)((mnw >> (8 * (sub & 3))) & 0xFFu);
-        float d = h2f_bits(r.h.x) * (float)sc, m = h2f_bits(r.h.x >> 16) * (float)mn;
+        __half2 d = __float2half2_rn(h2f_bits(r.h.x) * (float)sc),
+                m = __float2half2_rn(-h2f_bits(r.h.x >> 16) * (float)mn);
         const uint32_t w[4] = {r.q.x, r.q.y, r.q.z, r.q.w};
+        uint32_t h[8];
 #pragma unroll
-        for (int i = 0; i < 4; i++)
-#pragma unroll
-            for (int j = 0; j < 4; j++)
-                v[4 * i + j] = fmaf(tq_u2f((w[i] >> (8 * j + sh)) & 15u), d, -m);
+        for (int i = 0; i < 4; i++) {
+            uint32_t x = w[i] >> sh;
+            uint32_t p0 = (tq_spread<0>(x) & 0x000F000Fu) | 0x64006400u,
+                     p1 = (tq_spread<1>(x) & 0x000F000Fu) | 0x64006400u;
+            const __half2 c = tq_h2(0x64006400u); /* 1024 */
+            h[2 * i] = tq_u32(__hfma2(__hsub2(tq_h2(p0), c), d, m));
+            h[2 * i + 1] = tq_u32(__hfma2(__hsub2(tq_h2(p1), c), d, m));
+        }
+        tq_put(h, lo, hi);
     }
 };
 
@@ -1209,18 +1237,23 @@ struct tq_q6_k { // 210-byte blocks of 256: 16 values share one scale
         ld_words_a2<4>(qh, r.H);
         r.d = (uint32_t)(b[208] | b[209] << 8) | (uint32_t)b[192 + hf * 8 + l0 / 16 + 2 * q] << 16;
     }
-    __device__ static __forceinline__ void deq(const R &r, int k, float *v)
+    __device__ static __forceinline__ void deq(const R &r, int k, uint4 &lo, uint4 &hi)
     {
         int q = ((k & 255) & 127) >> 5, sh = (q & 2) ? 4 : 0;
-        float d = h2f_bits(r.d) * (float)(int8_t)(r.d >> 16);
+        __half2 d = __float2half2_rn(h2f_bits(r.d) * (float)(int8_t)(r.d >> 16));
+        const __half2 c = tq_h2(0x64206420u); /* 1024 + 32 */
+        uint32_t h[8];
 #pragma unroll
-        for (int i = 0; i < 4; i++)
-#pragma unroll
-            for (int j = 0; j < 4; j++) {
-                uint32_t u = ((r.L[i] >> (8 * j + sh)) & 15u) | ((r.H[i] >> (8 * j + 2 * q)) & 3u)
-                                                                    << 4;
-                v[4 * i + j] = (tq_u2f(u) - 32.0f) * d;
-            }
+        for (int i = 0; i < 4; i++) {
+            uint32_t x = r.L[i] >> sh, y = (r.H[i] >> (2 * q)) << 4;
+            uint32_t p0 = (tq_spread<0>(x) & 0x000F000Fu) | (tq_spread<0>(y) & 0x00300030u) |
+                          0x64006400u,
+                     p1 = (tq_spread<1>(x) & 0x000F000Fu) | (tq_spread<1>(y) & 0x00300030u) |
+                          0x64006400u;
+            h[2 * i] = tq_u32(__hmul2(__hsub2(tq_h2(p0), c), d));
+            h[2 * i + 1] = tq_u32(__hmul2(__hsub2(tq_h2(p1), c), d));
+        }
+        tq_put(h, lo, hi);
     }
 };
 
@@ -1235,17 +1268,21 @@ struct tq_q8_0 { // 34-byte blocks of 32
         ld_words_a2<4>(qs, r.q);
         r.d = *(const uint16_t *)b;
     }
-    __device__ static __forceinline__ void deq(const R &r, int k, float *v)
+    __device__ static __forceinline__ void deq(const R &r, int k, uint4 &lo, uint4 &hi)
     {
         (void)k;
-        float d = h2f_bits(r.d);
+        __half2 d = tq_h2(r.d | r.d << 16);
+        const __half2 c = tq_h2(0x64806480u); /* 1024 + 128 */
+        uint32_t h[8];
 #pragma unroll
         for (int i = 0; i < 4; i++) {
-            uint32_t q = r.q[i] ^ 0x80808080u; /* int8 + 128 */
-#pragma unroll
-            for (int j = 0; j < 4; j++)
-                v[4 * i + j] = (tq_u2f((q >> (8 * j)) & 255u) - 128.0f) * d;
+            /* int8 q + 128 in the low byte, 0x64 above it */
+            uint32_t p0 = tq_spread<0>(r.q[i]) ^ 0x64806480u,
+                     p1 = tq_spread<1>(r.q[i]) ^ 0x64806480u;
+            h[2 * i] = tq_u32(__hmul2(__hsub2(tq_h2(p0), c), d));
+            h[2 * i + 1] = tq_u32(__hmul2(__hsub2(tq_h2(p1), c), d));
         }
+        tq_put(h, lo, hi);
     }
 };
 
@@ -1259,15 +1296,21 @@ struct tq_q4_0 { // 18-byte blocks of 32: values i and 16 + i share byte i
         ld_words_a2<4>(b + 2, r.q);
         r.d = *(const uint16_t *)b;
     }
-    __device__ static __forceinline__ void deq(const R &r, int k, float *v)
+    __device__ static __forceinline__ void deq(const R &r, int k, uint4 &lo, uint4 &hi)
     {
-        float d = h2f_bits(r.d), m = -8.0f * d;
+        __half2 d = tq_h2(r.d | r.d << 16);
+        const __half2 c = tq_h2(0x64086408u); /* 1024 + 8 */
         int sh = (k & 16) ? 4 : 0;
+        uint32_t h[8];
 #pragma unroll
-        for (int i = 0; i < 4; i++)
-#pragma unroll
-            for (int j = 0; j < 4; j++)
-                v[4 * i + j] = fmaf(tq_u2f((r.q[i] >> (8 * j + sh)) & 15u), d, m);
+        for (int i = 0; i < 4; i++) {
+            uint32_t x = r.q[i] >> sh;
+            uint32_t p0 = (tq_spread<0>(x) & 0x000F000Fu) | 0x64006400u,
+                     p1 = (tq_spread<1>(x) & 0x000F000Fu) | 0x64006400u;
+            h[2 * i] = tq_u32(__hmul2(__hsub2(tq_h2(p0), c), d));
+            h[2 * i + 1] = tq_u32(__hmul2(__hsub2(tq_h2(p1), c), d));
+        }
+        tq_put(h, lo, hi);
     }
 };
 
@@ -1281,12 +1324,18 @@ struct tq_any { // every other block type, 8 values at a time, decoded as fetche
         deq8(row, dt, k, r.v);
         deq8(row, dt, k + 8, r.v + 8);
     }
-    __device__ static __forceinline__ void deq(const R &r, int k, float *v)
+    __device__ static __forceinline__ void deq(const R &r, int k, uint4 &lo, uint4 &hi)
     {
         (void)k;
+        __half2 h[8];
 #pragma unroll
-        for (int i = 0; i < 16; i++)
-            v[i] = r.v[i];
+        for (int j = 0; j < 8; j++)
+            h[j] = __floats2half2_rn(r.v[2 * j], r.v[2 * j + 1]);
+        uint32_t u[8];
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            u[j] = tq_u32(h[j]);
+        tq_put(u, lo, hi);
     }
 };
 
@@ -1374,11 +1423,8 @@ __device__ __forceinline__ void mm_tq_body(const int *R_, const Q &q, __half *As
     };
     auto put_b = [&](int k0, int s) {
         uint4 lo = make_uint4(0, 0, 0, 0), hi = lo;
-        if (bv) {
-            float v[16];
-            q.deq(br, k0 + kq, v);
-            tq_pack(v, lo, hi);
-        }
+        if (bv)
+            q.deq(br, k0 + kq, lo, hi);
         uint4 *d = (uint4 *)(Bs + s * BS + bn * TQ_LD + kq);
         d[0] = lo;
         d[1] = hi;

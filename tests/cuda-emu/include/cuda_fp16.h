@@ -109,3 +109,42 @@ static inline unsigned short __half_as_ushort(__half h)
 {
     return h.bits;
 }
+
+// half2 arithmetic, each lane rounded once to f16 as the GPU's HSUB2,
+// HMUL2 and HFMA2 do (the exact result in double first: f16 products and
+// sums of the sizes the kernels use fit its 53 bits)
+static inline __half __emu_h_round(double v)
+{
+    /* through float: a double rounded to float and then to f16 can round
+     * twice; nudge a float that landed on an f16 halfway point back
+     * toward the exact value */
+    float f = (float)v;
+    if ((double)f != v) {
+        uint32_t u;
+        memcpy(&u, &f, 4);
+        if ((u & 0x1FFFu) == 0x1000u) { /* exactly halfway between two f16s */
+            u += ((double)f < v) == (f > 0) ? 1u : (uint32_t)-1;
+            memcpy(&f, &u, 4);
+        }
+    }
+    return __float2half_rn(f);
+}
+static inline __half2 __hsub2(__half2 a, __half2 b)
+{
+    return {__emu_h_round((double)__half2float(a.x) - __half2float(b.x)),
+            __emu_h_round((double)__half2float(a.y) - __half2float(b.y))};
+}
+static inline __half2 __hmul2(__half2 a, __half2 b)
+{
+    return {__emu_h_round((double)__half2float(a.x) * __half2float(b.x)),
+            __emu_h_round((double)__half2float(a.y) * __half2float(b.y))};
+}
+static inline __half2 __hfma2(__half2 a, __half2 b, __half2 c)
+{
+    return {__emu_h_round((double)__half2float(a.x) * __half2float(b.x) + __half2float(c.x)),
+            __emu_h_round((double)__half2float(a.y) * __half2float(b.y) + __half2float(c.y))};
+}
+static inline __half2 __float2half2_rn(float a)
+{
+    return {__float2half_rn(a), __float2half_rn(a)};
+}
