@@ -930,7 +930,7 @@ static int bench_gpu(const char *spec, bool force_f32, const char *section, int 
         printf("\nmatvec (M = 1, weights [N, K])  %13s %13s  %11s\n", "device", "wall",
                "weight GB/s");
         static const rlx_dtype types[] = {RLX_DTYPE_Q4_0, RLX_DTYPE_Q8_0, RLX_DTYPE_Q4_K,
-                                          RLX_DTYPE_Q6_K, RLX_DTYPE_F16};
+                                          RLX_DTYPE_Q5_K, RLX_DTYPE_Q6_K, RLX_DTYPE_F16};
         /* Qwen3-0.6B's and Llama-3.2-1B's decode products (k/v, gate/up,
          * down, the output head) and a 4096-square one */
         static const int64_t shapes[][2] = {{1024, 3072}, {4096, 4096}, {151936, 1024},
@@ -964,8 +964,8 @@ static int bench_gpu(const char *spec, bool force_f32, const char *section, int 
          * Llama-3.2-1B; on CUDA beside cuBLAS's F16 GEMM on the same shape */
         printf("\nprompt matmul (M = 512, weights [N, K]) %6s %13s  %11s\n", "device", "wall",
                "throughput");
-        static const rlx_dtype types[] = {RLX_DTYPE_Q4_K, RLX_DTYPE_Q6_K, RLX_DTYPE_Q8_0,
-                                          RLX_DTYPE_Q4_0, RLX_DTYPE_F16};
+        static const rlx_dtype types[] = {RLX_DTYPE_Q4_K, RLX_DTYPE_Q5_K, RLX_DTYPE_Q6_K,
+                                          RLX_DTYPE_Q8_0, RLX_DTYPE_Q4_0, RLX_DTYPE_F16};
         static const int64_t shapes[][2] = {
             {3072, 1024}, {1024, 3072}, {2048, 2048}, {8192, 2048}, {2048, 8192}};
         const int64_t M = 512;

@@ -1318,6 +1318,8 @@ static void test_matmul_quant(void **state)
                 RLX_ACT_NONE, 0);
     matmul_case(1, 3, 1536, 12, RLX_DTYPE_F32, RLX_DTYPE_Q6_K, false, true, L_TRANSPOSED, false,
                 RLX_ACT_NONE, 0);
+    matmul_case(1, 3, 2048, 24, RLX_DTYPE_F32, RLX_DTYPE_Q5_K, false, true, L_CONTIG, true,
+                RLX_ACT_NONE, 0);
     /* CUDA: products of more column tiles than the SMs hold blocks take the
      * streamed form (weights staged through shared memory, each block
      * striding over the tiles with 2 to 4 of them in flight): on the
@@ -1332,6 +1334,8 @@ static void test_matmul_quant(void **state)
                 RLX_ACT_NONE, 0);
     matmul_case(1, 1, 1056, 45, RLX_DTYPE_F32, RLX_DTYPE_Q4_0, false, true, L_CONTIG, true,
                 RLX_ACT_NONE, 0);
+    matmul_case(1, 2, 1280, 70, RLX_DTYPE_F32, RLX_DTYPE_Q5_K, false, true, L_CONTIG, false,
+                RLX_ACT_SILU, 0.5f);
     matmul_case(1, 1, 8448, 11, RLX_DTYPE_F32, RLX_DTYPE_Q6_K, false, true, L_CONTIG, false,
                 RLX_ACT_NONE, 0);
     matmul_case(1, 1, 256, 24001, RLX_DTYPE_F32, RLX_DTYPE_Q4_K, false, true, L_CONTIG, false,

@@ -247,7 +247,8 @@ static void quant_vs_cpu(const char *src, rlx_quantize_type type, int want, bool
              getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid(),
              rlx_quantize_type_name(type));
     rlx_quantize_params qp = rlx_quantize_default_params();
-    qp.pure = type != RLX_QUANTIZE_Q4_K_M; /* Q4_K_M: its mix (Q6_K v and down in some layers) */
+    /* the _M mixes: Q6_K v and down in some layers */
+    qp.pure = type != RLX_QUANTIZE_Q4_K_M && type != RLX_QUANTIZE_Q5_K_M;
     qp.n_threads = 2;
     rlx_error *err = NULL;
     if (rlx_quantize_file(src, path, type, qp, NULL, &err) != RLX_OK)
@@ -348,6 +349,7 @@ static void test_quantized(void **state)
     const char *wide = write_llama("llm-offload-wide.gguf", 2, 256, 512, 4, 2, 64, 64);
     quant_vs_cpu(wide, RLX_QUANTIZE_Q8_0, 14, false);
     quant_vs_cpu(wide, RLX_QUANTIZE_Q4_K_M, 14, true);
+    quant_vs_cpu(wide, RLX_QUANTIZE_Q5_K_M, 14, true);
     /* a random Qwen3 (per-head q and k norms, NeoX rope) with Qwen3's head
      * dim, 128: 5 launches a layer, and 4 */
     const char *qw = write_arch("llm-offload-qwen3.gguf", "qwen3", 2, 256, 512, 4, 2, 128, 64);

@@ -41,19 +41,23 @@ static const char *const kernel_names[CU_K_COUNT] = {
     [CU_K_MMV_Q6_K] = "rlx_mmv_q6_k",
     [CU_K_MMV_Q8_0] = "rlx_mmv_q8_0",
     [CU_K_MMV_Q4_0] = "rlx_mmv_q4_0",
+    [CU_K_MMV_Q5_K] = "rlx_mmv_q5_k",
     [CU_K_MMV_GLU_Q4_K] = "rlx_mmv_glu_q4_k",
     [CU_K_MMV_GLU_Q6_K] = "rlx_mmv_glu_q6_k",
     [CU_K_MMV_GLU_Q8_0] = "rlx_mmv_glu_q8_0",
     [CU_K_MMV_GLU_Q4_0] = "rlx_mmv_glu_q4_0",
+    [CU_K_MMV_GLU_Q5_K] = "rlx_mmv_glu_q5_k",
     [CU_K_MMV_MIXED] = "rlx_mmv_mixed",
     [CU_K_MMVS_Q4_K] = "rlx_mmvs_q4_k",
     [CU_K_MMVS_Q6_K] = "rlx_mmvs_q6_k",
     [CU_K_MMVS_Q8_0] = "rlx_mmvs_q8_0",
     [CU_K_MMVS_Q4_0] = "rlx_mmvs_q4_0",
+    [CU_K_MMVS_Q5_K] = "rlx_mmvs_q5_k",
     [CU_K_MMVS_GLU_Q4_K] = "rlx_mmvs_glu_q4_k",
     [CU_K_MMVS_GLU_Q6_K] = "rlx_mmvs_glu_q6_k",
     [CU_K_MMVS_GLU_Q8_0] = "rlx_mmvs_glu_q8_0",
     [CU_K_MMVS_GLU_Q4_0] = "rlx_mmvs_glu_q4_0",
+    [CU_K_MMVS_GLU_Q5_K] = "rlx_mmvs_glu_q5_k",
 };
 
 /* per physical device, shared by its opens */
@@ -168,7 +172,7 @@ static rlx_status shared_init(int index, rlx_error **err)
      * the most shared memory an SM can give (their weights pass through
      * it, not L1), so the figure is the one they run with. */
     s->mmvs_blocks = 0;
-    for (int k = CU_K_MMVS_Q4_K; k <= CU_K_MMVS_GLU_Q4_0; k++) {
+    for (int k = CU_K_MMVS_Q4_K; k <= CU_K_MMVS_GLU_Q5_K; k++) {
         int nb = 0;
         cu->cuFuncSetAttribute(s->fn[k], CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
                                CU_SHAREDMEM_CARVEOUT_MAX_SHARED);

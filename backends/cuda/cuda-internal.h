@@ -104,24 +104,29 @@ typedef enum cu_kernel {
     CU_K_GATHER,
     CU_K_Q8_APPEND,
     CU_K_Q8_ACT,   /* activation rows rounded to 8-bit blocks for the CU_K_MMV_* kernels */
-    CU_K_MMV_Q4_K, /* matrix-vector products on __dp4a, per weight type */
+    CU_K_MMV_Q4_K, /* matrix-vector products on __dp4a, per weight type (each group in
+                    * this order: kernels/matmul.cu's rlx_mmv_mixed numbers them so) */
     CU_K_MMV_Q6_K,
     CU_K_MMV_Q8_0,
     CU_K_MMV_Q4_0,
+    CU_K_MMV_Q5_K,
     CU_K_MMV_GLU_Q4_K, /* the same for two weights at once, their gated product out */
     CU_K_MMV_GLU_Q6_K,
     CU_K_MMV_GLU_Q8_0,
     CU_K_MMV_GLU_Q4_0,
+    CU_K_MMV_GLU_Q5_K,
     CU_K_MMV_MIXED, /* CU_K_MMV_* of different types grouped into one launch */
     CU_K_MMVS_Q4_K, /* the streamed form of CU_K_MMV_* (weights staged through shared
                      * memory, blocks striding over the columns), launch-only */
     CU_K_MMVS_Q6_K,
     CU_K_MMVS_Q8_0,
     CU_K_MMVS_Q4_0,
+    CU_K_MMVS_Q5_K,
     CU_K_MMVS_GLU_Q4_K,
     CU_K_MMVS_GLU_Q6_K,
     CU_K_MMVS_GLU_Q8_0,
     CU_K_MMVS_GLU_Q4_0,
+    CU_K_MMVS_GLU_Q5_K,
     CU_K_COUNT,
     CU_K_CUBLAS /* a launch that is a cuBLAS GEMM (cuda-cublas.c), not a kernel */
 } cu_kernel;

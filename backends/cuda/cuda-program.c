@@ -810,7 +810,8 @@ static void put_tail(const cu_program *P, int32_t *w, int32_t i)
 
 static bool is_mmv(cu_kernel k)
 {
-    return k == CU_K_MMV_Q4_K || k == CU_K_MMV_Q6_K || k == CU_K_MMV_Q8_0 || k == CU_K_MMV_Q4_0;
+    return k == CU_K_MMV_Q4_K || k == CU_K_MMV_Q6_K || k == CU_K_MMV_Q8_0 || k == CU_K_MMV_Q4_0 ||
+           k == CU_K_MMV_Q5_K;
 }
 
 /* The norm being filled (its float4 kernel's record w): whether the
@@ -917,7 +918,7 @@ static bool one_kernel(cu_kernel a, cu_kernel b)
 static bool is_glu(cu_kernel k)
 {
     return k == CU_K_MMV_GLU_Q4_K || k == CU_K_MMV_GLU_Q6_K || k == CU_K_MMV_GLU_Q8_0 ||
-           k == CU_K_MMV_GLU_Q4_0;
+           k == CU_K_MMV_GLU_Q4_0 || k == CU_K_MMV_GLU_Q5_K;
 }
 
 /* ---- heads normed and roped by their product ------------------------------
@@ -1601,6 +1602,9 @@ static bool fill_matmul(fill_ctx *c, const rlx_lir_instr *ins)
         case RLX_DTYPE_Q4_K:
             mmv = CU_K_MMV_Q4_K;
             break;
+        case RLX_DTYPE_Q5_K:
+            mmv = CU_K_MMV_Q5_K;
+            break;
         case RLX_DTYPE_Q6_K:
             mmv = CU_K_MMV_Q6_K;
             break;
@@ -1615,7 +1619,9 @@ static bool fill_matmul(fill_ctx *c, const rlx_lir_instr *ins)
         default:
             break;
         }
-        uint64_t align = mmv == CU_K_MMV_Q4_K ? 16 : 2;
+        /* the K-quants' loads are 16 bytes wide (Q6_K's rows are read as
+         * words), the others' 2-byte aligned words */
+        uint64_t align = mmv == CU_K_MMV_Q4_K || mmv == CU_K_MMV_Q5_K ? 16 : 2;
         if (mmv != CU_K_COUNT &&
             !(rows_b <= 8 && rows_b == M && P->q8_scratch && K <= P->q8_k_max &&
               bbase % align == 0 && rowb % (int64_t)align == 0 && !c->P->dev->force_f32))
@@ -1738,7 +1744,7 @@ static bool fill_matmul(fill_ctx *c, const rlx_lir_instr *ins)
     if (P->glu[c->at].lead == c->at) {
         P->glu[c->at].on = false;
         if (mmv != CU_K_COUNT)
-            glu_take(c, w, M, N, rowb, mmv == CU_K_MMV_Q4_K ? 16 : 2);
+            glu_take(c, w, M, N, rowb, mmv == CU_K_MMV_Q4_K || mmv == CU_K_MMV_Q5_K ? 16 : 2);
     }
     w[REC_BY_OTHER] = glu_absorbed(P, c->at);
     return true;
@@ -2346,10 +2352,12 @@ static void shape(cu_disp *d, const int32_t *w)
     case CU_K_MMV_Q6_K:
     case CU_K_MMV_Q8_0:
     case CU_K_MMV_Q4_0:
+    case CU_K_MMV_Q5_K:
     case CU_K_MMV_GLU_Q4_K:
     case CU_K_MMV_GLU_Q6_K:
     case CU_K_MMV_GLU_Q8_0:
-    case CU_K_MMV_GLU_Q4_0: { /* P(8) threads per output column, 128 a block */
+    case CU_K_MMV_GLU_Q4_0:
+    case CU_K_MMV_GLU_Q5_K: { /* P(8) threads per output column, 128 a block */
         const int32_t *q = w + DESC(CU_OUT_SLOT);
         int64_t n = q[1] >= 1 ? q[4 + q[1] - 1] : 1;
         if (w[PRM(10)] && q[1] >= 2) /* [M, H, W] */
@@ -2937,6 +2945,7 @@ static bool groupable(const cu_disp *D, const int32_t *w)
     case CU_K_MMV_Q6_K:
     case CU_K_MMV_Q8_0:
     case CU_K_MMV_Q4_0:
+    case CU_K_MMV_Q5_K:
         if (w[PRM(100)] | w[PRM(101)]) /* its last block runs a norm (all its blocks count) */
             return false;
         break;
@@ -3045,10 +3054,9 @@ static void stream_product(cu_program *P, int32_t j)
         return;
     w[PRM(118)] = (int32_t)(ns > 4 ? 4 : ns);
     w[PRM(119)] = (int32_t)sb;
-    static const cu_kernel streamed[] = {CU_K_MMVS_Q4_K,     CU_K_MMVS_Q6_K,     CU_K_MMVS_Q8_0,
-                                         CU_K_MMVS_Q4_0,     CU_K_MMVS_GLU_Q4_K, CU_K_MMVS_GLU_Q6_K,
-                                         CU_K_MMVS_GLU_Q8_0, CU_K_MMVS_GLU_Q4_0};
-    D->lk = streamed[glu ? D->k - CU_K_MMV_GLU_Q4_K + 4 : D->k - CU_K_MMV_Q4_K];
+    /* the groups' kernels in the same order (cuda-internal.h) */
+    D->lk = glu ? (cu_kernel)(D->k - CU_K_MMV_GLU_Q4_K + CU_K_MMVS_GLU_Q4_K)
+                : (cu_kernel)(D->k - CU_K_MMV_Q4_K + CU_K_MMVS_Q4_K);
     D->lgrid[0] = (uint32_t)hold;
 }
 

@@ -30,19 +30,23 @@ K(rlx_mmv_q4_k)
 K(rlx_mmv_q6_k)
 K(rlx_mmv_q8_0)
 K(rlx_mmv_q4_0)
+K(rlx_mmv_q5_k)
 K(rlx_mmv_glu_q4_k)
 K(rlx_mmv_glu_q6_k)
 K(rlx_mmv_glu_q8_0)
 K(rlx_mmv_glu_q4_0)
+K(rlx_mmv_glu_q5_k)
 K(rlx_mmv_mixed)
 K(rlx_mmvs_q4_k)
 K(rlx_mmvs_q6_k)
 K(rlx_mmvs_q8_0)
 K(rlx_mmvs_q4_0)
+K(rlx_mmvs_q5_k)
 K(rlx_mmvs_glu_q4_k)
 K(rlx_mmvs_glu_q6_k)
 K(rlx_mmvs_glu_q8_0)
 K(rlx_mmvs_glu_q4_0)
+K(rlx_mmvs_glu_q5_k)
 K(rlx_mm_tile)
 K(rlx_mm_tc)
 K(rlx_mm_tc64)
@@ -71,19 +75,23 @@ static const struct {
     {"rlx_mmv_q6_k", rlx_mmv_q6_k},
     {"rlx_mmv_q8_0", rlx_mmv_q8_0},
     {"rlx_mmv_q4_0", rlx_mmv_q4_0},
+    {"rlx_mmv_q5_k", rlx_mmv_q5_k},
     {"rlx_mmv_glu_q4_k", rlx_mmv_glu_q4_k},
     {"rlx_mmv_glu_q6_k", rlx_mmv_glu_q6_k},
     {"rlx_mmv_glu_q8_0", rlx_mmv_glu_q8_0},
     {"rlx_mmv_glu_q4_0", rlx_mmv_glu_q4_0},
+    {"rlx_mmv_glu_q5_k", rlx_mmv_glu_q5_k},
     {"rlx_mmv_mixed", rlx_mmv_mixed},
     {"rlx_mmvs_q4_k", rlx_mmvs_q4_k},
     {"rlx_mmvs_q6_k", rlx_mmvs_q6_k},
     {"rlx_mmvs_q8_0", rlx_mmvs_q8_0},
     {"rlx_mmvs_q4_0", rlx_mmvs_q4_0},
+    {"rlx_mmvs_q5_k", rlx_mmvs_q5_k},
     {"rlx_mmvs_glu_q4_k", rlx_mmvs_glu_q4_k},
     {"rlx_mmvs_glu_q6_k", rlx_mmvs_glu_q6_k},
     {"rlx_mmvs_glu_q8_0", rlx_mmvs_glu_q8_0},
     {"rlx_mmvs_glu_q4_0", rlx_mmvs_glu_q4_0},
+    {"rlx_mmvs_glu_q5_k", rlx_mmvs_glu_q5_k},
     {"rlx_mm_tile", rlx_mm_tile},
     {"rlx_mm_tc", rlx_mm_tc},
     {"rlx_mm_tc64", rlx_mm_tc64},

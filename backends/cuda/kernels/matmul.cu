@@ -584,6 +584,68 @@ struct mmv_q4_k {
     }
 };
 
+// Q5_K: Q4_K's units with a fifth bit a value: bit s of qh byte l (the
+// block's bytes 16-47) is the high bit of sub-block s's value l, so a
+// unit's two sub-blocks take bits 2u and 2u + 1 of all 32; both nibbles
+// are moved down to join them (5-bit values, one dp4a a word each)
+struct mmv_q5_k {
+    static constexpr int BK = 256, BYTES = 176, UNITS = 4, ROUND = 2;
+    struct W {
+        uint4 hd, q0, q1, h0, h1; // d, dmin, scales; the unit's quants; the block's qh
+    };
+    __device__ static __forceinline__ W load(const uint8_t *blk, int u)
+    {
+        W w;
+        w.hd = *(const uint4 *)blk;
+        w.h0 = *(const uint4 *)(blk + 16);
+        w.h1 = *(const uint4 *)(blk + 32);
+        w.q0 = *(const uint4 *)(blk + 48 + 32 * u);
+        w.q1 = *(const uint4 *)(blk + 64 + 32 * u);
+        return w;
+    }
+    __device__ static __forceinline__ void dot(const W &w, int b, int u, const int8_t *qa,
+                                               const float2 *da, int K, int nm, float *acc)
+    {
+        const uint4 &hd = w.hd;
+        float dw = h2f_bits(hd.x), dmin = h2f_bits(hd.x >> 16);
+        uint32_t scw, mnw;
+        q4k_scale_words(hd.y, hd.z, hd.w, u < 2, scw, mnw);
+        int sh = 16 * (u & 1);
+        float f0 = dw * (float)((scw >> sh) & 0xFFu);
+        float f1 = dw * (float)((scw >> (sh + 8)) & 0xFFu);
+        float g0 = dmin * (float)((mnw >> sh) & 0xFFu);
+        float g1 = dmin * (float)((mnw >> (sh + 8)) & 0xFFu);
+        const uint32_t q[8] = {w.q0.x, w.q0.y, w.q0.z, w.q0.w, w.q1.x, w.q1.y, w.q1.z, w.q1.w};
+        const uint32_t h[8] = {w.h0.x, w.h0.y, w.h0.z, w.h0.w, w.h1.x, w.h1.y, w.h1.z, w.h1.w};
+        int lo[8], hi[8];
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            lo[i] = NIB_LO(q[i]) | (int)(((h[i] >> (2 * u)) << 4) & 0x10101010u);
+            hi[i] = NIB_LO(q[i] >> 4) | (int)(((h[i] >> (2 * u + 1)) << 4) & 0x10101010u);
+        }
+        int64_t k0 = (int64_t)b * 256 + 64 * u;
+        int ab = b * 8 + 2 * u; // the activation's block of sub-block 2u
+#pragma unroll
+        for (int m = 0; m < 8; m++) {
+            if (m >= nm)
+                break;
+            const uint4 *ar = (const uint4 *)(qa + (int64_t)m * K + k0);
+            uint4 a0 = ar[0], a1 = ar[1], a2 = ar[2], a3 = ar[3];
+            float4 ds = *(const float4 *)(da + (int64_t)m * (K / 32) + ab);
+            const int a[16] = {(int)a0.x, (int)a0.y, (int)a0.z, (int)a0.w, (int)a1.x, (int)a1.y,
+                               (int)a1.z, (int)a1.w, (int)a2.x, (int)a2.y, (int)a2.z, (int)a2.w,
+                               (int)a3.x, (int)a3.y, (int)a3.z, (int)a3.w};
+            int slo = 0, shi = 0;
+#pragma unroll
+            for (int i = 0; i < 8; i++) {
+                slo = __dp4a(lo[i], a[i], slo);
+                shi = __dp4a(hi[i], a[8 + i], shi);
+            }
+            acc[m] += f0 * (float)slo * ds.x + f1 * (float)shi * ds.z - (g0 * ds.y + g1 * ds.w);
+        }
+    }
+};
+
 // Q6_K: 4 units a block, each 16 consecutive l of one half n (64 values:
 // at l, l + 32, l + 64 and l + 96 of the half, a scale each); blocks are
 // 210 bytes, so the unit's runs of 16 bytes are read as aligned words
@@ -1100,11 +1162,12 @@ MMV_KERNELS(q4_k)
 MMV_KERNELS(q6_k)
 MMV_KERNELS(q8_0)
 MMV_KERNELS(q4_0)
+MMV_KERNELS(q5_k)
 
 // Products of different weight types grouped into one launch (q, k and v
 // of a decode step where a Q4_K_M file gives v Q6_K weights): each group
 // member runs its own type's body, P(116) (0 Q4_K, 1 Q6_K, 2 Q8_0, 3
-// Q4_0). The member's record is the host's, written before the launch,
+// Q4_0, 4 Q5_K). The member's record is the host's, written before the launch,
 // so it is read before ld_rec's wait. Bounds of 4 blocks an SM: ptxas then
 // takes 109 registers and spills nothing (held to 96 it spilled 72 bytes,
 // sm_90).
@@ -1121,8 +1184,11 @@ extern "C" __global__ void __launch_bounds__(128, 4) rlx_mmv_mixed(const int *re
     case 2:
         mmv_body<mmv_q8_0, false>(rec);
         break;
-    default:
+    case 3:
         mmv_body<mmv_q4_0, false>(rec);
+        break;
+    default:
+        mmv_body<mmv_q5_k, false>(rec);
         break;
     }
 }
@@ -1133,14 +1199,14 @@ extern "C" __global__ void __launch_bounds__(128, 4) rlx_mmv_mixed(const int *re
 // a is read as the f16 copy the launch before wrote (slot 3: [M, K]
 // dense, 16-byte rows), so staging it is an asynchronous copy; b is
 // dequantized 16 consecutive values a thread, with a block's scales
-// decoded once for them, by a path per weight type (Q4_K, Q6_K, Q8_0,
-// Q4_0; the others through deq8). K advances TQ_BK a step through two
+// decoded once for them, by a path per weight type (Q4_K, Q5_K, Q6_K,
+// Q8_0, Q4_0; the others through deq8). K advances TQ_BK a step through two
 // stages of shared memory, one barrier a step: while a step's products
 // run, the next step's a is copied into the other stage and its b bytes
 // travel to registers (mm_tq_body). Two blocks an SM (128 registers a
 // thread), so one's barrier is the other's turn. P(9): 16 or 2 when b's
-// rows start at addresses of that alignment (Q4_K's path wants 16, the
-// others 2; below that, deq8). One batch. Where the tiles are too few to
+// rows start at addresses of that alignment (Q4_K's and Q5_K's paths
+// want 16, the others 2; below that, deq8). One batch. Where the tiles are too few to
 // fill the SMs, K is split over gridDim.z blocks a tile (P(11) values
 // each, a multiple of TQ_BK; tq_split_end).
 #define TQ_BK 32
@@ -1216,6 +1282,46 @@ struct tq_q4_k { // 144-byte blocks of 256: 16 values of one 32-value sub-block
             uint32_t p0 = (tq_spread<0>(x) & 0x000F000Fu) | 0x64006400u,
                      p1 = (tq_spread<1>(x) & 0x000F000Fu) | 0x64006400u;
             const __half2 c = tq_h2(0x64006400u); /* 1024 */
+            h[2 * i] = tq_u32(__hfma2(__hsub2(tq_h2(p0), c), d, m));
+            h[2 * i + 1] = tq_u32(__hfma2(__hsub2(tq_h2(p1), c), d, m));
+        }
+        tq_put(h, lo, hi);
+    }
+};
+
+struct tq_q5_k { // 176-byte blocks of 256: Q4_K's, with a fifth bit a value (qh)
+    struct R {
+        uint4 h, q, qh; // d, dmin, scales; 16 bytes of quants; their 16 bytes of qh
+    };
+    __device__ static __forceinline__ void fetch(const uint8_t *row, int k, R &r)
+    {
+        const uint8_t *b = row + (int64_t)(k >> 8) * 176;
+        int i0 = k & 255, sub = i0 >> 5, l0 = i0 & 31;
+        r.h = *(const uint4 *)b;
+        r.qh = *(const uint4 *)(b + 16 + l0);
+        r.q = *(const uint4 *)(b + 48 + (sub >> 1) * 32 + l0);
+    }
+    __device__ static __forceinline__ void deq(const R &r, int k, uint4 &lo, uint4 &hi)
+    {
+        int sub = (k & 255) >> 5, sh = (sub & 1) * 4;
+        uint32_t scw, mnw;
+        q4k_scale_words(r.h.y, r.h.z, r.h.w, sub < 4, scw, mnw);
+        int sc = (int)((scw >> (8 * (sub & 3))) & 0xFFu),
+            mn = (int)((mnw >> (8 * (sub & 3))) & 0xFFu);
+        __half2 d = __float2half2_rn(h2f_bits(r.h.x) * (float)sc),
+                m = __float2half2_rn(-h2f_bits(r.h.x >> 16) * (float)mn);
+        const uint32_t w[4] = {r.q.x, r.q.y, r.q.z, r.q.w},
+                       hb[4] = {r.qh.x, r.qh.y, r.qh.z, r.qh.w};
+        const __half2 c = tq_h2(0x64006400u); /* 1024 */
+        uint32_t h[8];
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            /* the nibbles, and bit sub of each qh byte moved to bit 4 */
+            uint32_t x = w[i] >> sh, y = (hb[i] >> sub) << 4;
+            uint32_t p0 = (tq_spread<0>(x) & 0x000F000Fu) | (tq_spread<0>(y) & 0x00100010u) |
+                          0x64006400u,
+                     p1 = (tq_spread<1>(x) & 0x000F000Fu) | (tq_spread<1>(y) & 0x00100010u) |
+                          0x64006400u;
             h[2 * i] = tq_u32(__hfma2(__hsub2(tq_h2(p0), c), d, m));
             h[2 * i + 1] = tq_u32(__hfma2(__hsub2(tq_h2(p1), c), d, m));
         }
@@ -1464,9 +1570,12 @@ template <int BM> __device__ __forceinline__ void mm_tq(const int *rec)
     __shared__ __align__(32) __half Bs[2 * BN * TQ_LD];
     ld_rec(R_, rec);
     int dt = D_DT(1), align = P(9);
-    switch (align >= 16 || (align >= 2 && dt != DT_Q4_K) ? dt : -1) {
+    switch (align >= 16 || (align >= 2 && dt != DT_Q4_K && dt != DT_Q5_K) ? dt : -1) {
     case DT_Q4_K:
         mm_tq_body<BM>(R_, tq_q4_k(), As, Bs);
+        break;
+    case DT_Q5_K:
+        mm_tq_body<BM>(R_, tq_q5_k(), As, Bs);
         break;
     case DT_Q6_K:
         mm_tq_body<BM>(R_, tq_q6_k(), As, Bs);
