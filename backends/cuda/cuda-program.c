@@ -1619,8 +1619,8 @@ static bool fill_matmul(fill_ctx *c, const rlx_lir_instr *ins)
         default:
             break;
         }
-        /* the K-quants' loads are 16 bytes wide (Q6_K's rows are read as
-         * words), the others' 2-byte aligned words */
+        /* Q4_K's and Q5_K's loads are 16 bytes wide; Q6_K, Q8_0 and Q4_0
+         * read their runs as words from 2-byte aligned starts */
         uint64_t align = mmv == CU_K_MMV_Q4_K || mmv == CU_K_MMV_Q5_K ? 16 : 2;
         if (mmv != CU_K_COUNT &&
             !(rows_b <= 8 && rows_b == M && P->q8_scratch && K <= P->q8_k_max &&
@@ -3055,6 +3055,10 @@ static void stream_product(cu_program *P, int32_t j)
     w[PRM(118)] = (int32_t)(ns > 4 ? 4 : ns);
     w[PRM(119)] = (int32_t)sb;
     /* the groups' kernels in the same order (cuda-internal.h) */
+    _Static_assert(CU_K_MMVS_GLU_Q4_K - CU_K_MMVS_Q4_K == CU_K_MMV_GLU_Q4_K - CU_K_MMV_Q4_K &&
+                       CU_K_MMVS_GLU_Q5_K - CU_K_MMVS_GLU_Q4_K ==
+                           CU_K_MMV_GLU_Q5_K - CU_K_MMV_GLU_Q4_K,
+                   "the streamed kernels' groups follow the plain ones' order");
     D->lk = glu ? (cu_kernel)(D->k - CU_K_MMV_GLU_Q4_K + CU_K_MMVS_GLU_Q4_K)
                 : (cu_kernel)(D->k - CU_K_MMV_Q4_K + CU_K_MMVS_Q4_K);
     D->lgrid[0] = (uint32_t)hold;

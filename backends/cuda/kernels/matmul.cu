@@ -1167,10 +1167,10 @@ MMV_KERNELS(q5_k)
 // Products of different weight types grouped into one launch (q, k and v
 // of a decode step where a Q4_K_M file gives v Q6_K weights): each group
 // member runs its own type's body, P(116) (0 Q4_K, 1 Q6_K, 2 Q8_0, 3
-// Q4_0, 4 Q5_K). The member's record is the host's, written before the launch,
-// so it is read before ld_rec's wait. Bounds of 4 blocks an SM: ptxas then
-// takes 109 registers and spills nothing (held to 96 it spilled 72 bytes,
-// sm_90).
+// Q4_0, 4 Q5_K). The member's record is the host's, written before the
+// launch, so it is read before ld_rec's wait. Bounds of 4 blocks an SM:
+// ptxas then takes 120 registers and spills nothing (sm_90; its 32-byte
+// stack frame is sincosf's slow path, in the rope of the heads' tail).
 extern "C" __global__ void __launch_bounds__(128, 4) rlx_mmv_mixed(const int *rec)
 {
     const int *r = blockIdx.y ? rec + (int64_t)blockIdx.y * rec[GRP_STRIDE] : rec;
@@ -1206,16 +1206,16 @@ extern "C" __global__ void __launch_bounds__(128, 4) rlx_mmv_mixed(const int *re
 // travel to registers (mm_tq_body). Two blocks an SM (128 registers a
 // thread), so one's barrier is the other's turn. P(9): 16 or 2 when b's
 // rows start at addresses of that alignment (Q4_K's and Q5_K's paths
-// want 16, the others 2; below that, deq8). One batch. Where the tiles are too few to
-// fill the SMs, K is split over gridDim.z blocks a tile (P(11) values
-// each, a multiple of TQ_BK; tq_split_end).
+// want 16, the others 2; below that, deq8). One batch. Where the tiles
+// are too few to fill the SMs' slots, K is split over gridDim.z blocks a
+// tile (P(11) values each, a multiple of TQ_BK; tq_split_end).
 #define TQ_BK 32
 #define TQ_LD (TQ_BK + 8) /* smem row pitch in halves: 80 bytes, 8 rows on distinct banks */
 
 // Decoding to f16 two values at a time: a word of two f16 lanes (half2,
 // value k in the low lane, k + 1 in the high), built from two quant
 // bytes spread into the lanes' low bytes (tq_spread) and ORed into the
-// exponent of 1024, where an f16's last mantissa bit is 1: lane = 1024 +
+// bits of the f16 1024, whose last mantissa bit is worth 1: lane = 1024 +
 // q exactly for q < 1024; one half2 subtraction of 1024 plus the type's
 // offset leaves q - offset exactly, and a half2 product (or fused
 // product and sum) applies the scale, rounded once to f16. Q8_0's and
