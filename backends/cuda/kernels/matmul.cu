@@ -537,6 +537,24 @@ __device__ __forceinline__ int dp16_hi(const uint4 &q, const uint4 &a, int c)
     return dp4a_us(NIB_HI_IN_PLACE(q.w), (int)a.w, c);
 }
 
+// A Q4_K or Q5_K unit's factors from its block's first 16 bytes hd (d,
+// dmin, the 12 scale bytes): d times the scales of sub-blocks 2u (f0) and
+// 2u + 1 (f1, times hi_mul), dmin times their mins (g0, g1). Sub-blocks
+// 2u, 2u + 1 are bytes 2u, 2u + 1 of the lo words for u < 2, bytes 2u - 4,
+// 2u - 3 of the hi ones after.
+__device__ __forceinline__ void q4k_unit_scales(const uint4 &hd, int u, float hi_mul, float &f0,
+                                                float &f1, float &g0, float &g1)
+{
+    float dw = h2f_bits(hd.x), dmin = h2f_bits(hd.x >> 16);
+    uint32_t scw, mnw;
+    q4k_scale_words(hd.y, hd.z, hd.w, u < 2, scw, mnw);
+    int sh = 16 * (u & 1);
+    f0 = dw * (float)((scw >> sh) & 0xFFu);
+    f1 = dw * ((float)((scw >> (sh + 8)) & 0xFFu) * hi_mul);
+    g0 = dmin * (float)((mnw >> sh) & 0xFFu);
+    g1 = dmin * (float)((mnw >> (sh + 8)) & 0xFFu);
+}
+
 // Q4_K: 4 units a block, each a pair of 32-value sub-blocks 2u and 2u + 1
 // and their 32 bytes of quants (2u in the low nibbles, 2u + 1 in the
 // high): one unit's scales and addresses serve 64 values
@@ -557,17 +575,9 @@ struct mmv_q4_k {
                                                const float2 *da, int K, int nm, float *acc)
     {
         const uint4 &hd = w.hd, &q0 = w.q0, &q1 = w.q1;
-        float dw = h2f_bits(hd.x), dmin = h2f_bits(hd.x >> 16);
-        /* sub-blocks 2u and 2u + 1: bytes 2u, 2u + 1 of the lo words for
-         * u < 2, bytes 2u - 4, 2u - 3 of the hi ones after */
-        uint32_t scw, mnw;
-        q4k_scale_words(hd.y, hd.z, hd.w, u < 2, scw, mnw);
-        int sh = 16 * (u & 1);
         /* the high nibbles' sums come 16 times too large (dp4a_us) */
-        float f0 = dw * (float)((scw >> sh) & 0xFFu);
-        float f1 = dw * ((float)((scw >> (sh + 8)) & 0xFFu) * 0.0625f);
-        float g0 = dmin * (float)((mnw >> sh) & 0xFFu);
-        float g1 = dmin * (float)((mnw >> (sh + 8)) & 0xFFu);
+        float f0, f1, g0, g1;
+        q4k_unit_scales(hd, u, 0.0625f, f0, f1, g0, g1);
         int64_t k0 = (int64_t)b * 256 + 64 * u;
         int ab = b * 8 + 2 * u; // the activation's block of sub-block 2u
 #pragma unroll
@@ -607,14 +617,8 @@ struct mmv_q5_k {
                                                const float2 *da, int K, int nm, float *acc)
     {
         const uint4 &hd = w.hd;
-        float dw = h2f_bits(hd.x), dmin = h2f_bits(hd.x >> 16);
-        uint32_t scw, mnw;
-        q4k_scale_words(hd.y, hd.z, hd.w, u < 2, scw, mnw);
-        int sh = 16 * (u & 1);
-        float f0 = dw * (float)((scw >> sh) & 0xFFu);
-        float f1 = dw * (float)((scw >> (sh + 8)) & 0xFFu);
-        float g0 = dmin * (float)((mnw >> sh) & 0xFFu);
-        float g1 = dmin * (float)((mnw >> (sh + 8)) & 0xFFu);
+        float f0, f1, g0, g1;
+        q4k_unit_scales(hd, u, 1.0f, f0, f1, g0, g1);
         const uint32_t q[8] = {w.q0.x, w.q0.y, w.q0.z, w.q0.w, w.q1.x, w.q1.y, w.q1.z, w.q1.w};
         const uint32_t h[8] = {w.h0.x, w.h0.y, w.h0.z, w.h0.w, w.h1.x, w.h1.y, w.h1.z, w.h1.w};
         int lo[8], hi[8];
@@ -1249,6 +1253,35 @@ __device__ __forceinline__ void tq_put(const uint32_t (&h)[8], uint4 &lo, uint4 
     hi = make_uint4(h[4], h[5], h[6], h[7]);
 }
 
+// Q4_K's and Q5_K's 16 values at k: the nibbles of q (low or high by the
+// sub-block's parity), each joined by bit 4 of its byte of f (Q5_K's
+// fifth bits moved there; zeros for Q4_K), scaled by the sub-block's
+// 6-bit scale and min from h (d, dmin and the 12 scale bytes)
+__device__ __forceinline__ void tq_k_deq(const uint4 &h, const uint4 &q, const uint32_t (&f)[4],
+                                         int k, uint4 &lo, uint4 &hi)
+{
+    int sub = (k & 255) >> 5, sh = (sub & 1) * 4;
+    uint32_t scw, mnw;
+    q4k_scale_words(h.y, h.z, h.w, sub < 4, scw, mnw);
+    int sc = (int)((scw >> (8 * (sub & 3))) & 0xFFu), mn = (int)((mnw >> (8 * (sub & 3))) & 0xFFu);
+    __half2 d = __float2half2_rn(h2f_bits(h.x) * (float)sc),
+            m = __float2half2_rn(-h2f_bits(h.x >> 16) * (float)mn);
+    const uint32_t w[4] = {q.x, q.y, q.z, q.w};
+    const __half2 c = tq_h2(0x64006400u); /* 1024 */
+    uint32_t v[8];
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        uint32_t x = w[i] >> sh;
+        uint32_t p0 = (tq_spread<0>(x) & 0x000F000Fu) | (tq_spread<0>(f[i]) & 0x00100010u) |
+                      0x64006400u,
+                 p1 = (tq_spread<1>(x) & 0x000F000Fu) | (tq_spread<1>(f[i]) & 0x00100010u) |
+                      0x64006400u;
+        v[2 * i] = tq_u32(__hfma2(__hsub2(tq_h2(p0), c), d, m));
+        v[2 * i + 1] = tq_u32(__hfma2(__hsub2(tq_h2(p1), c), d, m));
+    }
+    tq_put(v, lo, hi);
+}
+
 // Each type's 16 values at column k of a row in two halves: fetch loads
 // the bytes they come from into registers, deq decodes them to f16, so
 // that the kernel issues the next step's loads, runs this step's
@@ -1266,26 +1299,8 @@ struct tq_q4_k { // 144-byte blocks of 256: 16 values of one 32-value sub-block
     }
     __device__ static __forceinline__ void deq(const R &r, int k, uint4 &lo, uint4 &hi)
     {
-        int sub = (k & 255) >> 5, sh = (sub & 1) * 4;
-        /* kq_scale on the scale bytes held in r.h.y, .z, .w */
-        uint32_t scw, mnw;
-        q4k_scale_words(r.h.y, r.h.z, r.h.w, sub < 4, scw, mnw);
-        int sc = (int)((scw >> (8 * (sub & 3))) & 0xFFu),
-            mn = (int)((mnw >> (8 * (sub & 3))) & 0xFFu);
-        __half2 d = __float2half2_rn(h2f_bits(r.h.x) * (float)sc),
-                m = __float2half2_rn(-h2f_bits(r.h.x >> 16) * (float)mn);
-        const uint32_t w[4] = {r.q.x, r.q.y, r.q.z, r.q.w};
-        uint32_t h[8];
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            uint32_t x = w[i] >> sh;
-            uint32_t p0 = (tq_spread<0>(x) & 0x000F000Fu) | 0x64006400u,
-                     p1 = (tq_spread<1>(x) & 0x000F000Fu) | 0x64006400u;
-            const __half2 c = tq_h2(0x64006400u); /* 1024 */
-            h[2 * i] = tq_u32(__hfma2(__hsub2(tq_h2(p0), c), d, m));
-            h[2 * i + 1] = tq_u32(__hfma2(__hsub2(tq_h2(p1), c), d, m));
-        }
-        tq_put(h, lo, hi);
+        const uint32_t none[4] = {0, 0, 0, 0};
+        tq_k_deq(r.h, r.q, none, k, lo, hi);
     }
 };
 
@@ -1303,29 +1318,11 @@ struct tq_q5_k { // 176-byte blocks of 256: Q4_K's, with a fifth bit a value (qh
     }
     __device__ static __forceinline__ void deq(const R &r, int k, uint4 &lo, uint4 &hi)
     {
-        int sub = (k & 255) >> 5, sh = (sub & 1) * 4;
-        uint32_t scw, mnw;
-        q4k_scale_words(r.h.y, r.h.z, r.h.w, sub < 4, scw, mnw);
-        int sc = (int)((scw >> (8 * (sub & 3))) & 0xFFu),
-            mn = (int)((mnw >> (8 * (sub & 3))) & 0xFFu);
-        __half2 d = __float2half2_rn(h2f_bits(r.h.x) * (float)sc),
-                m = __float2half2_rn(-h2f_bits(r.h.x >> 16) * (float)mn);
-        const uint32_t w[4] = {r.q.x, r.q.y, r.q.z, r.q.w},
-                       hb[4] = {r.qh.x, r.qh.y, r.qh.z, r.qh.w};
-        const __half2 c = tq_h2(0x64006400u); /* 1024 */
-        uint32_t h[8];
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            /* the nibbles, and bit sub of each qh byte moved to bit 4 */
-            uint32_t x = w[i] >> sh, y = (hb[i] >> sub) << 4;
-            uint32_t p0 = (tq_spread<0>(x) & 0x000F000Fu) | (tq_spread<0>(y) & 0x00100010u) |
-                          0x64006400u,
-                     p1 = (tq_spread<1>(x) & 0x000F000Fu) | (tq_spread<1>(y) & 0x00100010u) |
-                          0x64006400u;
-            h[2 * i] = tq_u32(__hfma2(__hsub2(tq_h2(p0), c), d, m));
-            h[2 * i + 1] = tq_u32(__hfma2(__hsub2(tq_h2(p1), c), d, m));
-        }
-        tq_put(h, lo, hi);
+        /* bit sub of each qh byte moved to bit 4 */
+        int sub = (k & 255) >> 5;
+        const uint32_t f[4] = {(r.qh.x >> sub) << 4, (r.qh.y >> sub) << 4, (r.qh.z >> sub) << 4,
+                               (r.qh.w >> sub) << 4};
+        tq_k_deq(r.h, r.q, f, k, lo, hi);
     }
 };
 
